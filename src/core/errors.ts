@@ -1,0 +1,40 @@
+// One error class with a stable `code`: callers and tests branch on the code, never on the text.
+
+const BRAND = Symbol.for('webccl.error');
+
+export type ErrorCode =
+  | 'INVALID_ARGUMENT' // a bad value at the API boundary (type, length, root, option)
+  | 'INVALID_DTYPE' // a buffer type or dtype the library does not know
+  | 'INVALID_OP' // an unknown reduction op, or avg on an integer dtype
+  | 'SIZE_MISMATCH' // output/input lengths that do not fit the collective
+  | 'BUFFER_BUSY' // a buffer used by an op that has not completed
+  | 'MISMATCH' // ranks disagree on a collective's count, dtype, op, root or kind
+  | 'TIMEOUT' // a peer did not arrive before the deadline
+  | 'ABORTED' // the communicator was aborted (by a failing peer, the launcher or abort())
+  | 'NOT_INITIALIZED' // module-level API used before initCommGroup()
+  | 'UNSUPPORTED' // the runtime lacks what the feature needs
+  | 'INTERNAL'; // a broken invariant inside webccl
+
+export class WebcclError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown>;
+
+  constructor(code: ErrorCode, message: string, details: Record<string, unknown> = {}) {
+    super(`${message} [${code}]`);
+    this.name = 'WebcclError';
+    this.code = code;
+    this.details = details;
+  }
+
+  get [BRAND](): true {
+    return true;
+  }
+
+  static is(e: unknown): e is WebcclError {
+    return typeof e === 'object' && e !== null && (e as Record<symbol, unknown>)[BRAND] === true;
+  }
+}
+
+export function fail(code: ErrorCode, message: string, details?: Record<string, unknown>): never {
+  throw new WebcclError(code, message, details);
+}
