@@ -13,6 +13,8 @@ export const OP_SUM: i32 = 0;
 export const OP_PROD: i32 = 1;
 export const OP_MAX: i32 = 2;
 export const OP_MIN: i32 = 3;
+/** Collectives only (never a kernel op): sum, then scale by 1/nranks. */
+export const OP_AVG: i32 = 4;
 
 /** Bytes per element of each dtype code. */
 export function dtypeSize(dtype: i32): usize {
