@@ -7,3 +7,5 @@ export * from './kernels/api';
 export function heapBase(): usize {
   return __heap_base;
 }
+export { advance } from './engine/run';
+export { spinProbe } from './engine/sync';

@@ -16,8 +16,8 @@ export const Min = 'min';
 export const Avg = 'avg';
 export const REDUCE_OPS = [Sum, Prod, Max, Min, Avg] as const;
 export type ReduceOp = (typeof REDUCE_OPS)[number];
-/** Kernel op codes; avg runs as sum followed by a scale. */
-export const OP_CODE: Record<ReduceOp, number> = { sum: 0, prod: 1, max: 2, min: 3, avg: 0 };
+/** Op codes of the wasm core (assembly/kernels/codes.ts); avg runs as sum then a scale. */
+export const OP_CODE: Record<ReduceOp, number> = { sum: 0, prod: 1, max: 2, min: 3, avg: 4 };
 
 /** The JS array type that holds each dtype's elements (halves live in a Uint16Array). */
 export const ARRAY_OF: Record<Dtype, { new (b: ArrayBufferLike, off: number, len: number): ArrayBufferView }> = {

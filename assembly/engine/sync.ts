@@ -1,0 +1,114 @@
+// Flags, waits and op signatures: the synchronisation every step loop is built from.
+//
+// Each rank of a communicator owns one flag: a counter of the steps it has posted. A step is
+// "post my flag = t, then wait until every peer's flag reaches t". Waits spin for D_SPIN polls
+// and then hand back to JS (ST_BLOCKED), which blocks on the flag with Atomics.wait and calls
+// the loop again: spinning is cheap when peers run on other cores, ruinous when they need
+// this core. A poster wakes sleepers only when one has registered in the flag's waiter count.
+import {
+  C_ABORT, C_NODE, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KIND, D_OP, D_OUT, D_ROOT,
+  S_ALGO, S_CHUNK, S_COUNT, S_DTYPE, S_IN, S_KIND, S_OP, S_OUT, S_ROOT, S_SEQ, D_COMM, D_ERR, D_ERR_FIELD, D_ERR_RANK_A, D_ERR_RANK_B, D_ERR_VAL_A,
+  D_ERR_VAL_B, D_NRANKS, D_RANK, D_SEQ, D_SPIN, D_WAIT_RANK, D_WAIT_VAL, E_ABORTED, E_MISMATCH,
+  NODE_ABORT, S_COMPARED, ST_BLOCKED, ST_DONE, ST_ERROR, field, flagAddr, setField, sigAddr,
+} from './layout';
+
+/** Posts flag value `t` for this rank and wakes any rank sleeping on it. */
+export function post(desc: usize, t: u32): void {
+  const f = flagAddr(<usize>field(desc, D_COMM), field(desc, D_RANK));
+  atomic.store<i32>(f, <i32>t);
+  if (atomic.load<i32>(f + 4) > 0) atomic.notify(f, -1);
+}
+
+/** The flag step number of the op's k-th step (k from 1). */
+@inline export function stepNo(desc: usize, k: u32): u32 {
+  return field(desc, D_BASE) + k;
+}
+
+function aborted(desc: usize): bool {
+  const comm = <usize>field(desc, D_COMM);
+  if (atomic.load<i32>(comm + C_ABORT) != 0) return true;
+  return atomic.load<i32>(<usize>load<u32>(comm + C_NODE) + NODE_ABORT) != 0;
+}
+
+/** Waits until rank r's flag reaches t. ST_DONE when it has. */
+export function waitRank(desc: usize, r: u32, t: u32): i32 {
+  const f = flagAddr(<usize>field(desc, D_COMM), r);
+  let v = atomic.load<i32>(f);
+  if (v - <i32>t >= 0) return ST_DONE;
+  let spins = field(desc, D_SPIN);
+  while (true) {
+    if (aborted(desc)) {
+      setField(desc, D_ERR, E_ABORTED);
+      return ST_ERROR;
+    }
+    v = atomic.load<i32>(f);
+    if (v - <i32>t >= 0) return ST_DONE;
+    if (spins == 0) {
+      setField(desc, D_WAIT_RANK, r);
+      setField(desc, D_WAIT_VAL, <u32>v);
+      return ST_BLOCKED;
+    }
+    spins--;
+  }
+}
+
+/** Waits until every rank's flag reaches t. */
+export function waitAll(desc: usize, t: u32): i32 {
+  const n = field(desc, D_NRANKS);
+  for (let r: u32 = 0; r < n; r++) {
+    const s = waitRank(desc, r, t);
+    if (s != ST_DONE) return s;
+  }
+  return ST_DONE;
+}
+
+/** Publishes what this rank believes the op is: its peers check it against their own. */
+export function writeSignature(desc: usize): void {
+  const sig = sigAddr(<usize>field(desc, D_COMM), field(desc, D_RANK), field(desc, D_SEQ));
+  store<u32>(sig + S_SEQ, field(desc, D_SEQ));
+  store<u32>(sig + S_KIND, field(desc, D_KIND));
+  store<u32>(sig + S_ALGO, field(desc, D_ALGO));
+  store<u32>(sig + S_DTYPE, field(desc, D_DTYPE));
+  store<u32>(sig + S_OP, field(desc, D_OP));
+  store<u32>(sig + S_COUNT, field(desc, D_COUNT));
+  store<u32>(sig + S_ROOT, field(desc, D_ROOT));
+  store<u32>(sig + S_CHUNK, field(desc, D_CHUNK));
+  store<u32>(sig + S_IN, field(desc, D_IN));
+  store<u32>(sig + S_OUT, field(desc, D_OUT));
+}
+
+/**
+ * Compares every rank's signature with rank 0's (so that every rank reports the same pair).
+ * Call after a wait that saw every rank post the op's first step.
+ */
+export function checkSignatures(desc: usize): i32 {
+  const comm = <usize>field(desc, D_COMM);
+  const n = field(desc, D_NRANKS);
+  const seq = field(desc, D_SEQ);
+  const ref = sigAddr(comm, 0, seq);
+  for (let r: u32 = 1; r < n; r++) {
+    const sig = sigAddr(comm, r, seq);
+    for (let i: u32 = 0; i < S_COMPARED; i++) {
+      const a = load<u32>(ref + (<usize>i << 2));
+      const b = load<u32>(sig + (<usize>i << 2));
+      if (a != b) {
+        setField(desc, D_ERR, E_MISMATCH);
+        setField(desc, D_ERR_FIELD, i);
+        setField(desc, D_ERR_RANK_A, 0);
+        setField(desc, D_ERR_RANK_B, r);
+        setField(desc, D_ERR_VAL_A, a);
+        setField(desc, D_ERR_VAL_B, b);
+        return ST_ERROR;
+      }
+    }
+  }
+  return ST_DONE;
+}
+
+/** Polls of an empty loop, for JS to calibrate D_SPIN against a clock. */
+export function spinProbe(desc: usize, polls: u32): u32 {
+  const f = flagAddr(<usize>field(desc, D_COMM), field(desc, D_RANK));
+  let acc: u32 = 0;
+  for (let i: u32 = 0; i < polls; i++) acc += <u32>atomic.load<i32>(f) + <u32>aborted(desc);
+  return acc;
+}

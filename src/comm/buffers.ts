@@ -1,0 +1,60 @@
+// Buffers at the API boundary: a TypedArray, or { data, dtype } for dtypes JS lacks (bf16 and
+// f16 held in a Uint16Array). Normalised to bytes + dtype + count, and to the address in the
+// node's shared memory when the buffer lives there (comm.alloc): such buffers are used in place.
+import { ARRAY_OF, DTYPE_SIZE, type Dtype, dtypeOfArray, parseDtype } from '../core/dtypes.js';
+import { fail } from '../core/errors.js';
+
+export type TypedArray =
+  | Float32Array | Float64Array | Int32Array | Uint32Array | Int8Array | Uint8Array | BigInt64Array | Uint16Array;
+export interface TensorLike {
+  data: TypedArray;
+  dtype: Dtype;
+  shape?: number[];
+}
+export type BufferArg = TypedArray | TensorLike;
+
+export interface Buf {
+  bytes: Uint8Array; // the same memory, as bytes
+  dtype: Dtype;
+  count: number;
+  /** Byte address in the node memory when the buffer lives there, else 0. */
+  addr: number;
+}
+
+export function describe(x: unknown): string {
+  if (x === null) return 'null';
+  if (ArrayBuffer.isView(x)) return x.constructor.name;
+  if (Array.isArray(x)) return 'Array';
+  return typeof x === 'object' ? `object with keys {${Object.keys(x as object).join(', ')}}` : typeof x;
+}
+
+export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) => boolean): Buf {
+  let dtype: Dtype | undefined;
+  let data: ArrayBufferView;
+  if (ArrayBuffer.isView(x) && !(x instanceof DataView)) {
+    dtype = dtypeOfArray(x);
+    if (!dtype) fail('INVALID_DTYPE', `${what}: ${x.constructor.name} is not supported (use Float32Array, Float64Array, Int32Array, Uint32Array, Int8Array, Uint8Array, BigInt64Array, or { data: Uint16Array, dtype: 'bf16' | 'f16' })`);
+    data = x;
+  } else if (typeof x === 'object' && x !== null && 'data' in x && 'dtype' in x) {
+    const t = x as TensorLike;
+    dtype = parseDtype(t.dtype);
+    if (!(t.data instanceof ARRAY_OF[dtype])) {
+      fail('INVALID_DTYPE', `${what}: dtype ${dtype} needs data in a ${ARRAY_OF[dtype].name}, got ${describe(t.data)}`);
+    }
+    data = t.data;
+  } else {
+    return fail('INVALID_ARGUMENT', `${what}: expected a TypedArray or { data, dtype }, got ${describe(x)}`);
+  }
+  const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  const count = data.byteLength / DTYPE_SIZE[dtype];
+  return { bytes, dtype, count, addr: isShared(data.buffer) ? data.byteOffset : 0 };
+}
+
+/** Whether two buffers share any byte. */
+export function overlaps(a: Uint8Array, b: Uint8Array): boolean {
+  return a.buffer === b.buffer && a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength && a.byteLength > 0 && b.byteLength > 0;
+}
+
+export function sameView(a: Uint8Array, b: Uint8Array): boolean {
+  return a.buffer === b.buffer && a.byteOffset === b.byteOffset && a.byteLength === b.byteLength;
+}

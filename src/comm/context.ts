@@ -1,0 +1,72 @@
+// What one rank holds after joining its node: the wasm core on the node's memory, the heap,
+// its place in the world communicator, and the calibrated spin budget.
+import { envNumber } from '../core/config.js';
+import { NodeHeap } from '../core/heap.js';
+import { D, descOffset } from '../core/layout.js';
+import type { NodeHandle } from '../core/node.js';
+import { fail } from '../core/errors.js';
+import { type WasmCore, loadWasm, preferSimd } from '../core/wasm.js';
+
+export interface RankContext {
+  core: WasmCore;
+  heap: NodeHeap;
+  comm: number;
+  rank: number;
+  size: number;
+  slotBytes: number;
+  spinPolls: number;
+  canBlock: boolean;
+  cores: number;
+  /** Every SharedArrayBuffer object seen for the node memory (one per growth). */
+  sharedBuffers: Set<ArrayBufferLike>;
+}
+
+export interface JoinOptions {
+  /** Cores available to the node's ranks (the launcher passes os.availableParallelism()). */
+  cores?: number;
+  simd?: boolean;
+}
+
+let blockAllowed: boolean | undefined;
+/** Whether this thread may block in Atomics.wait (not a browser's main thread). */
+export function threadCanBlock(): boolean {
+  if (blockAllowed === undefined) {
+    try {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 1, 0);
+      blockAllowed = true;
+    } catch {
+      blockAllowed = false;
+    }
+  }
+  return blockAllowed;
+}
+
+export function joinNode(node: NodeHandle, rank: number, opts: JoinOptions = {}): RankContext {
+  if (!Number.isInteger(rank) || rank < 0 || rank >= node.nranks) {
+    fail('INVALID_ARGUMENT', `rank ${rank} is outside the node's 0..${node.nranks - 1} range`);
+  }
+  const core = loadWasm(node.memory, preferSimd(opts.simd));
+  const cores = opts.cores ?? (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 1;
+  const ctx: RankContext = {
+    core, heap: new NodeHeap(node.memory), comm: node.world, rank, size: node.nranks, slotBytes: node.slotBytes,
+    spinPolls: 0, canBlock: threadCanBlock(), cores, sharedBuffers: new Set([node.memory.buffer]),
+  };
+  // Spin in time, not in polls: measure how fast this thread polls a flag.
+  const spinUs = envNumber('WEBCCL_SPIN_US') ?? (node.nranks > cores ? 1 : 20);
+  ctx.spinPolls = Math.round(spinUs * pollsPerMicrosecond(ctx));
+  return ctx;
+}
+
+function pollsPerMicrosecond(ctx: RankContext): number {
+  const desc = descOffset(ctx.comm, ctx.size, ctx.rank);
+  const i32 = new Int32Array(ctx.core.memory.buffer);
+  i32[(desc + D.COMM) >> 2] = ctx.comm;
+  i32[(desc + D.RANK) >> 2] = ctx.rank;
+  const probe = ctx.core.exports.spinProbe as (desc: number, polls: number) => number;
+  probe(desc, 20000); // warm-up: let the engine compile the loop
+  const polls = 200000;
+  const t0 = performance.now();
+  probe(desc, polls);
+  const us = (performance.now() - t0) * 1000;
+  return Math.max(1, polls / Math.max(us, 1));
+}

@@ -1,0 +1,174 @@
+// Runs one op's step loop (assembly/engine) for this rank: calls advance() until it is done,
+// serves its copy requests between JS buffers and shared memory, blocks on a flag when the
+// loop has spun long enough, and turns a missed deadline or a failed check into a WebcclError.
+import { WebcclError } from '../core/errors.js';
+import { ABORT_REASON, C, D, E, N, NODE_BASE, SIG_FIELDS, ST, flagOffset } from '../core/layout.js';
+import { DTYPES, REDUCE_OPS } from '../core/dtypes.js';
+import { ALGO, KIND } from '../core/layout.js';
+import type { WasmCore } from '../core/wasm.js';
+import type { Buf } from './buffers.js';
+
+export interface RunningOp {
+  name: string;
+  seq: number;
+  desc: number;
+  elemBytes: number;
+  input: Buf | null; // copied in when its addr is 0
+  output: Buf | null; // copied out when its addr is 0
+  deadline: number; // performance.now() ms
+  timeoutMs: number;
+}
+
+/** Longest single Atomics.wait, so deadlines and aborts are noticed promptly. */
+const SLICE_MS = 50;
+
+export class ShmRunner {
+  private u8: Uint8Array;
+  private i32: Int32Array;
+  private readonly advance: (desc: number) => number;
+
+  constructor(readonly core: WasmCore, readonly comm: number, readonly rank: number, readonly nranks: number) {
+    this.u8 = new Uint8Array(core.memory.buffer);
+    this.i32 = new Int32Array(core.memory.buffer);
+    this.advance = core.exports.advance as (desc: number) => number;
+  }
+
+  /** Views of the memory, renewed after another rank grew it. */
+  views(): { u8: Uint8Array; i32: Int32Array } {
+    if (this.u8.byteLength !== this.core.memory.buffer.byteLength) {
+      this.u8 = new Uint8Array(this.core.memory.buffer);
+      this.i32 = new Int32Array(this.core.memory.buffer);
+    }
+    return { u8: this.u8, i32: this.i32 };
+  }
+
+  field(desc: number, f: number): number {
+    return this.i32[(desc + f) >> 2] >>> 0;
+  }
+
+  /** Advances `op`; returns true when done. Throws WebcclError on failure. */
+  run(op: RunningOp, block: boolean): boolean {
+    for (;;) {
+      const st = this.advance(op.desc);
+      if (st === ST.DONE) return true;
+      if (st === ST.NEED_IN || st === ST.NEED_OUT) {
+        this.copy(op, st === ST.NEED_IN);
+        continue;
+      }
+      if (st === ST.ERROR) throw this.errorOf(op);
+      if (!block) return false;
+      this.sleep(op);
+    }
+  }
+
+  private copy(op: RunningOp, inward: boolean): void {
+    const { u8 } = this.views();
+    const off = this.field(op.desc, D.IO_OFF) * op.elemBytes;
+    const len = this.field(op.desc, D.IO_LEN) * op.elemBytes;
+    const addr = this.field(op.desc, D.IO_ADDR);
+    if (inward) u8.set(op.input!.bytes.subarray(off, off + len), addr);
+    else op.output!.bytes.set(u8.subarray(addr, addr + len), off);
+  }
+
+  /** Blocks on the flag the loop was waiting for, registered as a waiter so a post wakes us. */
+  private sleep(op: RunningOp): void {
+    const now = performance.now();
+    if (now >= op.deadline) throw this.timeout(op);
+    const { i32 } = this.views();
+    const f = flagOffset(this.comm, this.field(op.desc, D.WAIT_RANK)) >> 2;
+    const seen = this.i32[(op.desc + D.WAIT_VAL) >> 2];
+    Atomics.add(i32, f + 1, 1);
+    try {
+      if (Atomics.load(i32, f) === seen) Atomics.wait(i32, f, seen, Math.min(SLICE_MS, op.deadline - now));
+    } finally {
+      Atomics.sub(i32, f + 1, 1);
+    }
+  }
+
+  /** Waits without blocking the thread (a browser's main thread may not block). */
+  async sleepAsync(op: RunningOp): Promise<void> {
+    const now = performance.now();
+    if (now >= op.deadline) throw this.timeout(op);
+    const { i32 } = this.views();
+    const f = flagOffset(this.comm, this.field(op.desc, D.WAIT_RANK)) >> 2;
+    const seen = this.i32[(op.desc + D.WAIT_VAL) >> 2];
+    Atomics.add(i32, f + 1, 1);
+    try {
+      const r = Atomics.waitAsync(i32, f, seen, Math.min(SLICE_MS, op.deadline - now));
+      if (r.async) await r.value;
+    } finally {
+      Atomics.sub(i32, f + 1, 1);
+    }
+  }
+
+  /** Ranks whose flag is behind this rank's (every wait follows this rank's own post). */
+  missingRanks(): number[] {
+    const { i32 } = this.views();
+    const mine = i32[flagOffset(this.comm, this.rank) >> 2];
+    const missing: number[] = [];
+    for (let r = 0; r < this.nranks; r++) if (i32[flagOffset(this.comm, r) >> 2] - mine < 0) missing.push(r);
+    return missing;
+  }
+
+  private timeout(op: RunningOp): WebcclError {
+    const missing = this.missingRanks();
+    this.abort(ABORT_REASON.TIMEOUT, missing[0] ?? -1);
+    const who = missing.length ? `rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not arrive` : 'no rank arrived';
+    return new WebcclError('TIMEOUT', `${op.name} #${op.seq} on rank ${this.rank}: ${who} within ${op.timeoutMs} ms (WEBCCL_TIMEOUT_MS)`, { missing, seq: op.seq });
+  }
+
+  /** Aborts the communicator: every rank waiting in it wakes and fails its op. */
+  abort(reason: number, detail: number): void {
+    const { i32 } = this.views();
+    Atomics.store(i32, (this.comm + C.ABORT_CODE) >> 2, reason);
+    Atomics.store(i32, (this.comm + C.ABORT_DETAIL) >> 2, detail);
+    Atomics.compareExchange(i32, (this.comm + C.ABORT) >> 2, 0, this.rank + 1);
+    for (let r = 0; r < this.nranks; r++) Atomics.notify(i32, flagOffset(this.comm, r) >> 2);
+  }
+
+  /** Why the communicator or its node is aborted, or null. */
+  abortError(what: string): WebcclError | null {
+    const { i32 } = this.views();
+    const nodeBy = Atomics.load(i32, (NODE_BASE + N.ABORT) >> 2);
+    if (nodeBy !== 0) {
+      const dead = nodeBy === 0xffff ? 'the launcher' : `rank ${nodeBy - 1}`;
+      const code = Atomics.load(i32, (NODE_BASE + N.ABORT_CODE) >> 2);
+      const why = code === ABORT_REASON.PEER_DIED ? `${dead} died` : `aborted by ${dead}`;
+      return new WebcclError('ABORTED', `${what}: ${why}; the job is being ended`, { by: nodeBy - 1 });
+    }
+    const by = Atomics.load(i32, (this.comm + C.ABORT) >> 2);
+    if (by === 0) return null;
+    const code = Atomics.load(i32, (this.comm + C.ABORT_CODE) >> 2);
+    const detail = Atomics.load(i32, (this.comm + C.ABORT_DETAIL) >> 2);
+    const why =
+      code === ABORT_REASON.TIMEOUT ? `rank ${by - 1} timed out waiting for rank ${detail}` :
+      code === ABORT_REASON.USER ? `rank ${by - 1} called abort()` :
+      code === ABORT_REASON.PEER_ERROR ? `rank ${by - 1} failed` : `rank ${by - 1} aborted it`;
+    return new WebcclError('ABORTED', `${what}: communicator aborted (${why})`, { by: by - 1, reason: code, detail });
+  }
+
+  private errorOf(op: RunningOp): WebcclError {
+    const f = (x: number) => this.field(op.desc, x);
+    const what = `${op.name} #${op.seq}`;
+    if (f(D.ERR) === E.MISMATCH) {
+      const field = SIG_FIELDS[f(D.ERR_FIELD)];
+      const show = (v: number) => showSigValue(f(D.ERR_FIELD), v);
+      const [ra, rb, va, vb] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
+      return new WebcclError('MISMATCH', `${what}: ranks disagree on the ${field}: rank ${ra} has ${show(va)}, rank ${rb} has ${show(vb)}`, {
+        field, ranks: [ra, rb], values: [show(va), show(vb)],
+      });
+    }
+    return this.abortError(what) ?? new WebcclError('INTERNAL', `${what}: step loop failed with code ${f(D.ERR)}`);
+  }
+}
+
+function showSigValue(field: number, v: number): string {
+  const name = (table: Record<string, number>) => Object.keys(table).find((k) => table[k] === v) ?? String(v);
+  switch (SIG_FIELDS[field]) {
+    case 'collective': return name(KIND);
+    case 'algorithm': return name(ALGO);
+    case 'dtype': return DTYPES[v] ?? String(v);
+    case 'op': return REDUCE_OPS[v] ?? String(v);
+    default: return String(v);
+  }
+}

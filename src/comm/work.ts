@@ -1,0 +1,85 @@
+// Work: the handle every collective returns. Thenable (await comm.allReduce(x)), with wait(),
+// isCompleted() and the op's timing. Completion is driven by whoever asks for it.
+import type { WebcclError } from '../core/errors.js';
+
+export interface WorkTiming {
+  /** performance.now() when the op was issued, started and completed (ms). */
+  issuedAt: number;
+  startedAt: number;
+  completedAt: number;
+}
+
+export interface WorkDriver {
+  /** Makes progress on `w`; with block, returns only when `w` has completed or failed. */
+  progress(w: Work, block: boolean): void;
+  /** Completes `w` without blocking the thread (for threads that may not block). */
+  progressAsync(w: Work): Promise<void>;
+}
+
+export class Work implements PromiseLike<void> {
+  readonly name: string;
+  readonly seq: number;
+  readonly timing: WorkTiming = { issuedAt: performance.now(), startedAt: NaN, completedAt: NaN };
+  private state: 'pending' | 'done' | 'failed' = 'pending';
+  private error: WebcclError | undefined;
+  private promise: Promise<void> | undefined;
+
+  constructor(name: string, seq: number, private readonly driver: WorkDriver, private readonly canBlock: boolean) {
+    this.name = name;
+    this.seq = seq;
+  }
+
+  isCompleted(): boolean {
+    if (this.state === 'pending') this.driver.progress(this, false);
+    return this.state !== 'pending';
+  }
+
+  /** Completes the op; rejects with the op's WebcclError if it failed. */
+  wait(): Promise<void> {
+    this.promise ??= this.canBlock
+      ? new Promise<void>((resolve, reject) => {
+          queueMicrotask(() => {
+            try {
+              this.waitSync();
+              resolve();
+            } catch (e) {
+              reject(e);
+            }
+          });
+        })
+      : this.driver.progressAsync(this).then(() => this.rethrow());
+    return this.promise;
+  }
+
+  /** Blocks the calling thread until the op completes (worker threads and Node only). */
+  waitSync(): void {
+    if (this.state === 'pending') this.driver.progress(this, true);
+    this.rethrow();
+  }
+
+  then<A = void, B = never>(onDone?: ((v: void) => A | PromiseLike<A>) | null, onFail?: ((e: unknown) => B | PromiseLike<B>) | null): Promise<A | B> {
+    return this.wait().then(onDone, onFail);
+  }
+
+  /** Duration from start to completion in ms (NaN while pending). */
+  get durationMs(): number {
+    return this.timing.completedAt - this.timing.startedAt;
+  }
+
+  /** @internal Settled, without driving progress. */
+  get settled(): boolean {
+    return this.state !== 'pending';
+  }
+
+  /** @internal */
+  settle(error?: WebcclError): void {
+    if (this.state !== 'pending') return;
+    this.timing.completedAt = performance.now();
+    this.state = error ? 'failed' : 'done';
+    this.error = error;
+  }
+
+  private rethrow(): void {
+    if (this.state === 'failed') throw this.error;
+  }
+}

@@ -1,0 +1,42 @@
+// Environment configuration: the WEBCCL_* variables, read once, with unknown names reported
+// rather than ignored (a typo in a tuning variable should never pass silently).
+import { WebcclError } from './errors.js';
+
+export const ENV_VARS: Record<string, string> = {
+  WEBCCL_ALGO: 'force an allReduce algorithm: direct | twoshot (default: chosen by size)',
+  WEBCCL_BUFFSIZE: 'bytes of one staging slot per rank, the chunk size of pipelined copies (default 262144)',
+  WEBCCL_TIMEOUT_MS: 'deadline of every wait in milliseconds (default 300000)',
+  WEBCCL_SPIN_US: 'microseconds a rank spins on a flag before it blocks (default 20, or 1 when ranks outnumber cores)',
+  WEBCCL_WASM: 'simd | scalar: force a build of the WebAssembly core (default: simd where supported)',
+  WEBCCL_DEBUG: 'WARN | INFO | TRACE: log level on stderr (default WARN)',
+  WEBCCL_DIRECT_MAX_BYTES: 'largest allReduce, in bytes, that the tuner runs with the direct algorithm',
+};
+
+function env(): Record<string, string | undefined> {
+  const p = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;
+  return p?.env ?? {};
+}
+
+let warned = false;
+/** WEBCCL_* names that webccl does not know (a warning is printed once). */
+export function unknownEnvNames(): string[] {
+  const bad = Object.keys(env()).filter((k) => k.startsWith('WEBCCL_') && !(k in ENV_VARS));
+  if (bad.length && !warned) {
+    warned = true;
+    console.warn(`webccl: unknown environment variable(s) ${bad.join(', ')} (known: ${Object.keys(ENV_VARS).join(', ')})`);
+  }
+  return bad;
+}
+
+export function envString(name: keyof typeof ENV_VARS & string): string | undefined {
+  const v = env()[name];
+  return v === undefined || v === '' ? undefined : v;
+}
+
+export function envNumber(name: keyof typeof ENV_VARS & string): number | undefined {
+  const v = envString(name);
+  if (v === undefined) return undefined;
+  const x = Number(v);
+  if (!Number.isFinite(x) || x < 0) throw new WebcclError('INVALID_ARGUMENT', `${name}=${JSON.stringify(v)} is not a non-negative number`);
+  return x;
+}

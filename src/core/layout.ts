@@ -1,0 +1,64 @@
+// The shared-memory layout of a node, mirrored from assembly/engine/layout.ts (a test checks
+// that both agree). All offsets are bytes; every structure starts on a 64-byte line.
+//
+//   [0, NODE_BASE)      the wasm module's static data
+//   node header         magic, version, nranks, abort word, heap lock, heap bounds
+//   world comm block    header | flags (n lines) | signatures (2n) | descriptors (n) |
+//                       scratch (n × slot) | slots (n × 4 × slot)
+//   heap                comm.alloc() buffers; grows the memory on demand
+
+export const NODE_BASE = 64 * 1024;
+export const NODE_MAGIC_VALUE = 0x4c434357; // 'WCCL'
+export const LAYOUT_VERSION = 1;
+export const N = {
+  MAGIC: 0,
+  VERSION: 4,
+  NRANKS: 8,
+  ABORT: 12, // 0, or 1 + the rank that died (ABORT_BY_LAUNCHER: the launcher)
+  ABORT_CODE: 16,
+  HEAP_LOCK: 20,
+  HEAP_START: 24,
+  HEAP_TOP: 28,
+  WORLD: 32, // address of the world communicator block
+  HEADER_BYTES: 256,
+} as const;
+export const ABORT_BY_LAUNCHER = 0xffff;
+
+export const D = {
+  KIND: 0, ALGO: 4, DTYPE: 8, OP: 12, COUNT: 16, ROOT: 20, RANK: 24, NRANKS: 28, IN: 32, OUT: 36,
+  CHUNK: 40, NCHUNKS: 44, STEP: 48, PHASE: 52, BASE: 56, SEQ: 60, IO_OFF: 64, IO_ADDR: 68,
+  IO_LEN: 72, WAIT_RANK: 76, WAIT_VAL: 80, ERR: 84, ERR_FIELD: 88, ERR_RANK_A: 92,
+  ERR_RANK_B: 96, ERR_VAL_A: 100, ERR_VAL_B: 104, SPIN: 108, COMM: 112, MODE: 120,
+  STEPS_USED: 124, SUB: 128, TABLE: 192,
+} as const;
+export const DESC_BYTES = 448;
+export const MAX_RANKS = 64;
+
+export const C = { ABORT: 0, ABORT_CODE: 4, NRANKS: 8, SLOT_BYTES: 12, NODE: 16, ABORT_DETAIL: 20, HEADER_BYTES: 64 } as const;
+export const FLAG_STRIDE = 64;
+export const SIG_BYTES = 64;
+export const SLOT_BUFFERS = 4;
+/** Signature fields in the order checkSignatures compares them. */
+export const SIG_FIELDS = ['sequence number', 'collective', 'algorithm', 'dtype', 'op', 'count', 'root', 'chunk size'] as const;
+
+export const ST = { DONE: 0, BLOCKED: 1, NEED_IN: 2, NEED_OUT: 3, ERROR: 4 } as const;
+export const E = { MISMATCH: 1, ABORTED: 2 } as const;
+export const KIND = { allReduce: 1, allGather: 2, reduceScatter: 3, broadcast: 4, reduce: 5, barrier: 6 } as const;
+export type Kind = keyof typeof KIND;
+export const ALGO = { direct: 0, twoshot: 1 } as const;
+export type Algo = keyof typeof ALGO;
+
+/** Why a communicator or node was aborted (C.ABORT_CODE / N.ABORT_CODE). */
+export const ABORT_REASON = { TIMEOUT: 1, PEER_DIED: 2, USER: 3, PEER_ERROR: 4 } as const;
+
+export const align64 = (x: number): number => (x + 63) & ~63;
+
+export function flagOffset(comm: number, rank: number): number {
+  return comm + C.HEADER_BYTES + rank * FLAG_STRIDE;
+}
+export function descOffset(comm: number, nranks: number, rank: number): number {
+  return comm + C.HEADER_BYTES + nranks * (FLAG_STRIDE + 2 * SIG_BYTES) + rank * DESC_BYTES;
+}
+export function commBlockBytes(nranks: number, slotBytes: number): number {
+  return align64(C.HEADER_BYTES + nranks * (FLAG_STRIDE + 2 * SIG_BYTES + DESC_BYTES) + nranks * slotBytes * (1 + SLOT_BUFFERS));
+}

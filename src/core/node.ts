@@ -1,0 +1,57 @@
+// A node: the ranks that share one WebAssembly.Memory. Whoever starts the node's ranks (the
+// launcher, a test, a page) calls createNode once and hands the result to every rank.
+import { WebcclError, fail } from './errors.js';
+import { ABORT_BY_LAUNCHER, C, LAYOUT_VERSION, MAX_RANKS, N, NODE_BASE, NODE_MAGIC_VALUE, commBlockBytes } from './layout.js';
+import { createSharedMemory, loadWasm } from './wasm.js';
+
+/** What a rank needs to join its node; structured-clonable (postMessage / workerData). */
+export interface NodeHandle {
+  memory: WebAssembly.Memory;
+  nranks: number;
+  world: number;
+  slotBytes: number;
+}
+
+export interface NodeOptions {
+  nranks: number;
+  /** Bytes of one staging slot (WEBCCL_BUFFSIZE); chunks are at most this big. */
+  slotBytes?: number;
+}
+
+export const DEFAULT_SLOT_BYTES = 256 * 1024;
+
+export function createNode({ nranks, slotBytes = DEFAULT_SLOT_BYTES }: NodeOptions): NodeHandle {
+  if (!Number.isInteger(nranks) || nranks < 1 || nranks > MAX_RANKS) {
+    fail('INVALID_ARGUMENT', `nranks must be an integer in 1..${MAX_RANKS}, got ${nranks}`);
+  }
+  if (!Number.isInteger(slotBytes) || slotBytes < 4096 || slotBytes % 64 !== 0 || slotBytes > 64 << 20) {
+    fail('INVALID_ARGUMENT', `slot size must be a multiple of 64 bytes in 4 KiB..64 MiB, got ${slotBytes}`);
+  }
+  const world = NODE_BASE + N.HEADER_BYTES;
+  const heapStart = world + commBlockBytes(nranks, slotBytes);
+  const memory = createSharedMemory(heapStart + (1 << 20));
+  const { exports } = loadWasm(memory);
+  if (exports.heapBase() > NODE_BASE) throw new WebcclError('INTERNAL', `wasm static data (${exports.heapBase()} B) overlaps the node header`);
+  const i32 = new Int32Array(memory.buffer);
+  i32[(NODE_BASE + N.MAGIC) >> 2] = NODE_MAGIC_VALUE;
+  i32[(NODE_BASE + N.VERSION) >> 2] = LAYOUT_VERSION;
+  i32[(NODE_BASE + N.NRANKS) >> 2] = nranks;
+  i32[(NODE_BASE + N.HEAP_START) >> 2] = heapStart;
+  i32[(NODE_BASE + N.HEAP_TOP) >> 2] = heapStart;
+  i32[(NODE_BASE + N.WORLD) >> 2] = world;
+  i32[(world + C.NRANKS) >> 2] = nranks;
+  i32[(world + C.SLOT_BYTES) >> 2] = slotBytes;
+  i32[(world + C.NODE) >> 2] = NODE_BASE;
+  return { memory, nranks, world, slotBytes };
+}
+
+/**
+ * Marks the whole node aborted (a rank died) and wakes every rank sleeping on a flag, so that
+ * each fails its current op instead of waiting for the dead one.
+ */
+export function abortNode(handle: NodeHandle, deadRank: number | null, code: number): void {
+  const i32 = new Int32Array(handle.memory.buffer);
+  Atomics.store(i32, (NODE_BASE + N.ABORT_CODE) >> 2, code);
+  Atomics.compareExchange(i32, (NODE_BASE + N.ABORT) >> 2, 0, deadRank === null ? ABORT_BY_LAUNCHER : deadRank + 1);
+  for (let r = 0; r < handle.nranks; r++) Atomics.notify(i32, (handle.world + C.HEADER_BYTES + r * 64) >> 2);
+}

@@ -1,0 +1,77 @@
+// webccl: collective communication for JavaScript ranks (worker threads, processes, browser
+// workers). Two faces over one implementation: the Communicator class, and module-level
+// functions on the default world group for scripts.
+import { unknownEnvNames } from './core/config.js';
+import { WebcclError, fail } from './core/errors.js';
+import { type NodeHandle, createNode } from './core/node.js';
+import { Communicator, type CollectiveOptions, type CommunicatorOptions } from './comm/communicator.js';
+import { type JoinOptions, joinNode } from './comm/context.js';
+import type { BufferArg } from './comm/buffers.js';
+import type { Work } from './comm/work.js';
+
+export { Communicator, type CollectiveOptions, type CommunicatorOptions } from './comm/communicator.js';
+export { Work, type WorkTiming } from './comm/work.js';
+export { WebcclError, type ErrorCode } from './core/errors.js';
+export { createNode, abortNode, type NodeHandle, type NodeOptions } from './core/node.js';
+export { joinNode, type JoinOptions } from './comm/context.js';
+export { Sum, Prod, Max, Min, Avg, DTYPES, REDUCE_OPS, type Dtype, type ReduceOp } from './core/dtypes.js';
+export { ENV_VARS } from './core/config.js';
+export type { BufferArg, TensorLike, TypedArray } from './comm/buffers.js';
+
+/** Where a launcher leaves a rank's identity before the rank's script starts. */
+export const RANK_INIT = Symbol.for('webccl.rankInit');
+export interface RankInit {
+  node: NodeHandle;
+  rank: number;
+  cores?: number;
+  simd?: boolean;
+}
+
+let world: Communicator | undefined;
+
+export interface InitOptions extends CommunicatorOptions, JoinOptions {
+  /** Join this node as `rank` instead of the identity a launcher left. */
+  node?: NodeHandle;
+  rank?: number;
+}
+
+/**
+ * Joins the default world group and waits until every rank has joined. Without a launcher
+ * (a plain `node script.mjs`) the world is this one rank.
+ */
+export async function initCommGroup(opts: InitOptions = {}): Promise<Communicator> {
+  if (world) return world;
+  unknownEnvNames();
+  const init = opts.node
+    ? { node: opts.node, rank: opts.rank ?? 0 }
+    : ((globalThis as Record<symbol, RankInit | undefined>)[RANK_INIT] ?? { node: createNode({ nranks: 1 }), rank: 0 });
+  const ctx = joinNode(init.node, init.rank, { cores: opts.cores ?? (init as RankInit).cores, simd: opts.simd ?? (init as RankInit).simd });
+  const comm = new Communicator(ctx, opts);
+  await comm.barrier();
+  world = comm;
+  return comm;
+}
+
+function requireWorld(what: string): Communicator {
+  return world ?? fail('NOT_INITIALIZED', `${what}: call await initCommGroup() first`);
+}
+
+export const getCommunicator = (): Communicator => requireWorld('getCommunicator');
+export const getRank = (): number => requireWorld('getRank').rank;
+export const getWorldSize = (): number => requireWorld('getWorldSize').size;
+
+export const allReduce = (x: BufferArg, o?: CollectiveOptions): Promise<void> => requireWorld('allReduce').allReduce(x, o).wait();
+export const allReduceAsync = (x: BufferArg, o?: CollectiveOptions): Work => requireWorld('allReduceAsync').allReduce(x, o);
+export const allGather = (out: BufferArg, input: BufferArg, o?: CollectiveOptions): Promise<void> => requireWorld('allGather').allGather(out, input, o).wait();
+export const reduceScatter = (out: BufferArg, input: BufferArg, o?: CollectiveOptions): Promise<void> => requireWorld('reduceScatter').reduceScatter(out, input, o).wait();
+export const broadcast = (x: BufferArg, o?: CollectiveOptions): Promise<void> => requireWorld('broadcast').broadcast(x, o).wait();
+export const reduce = (x: BufferArg, o?: CollectiveOptions): Promise<void> => requireWorld('reduce').reduce(x, o).wait();
+export const barrier = (): Promise<void> => requireWorld('barrier').barrier().wait();
+
+/** Completes a handle from an *Async call. */
+export function wait(handle: Work): Promise<void> {
+  if (!handle || typeof (handle as Work).wait !== 'function') {
+    throw new WebcclError('INVALID_ARGUMENT', 'wait: expected the Work handle an *Async call returned');
+  }
+  return handle.wait();
+}

@@ -1,0 +1,103 @@
+// Launching N ranks as worker threads of this process, sharing one node memory.
+// Any rank's uncaught error (or non-zero exit) aborts the node, so every other rank's pending
+// collective fails at once instead of waiting; the job ends with a message naming the rank.
+import { Worker } from 'node:worker_threads';
+import { availableParallelism } from 'node:os';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { ABORT_REASON } from '../core/layout.js';
+import { type NodeHandle, abortNode, createNode } from '../core/node.js';
+import { envNumber } from '../core/config.js';
+import { workerEntryPath } from './paths.js';
+
+export interface LaunchOptions {
+  nranks: number;
+  /** Path or file: URL of the ES module every rank runs. */
+  script: string;
+  args?: string[];
+  /** Environment of the ranks (default: this process's). */
+  env?: Record<string, string | undefined>;
+  slotBytes?: number;
+  simd?: boolean;
+  /** Called with every message a rank posts to its parent port. */
+  onMessage?: (rank: number, msg: unknown) => void;
+  /** How long other ranks get to finish after one failed, before they are terminated. */
+  graceMs?: number;
+}
+
+export interface RankFailure {
+  rank: number;
+  message: string;
+  error?: unknown;
+}
+
+export interface LaunchResult {
+  exitCode: number;
+  /** The first rank that failed: the cause; later failures are usually its consequence. */
+  failure?: RankFailure;
+  failures: RankFailure[];
+}
+
+export interface LaunchHandle {
+  done: Promise<LaunchResult>;
+  node: NodeHandle;
+  /** Ends every rank (e.g. on Ctrl-C). */
+  terminate(reason?: string): void;
+}
+
+export function startRanks(o: LaunchOptions): LaunchHandle {
+  const slotBytes = o.slotBytes ?? envNumber('WEBCCL_BUFFSIZE');
+  const node = createNode({ nranks: o.nranks, ...(slotBytes ? { slotBytes } : {}) });
+  const script = /^[a-z]+:/.test(o.script) ? o.script : pathToFileURL(resolve(o.script)).href;
+  const cores = availableParallelism();
+  const failures: RankFailure[] = [];
+  let graceTimer: ReturnType<typeof setTimeout> | undefined;
+  const workers: Worker[] = [];
+
+  const fail = (rank: number, message: string, error?: unknown) => {
+    failures.push({ rank, message, error });
+    if (failures.length > 1) return;
+    abortNode(node, rank, ABORT_REASON.PEER_DIED);
+    graceTimer = setTimeout(() => workers.forEach((w) => void w.terminate()), o.graceMs ?? 5000);
+    graceTimer.unref?.();
+  };
+
+  const exits = Array.from({ length: o.nranks }, (_, rank) => {
+    const w = new Worker(workerEntryPath(), {
+      workerData: { init: { node, rank, cores, simd: o.simd }, script },
+      argv: o.args ?? [],
+      env: o.env ?? process.env,
+    });
+    workers.push(w);
+    if (o.onMessage) w.on('message', (m) => o.onMessage!(rank, m));
+    let errored = false;
+    w.on('error', (e) => {
+      errored = true;
+      fail(rank, e instanceof Error ? (e.stack ?? e.message) : String(e), e);
+    });
+    return new Promise<void>((done) =>
+      w.on('exit', (code) => {
+        if (code !== 0 && !errored) fail(rank, `exited with code ${code}`);
+        done();
+      }),
+    );
+  });
+
+  const done = Promise.all(exits).then((): LaunchResult => {
+    if (graceTimer) clearTimeout(graceTimer);
+    return { exitCode: failures.length ? 1 : 0, failure: failures[0], failures };
+  });
+  return {
+    done,
+    node,
+    terminate(reason = 'terminated') {
+      fail(-1, reason);
+      workers.forEach((w) => void w.terminate());
+    },
+  };
+}
+
+/** Runs `script` on `nranks` worker threads and resolves when all have ended. */
+export function launch(o: LaunchOptions): Promise<LaunchResult> {
+  return startRanks(o).done;
+}

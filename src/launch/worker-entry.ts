@@ -1,0 +1,8 @@
+// The first module of every rank thread the launcher starts: it leaves the rank's identity
+// where initCommGroup() looks for it, then runs the user's script.
+import { workerData } from 'node:worker_threads';
+
+const RANK_INIT = Symbol.for('webccl.rankInit');
+const data = workerData as { init: unknown; script: string };
+(globalThis as Record<symbol, unknown>)[RANK_INIT] = data.init;
+await import(data.script);

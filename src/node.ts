@@ -1,0 +1,3 @@
+// The Node.js entry: everything the browser build has, plus launching ranks.
+export * from './index.js';
+export { launch, startRanks, type LaunchOptions, type LaunchResult, type LaunchHandle, type RankFailure } from './launch/threads.js';

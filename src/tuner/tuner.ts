@@ -1,0 +1,38 @@
+// Picks the algorithm and chunk size of a collective from its size and the node, unless the
+// call, the communicator or WEBCCL_ALGO says otherwise (in that order of precedence).
+// The size threshold comes from bench/ (see the README's algorithm table): direct needs one
+// synchronisation per chunk but reads n·C bytes per rank; twoshot reads ~C but synchronises
+// twice (three times zero-copy), so direct wins while synchronisation dominates.
+import { envNumber, envString } from '../core/config.js';
+import { fail } from '../core/errors.js';
+import { ALGO, type Algo } from '../core/layout.js';
+
+export const ALGORITHMS = Object.keys(ALGO) as Algo[];
+
+export function parseAlgo(a: unknown, from: string): Algo {
+  if (typeof a === 'string' && (ALGORITHMS as string[]).includes(a)) return a as Algo;
+  return fail('INVALID_ARGUMENT', `${from}: unknown algorithm ${JSON.stringify(a)} (expected ${ALGORITHMS.join(' or ')})`);
+}
+
+/** Largest allReduce (bytes) that runs direct, by rank count; measured with bench/allreduce. */
+export function directMaxBytes(nranks: number): number {
+  const forced = envNumber('WEBCCL_DIRECT_MAX_BYTES');
+  if (forced !== undefined) return forced;
+  return nranks <= 2 ? 512 * 1024 : 64 * 1024;
+}
+
+export function chooseAllReduceAlgo(bytes: number, nranks: number, callAlgo?: unknown, commAlgo?: unknown): Algo {
+  if (callAlgo !== undefined) return parseAlgo(callAlgo, 'algo option');
+  if (commAlgo !== undefined) return parseAlgo(commAlgo, 'communicator algo option');
+  const env = envString('WEBCCL_ALGO');
+  if (env !== undefined) return parseAlgo(env, 'WEBCCL_ALGO');
+  return bytes <= directMaxBytes(nranks) ? 'direct' : 'twoshot';
+}
+
+/** Elements per chunk: what fits one slot (reduceScatter stages n pieces per slot). */
+export function chunkElems(kind: string, slotBytes: number, elemBytes: number, nranks: number): number {
+  const per = kind === 'reduceScatter' ? Math.floor(slotBytes / (elemBytes * nranks)) : Math.floor(slotBytes / elemBytes);
+  // Whole 64-byte lines per chunk keep every slice of the kernels aligned.
+  const line = 64 / elemBytes;
+  return Math.max(line, Math.floor(per / line) * line);
+}
