@@ -12,10 +12,11 @@
 export const F16_QNAN: u32 = 0x7e00;
 export const BF16_QNAN: u32 = 0x7fc0;
 
-// f16 -> f32. Shifting the 15 exponent+mantissa bits into place gives an f32 whose exponent is
-// 112 too small; multiplying by 2^112 fixes normals and, exactly, normalises subnormals.
-// Inf / NaN (exponent 31) get the f32 all-ones exponent instead.
-const TWO_P112: u32 = 0x77800000;
+// f16 -> f32. Normals: shift the 15 exponent+mantissa bits into place and rebias the exponent
+// (+112 << 23). Subnormals (and zero): the mantissa as an integer times 2^-24, exact in f32 and
+// with no subnormal operand (which some CPUs slow down). Inf / NaN: all-ones f32 exponent.
+const F32_REBIAS: u32 = 0x38000000; // 112 << 23
+const TWO_M24: u32 = 0x33800000; // 2^-24
 // f32 -> f16. Normals: rebias (-112 << 23) and add 0xfff plus the kept mantissa LSB before
 // the shift by 13 (round half to even). Below 2^-14: adding 0.5f makes the f32 adder round to a
 // multiple of 2^-24, and the low bits of the sum are then the f16 subnormal mantissa.
@@ -29,7 +30,10 @@ const HALF_F: u32 = 0x3f000000; // 0.5f
   const em = h & 0x7fff;
   const sign = (h ^ em) << 16;
   const o = em << 13;
-  const r = em > 0x7bff ? o | F32_INF : reinterpret<u32>(reinterpret<f32>(o) * reinterpret<f32>(TWO_P112));
+  let r: u32;
+  if (em > 0x7bff) r = o | F32_INF;
+  else if (em > 0x3ff) r = o + F32_REBIAS;
+  else r = reinterpret<u32>(<f32>em * reinterpret<f32>(TWO_M24));
   return r | sign;
 }
 
@@ -47,9 +51,10 @@ const HALF_F: u32 = 0x3f000000; // 0.5f
   const em = v128.and(h, i32x4.splat(0x7fff));
   const sign = i32x4.shl(v128.xor(h, em), 16);
   const o = i32x4.shl(em, 13);
-  const scaled = f32x4.mul(o, i32x4.splat(TWO_P112));
-  const special = i32x4.gt_s(em, i32x4.splat(0x7bff));
-  return v128.or(v128.bitselect(v128.or(o, i32x4.splat(F32_INF)), scaled, special), sign);
+  const sub = f32x4.mul(f32x4.convert_i32x4_s(em), i32x4.splat(TWO_M24));
+  let r = v128.bitselect(i32x4.add(o, i32x4.splat(F32_REBIAS)), sub, i32x4.gt_s(em, i32x4.splat(0x3ff)));
+  r = v128.bitselect(v128.or(o, i32x4.splat(F32_INF)), r, i32x4.gt_s(em, i32x4.splat(0x7bff)));
+  return v128.or(r, sign);
 }
 
 /** Four f32 lanes to four f16 bit patterns, one per i32 lane. */

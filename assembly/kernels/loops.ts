@@ -3,7 +3,7 @@
 // steps of four independent 16-byte blocks, then 16-byte blocks, then single elements. The
 // vector part exists only in the SIMD build; the scalar build runs the element loop alone,
 // with the same results bit for bit. Byte addresses need no alignment.
-import { canonS, canonV, vmul, vsplat } from './lanes';
+import { canonS, canonV, store4, vmul, vsplat } from './lanes';
 
 /** Byte address of source `j` in a table of u32 addresses. */
 @inline export function srcAt(table: usize, j: i32): usize {
@@ -21,10 +21,7 @@ export function binary<T, K>(dst: usize, a: usize, b: usize, n: usize): void {
       const r1 = op.v(v128.load(a + i, 16), v128.load(b + i, 16));
       const r2 = op.v(v128.load(a + i, 32), v128.load(b + i, 32));
       const r3 = op.v(v128.load(a + i, 48), v128.load(b + i, 48));
-      v128.store(dst + i, canonV<T>(r0));
-      v128.store(dst + i, canonV<T>(r1), 16);
-      v128.store(dst + i, canonV<T>(r2), 32);
-      v128.store(dst + i, canonV<T>(r3), 48);
+      store4<T>(dst + i, r0, r1, r2, r3);
     }
     for (; i + 16 <= bytes; i += 16) {
       v128.store(dst + i, canonV<T>(op.v(v128.load(a + i), v128.load(b + i))));
@@ -102,10 +99,7 @@ export function foldK<T, K>(dst: usize, table: usize, k: i32, n: usize): void {
           }
         }
       }
-      v128.store(dst + i, canonV<T>(a0));
-      v128.store(dst + i, canonV<T>(a1), 16);
-      v128.store(dst + i, canonV<T>(a2), 32);
-      v128.store(dst + i, canonV<T>(a3), 48);
+      store4<T>(dst + i, a0, a1, a2, a3);
     }
     for (; i + 16 <= bytes; i += 16) {
       let acc = op.v(v128.load(p0 + i), v128.load(p1 + i));
@@ -137,10 +131,7 @@ export function scaleLoop<T>(dst: usize, src: usize, n: usize, factor: T): void 
       const r1 = vmul<T>(v128.load(src + i, 16), f);
       const r2 = vmul<T>(v128.load(src + i, 32), f);
       const r3 = vmul<T>(v128.load(src + i, 48), f);
-      v128.store(dst + i, canonV<T>(r0));
-      v128.store(dst + i, canonV<T>(r1), 16);
-      v128.store(dst + i, canonV<T>(r2), 32);
-      v128.store(dst + i, canonV<T>(r3), 48);
+      store4<T>(dst + i, r0, r1, r2, r3);
     }
     for (; i + 16 <= bytes; i += 16) {
       v128.store(dst + i, canonV<T>(vmul<T>(v128.load(src + i), f)));
