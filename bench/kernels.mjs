@@ -75,6 +75,9 @@ const now = () => performance.now();
 /** run(bytes) processes `bytes` per buffer; returns median GB/s with `traffic` bytes per byte. */
 function measure(run, size, traffic, warmMs) {
   const slice = Math.min(size, SLICE);
+  // Short calls first: JS loops then reach the optimising compiler with complete type feedback
+  // (a first call long enough for on-stack replacement otherwise deoptimises and lingers).
+  for (let i = 0; i < 300; i++) run(Math.min(size, 4096));
   let t0 = now();
   while (now() - t0 < warmMs) run(slice);
   run(size);
@@ -134,10 +137,10 @@ function jsSumInPlace(dt) {
   const A = ARRAYS[dt];
   const d = new A(memory.buffer, bufAt(0), maxSize / A.BYTES_PER_ELEMENT);
   const s = new A(memory.buffer, bufAt(1), maxSize / A.BYTES_PER_ELEMENT);
-  if (dt === 'i64') {
-    return (bytes) => { for (let i = 0, n = bytes >> 3; i < n; i++) d[i] = BigInt.asIntN(64, d[i] + s[i]); };
-  }
-  return (bytes) => { for (let i = 0, n = bytes / A.BYTES_PER_ELEMENT; i < n; i++) d[i] += s[i]; };
+  // A fresh function per dtype: one shared closure would see every array type and go megamorphic.
+  const body = dt === 'i64' ? 'd[i] = BigInt.asIntN(64, d[i] + s[i]);' : 'd[i] += s[i];';
+  const make = new Function('d', 's', `return (bytes) => { for (let i = 0, n = bytes >>> ${Math.log2(A.BYTES_PER_ELEMENT)}; i < n; i++) ${body} };`);
+  return make(d, s);
 }
 
 // --- the run ----------------------------------------------------------------------------------
@@ -200,6 +203,10 @@ for (const size of sizes) {
   }
   const ref = rows.find((r) => r.bytes === size && r.kernel === 'reduceInto' && r.dtype === 'f32' && r.op === 'sum' && r.build === 'simd');
   if (!ref) continue;
+  const pick = (kernel, dtype, op, build) => rows.find((r) => r.bytes === size && r.kernel === kernel && r.dtype === dtype && r.op === op && r.build === build)?.gbps;
+  console.log(`f32 sum in place: simd ${ref.gbps}, scalar ${pick('reduceInto', 'f32', 'sum', 'scalar')}, ` +
+    `plain JS ${pick('reduceInto', 'f32', 'sum', 'js')}; copy: TypedArray.set ${pick('copyBytes', 'u8', '-', 'memcpy')}, ` +
+    `memory.copy ${pick('copyBytes', 'u8', '-', 'simd')} GB/s`);
   const rel = rows
     .filter((r) => r.bytes === size && r.kernel === 'reduceInto' && r.build === 'simd')
     .map((r) => ({ ...r, rel: r.gbps / ref.gbps }))

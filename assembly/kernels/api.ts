@@ -1,6 +1,7 @@
 // Exported kernels: byte addresses into linear memory and element counts, nothing allocated.
 // dtype and op are the codes of codes.ts; an unknown code traps (unreachable). Addresses need no
-// alignment. Reductions: floats add / multiply in IEEE arithmetic, max / min propagate NaN and
+// alignment. A destination may be exactly one of its sources where a kernel says so; partial
+// overlaps are not supported. Reductions: floats add / multiply in IEEE arithmetic, max / min propagate NaN and
 // order -0 below +0, NaN results are written as the canonical quiet NaN; integers wrap; halves
 // are combined in f32 and rounded to nearest even once per element (see half.ts).
 import {
