@@ -1,0 +1,207 @@
+/*
+ * The MPI side of bench/compare: the same sweep and the same timing method as `webccl perf`,
+ * so that busbw figures sit side by side. float32, sum, out-of-place, root 0.
+ *
+ *   mpicc -O2 -o coll_bench coll_bench.c
+ *   mpirun -np 2 ./coll_bench -o allreduce -b 8 -e 64M -f 4 [-w 5] [-n N | -t 0.2] [-c 1]
+ *
+ * Sizes (nccl-tests): allreduce, broadcast, reduce: the vector's bytes; allgather: the whole
+ * output; reducescatter (MPI_Reduce_scatter_block): the whole input. At least one element per
+ * rank block, as webccl perf rounds.
+ *
+ * Timing, for each size: the sweep starts with a warm-up (largest size w calls, smallest
+ * 100 + w calls). Per size: 1 untimed call; with -n 0 (auto) the iteration count comes from
+ * the slowest rank's time per call (over max(w,1) calls, then over about 20 ms of calls) so
+ * that a timed block lasts -t seconds, clamped to 5..20000; then a barrier and the timed calls
+ * back to back. time = max over ranks of the mean time per call.
+ * busbw = size/time x 2(n-1)/n (allreduce), (n-1)/n (allgather, reducescatter), 1 (bcast, reduce).
+ *
+ * With -c 1, rank r fills element i with 1 + (r+i)%4 (small integers: float sums are exact),
+ * runs the op once more and counts the elements that differ from the closed form; #wrong is
+ * the sum over ranks.
+ *
+ * Output: one JSON object per line, from rank 0; lines starting with # are comments.
+ */
+#include <mpi.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE, NOPS };
+static const char *op_names[NOPS] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce"};
+
+typedef struct {
+  int op;
+  long min_bytes, max_bytes, step_factor;
+  int warmup, iters, check;
+  double target_sec;
+} options;
+
+static int rank, nranks;
+
+static long parse_size(const char *s) {
+  char *end;
+  double v = strtod(s, &end);
+  long mult = 1;
+  switch (*end) {
+    case 'K': case 'k': mult = 1L << 10; break;
+    case 'M': case 'm': mult = 1L << 20; break;
+    case 'G': case 'g': mult = 1L << 30; break;
+    default: break;
+  }
+  return (long)(v * mult);
+}
+
+static void usage(void) {
+  if (rank == 0) fprintf(stderr, "usage: coll_bench -o allreduce|allgather|reducescatter|broadcast|reduce [-b 8] [-e 64M] [-f 2] [-w 5] [-n 0] [-t 0.2] [-c 1]\n");
+  MPI_Finalize();
+  exit(2);
+}
+
+static void parse_args(int argc, char **argv, options *o) {
+  o->op = ALLREDUCE; o->min_bytes = 8; o->max_bytes = 64L << 20; o->step_factor = 2;
+  o->warmup = 5; o->iters = 0; o->check = 1; o->target_sec = 0.2;
+  for (int k = 1; k < argc; k++) {
+    if (k + 1 >= argc || argv[k][0] != '-' || strlen(argv[k]) != 2) usage();
+    const char *v = argv[++k];
+    switch (argv[k - 1][1]) {
+      case 'o':
+        o->op = -1;
+        for (int j = 0; j < NOPS; j++) if (!strcmp(v, op_names[j])) o->op = j;
+        if (o->op < 0) usage();
+        break;
+      case 'b': o->min_bytes = parse_size(v); break;
+      case 'e': o->max_bytes = parse_size(v); break;
+      case 'f': o->step_factor = atol(v); break;
+      case 'w': o->warmup = atoi(v); break;
+      case 'n': o->iters = atoi(v); break;
+      case 't': o->target_sec = atof(v); break;
+      case 'c': o->check = atoi(v); break;
+      default: usage();
+    }
+  }
+  if (o->min_bytes < 1 || o->max_bytes < o->min_bytes || o->step_factor < 2) usage();
+}
+
+/* Elements per call: the count argument, and the send / receive buffer lengths. */
+typedef struct { long bytes, count, send, recv; } shape;
+
+static shape shape_of(int op, long size) {
+  long elems = size / 4 > 0 ? size / 4 : 1;
+  long per = elems / nranks > 0 ? elems / nranks : 1;
+  shape s = {elems * 4, elems, elems, elems};
+  if (op == ALLGATHER) { s.bytes = per * nranks * 4; s.count = per; s.send = per; s.recv = per * nranks; }
+  if (op == REDUCESCATTER) { s.bytes = per * nranks * 4; s.count = per; s.send = per * nranks; s.recv = per; }
+  return s;
+}
+
+static float *sendbuf, *recvbuf;
+
+static void run(int op, const shape *s) {
+  switch (op) {
+    case ALLREDUCE: MPI_Allreduce(sendbuf, recvbuf, (int)s->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+    case ALLGATHER: MPI_Allgather(sendbuf, (int)s->count, MPI_FLOAT, recvbuf, (int)s->count, MPI_FLOAT, MPI_COMM_WORLD); break;
+    case REDUCESCATTER: MPI_Reduce_scatter_block(sendbuf, recvbuf, (int)s->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+    case BROADCAST:
+      /* Out-of-place as webccl's broadcast(x, {out}): the root's input lands in every output. */
+      if (rank == 0) memcpy(recvbuf, sendbuf, s->count * sizeof(float));
+      MPI_Bcast(recvbuf, (int)s->count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+      break;
+    case REDUCE: MPI_Reduce(sendbuf, recvbuf, (int)s->count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
+  }
+}
+
+static float value(int r, long i) { return (float)(1 + (r + i) % 4); }
+
+static float sum_over_ranks(long i) {
+  float s = 0;
+  for (int r = 0; r < nranks; r++) s += value(r, i);
+  return s;
+}
+
+static long check(int op, const shape *s) {
+  for (long i = 0; i < s->send; i++) sendbuf[i] = value(rank, i);
+  memset(recvbuf, 0, s->recv * sizeof(float));
+  MPI_Barrier(MPI_COMM_WORLD);
+  run(op, s);
+  long wrong = 0;
+  for (long i = 0; i < s->recv && (op != REDUCE || rank == 0); i++) {
+    float want;
+    switch (op) {
+      case ALLGATHER: want = value((int)(i / s->count), i % s->count); break;
+      case REDUCESCATTER: want = sum_over_ranks(rank * s->count + i); break;
+      case BROADCAST: want = value(0, i); break;
+      default: want = sum_over_ranks(i);
+    }
+    if (recvbuf[i] != want) wrong++;
+  }
+  long total = 0;
+  MPI_Allreduce(&wrong, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return total;
+}
+
+/* The slowest rank's mean µs per call over `calls` calls. */
+static double agreed_mean_us(int op, const shape *s, long calls) {
+  double t0 = MPI_Wtime();
+  for (long k = 0; k < calls; k++) run(op, s);
+  double mean = (MPI_Wtime() - t0) * 1e6 / (double)(calls > 0 ? calls : 1), worst;
+  MPI_Allreduce(&mean, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return worst > 0.01 ? worst : 0.01;
+}
+
+static double bus_factor(int op) {
+  if (op == ALLREDUCE) return 2.0 * (nranks - 1) / nranks;
+  if (op == ALLGATHER || op == REDUCESCATTER) return (double)(nranks - 1) / nranks;
+  return 1.0;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  options o;
+  parse_args(argc, argv, &o);
+
+  shape biggest = shape_of(o.op, o.max_bytes);
+  long cap = biggest.send > biggest.recv ? biggest.send : biggest.recv;
+  sendbuf = malloc(cap * sizeof(float));
+  recvbuf = malloc(cap * sizeof(float));
+  for (long i = 0; i < cap; i++) sendbuf[i] = value(rank, i), recvbuf[i] = 0;
+
+  if (rank == 0) printf("# coll_bench %s: %d ranks, float sum, out-of-place, warmup %d, iters %s\n", op_names[o.op], nranks, o.warmup, o.iters ? "fixed" : "auto");
+  shape smallest = shape_of(o.op, o.min_bytes);
+  for (int k = 0; k < o.warmup; k++) run(o.op, &biggest);
+  for (int k = 0; k < 100 + o.warmup; k++) run(o.op, &smallest);
+
+  for (long size = o.min_bytes; size <= o.max_bytes; size *= o.step_factor) {
+    shape s = shape_of(o.op, size);
+    run(o.op, &s);
+    long iters = o.iters;
+    if (iters <= 0) {
+      double rough = agreed_mean_us(o.op, &s, o.warmup > 1 ? o.warmup : 1);
+      long calls = lround(20000.0 / rough);
+      double better = agreed_mean_us(o.op, &s, calls < 1 ? 1 : calls > 1000 ? 1000 : calls);
+      iters = (long)ceil(o.target_sec * 1e6 / better);
+      iters = iters < 5 ? 5 : iters > 20000 ? 20000 : iters;
+    } else {
+      for (int k = 0; k < o.warmup; k++) run(o.op, &s);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (long k = 0; k < iters; k++) run(o.op, &s);
+    double mean = (MPI_Wtime() - t0) * 1e6 / (double)iters, worst;
+    MPI_Reduce(&mean, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    long wrong = o.check ? check(o.op, &s) : -1;
+    if (rank == 0) {
+      double algbw = (double)s.bytes / (worst * 1e3);
+      printf("{\"op\":\"%s\",\"nranks\":%d,\"size\":%ld,\"count\":%ld,\"time_us\":%.4f,\"algbw\":%.6f,\"busbw\":%.6f,\"wrong\":%ld,\"iters\":%ld}\n",
+             op_names[o.op], nranks, s.bytes, s.count, worst, algbw, algbw * bus_factor(o.op), wrong, iters);
+      fflush(stdout);
+    }
+  }
+  free(sendbuf);
+  free(recvbuf);
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,199 @@
+// The command line of `webccl perf`: nccl-tests' flags where they exist (-b -e -f -i -n -w -c
+// -d -o -r), -a for the algorithm, and the launcher's own (--ranks, --transport, --json, --plot).
+// Pure: parsing never touches the process, so tests can hit every branch.
+import { DTYPES, FLOAT_DTYPES, REDUCE_OPS, type Dtype, type ReduceOp } from '../core/dtypes.js';
+import { ALGORITHMS } from '../tuner/tuner.js';
+import type { Algo } from '../core/layout.js';
+import { COLLECTIVES, type Collective, HAS_OP, collectiveNamed } from './collectives.js';
+
+export class PerfUsageError extends Error {
+  override readonly name = 'PerfUsageError';
+}
+
+export const TRANSPORTS_AVAILABLE = ['shm'] as const;
+const TRANSPORTS_PLANNED = ['tcp', 'ws'];
+
+export interface PerfOptions {
+  collective: Collective;
+  minBytes: number;
+  maxBytes: number;
+  factor: number;
+  stepBytes: number;
+  /** Timed iterations per row; undefined: chosen per size so a timed block lasts `timeSec`. */
+  iters: number | undefined;
+  timeSec: number;
+  warmup: number;
+  check: boolean;
+  dtypes: Dtype[];
+  ops: ReduceOp[];
+  root: number;
+  algo: Algo | undefined;
+  ranks: number;
+  transport: (typeof TRANSPORTS_AVAILABLE)[number];
+  /** 'shm': buffers from comm.alloc() (zero-copy); 'js': ordinary TypedArrays (copied in and out). */
+  buffers: 'shm' | 'js';
+  json: string | undefined;
+  plot: string | undefined;
+}
+
+export const PERF_USAGE = `usage: webccl perf <${COLLECTIVES.join('|')}> [options]
+
+  -b, --minbytes SIZE      smallest size (default 8); suffixes K, M, G (powers of 1024)
+  -e, --maxbytes SIZE      largest size (default 64M)
+  -f, --stepfactor F       multiply the size by F between rows (default 2)
+  -i, --stepbytes SIZE     add SIZE between rows when -f is 1 (default 1M)
+  -n, --iters N|auto       timed iterations per row (default auto: a timed block of about --time s)
+      --time SEC           length of a timed block when -n is auto (default 0.2)
+  -w, --warmup_iters N     untimed iterations before each timed block (default 5)
+  -c, --check 0|1          check every result against closed-form data: #wrong (default 1)
+  -d, --datatype T         ${DTYPES.join(' ')} (or float, double, half, bfloat16, int32, ...), a
+                           comma list, or all (default f32)
+  -o, --op OP              ${REDUCE_OPS.join(' ')}, a comma list, or all (default sum)
+  -r, --root R             root of broadcast and reduce (default 0)
+  -a, --algo A             allreduce algorithm: auto ${ALGORITHMS.join(' ')} (default auto)
+      --ranks N            ranks (worker threads sharing memory) (default 2)
+      --transport T        shm (default; tcp arrives with a later release)
+      --buffers shm|js     comm.alloc() buffers used in place (default), or plain TypedArrays
+      --json FILE          also write the results as JSON
+      --plot FILE.svg      also draw busbw against size (needs the vega and vega-lite packages)
+  -h, --help               show this text
+
+Time is the slowest rank's mean time per iteration, with a barrier before each timed block.
+busbw follows nccl-tests: allreduce 2(n-1)/n, allgather and reducescatter (n-1)/n of the total
+size, broadcast and reduce 1.`;
+
+const UNITS: Record<string, number> = { '': 1, b: 1, k: 1 << 10, m: 1 << 20, g: 1 << 30 };
+
+/** "8" → 8, "1K" → 1024, "64M" → 67108864, "1G" → 1073741824 (also 1KB, 1KiB, 1.5M). */
+export function parseSize(text: string, flag = 'size'): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([kmgb]?)(?:i?b)?$/i.exec(text.trim());
+  if (!m) throw new PerfUsageError(`${flag} expects a size such as 8, 1K, 64M or 1G, got ${JSON.stringify(text)}`);
+  const bytes = Math.floor(Number(m[1]) * UNITS[m[2].toLowerCase()]);
+  if (!(bytes >= 1) || !Number.isSafeInteger(bytes)) throw new PerfUsageError(`${flag} must be at least 1 byte, got ${JSON.stringify(text)}`);
+  return bytes;
+}
+
+/** Sizes as the table's readers like them: 8 B, 1 KiB, 64 MiB. */
+export function formatSize(bytes: number): string {
+  for (const [unit, scale] of [['GiB', 1 << 30], ['MiB', 1 << 20], ['KiB', 1 << 10]] as const) {
+    if (bytes >= scale && bytes % scale === 0) return `${bytes / scale} ${unit}`;
+  }
+  if (bytes >= 1 << 20) return `${(bytes / (1 << 20)).toFixed(1)} MiB`;
+  if (bytes >= 1 << 10) return `${(bytes / (1 << 10)).toFixed(1)} KiB`;
+  return `${bytes} B`;
+}
+
+const DTYPE_ALIASES: Record<string, Dtype> = {
+  float: 'f32', float32: 'f32', double: 'f64', float64: 'f64', half: 'f16', float16: 'f16', bfloat16: 'bf16',
+  int: 'i32', int32: 'i32', uint32: 'u32', int8: 'i8', char: 'i8', uint8: 'u8', int64: 'i64',
+};
+
+function parseDtypes(text: string): Dtype[] {
+  if (text === 'all') return [...DTYPES];
+  return text.split(',').map((t) => {
+    const d = (DTYPES as readonly string[]).includes(t) ? (t as Dtype) : DTYPE_ALIASES[t.toLowerCase()];
+    if (!d) throw new PerfUsageError(`-d: unknown datatype ${JSON.stringify(t)} (expected ${DTYPES.join(', ')} or all)`);
+    return d;
+  });
+}
+
+function parseOps(text: string): ReduceOp[] {
+  if (text === 'all') return [...REDUCE_OPS];
+  return text.split(',').map((t) => {
+    if (!(REDUCE_OPS as readonly string[]).includes(t)) throw new PerfUsageError(`-o: unknown op ${JSON.stringify(t)} (expected ${REDUCE_OPS.join(', ')} or all)`);
+    return t as ReduceOp;
+  });
+}
+
+function int(text: string, flag: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) {
+    throw new PerfUsageError(`${flag} expects an integer in ${min}..${max === Number.MAX_SAFE_INTEGER ? '' : max}, got ${JSON.stringify(text)}`);
+  }
+  return Number(text);
+}
+
+/** Flags that take a value, by every spelling, mapped to one key. */
+const FLAGS: Record<string, string> = {
+  '-b': 'b', '--minbytes': 'b', '-e': 'e', '--maxbytes': 'e', '-f': 'f', '--stepfactor': 'f',
+  '-i': 'i', '--stepbytes': 'i', '-n': 'n', '--iters': 'n', '-w': 'w', '--warmup_iters': 'w', '--warmup': 'w',
+  '-c': 'c', '--check': 'c', '-d': 'd', '--datatype': 'd', '--dtype': 'd', '-o': 'o', '--op': 'o',
+  '-r': 'r', '--root': 'r', '-a': 'a', '--algo': 'a', '--ranks': 'ranks', '--transport': 'transport',
+  '--buffers': 'buffers', '--json': 'json', '--plot': 'plot', '--time': 'time',
+};
+
+/** Parses the arguments after `perf`; 'help' when -h is among them. Throws PerfUsageError. */
+export function parsePerfArgs(argv: string[]): PerfOptions | 'help' {
+  const given = new Map<string, { flag: string; value: string }>();
+  let collective: Collective | undefined;
+  for (let k = 0; k < argv.length; k++) {
+    const arg = argv[k];
+    if (arg === '-h' || arg === '--help') return 'help';
+    if (!arg.startsWith('-') || arg === '-') {
+      if (collective) throw new PerfUsageError(`unexpected argument ${JSON.stringify(arg)} (the collective is already ${collective})`);
+      collective = collectiveNamed(arg);
+      if (!collective) throw new PerfUsageError(`unknown collective ${JSON.stringify(arg)} (expected ${COLLECTIVES.join(', ')})`);
+      continue;
+    }
+    const eq = arg.indexOf('=');
+    const flag = arg.startsWith('--') && eq > 0 ? arg.slice(0, eq) : arg;
+    const key = FLAGS[flag];
+    if (!key) throw new PerfUsageError(`unknown option ${flag}`);
+    const value = flag !== arg ? arg.slice(eq + 1) : argv[++k];
+    if (value === undefined) throw new PerfUsageError(`${flag} needs a value`);
+    given.set(key, { flag, value });
+  }
+  if (!collective) throw new PerfUsageError(`perf: name a collective (${COLLECTIVES.join(', ')})`);
+
+  const get = (key: string) => given.get(key);
+  const size = (key: string, dflt: number) => (get(key) ? parseSize(get(key)!.value, get(key)!.flag) : dflt);
+  const num = (key: string, dflt: number, min: number, max?: number) => (get(key) ? int(get(key)!.value, get(key)!.flag, min, max) : dflt);
+
+  const minBytes = size('b', 8);
+  const maxBytes = size('e', 64 << 20);
+  if (minBytes > maxBytes) throw new PerfUsageError(`-b ${minBytes} is larger than -e ${maxBytes}`);
+  const factor = num('f', 2, 1, 1 << 20);
+  const stepBytes = size('i', 1 << 20);
+  const nText = get('n')?.value;
+  const iters = nText === undefined || nText === 'auto' ? undefined : int(nText, get('n')!.flag, 1);
+  let timeSec = 0.2;
+  if (get('time')) {
+    timeSec = Number(get('time')!.value);
+    if (!(timeSec > 0 && timeSec <= 600)) throw new PerfUsageError(`--time expects seconds in (0, 600], got ${JSON.stringify(get('time')!.value)}`);
+  }
+  const warmup = num('w', 5, 0);
+  const check = num('c', 1, 0, 1) === 1;
+  const ranks = num('ranks', 2, 1, 64);
+  const root = num('r', 0, 0);
+  if (root >= ranks) throw new PerfUsageError(`-r: invalid root ${root} (root should be in the 0..${ranks - 1} range)`);
+
+  const dtypes = parseDtypes(get('d')?.value ?? 'f32');
+  let ops = HAS_OP[collective] ? parseOps(get('o')?.value ?? 'sum') : (['sum'] as ReduceOp[]);
+  if (ops.includes('avg') && dtypes.every((d) => !FLOAT_DTYPES.has(d))) {
+    if (get('o')?.value === 'all') ops = ops.filter((o) => o !== 'avg');
+    else throw new PerfUsageError(`-o avg is defined for float datatypes only (${dtypes.join(', ')} given)`);
+  }
+
+  let algo: Algo | undefined;
+  const a = get('a')?.value;
+  if (a !== undefined && a !== 'auto') {
+    if (!(ALGORITHMS as string[]).includes(a)) throw new PerfUsageError(`-a: unknown algorithm ${JSON.stringify(a)} (expected auto, ${ALGORITHMS.join(', ')})`);
+    algo = a as Algo;
+  }
+
+  const transport = get('transport')?.value ?? 'shm';
+  if (!(TRANSPORTS_AVAILABLE as readonly string[]).includes(transport)) {
+    if (TRANSPORTS_PLANNED.includes(transport)) {
+      throw new PerfUsageError(`--transport ${transport} is not available yet: this release has ${TRANSPORTS_AVAILABLE.join(', ')} only (ranks as worker threads sharing memory)`);
+    }
+    throw new PerfUsageError(`--transport: unknown transport ${JSON.stringify(transport)} (expected ${TRANSPORTS_AVAILABLE.join(', ')})`);
+  }
+  const buffers = get('buffers')?.value ?? 'shm';
+  if (buffers !== 'shm' && buffers !== 'js') throw new PerfUsageError(`--buffers expects shm or js, got ${JSON.stringify(buffers)}`);
+  const plot = get('plot')?.value;
+  if (plot !== undefined && !/\.svg$/i.test(plot)) throw new PerfUsageError(`--plot writes SVG: give a file name ending in .svg, got ${JSON.stringify(plot)}`);
+
+  return {
+    collective, minBytes, maxBytes, factor, stepBytes, iters, timeSec, warmup, check, dtypes, ops, root, algo,
+    ranks, transport: transport as PerfOptions['transport'], buffers, json: get('json')?.value, plot,
+  };
+}

@@ -1,0 +1,181 @@
+// `webccl perf <collective>`: starts the ranks, gathers what each posts, prints nccl-tests'
+// table as rows finish (a progress line on a terminal), and writes --json / --plot at the end.
+// A row's time is the slowest rank's mean; its #wrong is the sum over ranks.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { startRanks } from '../launch/threads.js';
+import { PERF_USAGE, type PerfOptions, PerfUsageError, parsePerfArgs } from './args.js';
+import { HAS_OP } from './collectives.js';
+import { NCCL_TYPE, type PerfReport, type PlaceResult, type ResultRow, averageBusBw, formatRow, placeResult, tableFooter, tableHeader, wrongTotal } from './format.js';
+import { type PlannedRow, type Placement, type RankSpec, planRows, rankSpec } from './plan.js';
+import type { RankMessage } from './rank.js';
+import { type ChartSeries, PlotUnavailableError, renderBusBwChart } from './plot.js';
+
+export interface PerfIO {
+  stdout: { write(s: string): unknown; isTTY?: boolean };
+  stderr: { write(s: string): unknown; isTTY?: boolean };
+}
+
+export interface PerfRunOptions {
+  /** The rank script (default: perf-rank.js beside this bundle). */
+  rankScript?: string;
+  io?: PerfIO;
+}
+
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+function defaultRankScript(): string {
+  return fileURLToPath(new URL('./perf-rank.js', import.meta.url));
+}
+
+/** The options line that opens the table, as nccl-tests' first line. */
+export function describeRun(o: PerfOptions): string {
+  const iters = o.iters === undefined ? `auto (${o.timeSec} s blocks)` : String(o.iters);
+  const step = o.factor > 1 ? `${o.factor}(factor)` : `${o.stepBytes}(bytes)`;
+  return `# webccl perf ${o.collective}: ${o.ranks} ranks (worker threads), transport ${o.transport}, buffers ${o.buffers}, algo ${o.algo ?? 'auto'}\n` +
+    `# minBytes ${o.minBytes} maxBytes ${o.maxBytes} step: ${step} warmup iters: ${o.warmup} iters: ${iters} validation: ${o.check ? 1 : 0}`;
+}
+
+/** Collects the ranks' posts into rows: a row is complete when every rank posted both placements. */
+class RowCollector {
+  private readonly got = new Map<number, Record<Placement, { ranks: number; maxUs: number; wrong: number | null; iters: number }>>();
+  constructor(private readonly o: PerfOptions, private readonly planned: PlannedRow[]) {}
+
+  /** The finished row, when this post completed one. */
+  add(m: Extract<RankMessage, { perf: 'result' }>): ResultRow | undefined {
+    const fresh = () => ({ ranks: 0, maxUs: 0, wrong: this.o.check ? 0 : null, iters: 0 });
+    const entry = this.got.get(m.idx) ?? { oop: fresh(), ip: fresh() };
+    this.got.set(m.idx, entry);
+    const p = entry[m.place];
+    p.ranks++;
+    p.maxUs = Math.max(p.maxUs, m.meanUs);
+    p.iters = m.iters;
+    if (m.wrong !== null && p.wrong !== null) p.wrong += m.wrong;
+    if (entry.oop.ranks < this.o.ranks || entry.ip.ranks < this.o.ranks) return undefined;
+    this.got.delete(m.idx);
+    const row = this.planned[m.idx];
+    const res = (q: typeof p): PlaceResult => placeResult(this.o.collective, this.o.ranks, row.shape.bytes, q.maxUs, q.wrong, q.iters);
+    return {
+      size: row.shape.bytes, count: row.shape.count, type: NCCL_TYPE[row.dtype], dtype: row.dtype,
+      redop: HAS_OP[this.o.collective] ? row.op : 'none', root: row.root, oop: res(entry.oop), ip: res(entry.ip),
+    };
+  }
+}
+
+export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise<{ exitCode: number; report: PerfReport }> {
+  const io = run.io ?? { stdout: process.stdout, stderr: process.stderr };
+  const spec: RankSpec = rankSpec(o);
+  const planned = planRows(spec, o.ranks);
+  const rows: ResultRow[] = [];
+  const collector = new RowCollector(o, planned);
+  const tty = !!io.stderr.isTTY;
+  let progress = '';
+  const clearProgress = () => {
+    if (progress) io.stderr.write('\r\x1b[K');
+    progress = '';
+  };
+
+  io.stdout.write(`${describeRun(o)}\n#\n${tableHeader().join('\n')}\n`);
+  const job = startRanks({
+    nranks: o.ranks,
+    script: run.rankScript ?? defaultRankScript(),
+    args: [JSON.stringify(spec)],
+    onMessage: (_rank, raw) => {
+      const m = raw as RankMessage;
+      if (m.perf === 'start' && tty) {
+        const r = planned[m.idx];
+        clearProgress();
+        progress = `  [${m.idx + 1}/${planned.length}] ${o.collective} ${r.shape.bytes} B ${r.dtype}${HAS_OP[o.collective] ? ' ' + r.op : ''} ${m.place === 'oop' ? 'out-of-place' : 'in-place'} ...`;
+        io.stderr.write(progress);
+      } else if (m.perf === 'result') {
+        const row = collector.add(m);
+        if (row) {
+          clearProgress();
+          rows.push(row);
+          io.stdout.write(formatRow(row) + '\n');
+        }
+      }
+    },
+  });
+
+  let interrupted = false;
+  const onSignal = () => {
+    interrupted = true;
+    clearProgress();
+    io.stderr.write('\nwebccl perf: interrupted; ending all ranks\n');
+    job.terminate('interrupted');
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const result = await job.done;
+  process.off('SIGINT', onSignal);
+  process.off('SIGTERM', onSignal);
+  clearProgress();
+
+  const report: PerfReport = {
+    tool: 'webccl perf', version: packageVersion(), collective: o.collective, nranks: o.ranks, transport: o.transport,
+    buffers: o.buffers, algo: o.algo ?? 'auto', warmup: o.warmup, iters: o.iters ?? 'auto', timeSec: o.timeSec, check: o.check,
+    date: new Date().toISOString(), host: { node: process.version, cpus: availableParallelism(), platform: `${process.platform}-${process.arch}` },
+    rows, avgBusBw: averageBusBw(rows), wrongTotal: wrongTotal(rows), interrupted: interrupted || rows.length < planned.length,
+  };
+  io.stdout.write(tableFooter(report).join('\n') + '\n');
+
+  let exitCode = 0;
+  if (result.failure && !interrupted) {
+    const f = result.failure;
+    io.stderr.write(`webccl perf: ${f.rank >= 0 ? `rank ${f.rank}` : 'the job'} failed: ${f.message}\n`);
+    exitCode = 1;
+  }
+  if (o.json) writeFileSync(o.json, JSON.stringify(report, null, 2) + '\n');
+  if (o.plot && rows.length) {
+    try {
+      writeFileSync(o.plot, await renderBusBwChart(reportSeries(report), `${o.collective}, ${o.ranks} ranks, ${report.rows[0]?.type ?? ''}: bus bandwidth`));
+    } catch (e) {
+      if (!(e instanceof PlotUnavailableError)) throw e;
+      io.stderr.write(`webccl perf: --plot: ${e.message}\n`);
+      exitCode ||= 1;
+    }
+  }
+  if (interrupted) return { exitCode: 130, report };
+  if (report.wrongTotal) exitCode ||= 1;
+  return { exitCode, report };
+}
+
+/** The chart lines of one report: out-of-place and in-place busbw per datatype/op. */
+export function reportSeries(r: PerfReport, label = `webccl ${r.transport}`): ChartSeries[] {
+  const keys = [...new Set(r.rows.map((x) => `${x.type} ${x.redop}`))];
+  const multi = keys.length > 1;
+  return keys.flatMap((k) => {
+    const rows = r.rows.filter((x) => `${x.type} ${x.redop}` === k);
+    const tag = multi ? ` ${k}` : '';
+    return [
+      { label: `${label}${tag} out-of-place`, points: rows.map((x) => ({ size: x.size, busbw: x.oop.busbw })) },
+      { label: `${label}${tag} in-place`, points: rows.map((x) => ({ size: x.size, busbw: x.ip.busbw })) },
+    ];
+  });
+}
+
+/** The `perf` command: exit code 0, 1 (a rank failed or #wrong > 0), 2 (bad usage), 130 (interrupted). */
+export async function perfMain(argv: string[], run: PerfRunOptions = {}): Promise<number> {
+  const io = run.io ?? { stdout: process.stdout, stderr: process.stderr };
+  let o: PerfOptions | 'help';
+  try {
+    o = parsePerfArgs(argv);
+  } catch (e) {
+    if (!(e instanceof PerfUsageError)) throw e;
+    io.stderr.write(`webccl perf: ${e.message}\n\n${PERF_USAGE}\n`);
+    return 2;
+  }
+  if (o === 'help') {
+    io.stdout.write(PERF_USAGE + '\n');
+    return 0;
+  }
+  return (await runPerf(o, run)).exitCode;
+}

@@ -1,0 +1,66 @@
+// busbw against size as an SVG chart: a vega-lite spec (log₂ size axis, one line per
+// system/transport), rendered in Node by vega with no browser and no canvas. vega and
+// vega-lite are loaded only when a chart is asked for, so the library never depends on them.
+import { formatSize } from './args.js';
+
+export interface ChartPoint {
+  /** Bytes, as in the table's size column. */
+  size: number;
+  busbw: number;
+}
+
+export interface ChartSeries {
+  /** Legend entry: a system and transport, e.g. "webccl shm" or "Open MPI vader". */
+  label: string;
+  points: ChartPoint[];
+}
+
+export class PlotUnavailableError extends Error {
+  override readonly name = 'PlotUnavailableError';
+}
+
+/** The vega-lite spec of the chart (pure: tests and bench/report can inspect it). */
+export function busBwChartSpec(series: ChartSeries[], title: string): Record<string, unknown> {
+  const values = series.flatMap((s) => s.points.filter((p) => p.size > 0 && Number.isFinite(p.busbw)).map((p) => ({
+    system: s.label, size: p.size, sizeLabel: formatSize(p.size), busbw: p.busbw,
+  })));
+  const sizes = [...new Set(values.map((v) => v.size))].sort((a, b) => a - b);
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title,
+    width: 560,
+    height: 320,
+    background: 'white',
+    data: { values },
+    mark: { type: 'line', point: true, strokeWidth: 2 },
+    encoding: {
+      x: {
+        field: 'size', type: 'quantitative', title: 'size (bytes, log scale)',
+        scale: { type: 'log', base: 2, domain: sizes.length ? [sizes[0], sizes[sizes.length - 1]] : undefined },
+        axis: { values: sizes, labelExpr: "datum.value >= 1073741824 ? datum.value / 1073741824 + ' GiB' : datum.value >= 1048576 ? datum.value / 1048576 + ' MiB' : datum.value >= 1024 ? datum.value / 1024 + ' KiB' : datum.value + ' B'", labelAngle: -45 },
+      },
+      y: { field: 'busbw', type: 'quantitative', title: 'bus bandwidth (GB/s)' },
+      color: { field: 'system', type: 'nominal', title: null, legend: { orient: 'top-left' } },
+      tooltip: [{ field: 'system' }, { field: 'sizeLabel', title: 'size' }, { field: 'busbw', format: '.3f' }],
+    },
+  };
+}
+
+// A specifier in a variable: bundlers leave the import to run time, when it may be missing.
+const load = (name: string): Promise<Record<string, unknown>> => import(name);
+
+export async function renderBusBwChart(series: ChartSeries[], title: string): Promise<string> {
+  let vega: Record<string, any>;
+  let vl: Record<string, any>;
+  try {
+    [vega, vl] = await Promise.all([load('vega'), load('vega-lite')]);
+  } catch (e) {
+    throw new PlotUnavailableError(`charts need the vega and vega-lite packages, which were not found (${(e as Error).message.split('\n')[0]}); install them with: npm i -D vega vega-lite`);
+  }
+  const compile = (vl.compile ?? vl.default?.compile) as (spec: unknown) => { spec: unknown };
+  const { View, parse } = (vega.View ? vega : vega.default) as { View: any; parse: (s: unknown) => unknown };
+  const view = new View(parse(compile(busBwChartSpec(series, title)).spec), { renderer: 'none' });
+  const svg = (await view.toSVG()) as string;
+  view.finalize();
+  return svg;
+}

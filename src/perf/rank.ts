@@ -1,0 +1,185 @@
+// The rank side of `webccl perf` (bundled as dist/node/perf-rank.js; the launcher runs it on
+// every rank). For each row and placement (out-of-place, then in-place):
+//
+//   1 untimed call, w warm-up calls
+//   with -n auto: agree on the iteration count from allReduce(max) of the time per call
+//   barrier, then n calls back to back, each completed with waitSync(): no promise per call
+//   post this rank's mean time per call; the launcher keeps the slowest rank's
+//   with -c 1: refill with closed-form data, run once, count wrong elements, post them
+//
+// Buffers are allocated once, at the largest row, and every row uses a prefix of them.
+import { parentPort } from 'node:worker_threads';
+import { initCommGroup } from '../index.js';
+import type { Communicator } from '../comm/communicator.js';
+import type { BufferArg, TypedArray } from '../comm/buffers.js';
+import type { Work } from '../comm/work.js';
+import { ARRAY_OF, DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
+import { countWrong, fill, reduced, value } from './data.js';
+import { type PlannedRow, type Placement, type RankSpec, PLACEMENTS, planRows } from './plan.js';
+
+/** Messages a rank posts to the launcher. */
+export type RankMessage =
+  | { perf: 'start'; idx: number; place: Placement; iters?: number }
+  | { perf: 'result'; idx: number; place: Placement; meanUs: number; iters: number; wrong: number | null };
+
+export const AUTO_MIN_ITERS = 5;
+export const AUTO_MAX_ITERS = 20000;
+
+interface Case {
+  /** One call of the collective. */
+  run: () => Work;
+  /** Refills the buffers with closed-form data (and clears the output) before the checked call. */
+  prepare: () => void;
+  /** Wrong elements on this rank after the checked call. */
+  wrong: () => number;
+}
+
+function view(base: TypedArray, dtype: Dtype, start: number, count: number): { arr: TypedArray; arg: BufferArg } {
+  const arr = base.subarray(start, start + count) as TypedArray;
+  return { arr, arg: dtype === 'bf16' || dtype === 'f16' ? { data: arr as Uint16Array, dtype } : arr };
+}
+
+/** The out-of-place or in-place case of one row on this rank. */
+function makeCase(comm: Communicator, spec: RankSpec, row: PlannedRow, place: Placement, sendBase: TypedArray, recvBase: TypedArray): Case {
+  const { rank, size: n } = comm;
+  const { dtype, op, root, shape } = row;
+  const count = shape.count;
+  const opts = { op, algo: spec.algo, ...(root >= 0 ? { root } : {}) };
+  const zero = (a: TypedArray) => (a instanceof BigInt64Array ? a.fill(0n) : (a as Float64Array).fill(0));
+  const sum = (i: number) => reduced(op, n, i);
+  const ip = place === 'ip';
+  const send = view(sendBase, dtype, 0, shape.sendCount);
+  const recv = view(recvBase, dtype, 0, shape.recvCount);
+
+  switch (spec.collective) {
+    case 'allreduce': {
+      const o = ip ? opts : { ...opts, out: recv.arg };
+      const x = ip ? recv : send;
+      return {
+        run: () => comm.allReduce(x.arg, o),
+        prepare: () => { fill(x.arr, dtype, op, rank, 0); if (!ip) zero(recv.arr); },
+        wrong: () => countWrong(recv.arr, dtype, op, 0, sum),
+      };
+    }
+    case 'allgather': {
+      const mine = ip ? view(recvBase, dtype, rank * count, count) : send;
+      return {
+        run: () => comm.allGather(recv.arg, mine.arg),
+        prepare: () => { zero(recv.arr); fill(mine.arr, dtype, 'sum', rank, 0); },
+        wrong: () => {
+          let w = 0;
+          for (let j = 0; j < n; j++) w += countWrong(recv.arr.subarray(j * count, (j + 1) * count) as TypedArray, dtype, 'sum', 0, (i) => value('sum', j, i));
+          return w;
+        },
+      };
+    }
+    case 'reducescatter': {
+      const out = ip ? view(sendBase, dtype, rank * count, count) : recv;
+      return {
+        run: () => comm.reduceScatter(out.arg, send.arg, opts),
+        prepare: () => { fill(send.arr, dtype, op, rank, 0); if (!ip) zero(recv.arr); },
+        wrong: () => countWrong(out.arr, dtype, op, rank * count, sum),
+      };
+    }
+    case 'broadcast': {
+      const o = ip ? opts : { ...opts, out: recv.arg };
+      const x = ip ? recv : send;
+      return {
+        run: () => comm.broadcast(x.arg, o),
+        prepare: () => { fill(x.arr, dtype, 'sum', rank, 0); if (!ip) zero(recv.arr); },
+        wrong: () => countWrong(recv.arr, dtype, 'sum', 0, (i) => value('sum', root, i)),
+      };
+    }
+    case 'reduce': {
+      const o = ip ? opts : { ...opts, out: recv.arg };
+      const x = ip ? recv : send;
+      return {
+        run: () => comm.reduce(x.arg, o),
+        prepare: () => { fill(x.arr, dtype, op, rank, 0); if (!ip) zero(recv.arr); },
+        wrong: () => (rank === root ? countWrong(recv.arr, dtype, op, 0, sum) : 0),
+      };
+    }
+  }
+}
+
+/** µs per call of `c` agreed by every rank: the slowest rank's mean over `calls` calls. */
+function agreedMeanUs(comm: Communicator, c: Case, calls: number): number {
+  const t0 = performance.now();
+  for (let k = 0; k < calls; k++) c.run().waitSync();
+  const mean = new Float64Array([((performance.now() - t0) * 1000) / Math.max(calls, 1)]);
+  comm.allReduce(mean, { op: 'max' }).waitSync();
+  return Math.max(mean[0], 0.01);
+}
+
+/** Times one case; returns this rank's mean µs per call and the iteration count all ranks used. */
+function timeCase(comm: Communicator, spec: RankSpec, c: Case): { meanUs: number; iters: number } {
+  c.run().waitSync(); // first call: buffers touched, code compiled, untimed
+  let iters = spec.iters ?? 0;
+  if (spec.iters === undefined) {
+    // Size the timed block in two steps: the warm-up calls give a rough figure, then about
+    // 20 ms of calls a better one. Every rank derives the count from the same agreed time.
+    const rough = agreedMeanUs(comm, c, Math.max(spec.warmup, 1));
+    const better = agreedMeanUs(comm, c, Math.min(1000, Math.max(1, Math.round(20_000 / rough))));
+    iters = Math.min(AUTO_MAX_ITERS, Math.max(AUTO_MIN_ITERS, Math.ceil((spec.timeSec * 1e6) / better)));
+  } else {
+    for (let k = 0; k < spec.warmup; k++) c.run().waitSync();
+  }
+  comm.barrier().waitSync();
+  const t0 = performance.now();
+  for (let k = 0; k < iters; k++) c.run().waitSync();
+  const meanUs = ((performance.now() - t0) * 1000) / iters;
+  return { meanUs, iters };
+}
+
+function allocate(comm: Communicator, spec: RankSpec, dtype: Dtype, count: number): { arr: TypedArray; arg: BufferArg } {
+  const n = Math.max(count, 1);
+  if (spec.buffers === 'js') return view(new ARRAY_OF[dtype](new ArrayBuffer(n * DTYPE_SIZE[dtype]), 0, n) as TypedArray, dtype, 0, n);
+  const arg = comm.alloc(dtype, n);
+  return { arr: ('data' in arg ? arg.data : arg) as TypedArray, arg };
+}
+
+export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): Promise<void> {
+  const comm = await initCommGroup();
+  const rows = planRows(spec, comm.size);
+  for (const dtype of spec.dtypes) {
+    const mine = rows.filter((r) => r.dtype === dtype);
+    if (!mine.length) continue;
+    const send = allocate(comm, spec, dtype, Math.max(...mine.map((r) => r.shape.sendCount)));
+    const recv = allocate(comm, spec, dtype, Math.max(...mine.map((r) => r.shape.recvCount)));
+    // Warm-up before the sweep, as nccl-tests: the largest size w times, the smallest 100 + w
+    // times, so that the first rows do not pay for compilation and first touches.
+    for (const [row, calls] of [[mine[mine.length - 1], spec.warmup], [mine[0], 100 + spec.warmup]] as const) {
+      const c = makeCase(comm, spec, row, 'oop', send.arr, recv.arr);
+      for (let k = 0; k < calls; k++) c.run().waitSync();
+    }
+    for (const row of mine) {
+      for (const place of PLACEMENTS) {
+        if (comm.rank === 0) post({ perf: 'start', idx: row.idx, place });
+        const c = makeCase(comm, spec, row, place, send.arr, recv.arr);
+        c.prepare();
+        const { meanUs, iters } = timeCase(comm, spec, c);
+        let wrong: number | null = null;
+        if (spec.check) {
+          c.prepare();
+          comm.barrier().waitSync();
+          c.run().waitSync();
+          wrong = c.wrong();
+        }
+        post({ perf: 'result', idx: row.idx, place, meanUs, iters, wrong });
+      }
+    }
+    if (spec.buffers === 'shm') {
+      comm.free(send.arg);
+      comm.free(recv.arg);
+    }
+  }
+  await comm.barrier();
+}
+
+// Started by the launcher (which leaves the rank's identity under this symbol): the spec is the
+// last argument.
+if (parentPort && (globalThis as Record<symbol, unknown>)[Symbol.for('webccl.rankInit')]) {
+  const port = parentPort;
+  const spec = JSON.parse(process.argv[process.argv.length - 1]) as RankSpec;
+  await runRank(spec, (m) => port.postMessage(m));
+}
