@@ -1,11 +1,13 @@
 // The `webccl` command.
 //   webccl run -n N script.mjs [args...]   N ranks as worker threads of one process
 import { startRanks } from './threads.js';
+import { perfMain } from '../perf/main.js';
 
 const USAGE = `usage: webccl <command> [options]
 
 commands:
   run -n N script.mjs [args...]   start N ranks (worker threads sharing memory) running script.mjs
+  perf <collective> [options]     nccl-tests-style sweep: time, algbw, busbw, #wrong (perf --help)
   help                            show this text
 
 Environment variables: see the README (WEBCCL_ALGO, WEBCCL_TIMEOUT_MS, WEBCCL_BUFFSIZE, ...).`;
@@ -56,6 +58,8 @@ export async function main(argv: string[]): Promise<number> {
     switch (cmd) {
       case 'run':
         return await run(rest);
+      case 'perf':
+        return await perfMain(rest);
       case undefined:
       case 'help':
       case '--help':
