@@ -25,6 +25,8 @@ export interface JoinOptions {
   /** Cores available to the node's ranks (the launcher passes os.availableParallelism()). */
   cores?: number;
   simd?: boolean;
+  /** Microseconds to spin on a flag before blocking (WEBCCL_SPIN_US). */
+  spinUs?: number;
 }
 
 let blockAllowed: boolean | undefined;
@@ -52,7 +54,7 @@ export function joinNode(node: NodeHandle, rank: number, opts: JoinOptions = {})
     spinPolls: 0, canBlock: threadCanBlock(), cores, sharedBuffers: new Set([node.memory.buffer]),
   };
   // Spin in time, not in polls: measure how fast this thread polls a flag.
-  const spinUs = envNumber('WEBCCL_SPIN_US') ?? (node.nranks > cores ? 1 : 20);
+  const spinUs = opts.spinUs ?? envNumber('WEBCCL_SPIN_US') ?? (node.nranks > cores ? 1 : 20);
   ctx.spinPolls = Math.round(spinUs * pollsPerMicrosecond(ctx));
   return ctx;
 }

@@ -1,0 +1,122 @@
+// Every collective over the grid ranks × dtypes × ops × sizes × algorithms × in-place/out-of-
+// place × plain/zero-copy buffers × SIMD/scalar build, on closed-form data. Small slots (4 KiB)
+// make modest sizes cross chunk boundaries.
+import { describe, expect, it } from 'vitest';
+import { DTYPES, SIZE, expectedArray, fill, firstWrong, inputArray, makeBuffer, opsFor } from './helpers/closed-form.mjs';
+import { inprocRanks, together } from './helpers/inproc.js';
+import type { Communicator } from '../src/comm/communicator.js';
+
+const SLOT = 4096;
+const sizesFor = (dtype: string) => {
+  const chunk = SLOT / SIZE[dtype];
+  return [0, 1, 3, 17, chunk - 1, chunk, chunk + 1, 2 * chunk + 37];
+};
+type Buf = { arg: any; data: any };
+const alloc = (c: Communicator, dtype: string, count: number): Buf => {
+  const a = c.alloc(dtype as any, count) as any;
+  return { arg: a, data: a.data ?? a };
+};
+const place = (c: Communicator, dtype: string, count: number, zeroCopy: boolean): Buf => (zeroCopy ? alloc(c, dtype, count) : makeBuffer(dtype, count));
+
+function describeWrong(what: string, data: any, want: (i: number) => unknown): string | undefined {
+  const i = firstWrong(data, want);
+  return i < 0 ? undefined : `${what}: element ${i} is ${data[i]}, expected ${want(i)}`;
+}
+
+for (const build of ['simd', 'scalar'] as const) {
+  describe(`${build} build`, () => {
+    for (const n of [1, 2, 3, 4, 8]) {
+      const comms = () => inprocRanks(n, { slotBytes: SLOT, simd: build === 'simd' });
+
+      it(`allReduce over ${n} rank(s)`, async () => {
+        const cs = comms();
+        const wrong: string[] = [];
+        for (const dtype of DTYPES) for (const op of opsFor(dtype)) for (const count of sizesFor(dtype)) for (const algo of ['direct', 'twoshot'])
+          for (const mode of ['in-place', 'out-of-place', 'zero-copy in-place', 'zero-copy out-of-place']) {
+            const zc = mode.startsWith('zero');
+            const bufs = cs.map((c, r) => {
+              const x = place(c, dtype, count, zc);
+              fill(x.data, dtype, op, r);
+              return { x, out: mode.endsWith('out-of-place') ? place(c, dtype, count, zc) : x };
+            });
+            await together(cs, (c, r) => c.allReduce(bufs[r].x.arg, { op: op as any, algo: algo as any, out: bufs[r].out.arg }));
+            const exp = expectedArray(op, dtype, n, count);
+            bufs.forEach((b, r) => {
+              const w = describeWrong(`${dtype} ${op} count ${count} ${algo} ${mode} rank ${r}`, b.out.data, (i) => exp[i]);
+              if (w) wrong.push(w);
+              if (b.out !== b.x) {
+                const w2 = describeWrong(`${dtype} ${op} ${algo} ${mode}: input changed on rank ${r}`, b.x.data, (i) => inputArray(op, dtype, r, count)[i]);
+                if (w2) wrong.push(w2);
+              }
+              if (zc) {
+                cs[r].free(b.x.arg);
+                if (b.out !== b.x) cs[r].free(b.out.arg);
+              }
+            });
+          }
+        expect(wrong.slice(0, 5)).toEqual([]);
+      });
+
+      it(`allGather, reduceScatter, broadcast, reduce over ${n} rank(s)`, async () => {
+        const cs = comms();
+        const wrong: string[] = [];
+        const check = (what: string, data: any, want: (i: number) => unknown) => {
+          const w = describeWrong(what, data, want);
+          if (w) wrong.push(w);
+        };
+        for (const dtype of DTYPES) for (const count of sizesFor(dtype)) for (const zc of [false, true]) {
+          const tag = `${dtype} count ${count}${zc ? ' zero-copy' : ''}`;
+          // allGather, out of place and in place (input = this rank's block of the output)
+          for (const inPlace of [false, true]) {
+            const outs = cs.map((c) => place(c, dtype, n * count, zc));
+            const inputs = cs.map((c, r) => {
+              if (inPlace) {
+                const o = outs[r];
+                const sub = o.data.subarray(r * count, (r + 1) * count);
+                fill(sub, dtype, 'sum', r);
+                return o.arg.dtype ? { data: sub, dtype } : sub;
+              }
+              const x = place(c, dtype, count, zc);
+              fill(x.data, dtype, 'sum', r);
+              return x.arg;
+            });
+            await together(cs, (c, r) => c.allGather(outs[r].arg, inputs[r]));
+            outs.forEach((o, r) => check(`allGather ${tag}${inPlace ? ' in-place' : ''} rank ${r}`, o.data, (i) => inputArray('sum', dtype, Math.floor(i / count), count)[i % count]));
+          }
+          for (const op of opsFor(dtype)) {
+            const inputs = cs.map((c, r) => {
+              const x = place(c, dtype, n * count, zc);
+              fill(x.data, dtype, op, r);
+              return x;
+            });
+            const outs = cs.map((c) => place(c, dtype, count, zc));
+            await together(cs, (c, r) => c.reduceScatter(outs[r].arg, inputs[r].arg, { op: op as any }));
+            outs.forEach((o, r) => check(`reduceScatter ${tag} ${op} rank ${r}`, o.data, (i) => expectedArray(op, dtype, n, n * count)[r * count + i]));
+          }
+          for (const root of [0, n - 1]) {
+            const xs = cs.map((c, r) => {
+              const x = place(c, dtype, count, zc);
+              if (r === root) fill(x.data, dtype, 'max', 99);
+              return x;
+            });
+            await together(cs, (c, r) => c.broadcast(xs[r].arg, { root }));
+            xs.forEach((x, r) => check(`broadcast ${tag} root ${root} rank ${r}`, x.data, (i) => inputArray('max', dtype, 99, count)[i]));
+            for (const op of opsFor(dtype)) {
+              const ys = cs.map((c, r) => {
+                const y = place(c, dtype, count, zc);
+                fill(y.data, dtype, op, r);
+                return y;
+              });
+              const outs = cs.map((c) => place(c, dtype, count, zc));
+              await together(cs, (c, r) => c.reduce(ys[r].arg, { op: op as any, root, out: outs[r].arg }));
+              check(`reduce ${tag} ${op} root ${root}`, outs[root].data, (i) => expectedArray(op, dtype, n, count)[i]);
+              ys.forEach((y, r) => check(`reduce ${tag} ${op}: input changed on rank ${r}`, y.data, (i) => inputArray(op, dtype, r, count)[i]));
+            }
+          }
+        }
+        await together(cs, (c) => c.barrier());
+        expect(wrong.slice(0, 5)).toEqual([]);
+      });
+    }
+  });
+}

@@ -1,0 +1,29 @@
+// Many ranks of one node in the test's own thread: each rank's ops progress without blocking,
+// and the harness polls them round-robin until all complete. This exercises the whole protocol
+// on the TypeScript sources; test/ranks/ runs the same on real worker threads.
+import { createNode } from '../../src/core/node.js';
+import { joinNode } from '../../src/comm/context.js';
+import { Communicator } from '../../src/comm/communicator.js';
+import type { Work } from '../../src/comm/work.js';
+
+export function inprocRanks(n: number, o: { slotBytes?: number; simd?: boolean; timeoutMs?: number } = {}): Communicator[] {
+  const node = createNode({ nranks: n, slotBytes: o.slotBytes ?? 4096 });
+  return Array.from({ length: n }, (_, r) => new Communicator(joinNode(node, r, { simd: o.simd, spinUs: 0 }), { timeoutMs: o.timeoutMs ?? 20_000 }));
+}
+
+/** Polls until every work completes; returns the errors (undefined where an op succeeded). */
+export async function settleAll(works: Work[], limitMs = 20_000): Promise<(Error | undefined)[]> {
+  const t0 = performance.now();
+  // Poll every rank each round (every() would stop at the first pending one and starve the rest).
+  while (!works.map((w) => w.isCompleted()).every(Boolean)) {
+    if (performance.now() - t0 > limitMs) throw new Error(`settleAll: ops still pending after ${limitMs} ms`);
+  }
+  return Promise.all(works.map((w) => w.wait().then(() => undefined, (e: Error) => e)));
+}
+
+/** Runs one op per rank (issued in rank order) and fails the test with the first error. */
+export async function together(comms: Communicator[], issue: (c: Communicator, r: number) => Work): Promise<void> {
+  const errs = await settleAll(comms.map((c, r) => issue(c, r)));
+  const e = errs.find((x) => x);
+  if (e) throw e;
+}
