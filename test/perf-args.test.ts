@@ -1,0 +1,133 @@
+// `webccl perf` argument parsing: sizes with suffixes, nccl-tests flags, and bad flags refused
+// with a clear message and exit code 2 (never a stack trace).
+import { describe, expect, it } from 'vitest';
+import { PerfUsageError, parsePerfArgs, parseSize, formatSize, type PerfOptions } from '../src/perf/args.js';
+import { perfMain } from '../src/perf/main.js';
+
+const parse = (...argv: string[]) => parsePerfArgs(argv) as PerfOptions;
+
+function capture() {
+  const out: string[] = [];
+  const err: string[] = [];
+  return { io: { stdout: { write: (s: string) => out.push(s) }, stderr: { write: (s: string) => err.push(s) } }, out, err };
+}
+
+describe('parseSize', () => {
+  it.each([
+    ['8', 8], ['1K', 1024], ['1k', 1024], ['64M', 64 << 20], ['1G', 1 << 30], ['2KB', 2048], ['4KiB', 4096],
+    ['1.5M', 1.5 * (1 << 20)], ['512', 512], ['16m', 16 << 20],
+  ])('%s is %d bytes', (text, bytes) => {
+    expect(parseSize(text)).toBe(bytes);
+  });
+
+  it.each(['', 'abc', '-8', '8X', '0', 'M', '1 TB'])('refuses %j', (text) => {
+    expect(() => parseSize(text, '-b')).toThrow(PerfUsageError);
+    expect(() => parseSize(text, '-b')).toThrow(/-b/);
+  });
+
+  it('formats sizes for people', () => {
+    expect(formatSize(8)).toBe('8 B');
+    expect(formatSize(1024)).toBe('1 KiB');
+    expect(formatSize(64 << 20)).toBe('64 MiB');
+    expect(formatSize(1 << 30)).toBe('1 GiB');
+    expect(formatSize(1536)).toBe('1.5 KiB');
+  });
+});
+
+describe('parsePerfArgs', () => {
+  it('has nccl-tests-like defaults', () => {
+    const o = parse('allreduce');
+    expect(o).toMatchObject({
+      collective: 'allreduce', minBytes: 8, maxBytes: 64 << 20, factor: 2, iters: undefined, warmup: 5, check: true,
+      dtypes: ['f32'], ops: ['sum'], root: 0, algo: undefined, ranks: 2, transport: 'shm', buffers: 'shm',
+    });
+  });
+
+  it('reads every flag, short and long, with separate or = values', () => {
+    const o = parse('allreduce', '-b', '1K', '-e', '64M', '-f', '4', '-n', '10', '-w', '2', '-c', '0', '-d', 'bf16', '-o', 'max',
+      '-a', 'twoshot', '--ranks', '4', '--transport', 'shm', '--json', 'out.json', '--plot=chart.svg', '--buffers=js');
+    expect(o).toMatchObject({
+      minBytes: 1024, maxBytes: 64 << 20, factor: 4, iters: 10, warmup: 2, check: false, dtypes: ['bf16'], ops: ['max'],
+      algo: 'twoshot', ranks: 4, json: 'out.json', plot: 'chart.svg', buffers: 'js',
+    });
+    expect(parse('--minbytes=8', 'reduce', '--maxbytes', '1G', '--root', '1', '--ranks', '2')).toMatchObject({ collective: 'reduce', maxBytes: 1 << 30, root: 1 });
+  });
+
+  it('accepts nccl-tests and torch spellings of collectives and types', () => {
+    expect(parse('all_reduce').collective).toBe('allreduce');
+    expect(parse('reduce_scatter').collective).toBe('reducescatter');
+    expect(parse('bcast').collective).toBe('broadcast');
+    expect(parse('allreduce', '-d', 'float,half,bfloat16,double').dtypes).toEqual(['f32', 'f16', 'bf16', 'f64']);
+    expect(parse('allreduce', '-d', 'all').dtypes).toHaveLength(9);
+    expect(parse('allreduce', '-o', 'all').ops).toEqual(['sum', 'prod', 'max', 'min', 'avg']);
+    expect(parse('allreduce', '-n', 'auto', '--time', '0.5')).toMatchObject({ iters: undefined, timeSec: 0.5 });
+  });
+
+  it('ignores -o for collectives without a reduction', () => {
+    expect(parse('allgather', '-o', 'max').ops).toEqual(['sum']);
+  });
+
+  it('drops avg from -o all when every datatype is an integer', () => {
+    expect(parse('allreduce', '-d', 'i32', '-o', 'all').ops).toEqual(['sum', 'prod', 'max', 'min']);
+  });
+
+  it('answers help', () => {
+    expect(parsePerfArgs(['-h'])).toBe('help');
+    expect(parsePerfArgs(['allreduce', '--help'])).toBe('help');
+  });
+
+  it.each([
+    [[], /name a collective/],
+    [['alltoallx'], /unknown collective "alltoallx"/],
+    [['allreduce', 'allgather'], /unexpected argument/],
+    [['allreduce', '-x', '1'], /unknown option -x/],
+    [['allreduce', '--bogus=1'], /unknown option --bogus/],
+    [['allreduce', '-b'], /-b needs a value/],
+    [['allreduce', '-b', 'lots'], /-b expects a size/],
+    [['allreduce', '-b', '1M', '-e', '1K'], /larger than -e/],
+    [['allreduce', '-f', '0'], /-f expects an integer/],
+    [['allreduce', '-n', '0'], /-n expects an integer/],
+    [['allreduce', '-n', 'many'], /-n expects an integer/],
+    [['allreduce', '-w', '-1'], /-w expects an integer/],
+    [['allreduce', '-c', '2'], /-c expects an integer in 0..1/],
+    [['allreduce', '-d', 'float128'], /unknown datatype "float128"/],
+    [['allreduce', '-o', 'xor'], /unknown op "xor"/],
+    [['allreduce', '-d', 'i32', '-o', 'avg'], /avg is defined for float/],
+    [['allreduce', '-a', 'ring2'], /unknown algorithm "ring2"/],
+    [['allreduce', '--ranks', '0'], /--ranks expects an integer in 1..64/],
+    [['allreduce', '--ranks', '65'], /--ranks expects an integer in 1..64/],
+    [['broadcast', '--ranks', '2', '-r', '2'], /invalid root 2/],
+    [['allreduce', '--transport', 'tcp'], /--transport tcp is not available yet/],
+    [['allreduce', '--transport', 'carrier-pigeon'], /unknown transport/],
+    [['allreduce', '--buffers', 'gpu'], /--buffers expects shm or js/],
+    [['allreduce', '--plot', 'chart.png'], /ending in .svg/],
+    [['allreduce', '--time', '0'], /--time expects seconds/],
+  ])('refuses %j', (argv, message) => {
+    expect(() => parsePerfArgs(argv as string[])).toThrow(PerfUsageError);
+    expect(() => parsePerfArgs(argv as string[])).toThrow(message);
+  });
+});
+
+describe('perfMain exit codes', () => {
+  it('bad flags: the message and the usage on stderr, exit code 2, nothing on stdout', async () => {
+    const c = capture();
+    expect(await perfMain(['allreduce', '-b', 'huge'], { io: c.io })).toBe(2);
+    expect(c.out.join('')).toBe('');
+    const err = c.err.join('');
+    expect(err).toMatch(/^webccl perf: -b expects a size such as 8, 1K, 64M or 1G, got "huge"/);
+    expect(err).toMatch(/usage: webccl perf/);
+  });
+
+  it('an unavailable transport is a usage error too', async () => {
+    const c = capture();
+    expect(await perfMain(['allreduce', '--transport', 'tcp'], { io: c.io })).toBe(2);
+    expect(c.err.join('')).toMatch(/not available yet/);
+  });
+
+  it('help goes to stdout with exit code 0', async () => {
+    const c = capture();
+    expect(await perfMain(['--help'], { io: c.io })).toBe(0);
+    expect(c.out.join('')).toMatch(/-b, --minbytes SIZE/);
+    expect(c.err.join('')).toBe('');
+  });
+});

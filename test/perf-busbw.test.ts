@@ -1,0 +1,78 @@
+// busbw arithmetic exactly as nccl-tests' doc/PERFORMANCE.md, and how sizes map to counts.
+import { describe, expect, it } from 'vitest';
+import { COLLECTIVES, bandwidths, busBwFactor, shapeOf, sweepSizes } from '../src/perf/collectives.js';
+
+describe('busBwFactor', () => {
+  it.each([1, 2, 3, 4, 8, 64])('n = %d', (n) => {
+    expect(busBwFactor('allreduce', n)).toBeCloseTo((2 * (n - 1)) / n, 15);
+    expect(busBwFactor('allgather', n)).toBeCloseTo((n - 1) / n, 15);
+    expect(busBwFactor('reducescatter', n)).toBeCloseTo((n - 1) / n, 15);
+    expect(busBwFactor('broadcast', n)).toBe(1);
+    expect(busBwFactor('reduce', n)).toBe(1);
+  });
+
+  it('has the textbook values', () => {
+    expect(busBwFactor('allreduce', 2)).toBe(1);
+    expect(busBwFactor('allreduce', 4)).toBe(1.5);
+    expect(busBwFactor('allgather', 4)).toBe(0.75);
+    expect(busBwFactor('reducescatter', 2)).toBe(0.5);
+    expect(busBwFactor('allreduce', 1)).toBe(0);
+  });
+});
+
+describe('bandwidths', () => {
+  it('algbw = size / time in GB/s (1e9), busbw = algbw × factor', () => {
+    // 64 MiB in 10 ms: 6.7108864 GB/s.
+    const bytes = 64 << 20;
+    const { algbw, busbw } = bandwidths('allreduce', 4, bytes, 10_000);
+    expect(algbw).toBeCloseTo(6.7108864, 12);
+    expect(busbw).toBeCloseTo(6.7108864 * 1.5, 12);
+    expect(bandwidths('broadcast', 8, 1e9, 1e6)).toEqual({ algbw: 1, busbw: 1 });
+    expect(bandwidths('allgather', 2, 2e9, 1e6)).toEqual({ algbw: 2, busbw: 1 });
+    expect(bandwidths('reducescatter', 4, 4e9, 2e6)).toEqual({ algbw: 2, busbw: 1.5 });
+  });
+
+  it('is zero, not infinite, for a zero time', () => {
+    expect(bandwidths('allreduce', 2, 8, 0)).toEqual({ algbw: 0, busbw: 0 });
+  });
+});
+
+describe('shapeOf', () => {
+  it('allreduce, broadcast, reduce: size is the vector', () => {
+    for (const c of ['allreduce', 'broadcast', 'reduce'] as const) {
+      expect(shapeOf(c, 'f32', 4, 1024)).toEqual({ bytes: 1024, count: 256, sendCount: 256, recvCount: 256 });
+    }
+    expect(shapeOf('allreduce', 'f64', 2, 8)).toEqual({ bytes: 8, count: 1, sendCount: 1, recvCount: 1 });
+    expect(shapeOf('allreduce', 'bf16', 2, 8).count).toBe(4);
+  });
+
+  it('allgather: size is the whole output, count the per-rank block', () => {
+    expect(shapeOf('allgather', 'f32', 4, 1024)).toEqual({ bytes: 1024, count: 64, sendCount: 64, recvCount: 256 });
+  });
+
+  it('reducescatter: size is the whole input, count the per-rank block', () => {
+    expect(shapeOf('reducescatter', 'f32', 4, 1024)).toEqual({ bytes: 1024, count: 64, sendCount: 256, recvCount: 64 });
+  });
+
+  it('rounds to whole elements and blocks, at least one element per block', () => {
+    expect(shapeOf('allgather', 'f32', 4, 8)).toEqual({ bytes: 16, count: 1, sendCount: 1, recvCount: 4 });
+    expect(shapeOf('reducescatter', 'f32', 3, 32)).toEqual({ bytes: 24, count: 2, sendCount: 6, recvCount: 2 });
+    expect(shapeOf('allreduce', 'f64', 2, 4)).toEqual({ bytes: 8, count: 1, sendCount: 1, recvCount: 1 });
+  });
+
+  it('knows every collective', () => {
+    for (const c of COLLECTIVES) expect(shapeOf(c, 'u8', 2, 100).bytes).toBe(100);
+  });
+});
+
+describe('sweepSizes', () => {
+  it('multiplies by the factor up to and including the maximum', () => {
+    expect(sweepSizes(8, 64 << 20, 4, 0)).toEqual([8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288, 2097152, 8388608, 33554432]);
+    expect(sweepSizes(8, 128, 2, 0)).toEqual([8, 16, 32, 64, 128]);
+    expect(sweepSizes(1024, 1024, 2, 0)).toEqual([1024]);
+  });
+
+  it('adds the step when the factor is 1', () => {
+    expect(sweepSizes(1 << 20, 4 << 20, 1, 1 << 20)).toEqual([1 << 20, 2 << 20, 3 << 20, 4 << 20]);
+  });
+});

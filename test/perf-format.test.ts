@@ -1,0 +1,142 @@
+// The table and the JSON of `webccl perf` say the same thing: every table cell is the JSON
+// value rounded as printed. Checked on synthetic reports and on a real run of the command.
+import { describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type PerfReport, type ResultRow, averageBusBw, formatTable, placeResult, tableHeader, wrongTotal } from '../src/perf/format.js';
+import { busBwChartSpec } from '../src/perf/plot.js';
+import { reportSeries } from '../src/perf/main.js';
+
+/** Reads the data rows and the closing lines of a printed table. */
+function parseTable(text: string) {
+  const lines = text.split('\n');
+  const rows = lines.filter((l) => l.trim() && !l.startsWith('#')).map((l) => {
+    const f = l.trim().split(/\s+/);
+    expect(f).toHaveLength(13);
+    const place = (k: number) => ({ time: Number(f[k]), algbw: Number(f[k + 1]), busbw: Number(f[k + 2]), wrong: f[k + 3] === 'N/A' ? null : Number(f[k + 3]) });
+    return { size: Number(f[0]), count: Number(f[1]), type: f[2], redop: f[3], root: Number(f[4]), oop: place(5), ip: place(9) };
+  });
+  const avg = /^# Avg bus bandwidth\s+:\s+(\S+)$/m.exec(text);
+  const wrong = /^# Wrong values\s+:\s+(\d+)/m.exec(text);
+  return { rows, avgBusBw: avg ? Number(avg[1]) : undefined, wrongTotal: wrong ? Number(wrong[1]) : null };
+}
+
+function expectAgreement(report: PerfReport, text: string) {
+  const t = parseTable(text);
+  expect(t.rows).toHaveLength(report.rows.length);
+  report.rows.forEach((r, k) => {
+    const p = t.rows[k];
+    expect([p.size, p.count, p.type, p.redop, p.root]).toEqual([r.size, r.count, r.type, r.redop, r.root]);
+    for (const place of ['oop', 'ip'] as const) {
+      expect(p[place].time).toBe(Number(r[place].time_us.toFixed(2)));
+      expect(p[place].algbw).toBe(Number(r[place].algbw.toFixed(2)));
+      expect(p[place].busbw).toBe(Number(r[place].busbw.toFixed(2)));
+      expect(p[place].wrong).toBe(r[place].wrong);
+    }
+  });
+  expect(t.avgBusBw).toBe(Number(report.avgBusBw.toFixed(4)));
+  expect(t.wrongTotal).toBe(report.wrongTotal);
+}
+
+function row(size: number, oopUs: number, ipUs: number, wrong: number | null, n = 4): ResultRow {
+  return {
+    size, count: size / 4, type: 'float', dtype: 'f32', redop: 'sum', root: -1,
+    oop: placeResult('allreduce', n, size, oopUs, wrong, 100), ip: placeResult('allreduce', n, size, ipUs, wrong, 100),
+  };
+}
+
+function report(rows: ResultRow[], interrupted = false): PerfReport {
+  return {
+    tool: 'webccl perf', version: '0.0.0', collective: 'allreduce', nranks: 4, transport: 'shm', buffers: 'shm', algo: 'auto',
+    warmup: 5, iters: 'auto', timeSec: 0.2, check: true, date: '2026-01-01T00:00:00.000Z', host: { node: 'v20', cpus: 2, platform: 'linux-x64' },
+    rows, avgBusBw: averageBusBw(rows), wrongTotal: wrongTotal(rows), interrupted,
+  };
+}
+
+describe('table and JSON', () => {
+  it('agree cell by cell, through a JSON round trip', () => {
+    const r = report([row(8, 0.1234, 0.19, 0), row(1 << 20, 123.456, 99.994, 0), row(64 << 20, 41_234.5678, 40_000, 0)]);
+    const back = JSON.parse(JSON.stringify(r)) as PerfReport;
+    expectAgreement(back, formatTable(r));
+  });
+
+  it('prints 8-byte latencies in microseconds with two decimals', () => {
+    const text = formatTable(report([row(8, 0.19, 1.005, 0)]));
+    expect(text).toMatch(/^\s+8\s+2\s+float\s+sum\s+-1\s+0\.19\s+0\.04\s+0\.06\s+0\s+1\.0\d\s/m);
+  });
+
+  it('shows N/A when results were not checked, and the total of wrong values when they were', () => {
+    const unchecked = report([row(8, 1, 1, null)]);
+    expect(unchecked.wrongTotal).toBeNull();
+    expect(formatTable(unchecked)).toMatch(/\sN\/A\s+\S+\s+\S+\s+\S+\s+N\/A$/m);
+    expect(formatTable(unchecked)).not.toMatch(/Wrong values/);
+    const bad = report([row(8, 1, 1, 0), row(16, 1, 1, 3)]);
+    expect(bad.wrongTotal).toBe(6);
+    expect(formatTable(bad)).toMatch(/^# Wrong values\s+: 6 FAILED$/m);
+    expectAgreement(bad, formatTable(bad));
+  });
+
+  it('averages busbw over every row and both placements, as nccl-tests', () => {
+    const rows = [row(1e6, 1000, 500, 0, 2), row(2e6, 1000, 1000, 0, 2)];
+    // busbw at n = 2 is algbw: 1, 2, 2, 2 GB/s.
+    expect(averageBusBw(rows)).toBeCloseTo(1.75, 12);
+    expect(averageBusBw([])).toBe(0);
+  });
+
+  it('says when a sweep was interrupted', () => {
+    expect(formatTable(report([row(8, 1, 1, 0)], true))).toMatch(/^# interrupted after 1 row$/m);
+  });
+
+  it('has nccl-tests column names', () => {
+    const [, names, units] = tableHeader();
+    expect(names.split(/\s+/).slice(1)).toEqual(['size', 'count', 'type', 'redop', 'root', 'time', 'algbw', 'busbw', '#wrong', 'time', 'algbw', 'busbw', '#wrong']);
+    expect(units).toMatch(/\(B\)\s+\(elements\)\s+\(us\)\s+\(GB\/s\)\s+\(GB\/s\)\s+\(us\)/);
+  });
+});
+
+describe('chart spec', () => {
+  it('plots busbw against a log size axis, one line per series', () => {
+    const r = report([row(8, 1, 1, 0), row(1024, 2, 2, 0)]);
+    const spec = busBwChartSpec(reportSeries(r), 't') as any;
+    expect(spec.encoding.x.scale.type).toBe('log');
+    expect(spec.encoding.color.field).toBe('system');
+    const systems = new Set(spec.data.values.map((v: any) => v.system));
+    expect(systems).toEqual(new Set(['webccl shm out-of-place', 'webccl shm in-place']));
+    expect(spec.data.values).toHaveLength(4);
+  });
+});
+
+const cli = join(__dirname, '..', 'bin', 'webccl.js');
+const built = existsSync(join(__dirname, '..', 'dist', 'node', 'perf-rank.js'));
+
+describe.skipIf(!built)('webccl perf (the built command)', () => {
+  it('prints a table with #wrong 0 that matches its --json', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webccl-perf-'));
+    try {
+      const json = join(dir, 'out.json');
+      const text = execFileSync(process.execPath, [cli, 'perf', 'allreduce', '-b', '8', '-e', '64K', '-f', '8', '--ranks', '2', '-c', '1', '-n', '5', '-w', '1', '--json', json], { encoding: 'utf8' });
+      const r = JSON.parse(readFileSync(json, 'utf8')) as PerfReport;
+      expect(r.rows.map((x) => x.size)).toEqual([8, 64, 512, 4096, 32768]);
+      expect(r.rows.every((x) => x.oop.wrong === 0 && x.ip.wrong === 0)).toBe(true);
+      expect(r.wrongTotal).toBe(0);
+      expectAgreement(r, text);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('exits with code 2 on a bad flag', () => {
+    let status = 0;
+    let stderr = '';
+    try {
+      execFileSync(process.execPath, [cli, 'perf', 'allreduce', '--ranks', 'two'], { encoding: 'utf8', stdio: 'pipe' });
+    } catch (e) {
+      status = (e as { status: number }).status;
+      stderr = (e as { stderr: string }).stderr;
+    }
+    expect(status).toBe(2);
+    expect(stderr).toMatch(/--ranks expects an integer in 1\.\.64, got "two"/);
+  });
+});
