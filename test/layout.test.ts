@@ -1,0 +1,26 @@
+// src/core/layout.ts mirrors assembly/engine/layout.ts: every shared constant must agree.
+import { readFileSync } from 'node:fs';
+import { expect, it } from 'vitest';
+import { C, D, DESC_BYTES, E, FLAG_STRIDE, KIND, MAX_RANKS, SIG_BYTES, SLOT_BUFFERS, ST, ALGO } from '../src/core/layout.js';
+import { DTYPE_CODE, OP_CODE } from '../src/core/dtypes.js';
+
+const text = readFileSync(new URL('../assembly/engine/layout.ts', import.meta.url), 'utf8') + readFileSync(new URL('../assembly/kernels/codes.ts', import.meta.url), 'utf8');
+const as: Record<string, number> = {};
+for (const m of text.matchAll(/export const (\w+): [iu]32 = (\d+);/g)) as[m[1]] = Number(m[2]);
+
+it('descriptor, communicator and status constants agree', () => {
+  for (const [k, v] of Object.entries(D)) expect([`D_${k}`, as[`D_${k}`]]).toEqual([`D_${k}`, v]);
+  for (const [k, v] of Object.entries(C)) if (`C_${k}` in as) expect([`C_${k}`, as[`C_${k}`]]).toEqual([`C_${k}`, v]);
+  for (const [k, v] of Object.entries(ST)) expect(as[`ST_${k}`]).toBe(v);
+  for (const [k, v] of Object.entries(E)) expect(as[`E_${k}`]).toBe(v);
+  expect(as.C_HEADER_BYTES).toBe(C.HEADER_BYTES);
+  expect([as.DESC_BYTES, as.FLAG_STRIDE, as.SIG_BYTES, as.SLOT_BUFFERS, as.MAX_RANKS]).toEqual([DESC_BYTES, FLAG_STRIDE, SIG_BYTES, SLOT_BUFFERS, MAX_RANKS]);
+  expect([as.K_ALLREDUCE, as.K_ALLGATHER, as.K_REDUCESCATTER, as.K_BROADCAST, as.K_REDUCE, as.K_BARRIER]).toEqual(Object.values(KIND));
+  expect([as.A_DIRECT, as.A_TWOSHOT]).toEqual(Object.values(ALGO));
+});
+
+it('dtype and op codes agree', () => {
+  const names: Record<string, string> = { f32: 'DT_F32', f64: 'DT_F64', i32: 'DT_I32', u32: 'DT_U32', i8: 'DT_I8', u8: 'DT_U8', i64: 'DT_I64', bf16: 'DT_BF16', f16: 'DT_F16' };
+  for (const [d, v] of Object.entries(DTYPE_CODE)) expect(as[names[d]]).toBe(v);
+  for (const [o, v] of Object.entries(OP_CODE)) expect(as[`OP_${o.toUpperCase()}`]).toBe(v);
+});
