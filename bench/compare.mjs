@@ -1,0 +1,198 @@
+#!/usr/bin/env node
+// bench/compare: the same sweep with webccl, Open MPI and torch.distributed's Gloo, on this
+// machine in one sitting, printed as one busbw table per (collective, rank count) with the
+// ratio webccl / anchor per size. Anchors that are not installed are skipped, and the script
+// says how to install them.
+//
+//   npm run build && node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4]
+//       [-b 8] [-e 64M] [-f 4] [--time 0.2] [--tcp] [--json FILE] [--plot FILE.svg]
+//
+// Every system uses the same timing method (see bench/README.md): time = the slowest rank's
+// mean time per call over a block of about --time seconds, after a barrier; busbw as
+// nccl-tests. webccl and Open MPI run out of place; torch's collectives run in place.
+// Open MPI runs over shared memory (btl self,vader) and, with --tcp, over TCP loopback too.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const perfJs = join(root, 'dist', 'node', 'perf.js');
+if (!existsSync(perfJs)) {
+  console.error('bench/compare: dist/ is missing; run `npm run build` first');
+  process.exit(2);
+}
+const perf = await import(perfJs);
+const { compareTable, compareSeries } = await import('./compare-table.mjs');
+
+const USAGE = `usage: node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4] [-b 8] [-e 64M] [-f 4]
+                                [--time 0.2] [--tcp] [--json FILE] [--plot FILE.svg]`;
+const MPI_OPS = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce'];
+
+function parseArgs(argv) {
+  const o = { ops: ['allreduce'], ranks: [2, 4], b: 8, e: 64 << 20, f: 4, time: 0.2, tcp: false, json: undefined, plot: undefined };
+  for (let k = 0; k < argv.length; k++) {
+    const a = argv[k];
+    const v = () => {
+      if (argv[k + 1] === undefined) throw new Error(`${a} needs a value`);
+      return argv[++k];
+    };
+    switch (a) {
+      case '--ops': {
+        const t = v();
+        o.ops = t === 'all' ? MPI_OPS : t.split(',').map((x) => perf.collectiveNamed(x) ?? (() => { throw new Error(`unknown collective ${x}`); })());
+        break;
+      }
+      case '--ranks': o.ranks = v().split(',').map(Number); break;
+      case '-b': o.b = perf.parseSize(v(), '-b'); break;
+      case '-e': o.e = perf.parseSize(v(), '-e'); break;
+      case '-f': o.f = Number(v()); break;
+      case '--time': o.time = Number(v()); break;
+      case '--tcp': o.tcp = true; break;
+      case '--json': o.json = v(); break;
+      case '--plot': o.plot = v(); break;
+      case '-h': case '--help': console.log(USAGE); process.exit(0); break;
+      default: throw new Error(`unknown option ${a}`);
+    }
+  }
+  if (!o.ranks.every((n) => Number.isInteger(n) && n >= 1 && n <= 64)) throw new Error('--ranks expects rank counts in 1..64');
+  if (!(o.f >= 2 && Number.isInteger(o.f))) throw new Error('-f expects an integer >= 2');
+  if (!(o.time > 0)) throw new Error('--time expects seconds > 0');
+  return o;
+}
+
+let opts;
+try {
+  opts = parseArgs(process.argv.slice(2));
+} catch (e) {
+  console.error(`bench/compare: ${e.message}\n${USAGE}`);
+  process.exit(2);
+}
+
+const run = (cmd, args, extra = {}) => spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, ...extra });
+const ok = (cmd, args) => {
+  const r = run(cmd, args, { timeout: 60_000 });
+  return r.status === 0 ? r.stdout.trim() : undefined;
+};
+
+// ------------------------------------------------------------------ which anchors are here
+
+function findOpenMpi() {
+  const version = ok('mpirun', ['--version']);
+  if (!version || !/Open MPI|OpenRTE/i.test(version) || !ok('mpicc', ['--showme:version'])) return undefined;
+  const buildDir = join(root, 'bench', 'results', 'build');
+  const exe = join(buildDir, 'coll_bench');
+  const src = join(root, 'bench', 'mpi', 'coll_bench.c');
+  if (!existsSync(exe) || statSync(exe).mtimeMs < statSync(src).mtimeMs) {
+    mkdirSync(buildDir, { recursive: true });
+    const c = run('mpicc', ['-O2', '-o', exe, src, '-lm']);
+    if (c.status !== 0) {
+      console.error(`bench/compare: mpicc failed:\n${c.stderr}`);
+      return undefined;
+    }
+  }
+  return { exe, version: /\d+\.\d+(\.\d+)?/.exec(version)?.[0] ?? version.split('\n')[0] };
+}
+
+function findGloo() {
+  // Debian's python3-torch lives under /usr/bin/python3, which a pyenv or venv python3 may hide.
+  for (const py of [process.env.PYTHON, 'python3', '/usr/bin/python3'].filter(Boolean)) {
+    const v = ok(py, ['-c', 'import torch, torch.distributed as d; print(torch.__version__, d.is_gloo_available())']);
+    if (v && v.endsWith('True')) return { python: py, version: v.split(' ')[0] };
+  }
+  return undefined;
+}
+
+const mpi = findOpenMpi();
+const gloo = findGloo();
+console.log(`# bench/compare on ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}`);
+console.log(`# anchors found: webccl (this tree)${mpi ? `, Open MPI ${mpi.version}` : ''}${gloo ? `, Gloo (torch ${gloo.version}, ${gloo.python})` : ''}`);
+if (!mpi) console.log('# Open MPI not found: apt-get install openmpi-bin libopenmpi-dev  (mpirun and mpicc are needed)');
+if (!gloo) console.log('# Gloo not found: apt-get install python3-torch  (or set PYTHON to a python3 that has torch)');
+
+// ------------------------------------------------------------------ running one system
+
+/** Share of the CPUs busy over 0.5 s (other sessions share this machine; noted per run). */
+function cpuBusy() {
+  const read = () => readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  try {
+    const a = read();
+    spawnSync('sleep', ['0.5']);
+    const b = read();
+    const d = b.map((x, k) => x - a[k]);
+    const total = d.reduce((s, x) => s + x, 0);
+    return total > 0 ? Math.round((100 * (total - d[3] - (d[4] ?? 0))) / total) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const sweep = (o) => ['-b', String(o.b), '-e', String(o.e), '-f', String(o.f)];
+const parseLines = (text) => text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+
+function runWebccl(op, n) {
+  const json = join(tmpdir(), `webccl-compare-${process.pid}-${op}-${n}.json`);
+  const r = run(process.execPath, [join(root, 'bin', 'webccl.js'), 'perf', op, ...sweep(opts), '--ranks', String(n), '--time', String(opts.time), '-c', '1', '--json', json], { timeout: 1_800_000 });
+  if (!existsSync(json)) return { error: (r.stderr || r.stdout || 'no output').trim().split('\n').slice(-3).join(' ') };
+  const rep = JSON.parse(readFileSync(json, 'utf8'));
+  return { rows: rep.rows.map((x) => ({ size: x.size, time_us: x.oop.time_us, busbw: x.oop.busbw, wrong: x.oop.wrong, ip_busbw: x.ip.busbw })) };
+}
+
+function runMpi(op, n, transport) {
+  const btl = transport === 'tcp' ? ['--mca', 'btl', 'self,tcp', '--mca', 'btl_tcp_if_include', 'lo'] : ['--mca', 'btl', 'self,vader'];
+  const r = run('mpirun', ['--allow-run-as-root', '--oversubscribe', '-np', String(n), '--mca', 'pml', 'ob1', ...btl, mpi.exe, '-o', op, ...sweep(opts), '-t', String(opts.time), '-c', '1'], { timeout: 1_800_000 });
+  const rows = parseLines(r.stdout);
+  return rows.length ? { rows } : { error: (r.stderr || 'no output').trim().split('\n').slice(-3).join(' ') };
+}
+
+function runGloo(op, n) {
+  const r = run(gloo.python, [join(root, 'bench', 'gloo', 'bench_gloo.py'), '--op', op, '--ranks', String(n), ...sweep(opts), '-t', String(opts.time), '-c', '1'], { timeout: 1_800_000 });
+  const lines = parseLines(r.stdout);
+  if (lines[0]?.unsupported) return { unsupported: lines[0].unsupported };
+  return lines.length ? { rows: lines } : { error: (r.stderr || 'no output').trim().split('\n').slice(-3).join(' ') };
+}
+
+// ------------------------------------------------------------------ the sitting
+
+const groups = [];
+for (const n of opts.ranks) {
+  for (const op of opts.ops) {
+    const plan = [{ name: 'webccl', short: 'webccl', label: 'webccl shm', go: () => runWebccl(op, n) }];
+    if (mpi) plan.push({ name: 'ompi-shm', short: 'MPI', label: 'Open MPI vader', go: () => runMpi(op, n, 'shm') });
+    if (mpi && opts.tcp) plan.push({ name: 'ompi-tcp', short: 'MPI-tcp', label: 'Open MPI tcp', go: () => runMpi(op, n, 'tcp') });
+    if (gloo) plan.push({ name: 'gloo', short: 'Gloo', label: 'Gloo tcp (in place)', go: () => runGloo(op, n) });
+    const systems = [];
+    for (const p of plan) {
+      process.stderr.write(`bench/compare: ${op}, ${n} ranks: ${p.label} ...\n`);
+      const busyBefore = cpuBusy();
+      const t0 = performance.now();
+      const res = p.go();
+      systems.push({ name: p.name, short: p.short, label: p.label, busyBefore, seconds: (performance.now() - t0) / 1000, ...res });
+    }
+    const group = { op, n, systems };
+    groups.push(group);
+    console.log(compareTable(group, availableParallelism(), perf.formatSize));
+  }
+}
+
+if (opts.json) {
+  writeFileSync(opts.json, JSON.stringify({
+    tool: 'bench/compare', date: new Date().toISOString(), node: process.version, cores: availableParallelism(), cpu: cpus()[0]?.model,
+    anchors: { openmpi: mpi?.version ?? null, gloo: gloo?.version ?? null }, sweep: { b: opts.b, e: opts.e, f: opts.f, time: opts.time }, groups,
+  }, null, 2) + '\n');
+  console.log(`\nwrote ${opts.json}`);
+}
+if (opts.plot) {
+  for (const g of groups) {
+    const file = groups.length === 1 ? opts.plot : opts.plot.replace(/\.svg$/i, '') + `-${g.op}-${g.n}ranks.svg`;
+    try {
+      writeFileSync(file, await perf.renderBusBwChart(compareSeries(g), `${g.op}, ${g.n} ranks, float32 sum: bus bandwidth`));
+      console.log(`wrote ${file}`);
+    } catch (e) {
+      console.error(`bench/compare: --plot: ${e.message}`);
+      process.exitCode = 1;
+      break;
+    }
+  }
+}
