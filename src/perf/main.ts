@@ -77,6 +77,7 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
   const collector = new RowCollector(o, planned);
   const tty = !!io.stderr.isTTY;
   let progress = '';
+  let progressIdx = -1;
   const clearProgress = () => {
     if (progress) io.stderr.write('\r\x1b[K');
     progress = '';
@@ -92,14 +93,18 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
       if (m.perf === 'start' && tty) {
         const r = planned[m.idx];
         clearProgress();
+        progressIdx = m.idx;
         progress = `  [${m.idx + 1}/${planned.length}] ${o.collective} ${r.shape.bytes} B ${r.dtype}${HAS_OP[o.collective] ? ' ' + r.op : ''} ${m.place === 'oop' ? 'out-of-place' : 'in-place'} ...`;
         io.stderr.write(progress);
       } else if (m.perf === 'result') {
         const row = collector.add(m);
         if (row) {
+          const showing = progress;
           clearProgress();
           rows.push(row);
           io.stdout.write(formatRow(row) + '\n');
+          // A rank may already be on the next row: keep its progress line in view.
+          if (showing && progressIdx > m.idx) io.stderr.write((progress = showing));
         }
       }
     },
