@@ -5,7 +5,7 @@
 // says how to install them.
 //
 //   npm run build && node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4]
-//       [-b 8] [-e 64M] [-f 4] [--time 0.2] [--tcp] [--json FILE] [--plot FILE.svg]
+//       [-b 8] [-e 64M] [-f 4] [--time 0.2] [--tcp] [--quiet 30] [--json FILE] [--plot FILE.svg]
 //
 // Every system uses the same timing method (see bench/README.md): time = the slowest rank's
 // mean time per call over a block of about --time seconds, after a barrier; busbw as
@@ -27,11 +27,14 @@ const perf = await import(perfJs);
 const { compareTable, compareSeries } = await import('./compare-table.mjs');
 
 const USAGE = `usage: node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4] [-b 8] [-e 64M] [-f 4]
-                                [--time 0.2] [--tcp] [--json FILE] [--plot FILE.svg]`;
+                                [--time 0.2] [--tcp] [--quiet 30] [--quiet-wait 120] [--json FILE] [--plot FILE.svg]
+
+Before each run it waits (up to --quiet-wait s) until the CPUs are less than --quiet % busy
+with other work, and notes how busy they were.`;
 const MPI_OPS = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce'];
 
 function parseArgs(argv) {
-  const o = { ops: ['allreduce'], ranks: [2, 4], b: 8, e: 64 << 20, f: 4, time: 0.2, tcp: false, json: undefined, plot: undefined };
+  const o = { ops: ['allreduce'], ranks: [2, 4], b: 8, e: 64 << 20, f: 4, time: 0.2, tcp: false, json: undefined, plot: undefined, quiet: 30, quietWait: 120 };
   for (let k = 0; k < argv.length; k++) {
     const a = argv[k];
     const v = () => {
@@ -50,6 +53,8 @@ function parseArgs(argv) {
       case '-f': o.f = Number(v()); break;
       case '--time': o.time = Number(v()); break;
       case '--tcp': o.tcp = true; break;
+      case '--quiet': o.quiet = Number(v()); break;
+      case '--quiet-wait': o.quietWait = Number(v()); break;
       case '--json': o.json = v(); break;
       case '--plot': o.plot = v(); break;
       case '-h': case '--help': console.log(USAGE); process.exit(0); break;
@@ -128,6 +133,17 @@ function cpuBusy() {
   }
 }
 
+/** Waits for a quiet machine (other sessions share it); returns the last busy share seen. */
+function waitQuiet() {
+  const until = performance.now() + opts.quietWait * 1000;
+  let busy = cpuBusy();
+  while (busy !== undefined && busy > opts.quiet && performance.now() < until) {
+    spawnSync('sleep', ['2']);
+    busy = cpuBusy();
+  }
+  return busy;
+}
+
 const sweep = (o) => ['-b', String(o.b), '-e', String(o.e), '-f', String(o.f)];
 const parseLines = (text) => text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
 
@@ -165,7 +181,7 @@ for (const n of opts.ranks) {
     const systems = [];
     for (const p of plan) {
       process.stderr.write(`bench/compare: ${op}, ${n} ranks: ${p.label} ...\n`);
-      const busyBefore = cpuBusy();
+      const busyBefore = waitQuiet();
       const t0 = performance.now();
       const res = p.go();
       systems.push({ name: p.name, short: p.short, label: p.label, busyBefore, seconds: (performance.now() - t0) / 1000, ...res });
