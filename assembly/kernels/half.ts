@@ -6,8 +6,10 @@
 //
 // F16 and BF16 are field-less classes used as type parameters (see halfloops.ts):
 //   lo(v) / hi(v): the low / high four halves of 16 bytes as f32x4
-//   pack(lo, hi):  eight f32 lanes rounded to eight halves (16 bytes)
-//   up(h) / down(x): one element each way.
+//   pack(lo, hi):  eight f32 lanes rounded to eight halves (16 bytes); packFinite when no lane
+//                  is NaN (it skips the NaN rewrite)
+//   up(h) / down(x): one element each way
+//   nan(v):        i16 lanes of 16 bytes that hold a NaN (all ones).
 
 export const F16_QNAN: u32 = 0x7e00;
 export const BF16_QNAN: u32 = 0x7fc0;
@@ -50,23 +52,33 @@ const HALF_F: u32 = 0x3f000000; // 0.5f
 @inline function f16x4ToF32(h: v128): v128 {
   const em = v128.and(h, i32x4.splat(0x7fff));
   const sign = i32x4.shl(v128.xor(h, em), 16);
-  const o = i32x4.shl(em, 13);
+  // Inf / NaN get the rebias twice: exponent 31 + 224 = 255.
+  const bias = v128.and(i32x4.gt_s(em, i32x4.splat(0x7bff)), i32x4.splat(F32_REBIAS));
+  const nrm = i32x4.add(i32x4.add(i32x4.shl(em, 13), i32x4.splat(F32_REBIAS)), bias);
   const sub = f32x4.mul(f32x4.convert_i32x4_s(em), i32x4.splat(TWO_M24));
-  let r = v128.bitselect(i32x4.add(o, i32x4.splat(F32_REBIAS)), sub, i32x4.gt_s(em, i32x4.splat(0x3ff)));
-  r = v128.bitselect(v128.or(o, i32x4.splat(F32_INF)), r, i32x4.gt_s(em, i32x4.splat(0x7bff)));
-  return v128.or(r, sign);
+  return v128.or(v128.bitselect(nrm, sub, i32x4.gt_s(em, i32x4.splat(0x3ff))), sign);
 }
 
-/** Four f32 lanes to four f16 bit patterns, one per i32 lane. */
-@inline function f32x4ToF16(x: v128): v128 {
+/** Four f32 lanes to four f16 bit patterns, one per i32 lane; no lane may be NaN. */
+@inline function f32x4ToF16Finite(x: v128): v128 {
   const a = v128.and(x, i32x4.splat(0x7fffffff));
   const odd = v128.and(i32x4.shr_u(a, 13), i32x4.splat(1));
-  const nrm = i32x4.shr_u(i32x4.add(i32x4.add(a, i32x4.splat(F16_REBIAS_ROUND)), odd), 13);
+  // The rebias wraps below 2^-15 (the subnormal path covers that) and is monotonic above, so
+  // everything from 65520 up (Inf and NaN included) clamps to 0x7c00.
+  let nrm = i32x4.shr_u(i32x4.add(i32x4.add(a, i32x4.splat(F16_REBIAS_ROUND)), odd), 13);
+  nrm = i32x4.min_u(nrm, i32x4.splat(0x7c00));
   const sub = i32x4.sub(f32x4.add(a, i32x4.splat(HALF_F)), i32x4.splat(HALF_F));
-  let r = v128.bitselect(nrm, sub, i32x4.gt_s(a, i32x4.splat(F16_MIN_NORMAL_M1)));
-  r = v128.bitselect(i32x4.splat(0x7c00), r, i32x4.gt_s(a, i32x4.splat(F16_OVERFLOW_M1)));
-  r = v128.or(r, i32x4.shr_u(v128.xor(x, a), 16));
-  return v128.bitselect(i32x4.splat(F16_QNAN), r, i32x4.gt_s(a, i32x4.splat(F32_INF)));
+  const r = v128.bitselect(nrm, sub, i32x4.gt_s(a, i32x4.splat(F16_MIN_NORMAL_M1)));
+  return v128.or(r, i32x4.shr_u(v128.xor(x, a), 16));
+}
+
+/** NaN lanes of f32x4 (all ones), by the bits: the same answer in any build. */
+@inline function nanLanes(x: v128): v128 {
+  return i32x4.gt_s(v128.and(x, i32x4.splat(0x7fffffff)), i32x4.splat(F32_INF));
+}
+
+@inline function f32x4ToF16(x: v128): v128 {
+  return v128.bitselect(i32x4.splat(F16_QNAN), f32x4ToF16Finite(x), nanLanes(x));
 }
 
 // bf16 is the top half of an f32: widening is a shift; narrowing adds 0x7fff plus the kept LSB
@@ -76,11 +88,13 @@ const HALF_F: u32 = 0x3f000000; // 0.5f
   return (x + 0x7fff + ((x >> 16) & 1)) >> 16;
 }
 
-@inline function f32x4ToBf16(x: v128): v128 {
+@inline function f32x4ToBf16Finite(x: v128): v128 {
   const odd = v128.and(i32x4.shr_u(x, 16), i32x4.splat(1));
-  const r = i32x4.shr_u(i32x4.add(i32x4.add(x, i32x4.splat(0x7fff)), odd), 16);
-  const nan = i32x4.gt_s(v128.and(x, i32x4.splat(0x7fffffff)), i32x4.splat(F32_INF));
-  return v128.bitselect(i32x4.splat(BF16_QNAN), r, nan);
+  return i32x4.shr_u(i32x4.add(i32x4.add(x, i32x4.splat(0x7fff)), odd), 16);
+}
+
+@inline function f32x4ToBf16(x: v128): v128 {
+  return v128.bitselect(i32x4.splat(BF16_QNAN), f32x4ToBf16Finite(x), nanLanes(x));
 }
 
 @final export class F16 {
@@ -93,29 +107,65 @@ const HALF_F: u32 = 0x3f000000; // 0.5f
   @inline pack(lo: v128, hi: v128): v128 {
     return i16x8.narrow_i32x4_u(f32x4ToF16(lo), f32x4ToF16(hi));
   }
+  @inline packFinite(lo: v128, hi: v128): v128 {
+    return i16x8.narrow_i32x4_u(f32x4ToF16Finite(lo), f32x4ToF16Finite(hi));
+  }
   @inline up(h: u32): f32 {
     return reinterpret<f32>(f16BitsToF32(h));
   }
   @inline down(x: f32): u32 {
     return f32BitsToF16(reinterpret<u32>(x));
   }
+  @inline nan(v: v128): v128 {
+    return i16x8.gt_s(v128.and(v, i16x8.splat(0x7fff)), i16x8.splat(0x7c00));
+  }
+  @inline qnan(): v128 {
+    return i16x8.splat(<i16>F16_QNAN);
+  }
 }
 
 @final export class BF16 {
+  // Interleaving zero halves below the bf16 halves is the widening: one unpack instruction.
   @inline lo(v: v128): v128 {
-    return i32x4.shl(i32x4.extend_low_i16x8_u(v), 16);
+    return i8x16.shuffle(v128.splat<i32>(0), v, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
   }
   @inline hi(v: v128): v128 {
-    return i32x4.shl(i32x4.extend_high_i16x8_u(v), 16);
+    return i8x16.shuffle(v128.splat<i32>(0), v, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
   }
   @inline pack(lo: v128, hi: v128): v128 {
     return i16x8.narrow_i32x4_u(f32x4ToBf16(lo), f32x4ToBf16(hi));
+  }
+  @inline packFinite(lo: v128, hi: v128): v128 {
+    return i16x8.narrow_i32x4_u(f32x4ToBf16Finite(lo), f32x4ToBf16Finite(hi));
   }
   @inline up(h: u32): f32 {
     return reinterpret<f32>(h << 16);
   }
   @inline down(x: f32): u32 {
     return f32BitsToBf16(reinterpret<u32>(x));
+  }
+  @inline nan(v: v128): v128 {
+    return i16x8.gt_s(v128.and(v, i16x8.splat(0x7fff)), i16x8.splat(0x7f80));
+  }
+  @inline qnan(): v128 {
+    return i16x8.splat(<i16>BF16_QNAN);
+  }
+}
+
+/**
+ * Rounds sixteen f32 results (four f32x4) to halves at dst .. dst+32. One test per block finds
+ * NaN lanes (a NaN anywhere makes the sum NaN; +Inf + -Inf is a harmless false alarm) so the
+ * NaN rewrite runs only where it is needed.
+ */
+@inline export function store16<H>(dst: usize, l0: v128, h0: v128, l1: v128, h1: v128): void {
+  const h = changetype<H>(0);
+  const t = f32x4.add(f32x4.add(l0, h0), f32x4.add(l1, h1));
+  if (v128.any_true(f32x4.ne(t, t))) {
+    v128.store(dst, h.pack(l0, h0));
+    v128.store(dst, h.pack(l1, h1), 16);
+  } else {
+    v128.store(dst, h.packFinite(l0, h0));
+    v128.store(dst, h.packFinite(l1, h1), 16);
   }
 }
 
@@ -130,8 +180,7 @@ export function fromF32<H>(dst: usize, src: usize, n: usize): void {
       const x1 = v128.load(s, 16);
       const x2 = v128.load(s, 32);
       const x3 = v128.load(s, 48);
-      v128.store(dst + (i << 1), h.pack(x0, x1));
-      v128.store(dst + (i << 1), h.pack(x2, x3), 16);
+      store16<H>(dst + (i << 1), x0, x1, x2, x3);
     }
     for (; i + 8 <= n; i += 8) {
       const s = src + (i << 2);
