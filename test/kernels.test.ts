@@ -185,6 +185,25 @@ describe('reductions: both builds match the JS reference bit for bit', () => {
   }
 });
 
+describe('test data', () => {
+  it('half inputs give exact ties under sum (so round-half-to-even is exercised)', () => {
+    for (const [dt, toNum, fromNum] of [['f16', f16ToNumber, numberToF16], ['bf16', bf16ToNumber, numberToBf16]] as const) {
+      const a = new DataView(randomBytes(dt, 4096).buffer);
+      const b = new DataView(randomBytes(dt, 4096).buffer);
+      let ties = 0;
+      for (let i = 0; i < 4096; i++) {
+        const x = Math.abs(Math.fround(toNum(a.getUint16(i * 2, true)) + toNum(b.getUint16(i * 2, true))));
+        if (!Number.isFinite(x)) continue;
+        const h = fromNum(x);
+        const v = toNum(h);
+        const other = toNum(x > v ? h + 1 : h - 1);
+        if (x !== v && Math.abs(x - v) === Math.abs(other - x)) ties++;
+      }
+      expect(ties, dt).toBeGreaterThan(100);
+    }
+  });
+});
+
 describe('scale', () => {
   for (const dt of FLOATS) {
     it(`${dt}`, () => {
