@@ -60,14 +60,22 @@ export const getCommunicator = (): Communicator => requireWorld('getCommunicator
 export const getRank = (): number => requireWorld('getRank').rank;
 export const getWorldSize = (): number => requireWorld('getWorldSize').size;
 
-// The promise-returning functions report every error, argument checks included, as a rejection.
-export const allReduce = async (x: BufferArg, o?: CollectiveOptions): Promise<void> => requireWorld('allReduce').allReduce(x, o).wait();
+/** Runs a collective; every error, argument checks included, arrives as a rejection. */
+function promised(issue: () => Work): Promise<void> {
+  try {
+    return issue().wait();
+  } catch (e) {
+    return Promise.reject(e);
+  }
+}
+
+export const allReduce = (x: BufferArg, o?: CollectiveOptions): Promise<void> => promised(() => requireWorld('allReduce').allReduce(x, o));
 export const allReduceAsync = (x: BufferArg, o?: CollectiveOptions): Work => requireWorld('allReduceAsync').allReduce(x, o);
-export const allGather = async (out: BufferArg, input: BufferArg, o?: CollectiveOptions): Promise<void> => requireWorld('allGather').allGather(out, input, o).wait();
-export const reduceScatter = async (out: BufferArg, input: BufferArg, o?: CollectiveOptions): Promise<void> => requireWorld('reduceScatter').reduceScatter(out, input, o).wait();
-export const broadcast = async (x: BufferArg, o?: CollectiveOptions): Promise<void> => requireWorld('broadcast').broadcast(x, o).wait();
-export const reduce = async (x: BufferArg, o?: CollectiveOptions): Promise<void> => requireWorld('reduce').reduce(x, o).wait();
-export const barrier = async (): Promise<void> => requireWorld('barrier').barrier().wait();
+export const allGather = (out: BufferArg, input: BufferArg, o?: CollectiveOptions): Promise<void> => promised(() => requireWorld('allGather').allGather(out, input, o));
+export const reduceScatter = (out: BufferArg, input: BufferArg, o?: CollectiveOptions): Promise<void> => promised(() => requireWorld('reduceScatter').reduceScatter(out, input, o));
+export const broadcast = (x: BufferArg, o?: CollectiveOptions): Promise<void> => promised(() => requireWorld('broadcast').broadcast(x, o));
+export const reduce = (x: BufferArg, o?: CollectiveOptions): Promise<void> => promised(() => requireWorld('reduce').reduce(x, o));
+export const barrier = (): Promise<void> => promised(() => requireWorld('barrier').barrier());
 
 /** Completes a handle from an *Async call. */
 export function wait(handle: Work): Promise<void> {

@@ -6,7 +6,7 @@ import { WebcclError, fail } from '../core/errors.js';
 import { ABORT_REASON, ALGO, D, KIND, type Algo, type Kind, descOffset } from '../core/layout.js';
 import { envNumber } from '../core/config.js';
 import type { NodeHeap } from '../core/heap.js';
-import { chooseAllReduceAlgo, chunkElems } from '../tuner/tuner.js';
+import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../tuner/tuner.js';
 import { type Buf, type BufferArg, type TypedArray, overlaps, toBuf } from './buffers.js';
 import { Work, type WorkDriver } from './work.js';
 import { ShmRunner, type RunningOp } from './shm-runner.js';
@@ -29,12 +29,21 @@ export interface CommunicatorOptions {
 interface QueuedOp extends RunningOp {
   work: Work;
   kind: Kind;
+  algo: Algo;
+  dtype: Dtype;
+  op: ReduceOp;
+  count: number;
+  root: number;
+  chunk: number;
   started: boolean;
-  buffers: Uint8Array[];
-  write: (desc: number) => void;
 }
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
+
+/** Whether a queued op reads or writes any byte of `b`. */
+function touches(q: QueuedOp, b: Buf | null): boolean {
+  return b !== null && ((q.input !== null && overlaps(b.bytes, q.input.bytes)) || (q.output !== null && overlaps(b.bytes, q.output.bytes)));
+}
 
 export class Communicator implements WorkDriver {
   readonly rank: number;
@@ -46,12 +55,16 @@ export class Communicator implements WorkDriver {
   private stepBase = 0;
   private broken: WebcclError | undefined;
   private readonly counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0 };
+  private readonly tuning: Tuning;
+  private readonly timeoutMs: number;
 
   constructor(private readonly ctx: RankContext, private readonly opts: CommunicatorOptions = {}) {
     this.rank = ctx.rank;
     this.size = ctx.size;
     this.runner = new ShmRunner(ctx.core, ctx.comm, ctx.rank, ctx.size);
     this.desc = descOffset(ctx.comm, ctx.size, ctx.rank);
+    this.tuning = resolveTuning(ctx.size, opts.algo);
+    this.timeoutMs = opts.timeoutMs ?? envNumber('WEBCCL_TIMEOUT_MS') ?? DEFAULT_TIMEOUT_MS;
   }
 
   // ---------------------------------------------------------------- collectives
@@ -61,7 +74,7 @@ export class Communicator implements WorkDriver {
     const out = o.out === undefined ? inp : this.buf(o.out, 'allReduce out');
     this.sameShape('allReduce', inp, out);
     const op = parseOp(o.op, inp.dtype);
-    const algo = chooseAllReduceAlgo(inp.count * DTYPE_SIZE[inp.dtype], this.size, o.algo, this.opts.algo);
+    const algo = chooseAllReduceAlgo(inp.count * DTYPE_SIZE[inp.dtype], this.tuning, o.algo);
     return this.enqueue('allReduce', algo, inp.dtype, op, inp.count, 0, inp, out, o);
   }
 
@@ -146,8 +159,16 @@ export class Communicator implements WorkDriver {
 
   // ---------------------------------------------------------------- argument checks
 
+  /** Whether a buffer is (a view of) the node memory; asks the memory only for unknown SABs. */
+  private readonly isShared = (b: ArrayBufferLike): boolean => {
+    if (this.ctx.sharedBuffers.has(b)) return true;
+    if (!(b instanceof SharedArrayBuffer) || b !== (this.ctx.core.memory.buffer as ArrayBufferLike)) return false;
+    this.ctx.sharedBuffers.add(b);
+    return true;
+  };
+
   private buf(x: unknown, what: string): Buf {
-    return toBuf(x, what, (b) => this.ctx.sharedBuffers.has(b) || b === this.ctx.core.memory.buffer);
+    return toBuf(x, what, this.isShared);
   }
 
   private sameDtype(what: string, a: Buf, b: Buf): void {
@@ -172,37 +193,53 @@ export class Communicator implements WorkDriver {
   private enqueue(kind: Kind, algo: Algo, dtype: Dtype, op: ReduceOp, count: number, root: number,
                   input: Buf | null, output: Buf | null, o: { timeoutMs?: number }): Work {
     if (this.broken) throw this.broken;
-    const buffers = [input, output].filter((b): b is Buf => b !== null).map((b) => b.bytes);
     for (const q of this.queue) {
-      if (buffers.some((b) => q.buffers.some((c) => overlaps(b, c)))) {
+      if (touches(q, input) || touches(q, output)) {
         fail('BUFFER_BUSY', `${kind}: a buffer is still in use by ${q.name} #${q.seq}, which has not completed; wait for it first`);
       }
     }
-    const es = DTYPE_SIZE[dtype];
     if (count > 0x7fffffff) fail('INVALID_ARGUMENT', `${kind}: count ${count} exceeds 2^31-1 elements`);
-    const timeoutMs = o.timeoutMs ?? this.opts.timeoutMs ?? envNumber('WEBCCL_TIMEOUT_MS') ?? DEFAULT_TIMEOUT_MS;
+    const es = DTYPE_SIZE[dtype];
     const seq = this.seq++;
-    const work = new Work(kind, seq, this, this.ctx.canBlock);
-    const chunk = kind === 'barrier' ? 0 : chunkElems(kind, this.ctx.slotBytes, es, this.size);
     const q: QueuedOp = {
-      name: kind, seq, desc: this.desc, elemBytes: es, input, output, deadline: Infinity, timeoutMs,
-      work, kind, started: false, buffers,
-      write: (desc) => {
-        const i32 = this.runner.views().i32;
-        const set = (f: number, v: number) => (i32[(desc + f) >> 2] = v);
-        set(D.KIND, KIND[kind]); set(D.ALGO, ALGO[algo]); set(D.DTYPE, DTYPE_CODE[dtype]); set(D.OP, OP_CODE[op]);
-        set(D.COUNT, count); set(D.ROOT, root); set(D.RANK, this.rank); set(D.NRANKS, this.size);
-        set(D.IN, input?.addr ?? 0); set(D.OUT, output?.addr ?? 0);
-        set(D.CHUNK, chunk); set(D.NCHUNKS, chunk ? Math.max(1, Math.ceil(count / chunk)) : 1);
-        set(D.STEP, 0); set(D.PHASE, 0); set(D.SUB, 0); set(D.MODE, 0); set(D.STEPS_USED, 0);
-        set(D.BASE, this.stepBase); set(D.SEQ, seq); set(D.SPIN, this.ctx.spinPolls); set(D.COMM, this.ctx.comm);
-      },
+      name: kind, seq, desc: this.desc, elemBytes: es, input, output, deadline: Infinity, timeoutMs: o.timeoutMs ?? this.timeoutMs,
+      work: new Work(kind, seq, this, this.ctx.canBlock), kind, algo, dtype, op, count, root,
+      chunk: kind === 'barrier' ? 0 : chunkElems(kind, this.ctx.slotBytes, es, this.size), started: false,
     };
+    // An op that starts at once takes its start time as its issue time (one clock read fewer).
+    if (this.queue.length) q.work.timing.issuedAt = performance.now();
     this.queue.push(q);
     this.counters.ops++;
     this.counters.bytes += count * es;
-    this.progress(work, false);
-    return work;
+    this.progress(q.work, false);
+    return q.work;
+  }
+
+  /** Fills this rank's descriptor in shared memory: from here on the op's state lives there. */
+  private writeDescriptor(q: QueuedOp): void {
+    const i32 = this.runner.views().i32;
+    const d = q.desc >> 2;
+    i32[d + D.KIND / 4] = KIND[q.kind];
+    i32[d + D.ALGO / 4] = ALGO[q.algo];
+    i32[d + D.DTYPE / 4] = DTYPE_CODE[q.dtype];
+    i32[d + D.OP / 4] = OP_CODE[q.op];
+    i32[d + D.COUNT / 4] = q.count;
+    i32[d + D.ROOT / 4] = q.root;
+    i32[d + D.RANK / 4] = this.rank;
+    i32[d + D.NRANKS / 4] = this.size;
+    i32[d + D.IN / 4] = q.input?.addr ?? 0;
+    i32[d + D.OUT / 4] = q.output?.addr ?? 0;
+    i32[d + D.CHUNK / 4] = q.chunk;
+    i32[d + D.NCHUNKS / 4] = q.chunk ? Math.max(1, Math.ceil(q.count / q.chunk)) : 1;
+    i32[d + D.STEP / 4] = 0;
+    i32[d + D.PHASE / 4] = 0;
+    i32[d + D.SUB / 4] = 0;
+    i32[d + D.MODE / 4] = 0;
+    i32[d + D.STEPS_USED / 4] = 0;
+    i32[d + D.BASE / 4] = this.stepBase;
+    i32[d + D.SEQ / 4] = q.seq;
+    i32[d + D.SPIN / 4] = this.ctx.spinPolls;
+    i32[d + D.COMM / 4] = this.ctx.comm;
   }
 
   /** WorkDriver: runs queued ops in order until `w` completes (or, without block, until one would wait). */
@@ -225,18 +262,19 @@ export class Communicator implements WorkDriver {
     try {
       if (this.broken) throw this.broken;
       if (!q.started) {
-        const err = this.runner.abortError(`${q.name} #${q.seq}`);
-        if (err) throw err;
+        if (this.runner.aborted()) throw this.runner.abortError(`${q.name} #${q.seq}`);
         q.started = true;
-        q.deadline = performance.now() + q.timeoutMs;
-        q.work.timing.startedAt = performance.now();
-        q.write(q.desc);
+        const now = performance.now();
+        q.deadline = now + q.timeoutMs;
+        q.work.timing.startedAt = now;
+        if (Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = now;
+        this.writeDescriptor(q);
       }
       if (!this.runner.run(q, block)) return false;
       this.stepBase += this.runner.field(q.desc, D.STEPS_USED);
       this.queue.shift();
-      this.counters.busyMs += performance.now() - q.work.timing.startedAt;
       q.work.settle();
+      this.counters.busyMs += q.work.durationMs;
       return true;
     } catch (e) {
       this.settleFailed(q, e);

@@ -19,6 +19,9 @@ export interface RunningOp {
   timeoutMs: number;
 }
 
+/** Copies up to this many bytes element by element. */
+const SMALL_COPY = 64;
+
 /** Longest single Atomics.wait, so deadlines and aborts are noticed promptly. */
 const SLICE_MS = 50;
 
@@ -27,19 +30,34 @@ export class ShmRunner {
   private i32: Int32Array;
   private readonly advance: (desc: number) => number;
 
+  private growths = 0;
+  private readonly nodeAbort = (NODE_BASE + N.ABORT) >> 2;
+  private readonly commAbort: number;
+
   constructor(readonly core: WasmCore, readonly comm: number, readonly rank: number, readonly nranks: number) {
     this.u8 = new Uint8Array(core.memory.buffer);
     this.i32 = new Int32Array(core.memory.buffer);
     this.advance = core.exports.advance as (desc: number) => number;
+    this.commAbort = (comm + C.ABORT) >> 2;
   }
 
-  /** Views of the memory, renewed after another rank grew it. */
+  /**
+   * Views of the memory, renewed after any rank grew it (the heap counts growths in the node
+   * header: reading one word is far cheaper than asking the memory for its buffer).
+   */
   views(): { u8: Uint8Array; i32: Int32Array } {
-    if (this.u8.byteLength !== this.core.memory.buffer.byteLength) {
+    const g = Atomics.load(this.i32, (NODE_BASE + N.GROWTHS) >> 2);
+    if (g !== this.growths) {
+      this.growths = g;
       this.u8 = new Uint8Array(this.core.memory.buffer);
       this.i32 = new Int32Array(this.core.memory.buffer);
     }
     return { u8: this.u8, i32: this.i32 };
+  }
+
+  /** Whether the node or this communicator has been aborted (cheap: two loads). */
+  aborted(): boolean {
+    return this.i32[this.nodeAbort] !== 0 || this.i32[this.commAbort] !== 0;
   }
 
   field(desc: number, f: number): number {
@@ -66,8 +84,13 @@ export class ShmRunner {
     const off = this.field(op.desc, D.IO_OFF) * op.elemBytes;
     const len = this.field(op.desc, D.IO_LEN) * op.elemBytes;
     const addr = this.field(op.desc, D.IO_ADDR);
-    if (inward) u8.set(op.input!.bytes.subarray(off, off + len), addr);
-    else op.output!.bytes.set(u8.subarray(addr, addr + len), off);
+    const user = inward ? op.input!.bytes : op.output!.bytes;
+    if (len <= SMALL_COPY) {
+      // A few bytes: a loop beats making two views for TypedArray.set.
+      if (inward) for (let i = 0; i < len; i++) u8[addr + i] = user[off + i];
+      else for (let i = 0; i < len; i++) user[off + i] = u8[addr + i];
+    } else if (inward) u8.set(user.subarray(off, off + len), addr);
+    else user.set(u8.subarray(addr, addr + len), off);
   }
 
   /** Blocks on the flag the loop was waiting for, registered as a waiter so a post wakes us. */

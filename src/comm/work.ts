@@ -3,7 +3,7 @@
 import type { WebcclError } from '../core/errors.js';
 
 export interface WorkTiming {
-  /** performance.now() when the op was issued, started and completed (ms). */
+  /** performance.now() when the op was issued (= started unless queued behind others), started and completed (ms). */
   issuedAt: number;
   startedAt: number;
   completedAt: number;
@@ -16,10 +16,12 @@ export interface WorkDriver {
   progressAsync(w: Work): Promise<void>;
 }
 
+const DONE = Promise.resolve();
+
 export class Work implements PromiseLike<void> {
   readonly name: string;
   readonly seq: number;
-  readonly timing: WorkTiming = { issuedAt: performance.now(), startedAt: NaN, completedAt: NaN };
+  readonly timing: WorkTiming = { issuedAt: NaN, startedAt: NaN, completedAt: NaN };
   private state: 'pending' | 'done' | 'failed' = 'pending';
   private error: WebcclError | undefined;
   private promise: Promise<void> | undefined;
@@ -36,6 +38,7 @@ export class Work implements PromiseLike<void> {
 
   /** Completes the op; rejects with the op's WebcclError if it failed. */
   wait(): Promise<void> {
+    if (this.state === 'done') return DONE;
     this.promise ??= this.canBlock
       ? new Promise<void>((resolve, reject) => {
           queueMicrotask(() => {

@@ -32,15 +32,14 @@ export const ARRAY_OF: Record<Dtype, { new (b: ArrayBufferLike, off: number, len
   f16: Uint16Array,
 };
 
-export function dtypeOfArray(a: unknown): Dtype | undefined {
-  if (a instanceof Float32Array) return 'f32';
-  if (a instanceof Float64Array) return 'f64';
-  if (a instanceof Int32Array) return 'i32';
-  if (a instanceof Uint32Array) return 'u32';
-  if (a instanceof Int8Array) return 'i8';
-  if (a instanceof Uint8Array) return 'u8';
-  if (a instanceof BigInt64Array) return 'i64';
-  return undefined;
+const DTYPE_OF_CTOR = new Map<unknown, Dtype>([
+  [Float32Array, 'f32'], [Float64Array, 'f64'], [Int32Array, 'i32'], [Uint32Array, 'u32'],
+  [Int8Array, 'i8'], [Uint8Array, 'u8'], [BigInt64Array, 'i64'],
+]);
+
+/** The dtype of a plain TypedArray (one map lookup: this runs on every call). */
+export function dtypeOfArray(a: ArrayBufferView): Dtype | undefined {
+  return DTYPE_OF_CTOR.get(a.constructor);
 }
 
 export function parseDtype(name: unknown): Dtype {

@@ -8,6 +8,7 @@ const HDR = 64;
 const LOCK = (NODE_BASE + N.HEAP_LOCK) >> 2;
 const START = (NODE_BASE + N.HEAP_START) >> 2;
 const TOP = (NODE_BASE + N.HEAP_TOP) >> 2;
+const GROWTHS = (NODE_BASE + N.GROWTHS) >> 2;
 const MAX_BYTES = 32768 * 65536;
 
 export class NodeHeap {
@@ -47,8 +48,12 @@ export class NodeHeap {
       }
       if (top + need > MAX_BYTES) fail('INVALID_ARGUMENT', `alloc of ${bytes} bytes exceeds the node's 2 GiB shared memory`);
       const have = this.memory.buffer.byteLength;
-      if (top + need > have) this.memory.grow(Math.ceil((top + need - have) / 65536));
-      const i = this.i32;
+      let i = i32;
+      if (top + need > have) {
+        this.memory.grow(Math.ceil((top + need - have) / 65536));
+        i = this.i32;
+        Atomics.add(i, GROWTHS, 1);
+      }
       i[top >> 2] = need;
       i[(top >> 2) + 1] = 1;
       i[TOP] = top + need;

@@ -20,6 +20,7 @@ export const N = {
   HEAP_START: 24,
   HEAP_TOP: 28,
   WORLD: 32, // address of the world communicator block
+  GROWTHS: 36, // bumped after every memory.grow, so ranks renew their views without asking the memory
   HEADER_BYTES: 256,
 } as const;
 export const ABORT_BY_LAUNCHER = 0xffff;

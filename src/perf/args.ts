@@ -22,6 +22,8 @@ export interface PerfOptions {
   /** Timed iterations per row; undefined: chosen per size so a timed block lasts `timeSec`. */
   iters: number | undefined;
   timeSec: number;
+  /** Timed blocks per row; the row reports the median (over blocks) of the slowest rank's mean. */
+  reps: number;
   warmup: number;
   check: boolean;
   dtypes: Dtype[];
@@ -44,6 +46,7 @@ export const PERF_USAGE = `usage: webccl perf <${COLLECTIVES.join('|')}> [option
   -i, --stepbytes SIZE     add SIZE between rows when -f is 1 (default 1M)
   -n, --iters N|auto       timed iterations per row (default auto: a timed block of about --time s)
       --time SEC           length of a timed block when -n is auto (default 0.2)
+      --reps R             timed blocks per row; report the median block (default 1)
   -w, --warmup_iters N     untimed iterations before each timed block (default 5)
   -c, --check 0|1          check every result against closed-form data: #wrong (default 1)
   -d, --datatype T         ${DTYPES.join(' ')} (or float, double, half, bfloat16, int32, ...), a
@@ -118,7 +121,7 @@ const FLAGS: Record<string, string> = {
   '-i': 'i', '--stepbytes': 'i', '-n': 'n', '--iters': 'n', '-w': 'w', '--warmup_iters': 'w', '--warmup': 'w',
   '-c': 'c', '--check': 'c', '-d': 'd', '--datatype': 'd', '--dtype': 'd', '-o': 'o', '--op': 'o',
   '-r': 'r', '--root': 'r', '-a': 'a', '--algo': 'a', '--ranks': 'ranks', '--transport': 'transport',
-  '--buffers': 'buffers', '--json': 'json', '--plot': 'plot', '--time': 'time',
+  '--buffers': 'buffers', '--json': 'json', '--plot': 'plot', '--time': 'time', '--reps': 'reps',
 };
 
 /** Parses the arguments after `perf`; 'help' when -h is among them. Throws PerfUsageError. */
@@ -160,6 +163,7 @@ export function parsePerfArgs(argv: string[]): PerfOptions | 'help' {
     timeSec = Number(get('time')!.value);
     if (!(timeSec > 0 && timeSec <= 600)) throw new PerfUsageError(`--time expects seconds in (0, 600], got ${JSON.stringify(get('time')!.value)}`);
   }
+  const reps = num('reps', 1, 1, 100);
   const warmup = num('w', 5, 0);
   const check = num('c', 1, 0, 1) === 1;
   const ranks = num('ranks', 2, 1, 64);
@@ -193,7 +197,7 @@ export function parsePerfArgs(argv: string[]): PerfOptions | 'help' {
   if (plot !== undefined && !/\.svg$/i.test(plot)) throw new PerfUsageError(`--plot writes SVG: give a file name ending in .svg, got ${JSON.stringify(plot)}`);
 
   return {
-    collective, minBytes, maxBytes, factor, stepBytes, iters, timeSec, warmup, check, dtypes, ops, root, algo,
+    collective, minBytes, maxBytes, factor, stepBytes, iters, timeSec, reps, warmup, check, dtypes, ops, root, algo,
     ranks, transport: transport as PerfOptions['transport'], buffers, json: get('json')?.value, plot,
   };
 }

@@ -37,6 +37,7 @@ export interface PerfReport {
   warmup: number;
   iters: number | 'auto';
   timeSec: number;
+  reps: number;
   check: boolean;
   date: string;
   host: { node: string; cpus: number; platform: string };

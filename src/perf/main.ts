@@ -37,31 +37,37 @@ function defaultRankScript(): string {
 
 /** The options line that opens the table, as nccl-tests' first line. */
 export function describeRun(o: PerfOptions): string {
-  const iters = o.iters === undefined ? `auto (${o.timeSec} s blocks)` : String(o.iters);
+  const iters = (o.iters === undefined ? `auto (${o.timeSec} s blocks)` : String(o.iters)) + (o.reps > 1 ? `, median of ${o.reps} blocks` : '');
   const step = o.factor > 1 ? `${o.factor}(factor)` : `${o.stepBytes}(bytes)`;
   return `# webccl perf ${o.collective}: ${o.ranks} ranks (worker threads), transport ${o.transport}, buffers ${o.buffers}, algo ${o.algo ?? 'auto'}\n` +
     `# minBytes ${o.minBytes} maxBytes ${o.maxBytes} step: ${step} warmup iters: ${o.warmup} iters: ${iters} validation: ${o.check ? 1 : 0}`;
 }
 
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const h = s.length >> 1;
+  return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
+}
+
 /** Collects the ranks' posts into rows: a row is complete when every rank posted both placements. */
 class RowCollector {
-  private readonly got = new Map<number, Record<Placement, { ranks: number; maxUs: number; wrong: number | null; iters: number }>>();
+  private readonly got = new Map<number, Record<Placement, { ranks: number; maxUs: number[]; wrong: number | null; iters: number }>>();
   constructor(private readonly o: PerfOptions, private readonly planned: PlannedRow[]) {}
 
   /** The finished row, when this post completed one. */
   add(m: Extract<RankMessage, { perf: 'result' }>): ResultRow | undefined {
-    const fresh = () => ({ ranks: 0, maxUs: 0, wrong: this.o.check ? 0 : null, iters: 0 });
+    const fresh = () => ({ ranks: 0, maxUs: [] as number[], wrong: this.o.check ? 0 : null, iters: 0 });
     const entry = this.got.get(m.idx) ?? { oop: fresh(), ip: fresh() };
     this.got.set(m.idx, entry);
     const p = entry[m.place];
     p.ranks++;
-    p.maxUs = Math.max(p.maxUs, m.meanUs);
+    m.meanUs.forEach((us, rep) => (p.maxUs[rep] = Math.max(p.maxUs[rep] ?? 0, us)));
     p.iters = m.iters;
     if (m.wrong !== null && p.wrong !== null) p.wrong += m.wrong;
     if (entry.oop.ranks < this.o.ranks || entry.ip.ranks < this.o.ranks) return undefined;
     this.got.delete(m.idx);
     const row = this.planned[m.idx];
-    const res = (q: typeof p): PlaceResult => placeResult(this.o.collective, this.o.ranks, row.shape.bytes, q.maxUs, q.wrong, q.iters);
+    const res = (q: typeof p): PlaceResult => placeResult(this.o.collective, this.o.ranks, row.shape.bytes, median(q.maxUs), q.wrong, q.iters);
     return {
       size: row.shape.bytes, count: row.shape.count, type: NCCL_TYPE[row.dtype], dtype: row.dtype,
       redop: HAS_OP[this.o.collective] ? row.op : 'none', root: row.root, oop: res(entry.oop), ip: res(entry.ip),
@@ -126,7 +132,7 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
 
   const report: PerfReport = {
     tool: 'webccl perf', version: packageVersion(), collective: o.collective, nranks: o.ranks, transport: o.transport,
-    buffers: o.buffers, algo: o.algo ?? 'auto', warmup: o.warmup, iters: o.iters ?? 'auto', timeSec: o.timeSec, check: o.check,
+    buffers: o.buffers, algo: o.algo ?? 'auto', warmup: o.warmup, iters: o.iters ?? 'auto', timeSec: o.timeSec, reps: o.reps, check: o.check,
     date: new Date().toISOString(), host: { node: process.version, cpus: availableParallelism(), platform: `${process.platform}-${process.arch}` },
     rows, avgBusBw: averageBusBw(rows), wrongTotal: wrongTotal(rows), interrupted: interrupted || rows.length < planned.length,
   };

@@ -15,6 +15,7 @@ export interface RankSpec {
   algo: Algo | undefined;
   iters: number | undefined;
   timeSec: number;
+  reps: number;
   warmup: number;
   check: boolean;
   buffers: 'shm' | 'js';
@@ -34,7 +35,7 @@ export type Placement = (typeof PLACEMENTS)[number];
 export function rankSpec(o: PerfOptions): RankSpec {
   return {
     collective: o.collective, sizes: sweepSizes(o.minBytes, o.maxBytes, o.factor, o.stepBytes), dtypes: o.dtypes,
-    ops: o.ops, root: o.root, algo: o.algo, iters: o.iters, timeSec: o.timeSec, warmup: o.warmup, check: o.check,
+    ops: o.ops, root: o.root, algo: o.algo, iters: o.iters, timeSec: o.timeSec, reps: o.reps, warmup: o.warmup, check: o.check,
     buffers: o.buffers,
   };
 }

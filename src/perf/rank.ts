@@ -4,7 +4,9 @@
 //   1 untimed call, w warm-up calls
 //   with -n auto: agree on the iteration count from allReduce(max) of the time per call
 //   barrier, then n calls back to back, each completed with waitSync(): no promise per call
-//   post this rank's mean time per call; the launcher keeps the slowest rank's
+//   (--reps R: R such blocks)
+//   post this rank's mean time per call; the launcher keeps the slowest rank's (the median
+//   over blocks of the slowest rank's, with --reps)
 //   with -c 1: refill with closed-form data, run once, count wrong elements, post them
 //
 // Buffers are allocated once, at the largest row, and every row uses a prefix of them.
@@ -20,7 +22,7 @@ import { type PlannedRow, type Placement, type RankSpec, PLACEMENTS, planRows } 
 /** Messages a rank posts to the launcher. */
 export type RankMessage =
   | { perf: 'start'; idx: number; place: Placement; iters?: number }
-  | { perf: 'result'; idx: number; place: Placement; meanUs: number; iters: number; wrong: number | null };
+  | { perf: 'result'; idx: number; place: Placement; meanUs: number[]; iters: number; wrong: number | null };
 
 export const AUTO_MIN_ITERS = 5;
 export const AUTO_MAX_ITERS = 20000;
@@ -111,8 +113,8 @@ function agreedMeanUs(comm: Communicator, c: Case, calls: number): number {
   return Math.max(mean[0], 0.01);
 }
 
-/** Times one case; returns this rank's mean µs per call and the iteration count all ranks used. */
-function timeCase(comm: Communicator, spec: RankSpec, c: Case): { meanUs: number; iters: number } {
+/** Times one case; returns this rank's mean µs per call in each timed block, and the iteration count all ranks used. */
+function timeCase(comm: Communicator, spec: RankSpec, c: Case): { meanUs: number[]; iters: number } {
   c.run().waitSync(); // first call: buffers touched, code compiled, untimed
   let iters = spec.iters ?? 0;
   if (spec.iters === undefined) {
@@ -124,10 +126,13 @@ function timeCase(comm: Communicator, spec: RankSpec, c: Case): { meanUs: number
   } else {
     for (let k = 0; k < spec.warmup; k++) c.run().waitSync();
   }
-  comm.barrier().waitSync();
-  const t0 = performance.now();
-  for (let k = 0; k < iters; k++) c.run().waitSync();
-  const meanUs = ((performance.now() - t0) * 1000) / iters;
+  const meanUs: number[] = [];
+  for (let rep = 0; rep < spec.reps; rep++) {
+    comm.barrier().waitSync();
+    const t0 = performance.now();
+    for (let k = 0; k < iters; k++) c.run().waitSync();
+    meanUs.push(((performance.now() - t0) * 1000) / iters);
+  }
   return { meanUs, iters };
 }
 

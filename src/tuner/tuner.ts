@@ -21,12 +21,22 @@ export function directMaxBytes(nranks: number): number {
   return nranks <= 2 ? 512 * 1024 : 64 * 1024;
 }
 
-export function chooseAllReduceAlgo(bytes: number, nranks: number, callAlgo?: unknown, commAlgo?: unknown): Algo {
-  if (callAlgo !== undefined) return parseAlgo(callAlgo, 'algo option');
-  if (commAlgo !== undefined) return parseAlgo(commAlgo, 'communicator algo option');
+/** A communicator's standing choice, resolved once (environment reads are slow on hot paths). */
+export interface Tuning {
+  /** Forced by the communicator's option or WEBCCL_ALGO; undefined: by size. */
+  algo?: Algo;
+  directMaxBytes: number;
+}
+
+export function resolveTuning(nranks: number, commAlgo?: unknown): Tuning {
   const env = envString('WEBCCL_ALGO');
-  if (env !== undefined) return parseAlgo(env, 'WEBCCL_ALGO');
-  return bytes <= directMaxBytes(nranks) ? 'direct' : 'twoshot';
+  const algo = commAlgo !== undefined ? parseAlgo(commAlgo, 'communicator algo option') : env !== undefined ? parseAlgo(env, 'WEBCCL_ALGO') : undefined;
+  return { algo, directMaxBytes: directMaxBytes(nranks) };
+}
+
+export function chooseAllReduceAlgo(bytes: number, t: Tuning, callAlgo?: unknown): Algo {
+  if (callAlgo !== undefined) return parseAlgo(callAlgo, 'algo option');
+  return t.algo ?? (bytes <= t.directMaxBytes ? 'direct' : 'twoshot');
 }
 
 /** Elements per chunk: what fits one slot (reduceScatter stages n pieces per slot). */
