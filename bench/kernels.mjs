@@ -5,9 +5,10 @@
 // GB/s is 1e9 logical bytes per second, reads plus writes, N = bytes per buffer:
 //   in place (reduceInto) 3N, out of place (reduce2) 3N, k-way (reduceK) (k+1)N, scale 2N,
 //   copy 2N, conversions: the f32 side plus the half side (N f32 bytes + N/2 half bytes).
-// Each measurement warms its kernel up for >= 200 ms (calling it on slices of at most 1 MiB,
-// since V8 only swaps in optimised wasm code between calls), then takes the median of several
-// samples of >= 5 ms each (fewer and shorter samples with --quick).
+// Each kernel warms up for >= 200 ms the first time it is measured (calling it on slices of at
+// most 1 MiB, since V8 only swaps in optimised wasm code between calls; 20 ms at later sizes,
+// once it is optimised), then the median of 7 samples of >= 20 ms each is taken (3 of >= 5 ms
+// with --quick).
 //
 //   node bench/kernels.mjs [--quick] [--sizes 256K,64M] [--json FILE] [--filter REGEX]
 // Defaults: sizes 256K,64M; --quick: sizes 256K,8M. --filter keeps the measurements whose
