@@ -5,11 +5,12 @@
 // says how to install them.
 //
 //   npm run build && node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4]
-//       [-b 8] [-e 64M] [-f 4] [--time 0.2] [--tcp] [--quiet 30] [--json FILE] [--plot FILE.svg]
+//       [-b 8] [-e 64M] [-f 4] [--time 0.2] [--reps 1] [--tcp] [--quiet 30] [--json FILE] [--plot FILE.svg]
 //
 // Every system uses the same timing method (see bench/README.md): time = the slowest rank's
-// mean time per call over a block of about --time seconds, after a barrier; busbw as
-// nccl-tests. webccl and Open MPI run out of place; torch's collectives run in place.
+// mean time per call over a block of about --time seconds, after a barrier (the median of
+// --reps such blocks); busbw as nccl-tests. webccl and Open MPI run out of place; torch's
+// collectives run in place.
 // Open MPI runs over shared memory (btl self,vader) and, with --tcp, over TCP loopback too.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -27,14 +28,14 @@ const perf = await import(perfJs);
 const { compareTable, compareSeries } = await import('./compare-table.mjs');
 
 const USAGE = `usage: node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4] [-b 8] [-e 64M] [-f 4]
-                                [--time 0.2] [--tcp] [--quiet 30] [--quiet-wait 120] [--json FILE] [--plot FILE.svg]
+                                [--time 0.2] [--reps 1] [--tcp] [--quiet 30] [--quiet-wait 120] [--json FILE] [--plot FILE.svg]
 
 Before each run it waits (up to --quiet-wait s) until the CPUs are less than --quiet % busy
 with other work, and notes how busy they were.`;
 const MPI_OPS = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce'];
 
 function parseArgs(argv) {
-  const o = { ops: ['allreduce'], ranks: [2, 4], b: 8, e: 64 << 20, f: 4, time: 0.2, tcp: false, json: undefined, plot: undefined, quiet: 30, quietWait: 120 };
+  const o = { ops: ['allreduce'], ranks: [2, 4], b: 8, e: 64 << 20, f: 4, time: 0.2, tcp: false, json: undefined, plot: undefined, quiet: 30, quietWait: 120, reps: 1 };
   for (let k = 0; k < argv.length; k++) {
     const a = argv[k];
     const v = () => {
@@ -54,6 +55,7 @@ function parseArgs(argv) {
       case '--time': o.time = Number(v()); break;
       case '--tcp': o.tcp = true; break;
       case '--quiet': o.quiet = Number(v()); break;
+      case '--reps': o.reps = Number(v()); break;
       case '--quiet-wait': o.quietWait = Number(v()); break;
       case '--json': o.json = v(); break;
       case '--plot': o.plot = v(); break;
@@ -64,6 +66,7 @@ function parseArgs(argv) {
   if (!o.ranks.every((n) => Number.isInteger(n) && n >= 1 && n <= 64)) throw new Error('--ranks expects rank counts in 1..64');
   if (!(o.f >= 2 && Number.isInteger(o.f))) throw new Error('-f expects an integer >= 2');
   if (!(o.time > 0)) throw new Error('--time expects seconds > 0');
+  if (!(Number.isInteger(o.reps) && o.reps >= 1 && o.reps <= 100)) throw new Error('--reps expects an integer in 1..100');
   return o;
 }
 
@@ -149,7 +152,7 @@ const parseLines = (text) => text.split('\n').filter((l) => l.startsWith('{')).m
 
 function runWebccl(op, n) {
   const json = join(tmpdir(), `webccl-compare-${process.pid}-${op}-${n}.json`);
-  const r = run(process.execPath, [join(root, 'bin', 'webccl.js'), 'perf', op, ...sweep(opts), '--ranks', String(n), '--time', String(opts.time), '-c', '1', '--json', json], { timeout: 1_800_000 });
+  const r = run(process.execPath, [join(root, 'bin', 'webccl.js'), 'perf', op, ...sweep(opts), '--ranks', String(n), '--time', String(opts.time), '--reps', String(opts.reps), '-c', '1', '--json', json], { timeout: 1_800_000 });
   if (!existsSync(json)) return { error: (r.stderr || r.stdout || 'no output').trim().split('\n').slice(-3).join(' ') };
   const rep = JSON.parse(readFileSync(json, 'utf8'));
   return { rows: rep.rows.map((x) => ({ size: x.size, time_us: x.oop.time_us, busbw: x.oop.busbw, wrong: x.oop.wrong, ip_busbw: x.ip.busbw })) };
@@ -157,13 +160,13 @@ function runWebccl(op, n) {
 
 function runMpi(op, n, transport) {
   const btl = transport === 'tcp' ? ['--mca', 'btl', 'self,tcp', '--mca', 'btl_tcp_if_include', 'lo'] : ['--mca', 'btl', 'self,vader'];
-  const r = run('mpirun', ['--allow-run-as-root', '--oversubscribe', '-np', String(n), '--mca', 'pml', 'ob1', ...btl, mpi.exe, '-o', op, ...sweep(opts), '-t', String(opts.time), '-c', '1'], { timeout: 1_800_000 });
+  const r = run('mpirun', ['--allow-run-as-root', '--oversubscribe', '-np', String(n), '--mca', 'pml', 'ob1', ...btl, mpi.exe, '-o', op, ...sweep(opts), '-t', String(opts.time), '-r', String(opts.reps), '-c', '1'], { timeout: 1_800_000 });
   const rows = parseLines(r.stdout);
   return rows.length ? { rows } : { error: (r.stderr || 'no output').trim().split('\n').slice(-3).join(' ') };
 }
 
 function runGloo(op, n) {
-  const r = run(gloo.python, [join(root, 'bench', 'gloo', 'bench_gloo.py'), '--op', op, '--ranks', String(n), ...sweep(opts), '-t', String(opts.time), '-c', '1'], { timeout: 1_800_000 });
+  const r = run(gloo.python, [join(root, 'bench', 'gloo', 'bench_gloo.py'), '--op', op, '--ranks', String(n), ...sweep(opts), '-t', String(opts.time), '-r', String(opts.reps), '-c', '1'], { timeout: 1_800_000 });
   const lines = parseLines(r.stdout);
   if (lines[0]?.unsupported) return { unsupported: lines[0].unsupported };
   return lines.length ? { rows: lines } : { error: (r.stderr || 'no output').trim().split('\n').slice(-3).join(' ') };

@@ -61,6 +61,8 @@ describe('parsePerfArgs', () => {
     expect(parse('allreduce', '-d', 'all').dtypes).toHaveLength(9);
     expect(parse('allreduce', '-o', 'all').ops).toEqual(['sum', 'prod', 'max', 'min', 'avg']);
     expect(parse('allreduce', '-n', 'auto', '--time', '0.5')).toMatchObject({ iters: undefined, timeSec: 0.5 });
+    expect(parse('allreduce', '--reps', '3').reps).toBe(3);
+    expect(parse('allreduce').reps).toBe(1);
   });
 
   it('ignores -o for collectives without a reduction', () => {
@@ -102,6 +104,7 @@ describe('parsePerfArgs', () => {
     [['allreduce', '--buffers', 'gpu'], /--buffers expects shm or js/],
     [['allreduce', '--plot', 'chart.png'], /ending in .svg/],
     [['allreduce', '--time', '0'], /--time expects seconds/],
+    [['allreduce', '--reps', '0'], /--reps expects an integer in 1..100/],
   ])('refuses %j', (argv, message) => {
     expect(() => parsePerfArgs(argv as string[])).toThrow(PerfUsageError);
     expect(() => parsePerfArgs(argv as string[])).toThrow(message);

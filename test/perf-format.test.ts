@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type PerfReport, type ResultRow, averageBusBw, formatTable, placeResult, tableHeader, wrongTotal } from '../src/perf/format.js';
 import { busBwChartSpec } from '../src/perf/plot.js';
-import { reportSeries } from '../src/perf/main.js';
+import { median, reportSeries } from '../src/perf/main.js';
 
 /** Reads the data rows and the closing lines of a printed table. */
 function parseTable(text: string) {
@@ -50,7 +50,7 @@ function row(size: number, oopUs: number, ipUs: number, wrong: number | null, n 
 function report(rows: ResultRow[], interrupted = false): PerfReport {
   return {
     tool: 'webccl perf', version: '0.0.0', collective: 'allreduce', nranks: 4, transport: 'shm', buffers: 'shm', algo: 'auto',
-    warmup: 5, iters: 'auto', timeSec: 0.2, check: true, date: '2026-01-01T00:00:00.000Z', host: { node: 'v20', cpus: 2, platform: 'linux-x64' },
+    warmup: 5, iters: 'auto', timeSec: 0.2, reps: 1, check: true, date: '2026-01-01T00:00:00.000Z', host: { node: 'v20', cpus: 2, platform: 'linux-x64' },
     rows, avgBusBw: averageBusBw(rows), wrongTotal: wrongTotal(rows), interrupted,
   };
 }
@@ -93,6 +93,14 @@ describe('table and JSON', () => {
     const [, names, units] = tableHeader();
     expect(names.split(/\s+/).slice(1)).toEqual(['size', 'count', 'type', 'redop', 'root', 'time', 'algbw', 'busbw', '#wrong', 'time', 'algbw', 'busbw', '#wrong']);
     expect(units).toMatch(/\(B\)\s+\(elements\)\s+\(us\)\s+\(GB\/s\)\s+\(GB\/s\)\s+\(us\)/);
+  });
+});
+
+describe('median of timed blocks', () => {
+  it('takes the middle block, or the mean of the two middle ones', () => {
+    expect(median([5])).toBe(5);
+    expect(median([9, 1, 5])).toBe(5);
+    expect(median([4, 1, 3, 2])).toBe(2.5);
   });
 });
 

@@ -2,7 +2,7 @@
 """The Gloo side of bench/compare: torch.distributed's gloo backend over TCP loopback, with
 the same sweep and timing method as `webccl perf` and bench/mpi/coll_bench.c.
 
-    python3 bench_gloo.py --op allreduce --ranks 2 -b 8 -e 64M -f 4 [-w 5] [-n 0] [-t 0.2] [-c 1]
+    python3 bench_gloo.py --op allreduce --ranks 2 -b 8 -e 64M -f 4 [-w 5] [-n 0] [-t 0.2] [-c 1] [-r 1]
 
 float32, sum, root 0. torch's collectives work in place (all_reduce, broadcast, reduce);
 all_gather fills a list of tensors. Sizes follow nccl-tests (allgather: the whole output;
@@ -11,7 +11,8 @@ reducescatter: the whole input), at least one element per rank block.
 Timing: warm-up (largest size w calls, smallest 100 + w), then per size 1 untimed call, an
 iteration count from the slowest rank's time per call (over max(w,1) calls, then about 20 ms
 of calls) so that a timed block lasts -t seconds (5..20000 calls), a barrier and the timed
-calls back to back. time = max over ranks of the mean time per call.
+calls back to back (-r R: R such blocks). time = max over ranks of the mean time per call
+(the median over blocks of it, with -r).
 
 With -c 1, rank r fills element i with 1 + (r+i)%4, runs the op once more and counts elements
 that differ from the closed form (#wrong, summed over ranks).
@@ -24,6 +25,7 @@ import json
 import math
 import os
 import socket
+import statistics
 import sys
 import time
 
@@ -145,13 +147,16 @@ def worker(rank, args, port):
         else:
             for _ in range(args.w):
                 call()
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            call()
-        mean = torch.tensor([(time.perf_counter() - t0) * 1e6 / iters], dtype=torch.float64)
-        dist.all_reduce(mean, op=dist.ReduceOp.MAX)
-        worst = float(mean.item())
+        blocks = []
+        for _ in range(args.r):
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                call()
+            mean = torch.tensor([(time.perf_counter() - t0) * 1e6 / iters], dtype=torch.float64)
+            dist.all_reduce(mean, op=dist.ReduceOp.MAX)
+            blocks.append(float(mean.item()))
+        worst = statistics.median(blocks)
         wrong = check(op, count) if args.c else -1
         if rank == 0:
             algbw = nbytes / (worst * 1e3)
@@ -171,9 +176,10 @@ def main():
     p.add_argument('-n', type=int, default=0, help='timed iterations (0: auto, a block of -t seconds)')
     p.add_argument('-t', type=float, default=0.2)
     p.add_argument('-c', type=int, default=1)
+    p.add_argument('-r', type=int, default=1, help='timed blocks per size; report the median')
     args = p.parse_args()
-    if args.f < 2 or args.b < 1 or args.e < args.b:
-        p.error('need -b >= 1, -e >= -b and -f >= 2')
+    if args.f < 2 or args.b < 1 or args.e < args.b or not 1 <= args.r <= 100:
+        p.error('need -b >= 1, -e >= -b, -f >= 2 and 1 <= -r <= 100')
     try:
         import torch.multiprocessing as mp
     except ImportError:

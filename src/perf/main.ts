@@ -117,6 +117,13 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
   });
 
   let interrupted = false;
+  // `webccl perf … | head`: a closed stdout ends the sweep quietly.
+  const onPipeError = (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE' && e.code !== 'ERR_STREAM_DESTROYED') throw e;
+    if (!interrupted) job.terminate('stdout closed');
+    interrupted = true;
+  };
+  if (io.stdout === process.stdout) process.stdout.on('error', onPipeError);
   const onSignal = () => {
     interrupted = true;
     clearProgress();
