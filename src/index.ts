@@ -41,10 +41,10 @@ export interface InitOptions extends CommunicatorOptions, JoinOptions {
  */
 export async function initCommGroup(opts: InitOptions = {}): Promise<Communicator> {
   if (world) return world;
-  unknownEnvNames();
   const init = opts.node
     ? { node: opts.node, rank: opts.rank ?? 0 }
     : ((globalThis as Record<symbol, RankInit | undefined>)[RANK_INIT] ?? { node: createNode({ nranks: 1 }), rank: 0 });
+  if (init.rank === 0) unknownEnvNames(); // once per job, not once per rank
   const ctx = joinNode(init.node, init.rank, { cores: opts.cores ?? (init as RankInit).cores, simd: opts.simd ?? (init as RankInit).simd });
   const comm = new Communicator(ctx, opts);
   await comm.barrier();

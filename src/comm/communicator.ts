@@ -11,6 +11,7 @@ import { type Buf, type BufferArg, type TypedArray, overlaps, toBuf } from './bu
 import { Work, type WorkDriver } from './work.js';
 import { ShmRunner, type RunningOp } from './shm-runner.js';
 import type { RankContext } from './context.js';
+import { enabled, log } from '../core/log.js';
 
 export interface CollectiveOptions {
   op?: ReduceOp;
@@ -39,6 +40,7 @@ interface QueuedOp extends RunningOp {
 }
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
+const trace = enabled('TRACE');
 
 /** Whether a queued op reads or writes any byte of `b`. */
 function touches(q: QueuedOp, b: Buf | null): boolean {
@@ -275,6 +277,7 @@ export class Communicator implements WorkDriver {
       this.queue.shift();
       q.work.settle();
       this.counters.busyMs += q.work.durationMs;
+      if (trace) log('TRACE', `rank ${this.rank}: ${q.name} #${q.seq} ${q.algo} ${q.dtype} ${q.op} count ${q.count} done in ${(q.work.durationMs * 1000).toFixed(1)} us`);
       return true;
     } catch (e) {
       this.settleFailed(q, e);

@@ -5,6 +5,7 @@ import { NodeHeap } from '../core/heap.js';
 import { D, descOffset } from '../core/layout.js';
 import type { NodeHandle } from '../core/node.js';
 import { fail } from '../core/errors.js';
+import { log } from '../core/log.js';
 import { type WasmCore, loadWasm, preferSimd } from '../core/wasm.js';
 
 export interface RankContext {
@@ -56,6 +57,7 @@ export function joinNode(node: NodeHandle, rank: number, opts: JoinOptions = {})
   // Spin in time, not in polls: measure how fast this thread polls a flag.
   const spinUs = opts.spinUs ?? envNumber('WEBCCL_SPIN_US') ?? (node.nranks > cores ? 1 : 20);
   ctx.spinPolls = Math.round(spinUs * pollsPerMicrosecond(ctx));
+  log('INFO', `rank ${rank}/${node.nranks}: ${core.simd ? 'simd' : 'scalar'} wasm, ${cores} cores, spin ${spinUs} us = ${ctx.spinPolls} polls, slot ${node.slotBytes} B, ${ctx.canBlock ? 'blocking' : 'async'} waits`);
   return ctx;
 }
 

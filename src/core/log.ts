@@ -1,0 +1,23 @@
+// WEBCCL_DEBUG: WARN (default), INFO (per-rank setup) or TRACE (every op) on stderr.
+import { envString } from './config.js';
+
+const LEVELS = { WARN: 0, INFO: 1, TRACE: 2 } as const;
+type Level = keyof typeof LEVELS;
+
+let current: number | undefined;
+function level(): number {
+  if (current === undefined) {
+    const v = (envString('WEBCCL_DEBUG') ?? 'WARN').toUpperCase();
+    current = v in LEVELS ? LEVELS[v as Level] : LEVELS.WARN;
+    if (!(v in LEVELS)) console.warn(`webccl: WEBCCL_DEBUG=${v} is not one of ${Object.keys(LEVELS).join(', ')}; using WARN`);
+  }
+  return current;
+}
+
+export function enabled(l: Level): boolean {
+  return level() >= LEVELS[l];
+}
+
+export function log(l: Level, msg: string): void {
+  if (enabled(l)) console.error(`webccl ${l} ${msg}`);
+}

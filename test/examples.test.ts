@@ -1,0 +1,31 @@
+// Every example in the README runs and says what it should.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const run = (args: string[]) => spawnSync(process.execPath, args, { cwd: root, encoding: 'utf8', timeout: 180_000 });
+
+const cases: [string, number, RegExp][] = [
+  ['allreduce', 3, /allReduce sum 6, max 20,0, avg 1[\s\S]*reduceScatter \(rank 2\) 18,21,24[\s\S]*prod on rank 2: 6/],
+  ['async', 2, /bucket 2: 1048576 floats, avg 0.5/],
+  ['zero-copy', 2, /every element 3/],
+  ['half-precision', 2, /bf16 sum of 1.5 over 2 ranks: 0x4040 = 3[\s\S]*f16 avg of 1.5: 0x3e00/],
+  ['errors', 3, /INVALID_OP[\s\S]*MISMATCH on count: ranks 0,1 have 10,12[\s\S]*rank 2 did not arrive/],
+  ['demo', 4, /every result checked: all correct/],
+];
+
+for (const [name, n, want] of cases) {
+  it(`examples/${name}.mjs on ${n} ranks`, () => {
+    const r = run(['bin/webccl.js', 'run', '-n', String(n), `examples/${name}.mjs`]);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(want);
+  });
+}
+
+it('examples/launch.mjs', () => {
+  const r = run(['examples/launch.mjs']);
+  expect(r.status).toBe(0);
+  expect(r.stdout).toMatch(/exit code 0/);
+});
