@@ -57,6 +57,8 @@ export class Communicator implements WorkDriver {
   private stepBase = 0;
   private broken: WebcclError | undefined;
   private readonly counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0 };
+  /** Completed allReduce ops per algorithm (what the tuner or an override chose). */
+  private readonly byAlgorithm: Record<Algo, number> = { direct: 0, twoshot: 0 };
   private readonly tuning: Tuning;
   private readonly timeoutMs: number;
 
@@ -144,8 +146,9 @@ export class Communicator implements WorkDriver {
     this.ctx.heap.free(b.addr);
   }
 
-  stats(): { ops: number; bytes: number; failed: number; busyMs: number; pending: number } {
-    return { ...this.counters, pending: this.queue.length };
+  /** Counters since creation: ops issued, bytes (per rank), failures, time busy, allReduce algorithms used. */
+  stats(): { ops: number; bytes: number; failed: number; busyMs: number; pending: number; allReduceAlgorithms: Record<Algo, number> } {
+    return { ...this.counters, pending: this.queue.length, allReduceAlgorithms: { ...this.byAlgorithm } };
   }
 
   /** Fails every pending op here and on every other rank of the communicator. */
@@ -277,6 +280,7 @@ export class Communicator implements WorkDriver {
       this.queue.shift();
       q.work.settle();
       this.counters.busyMs += q.work.durationMs;
+      if (q.kind === 'allReduce') this.byAlgorithm[q.algo]++;
       if (trace) log('TRACE', `rank ${this.rank}: ${q.name} #${q.seq} ${q.algo} ${q.dtype} ${q.op} count ${q.count} done in ${(q.work.durationMs * 1000).toFixed(1)} us`);
       return true;
     } catch (e) {
