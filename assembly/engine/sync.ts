@@ -1,22 +1,28 @@
 // Flags, waits and op signatures: the synchronisation every step loop is built from.
 //
-// Each rank of a communicator owns one flag: a counter of the steps it has posted. A step is
-// "post my flag = t, then wait until every peer's flag reaches t". Waits spin for D_SPIN polls
-// and then hand back to JS (ST_BLOCKED), which blocks on the flag with Atomics.wait and calls
-// the loop again: spinning is cheap when peers run on other cores, ruinous when they need
-// this core. A poster wakes sleepers only when one has registered in the flag's waiter count.
+// A step is "post step t, then wait until every rank has posted t". Each rank's flag holds the
+// last step it posted (it names the ranks that are missing when a deadline passes); the
+// communicator's arrivals counter counts every post of every rank. No rank posts t+1 before
+// all have posted t, so arrivals >= n·t exactly when every rank has reached t, and the last
+// rank to arrive at a step is the one whose increment makes it n·t: it alone wakes the
+// sleepers, so a waiter wakes once per step, not once per late peer (which matters when ranks
+// outnumber cores). Waits spin for D_SPIN polls, then hand back to JS (ST_BLOCKED), which
+// sleeps on the counter with Atomics.wait and calls the loop again.
 import {
-  C_ABORT, C_NODE, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KIND, D_OP, D_OUT, D_ROOT,
-  S_ALGO, S_CHUNK, S_COUNT, S_DTYPE, S_IN, S_KIND, S_OP, S_OUT, S_ROOT, S_SEQ, D_COMM, D_ERR, D_ERR_FIELD, D_ERR_RANK_A, D_ERR_RANK_B, D_ERR_VAL_A,
-  D_ERR_VAL_B, D_NRANKS, D_RANK, D_SEQ, D_SPIN, D_WAIT_RANK, D_WAIT_VAL, E_ABORTED, E_MISMATCH,
+  C_ABORT, C_ARRIVALS, C_NODE, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KIND, D_OP, D_OUT, D_ROOT,
+  S_ALGO, S_CHUNK, S_COUNT, S_DTYPE, S_IN, S_KIND, S_OP, S_OUT, S_ROOT, S_SEQ,
+  D_COMM, D_ERR, D_ERR_FIELD, D_ERR_RANK_A, D_ERR_RANK_B, D_ERR_VAL_A,
+  D_ERR_VAL_B, D_NRANKS, D_RANK, D_SEQ, D_SPIN, D_WAIT_VAL, E_ABORTED, E_MISMATCH,
   NODE_ABORT, S_COMPARED, ST_BLOCKED, ST_DONE, ST_ERROR, field, flagAddr, setField, sigAddr,
 } from './layout';
 
-/** Posts flag value `t` for this rank and wakes any rank sleeping on it. */
+/** Posts step `t` for this rank; the last rank to reach t wakes everyone sleeping. */
 export function post(desc: usize, t: u32): void {
-  const f = flagAddr(<usize>field(desc, D_COMM), field(desc, D_RANK));
-  atomic.store<i32>(f, <i32>t);
-  if (atomic.load<i32>(f + 4) > 0) atomic.notify(f, -1);
+  const comm = <usize>field(desc, D_COMM);
+  atomic.store<i32>(flagAddr(comm, field(desc, D_RANK)), <i32>t);
+  const target = field(desc, D_NRANKS) * t;
+  const arrived = <u32>atomic.add<i32>(comm + C_ARRIVALS, 1) + 1;
+  if (arrived == target) atomic.notify(comm + C_ARRIVALS, -1);
 }
 
 /** The flag step number of the op's k-th step (k from 1). */
@@ -30,36 +36,26 @@ function aborted(desc: usize): bool {
   return atomic.load<i32>(<usize>load<u32>(comm + C_NODE) + NODE_ABORT) != 0;
 }
 
-/** Waits until rank r's flag reaches t. ST_DONE when it has. */
-export function waitRank(desc: usize, r: u32, t: u32): i32 {
-  const f = flagAddr(<usize>field(desc, D_COMM), r);
-  let v = atomic.load<i32>(f);
-  if (v - <i32>t >= 0) return ST_DONE;
+/** Waits until every rank has posted step t. */
+export function waitAll(desc: usize, t: u32): i32 {
+  const counter = <usize>field(desc, D_COMM) + C_ARRIVALS;
+  const target = field(desc, D_NRANKS) * t;
+  let v = <u32>atomic.load<i32>(counter);
+  if (<i32>(v - target) >= 0) return ST_DONE;
   let spins = field(desc, D_SPIN);
   while (true) {
     if (aborted(desc)) {
       setField(desc, D_ERR, E_ABORTED);
       return ST_ERROR;
     }
-    v = atomic.load<i32>(f);
-    if (v - <i32>t >= 0) return ST_DONE;
+    v = <u32>atomic.load<i32>(counter);
+    if (<i32>(v - target) >= 0) return ST_DONE;
     if (spins == 0) {
-      setField(desc, D_WAIT_RANK, r);
-      setField(desc, D_WAIT_VAL, <u32>v);
+      setField(desc, D_WAIT_VAL, v);
       return ST_BLOCKED;
     }
     spins--;
   }
-}
-
-/** Waits until every rank's flag reaches t. */
-export function waitAll(desc: usize, t: u32): i32 {
-  const n = field(desc, D_NRANKS);
-  for (let r: u32 = 0; r < n; r++) {
-    const s = waitRank(desc, r, t);
-    if (s != ST_DONE) return s;
-  }
-  return ST_DONE;
 }
 
 /** Publishes what this rank believes the op is: its peers check it against their own. */

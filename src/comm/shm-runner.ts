@@ -33,12 +33,14 @@ export class ShmRunner {
   private growths = 0;
   private readonly nodeAbort = (NODE_BASE + N.ABORT) >> 2;
   private readonly commAbort: number;
+  private readonly arrivals: number;
 
   constructor(readonly core: WasmCore, readonly comm: number, readonly rank: number, readonly nranks: number) {
     this.u8 = new Uint8Array(core.memory.buffer);
     this.i32 = new Int32Array(core.memory.buffer);
     this.advance = core.exports.advance as (desc: number) => number;
     this.commAbort = (comm + C.ABORT) >> 2;
+    this.arrivals = (comm + C.ARRIVALS) >> 2;
   }
 
   /**
@@ -93,35 +95,21 @@ export class ShmRunner {
     else user.set(u8.subarray(addr, addr + len), off);
   }
 
-  /** Blocks on the flag the loop was waiting for, registered as a waiter so a post wakes us. */
+  /** Sleeps until the arrivals counter moves past the value the loop last saw (or a slice ends). */
   private sleep(op: RunningOp): void {
     const now = performance.now();
     if (now >= op.deadline) throw this.timeout(op);
     const { i32 } = this.views();
-    const f = flagOffset(this.comm, this.field(op.desc, D.WAIT_RANK)) >> 2;
-    const seen = this.i32[(op.desc + D.WAIT_VAL) >> 2];
-    Atomics.add(i32, f + 1, 1);
-    try {
-      if (Atomics.load(i32, f) === seen) Atomics.wait(i32, f, seen, Math.min(SLICE_MS, op.deadline - now));
-    } finally {
-      Atomics.sub(i32, f + 1, 1);
-    }
+    Atomics.wait(i32, this.arrivals, this.i32[(op.desc + D.WAIT_VAL) >> 2], Math.min(SLICE_MS, op.deadline - now));
   }
 
-  /** Waits without blocking the thread (a browser's main thread may not block). */
+  /** The same without blocking the thread (a browser's main thread may not block). */
   async sleepAsync(op: RunningOp): Promise<void> {
     const now = performance.now();
     if (now >= op.deadline) throw this.timeout(op);
     const { i32 } = this.views();
-    const f = flagOffset(this.comm, this.field(op.desc, D.WAIT_RANK)) >> 2;
-    const seen = this.i32[(op.desc + D.WAIT_VAL) >> 2];
-    Atomics.add(i32, f + 1, 1);
-    try {
-      const r = Atomics.waitAsync(i32, f, seen, Math.min(SLICE_MS, op.deadline - now));
-      if (r.async) await r.value;
-    } finally {
-      Atomics.sub(i32, f + 1, 1);
-    }
+    const r = Atomics.waitAsync(i32, this.arrivals, this.i32[(op.desc + D.WAIT_VAL) >> 2], Math.min(SLICE_MS, op.deadline - now));
+    if (r.async) await r.value;
   }
 
   /** Ranks whose flag is behind this rank's (every wait follows this rank's own post). */
@@ -146,7 +134,7 @@ export class ShmRunner {
     Atomics.store(i32, (this.comm + C.ABORT_CODE) >> 2, reason);
     Atomics.store(i32, (this.comm + C.ABORT_DETAIL) >> 2, detail);
     Atomics.compareExchange(i32, (this.comm + C.ABORT) >> 2, 0, this.rank + 1);
-    for (let r = 0; r < this.nranks; r++) Atomics.notify(i32, flagOffset(this.comm, r) >> 2);
+    Atomics.notify(i32, this.arrivals);
   }
 
   /** Why the communicator or its node is aborted, or null. */
