@@ -1,90 +1,49 @@
 // Broadcast, reduce and barrier over shared memory: one synchronisation per chunk.
 //
-// broadcast: the root copies a chunk of its buffer into its slot and posts; every rank posts
-//   too (that post tells the root the slot it will reuse four steps later has been read);
-//   once all have posted, non-roots copy the root's slot into their buffer. Bytes per rank
-//   and chunk: C in at the root, C out elsewhere.
+// broadcast: the root copies a chunk of its buffer into its slot; every rank posts (that post
+//   also tells the root the slot it reuses four steps later has been read); once all have
+//   posted, non-roots copy the root's slot into their buffer. Per chunk: C in at the root,
+//   C out elsewhere.
 // reduce: every rank copies its chunk into its slot; the root reduces all slots into its
-//   output (direct allReduce whose result only the root keeps).
+//   output (a direct allReduce whose result only the root keeps).
 // barrier: one step with no data.
-import { D_NRANKS, D_OUT, D_PHASE, D_RANK, D_ROOT, D_STEP, D_STEPS_USED, ST_DONE, commOf, field, scratchAddr, setField, slotAddr } from './layout';
-import { checkSignatures, post, stepNo, waitAll, writeSignature } from './sync';
-import { elemSize, reduceTable, setSource, stageIn, stageOut } from './stage';
-import { P_NEXT, P_OUT, P_POST, P_STAGE, P_WAIT, chunkLen, chunkOff, nextChunk, setPhase } from './step';
+import { D_COMM, D_RANK, D_ROOT, ST_DONE, field, slotAddr } from './layout';
+import { chunkLoop, claim, noHook } from './chunk-loop';
+import { chunkLen, chunkOff } from './step';
+import { outputResult, reduceSlots, resultAddr, stageOut, stageOwnChunk } from './stage';
 
-/** One chunk step shared by broadcast and reduce; `reducing` picks which. */
-function rootedStep(desc: usize, reducing: bool): i32 {
-  const comm = commOf(desc);
-  const n = field(desc, D_NRANKS);
-  const me = field(desc, D_RANK);
-  const root = field(desc, D_ROOT);
-  const es = elemSize(desc);
-  while (true) {
-    const s = field(desc, D_STEP);
-    const t = stepNo(desc, s + 1);
-    const off = chunkOff(desc, s);
-    const len = chunkLen(desc, s);
-    let phase = field(desc, D_PHASE);
-    if (phase == P_STAGE) {
-      setPhase(desc, P_POST);
-      if (reducing || me == root) {
-        const r = stageIn(desc, off, len, slotAddr(comm, me, t));
-        if (r != ST_DONE) return r;
-      }
-      phase = P_POST;
-    }
-    if (phase == P_POST) {
-      if (s == 0) writeSignature(desc);
-      post(desc, t);
-      setPhase(desc, (phase = P_WAIT));
-    }
-    const out = <usize>field(desc, D_OUT);
-    const dst = out != 0 ? out + <usize>off * es : scratchAddr(comm, me);
-    if (phase == P_WAIT) {
-      let r = waitAll(desc, t);
-      if (r != ST_DONE) return r;
-      if (s == 0) {
-        r = checkSignatures(desc);
-        if (r != ST_DONE) return r;
-      }
-      if (reducing && me == root) {
-        for (let i: u32 = 0; i < n; i++) setSource(desc, i, slotAddr(comm, i, t));
-        reduceTable(desc, n, dst, len);
-      }
-      setPhase(desc, (phase = P_OUT));
-    }
-    if (phase == P_OUT) {
-      setPhase(desc, P_NEXT);
-      // broadcast: non-roots take the root's slot; reduce: only the root has a result.
-      if (reducing ? me == root : me != root) {
-        const r = stageOut(desc, off, len, reducing ? dst : slotAddr(comm, root, t));
-        if (r != ST_DONE) return r;
-      }
-    }
-    const r = nextChunk(desc, 1, 0);
-    if (r >= 0) return r;
-  }
+@inline function isRoot(desc: usize): bool {
+  return field(desc, D_RANK) == field(desc, D_ROOT);
+}
+
+function rootStages(desc: usize, s: u32, t: u32): i32 {
+  return isRoot(desc) ? stageOwnChunk(desc, s, t) : ST_DONE;
+}
+
+function takeRootSlot(desc: usize, s: u32, t: u32): i32 {
+  if (isRoot(desc) || !claim(desc, 0)) return ST_DONE;
+  const slot = slotAddr(<usize>field(desc, D_COMM), field(desc, D_ROOT), t);
+  return stageOut(desc, chunkOff(desc, s), chunkLen(desc, s), slot);
+}
+
+function rootReduces(desc: usize, s: u32, t: u32): i32 {
+  if (isRoot(desc)) reduceSlots(desc, t, 0, resultAddr(desc, s), chunkLen(desc, s));
+  return ST_DONE;
+}
+
+function rootOutputs(desc: usize, s: u32, t: u32): i32 {
+  return isRoot(desc) ? outputResult(desc, s, t) : ST_DONE;
 }
 
 export function directBroadcast(desc: usize): i32 {
-  return rootedStep(desc, false);
+  return chunkLoop(desc, rootStages, noHook, takeRootSlot);
 }
 
 export function directReduce(desc: usize): i32 {
-  return rootedStep(desc, true);
+  return chunkLoop(desc, stageOwnChunk, rootReduces, rootOutputs);
 }
 
+/** One step with no data (the op's count is 0, so its single chunk is empty). */
 export function barrier(desc: usize): i32 {
-  const t = stepNo(desc, 1);
-  if (field(desc, D_PHASE) == P_STAGE) {
-    writeSignature(desc);
-    post(desc, t);
-    setPhase(desc, P_WAIT);
-  }
-  let r = waitAll(desc, t);
-  if (r != ST_DONE) return r;
-  r = checkSignatures(desc);
-  if (r != ST_DONE) return r;
-  setField(desc, D_STEPS_USED, 1);
-  return ST_DONE;
+  return chunkLoop(desc, noHook, noHook, noHook);
 }

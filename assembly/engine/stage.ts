@@ -5,9 +5,11 @@
 import { OP_AVG, OP_SUM, dtypeSize } from '../kernels/codes';
 import { reduceK, scale } from '../kernels/api';
 import {
-  D_DTYPE, D_IN, D_IO_ADDR, D_IO_LEN, D_IO_OFF, D_NRANKS, D_OP, D_OUT, D_TABLE,
-  ST_DONE, ST_NEED_IN, ST_NEED_OUT, field, setField,
+  D_CHUNK, D_COMM, D_DTYPE, D_IN, D_IO_ADDR, D_IO_LEN, D_IO_OFF, D_NRANKS, D_OP, D_OUT, D_RANK, D_TABLE,
+  ST_DONE, ST_NEED_IN, ST_NEED_OUT, field, scratchAddr, setField, slotAddr,
 } from './layout';
+import { claim } from './chunk-loop';
+import { chunkLen, chunkOff } from './step';
 
 @inline export function elemSize(desc: usize): usize {
   return dtypeSize(<i32>field(desc, D_DTYPE));
@@ -76,4 +78,34 @@ export function reduceTable(desc: usize, k: u32, dst: usize, len: u32): void {
       for (let i: u32 = 0; i < k; i++) store<u32>(table + (<usize>i << 2), load<u32>(table + (<usize>i << 2)) + n * <u32>es);
     }
   }
+}
+
+// ---- hook parts shared by the one-sync-per-chunk algorithms (see chunk-loop.ts)
+
+/** Where this rank's result for chunk s goes: its output when shared, else its scratch. */
+export function resultAddr(desc: usize, s: u32): usize {
+  const out = <usize>field(desc, D_OUT);
+  if (out != 0) return out + <usize>(s * field(desc, D_CHUNK)) * elemSize(desc);
+  return scratchAddr(<usize>field(desc, D_COMM), field(desc, D_RANK));
+}
+
+/** Copies this rank's part of chunk s into its slot of step t (one piece). */
+export function stageOwnChunk(desc: usize, s: u32, t: u32): i32 {
+  if (!claim(desc, 0)) return ST_DONE;
+  const slot = slotAddr(<usize>field(desc, D_COMM), field(desc, D_RANK), t);
+  return stageIn(desc, chunkOff(desc, s), chunkLen(desc, s), slot);
+}
+
+/** Reduces `len` elements at byte offset `at` of every rank's slot of step t into dst. */
+export function reduceSlots(desc: usize, t: u32, at: usize, dst: usize, len: u32): void {
+  const comm = <usize>field(desc, D_COMM);
+  const n = field(desc, D_NRANKS);
+  for (let i: u32 = 0; i < n; i++) setSource(desc, i, slotAddr(comm, i, t) + at);
+  reduceTable(desc, n, dst, len);
+}
+
+/** Copies this rank's result for chunk s out (one piece). */
+export function outputResult(desc: usize, s: u32, t: u32): i32 {
+  if (!claim(desc, 0)) return ST_DONE;
+  return stageOut(desc, chunkOff(desc, s), chunkLen(desc, s), resultAddr(desc, s));
 }
