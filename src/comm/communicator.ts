@@ -243,7 +243,6 @@ export class Communicator implements WorkDriver {
     i32[d + D.STEPS_USED / 4] = 0;
     i32[d + D.BASE / 4] = this.stepBase;
     i32[d + D.SEQ / 4] = q.seq;
-    i32[d + D.SPIN / 4] = this.ctx.spinPolls;
     i32[d + D.COMM / 4] = this.ctx.comm;
   }
 
@@ -275,7 +274,7 @@ export class Communicator implements WorkDriver {
         if (Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = now;
         this.writeDescriptor(q);
       }
-      if (!this.runner.run(q, block)) return false;
+      if (!this.runner.run(q, block, block ? this.ctx.spinPolls : this.ctx.tryPolls)) return false;
       this.stepBase += this.runner.field(q.desc, D.STEPS_USED);
       this.queue.shift();
       q.work.settle();

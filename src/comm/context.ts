@@ -15,7 +15,10 @@ export interface RankContext {
   rank: number;
   size: number;
   slotBytes: number;
+  /** Polls before blocking, when a caller waits for an op. */
   spinPolls: number;
+  /** Polls before giving up, when a call only tries to move its op along (it must return soon). */
+  tryPolls: number;
   canBlock: boolean;
   cores: number;
   /** Every SharedArrayBuffer object seen for the node memory (one per growth). */
@@ -29,6 +32,11 @@ export interface JoinOptions {
   /** Microseconds to spin on a flag before blocking (WEBCCL_SPIN_US). */
   spinUs?: number;
 }
+
+/** Spin budgets (µs) before blocking: a core per rank, more ranks than cores, a call's own try. */
+export const DEDICATED_SPIN_US = 20;
+export const OVERSUBSCRIBED_SPIN_US = 1;
+export const TRY_SPIN_US = 2;
 
 let blockAllowed: boolean | undefined;
 /** Whether this thread may block in Atomics.wait (not a browser's main thread). */
@@ -52,11 +60,15 @@ export function joinNode(node: NodeHandle, rank: number, opts: JoinOptions = {})
   const cores = opts.cores ?? (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 1;
   const ctx: RankContext = {
     core, heap: new NodeHeap(node.memory), comm: node.world, rank, size: node.nranks, slotBytes: node.slotBytes,
-    spinPolls: 0, canBlock: threadCanBlock(), cores, sharedBuffers: new Set([node.memory.buffer]),
+    spinPolls: 0, tryPolls: 0, canBlock: threadCanBlock(), cores, sharedBuffers: new Set([node.memory.buffer]),
   };
   // Spin in time, not in polls: measure how fast this thread polls a flag.
-  const spinUs = opts.spinUs ?? envNumber('WEBCCL_SPIN_US') ?? (node.nranks > cores ? 1 : 20);
-  ctx.spinPolls = Math.round(spinUs * pollsPerMicrosecond(ctx));
+  // With a core per rank, spinning costs nobody anything and a sleeping rank takes ~40 us to
+  // wake; with more ranks than cores, a spinning rank steals the CPU from the one it waits for.
+  const spinUs = opts.spinUs ?? envNumber('WEBCCL_SPIN_US') ?? (node.nranks > cores ? OVERSUBSCRIBED_SPIN_US : DEDICATED_SPIN_US);
+  const perUs = pollsPerMicrosecond(ctx);
+  ctx.spinPolls = Math.round(spinUs * perUs);
+  ctx.tryPolls = Math.round(Math.min(spinUs, TRY_SPIN_US) * perUs);
   log('INFO', `rank ${rank}/${node.nranks}: ${core.simd ? 'simd' : 'scalar'} wasm, ${cores} cores, spin ${spinUs} us = ${ctx.spinPolls} polls, slot ${node.slotBytes} B, ${ctx.canBlock ? 'blocking' : 'async'} waits`);
   return ctx;
 }

@@ -66,8 +66,12 @@ export class ShmRunner {
     return this.i32[(desc + f) >> 2] >>> 0;
   }
 
-  /** Advances `op`; returns true when done. Throws WebcclError on failure. */
-  run(op: RunningOp, block: boolean): boolean {
+  /**
+   * Advances `op`; returns true when done. Throws WebcclError on failure. `spinPolls` bounds
+   * each wait's spinning before the loop hands back (then, with block, JS sleeps).
+   */
+  run(op: RunningOp, block: boolean, spinPolls: number): boolean {
+    this.views().i32[(op.desc + D.SPIN) >> 2] = spinPolls;
     for (;;) {
       const st = this.advance(op.desc);
       if (st === ST.DONE) return true;
