@@ -5,7 +5,7 @@
 // says how to install them.
 //
 //   npm run build && node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4]
-//       [-b 8] [-e 64M] [-f 4] [--time 0.2] [--reps 1] [--tcp] [--quiet 30] [--json FILE] [--plot FILE.svg]
+//       [-b 8] [-e 64M] [-f 4] [--time 0.2] [--reps 1] [--tcp] [--quiet 30] [--json FILE] [--plot FILE.svg|DIR/]
 //
 // Every system uses the same timing method (see bench/README.md): time = the slowest rank's
 // mean time per call over a block of about --time seconds, after a barrier (the median of
@@ -28,7 +28,7 @@ const perf = await import(perfJs);
 const { compareTable, compareSeries } = await import('./compare-table.mjs');
 
 const USAGE = `usage: node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4] [-b 8] [-e 64M] [-f 4]
-                                [--time 0.2] [--reps 1] [--tcp] [--quiet 30] [--quiet-wait 120] [--json FILE] [--plot FILE.svg]
+                                [--time 0.2] [--reps 1] [--tcp] [--quiet 30] [--quiet-wait 120] [--json FILE] [--plot FILE.svg|DIR/]
 
 Before each run it waits (up to --quiet-wait s) until the CPUs are less than --quiet % busy
 with other work, and notes how busy they were.`;
@@ -202,9 +202,12 @@ if (opts.json) {
   }, null, 2) + '\n');
   console.log(`\nwrote ${opts.json}`);
 }
+// --plot DIR/ writes DIR/<op>-<n>ranks.svg; --plot FILE.svg writes FILE-<op>-<n>ranks.svg when there are several.
+const plotDir = opts.plot && (opts.plot.endsWith('/') || (existsSync(opts.plot) && statSync(opts.plot).isDirectory()));
+if (plotDir) mkdirSync(opts.plot, { recursive: true });
 if (opts.plot) {
   for (const g of groups) {
-    const file = groups.length === 1 ? opts.plot : opts.plot.replace(/\.svg$/i, '') + `-${g.op}-${g.n}ranks.svg`;
+    const file = plotDir ? join(opts.plot, `${g.op}-${g.n}ranks.svg`) : groups.length === 1 ? opts.plot : opts.plot.replace(/\.svg$/i, '') + `-${g.op}-${g.n}ranks.svg`;
     try {
       writeFileSync(file, await perf.renderBusBwChart(compareSeries(g), `${g.op}, ${g.n} ranks, float32 sum: bus bandwidth`));
       console.log(`wrote ${file}`);
