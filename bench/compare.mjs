@@ -180,7 +180,7 @@ for (const n of opts.ranks) {
     const plan = [{ name: 'webccl', short: 'webccl', label: 'webccl shm', go: () => runWebccl(op, n) }];
     if (mpi) plan.push({ name: 'ompi-shm', short: 'MPI', label: 'Open MPI vader', go: () => runMpi(op, n, 'shm') });
     if (mpi && opts.tcp) plan.push({ name: 'ompi-tcp', short: 'MPI-tcp', label: 'Open MPI tcp', go: () => runMpi(op, n, 'tcp') });
-    if (gloo) plan.push({ name: 'gloo', short: 'Gloo', label: 'Gloo tcp (in place)', go: () => runGloo(op, n) });
+    if (gloo) plan.push({ name: 'gloo', short: 'Gloo', label: 'Gloo tcp', go: () => runGloo(op, n) });
     const systems = [];
     for (const p of plan) {
       process.stderr.write(`bench/compare: ${op}, ${n} ranks: ${p.label} ...\n`);
