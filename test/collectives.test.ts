@@ -101,6 +101,9 @@ for (const build of ['simd', 'scalar'] as const) {
             });
             await together(cs, (c, r) => c.broadcast(xs[r].arg, { root }));
             xs.forEach((x, r) => check(`broadcast ${tag} root ${root} rank ${r}`, x.data, (i) => inputArray('max', dtype, 99, count)[i]));
+            const outs = cs.map((c) => place(c, dtype, count, zc));
+            await together(cs, (c, r) => c.broadcast(xs[r].arg, { root, out: outs[r].arg }));
+            outs.forEach((o, r) => check(`broadcast out-of-place ${tag} root ${root} rank ${r}`, o.data, (i) => inputArray('max', dtype, 99, count)[i]));
             for (const op of opsFor(dtype)) {
               const ys = cs.map((c, r) => {
                 const y = place(c, dtype, count, zc);

@@ -34,6 +34,7 @@ export const D_ERR_VAL_A: u32 = 100;
 export const D_ERR_VAL_B: u32 = 104;
 export const D_SPIN: u32 = 108; // polls of a flag before the loop hands the wait to JS
 export const D_COMM: u32 = 112; // address of the communicator block
+export const D_IN_PLACE: u32 = 116; // 1: the output is the input (JS knows, even for buffers outside shared memory)
 export const D_MODE: u32 = 120; // 0 staged through slots, 1 zero-copy over every rank's own buffers
 export const D_STEPS_USED: u32 = 124; // flag steps the op consumed (set when done)
 export const D_SUB: u32 = 128; // index inside a step that issues several copy requests

@@ -2,12 +2,12 @@
 //
 // broadcast: the root copies a chunk of its buffer into its slot; every rank posts (that post
 //   also tells the root the slot it reuses four steps later has been read); once all have
-//   posted, non-roots copy the root's slot into their buffer. Per chunk: C in at the root,
-//   C out elsewhere.
+//   posted, non-roots (and an out-of-place root) copy the root's slot to their output. Per
+//   chunk: C in at the root, C out elsewhere.
 // reduce: every rank copies its chunk into its slot; the root reduces all slots into its
 //   output (a direct allReduce whose result only the root keeps).
 // barrier: one step with no data.
-import { D_COMM, D_RANK, D_ROOT, ST_DONE, field, slotAddr } from './layout';
+import { D_COMM, D_IN_PLACE, D_RANK, D_ROOT, ST_DONE, field, slotAddr } from './layout';
 import { chunkLoop, claim, noHook } from './chunk-loop';
 import { chunkLen, chunkOff } from './step';
 import { outputResult, reduceSlots, resultAddr, stageOut, stageOwnChunk } from './stage';
@@ -20,8 +20,9 @@ function rootStages(desc: usize, s: u32, t: u32): i32 {
   return isRoot(desc) ? stageOwnChunk(desc, s, t) : ST_DONE;
 }
 
+/** Everyone but an in-place root copies the root's slot to its output. */
 function takeRootSlot(desc: usize, s: u32, t: u32): i32 {
-  if (isRoot(desc) || !claim(desc, 0)) return ST_DONE;
+  if ((isRoot(desc) && field(desc, D_IN_PLACE) != 0) || !claim(desc, 0)) return ST_DONE;
   const slot = slotAddr(<usize>field(desc, D_COMM), field(desc, D_ROOT), t);
   return stageOut(desc, chunkOff(desc, s), chunkLen(desc, s), slot);
 }

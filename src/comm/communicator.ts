@@ -7,7 +7,7 @@ import { ABORT_REASON, ALGO, D, KIND, type Algo, type Kind, descOffset } from '.
 import { envNumber } from '../core/config.js';
 import type { NodeHeap } from '../core/heap.js';
 import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../tuner/tuner.js';
-import { type Buf, type BufferArg, type TypedArray, overlaps, toBuf } from './buffers.js';
+import { type Buf, type BufferArg, type TypedArray, overlaps, sameView, toBuf } from './buffers.js';
 import { Work, type WorkDriver } from './work.js';
 import { ShmRunner, type RunningOp } from './shm-runner.js';
 import type { RankContext } from './context.js';
@@ -234,6 +234,7 @@ export class Communicator implements WorkDriver {
     i32[d + D.NRANKS / 4] = this.size;
     i32[d + D.IN / 4] = q.input?.addr ?? 0;
     i32[d + D.OUT / 4] = q.output?.addr ?? 0;
+    i32[d + D.IN_PLACE / 4] = q.input !== null && q.output !== null && sameView(q.input.bytes, q.output.bytes) ? 1 : 0;
     i32[d + D.CHUNK / 4] = q.chunk;
     i32[d + D.NCHUNKS / 4] = q.chunk ? Math.max(1, Math.ceil(q.count / q.chunk)) : 1;
     i32[d + D.STEP / 4] = 0;
