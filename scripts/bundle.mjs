@@ -20,8 +20,8 @@ await Promise.all([
   build({ ...node, format: 'esm', entryPoints: ['src/launch/worker-entry.ts'], outfile: 'dist/node/worker-entry.js' }),
   build({ ...node, format: 'esm', entryPoints: ['src/launch/cli-main.ts'], outfile: 'dist/node/cli.js' }),
   // webccl perf: the rank-side timing loop, and its helpers for bench/ scripts.
-  build({ ...node, format: 'esm', entryPoints: ['src/perf/rank.ts'], outfile: 'dist/node/perf-rank.js' }),
-  build({ ...node, format: 'esm', entryPoints: ['src/perf/index.ts'], outfile: 'dist/node/perf.js' }),
+  build({ ...node, format: 'esm', entryPoints: ['src/launch/perf/rank.ts'], outfile: 'dist/node/perf-rank.js' }),
+  build({ ...node, format: 'esm', entryPoints: ['src/launch/perf/index.ts'], outfile: 'dist/node/perf.js' }),
   build({ ...common, platform: 'browser', format: 'esm', target: 'es2022', entryPoints: ['src/index.ts'], outfile: 'dist/browser/index.js' }),
 ]);
 execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--emitDeclarationOnly'], { cwd: root, stdio: 'inherit' });

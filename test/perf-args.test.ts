@@ -1,8 +1,8 @@
 // `webccl perf` argument parsing: sizes with suffixes, nccl-tests flags, and bad flags refused
 // with a clear message and exit code 2 (never a stack trace).
 import { describe, expect, it } from 'vitest';
-import { PerfUsageError, parsePerfArgs, parseSize, formatSize, type PerfOptions } from '../src/perf/args.js';
-import { perfMain } from '../src/perf/main.js';
+import { PerfUsageError, parsePerfArgs, parseSize, formatSize, type PerfOptions } from '../src/launch/perf/args.js';
+import { perfMain } from '../src/launch/perf/main.js';
 
 const parse = (...argv: string[]) => parsePerfArgs(argv) as PerfOptions;
 

@@ -1,6 +1,6 @@
 // busbw arithmetic exactly as nccl-tests' doc/PERFORMANCE.md, and how sizes map to counts.
 import { describe, expect, it } from 'vitest';
-import { COLLECTIVES, bandwidths, busBwFactor, shapeOf, sweepSizes } from '../src/perf/collectives.js';
+import { COLLECTIVES, bandwidths, busBwFactor, shapeOf, sweepSizes } from '../src/launch/perf/collectives.js';
 
 describe('busBwFactor', () => {
   it.each([1, 2, 3, 4, 8, 64])('n = %d', (n) => {

@@ -1,6 +1,6 @@
 // The closed-form data of `webccl perf -c 1`: fills, expected values and the #wrong count.
 import { describe, expect, it } from 'vitest';
-import { PERIOD, countWrong, decode, encode, fill, fromBf16, fromF16, reduced, toBf16, toF16, value } from '../src/perf/data.js';
+import { PERIOD, countWrong, decode, encode, fill, fromBf16, fromF16, reduced, toBf16, toF16, value } from '../src/launch/perf/data.js';
 import { DTYPES, type Dtype } from '../src/core/dtypes.js';
 import type { TypedArray } from '../src/comm/buffers.js';
 

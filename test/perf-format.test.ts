@@ -5,9 +5,9 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type PerfReport, type ResultRow, averageBusBw, formatTable, placeResult, tableHeader, wrongTotal } from '../src/perf/format.js';
-import { busBwChartSpec } from '../src/perf/plot.js';
-import { median, reportSeries } from '../src/perf/main.js';
+import { type PerfReport, type ResultRow, averageBusBw, formatTable, placeResult, tableHeader, wrongTotal } from '../src/launch/perf/format.js';
+import { busBwChartSpec } from '../src/launch/perf/plot.js';
+import { median, reportSeries } from '../src/launch/perf/main.js';
 
 /** Reads the data rows and the closing lines of a printed table. */
 function parseTable(text: string) {

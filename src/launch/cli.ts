@@ -1,7 +1,7 @@
 // The `webccl` command.
 //   webccl run -n N script.mjs [args...]   N ranks as worker threads of one process
 import { startRanks } from './threads.js';
-import { perfMain } from '../perf/main.js';
+import { perfMain } from './perf/main.js';
 
 const USAGE = `usage: webccl <command> [options]
 

@@ -1,7 +1,7 @@
 // Results of `webccl perf` as nccl-tests prints them, and as JSON. Both come from the same
 // ResultRow objects: the table shows the JSON's numbers rounded (time to 0.01 µs, bandwidths
 // to 0.01 GB/s), so one can always be checked against the other.
-import type { Dtype } from '../core/dtypes.js';
+import type { Dtype } from '../../core/dtypes.js';
 import { type Collective, bandwidths } from './collectives.js';
 
 export interface PlaceResult {

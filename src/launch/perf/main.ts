@@ -4,7 +4,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { startRanks } from '../launch/threads.js';
+import { startRanks } from '../threads.js';
 import { PERF_USAGE, type PerfOptions, PerfUsageError, parsePerfArgs } from './args.js';
 import { HAS_OP } from './collectives.js';
 import { NCCL_TYPE, type PerfReport, type PlaceResult, type ResultRow, averageBusBw, formatRow, placeResult, tableFooter, tableHeader, wrongTotal } from './format.js';

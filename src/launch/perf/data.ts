@@ -3,8 +3,8 @@
 // integers (1..4, or 1 and 2 for prod), so float sums and products are exact in every dtype,
 // and integer overflow (i8 with many ranks) wraps the same in any order. The pattern repeats
 // every PERIOD elements, so one period of expected values checks a buffer of any length.
-import type { Dtype, ReduceOp } from '../core/dtypes.js';
-import type { TypedArray } from '../comm/buffers.js';
+import type { Dtype, ReduceOp } from '../../core/dtypes.js';
+import type { TypedArray } from '../../comm/buffers.js';
 
 export const PERIOD = 8;
 

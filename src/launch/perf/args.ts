@@ -1,9 +1,9 @@
 // The command line of `webccl perf`: nccl-tests' flags where they exist (-b -e -f -i -n -w -c
 // -d -o -r), -a for the algorithm, and the launcher's own (--ranks, --transport, --json, --plot).
 // Pure: parsing never touches the process, so tests can hit every branch.
-import { DTYPES, FLOAT_DTYPES, REDUCE_OPS, type Dtype, type ReduceOp } from '../core/dtypes.js';
-import { ALGORITHMS } from '../tuner/tuner.js';
-import type { Algo } from '../core/layout.js';
+import { DTYPES, FLOAT_DTYPES, REDUCE_OPS, type Dtype, type ReduceOp } from '../../core/dtypes.js';
+import { ALGORITHMS } from '../../tuner/tuner.js';
+import type { Algo } from '../../core/layout.js';
 import { COLLECTIVES, type Collective, HAS_OP, collectiveNamed } from './collectives.js';
 
 export class PerfUsageError extends Error {

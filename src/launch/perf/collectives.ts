@@ -8,7 +8,7 @@
 //   reduce          busbw = algbw               size = bytes of the vector
 //
 // algbw = size / time, in GB/s with GB = 1e9 bytes, as nccl-tests prints it.
-import { DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
+import { DTYPE_SIZE, type Dtype } from '../../core/dtypes.js';
 
 export const COLLECTIVES = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce'] as const;
 export type Collective = (typeof COLLECTIVES)[number];

@@ -11,11 +11,11 @@
 //
 // Buffers are allocated once, at the largest row, and every row uses a prefix of them.
 import { parentPort } from 'node:worker_threads';
-import { initCommGroup } from '../index.js';
-import type { Communicator } from '../comm/communicator.js';
-import type { BufferArg, TypedArray } from '../comm/buffers.js';
-import type { Work } from '../comm/work.js';
-import { ARRAY_OF, DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
+import { initCommGroup } from '../../index.js';
+import type { Communicator } from '../../comm/communicator.js';
+import type { BufferArg, TypedArray } from '../../comm/buffers.js';
+import type { Work } from '../../comm/work.js';
+import { ARRAY_OF, DTYPE_SIZE, type Dtype } from '../../core/dtypes.js';
 import { countWrong, fill, reduced, value } from './data.js';
 import { type PlannedRow, type Placement, type RankSpec, PLACEMENTS, planRows } from './plan.js';
 
