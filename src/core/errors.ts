@@ -13,7 +13,13 @@ export type ErrorCode =
   | 'ABORTED' // the communicator was aborted (by a failing peer, the launcher or abort())
   | 'NOT_INITIALIZED' // module-level API used before initCommGroup()
   | 'UNSUPPORTED' // the runtime lacks what the feature needs
-  | 'INTERNAL'; // a broken invariant inside webccl
+  | 'INTERNAL' // a broken invariant inside webccl
+  | 'AUTH_FAILED' // a peer did not prove the job's token or job id (or we could not prove ours)
+  | 'CONNECT_FAILED' // no connection to host:port before the connect deadline
+  | 'STORE_TIMEOUT' // a rendezvous-store get/wait passed its deadline with keys still missing
+  | 'ADDRESS_IN_USE' // a listener could not bind: the address or port is taken
+  | 'PROTOCOL_ERROR' // a peer broke the wire protocol (unknown frame, length over a limit)
+  | 'CONNECTION_CLOSED'; // a connection closed (by close(), the peer or the network) with requests pending
 
 export class WebcclError extends Error {
   readonly code: ErrorCode;
