@@ -1,28 +1,37 @@
 // Flags, waits and op signatures: the synchronisation every step loop is built from.
 //
-// A step is "post step t, then wait until every rank has posted t". Each rank's flag holds the
-// last step it posted (it names the ranks that are missing when a deadline passes); the
-// communicator's arrivals counter counts every post of every rank. No rank posts t+1 before
-// all have posted t, so arrivals >= n·t exactly when every rank has reached t, and the last
-// rank to arrive at a step is the one whose increment makes it n·t: it alone wakes the
-// sleepers, so a waiter wakes once per step, not once per late peer (which matters when ranks
-// outnumber cores). Waits spin for D_SPIN polls, then hand back to JS (ST_BLOCKED), which
-// sleeps on the counter with Atomics.wait and calls the loop again.
+// A step is "post step t, then wait until every rank has posted t"; each rank's flag holds the
+// last step it posted. Posting is a plain store, and waiting polls the n flags, as long as
+// nobody sleeps. A rank that has spun for D_SPIN polls hands back to JS (ST_BLOCKED), which
+// registers in C_SLEEPERS and blocks on the communicator's doorbell; from then on a poster
+// that finds every rank at its step rings the doorbell (bump + notify). So a sleeper wakes
+// once per step, not once per late peer (which matters when ranks outnumber cores), and the
+// spinning path pays no read-modify-write. Both sides store, then load the other's word
+// (sequentially consistent), so either the poster sees the sleeper or the sleeper sees the post.
 import {
-  C_ABORT, C_ARRIVALS, C_NODE, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KIND, D_OP, D_OUT, D_ROOT,
+  C_ABORT, C_DOORBELL, C_NODE, C_SLEEPERS, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KIND, D_OP, D_OUT, D_ROOT,
   S_ALGO, S_CHUNK, S_COUNT, S_DTYPE, S_IN, S_KIND, S_OP, S_OUT, S_ROOT, S_SEQ,
   D_COMM, D_ERR, D_ERR_FIELD, D_ERR_RANK_A, D_ERR_RANK_B, D_ERR_VAL_A,
   D_ERR_VAL_B, D_NRANKS, D_RANK, D_SEQ, D_SPIN, D_WAIT_VAL, E_ABORTED, E_MISMATCH,
   NODE_ABORT, S_COMPARED, ST_BLOCKED, ST_DONE, ST_ERROR, field, flagAddr, setField, sigAddr,
 } from './layout';
 
-/** Posts step `t` for this rank; the last rank to reach t wakes everyone sleeping. */
+/** Whether every rank of the communicator has posted step t (wrap-safe). */
+function allReached(comm: usize, n: u32, t: u32): bool {
+  for (let r: u32 = 0; r < n; r++) {
+    if (atomic.load<i32>(flagAddr(comm, r)) - <i32>t < 0) return false;
+  }
+  return true;
+}
+
+/** Posts step `t` for this rank, ringing the doorbell if it completes a step someone sleeps on. */
 export function post(desc: usize, t: u32): void {
   const comm = <usize>field(desc, D_COMM);
   atomic.store<i32>(flagAddr(comm, field(desc, D_RANK)), <i32>t);
-  const target = field(desc, D_NRANKS) * t;
-  const arrived = <u32>atomic.add<i32>(comm + C_ARRIVALS, 1) + 1;
-  if (arrived == target) atomic.notify(comm + C_ARRIVALS, -1);
+  if (atomic.load<i32>(comm + C_SLEEPERS) != 0 && allReached(comm, field(desc, D_NRANKS), t)) {
+    atomic.add<i32>(comm + C_DOORBELL, 1);
+    atomic.notify(comm + C_DOORBELL, -1);
+  }
 }
 
 /** The flag step number of the op's k-th step (k from 1). */
@@ -38,20 +47,18 @@ function aborted(desc: usize): bool {
 
 /** Waits until every rank has posted step t. */
 export function waitAll(desc: usize, t: u32): i32 {
-  const counter = <usize>field(desc, D_COMM) + C_ARRIVALS;
-  const target = field(desc, D_NRANKS) * t;
-  let v = <u32>atomic.load<i32>(counter);
-  if (<i32>(v - target) >= 0) return ST_DONE;
+  const comm = <usize>field(desc, D_COMM);
+  const n = field(desc, D_NRANKS);
+  if (allReached(comm, n, t)) return ST_DONE;
   let spins = field(desc, D_SPIN);
   while (true) {
     if (aborted(desc)) {
       setField(desc, D_ERR, E_ABORTED);
       return ST_ERROR;
     }
-    v = <u32>atomic.load<i32>(counter);
-    if (<i32>(v - target) >= 0) return ST_DONE;
+    if (allReached(comm, n, t)) return ST_DONE;
     if (spins == 0) {
-      setField(desc, D_WAIT_VAL, v);
+      setField(desc, D_WAIT_VAL, t);
       return ST_BLOCKED;
     }
     spins--;

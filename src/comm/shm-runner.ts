@@ -33,14 +33,16 @@ export class ShmRunner {
   private growths = 0;
   private readonly nodeAbort = (NODE_BASE + N.ABORT) >> 2;
   private readonly commAbort: number;
-  private readonly arrivals: number;
+  private readonly doorbell: number;
+  private readonly sleepers: number;
 
   constructor(readonly core: WasmCore, readonly comm: number, readonly rank: number, readonly nranks: number) {
     this.u8 = new Uint8Array(core.memory.buffer);
     this.i32 = new Int32Array(core.memory.buffer);
     this.advance = core.exports.advance as (desc: number) => number;
     this.commAbort = (comm + C.ABORT) >> 2;
-    this.arrivals = (comm + C.ARRIVALS) >> 2;
+    this.doorbell = (comm + C.DOORBELL) >> 2;
+    this.sleepers = (comm + C.SLEEPERS) >> 2;
   }
 
   /**
@@ -99,12 +101,29 @@ export class ShmRunner {
     else user.set(u8.subarray(addr, addr + len), off);
   }
 
-  /** Sleeps until the arrivals counter moves past the value the loop last saw (or a slice ends). */
+  /** Whether every rank has posted step t (the loop's own test, for the check before sleeping). */
+  private allReached(t: number): boolean {
+    const i32 = this.i32;
+    for (let r = 0; r < this.nranks; r++) if (i32[flagOffset(this.comm, r) >> 2] - t < 0) return false;
+    return true;
+  }
+
+  /**
+   * Sleeps on the doorbell until the step the loop waits for completes (or a slice ends).
+   * Registering as a sleeper before the last check is what makes the last poster ring.
+   */
   private sleep(op: RunningOp): void {
     const now = performance.now();
     if (now >= op.deadline) throw this.timeout(op);
     const { i32 } = this.views();
-    Atomics.wait(i32, this.arrivals, this.i32[(op.desc + D.WAIT_VAL) >> 2], Math.min(SLICE_MS, op.deadline - now));
+    const t = i32[(op.desc + D.WAIT_VAL) >> 2];
+    Atomics.add(i32, this.sleepers, 1);
+    try {
+      const bell = Atomics.load(i32, this.doorbell);
+      if (!this.allReached(t)) Atomics.wait(i32, this.doorbell, bell, Math.min(SLICE_MS, op.deadline - now));
+    } finally {
+      Atomics.sub(i32, this.sleepers, 1);
+    }
   }
 
   /** The same without blocking the thread (a browser's main thread may not block). */
@@ -112,8 +131,16 @@ export class ShmRunner {
     const now = performance.now();
     if (now >= op.deadline) throw this.timeout(op);
     const { i32 } = this.views();
-    const r = Atomics.waitAsync(i32, this.arrivals, this.i32[(op.desc + D.WAIT_VAL) >> 2], Math.min(SLICE_MS, op.deadline - now));
-    if (r.async) await r.value;
+    const t = i32[(op.desc + D.WAIT_VAL) >> 2];
+    Atomics.add(i32, this.sleepers, 1);
+    try {
+      const bell = Atomics.load(i32, this.doorbell);
+      if (this.allReached(t)) return;
+      const r = Atomics.waitAsync(i32, this.doorbell, bell, Math.min(SLICE_MS, op.deadline - now));
+      if (r.async) await r.value;
+    } finally {
+      Atomics.sub(i32, this.sleepers, 1);
+    }
   }
 
   /** Ranks whose flag is behind this rank's (every wait follows this rank's own post). */
@@ -138,7 +165,8 @@ export class ShmRunner {
     Atomics.store(i32, (this.comm + C.ABORT_CODE) >> 2, reason);
     Atomics.store(i32, (this.comm + C.ABORT_DETAIL) >> 2, detail);
     Atomics.compareExchange(i32, (this.comm + C.ABORT) >> 2, 0, this.rank + 1);
-    Atomics.notify(i32, this.arrivals);
+    Atomics.add(i32, this.doorbell, 1);
+    Atomics.notify(i32, this.doorbell);
   }
 
   /** Why the communicator or its node is aborted, or null. */

@@ -35,7 +35,7 @@ export const D = {
 export const DESC_BYTES = 448;
 export const MAX_RANKS = 64;
 
-export const C = { ABORT: 0, ABORT_CODE: 4, NRANKS: 8, SLOT_BYTES: 12, NODE: 16, ABORT_DETAIL: 20, ARRIVALS: 64, HEADER_BYTES: 128 } as const;
+export const C = { ABORT: 0, ABORT_CODE: 4, NRANKS: 8, SLOT_BYTES: 12, NODE: 16, ABORT_DETAIL: 20, DOORBELL: 64, SLEEPERS: 96, HEADER_BYTES: 128 } as const;
 export const FLAG_STRIDE = 64;
 export const SIG_BYTES = 64;
 export const SLOT_BUFFERS = 4;

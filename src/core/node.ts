@@ -53,5 +53,6 @@ export function abortNode(handle: NodeHandle, deadRank: number | null, code: num
   const i32 = new Int32Array(handle.memory.buffer);
   Atomics.store(i32, (NODE_BASE + N.ABORT_CODE) >> 2, code);
   Atomics.compareExchange(i32, (NODE_BASE + N.ABORT) >> 2, 0, deadRank === null ? ABORT_BY_LAUNCHER : deadRank + 1);
-  Atomics.notify(i32, (handle.world + C.ARRIVALS) >> 2);
+  Atomics.add(i32, (handle.world + C.DOORBELL) >> 2, 1);
+  Atomics.notify(i32, (handle.world + C.DOORBELL) >> 2);
 }

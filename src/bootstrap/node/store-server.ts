@@ -1,0 +1,267 @@
+// The rendezvous store's server (Node only): an in-memory key-value map served over TCP, like
+// torch's TCPStore, started by rank 0 or the launcher at MASTER_ADDR:MASTER_PORT. Each
+// connection must pass the HMAC challenge-response of store-protocol.ts before any request is
+// parsed; a peer that fails it, or breaks a frame limit, is told why and disconnected, and the
+// rejection is counted (stats()) and reported (onReject, else a WARN log line).
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import * as net from 'node:net';
+import { WebcclError } from '../../core/errors.js';
+import { log } from '../../core/log.js';
+import {
+  ACCEPTS, AUTH_FAIL_REASONS, MAX_VALUE_LIMIT, NO_DEADLINE, NONCE_BYTES, VERSION,
+  FrameParser, authPayload, checkSecrets, decode, encode, textBytes, type Message,
+} from '../store-protocol.js';
+
+export interface StoreServerOptions {
+  /** Interface to listen on; loopback unless the job spans machines. */
+  host?: string;
+  /** 0 picks any free port. */
+  port?: number;
+  token: string | Uint8Array;
+  jobId: string;
+  maxValueBytes?: number;
+  /** How long a new connection may take to authenticate (default 10 s). */
+  authTimeoutMs?: number;
+  /** Called for each refused peer; without it, refusals are logged at WARN. */
+  onReject?: (info: { remote: string; kind: 'auth' | 'protocol'; reason: string }) => void;
+}
+
+export interface StoreServerStats {
+  connections: number;
+  authenticated: number;
+  authFailures: number;
+  protocolErrors: number;
+  keys: number;
+}
+
+export interface StoreServer {
+  port: number;
+  address: string;
+  stats(): StoreServerStats;
+  close(): Promise<void>;
+}
+
+type Reply = (m: Message) => void;
+
+/** A get or wait parked until its keys exist or its deadline passes. */
+interface Waiter {
+  id: number;
+  reply: Reply;
+  missing: Set<string>;
+  /** For a get: the key whose value answers it. */
+  get?: string;
+  timer?: ReturnType<typeof setTimeout>;
+}
+
+const SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+export function hostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && Buffer.from(a.buffer, a.byteOffset, a.length).equals(b);
+}
+
+/** The key-value map and its waiters; knows nothing of sockets. */
+class Table {
+  readonly data = new Map<string, Uint8Array>();
+  private readonly waiting = new Map<string, Set<Waiter>>();
+
+  put(key: string, value: Uint8Array): void {
+    this.data.set(key, value);
+    const ws = this.waiting.get(key);
+    if (!ws) return;
+    this.waiting.delete(key);
+    for (const w of ws) {
+      w.missing.delete(key);
+      if (w.missing.size === 0) this.finish(w, w.get === undefined ? { type: 'ok', id: w.id } : { type: 'value', id: w.id, value: this.data.get(w.get) ?? null });
+    }
+  }
+
+  park(w: Waiter, timeoutMs: number): void {
+    for (const k of w.missing) {
+      let ws = this.waiting.get(k);
+      if (!ws) this.waiting.set(k, (ws = new Set()));
+      ws.add(w);
+    }
+    if (timeoutMs !== NO_DEADLINE) {
+      w.timer = setTimeout(() => this.finish(w, { type: 'timeout', id: w.id, keys: [...w.missing] }), Math.min(timeoutMs, 0x7fffffff));
+    }
+  }
+
+  /** Answers a waiter (or drops it when `m` is undefined) and forgets it. */
+  finish(w: Waiter, m?: Message): void {
+    clearTimeout(w.timer);
+    for (const k of w.missing) {
+      const ws = this.waiting.get(k);
+      ws?.delete(w);
+      if (ws?.size === 0) this.waiting.delete(k);
+    }
+    w.missing.clear();
+    if (m) w.reply(m);
+  }
+
+  /** Serves one authenticated request; returns the parked waiter, if any. */
+  serve(m: Message, reply: Reply): Waiter | void {
+    const { data } = this;
+    switch (m.type) {
+      case 'set': this.put(m.key, m.value); return reply({ type: 'ok', id: m.id });
+      case 'get': {
+        const value = data.get(m.key);
+        if (value) return reply({ type: 'value', id: m.id, value });
+        return this.waitFor({ id: m.id, reply, missing: new Set([m.key]), get: m.key }, m.timeoutMs);
+      }
+      case 'wait': return this.waitFor({ id: m.id, reply, missing: new Set(m.keys.filter((k) => !data.has(k))) }, m.timeoutMs);
+      case 'add': {
+        const old = data.get(m.key);
+        const text = old === undefined ? '0' : Buffer.from(old).toString('latin1');
+        if (!/^-?[0-9]{1,16}$/.test(text)) return reply({ type: 'error', id: m.id, message: `add("${m.key}"): the value is not an integer counter` });
+        const sum = BigInt(text) + m.delta;
+        if (sum > SAFE || sum < -SAFE) return reply({ type: 'error', id: m.id, message: `add("${m.key}"): ${sum} is beyond a safe integer` });
+        this.put(m.key, textBytes(sum.toString()));
+        return reply({ type: 'number', id: m.id, value: sum });
+      }
+      case 'compareSet': {
+        const cur = data.get(m.key);
+        const match = cur === undefined ? m.expected === null : m.expected !== null && sameBytes(cur, m.expected);
+        if (match) this.put(m.key, m.desired.slice());
+        return reply({ type: 'value', id: m.id, value: data.get(m.key) ?? null });
+      }
+      case 'delete': return reply({ type: 'number', id: m.id, value: data.delete(m.key) ? 1n : 0n });
+      case 'numKeys': return reply({ type: 'number', id: m.id, value: BigInt(data.size) });
+      default: throw new WebcclError('PROTOCOL_ERROR', `${m.type} is not a request`);
+    }
+  }
+
+  private waitFor(w: Waiter, timeoutMs: number): Waiter | void {
+    if (w.missing.size === 0) return w.reply({ type: 'ok', id: w.id });
+    this.park(w, timeoutMs);
+    return w;
+  }
+}
+
+function checkOptions(o: StoreServerOptions): { host: string; port: number; maxValue: number; token: Uint8Array } {
+  const token = checkSecrets(o.token, o.jobId);
+  const host = o.host ?? '127.0.0.1';
+  const port = o.port ?? 0;
+  const maxValue = o.maxValueBytes ?? 64 * 1024 * 1024;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new WebcclError('INVALID_ARGUMENT', `store port ${port} is not in 0..65535`);
+  if (!Number.isInteger(maxValue) || maxValue < 1 || maxValue > MAX_VALUE_LIMIT) {
+    throw new WebcclError('INVALID_ARGUMENT', `maxValueBytes ${maxValue} is not in 1..${MAX_VALUE_LIMIT}`);
+  }
+  return { host, port, maxValue, token };
+}
+
+/** Starts a store server; resolves once it listens. */
+export async function startStoreServer(options: StoreServerOptions): Promise<StoreServer> {
+  const { host, port, maxValue, token } = checkOptions(options);
+  const table = new Table();
+  const sockets = new Set<net.Socket>();
+  const counts = { authenticated: 0, authFailures: 0, protocolErrors: 0 };
+  const mac = (payload: Uint8Array) => createHmac('sha256', token).update(payload).digest();
+  const reject = (remote: string, kind: 'auth' | 'protocol', reason: string) => {
+    counts[kind === 'auth' ? 'authFailures' : 'protocolErrors']++;
+    if (options.onReject) options.onReject({ remote, kind, reason });
+    else log('WARN', `store ${hostPort(host, port)}: refused ${remote}: ${reason}`);
+  };
+
+  function serveConnection(socket: net.Socket): void {
+    sockets.add(socket);
+    socket.setNoDelay(true);
+    const remote = hostPort(socket.remoteAddress ?? '?', socket.remotePort ?? 0);
+    const nonce = randomBytes(NONCE_BYTES);
+    const parked = new Set<Waiter>();
+    let ready = false;
+    let paused = false;
+
+    const send = (m: Message) => {
+      if (socket.destroyed) return;
+      let ok = true;
+      for (const part of encode(m)) ok = socket.write(part);
+      // Backpressure: stop reading requests until the peer has taken our answers.
+      if (!ok && !paused) {
+        paused = true;
+        socket.pause();
+        socket.once('drain', () => { paused = false; socket.resume(); });
+      }
+    };
+    const hangUp = () => {
+      parser.close();
+      socket.end();
+      setTimeout(() => socket.destroy(), 1000).unref();
+    };
+    const authFail = (reason: number) => {
+      reject(remote, 'auth', AUTH_FAIL_REASONS[reason]);
+      send({ type: 'authFail', reason });
+      hangUp();
+    };
+    const authenticate = (m: Message) => {
+      if (m.type !== 'auth') throw new WebcclError('PROTOCOL_ERROR', `${m.type} before authentication`);
+      if (m.jobId !== options.jobId) return authFail(1);
+      const expected = mac(authPayload('client', nonce, options.jobId, m.nonce));
+      if (!timingSafeEqual(expected, m.mac)) return authFail(2);
+      clearTimeout(authTimer);
+      ready = true;
+      counts.authenticated++;
+      parser.accept(ACCEPTS.serverReady);
+      send({ type: 'authOk', mac: mac(authPayload('server', m.nonce, options.jobId, nonce)) });
+    };
+    const parser = new FrameParser(maxValue, ACCEPTS.serverHandshake, (kind, body) => {
+      const m = decode(kind, body, maxValue);
+      if (!ready) return authenticate(m);
+      let w: Waiter | void = undefined;
+      w = table.serve(m, (answer) => {
+        if (w) parked.delete(w);
+        send(answer);
+      });
+      if (w) parked.add(w);
+    });
+    const authTimer = setTimeout(() => {
+      reject(remote, 'auth', `no AUTH within ${options.authTimeoutMs ?? 10_000} ms`);
+      hangUp();
+    }, options.authTimeoutMs ?? 10_000);
+
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        parser.push(chunk);
+      } catch (e) {
+        const reason = e instanceof Error ? e.message : String(e);
+        reject(remote, 'protocol', reason);
+        send({ type: 'protocolError', message: reason });
+        hangUp();
+      }
+    });
+    socket.on('error', () => {}); // 'close' follows and cleans up
+    socket.on('close', () => {
+      clearTimeout(authTimer);
+      parser.close();
+      sockets.delete(socket);
+      for (const w of parked) table.finish(w);
+      parked.clear();
+    });
+    send({ type: 'hello', version: VERSION, maxValueBytes: maxValue, nonce });
+  }
+
+  const server = net.createServer(serveConnection);
+  await new Promise<void>((resolve, rejectListen) => {
+    server.once('error', (e: NodeJS.ErrnoException) => {
+      const where = hostPort(host, port);
+      if (e.code === 'EADDRINUSE') rejectListen(new WebcclError('ADDRESS_IN_USE', `store cannot listen on ${where}: address already in use`, { host, port }));
+      else rejectListen(new WebcclError('INVALID_ARGUMENT', `store cannot listen on ${where}: ${e.code ?? e.message}`, { host, port }));
+    });
+    server.listen({ host, port, exclusive: true }, () => resolve());
+  });
+  server.on('error', (e) => log('WARN', `store ${hostPort(host, port)}: ${e.message}`));
+  const bound = server.address() as net.AddressInfo;
+  return {
+    port: bound.port,
+    address: bound.address,
+    stats: () => ({ connections: sockets.size, ...counts, keys: table.data.size }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sockets) s.destroy();
+      }),
+  };
+}
