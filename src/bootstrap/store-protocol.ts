@@ -19,19 +19,16 @@ export const MAC_BYTES = 32;
 export const MAX_KEY_BYTES = 4096;
 export const MAX_JOB_ID_BYTES = 256;
 export const MAX_MESSAGE_BYTES = 1024;
-/** Largest WAIT request or TIMEOUT answer (a list of keys). */
-export const MAX_KEYS_FRAME_BYTES = 1 << 20;
-/** Largest maxValueBytes either side may configure. */
-export const MAX_VALUE_LIMIT = 1 << 30;
-/** A get/wait timeout meaning "no deadline". */
-export const NO_DEADLINE = 0xffffffff;
+export const MAX_KEYS_FRAME_BYTES = 1 << 20; // the largest WAIT request or TIMEOUT answer
+export const MAX_VALUE_LIMIT = 1 << 30; // the largest maxValueBytes either side may configure
+export const NO_DEADLINE = 0xffffffff; // a get/wait timeout meaning "no deadline"
 
 export const Kind = {
   hello: 1, auth: 2, authOk: 3, authFail: 4, protocolError: 5,
   set: 16, get: 17, add: 18, wait: 19, compareSet: 20, delete: 21, numKeys: 22,
   ok: 32, value: 33, number: 34, timeout: 35, error: 36,
 } as const;
-export type KindName = keyof typeof Kind;
+const KIND_NAMES = Object.fromEntries(Object.entries(Kind).map(([name, k]) => [k, name]));
 
 export const AUTH_FAIL_REASONS: Record<number, string> = {
   1: 'job id mismatch',
@@ -95,8 +92,6 @@ const utf8 = new TextEncoder();
 const utf8Strict = new TextDecoder('utf-8', { fatal: true });
 export const textBytes = (s: string): Uint8Array => utf8.encode(s);
 
-// ---- encoding ----------------------------------------------------------------------------
-
 /** Fields shorter than this are copied into one buffer with the header; longer ones are sent as is. */
 const COPY_LIMIT = 16 * 1024;
 
@@ -126,7 +121,8 @@ export function frame(kind: number, fields: Uint8Array[]): Uint8Array[] {
   let run: Uint8Array[] = [concat([u8(kind), u32(len)])];
   for (const f of fields) {
     if (f.length < COPY_LIMIT) { run.push(f); continue; }
-    out.push(concat(run), f);
+    if (run.length) out.push(concat(run));
+    out.push(f);
     run = [];
   }
   if (run.length) out.push(concat(run));
@@ -163,21 +159,10 @@ function clip(message: string): Uint8Array {
   return b.length <= MAX_MESSAGE_BYTES ? b : textBytes(message.slice(0, MAX_MESSAGE_BYTES / 4));
 }
 
-/** Checks the shared secret and job id at the API boundary; returns the token's bytes. */
-export function checkSecrets(token: string | Uint8Array, jobId: string): Uint8Array {
-  const t = typeof token === 'string' ? textBytes(token) : token;
-  if (!(t instanceof Uint8Array) || t.length === 0) throw new WebcclError('INVALID_ARGUMENT', 'store token must be a non-empty string or Uint8Array');
-  const j = typeof jobId === 'string' ? textBytes(jobId).length : 0;
-  if (j < 1 || j > MAX_JOB_ID_BYTES) throw new WebcclError('INVALID_ARGUMENT', `store jobId must be a string of 1..${MAX_JOB_ID_BYTES} UTF-8 bytes`);
-  return t;
-}
-
 /** The bytes a side signs: who signs, the peer's nonce first, the job, its own nonce last. */
 export function authPayload(role: 'client' | 'server', first: Uint8Array, jobId: string, second: Uint8Array): Uint8Array {
   return concat([textBytes(`webccl-store/${VERSION} ${role}`), first, ...str(jobId), second]);
 }
-
-// ---- decoding ----------------------------------------------------------------------------
 
 /** Reads fields from one frame body; every read is bounds-checked. */
 class Cursor {
@@ -216,8 +201,7 @@ class Cursor {
 
 /** Decodes one frame body; the parser has already checked kind and length. */
 export function decode(kind: number, body: Uint8Array, maxValue: number): Message {
-  const name = (Object.keys(Kind) as KindName[]).find((n) => Kind[n] === kind) ?? `kind ${kind}`;
-  const c = new Cursor(body, name);
+  const c = new Cursor(body, KIND_NAMES[kind] ?? `kind ${kind}`);
   switch (kind) {
     case Kind.hello: {
       if (c.u32() !== MAGIC) protocolError('not a webccl store (bad magic in HELLO)');
@@ -234,8 +218,7 @@ export function decode(kind: number, body: Uint8Array, maxValue: number): Messag
     case Kind.add: return c.end({ type: 'add', id: c.u32(), key: c.key(), delta: c.i64() });
     case Kind.wait: return c.end({ type: 'wait', id: c.u32(), timeoutMs: c.u32(), keys: c.keys() });
     case Kind.compareSet: {
-      const id = c.u32();
-      const key = c.key();
+      const [id, key] = [c.u32(), c.key()];
       const expected = c.u8() ? c.value(maxValue) : null;
       return c.end({ type: 'compareSet', id, key, expected, desired: c.value(maxValue) });
     }
@@ -250,17 +233,13 @@ export function decode(kind: number, body: Uint8Array, maxValue: number): Messag
   }
 }
 
-// ---- parsing a byte stream -----------------------------------------------------------------
-
-type ParserState = 'header' | 'body' | 'closed';
-
 /**
  * Splits a byte stream into frames. Named states: `header` gathers 5 bytes, then checks the
  * kind against the accepted set and the length against maxBodyBytes before allocating the body;
  * `body` fills it; `closed` ignores everything (after a violation, or once the owner closes).
  */
 export class FrameParser {
-  private state: ParserState = 'header';
+  private state: 'header' | 'body' | 'closed' = 'header';
   private readonly header = new Uint8Array(HEADER_BYTES);
   private have = 0;
   private kind = 0;
@@ -285,18 +264,12 @@ export class FrameParser {
   push(chunk: Uint8Array): void {
     let at = 0;
     while (at < chunk.length && this.state !== 'closed') {
-      if (this.state === 'header') {
-        const n = Math.min(HEADER_BYTES - this.have, chunk.length - at);
-        this.header.set(chunk.subarray(at, at + n), this.have);
-        this.have += n;
-        at += n;
-        if (this.have === HEADER_BYTES) this.startBody();
-      } else {
-        const n = Math.min(this.body.length - this.have, chunk.length - at);
-        this.body.set(chunk.subarray(at, at + n), this.have);
-        this.have += n;
-        at += n;
-      }
+      const into = this.state === 'header' ? this.header : this.body;
+      const n = Math.min(into.length - this.have, chunk.length - at);
+      into.set(chunk.subarray(at, at + n), this.have);
+      this.have += n;
+      at += n;
+      if (this.state === 'header' && this.have === HEADER_BYTES) this.startBody();
       if (this.state === 'body' && this.have === this.body.length) {
         this.state = 'header';
         this.have = 0;
@@ -308,9 +281,10 @@ export class FrameParser {
   private startBody(): void {
     const kind = this.header[0];
     const len = new DataView(this.header.buffer).getUint32(1, true);
-    if (!this.accepted.includes(kind)) this.violation(`frame kind ${kind} is not expected here`);
+    const name = KIND_NAMES[kind] ?? `kind ${kind}`;
+    if (!this.accepted.includes(kind)) this.violation(`a ${name} frame is not expected here`);
     const max = maxBodyBytes(kind, this.maxValue);
-    if (len > max) this.violation(`frame kind ${kind} announces ${len} bytes, over its limit of ${max}`);
+    if (len > max) this.violation(`a ${name} frame announces ${len} bytes, over its limit of ${max}`);
     this.kind = kind;
     this.body = new Uint8Array(len);
     this.have = 0;

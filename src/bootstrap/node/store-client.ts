@@ -7,9 +7,9 @@ import * as net from 'node:net';
 import { WebcclError } from '../../core/errors.js';
 import {
   ACCEPTS, AUTH_FAIL_REASONS, MAX_KEY_BYTES, MAX_KEYS_FRAME_BYTES, MAX_VALUE_LIMIT, NO_DEADLINE, NONCE_BYTES, VERSION,
-  FrameParser, authPayload, checkSecrets, decode, encode, textBytes, type Message,
+  FrameParser, authPayload, decode, encode, textBytes, type Message,
 } from '../store-protocol.js';
-import { hostPort } from './store-server.js';
+import { checkSecrets, hostPort } from './store-server.js';
 
 export type StoreValue = Uint8Array | string;
 
@@ -176,12 +176,19 @@ export class StoreClient {
   /** Writes frames in order, holding further frames while the socket asks us to wait. */
   private send(frame: Uint8Array[]): void {
     this.outbox.push(frame);
+    this.flush();
+  }
+
+  private flush(): void {
     while (!this.blocked && this.outbox.length && !this.failure) {
       let ok = true;
       for (const part of this.outbox.shift()!) ok = this.socket.write(part);
       if (!ok) {
         this.blocked = true;
-        this.socket.once('drain', () => { this.blocked = false; this.send([]); });
+        this.socket.once('drain', () => {
+          this.blocked = false;
+          this.flush();
+        });
       }
     }
   }
@@ -228,7 +235,7 @@ export class StoreClient {
         else if (m.type === 'authOk' && snonce) {
           if (!timingSafeEqual(mac(authPayload('server', cnonce, o.jobId, snonce)), m.mac)) return refused('did not prove it holds the job token (wrong token or an impostor)');
           parser.accept(ACCEPTS.clientReady);
-          socket.removeAllListeners('close');
+          socket.removeListener('close', early);
           resolve((client = new StoreClient(socket, parser, o.where, o.timeoutMs, maxValue)));
         } else if (m.type === 'protocolError') finish(new WebcclError('PROTOCOL_ERROR', `store at ${o.where} hung up: ${m.message}`));
         else finish(new WebcclError('PROTOCOL_ERROR', `store at ${o.where} sent ${m.type} during the handshake`));
@@ -241,7 +248,8 @@ export class StoreClient {
           else finish(e as Error);
         }
       });
-      socket.on('close', () => finish(new Retry('the connection closed during the handshake')));
+      const early = () => finish(new Retry('the connection closed during the handshake'));
+      socket.on('close', early);
     });
   }
 }
@@ -253,7 +261,7 @@ function attempt(o: { host: string; port: number; token: Uint8Array; jobId: stri
     const timer = setTimeout(() => {
       socket.destroy();
       reject(new Retry(`no answer within the deadline`));
-    }, Math.max(1, deadline - Date.now()));
+    }, Math.min(Math.max(1, deadline - Date.now()), 0x7fffffff));
     socket.on('error', (e: NodeJS.ErrnoException) => {
       clearTimeout(timer);
       reject(new Retry(e.code ?? e.message));

@@ -8,8 +8,8 @@ import * as net from 'node:net';
 import { WebcclError } from '../../core/errors.js';
 import { log } from '../../core/log.js';
 import {
-  ACCEPTS, AUTH_FAIL_REASONS, MAX_VALUE_LIMIT, NO_DEADLINE, NONCE_BYTES, VERSION,
-  FrameParser, authPayload, checkSecrets, decode, encode, textBytes, type Message,
+  ACCEPTS, AUTH_FAIL_REASONS, MAX_JOB_ID_BYTES, MAX_VALUE_LIMIT, NO_DEADLINE, NONCE_BYTES, VERSION,
+  FrameParser, authPayload, decode, encode, textBytes, type Message,
 } from '../store-protocol.js';
 
 export interface StoreServerOptions {
@@ -51,6 +51,15 @@ interface Waiter {
   /** For a get: the key whose value answers it. */
   get?: string;
   timer?: ReturnType<typeof setTimeout>;
+}
+
+/** Checks the shared secret and job id at the API boundary; returns the token's bytes. */
+export function checkSecrets(token: string | Uint8Array, jobId: string): Uint8Array {
+  const t = typeof token === 'string' ? textBytes(token) : token;
+  if (!(t instanceof Uint8Array) || t.length === 0) throw new WebcclError('INVALID_ARGUMENT', 'store token must be a non-empty string or Uint8Array');
+  const j = typeof jobId === 'string' ? textBytes(jobId).length : 0;
+  if (j < 1 || j > MAX_JOB_ID_BYTES) throw new WebcclError('INVALID_ARGUMENT', `store jobId must be a string of 1..${MAX_JOB_ID_BYTES} UTF-8 bytes`);
+  return t;
 }
 
 const SAFE = BigInt(Number.MAX_SAFE_INTEGER);
@@ -159,11 +168,12 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   const table = new Table();
   const sockets = new Set<net.Socket>();
   const counts = { authenticated: 0, authFailures: 0, protocolErrors: 0 };
+  let label = hostPort(host, port); // the bound port once listening
   const mac = (payload: Uint8Array) => createHmac('sha256', token).update(payload).digest();
   const reject = (remote: string, kind: 'auth' | 'protocol', reason: string) => {
     counts[kind === 'auth' ? 'authFailures' : 'protocolErrors']++;
     if (options.onReject) options.onReject({ remote, kind, reason });
-    else log('WARN', `store ${hostPort(host, port)}: refused ${remote}: ${reason}`);
+    else log('WARN', `store ${label}: refused ${remote}: ${reason}`);
   };
 
   function serveConnection(socket: net.Socket): void {
@@ -176,7 +186,7 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     let paused = false;
 
     const send = (m: Message) => {
-      if (socket.destroyed) return;
+      if (socket.destroyed || socket.writableEnded) return;
       let ok = true;
       for (const part of encode(m)) ok = socket.write(part);
       // Backpressure: stop reading requests until the peer has taken our answers.
@@ -187,7 +197,10 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       }
     };
     const hangUp = () => {
+      clearTimeout(authTimer);
       parser.close();
+      for (const w of parked) table.finish(w);
+      parked.clear();
       socket.end();
       setTimeout(() => socket.destroy(), 1000).unref();
     };
@@ -252,8 +265,9 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     });
     server.listen({ host, port, exclusive: true }, () => resolve());
   });
-  server.on('error', (e) => log('WARN', `store ${hostPort(host, port)}: ${e.message}`));
   const bound = server.address() as net.AddressInfo;
+  label = hostPort(bound.address, bound.port);
+  server.on('error', (e) => log('WARN', `store ${label}: ${e.message}`));
   return {
     port: bound.port,
     address: bound.address,
