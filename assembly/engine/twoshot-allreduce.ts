@@ -1,27 +1,26 @@
 // Two-shot allReduce over shared memory: a reduce-scatter then an allgather, both by direct
-// reads of the peers' memory.
+// reads of the peers' own buffers.
 //
 // Step 1 is a handshake: every rank publishes its signature, including where its buffers
 // live. If every rank's input and output are in shared memory (comm.alloc), the op runs
-// zero-copy on the users' own buffers:
+// zero-copy on the users' buffers:
 //   A. rank i reduces segment i of every rank's input into segment i of its own output;
 //      post, wait for all;
 //   B. rank i copies segment j of rank j's output into its own, for every j ≠ i; post, wait
 //      for all (nobody may touch its buffers while a peer still reads them).
-// Otherwise the data is staged chunk by chunk through slots, two steps per chunk:
-//   A. copy the chunk into the slot; post, wait; reduce segment i of every slot into segment i
-//      of this rank's own slot (nobody else reads that segment of it during this step);
-//   B. post, wait; copy every rank's segment of the result out.
-// Per rank and chunk of C bytes, n ranks: C copied in, C read for the reduction, C/n written,
-// C copied out: ~(3 + 1/n)·C against (n + 2)·C for direct, and two synchronisations.
+// Per rank, n ranks, S bytes: reads S and writes S/n in A, copies (n−1)/n·S in B; 3 steps.
+// Otherwise the data must be copied through the slots anyway, and then the one-shot chunk
+// loop is faster: measured with plain TypedArrays, the two copies between a JS buffer and
+// shared memory (~10 GB/s each in V8) dominate, and staging the two-shot way only adds a
+// synchronisation per chunk. So after the handshake the op continues as direct allReduce.
 import {
-  D_IN, D_MODE, D_NRANKS, D_OUT, D_PHASE, D_RANK, D_STEP, D_STEPS_USED, D_SUB, D_SEQ,
-  S_IN, S_OUT, ST_DONE, commOf, field, setField, sigAddr, slotAddr,
+  D_BASE, D_COUNT, D_MODE, D_NRANKS, D_OUT, D_PHASE, D_RANK, D_STEPS_USED, D_SEQ,
+  S_IN, S_OUT, ST_DONE, commOf, field, setField, sigAddr,
 } from './layout';
 import { checkSignatures, post, stepNo, waitAll, writeSignature } from './sync';
-import { elemSize, reduceTable, setSource, stageIn, stageOut } from './stage';
-import { P_NEXT, P_OUT, P_POST, P_STAGE, P_WAIT, chunkLen, chunkOff, nextChunk, segStart, setPhase } from './step';
-import { D_COUNT, D_NCHUNKS } from './layout';
+import { elemSize, reduceTable, setSource } from './stage';
+import { P_OUT, P_STAGE, P_WAIT, segStart, setPhase } from './step';
+import { directAllReduce } from './direct-allreduce';
 
 const MODE_UNDECIDED: u32 = 0;
 const MODE_STAGED: u32 = 1;
@@ -93,61 +92,12 @@ function zeroCopy(desc: usize): i32 {
   return ST_DONE;
 }
 
-/** Staged: two steps per chunk through the slots. */
-function staged(desc: usize): i32 {
-  const comm = commOf(desc);
-  const n = field(desc, D_NRANKS);
-  const me = field(desc, D_RANK);
-  const es = elemSize(desc);
-  while (true) {
-    const s = field(desc, D_STEP);
-    const tA = stepNo(desc, 2 + 2 * s);
-    const tB = tA + 1;
-    const off = chunkOff(desc, s);
-    const len = chunkLen(desc, s);
-    let phase = field(desc, D_PHASE);
-    if (phase == P_STAGE) {
-      setPhase(desc, P_POST);
-      const r = stageIn(desc, off, len, slotAddr(comm, me, tA));
-      if (r != ST_DONE) return r;
-      phase = P_POST;
-    }
-    if (phase == P_POST) {
-      post(desc, tA);
-      setPhase(desc, (phase = P_WAIT));
-    }
-    if (phase == P_WAIT) {
-      const r = waitAll(desc, tA);
-      if (r != ST_DONE) return r;
-      const a = segStart(len, n, me);
-      const b = segStart(len, n, me + 1);
-      for (let i: u32 = 0; i < n; i++) setSource(desc, i, slotAddr(comm, i, tA) + <usize>a * es);
-      reduceTable(desc, n, slotAddr(comm, me, tA) + <usize>a * es, b - a);
-      post(desc, tB);
-      setPhase(desc, (phase = P_OUT));
-    }
-    if (phase == P_OUT) {
-      const r = waitAll(desc, tB);
-      if (r != ST_DONE) return r;
-      // Copy each rank's reduced segment out; D_SUB remembers how far we got across requests.
-      for (let j = field(desc, D_SUB); j < n; j++) {
-        const a = segStart(len, n, j);
-        const b = segStart(len, n, j + 1);
-        setField(desc, D_SUB, j + 1);
-        const q = stageOut(desc, off + a, b - a, slotAddr(comm, j, tA) + <usize>a * es);
-        if (q != ST_DONE) return q;
-      }
-      setPhase(desc, P_NEXT);
-    }
-    const r = nextChunk(desc, 2, 1);
-    if (r >= 0) return r;
-  }
-}
-
 export function twoshotAllReduce(desc: usize): i32 {
   if (field(desc, D_MODE) == MODE_UNDECIDED) {
     const r = handshake(desc);
     if (r != ST_DONE) return r;
+    // The handshake used the op's first step: the one-shot chunks start after it.
+    if (field(desc, D_MODE) == MODE_STAGED) setField(desc, D_BASE, field(desc, D_BASE) + 1);
   }
-  return field(desc, D_MODE) == MODE_ZERO_COPY ? zeroCopy(desc) : staged(desc);
+  return field(desc, D_MODE) == MODE_ZERO_COPY ? zeroCopy(desc) : directAllReduce(desc);
 }

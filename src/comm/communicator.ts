@@ -276,7 +276,8 @@ export class Communicator implements WorkDriver {
         this.writeDescriptor(q);
       }
       if (!this.runner.run(q, block, block ? this.ctx.spinPolls : this.ctx.tryPolls)) return false;
-      this.stepBase += this.runner.field(q.desc, D.STEPS_USED);
+      // An op's steps end at its (possibly advanced) base plus the steps it reports.
+      this.stepBase = this.runner.field(q.desc, D.BASE) + this.runner.field(q.desc, D.STEPS_USED);
       this.queue.shift();
       q.work.settle();
       this.counters.busyMs += q.work.durationMs;
