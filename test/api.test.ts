@@ -3,6 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { WebcclError } from '../src/core/errors.js';
 import * as ccl from '../src/index.js';
+import { createNode } from '../src/core/node.js';
+import { joinNode } from '../src/comm/context.js';
+import { Communicator } from '../src/comm/communicator.js';
 
 const code = (fn: () => unknown): string | undefined => {
   try {
@@ -95,6 +98,25 @@ describe('argument checks', () => {
     const [e] = await settleAll([w]);
     expect((e as WebcclError).code).toBe('ABORTED');
     expect(code(() => q.allReduce(new Float32Array(1)))).toBe('ABORTED');
+  });
+});
+
+describe('threads that may not block (a browser main thread)', () => {
+  it('complete collectives through Atomics.waitAsync while the thread stays free', async () => {
+    const node = createNode({ nranks: 2, slotBytes: 4096 });
+    const cs = [0, 1].map((r) => {
+      const ctx = joinNode(node, r, { spinUs: 0 });
+      ctx.canBlock = false;
+      return new Communicator(ctx, { timeoutMs: 20_000 });
+    });
+    const x = new Float32Array(5000).fill(1); // 20 kB: several 4 KiB chunks, several sleeps
+    const y = new Float32Array(5000).fill(2);
+    const done0 = cs[0].allReduce(x).wait(); // rank 1 has not joined: must not block
+    let ticked = false;
+    await new Promise((res) => setTimeout(() => res((ticked = true)), 10));
+    expect(ticked).toBe(true);
+    await Promise.all([done0, cs[1].allReduce(y).wait()]);
+    expect(x.every((v) => v === 3) && y.every((v) => v === 3)).toBe(true);
   });
 });
 

@@ -109,37 +109,51 @@ export class ShmRunner {
   }
 
   /**
-   * Sleeps on the doorbell until the step the loop waits for completes (or a slice ends).
-   * Registering as a sleeper before the last check is what makes the last poster ring.
+   * Registers as a sleeper and decides whether to sleep: returns the doorbell value to wait on
+   * and for how long, or null when the step completed meanwhile. Registering before the last
+   * check is what makes the last poster ring. The caller must call unregister() afterwards,
+   * whatever happens (the count is shared by every rank).
    */
-  private sleep(op: RunningOp): void {
+  private beforeSleep(op: RunningOp, now: number): { bell: number; ms: number } | null {
+    const { i32 } = this.views();
+    Atomics.add(i32, this.sleepers, 1);
+    const bell = Atomics.load(i32, this.doorbell);
+    if (this.allReached(i32[(op.desc + D.WAIT_VAL) >> 2])) return null;
+    return { bell, ms: Math.min(SLICE_MS, op.deadline - now) };
+  }
+
+  /** The time now, or a TIMEOUT error when the op's deadline has passed. */
+  private beforeDeadline(op: RunningOp): number {
     const now = performance.now();
     if (now >= op.deadline) throw this.timeout(op);
-    const { i32 } = this.views();
-    const t = i32[(op.desc + D.WAIT_VAL) >> 2];
-    Atomics.add(i32, this.sleepers, 1);
+    return now;
+  }
+
+  private unregister(): void {
+    Atomics.sub(this.i32, this.sleepers, 1);
+  }
+
+  /** Sleeps on the doorbell until the step the loop waits for completes (or a slice ends). */
+  private sleep(op: RunningOp): void {
+    const now = this.beforeDeadline(op);
     try {
-      const bell = Atomics.load(i32, this.doorbell);
-      if (!this.allReached(t)) Atomics.wait(i32, this.doorbell, bell, Math.min(SLICE_MS, op.deadline - now));
+      const s = this.beforeSleep(op, now);
+      if (s) Atomics.wait(this.i32, this.doorbell, s.bell, s.ms);
     } finally {
-      Atomics.sub(i32, this.sleepers, 1);
+      this.unregister();
     }
   }
 
   /** The same without blocking the thread (a browser's main thread may not block). */
   async sleepAsync(op: RunningOp): Promise<void> {
-    const now = performance.now();
-    if (now >= op.deadline) throw this.timeout(op);
-    const { i32 } = this.views();
-    const t = i32[(op.desc + D.WAIT_VAL) >> 2];
-    Atomics.add(i32, this.sleepers, 1);
+    const now = this.beforeDeadline(op);
     try {
-      const bell = Atomics.load(i32, this.doorbell);
-      if (this.allReached(t)) return;
-      const r = Atomics.waitAsync(i32, this.doorbell, bell, Math.min(SLICE_MS, op.deadline - now));
+      const s = this.beforeSleep(op, now);
+      if (!s) return;
+      const r = Atomics.waitAsync(this.i32, this.doorbell, s.bell, s.ms);
       if (r.async) await r.value;
     } finally {
-      Atomics.sub(i32, this.sleepers, 1);
+      this.unregister();
     }
   }
 
