@@ -5,7 +5,6 @@ import { DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE, type ReduceOp, parseDtype,
 import { WebcclError, fail } from '../core/errors.js';
 import { ABORT_REASON, ALGO, D, KIND, type Algo, type Kind, descOffset } from '../core/layout.js';
 import { envNumber } from '../core/config.js';
-import type { NodeHeap } from '../core/heap.js';
 import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../tuner/tuner.js';
 import { type Buf, type BufferArg, type TypedArray, overlaps, sameView, toBuf } from './buffers.js';
 import { Work, type WorkDriver } from './work.js';
@@ -62,7 +61,7 @@ export class Communicator implements WorkDriver {
   private readonly tuning: Tuning;
   private readonly timeoutMs: number;
 
-  constructor(private readonly ctx: RankContext, private readonly opts: CommunicatorOptions = {}) {
+  constructor(private readonly ctx: RankContext, opts: CommunicatorOptions = {}) {
     this.rank = ctx.rank;
     this.size = ctx.size;
     this.runner = new ShmRunner(ctx.core, ctx.comm, ctx.rank, ctx.size);
