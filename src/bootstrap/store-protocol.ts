@@ -107,7 +107,7 @@ const i64 = (n: bigint) => num(8, (v) => v.setBigInt64(0, n, true));
 const str = (s: string | Uint8Array) => { const b = typeof s === 'string' ? textBytes(s) : s; return [u16(b.length), b]; };
 const blob = (b: Uint8Array) => [u32(b.length), b];
 
-function concat(parts: Uint8Array[]): Uint8Array {
+export function concat(parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
   for (const p of parts) { out.set(p, at); at += p.length; }
@@ -165,7 +165,7 @@ export function authPayload(role: 'client' | 'server', first: Uint8Array, jobId:
 }
 
 /** Reads fields from one frame body; every read is bounds-checked. */
-class Cursor {
+export class Cursor {
   private at = 0;
   private readonly view: DataView;
   constructor(private readonly b: Uint8Array, private readonly what: string) {

@@ -1,0 +1,221 @@
+// The TCP transport's wire format, as pure functions (browser-safe, no node:): encode the
+// handshake and data frames, and FrameReader, a named-state loop that checks each frame's kind
+// and length before it allocates a byte; a data payload is written straight into the buffer the
+// matching receive posted. HMAC itself is computed by the caller over authPayload().
+//
+// Every frame: u8 kind | u32 body length (little-endian) | body. Connector C, acceptor A:
+//   C -> A  HELLO   magic "WCTP", u16 version, job id, u32 rank, u32 size, u16 channel, u16 nchannels, nonce
+//   A -> C  HELLO   the same fields for A (or REFUSE)
+//   C -> A  PROOF   HMAC(token, authPayload('connect', ...))   A checks it (or REFUSE)
+//   A -> C  PROOF   HMAC(token, authPayload('accept', ...))    C checks it
+// then DATA frames both ways: body = u32 comm | u32 seq | u32 step | payload.
+import { WebcclError } from '../../core/errors.js';
+import {
+  Cursor, MAC_BYTES, MAX_JOB_ID_BYTES, MAX_MESSAGE_BYTES, NONCE_BYTES, HEADER_BYTES,
+  concat, frame, protocolError, textBytes,
+} from '../../bootstrap/store-protocol.js';
+import type { Sink, Tag } from '../transport.js';
+
+export const MAGIC = 0x50544357; // "WCTP" read as a little-endian u32
+export const VERSION = 1;
+export const TAG_BYTES = 12;
+export const MAX_PAYLOAD_BYTES = 0xffffffff - TAG_BYTES;
+
+export const Kind = { hello: 1, proof: 2, refuse: 3, data: 16 } as const;
+const KIND_NAMES: Record<number, string> = { 1: 'HELLO', 2: 'PROOF', 3: 'REFUSE', 16: 'DATA' };
+
+/** Why a handshake was refused; each maps to the error code both sides raise. */
+export const Refusal = {
+  jobId: 1, token: 2, rank: 3, duplicate: 4, version: 5, world: 6,
+} as const;
+export type RefusalReason = (typeof Refusal)[keyof typeof Refusal];
+export const refusalCode = (r: number) => (r === Refusal.jobId || r === Refusal.token ? 'AUTH_FAILED' : 'PROTOCOL_ERROR');
+
+export interface Hello {
+  version: number;
+  jobId: string;
+  rank: number;
+  size: number;
+  channel: number;
+  nchannels: number;
+  nonce: Uint8Array;
+}
+
+export type Handshake =
+  | ({ type: 'hello' } & Hello)
+  | { type: 'proof'; mac: Uint8Array }
+  | { type: 'refuse'; reason: number; message: string };
+
+const num = (bytes: number, write: (v: DataView) => void) => {
+  const b = new Uint8Array(bytes);
+  write(new DataView(b.buffer));
+  return b;
+};
+const u8 = (n: number) => Uint8Array.of(n);
+const u16 = (n: number) => num(2, (v) => v.setUint16(0, n, true));
+const u32 = (n: number) => num(4, (v) => v.setUint32(0, n, true));
+const str = (b: Uint8Array) => [u16(b.length), b];
+
+export function encodeHandshake(m: Handshake): Uint8Array {
+  switch (m.type) {
+    case 'hello': return concat(frame(Kind.hello, [u32(MAGIC), u16(m.version), ...str(textBytes(m.jobId)), u32(m.rank), u32(m.size), u16(m.channel), u16(m.nchannels), m.nonce]));
+    case 'proof': return concat(frame(Kind.proof, [m.mac]));
+    case 'refuse': {
+      const text = textBytes(m.message.slice(0, MAX_MESSAGE_BYTES / 4));
+      return concat(frame(Kind.refuse, [u8(m.reason), ...str(text)]));
+    }
+  }
+}
+
+/** A data frame's header (kind, length, tag); the payload follows it on the wire uncopied. */
+export function encodeDataHeader(tag: Tag, length: number): Uint8Array {
+  if (length > MAX_PAYLOAD_BYTES) throw new WebcclError('INVALID_ARGUMENT', `a payload of ${length} bytes is over the frame limit of ${MAX_PAYLOAD_BYTES}`);
+  const b = new Uint8Array(HEADER_BYTES + TAG_BYTES);
+  const v = new DataView(b.buffer);
+  v.setUint8(0, Kind.data);
+  v.setUint32(1, TAG_BYTES + length, true);
+  v.setUint32(5, tag.comm, true);
+  v.setUint32(9, tag.seq, true);
+  v.setUint32(13, tag.step, true);
+  return b;
+}
+
+/** The bytes each side signs: its role, the peer's nonce, job, ranks, channel, its own nonce. */
+export function authPayload(role: 'connect' | 'accept', peerNonce: Uint8Array, jobId: string, connector: number, acceptor: number, channel: number, ownNonce: Uint8Array): Uint8Array {
+  return concat([textBytes(`webccl-tcp/${VERSION} ${role}`), peerNonce, ...str(textBytes(jobId)), u32(connector), u32(acceptor), u16(channel), ownNonce]);
+}
+
+function maxHandshakeBody(kind: number): number {
+  switch (kind) {
+    case Kind.hello: return 4 + 2 + 2 + MAX_JOB_ID_BYTES + 4 + 4 + 2 + 2 + NONCE_BYTES;
+    case Kind.proof: return MAC_BYTES;
+    case Kind.refuse: return 1 + 2 + MAX_MESSAGE_BYTES;
+    default: return -1;
+  }
+}
+
+export function decodeHandshake(kind: number, body: Uint8Array): Handshake {
+  const c = new Cursor(body, KIND_NAMES[kind] ?? `kind ${kind}`);
+  switch (kind) {
+    case Kind.hello: {
+      if (c.u32() !== MAGIC) protocolError('not a webccl transport peer (bad magic in HELLO)');
+      const version = c.u16();
+      if (version !== VERSION) return { type: 'hello', version, jobId: '', rank: 0, size: 0, channel: 0, nchannels: 0, nonce: new Uint8Array(0) };
+      return c.end({ type: 'hello', version, jobId: c.text(MAX_JOB_ID_BYTES, 'job id'), rank: c.u32(), size: c.u32(), channel: c.u16(), nchannels: c.u16(), nonce: c.bytes(NONCE_BYTES) });
+    }
+    case Kind.proof: return c.end({ type: 'proof', mac: c.bytes(MAC_BYTES) });
+    case Kind.refuse: return c.end({ type: 'refuse', reason: c.u8(), message: c.text(MAX_MESSAGE_BYTES, 'message') });
+    default: return protocolError(`unknown frame kind ${kind}`);
+  }
+}
+
+export interface ReaderEvents {
+  /** A whole handshake frame (only while the handshake is on). */
+  handshake(m: Handshake): void;
+  /** A data frame's tag and payload length: where to put it (may throw to end the link). */
+  data(tag: Tag, length: number): Sink;
+}
+
+/**
+ * Splits a byte stream into frames. Named states: `header` gathers 5 bytes and checks kind and
+ * length; `handshake` fills a small handshake body; `tag` gathers a data frame's 12-byte tag and
+ * asks where its payload goes; `payload` writes into that sink; `skip` discards a payload no
+ * receive can take; `closed` ignores everything (after a violation, or once the owner closes).
+ */
+export class FrameReader {
+  private state: 'header' | 'handshake' | 'tag' | 'payload' | 'skip' | 'closed' = 'header';
+  private readonly head = new Uint8Array(HEADER_BYTES + TAG_BYTES);
+  private have = 0;
+  private kind = 0;
+  private length = 0;
+  private into: Uint8Array = new Uint8Array(0);
+  private done: () => void = () => {};
+  private handshaking = true;
+
+  constructor(private readonly on: ReaderEvents) {}
+
+  /** The handshake is over: from the next frame on, only DATA is accepted. */
+  ready(): void {
+    this.handshaking = false;
+  }
+
+  close(): void {
+    this.state = 'closed';
+  }
+
+  /** Feeds bytes; throws PROTOCOL_ERROR (and closes) on a frame that breaks a limit. */
+  push(chunk: Uint8Array): void {
+    let at = 0;
+    while (at < chunk.length && this.state !== 'closed') {
+      const want = this.want();
+      const n = Math.min(want - this.have, chunk.length - at);
+      if (this.state === 'header' || this.state === 'tag') this.head.set(chunk.subarray(at, at + n), this.have);
+      else if (this.state !== 'skip') this.into.set(chunk.subarray(at, at + n), this.have);
+      this.have += n;
+      at += n;
+      if (this.have === want) this.step();
+    }
+  }
+
+  private want(): number {
+    switch (this.state) {
+      case 'header': return HEADER_BYTES;
+      case 'tag': return HEADER_BYTES + TAG_BYTES;
+      default: return this.length;
+    }
+  }
+
+  /** The current state's bytes are complete: move on. */
+  private step(): void {
+    const v = new DataView(this.head.buffer);
+    switch (this.state) {
+      case 'header': {
+        this.kind = this.head[0];
+        const len = v.getUint32(1, true);
+        const name = KIND_NAMES[this.kind] ?? `kind ${this.kind}`;
+        if (this.kind === Kind.data && !this.handshaking) {
+          if (len < TAG_BYTES) this.violation(`a DATA frame of ${len} bytes is shorter than its tag`);
+          this.state = 'tag';
+          this.length = len - TAG_BYTES;
+          return;
+        }
+        const max = this.handshaking ? maxHandshakeBody(this.kind) : -1;
+        if (max < 0) this.violation(`a ${name} frame is not expected ${this.handshaking ? 'during the handshake' : 'after it'}`);
+        if (len > max) this.violation(`a ${name} frame announces ${len} bytes, over its limit of ${max}`);
+        return this.begin('handshake', new Uint8Array(len), len);
+      }
+      case 'tag': {
+        const tag = { comm: v.getUint32(5, true), seq: v.getUint32(9, true), step: v.getUint32(13, true) };
+        const sink = this.on.data(tag, this.length);
+        if ('skip' in sink) return this.begin('skip', this.into, this.length);
+        this.done = sink.done;
+        return this.begin('payload', sink.into, this.length);
+      }
+      case 'handshake': {
+        const body = this.into;
+        this.begin('header', this.into, 0);
+        return this.on.handshake(decodeHandshake(this.kind, body));
+      }
+      case 'payload': {
+        const done = this.done;
+        this.begin('header', new Uint8Array(0), 0);
+        return done();
+      }
+      case 'skip': return this.begin('header', new Uint8Array(0), 0);
+    }
+  }
+
+  private begin(state: 'header' | 'handshake' | 'payload' | 'skip', into: Uint8Array, length: number): void {
+    this.state = state;
+    this.into = into;
+    this.length = length;
+    this.have = 0;
+    // An empty body is complete at once.
+    if (state !== 'header' && length === 0) this.step();
+  }
+
+  private violation(message: string): never {
+    this.state = 'closed';
+    return protocolError(message);
+  }
+}

@@ -1,0 +1,142 @@
+// The one interface algorithms use to move bytes between ranks, whatever carries them (shm,
+// tcp, ws), and Mailbox, the browser-safe matching of incoming payloads to posted receives that
+// every byte-stream transport shares. A message is named by a Tag (communicator, op sequence,
+// step), so many collectives can be in flight at once; a receive gets exactly its tag's payload
+// whatever order frames arrive in, and payloads that come first are held within hard limits.
+import { WebcclError } from '../core/errors.js';
+
+export interface Tag {
+  comm: number;
+  seq: number;
+  step: number;
+}
+
+export interface Transport {
+  readonly rank: number;
+  readonly size: number;
+  /** Resolves once `data` is handed to the wire; do not modify it before then. */
+  send(peer: number, tag: Tag, data: Uint8Array): Promise<void>;
+  /** Resolves once `into` holds the payload `peer` sent with `tag`; its length must match. */
+  recv(peer: number, tag: Tag, into: Uint8Array): Promise<void>;
+  /** Ends every link; pending and later operations fail with CONNECTION_CLOSED. */
+  close(): void;
+}
+
+export interface HoldLimits {
+  /** Most payloads held (arrived before their receive) per peer. */
+  maxHeldMessages: number;
+  /** Most bytes held per peer. */
+  maxHeldBytes: number;
+}
+
+export const DEFAULT_HOLD_LIMITS: HoldLimits = { maxHeldMessages: 1024, maxHeldBytes: 256 * 1024 * 1024 };
+
+const U32 = 0xffffffff;
+
+export function checkTag(tag: Tag): Tag {
+  for (const f of ['comm', 'seq', 'step'] as const) {
+    const v = tag?.[f];
+    if (!Number.isInteger(v) || v < 0 || v > U32) throw new WebcclError('INVALID_ARGUMENT', `tag.${f} must be an integer in 0..2^32-1, got ${v}`);
+  }
+  return tag;
+}
+
+export const tagKey = (t: Tag): string => `${t.comm}:${t.seq}:${t.step}`;
+const tagText = (t: Tag): string => `(comm ${t.comm}, seq ${t.seq}, step ${t.step})`;
+
+interface Posted {
+  into: Uint8Array;
+  resolve: () => void;
+  reject: (e: WebcclError) => void;
+}
+
+/** Where an arriving payload goes: `into` (then call done), or nowhere (skip its bytes). */
+export type Sink = { into: Uint8Array; done: () => void } | { skip: true };
+
+/** Matches one peer's payloads to receives by tag. */
+export class Mailbox {
+  private readonly posted = new Map<string, Posted[]>();
+  private readonly held = new Map<string, Uint8Array[]>();
+  private heldMessages = 0;
+  private heldBytes = 0;
+  private failure?: WebcclError;
+
+  constructor(private readonly peer: number, private readonly limits: HoldLimits = DEFAULT_HOLD_LIMITS) {}
+
+  /** Posts a receive: served at once from a held payload, else when the payload arrives. */
+  post(tag: Tag, into: Uint8Array): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    const key = tagKey(tag);
+    const early = shift(this.held, key);
+    if (early) {
+      this.heldMessages--;
+      this.heldBytes -= early.length;
+      if (early.length !== into.length) return Promise.reject(this.mismatch(tag, early.length, into.length));
+      into.set(early);
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => push(this.posted, key, { into, resolve, reject }));
+  }
+
+  /**
+   * A payload of `length` bytes for `tag` has begun to arrive: names where to write it. A
+   * length that differs from the posted receive fails that receive (and the bytes are skipped);
+   * a payload beyond the hold limits throws PROTOCOL_ERROR, which ends the link.
+   */
+  claim(tag: Tag, length: number): Sink {
+    const key = tagKey(tag);
+    const p = shift(this.posted, key);
+    if (p) {
+      if (p.into.length === length) return { into: p.into, done: p.resolve };
+      p.reject(this.mismatch(tag, length, p.into.length));
+      return { skip: true };
+    }
+    const { maxHeldMessages, maxHeldBytes } = this.limits;
+    if (this.heldMessages + 1 > maxHeldMessages || this.heldBytes + length > maxHeldBytes) {
+      throw new WebcclError('PROTOCOL_ERROR', `rank ${this.peer} sent ${length} bytes for ${tagText(tag)} with no receive posted, beyond the hold limits of ${maxHeldMessages} messages / ${maxHeldBytes} bytes`);
+    }
+    this.heldMessages++;
+    this.heldBytes += length;
+    const into = new Uint8Array(length);
+    return {
+      into,
+      done: () => {
+        const late = shift(this.posted, key); // posted while the payload was on its way
+        if (!late) return push(this.held, key, into);
+        this.heldMessages--;
+        this.heldBytes -= length;
+        if (late.into.length !== length) return late.reject(this.mismatch(tag, length, late.into.length));
+        late.into.set(into);
+        late.resolve();
+      },
+    };
+  }
+
+  /** Fails every posted receive, and every later one, with `e`; drops held payloads. */
+  fail(e: WebcclError): void {
+    if (this.failure) return;
+    this.failure = e;
+    for (const list of this.posted.values()) for (const p of list) p.reject(e);
+    this.posted.clear();
+    this.held.clear();
+    this.heldMessages = this.heldBytes = 0;
+  }
+
+  private mismatch(tag: Tag, got: number, want: number): WebcclError {
+    return new WebcclError('SIZE_MISMATCH', `rank ${this.peer} sent ${got} bytes for ${tagText(tag)}; the receive posted expects ${want}`, { peer: this.peer, got, want });
+  }
+}
+
+function shift<T>(m: Map<string, T[]>, key: string): T | undefined {
+  const list = m.get(key);
+  if (!list) return undefined;
+  const v = list.shift();
+  if (list.length === 0) m.delete(key);
+  return v;
+}
+
+function push<T>(m: Map<string, T[]>, key: string, v: T): void {
+  const list = m.get(key);
+  if (list) list.push(v);
+  else m.set(key, [v]);
+}

@@ -1,0 +1,137 @@
+// The TCP transport's wire format and tag matching, without sockets: frames round-trip whole
+// and one byte at a time, every limit is enforced before allocation, and Mailbox delivers each
+// tag's payload to its receive whatever the order, within its hold limits.
+import { describe, expect, it } from 'vitest';
+import { WebcclError } from '../src/core/errors.js';
+import { FrameReader, Kind, Refusal, VERSION, authPayload, encodeDataHeader, encodeHandshake, type Handshake } from '../src/transport/tcp/frame.js';
+import { Mailbox, type Sink, type Tag } from '../src/transport/transport.js';
+
+const nonce = new Uint8Array(32).fill(7);
+const hello: Handshake = { type: 'hello', version: VERSION, jobId: 'job-ü', rank: 3, size: 4, channel: 1, nchannels: 2, nonce };
+const proof: Handshake = { type: 'proof', mac: new Uint8Array(32).fill(9) };
+const refuse: Handshake = { type: 'refuse', reason: Refusal.token, message: 'token mismatch' };
+
+function reader(handshaking = true) {
+  const got: unknown[] = [];
+  const r = new FrameReader({
+    handshake: (m) => got.push(m),
+    data: (tag, length): Sink => {
+      const into = new Uint8Array(length);
+      return { into, done: () => got.push({ tag, data: into }) };
+    },
+  });
+  if (!handshaking) r.ready();
+  return { r, got };
+}
+
+function dataFrame(tag: Tag, payload: Uint8Array): Uint8Array {
+  const h = encodeDataHeader(tag, payload.length);
+  const b = new Uint8Array(h.length + payload.length);
+  b.set(h);
+  b.set(payload, h.length);
+  return b;
+}
+
+function code(f: () => unknown): string | undefined {
+  try { f(); } catch (e) { return WebcclError.is(e) ? e.code : 'other'; }
+  return undefined;
+}
+
+describe('tcp frames', () => {
+  it('round-trip handshake frames, whole and one byte at a time', () => {
+    for (const bytewise of [false, true]) {
+      const { r, got } = reader();
+      const bytes = [hello, proof, refuse].map(encodeHandshake);
+      for (const b of bytes) {
+        if (bytewise) for (const x of b) r.push(Uint8Array.of(x));
+        else r.push(b);
+      }
+      expect(got).toEqual([hello, proof, refuse]);
+    }
+  });
+
+  it('round-trip data frames (empty, small, 64 KiB), whole and one byte at a time', () => {
+    const payloads = [new Uint8Array(0), Uint8Array.of(1, 2, 3), new Uint8Array(65536).map((_, i) => i * 31)];
+    const frames = payloads.map((p, i) => dataFrame({ comm: i, seq: 0xffffffff, step: i + 7 }, p));
+    for (const bytewise of [false, true]) {
+      const { r, got } = reader(false);
+      const all = new Uint8Array(frames.reduce((n, f) => n + f.length, 0));
+      let at = 0;
+      for (const f of frames) { all.set(f, at); at += f.length; }
+      if (bytewise) for (let i = 0; i < all.length; i++) r.push(all.subarray(i, i + 1));
+      else r.push(all);
+      expect(got).toEqual(payloads.map((p, i) => ({ tag: { comm: i, seq: 0xffffffff, step: i + 7 }, data: p })));
+    }
+  });
+
+  it('refuses wrong kinds and over-long frames before allocating', () => {
+    const huge = Uint8Array.of(Kind.hello, 0xff, 0xff, 0xff, 0x7f);
+    expect(code(() => reader().r.push(huge))).toBe('PROTOCOL_ERROR');
+    expect(code(() => reader().r.push(dataFrame({ comm: 0, seq: 0, step: 0 }, Uint8Array.of(1))))).toBe('PROTOCOL_ERROR');
+    expect(code(() => reader(false).r.push(encodeHandshake(proof)))).toBe('PROTOCOL_ERROR');
+    expect(code(() => reader(false).r.push(Uint8Array.of(Kind.data, 3, 0, 0, 0)))).toBe('PROTOCOL_ERROR');
+    expect(code(() => reader().r.push(Uint8Array.of(99, 0, 0, 0, 0)))).toBe('PROTOCOL_ERROR');
+    const badMagic = encodeHandshake(hello);
+    badMagic[5] ^= 1;
+    expect(code(() => reader().r.push(badMagic))).toBe('PROTOCOL_ERROR');
+    const { r } = reader();
+    expect(code(() => r.push(huge))).toBe('PROTOCOL_ERROR');
+    expect(code(() => r.push(encodeHandshake(proof)))).toBeUndefined(); // closed: ignores the rest
+  });
+
+  it('signs role, nonces, job, ranks and channel', () => {
+    const a = authPayload('connect', nonce, 'j', 1, 0, 0, nonce);
+    expect(a).not.toEqual(authPayload('accept', nonce, 'j', 1, 0, 0, nonce));
+    expect(a).not.toEqual(authPayload('connect', nonce, 'j', 1, 0, 1, nonce));
+    expect(a).not.toEqual(authPayload('connect', nonce, 'k', 1, 0, 0, nonce));
+  });
+});
+
+describe('Mailbox', () => {
+  const t = (seq: number, step = 0): Tag => ({ comm: 1, seq, step });
+  const deliver = (box: Mailbox, tag: Tag, bytes: number[]) => {
+    const s = box.claim(tag, bytes.length);
+    if ('skip' in s) return false;
+    s.into.set(bytes);
+    s.done();
+    return true;
+  };
+
+  it('matches by tag in either order', async () => {
+    const box = new Mailbox(2);
+    const a = new Uint8Array(2);
+    const b = new Uint8Array(2);
+    const pa = box.post(t(1), a);
+    deliver(box, t(2), [3, 4]); // before its receive
+    deliver(box, t(1), [1, 2]); // after its receive
+    await pa;
+    await box.post(t(2), b);
+    expect([...a, ...b]).toEqual([1, 2, 3, 4]);
+  });
+
+  it('fails a receive whose payload has another length, either order', async () => {
+    const box = new Mailbox(2);
+    const p = box.post(t(1), new Uint8Array(4));
+    expect(deliver(box, t(1), [1, 2])).toBe(false);
+    await expect(p).rejects.toMatchObject({ code: 'SIZE_MISMATCH' });
+    deliver(box, t(2), [1, 2]);
+    await expect(box.post(t(2), new Uint8Array(3))).rejects.toMatchObject({ code: 'SIZE_MISMATCH' });
+  });
+
+  it('holds early payloads only within its limits', () => {
+    const box = new Mailbox(0, { maxHeldMessages: 2, maxHeldBytes: 10 });
+    deliver(box, t(1), [1]);
+    expect(code(() => box.claim(t(2), 10))).toBe('PROTOCOL_ERROR');
+    deliver(box, t(2), [1]);
+    expect(code(() => box.claim(t(3), 1))).toBe('PROTOCOL_ERROR');
+  });
+
+  it('fails pending and later receives with one error', async () => {
+    const box = new Mailbox(0);
+    const p = box.post(t(1), new Uint8Array(1));
+    const e = new WebcclError('CONNECTION_CLOSED', 'gone');
+    box.fail(e);
+    await expect(p).rejects.toBe(e);
+    await expect(box.post(t(2), new Uint8Array(1))).rejects.toBe(e);
+  });
+});
