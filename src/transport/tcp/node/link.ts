@@ -1,0 +1,171 @@
+// One TCP connection of the mesh (Node only): the handshake of frame.ts from either end, with
+// mutual HMAC proof of the job's token before any data frame is accepted, then ordered writes
+// that honour backpressure (a write that returns false waits for 'drain' before the next).
+// A refused handshake is a WebcclError on this side and a REFUSE frame naming it on the other.
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type * as net from 'node:net';
+import { WebcclError } from '../../../core/errors.js';
+import { NONCE_BYTES } from '../../../bootstrap/store-protocol.js';
+import type { Sink, Tag } from '../../transport.js';
+import {
+  FrameReader, Refusal, VERSION, authPayload, encodeDataHeader, encodeHandshake, refusalCode,
+  type Handshake, type Hello,
+} from '../frame.js';
+
+export interface Identity {
+  jobId: string;
+  token: Uint8Array;
+  rank: number;
+  size: number;
+  nchannels: number;
+}
+
+const REFUSAL_TEXT: Record<number, string> = {
+  [Refusal.jobId]: 'job id mismatch', [Refusal.token]: 'token mismatch (the HMAC proof did not verify)',
+  [Refusal.rank]: 'rank not expected', [Refusal.duplicate]: 'duplicate connection',
+  [Refusal.version]: 'protocol version mismatch', [Refusal.world]: 'world size or channel count mismatch',
+};
+
+class Refused extends Error {
+  constructor(readonly reason: number, readonly detail: string) {
+    super(detail);
+  }
+}
+
+/** An authenticated connection to `peer` on `channel`. */
+export class Link {
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(readonly socket: net.Socket, readonly reader: FrameReader, readonly peer: number, readonly channel: number) {}
+
+  /** Writes one data frame after those before it; resolves once the socket has taken it. */
+  write(tag: Tag, payload: Uint8Array): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.queue = this.queue.then(async () => {
+        const s = this.socket;
+        if (s.destroyed) return reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
+        s.write(encodeDataHeader(tag, payload.length));
+        const ok = s.write(payload, (err) => (err ? reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`)) : resolve()));
+        if (!ok && !s.destroyed) {
+          await new Promise<void>((r) => {
+            const go = () => { s.off('drain', go); s.off('close', go); r(); };
+            s.on('drain', go);
+            s.on('close', go);
+          });
+        }
+      });
+    });
+  }
+}
+
+/** What the transport tells a link: who may connect, where data goes, whom to tell of a break. */
+export interface Hooks {
+  /** Why `peer` may not connect on `channel` ('duplicate', or another reason), or undefined. */
+  admit(peer: number, channel: number): string | undefined;
+  sink(peer: number, tag: Tag, length: number): Sink;
+  broken(peer: number, e: WebcclError): void;
+}
+
+/**
+ * Runs the handshake on a fresh socket. `expect` is the peer we dialled (connector) or
+ * undefined (acceptor, which learns the peer from HELLO and asks `admit`). Resolves with the
+ * Link, whose data then flows to hooks.sink and whose failure goes to hooks.broken; rejects with
+ * AUTH_FAILED / PROTOCOL_ERROR / CONNECTION_CLOSED / CONNECT_FAILED, after telling the peer why.
+ */
+export function handshake(socket: net.Socket, id: Identity, expect: { peer: number; channel: number } | undefined, hooks: Hooks, timeoutMs: number): Promise<Link> {
+  const admit = hooks.admit;
+  const connector = expect !== undefined;
+  const nonce = randomBytes(NONCE_BYTES);
+  const mac = (p: Uint8Array) => createHmac('sha256', id.token).update(p).digest();
+  const own = (channel: number): Hello => ({ version: VERSION, jobId: id.jobId, rank: id.rank, size: id.size, channel, nchannels: id.nchannels, nonce });
+  let peer: Hello | undefined;
+  const who = () => (peer ? `rank ${peer.rank} (channel ${peer.channel})` : expect ? `rank ${expect.peer} (channel ${expect.channel})` : 'a peer');
+  const signs = (role: 'connect' | 'accept', p: Hello) => {
+    const [c, a] = connector ? [id.rank, p.rank] : [p.rank, id.rank];
+    return role === (connector ? 'connect' : 'accept') ? mac(authPayload(role, p.nonce, id.jobId, c, a, p.channel, nonce)) : mac(authPayload(role, nonce, id.jobId, c, a, p.channel, p.nonce));
+  };
+
+  return new Promise<Link>((resolve, reject) => {
+    let finished = false;
+    let linked = false; // the handshake succeeded: failures now break the link
+    const finish = (e?: WebcclError, link?: Link) => {
+      if (finished) return;
+      finished = true;
+      clearTimeout(timer);
+      if (e) {
+        reader.close();
+        socket.destroy();
+        reject(e);
+      } else resolve(link!);
+    };
+    const refuse = (reason: number, detail: string) => {
+      if (!socket.destroyed) socket.end(encodeHandshake({ type: 'refuse', reason, message: `${REFUSAL_TEXT[reason]}: ${detail}` }));
+      finished = true; // the socket ends gracefully so the REFUSE reaches the peer
+      clearTimeout(timer);
+      reader.close();
+      setTimeout(() => socket.destroy(), 1000).unref();
+      reject(new WebcclError(refusalCode(reason), `refused ${who()}: ${REFUSAL_TEXT[reason]}: ${detail}`, { peer: peer?.rank, reason }));
+    };
+    const checkHello = (h: Hello): void => {
+      peer = h;
+      if (h.version !== VERSION) throw new Refused(Refusal.version, `we speak version ${VERSION}, the peer ${h.version}`);
+      if (h.jobId !== id.jobId) throw new Refused(Refusal.jobId, `expected job "${id.jobId}", got "${h.jobId}"`);
+      if (h.size !== id.size || h.nchannels !== id.nchannels) throw new Refused(Refusal.world, `we have size ${id.size} x ${id.nchannels} channels, the peer ${h.size} x ${h.nchannels}`);
+      if (connector && (h.rank !== expect.peer || h.channel !== expect.channel)) throw new Refused(Refusal.rank, `dialled rank ${expect.peer} channel ${expect.channel}, reached rank ${h.rank} channel ${h.channel}`);
+      if (!connector) {
+        if (h.channel >= id.nchannels) throw new Refused(Refusal.rank, `channel ${h.channel} is not in 0..${id.nchannels - 1}`);
+        const why = admit(h.rank, h.channel);
+        if (why) throw new Refused(why === 'duplicate' ? Refusal.duplicate : Refusal.rank, `rank ${h.rank} channel ${h.channel}: ${why}`);
+      }
+    };
+    const onFrame = (m: Handshake): void => {
+      if (m.type === 'refuse') {
+        return finish(new WebcclError(refusalCode(m.reason), `${who()} refused the connection: ${m.message}`, { peer: peer?.rank ?? expect?.peer, reason: m.reason }));
+      }
+      if (!peer) {
+        if (m.type !== 'hello') throw new WebcclError('PROTOCOL_ERROR', `${m.type} before HELLO`);
+        checkHello(m);
+        if (connector) socket.write(encodeHandshake({ type: 'proof', mac: signs('connect', m) }));
+        else socket.write(encodeHandshake({ type: 'hello', ...own(m.channel) }));
+        return;
+      }
+      if (m.type !== 'proof') throw new WebcclError('PROTOCOL_ERROR', `a second HELLO from ${who()}`);
+      if (!timingSafeEqual(m.mac, signs(connector ? 'accept' : 'connect', peer))) throw new Refused(Refusal.token, `${who()} did not prove the job's token`);
+      if (!connector) {
+        const why = admit(peer.rank, peer.channel);
+        if (why) throw new Refused(Refusal.duplicate, `rank ${peer.rank} channel ${peer.channel}: ${why}`);
+        socket.write(encodeHandshake({ type: 'proof', mac: signs('accept', peer) }));
+      }
+      reader.ready();
+      linked = true;
+      finish(undefined, new Link(socket, reader, peer.rank, peer.channel));
+    };
+    const reader = new FrameReader({
+      handshake: onFrame,
+      data: (tag, length) => hooks.sink(peer!.rank, tag, length),
+    });
+    const onData = (chunk: Buffer) => {
+      try {
+        reader.push(chunk);
+      } catch (e) {
+        if (e instanceof Refused) return refuse(e.reason, e.detail);
+        const err = WebcclError.is(e) ? e : new WebcclError('PROTOCOL_ERROR', String(e));
+        const wrapped = new WebcclError(err.code, `${linked ? 'link to' : 'handshake with'} ${who()}: ${err.message}`, { peer: peer?.rank });
+        if (!linked) return finish(wrapped);
+        reader.close();
+        socket.destroy();
+        hooks.broken(peer!.rank, wrapped);
+      }
+    };
+    const onClose = () => {
+      const e = new WebcclError('CONNECTION_CLOSED', `${who()} closed the connection${linked ? '' : ' during the handshake'}`, { peer: peer?.rank });
+      if (linked) hooks.broken(peer!.rank, e);
+      else finish(e);
+    };
+    const timer = setTimeout(() => finish(new WebcclError('CONNECT_FAILED', `no handshake with ${who()} within ${timeoutMs} ms`)), Math.max(1, Math.min(timeoutMs, 0x7fffffff)));
+    socket.on('data', onData);
+    socket.on('close', onClose);
+    socket.on('error', () => {}); // 'close' follows
+    if (connector) socket.write(encodeHandshake({ type: 'hello', ...own(expect.channel) }));
+  });
+}

@@ -1,0 +1,225 @@
+// TcpTransport (Node only): the Transport interface over a full mesh of TCP connections,
+// `nchannels` per pair of ranks. listen() binds (loopback unless told otherwise) and starts
+// answering handshakes; connect(addresses) dials every lower rank on each channel and waits for
+// every higher rank to dial in. Data frames of a tag always ride one channel (chosen from the
+// tag, so tags spread over channels and one tag keeps its order). A broken link fails every
+// pending and later send and recv with one error, and closes the mesh (as Gloo's pair does).
+import * as net from 'node:net';
+import { WebcclError } from '../../../core/errors.js';
+import { log } from '../../../core/log.js';
+import { checkSecrets, hostPort } from '../../../bootstrap/node/store-server.js';
+import { DEFAULT_HOLD_LIMITS, Mailbox, checkTag, type HoldLimits, type Tag, type Transport } from '../../transport.js';
+import { handshake, type Hooks, type Identity, type Link } from './link.js';
+
+export interface Address {
+  host: string;
+  port: number;
+}
+
+export interface TcpTransportOptions {
+  rank: number;
+  size: number;
+  jobId: string;
+  token: string | Uint8Array;
+  /** Connections per pair of ranks (default 1). */
+  nchannels?: number;
+  /** Interface to listen on (default 127.0.0.1; '::1' for IPv6 loopback). */
+  host?: string;
+  /** 0 (default) picks a free port. */
+  port?: number;
+  /** Deadline for the whole mesh, and for each handshake (default 30 s). */
+  timeoutMs?: number;
+  /** Payloads that arrive before their receive are held within these limits (per peer). */
+  limits?: HoldLimits;
+  /** Called for each refused incoming connection; without it, refusals are logged at WARN. */
+  onReject?: (e: WebcclError, remote: string) => void;
+}
+
+const bad = (message: string) => new WebcclError('INVALID_ARGUMENT', message);
+
+export class TcpTransport implements Transport {
+  readonly rank: number;
+  readonly size: number;
+  /** The bound listen address; publish it to the other ranks. */
+  address: Address = { host: '', port: 0 };
+  private readonly id: Identity;
+  private readonly timeoutMs: number;
+  /** links[peer][channel] */
+  private readonly links: (Link | undefined)[][];
+  private readonly boxes: Mailbox[];
+  private readonly server: net.Server;
+  private readonly sockets = new Set<net.Socket>();
+  private readonly sending = new Set<(e: WebcclError) => void>();
+  private readonly rejections: WebcclError[] = [];
+  private failure?: WebcclError;
+  private waitIncoming?: () => void;
+
+  private constructor(private readonly o: TcpTransportOptions) {
+    const nchannels = o.nchannels ?? 1;
+    if (!Number.isInteger(o.size) || o.size < 1) throw bad(`size must be a positive integer, got ${o.size}`);
+    if (!Number.isInteger(o.rank) || o.rank < 0 || o.rank >= o.size) throw bad(`rank ${o.rank} is not in 0..${o.size - 1}`);
+    if (!Number.isInteger(nchannels) || nchannels < 1 || nchannels > 64) throw bad(`nchannels must be in 1..64, got ${nchannels}`);
+    this.rank = o.rank;
+    this.size = o.size;
+    this.timeoutMs = o.timeoutMs ?? 30_000;
+    this.id = { jobId: o.jobId, token: checkSecrets(o.token, o.jobId), rank: o.rank, size: o.size, nchannels };
+    this.links = Array.from({ length: o.size }, () => new Array<Link | undefined>(nchannels).fill(undefined));
+    this.boxes = Array.from({ length: o.size }, (_, p) => new Mailbox(p, o.limits ?? DEFAULT_HOLD_LIMITS));
+    this.server = net.createServer((s) => this.accept(s));
+  }
+
+  /** Binds the listener and starts answering handshakes. */
+  static async listen(o: TcpTransportOptions): Promise<TcpTransport> {
+    const t = new TcpTransport(o);
+    const host = o.host ?? '127.0.0.1';
+    const port = o.port ?? 0;
+    await new Promise<void>((resolve, reject) => {
+      t.server.once('error', (e: NodeJS.ErrnoException) => {
+        const where = hostPort(host, port);
+        if (e.code === 'EADDRINUSE') reject(new WebcclError('ADDRESS_IN_USE', `rank ${o.rank} cannot listen on ${where}: address already in use`, { host, port }));
+        else reject(new WebcclError('INVALID_ARGUMENT', `rank ${o.rank} cannot listen on ${where}: ${e.code ?? e.message}`, { host, port }));
+      });
+      t.server.listen({ host, port, exclusive: true }, () => resolve());
+    });
+    const a = t.server.address() as net.AddressInfo;
+    t.address = { host: a.address, port: a.port };
+    t.server.on('error', (e) => log('WARN', `rank ${o.rank} listener: ${e.message}`));
+    return t;
+  }
+
+  /** Builds the mesh: dials lower ranks, waits for higher ones. `addresses[r]` is rank r's. */
+  async connect(addresses: Address[]): Promise<void> {
+    if (!Array.isArray(addresses) || addresses.length !== this.size) throw bad(`connect needs ${this.size} addresses, got ${addresses?.length}`);
+    const deadline = Date.now() + this.timeoutMs;
+    const dials: Promise<void>[] = [];
+    for (let p = 0; p < this.rank; p++) {
+      for (let c = 0; c < this.id.nchannels; c++) dials.push(this.dial(p, c, addresses[p], deadline));
+    }
+    const incoming = new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (this.failure) return reject(this.failure);
+        if (this.missing().length === 0) return resolve();
+      };
+      this.waitIncoming = check;
+      const timer = setTimeout(() => {
+        const last = this.rejections.at(-1);
+        reject(new WebcclError('CONNECT_FAILED', `rank ${this.rank}: ranks ${this.missing().join(', ')} did not connect within ${this.timeoutMs} ms${last ? ` (last refusal: ${last.message})` : ''}`, { missing: this.missing() }));
+      }, Math.max(1, deadline - Date.now()));
+      timer.unref?.();
+      check();
+    });
+    try {
+      await Promise.all([...dials, incoming]);
+    } catch (e) {
+      this.fail(e as WebcclError);
+      throw e;
+    } finally {
+      this.waitIncoming = undefined;
+    }
+  }
+
+  send(peer: number, tag: Tag, data: Uint8Array): Promise<void> {
+    const link = this.route(peer, tag, data);
+    if (this.failure) return Promise.reject(this.failure);
+    let rejectSend!: (e: WebcclError) => void;
+    const failed = new Promise<never>((_, reject) => { rejectSend = reject; });
+    this.sending.add(rejectSend);
+    return Promise.race([link.write(tag, data), failed]).finally(() => this.sending.delete(rejectSend));
+  }
+
+  recv(peer: number, tag: Tag, into: Uint8Array): Promise<void> {
+    this.route(peer, tag, into);
+    return this.boxes[peer].post(tag, into);
+  }
+
+  close(): void {
+    this.fail(new WebcclError('CONNECTION_CLOSED', `rank ${this.rank}: transport closed`));
+  }
+
+  /** The ranks whose links are not all up yet. */
+  private missing(): number[] {
+    return this.links.flatMap((ls, p) => (p !== this.rank && ls.some((l) => !l) ? [p] : []));
+  }
+
+  private route(peer: number, tag: Tag, data: Uint8Array): Link {
+    if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) throw bad(`peer ${peer} is not another rank in 0..${this.size - 1}`);
+    if (!(data instanceof Uint8Array)) throw bad('data must be a Uint8Array');
+    checkTag(tag);
+    const c = (tag.seq + tag.step) % this.id.nchannels;
+    const link = this.links[peer][c];
+    if (!link && !this.failure) throw new WebcclError('NOT_INITIALIZED', `rank ${this.rank} has no link to rank ${peer} yet (call connect first)`);
+    return link!;
+  }
+
+  private hooks: Hooks = {
+    admit: (peer, channel) => {
+      if (peer <= this.rank || peer >= this.size) return `rank ${this.rank} accepts ranks ${this.rank + 1}..${this.size - 1} only`;
+      return this.links[peer][channel] ? 'duplicate' : undefined;
+    },
+    sink: (peer, tag, length) => this.boxes[peer].claim(tag, length),
+    broken: (peer, e) => this.fail(new WebcclError(e.code, `rank ${this.rank}: ${e.message}`, { peer })),
+  };
+
+  private async dial(peer: number, channel: number, a: Address, deadline: number): Promise<void> {
+    for (let delay = 20; ; delay = Math.min(delay * 2, 500)) {
+      if (this.failure) throw this.failure;
+      const socket = this.track(net.connect({ host: a.host, port: a.port }));
+      socket.setNoDelay(true);
+      const up = await new Promise<string | undefined>((resolve) => {
+        socket.once('connect', () => resolve(undefined));
+        socket.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
+      });
+      if (up === undefined) {
+        const link = await handshake(socket, this.id, { peer, channel }, this.hooks, Math.max(1, deadline - Date.now()));
+        return this.attach(link);
+      }
+      socket.destroy();
+      const left = deadline - Date.now();
+      if (left <= 0) throw new WebcclError('CONNECT_FAILED', `rank ${this.rank} could not reach rank ${peer} at ${hostPort(a.host, a.port)} (last: ${up})`, { peer });
+      await new Promise((r) => setTimeout(r, Math.min(delay, left)));
+    }
+  }
+
+  private accept(socket: net.Socket): void {
+    if (this.failure) return void socket.destroy();
+    this.track(socket);
+    socket.setNoDelay(true);
+    const remote = hostPort(socket.remoteAddress ?? '?', socket.remotePort ?? 0);
+    handshake(socket, this.id, undefined, this.hooks, this.timeoutMs).then(
+      (link) => this.attach(link),
+      (e: WebcclError) => {
+        this.rejections.push(e);
+        if (this.o.onReject) this.o.onReject(e, remote);
+        else log('WARN', `rank ${this.rank}: refused ${remote}: ${e.message}`);
+      },
+    );
+  }
+
+  private track(socket: net.Socket): net.Socket {
+    this.sockets.add(socket);
+    socket.once('close', () => this.sockets.delete(socket));
+    return socket;
+  }
+
+  private attach(link: Link): void {
+    if (this.failure || this.links[link.peer][link.channel]) {
+      link.socket.destroy();
+      return;
+    }
+    this.links[link.peer][link.channel] = link;
+    this.waitIncoming?.();
+  }
+
+  /** Fails every pending and later operation with `e`, and closes every link. */
+  private fail(e: WebcclError): void {
+    if (this.failure) return;
+    this.failure = e;
+    for (const box of this.boxes) box.fail(e);
+    for (const reject of this.sending) reject(e);
+    this.sending.clear();
+    for (const ls of this.links) for (const l of ls) l?.reader.close();
+    for (const s of this.sockets) s.destroy();
+    this.server.close();
+    this.waitIncoming?.();
+  }
+}
