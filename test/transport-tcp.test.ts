@@ -131,6 +131,18 @@ describe('TcpTransport', () => {
     expect(got[0]).toBe(5);
   });
 
+  it('refuses a peer that sends data before the handshake, or a huge HELLO', async () => {
+    const rejects: WebcclError[] = [];
+    const t0 = await listen(0, 2, { onReject: (e) => rejects.push(e) });
+    for (const bytes of [Uint8Array.of(16, 0, 0, 0, 1), Uint8Array.of(1, 0xff, 0xff, 0xff, 0xff)]) {
+      const s = net.connect(t0.address);
+      s.on('error', () => {});
+      s.write(bytes);
+      await new Promise((r) => s.once('close', r));
+    }
+    expect(rejects.map((e) => e.code)).toEqual(['PROTOCOL_ERROR', 'PROTOCOL_ERROR']);
+  });
+
   it('reports a port in use', async () => {
     const t = await listen(0, 1);
     await expect(listen(0, 1, { port: t.address.port })).rejects.toMatchObject({ code: 'ADDRESS_IN_USE' });

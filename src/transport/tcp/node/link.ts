@@ -26,6 +26,9 @@ const REFUSAL_TEXT: Record<number, string> = {
   [Refusal.version]: 'protocol version mismatch', [Refusal.world]: 'world size or channel count mismatch',
 };
 
+/** Payloads up to this size are copied behind their header and written once. */
+const SMALL = 16 * 1024;
+
 class Refused extends Error {
   constructor(readonly reason: number, readonly detail: string) {
     super(detail);
@@ -44,8 +47,14 @@ export class Link {
       this.queue = this.queue.then(async () => {
         const s = this.socket;
         if (s.destroyed) return reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
-        s.write(encodeDataHeader(tag, payload.length));
-        const ok = s.write(payload, (err) => (err ? reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`)) : resolve()));
+        const header = encodeDataHeader(tag, payload.length);
+        let bytes = payload;
+        if (payload.length <= SMALL) {
+          bytes = new Uint8Array(header.length + payload.length); // one write for a small frame
+          bytes.set(header);
+          bytes.set(payload, header.length);
+        } else s.write(header);
+        const ok = s.write(bytes, (err) => (err ? reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`)) : resolve()));
         if (!ok && !s.destroyed) {
           await new Promise<void>((r) => {
             const go = () => { s.off('drain', go); s.off('close', go); r(); };
@@ -109,7 +118,7 @@ export function handshake(socket: net.Socket, id: Identity, expect: { peer: numb
     const checkHello = (h: Hello): void => {
       peer = h;
       if (h.version !== VERSION) throw new Refused(Refusal.version, `we speak version ${VERSION}, the peer ${h.version}`);
-      if (h.jobId !== id.jobId) throw new Refused(Refusal.jobId, `expected job "${id.jobId}", got "${h.jobId}"`);
+      if (h.jobId !== id.jobId) throw new Refused(Refusal.jobId, `job "${h.jobId}" is not the job here`);
       if (h.size !== id.size || h.nchannels !== id.nchannels) throw new Refused(Refusal.world, `we have size ${id.size} x ${id.nchannels} channels, the peer ${h.size} x ${h.nchannels}`);
       if (connector && (h.rank !== expect.peer || h.channel !== expect.channel)) throw new Refused(Refusal.rank, `dialled rank ${expect.peer} channel ${expect.channel}, reached rank ${h.rank} channel ${h.channel}`);
       if (!connector) {

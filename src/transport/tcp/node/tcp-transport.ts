@@ -95,17 +95,17 @@ export class TcpTransport implements Transport {
     for (let p = 0; p < this.rank; p++) {
       for (let c = 0; c < this.id.nchannels; c++) dials.push(this.dial(p, c, addresses[p], deadline));
     }
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const incoming = new Promise<void>((resolve, reject) => {
       const check = () => {
         if (this.failure) return reject(this.failure);
         if (this.missing().length === 0) return resolve();
       };
       this.waitIncoming = check;
-      const timer = setTimeout(() => {
+      timer = setTimeout(() => {
         const last = this.rejections.at(-1);
         reject(new WebcclError('CONNECT_FAILED', `rank ${this.rank}: ranks ${this.missing().join(', ')} did not connect within ${this.timeoutMs} ms${last ? ` (last refusal: ${last.message})` : ''}`, { missing: this.missing() }));
       }, Math.max(1, deadline - Date.now()));
-      timer.unref?.();
       check();
     });
     try {
@@ -114,6 +114,7 @@ export class TcpTransport implements Transport {
       this.fail(e as WebcclError);
       throw e;
     } finally {
+      clearTimeout(timer);
       this.waitIncoming = undefined;
     }
   }
