@@ -8,18 +8,12 @@ import { StoreClient, type StoreClientOptions } from '../src/bootstrap/node/stor
 import { startStoreServer, type StoreServer, type StoreServerOptions } from '../src/bootstrap/node/store-server.js';
 import { ACCEPTS, FrameParser, Kind, authPayload, decode, encode, type Message } from '../src/bootstrap/store-protocol.js';
 import { WebcclError } from '../src/core/errors.js';
+import { canListen } from './helpers/net.js';
 
 const TOKEN = 'test-token';
 const JOB = 'job-7';
 const text = (b: Uint8Array | null) => (b === null ? null : new TextDecoder().decode(b));
 
-async function canListen(host: string): Promise<boolean> {
-  const s = net.createServer();
-  return new Promise((resolve) => {
-    s.once('error', () => resolve(false));
-    s.listen(0, host, () => s.close(() => resolve(true)));
-  });
-}
 const hasIPv6 = await canListen('::1');
 if (!hasIPv6) console.warn('bootstrap-store: no IPv6 loopback (::1) on this machine; skipping the IPv6 store tests');
 

@@ -6,19 +6,13 @@ import * as net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebcclError } from '../src/core/errors.js';
 import { TcpTransport, type TcpTransportOptions } from '../src/transport/tcp/node/tcp-transport.js';
+import { canListen } from './helpers/net.js';
 
 const JOB = 'job-tcp';
 const TOKEN = 'secret';
 const open: TcpTransport[] = [];
 afterEach(() => open.splice(0).forEach((t) => t.close()));
 
-async function canListen(host: string): Promise<boolean> {
-  const s = net.createServer();
-  return new Promise((resolve) => {
-    s.once('error', () => resolve(false));
-    s.listen(0, host, () => s.close(() => resolve(true)));
-  });
-}
 const hasIPv6 = await canListen('::1');
 if (!hasIPv6) console.warn('transport-tcp: no IPv6 loopback (::1) on this machine; skipping the IPv6 test');
 
