@@ -8,4 +8,4 @@ export function heapBase(): usize {
   return __heap_base;
 }
 export { advance } from './engine/run';
-export { spinProbe } from './engine/sync';
+export { spinProbe, stepReached } from './engine/sync';

@@ -108,6 +108,11 @@ export function checkSignatures(desc: usize): i32 {
   return ST_DONE;
 }
 
+/** Whether every rank has posted step t: JS asks this just before it sleeps. */
+export function stepReached(desc: usize, t: u32): bool {
+  return allReached(<usize>field(desc, D_COMM), field(desc, D_NRANKS), t);
+}
+
 /** Polls of an empty loop, for JS to calibrate D_SPIN against a clock. */
 export function spinProbe(desc: usize, polls: u32): u32 {
   const f = flagAddr(<usize>field(desc, D_COMM), field(desc, D_RANK));

@@ -2,9 +2,8 @@
 // serves its copy requests between JS buffers and shared memory, blocks on a flag when the
 // loop has spun long enough, and turns a missed deadline or a failed check into a WebcclError.
 import { WebcclError } from '../core/errors.js';
-import { ABORT_REASON, C, D, E, N, NODE_BASE, SIG_FIELDS, ST, flagOffset } from '../core/layout.js';
+import { ABORT_REASON, ALGO, C, D, E, KIND, N, NODE_BASE, SIG_FIELDS, ST, flagOffset } from '../core/layout.js';
 import { DTYPES, REDUCE_OPS } from '../core/dtypes.js';
-import { ALGO, KIND } from '../core/layout.js';
 import type { WasmCore } from '../core/wasm.js';
 import type { Buf } from './buffers.js';
 
@@ -29,6 +28,7 @@ export class ShmRunner {
   private u8: Uint8Array;
   private i32: Int32Array;
   private readonly advance: (desc: number) => number;
+  private readonly stepReached: (desc: number, t: number) => number;
 
   private growths = 0;
   private readonly nodeAbort = (NODE_BASE + N.ABORT) >> 2;
@@ -40,6 +40,7 @@ export class ShmRunner {
     this.u8 = new Uint8Array(core.memory.buffer);
     this.i32 = new Int32Array(core.memory.buffer);
     this.advance = core.exports.advance as (desc: number) => number;
+    this.stepReached = core.exports.stepReached as (desc: number, t: number) => number;
     this.commAbort = (comm + C.ABORT) >> 2;
     this.doorbell = (comm + C.DOORBELL) >> 2;
     this.sleepers = (comm + C.SLEEPERS) >> 2;
@@ -101,13 +102,6 @@ export class ShmRunner {
     else user.set(u8.subarray(addr, addr + len), off);
   }
 
-  /** Whether every rank has posted step t (the loop's own test, for the check before sleeping). */
-  private allReached(t: number): boolean {
-    const i32 = this.i32;
-    for (let r = 0; r < this.nranks; r++) if (i32[flagOffset(this.comm, r) >> 2] - t < 0) return false;
-    return true;
-  }
-
   /**
    * Registers as a sleeper and decides whether to sleep: returns the doorbell value to wait on
    * and for how long, or null when the step completed meanwhile. Registering before the last
@@ -118,7 +112,7 @@ export class ShmRunner {
     const { i32 } = this.views();
     Atomics.add(i32, this.sleepers, 1);
     const bell = Atomics.load(i32, this.doorbell);
-    if (this.allReached(i32[(op.desc + D.WAIT_VAL) >> 2])) return null;
+    if (this.stepReached(op.desc, i32[(op.desc + D.WAIT_VAL) >> 2])) return null;
     return { bell, ms: Math.min(SLICE_MS, op.deadline - now) };
   }
 
