@@ -12,7 +12,7 @@ import {
   C_ABORT, C_DOORBELL, C_NODE, C_SLEEPERS, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KIND, D_OP, D_OUT, D_ROOT,
   S_ALGO, S_CHUNK, S_COUNT, S_DTYPE, S_IN, S_KIND, S_OP, S_OUT, S_ROOT, S_SEQ,
   D_COMM, D_ERR, D_ERR_FIELD, D_ERR_RANK_A, D_ERR_RANK_B, D_ERR_VAL_A,
-  D_ERR_VAL_B, D_NRANKS, D_RANK, D_SEQ, D_SPIN, D_WAIT_VAL, E_ABORTED, E_MISMATCH,
+  D_ERR_VAL_B, D_NRANKS, D_RANK, D_SEQ, D_SPIN, D_STEPS_USED, D_WAIT_VAL, E_ABORTED, E_MISMATCH,
   NODE_ABORT, S_COMPARED, ST_BLOCKED, ST_DONE, ST_ERROR, field, flagAddr, setField, sigAddr,
 } from './layout';
 
@@ -82,7 +82,8 @@ export function writeSignature(desc: usize): void {
 
 /**
  * Compares every rank's signature with rank 0's (so that every rank reports the same pair).
- * Call after a wait that saw every rank post the op's first step.
+ * Call after a wait that saw every rank post the op's first step: on a mismatch the op ends
+ * there, having used that one step, on every rank alike.
  */
 export function checkSignatures(desc: usize): i32 {
   const comm = <usize>field(desc, D_COMM);
@@ -101,6 +102,7 @@ export function checkSignatures(desc: usize): i32 {
         setField(desc, D_ERR_RANK_B, r);
         setField(desc, D_ERR_VAL_A, a);
         setField(desc, D_ERR_VAL_B, b);
+        setField(desc, D_STEPS_USED, 1);
         return ST_ERROR;
       }
     }

@@ -27,8 +27,8 @@ export interface CommunicatorOptions {
 }
 
 interface QueuedOp extends RunningOp {
+  name: Kind;
   work: Work;
-  kind: Kind;
   algo: Algo;
   dtype: Dtype;
   op: ReduceOp;
@@ -207,7 +207,7 @@ export class Communicator implements WorkDriver {
     const seq = this.seq++;
     const q: QueuedOp = {
       name: kind, seq, desc: this.desc, elemBytes: es, input, output, deadline: Infinity, timeoutMs: o.timeoutMs ?? this.timeoutMs,
-      work: new Work(kind, seq, this, this.ctx.canBlock), kind, algo, dtype, op, count, root,
+      work: new Work(kind, seq, this, this.ctx.canBlock), algo, dtype, op, count, root,
       chunk: kind === 'barrier' ? 0 : chunkElems(kind, this.ctx.slotBytes, es, this.size), started: false,
     };
     // An op that starts at once takes its start time as its issue time (one clock read fewer).
@@ -223,7 +223,7 @@ export class Communicator implements WorkDriver {
   private writeDescriptor(q: QueuedOp): void {
     const i32 = this.runner.views().i32;
     const d = q.desc >> 2;
-    i32[d + D.KIND / 4] = KIND[q.kind];
+    i32[d + D.KIND / 4] = KIND[q.name];
     i32[d + D.ALGO / 4] = ALGO[q.algo];
     i32[d + D.DTYPE / 4] = DTYPE_CODE[q.dtype];
     i32[d + D.OP / 4] = OP_CODE[q.op];
@@ -275,12 +275,11 @@ export class Communicator implements WorkDriver {
         this.writeDescriptor(q);
       }
       if (!this.runner.run(q, block, block ? this.ctx.spinPolls : this.ctx.tryPolls)) return false;
-      // An op's steps end at its (possibly advanced) base plus the steps it reports.
-      this.stepBase = this.runner.field(q.desc, D.BASE) + this.runner.field(q.desc, D.STEPS_USED);
+      this.endSteps(q);
       this.queue.shift();
       q.work.settle();
       this.counters.busyMs += q.work.durationMs;
-      if (q.kind === 'allReduce') this.byAlgorithm[q.algo]++;
+      if (q.name === 'allReduce') this.byAlgorithm[q.algo]++;
       if (trace) log('TRACE', `rank ${this.rank}: ${q.name} #${q.seq} ${q.algo} ${q.dtype} ${q.op} count ${q.count} done in ${(q.work.durationMs * 1000).toFixed(1)} us`);
       return true;
     } catch (e) {
@@ -289,12 +288,17 @@ export class Communicator implements WorkDriver {
     }
   }
 
+  /** The next op starts where this one's steps ended: its (possibly advanced) base plus the steps it used. */
+  private endSteps(q: QueuedOp): void {
+    this.stepBase = this.runner.field(q.desc, D.BASE) + this.runner.field(q.desc, D.STEPS_USED);
+  }
+
   private settleFailed(q: QueuedOp, e: unknown): void {
     const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
     this.counters.failed++;
     if (err.code === 'MISMATCH') {
       // Every rank saw the same disagreement at the op's first step: the communicator stays usable.
-      this.stepBase += 1;
+      this.endSteps(q);
       this.queue.shift();
       q.work.settle(err);
       return;
