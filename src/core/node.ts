@@ -3,6 +3,7 @@
 import { WebcclError, fail } from './errors.js';
 import { ABORT_BY_LAUNCHER, C, LAYOUT_VERSION, MAX_RANKS, N, NODE_BASE, NODE_MAGIC_VALUE, commBlockBytes } from './layout.js';
 import { createSharedMemory, loadWasm } from './wasm.js';
+import { envNumber } from './config.js';
 
 /** What a rank needs to join its node; structured-clonable (postMessage / workerData). */
 export interface NodeHandle {
@@ -14,13 +15,13 @@ export interface NodeHandle {
 
 export interface NodeOptions {
   nranks: number;
-  /** Bytes of one staging slot (WEBCCL_BUFFSIZE); chunks are at most this big. */
+  /** Bytes of one staging slot (option > WEBCCL_BUFFSIZE > 256 KiB); chunks are at most this big. */
   slotBytes?: number;
 }
 
 export const DEFAULT_SLOT_BYTES = 256 * 1024;
 
-export function createNode({ nranks, slotBytes = DEFAULT_SLOT_BYTES }: NodeOptions): NodeHandle {
+export function createNode({ nranks, slotBytes = envNumber('WEBCCL_BUFFSIZE') ?? DEFAULT_SLOT_BYTES }: NodeOptions): NodeHandle {
   if (!Number.isInteger(nranks) || nranks < 1 || nranks > MAX_RANKS) {
     fail('INVALID_ARGUMENT', `nranks must be an integer in 1..${MAX_RANKS}, got ${nranks}`);
   }

@@ -7,7 +7,6 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ABORT_REASON } from '../core/layout.js';
 import { type NodeHandle, abortNode, createNode } from '../core/node.js';
-import { envNumber } from '../core/config.js';
 import { workerEntryPath } from './paths.js';
 
 export interface LaunchOptions {
@@ -46,8 +45,7 @@ export interface LaunchHandle {
 }
 
 export function startRanks(o: LaunchOptions): LaunchHandle {
-  const slotBytes = o.slotBytes ?? envNumber('WEBCCL_BUFFSIZE');
-  const node = createNode({ nranks: o.nranks, ...(slotBytes ? { slotBytes } : {}) });
+  const node = createNode({ nranks: o.nranks, ...(o.slotBytes ? { slotBytes: o.slotBytes } : {}) });
   const script = /^[a-z]+:/.test(o.script) ? o.script : pathToFileURL(resolve(o.script)).href;
   const cores = availableParallelism();
   const failures: RankFailure[] = [];
