@@ -11,7 +11,7 @@
 //
 // Buffers are allocated once, at the largest row, and every row uses a prefix of them.
 import { parentPort } from 'node:worker_threads';
-import { initCommGroup } from '../../index.js';
+import { RANK_INIT, initCommGroup } from '../../index.js';
 import type { Communicator } from '../../comm/communicator.js';
 import type { BufferArg, TypedArray } from '../../comm/buffers.js';
 import type { Work } from '../../comm/work.js';
@@ -183,7 +183,7 @@ export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): P
 
 // Started by the launcher (which leaves the rank's identity under this symbol): the spec is the
 // last argument.
-if (parentPort && (globalThis as Record<symbol, unknown>)[Symbol.for('webccl.rankInit')]) {
+if (parentPort && (globalThis as Record<symbol, unknown>)[RANK_INIT]) {
   const port = parentPort;
   const spec = JSON.parse(process.argv[process.argv.length - 1]) as RankSpec;
   await runRank(spec, (m) => port.postMessage(m));
