@@ -1,6 +1,6 @@
 // Work: the handle every collective returns. Thenable (await comm.allReduce(x)), with wait(),
 // isCompleted() and the op's timing. Completion is driven by whoever asks for it.
-import type { WebcclError } from '../core/errors.js';
+import { WebcclError } from '../core/errors.js';
 
 export interface WorkTiming {
   /** performance.now() when the op was issued (= started unless queued behind others), started and completed (ms). */
@@ -56,6 +56,9 @@ export class Work implements PromiseLike<void> {
 
   /** Blocks the calling thread until the op completes (worker threads and Node only). */
   waitSync(): void {
+    if (this.state === 'pending' && !this.canBlock) {
+      throw new WebcclError('UNSUPPORTED', `${this.name} #${this.seq}: waitSync() would block a thread that may not block (a page's main thread); use await or wait()`);
+    }
     if (this.state === 'pending') this.driver.progress(this, true);
     this.rethrow();
   }
