@@ -101,6 +101,11 @@ describe('argument checks', () => {
   });
 });
 
+it('joinNode refuses a memory that holds no node', () => {
+  const memory = new WebAssembly.Memory({ initial: 2, maximum: 4, shared: true });
+  expect(code(() => joinNode({ memory, nranks: 1, world: 0, slotBytes: 4096 }, 0))).toBe('INVALID_ARGUMENT');
+});
+
 describe('threads that may not block (a browser main thread)', () => {
   it('complete collectives through Atomics.waitAsync while the thread stays free', async () => {
     const node = createNode({ nranks: 2, slotBytes: 4096 });

@@ -2,7 +2,7 @@
 // its place in the world communicator, and the calibrated spin budget.
 import { envNumber } from '../core/config.js';
 import { NodeHeap } from '../core/heap.js';
-import { D, descOffset } from '../core/layout.js';
+import { D, LAYOUT_VERSION, NODE_BASE, NODE_MAGIC_VALUE, descOffset } from '../core/layout.js';
 import type { NodeHandle } from '../core/node.js';
 import { fail } from '../core/errors.js';
 import { log } from '../core/log.js';
@@ -55,6 +55,10 @@ export function threadCanBlock(): boolean {
 export function joinNode(node: NodeHandle, rank: number, opts: JoinOptions = {}): RankContext {
   if (!Number.isInteger(rank) || rank < 0 || rank >= node.nranks) {
     fail('INVALID_ARGUMENT', `rank ${rank} is outside the node's 0..${node.nranks - 1} range`);
+  }
+  const header = new Int32Array(node.memory.buffer, NODE_BASE, 2);
+  if (header[0] !== NODE_MAGIC_VALUE || header[1] !== LAYOUT_VERSION) {
+    fail('INVALID_ARGUMENT', `joinNode: this memory holds no webccl node of layout ${LAYOUT_VERSION} (make it with createNode)`);
   }
   const core = loadWasm(node.memory, preferSimd(opts.simd));
   const cores = opts.cores ?? (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 1;
