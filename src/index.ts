@@ -22,9 +22,24 @@ export type { BufferArg, TensorLike, TypedArray } from './comm/buffers.js';
 export const RANK_INIT = Symbol.for('webccl.rankInit');
 export interface RankInit {
   node: NodeHandle;
+  /** This thread's rank within its node (the ranks sharing `node`'s memory). */
   rank: number;
   cores?: number;
   simd?: boolean;
+  /** Set when the job spans several nodes (processes or machines). */
+  world?: WorldInit;
+}
+
+/** A rank's place in a job of several nodes, as a launcher hands it to a worker thread. */
+export interface WorldInit {
+  /** World rank of this thread, and the world size. */
+  rank: number;
+  size: number;
+  /** Where world rank 0 serves the rendezvous store. */
+  masterAddr: string;
+  masterPort: number;
+  token: string;
+  jobId: string;
 }
 
 let world: Communicator | undefined;
