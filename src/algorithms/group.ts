@@ -1,0 +1,56 @@
+// What a network algorithm sees: a group of ranks it can send tagged messages to, and the op's
+// working memory (inside the wasm memory, so the kernels can reduce what arrives in place).
+// Algorithms know nothing else: not sockets, not communicators, not where the bytes came from.
+
+/** Ranks 0..size-1 of a group; `step` names a message within the op (with the op's sequence). */
+export interface Group {
+  readonly rank: number;
+  readonly size: number;
+  /** Resolves once `data` is handed to the wire; the caller leaves it untouched until then. */
+  send(peer: number, step: number, data: Uint8Array): Promise<void>;
+  /** Resolves once `into` holds what `peer` sent for `step` (lengths must match). */
+  recv(peer: number, step: number, into: Uint8Array): Promise<void>;
+}
+
+/** The op's memory: regions are byte addresses in the wasm memory, lengths in elements. */
+export interface Mem {
+  readonly elemBytes: number;
+  /** A byte view of `count` elements at `addr`. */
+  view(addr: number, count: number): Uint8Array;
+  /** dst[i] = dst[i] (op) src[i] for `count` elements, with the op's dtype and reduction. */
+  reduce(dst: number, src: number, count: number): void;
+  /** Copies `count` elements from src to dst (regions must not overlap). */
+  copy(dst: number, src: number, count: number): void;
+  /** Scratch for `count` elements, owned by the op until it ends. */
+  scratch(count: number): number;
+}
+
+/** A run of elements: where it starts (byte address) and how many. */
+export interface Span {
+  addr: number;
+  count: number;
+}
+
+/** Part `i` of `parts` near-equal parts of `count` elements (the first `count % parts` get one more). */
+export function part(count: number, parts: number, i: number): { start: number; count: number } {
+  const q = Math.floor(count / parts);
+  const r = count % parts;
+  return { start: i * q + Math.min(i, r), count: q + (i < r ? 1 : 0) };
+}
+
+/** Sub-span `i` of `parts` of `s`. */
+export function subSpan(s: Span, parts: number, i: number, elemBytes: number): Span {
+  const p = part(s.count, parts, i);
+  return { addr: s.addr + p.start * elemBytes, count: p.count };
+}
+
+export const mod = (a: number, n: number): number => ((a % n) + n) % n;
+
+/** A message's piece size: big enough to keep the wire busy, small enough to pipeline. */
+export const PIECE_BYTES = 512 * 1024;
+
+/** How many pieces each of `blocks` is cut into so that none exceeds PIECE_BYTES. */
+export function piecesFor(blocks: Span[], elemBytes: number): number {
+  const most = Math.max(0, ...blocks.map((b) => b.count));
+  return Math.max(1, Math.ceil((most * elemBytes) / PIECE_BYTES));
+}

@@ -1,0 +1,42 @@
+// What a Communicator hands a validated op to. Two engines: shared memory (every rank on one
+// node, ops run by the wasm step loops) and network (ranks on several nodes, ops run by the
+// algorithms of src/algorithms over a transport). Both complete ops in issue order.
+import type { Dtype, ReduceOp } from '../core/dtypes.js';
+import type { Kind } from '../core/layout.js';
+import type { Buf } from './buffers.js';
+import type { Work } from './work.js';
+
+export interface OpSpec {
+  name: Kind;
+  /** The call's algorithm option, unchecked (the engine knows which it accepts). */
+  algo?: unknown;
+  dtype: Dtype;
+  op: ReduceOp;
+  count: number;
+  root: number;
+  input: Buf | null;
+  output: Buf | null;
+  timeoutMs?: number;
+}
+
+/** Counters a communicator reports in stats(); engines add to them. */
+export interface OpCounters {
+  ops: number;
+  bytes: number;
+  failed: number;
+  busyMs: number;
+}
+
+export interface Engine {
+  submit(spec: OpSpec): Work;
+  /** Ops issued and not yet settled. */
+  pending(): number;
+  /** `name #seq` of a pending op that reads or writes any byte of `b`. */
+  busyWith(b: Buf): string | undefined;
+  /** Completed allReduce ops per algorithm. */
+  algorithms(): Record<string, number>;
+  /** Fails every pending op here and on the other ranks. */
+  abort(reason: string): void;
+  /** No more ops: later submits fail. */
+  close(): void;
+}

@@ -1,0 +1,181 @@
+// The shared-memory engine: every rank of the communicator is on this node. Queues ops so they
+// complete in issue order and hands each to the wasm step loops through this rank's
+// descriptor; progress is made by whoever waits or polls.
+import { DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE, type ReduceOp } from '../core/dtypes.js';
+import { WebcclError } from '../core/errors.js';
+import { ABORT_REASON, ALGO, D, KIND, type Algo, type Kind, descOffset } from '../core/layout.js';
+import { enabled, log } from '../core/log.js';
+import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../tuner/tuner.js';
+import { type Buf, overlaps, sameView } from './buffers.js';
+import type { Engine, OpCounters, OpSpec } from './engine.js';
+import type { RankContext } from './context.js';
+import { ShmRunner, type RunningOp } from './shm-runner.js';
+import { Work, type WorkDriver } from './work.js';
+
+interface QueuedOp extends RunningOp {
+  name: Kind;
+  work: Work;
+  algo: Algo;
+  dtype: Dtype;
+  op: ReduceOp;
+  count: number;
+  root: number;
+  chunk: number;
+  started: boolean;
+}
+
+const trace = enabled('TRACE');
+
+/** Whether a queued op reads or writes any byte of `b`. */
+function touches(q: QueuedOp, b: Buf): boolean {
+  return (q.input !== null && overlaps(b.bytes, q.input.bytes)) || (q.output !== null && overlaps(b.bytes, q.output.bytes));
+}
+
+export class ShmEngine implements Engine, WorkDriver {
+  private readonly runner: ShmRunner;
+  private readonly desc: number;
+  private readonly queue: QueuedOp[] = [];
+  private readonly tuning: Tuning;
+  private readonly byAlgorithm: Record<Algo, number> = { direct: 0, twoshot: 0 };
+  private seq = 0;
+  private stepBase = 0;
+  private broken: WebcclError | undefined;
+
+  constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
+    this.runner = new ShmRunner(ctx.core, ctx.comm, ctx.rank, ctx.size);
+    this.desc = descOffset(ctx.comm, ctx.size, ctx.rank);
+    this.tuning = resolveTuning(ctx.size, commAlgo);
+  }
+
+  submit(s: OpSpec): Work {
+    if (this.broken) throw this.broken;
+    const algo = s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
+    const es = DTYPE_SIZE[s.dtype];
+    const seq = this.seq++;
+    const q: QueuedOp = {
+      name: s.name, seq, desc: this.desc, elemBytes: es, input: s.input, output: s.output, deadline: Infinity, timeoutMs: s.timeoutMs ?? this.timeoutMs,
+      work: new Work(s.name, seq, this, this.ctx.canBlock), algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root,
+      chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size), started: false,
+    };
+    // An op that starts at once takes its start time as its issue time (one clock read fewer).
+    if (this.queue.length) q.work.timing.issuedAt = performance.now();
+    this.queue.push(q);
+    this.progress(q.work, false);
+    return q.work;
+  }
+
+  pending(): number {
+    return this.queue.length;
+  }
+
+  busyWith(b: Buf): string | undefined {
+    const q = this.queue.find((x) => touches(x, b));
+    return q && `${q.name} #${q.seq}`;
+  }
+
+  algorithms(): Record<string, number> {
+    return { ...this.byAlgorithm };
+  }
+
+  abort(reason: string): void {
+    this.runner.abort(ABORT_REASON.USER, this.ctx.rank);
+    this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${this.ctx.rank}: ${reason}`));
+  }
+
+  close(): void {
+    this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
+  }
+
+  /** Fills this rank's descriptor in shared memory: from here on the op's state lives there. */
+  private writeDescriptor(q: QueuedOp): void {
+    const i32 = this.runner.views().i32;
+    const d = q.desc >> 2;
+    i32[d + D.KIND / 4] = KIND[q.name];
+    i32[d + D.ALGO / 4] = ALGO[q.algo];
+    i32[d + D.DTYPE / 4] = DTYPE_CODE[q.dtype];
+    i32[d + D.OP / 4] = OP_CODE[q.op];
+    i32[d + D.COUNT / 4] = q.count;
+    i32[d + D.ROOT / 4] = q.root;
+    i32[d + D.RANK / 4] = this.ctx.rank;
+    i32[d + D.NRANKS / 4] = this.ctx.size;
+    i32[d + D.IN / 4] = q.input?.addr ?? 0;
+    i32[d + D.OUT / 4] = q.output?.addr ?? 0;
+    i32[d + D.IN_PLACE / 4] = q.input !== null && q.output !== null && sameView(q.input.bytes, q.output.bytes) ? 1 : 0;
+    i32[d + D.CHUNK / 4] = q.chunk;
+    i32[d + D.NCHUNKS / 4] = q.chunk ? Math.max(1, Math.ceil(q.count / q.chunk)) : 1;
+    i32[d + D.STEP / 4] = 0;
+    i32[d + D.PHASE / 4] = 0;
+    i32[d + D.SUB / 4] = 0;
+    i32[d + D.MODE / 4] = 0;
+    i32[d + D.STEPS_USED / 4] = 0;
+    i32[d + D.BASE / 4] = this.stepBase;
+    i32[d + D.SEQ / 4] = q.seq;
+    i32[d + D.COMM / 4] = this.ctx.comm;
+  }
+
+  /** WorkDriver: runs queued ops in order until `w` completes (or, without block, until one would wait). */
+  progress(w: Work, block: boolean): void {
+    while (this.queue.length && !w.settled) {
+      const q = this.queue[0];
+      if (!this.step(q, block)) return;
+    }
+  }
+
+  async progressAsync(w: Work): Promise<void> {
+    while (this.queue.length && !w.settled) {
+      const q = this.queue[0];
+      if (!this.step(q, false)) await this.runner.sleepAsync(q).catch((e) => this.settleFailed(q, e));
+    }
+  }
+
+  /** Starts/advances the head op; true when it settled. */
+  private step(q: QueuedOp, block: boolean): boolean {
+    try {
+      if (this.broken) throw this.broken;
+      if (!q.started) {
+        if (this.runner.aborted()) throw this.runner.abortError(`${q.name} #${q.seq}`);
+        q.started = true;
+        const now = performance.now();
+        q.deadline = now + q.timeoutMs;
+        q.work.timing.startedAt = now;
+        if (Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = now;
+        this.writeDescriptor(q);
+      }
+      if (!this.runner.run(q, block, block ? this.ctx.spinPolls : this.ctx.tryPolls)) return false;
+      this.endSteps(q);
+      this.queue.shift();
+      q.work.settle();
+      this.counters.busyMs += q.work.durationMs;
+      if (q.name === 'allReduce') this.byAlgorithm[q.algo]++;
+      if (trace) log('TRACE', `rank ${this.ctx.rank}: ${q.name} #${q.seq} ${q.algo} ${q.dtype} ${q.op} count ${q.count} done in ${(q.work.durationMs * 1000).toFixed(1)} us`);
+      return true;
+    } catch (e) {
+      this.settleFailed(q, e);
+      return true;
+    }
+  }
+
+  /** The next op starts where this one's steps ended: its (possibly advanced) base plus the steps it used. */
+  private endSteps(q: QueuedOp): void {
+    this.stepBase = this.runner.field(q.desc, D.BASE) + this.runner.field(q.desc, D.STEPS_USED);
+  }
+
+  private settleFailed(q: QueuedOp, e: unknown): void {
+    const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
+    this.counters.failed++;
+    if (err.code === 'MISMATCH') {
+      // Every rank saw the same disagreement at the op's first step: the communicator stays usable.
+      this.endSteps(q);
+      this.queue.shift();
+      q.work.settle(err);
+      return;
+    }
+    this.fail(err);
+  }
+
+  /** The communicator is unusable: fail every queued op with the same error. */
+  private fail(err: WebcclError): void {
+    this.broken ??= err;
+    for (const q of this.queue.splice(0)) q.work.settle(err);
+  }
+}
