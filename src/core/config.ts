@@ -10,6 +10,8 @@ export const ENV_VARS: Record<string, string> = {
   WEBCCL_WASM: 'simd | scalar: force a build of the WebAssembly core (default: simd where supported)',
   WEBCCL_DEBUG: 'WARN | INFO | TRACE: log level on stderr (default WARN)',
   WEBCCL_DIRECT_MAX_BYTES: 'largest allReduce, in bytes, that the tuner runs with the direct algorithm',
+  WEBCCL_TOKEN: 'secret every rank of a job proves at rendezvous, the same on every node (default: a fresh one per webccl run --procs job; else a per-user file when the master is loopback)',
+  WEBCCL_JOB_ID: "name every rank of a job must share at rendezvous (default: the outer launcher's job id, else MASTER_ADDR:MASTER_PORT)",
 };
 
 function env(): Record<string, string | undefined> {
