@@ -1,55 +1,158 @@
 // The `webccl` command.
-//   webccl run -n N script.mjs [args...]   N ranks as worker threads of one process
-import { startRanks } from './threads.js';
+//   webccl run -n N script.mjs [args...]           N ranks as worker threads of one process
+//   webccl run --procs -n N script.mjs [args...]   N ranks as N processes of this machine
+//   webccl run --nnodes N --node-rank K ...        this process is node K of a multi-node job
+import { resolveJobId, resolveToken } from '../bootstrap/node/job-secrets.js';
+import { WebcclError } from '../core/errors.js';
+import { startProcesses } from './processes.js';
+import { type LaunchResult, startRanks } from './threads.js';
 import { perfMain } from './perf/main.js';
 
 const USAGE = `usage: webccl <command> [options]
 
 commands:
-  run -n N script.mjs [args...]   start N ranks (worker threads sharing memory) running script.mjs
-  perf <collective> [options]     nccl-tests-style sweep: time, algbw, busbw, #wrong (perf --help)
-  help                            show this text
+  run [options] script.mjs [args...]   start ranks running script.mjs
+  perf <collective> [options]          nccl-tests-style sweep: time, algbw, busbw, #wrong (perf --help)
+  help                                 show this text
 
-Environment variables: see the README (WEBCCL_ALGO, WEBCCL_TIMEOUT_MS, WEBCCL_BUFFSIZE, ...).`;
+run options:
+  -n, --nproc-per-node L  ranks this launcher starts, 1..64 (default 1): worker threads sharing
+                          one node memory, or processes with --procs
+  --procs                 one OS process per rank; each finds RANK, WORLD_SIZE, LOCAL_RANK,
+                          LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, WEBCCL_TOKEN and
+                          WEBCCL_JOB_ID in its environment (torchrun's convention)
+  --nnodes N              the job spans N nodes, each started by its own launcher (default 1)
+  --node-rank K           this launcher's node, 0..N-1 (default 0); its threads are world ranks
+                          K*L .. K*L+L-1
+  --master-addr A         where world rank 0 serves the rendezvous (default 127.0.0.1)
+  --master-port P         its port (default 29500; with --procs, a free port)
+
+  webccl run -n 4 train.mjs               4 ranks as threads of one process
+  webccl run --procs -n 4 train.mjs       4 ranks as 4 processes
+  webccl run --nnodes 2 --node-rank 0 --nproc-per-node 4 --master-addr 10.0.0.1 train.mjs
+                                          node 0 of 2; run it with --node-rank 1 on the other
+                                          machine, both with the same WEBCCL_TOKEN
+
+Any rank's failure ends the job (exit 1, naming the rank); Ctrl-C ends every rank.
+Environment variables: see the README (WEBCCL_ALGO, WEBCCL_TIMEOUT_MS, WEBCCL_TOKEN, ...).`;
 
 export class UsageError extends Error {}
 
-export function parseRunArgs(argv: string[]): { nranks: number; script: string; args: string[] } {
-  let nranks: number | undefined;
+const DEFAULT_MASTER_PORT = 29500; // torchrun's
+
+export interface RunArgs {
+  /** Ranks this launcher starts: threads of this process, or processes with --procs. */
+  nranks: number;
+  script: string;
+  args: string[];
+  /** One OS process per rank; masterAddr/masterPort only when given. */
+  procs?: true;
+  masterAddr?: string;
+  masterPort?: number;
+  /** Set when the job spans nodes (--nnodes > 1) or a master address or port was given. */
+  nodes?: { nnodes: number; nodeRank: number; masterAddr: string; masterPort: number };
+}
+
+/** The option each spelling sets; torchrun's underscore spellings are folded into these. */
+const OPTIONS: Record<string, 'nranks' | 'nnodes' | 'nodeRank' | 'masterAddr' | 'masterPort'> = {
+  '-n': 'nranks',
+  '--nranks': 'nranks',
+  '--nproc-per-node': 'nranks',
+  '--nnodes': 'nnodes',
+  '--node-rank': 'nodeRank',
+  '--master-addr': 'masterAddr',
+  '--master-port': 'masterPort',
+};
+
+function integer(flag: string, v: string | undefined, what: string, min: number, max: number): number {
+  if (v === undefined || !/^\d{1,9}$/.test(v) || Number(v) < min || Number(v) > max) {
+    throw new UsageError(`${flag} needs ${what} in ${min}..${max}, got ${v ?? 'nothing'}`);
+  }
+  return Number(v);
+}
+
+export function parseRunArgs(argv: string[]): RunArgs {
+  const raw: Partial<Record<(typeof OPTIONS)[string], { flag: string; value: string | undefined }>> = {};
+  let procs = false;
   let i = 0;
   for (; i < argv.length; i++) {
     const a = argv[i];
-    if (a === '-n' || a === '--nranks' || a === '--nproc-per-node') {
-      const v = argv[++i];
-      if (v === undefined || !/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 64) throw new UsageError(`${a} needs a rank count in 1..64, got ${v ?? 'nothing'}`);
-      nranks = Number(v);
-    } else if (a.startsWith('-')) {
-      throw new UsageError(`unknown option ${a}`);
-    } else break;
+    if (!a.startsWith('-')) break; // the script; everything after it is the script's
+    const eq = a.startsWith('--') ? a.indexOf('=') : -1;
+    const flag = (eq < 0 ? a : a.slice(0, eq)).replace(/_/g, '-');
+    if (flag === '--procs' && eq < 0) {
+      procs = true;
+      continue;
+    }
+    const key = OPTIONS[flag];
+    if (!key) throw new UsageError(`unknown option ${a}`);
+    raw[key] = { flag, value: eq < 0 ? argv[++i] : a.slice(eq + 1) };
   }
   const script = argv[i];
   if (!script) throw new UsageError('run: missing the script to run');
-  return { nranks: nranks ?? 1, script, args: argv.slice(i + 1) };
+
+  const nranks = raw.nranks ? integer(raw.nranks.flag, raw.nranks.value, 'a rank count', 1, 64) : 1;
+  const nnodes = raw.nnodes ? integer(raw.nnodes.flag, raw.nnodes.value, 'a node count', 1, 1e9) : 1;
+  const nodeRank = raw.nodeRank ? integer(raw.nodeRank.flag, raw.nodeRank.value, 'a node rank', 0, 1e9) : 0;
+  if (nodeRank >= nnodes) throw new UsageError(`--node-rank ${nodeRank} is out of range for --nnodes ${nnodes} (expected 0..${nnodes - 1})`);
+  const masterPort = raw.masterPort && integer(raw.masterPort.flag, raw.masterPort.value, 'a port', 1, 65535);
+  let masterAddr = raw.masterAddr?.value?.replace(/^\[(.*)\]$/, '$1'); // "[::1]" is the address ::1
+  if (raw.masterAddr && (!masterAddr || /\s/.test(masterAddr))) {
+    throw new UsageError(`--master-addr needs a host name or address, got ${JSON.stringify(raw.masterAddr.value ?? 'nothing')}`);
+  }
+  const base = { nranks, script, args: argv.slice(i + 1) };
+  if (procs) {
+    if (nnodes > 1) {
+      throw new UsageError(`--procs starts every rank on this machine and cannot be combined with --nnodes ${nnodes}; start one launcher per node without --procs`);
+    }
+    return { ...base, procs: true, ...(masterAddr && { masterAddr }), ...(masterPort && { masterPort }) };
+  }
+  if (nnodes === 1 && !masterAddr && !masterPort) return base;
+  masterAddr ??= '127.0.0.1';
+  return { ...base, nodes: { nnodes, nodeRank, masterAddr, masterPort: masterPort || DEFAULT_MASTER_PORT } };
+}
+
+function startJob(a: RunArgs) {
+  const { nranks, script, args } = a;
+  if (a.procs) return startProcesses({ nranks, script, args, masterAddr: a.masterAddr, masterPort: a.masterPort });
+  if (!a.nodes) return startRanks({ nranks, script, args });
+  const { nnodes, nodeRank, masterAddr, masterPort } = a.nodes;
+  // Resolved here, before any rank starts, so a missing WEBCCL_TOKEN fails the launcher at once.
+  const token = resolveToken(process.env, masterAddr);
+  const jobId = resolveJobId(process.env, masterAddr, masterPort);
+  const world = { firstRank: nodeRank * nranks, size: nnodes * nranks, masterAddr, masterPort, token, jobId };
+  return startRanks({ nranks, script, args, world });
+}
+
+function report(result: LaunchResult): void {
+  const f = result.failure;
+  if (!f) return;
+  const who = f.rank >= 0 ? `rank ${f.rank}` : 'the job';
+  process.stderr.write(`webccl: ${who} failed: ${f.message}\n`);
+  const others = result.failures.slice(1).filter((x) => x.rank >= 0).map((x) => x.rank).sort((a, b) => a - b);
+  if (others.length) process.stderr.write(`webccl: rank${others.length > 1 ? 's' : ''} ${others.join(', ')} then ended too\n`);
 }
 
 async function run(argv: string[]): Promise<number> {
-  const { nranks, script, args } = parseRunArgs(argv);
-  const job = startRanks({ nranks, script, args });
+  const job = startJob(parseRunArgs(argv));
+  let interrupted = false;
+  // Stays installed after the first signal: a second one must reach the job too (for processes
+  // it escalates to SIGKILL), not kill the launcher and leave ranks behind.
   const onSignal = () => {
-    process.stderr.write('\nwebccl: interrupted; ending all ranks\n');
+    if (!interrupted) process.stderr.write('\nwebccl: interrupted; ending all ranks\n');
+    interrupted = true;
     job.terminate('interrupted');
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  const result = await job.done;
-  if (result.failure) {
-    const f = result.failure;
-    const who = f.rank >= 0 ? `rank ${f.rank}` : 'the job';
-    process.stderr.write(`webccl: ${who} failed: ${f.message}\n`);
-    const others = result.failures.slice(1).filter((x) => x.rank >= 0).map((x) => x.rank);
-    if (others.length) process.stderr.write(`webccl: rank${others.length > 1 ? 's' : ''} ${others.join(', ')} then ended too\n`);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    const result = await job.done;
+    report(result);
+    return result.exitCode;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
   }
-  return result.exitCode;
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -73,6 +176,11 @@ export async function main(argv: string[]): Promise<number> {
     if (e instanceof UsageError) {
       process.stderr.write(`webccl: ${e.message}\n${USAGE}\n`);
       return 2;
+    }
+    // A job that cannot start as configured (no WEBCCL_TOKEN, an unsafe token file): say why.
+    if (WebcclError.is(e)) {
+      process.stderr.write(`webccl: ${e.message}\n`);
+      return 1;
     }
     throw e;
   }

@@ -7,6 +7,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ABORT_REASON } from '../core/layout.js';
 import { type NodeHandle, abortNode, createNode } from '../core/node.js';
+import type { WorldInit } from '../index.js';
 import { workerEntryPath } from './paths.js';
 
 export interface LaunchOptions {
@@ -22,6 +23,8 @@ export interface LaunchOptions {
   onMessage?: (rank: number, msg: unknown) => void;
   /** How long other ranks get to finish after one failed, before they are terminated. */
   graceMs?: number;
+  /** Set when this process is one node of a larger job: thread i is world rank firstRank + i. */
+  world?: Omit<WorldInit, 'rank'> & { firstRank: number };
 }
 
 export interface RankFailure {
@@ -61,8 +64,9 @@ export function startRanks(o: LaunchOptions): LaunchHandle {
   };
 
   const exits = Array.from({ length: o.nranks }, (_, rank) => {
+    const world = o.world && worldOf(o.world, rank);
     const w = new Worker(workerEntryPath(), {
-      workerData: { init: { node, rank, cores, simd: o.simd }, script },
+      workerData: { init: { node, rank, cores, simd: o.simd, ...(world && { world }) }, script },
       argv: o.args ?? [],
       env: o.env ?? process.env,
     });
@@ -93,6 +97,10 @@ export function startRanks(o: LaunchOptions): LaunchHandle {
       workers.forEach((w) => void w.terminate());
     },
   };
+}
+
+function worldOf({ firstRank, ...job }: NonNullable<LaunchOptions['world']>, rank: number): WorldInit {
+  return { ...job, rank: firstRank + rank };
 }
 
 /** Runs `script` on `nranks` worker threads and resolves when all have ended. */
