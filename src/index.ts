@@ -50,17 +50,32 @@ export interface InitOptions extends CommunicatorOptions, JoinOptions {
   rank?: number;
 }
 
+/** Joins a job across nodes; the Node entry leaves it here (a page has no sockets). */
+export const JOIN_WORLD = Symbol.for('webccl.joinWorld');
+type WorldJoiner = (i: { node?: NodeHandle; localRank?: number; world?: WorldInit; opts: InitOptions }) => Promise<Communicator | undefined>;
+
 /**
- * Joins the default world group and waits until every rank has joined. Without a launcher
- * (a plain `node script.mjs`) the world is this one rank.
+ * Joins the default world group and waits until every rank has joined. The identity comes from
+ * the options, else from the launcher (worker data, or the environment torchrun, mpirun, srun
+ * or `webccl run --procs` leave); a plain `node script.mjs` is a world of one rank.
  */
 export async function initCommGroup(opts: InitOptions = {}): Promise<Communicator> {
   if (world) return world;
-  const init = opts.node
-    ? { node: opts.node, rank: opts.rank ?? 0 }
-    : ((globalThis as Record<symbol, RankInit | undefined>)[RANK_INIT] ?? { node: createNode({ nranks: 1 }), rank: 0 });
-  if (init.rank === 0) unknownEnvNames(); // once per job, not once per rank
-  const ctx = joinNode(init.node, init.rank, { cores: opts.cores ?? (init as RankInit).cores, simd: opts.simd ?? (init as RankInit).simd });
+  const left = (globalThis as Record<symbol, RankInit | undefined>)[RANK_INIT];
+  const init: RankInit | undefined = opts.node ? { node: opts.node, rank: opts.rank ?? 0 } : left;
+  const joiner = (globalThis as Record<symbol, WorldJoiner | undefined>)[JOIN_WORLD];
+  if ((init?.world || !init) && joiner) {
+    const c = await joiner({ node: init?.node, localRank: init?.rank, world: init?.world, opts: { cores: init?.cores, simd: init?.simd, ...opts } });
+    if (c) {
+      await c.barrier();
+      return (world = c);
+    }
+  } else if (init?.world) {
+    fail('UNSUPPORTED', 'this rank belongs to a job across nodes, which needs the Node.js build of webccl (sockets)');
+  }
+  const { node, rank } = init ?? { node: createNode({ nranks: 1 }), rank: 0 };
+  if (rank === 0) unknownEnvNames(); // once per job, not once per rank
+  const ctx = joinNode(node, rank, { cores: opts.cores ?? init?.cores, simd: opts.simd ?? init?.simd });
   const comm = new Communicator(ctx, opts);
   await comm.barrier();
   world = comm;

@@ -103,7 +103,7 @@ describe('argument checks', () => {
 
 it('joinNode refuses a memory that holds no node', () => {
   const memory = new WebAssembly.Memory({ initial: 2, maximum: 4, shared: true });
-  expect(code(() => joinNode({ memory, nranks: 1, world: 0, slotBytes: 4096 }, 0))).toBe('INVALID_ARGUMENT');
+  expect(code(() => joinNode({ memory, nranks: 1, world: 0, slotBytes: 4096, key: 'none' }, 0))).toBe('INVALID_ARGUMENT');
 });
 
 describe('threads that may not block (a browser main thread)', () => {

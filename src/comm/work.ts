@@ -26,7 +26,9 @@ export class Work implements PromiseLike<void> {
   private error: WebcclError | undefined;
   private promise: Promise<void> | undefined;
 
-  constructor(name: string, seq: number, private readonly driver: WorkDriver, private readonly canBlock: boolean) {
+  /** `noBlock` says why waitSync() may not block, when canBlock is false. */
+  constructor(name: string, seq: number, private readonly driver: WorkDriver, private readonly canBlock: boolean,
+              private readonly noBlock = "would block a thread that may not block (a page's main thread)") {
     this.name = name;
     this.seq = seq;
   }
@@ -57,7 +59,7 @@ export class Work implements PromiseLike<void> {
   /** Blocks the calling thread until the op completes (worker threads and Node only). */
   waitSync(): void {
     if (this.state === 'pending' && !this.canBlock) {
-      throw new WebcclError('UNSUPPORTED', `${this.name} #${this.seq}: waitSync() would block a thread that may not block (a page's main thread); use await or wait()`);
+      throw new WebcclError('UNSUPPORTED', `${this.name} #${this.seq}: waitSync() ${this.noBlock}; use await or wait()`);
     }
     if (this.state === 'pending') this.driver.progress(this, true);
     this.rethrow();

@@ -3,7 +3,7 @@
 import { WebcclError } from './errors.js';
 
 export const ENV_VARS: Record<string, string> = {
-  WEBCCL_ALGO: 'force an allReduce algorithm: direct | twoshot (default: chosen by size)',
+  WEBCCL_ALGO: 'force an allReduce algorithm: direct | twoshot on one node; ring | doubling | hierarchical across nodes (default: chosen by size and topology)',
   WEBCCL_BUFFSIZE: 'bytes of one staging slot per rank, the chunk size of pipelined copies (default 262144)',
   WEBCCL_TIMEOUT_MS: 'deadline of every wait in milliseconds (default 300000)',
   WEBCCL_SPIN_US: 'microseconds a rank spins on a flag before it blocks (default 20, or 1 when ranks outnumber cores)',
@@ -11,6 +11,9 @@ export const ENV_VARS: Record<string, string> = {
   WEBCCL_DEBUG: 'WARN | INFO | TRACE: log level on stderr (default WARN)',
   WEBCCL_DIRECT_MAX_BYTES: 'largest allReduce, in bytes, that the tuner runs with the direct algorithm',
   WEBCCL_TOKEN: 'secret every rank of a job proves at rendezvous, the same on every node (default: a fresh one per webccl run --procs job; else a per-user file when the master is loopback)',
+  WEBCCL_NCHANNELS: 'TCP connections per pair of ranks across nodes, 1..64 (default 2)',
+  WEBCCL_SOCKET_IFNAME: 'network interface whose address peers dial, e.g. eth0 (default: loopback for a job on one machine, else the interface that reaches MASTER_ADDR)',
+  WEBCCL_CONNECT_TIMEOUT_MS: 'deadline for every rank to reach the rendezvous and connect, in milliseconds (default 120000)',
   WEBCCL_JOB_ID: "name every rank of a job must share at rendezvous (default: the outer launcher's job id, else MASTER_ADDR:MASTER_PORT)",
 };
 

@@ -11,6 +11,8 @@ export interface NodeHandle {
   nranks: number;
   world: number;
   slotBytes: number;
+  /** Random id of this node's memory: ranks that report the same key share memory. */
+  key: string;
 }
 
 export interface NodeOptions {
@@ -43,7 +45,9 @@ export function createNode({ nranks, slotBytes = envNumber('WEBCCL_BUFFSIZE') ??
   i32[(world + C.NRANKS) >> 2] = nranks;
   i32[(world + C.SLOT_BYTES) >> 2] = slotBytes;
   i32[(world + C.NODE) >> 2] = NODE_BASE;
-  return { memory, nranks, world, slotBytes };
+  const id = crypto.getRandomValues(new Uint8Array(8));
+  const key = Array.from(id, (b) => b.toString(16).padStart(2, '0')).join('');
+  return { memory, nranks, world, slotBytes, key };
 }
 
 /**

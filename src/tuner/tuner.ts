@@ -6,6 +6,7 @@
 import { envNumber, envString } from '../core/config.js';
 import { fail } from '../core/errors.js';
 import { ALGO, type Algo } from '../core/layout.js';
+import { isNetAlgo } from './net-tuner.js';
 
 export const ALGORITHMS = Object.keys(ALGO) as Algo[];
 
@@ -36,7 +37,9 @@ export interface Tuning {
 
 export function resolveTuning(nranks: number, commAlgo?: unknown): Tuning {
   const env = envString('WEBCCL_ALGO');
-  const algo = commAlgo !== undefined ? parseAlgo(commAlgo, 'communicator algo option') : env !== undefined ? parseAlgo(env, 'WEBCCL_ALGO') : undefined;
+  // A network algorithm named in WEBCCL_ALGO is for communicators across nodes, not this one.
+  const forNode = env !== undefined && !isNetAlgo(env) ? parseAlgo(env, 'WEBCCL_ALGO') : undefined;
+  const algo = commAlgo !== undefined ? parseAlgo(commAlgo, 'communicator algo option') : forNode;
   return { algo, directMaxBytes: directMaxBytes(nranks) };
 }
 

@@ -9,3 +9,15 @@ export async function canListen(host: string): Promise<boolean> {
     s.listen(0, host, () => s.close(() => resolve(true)));
   });
 }
+
+/** A port free right now on `host` (the OS picks it). */
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  const s = net.createServer();
+  return new Promise((resolve, reject) => {
+    s.once('error', reject);
+    s.listen(0, host, () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}

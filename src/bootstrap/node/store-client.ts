@@ -94,6 +94,16 @@ export class StoreClient {
   }
 
   /** Whether the connection is gone (closed, or broken). */
+  /** This end's address: the interface that reaches the store. */
+  get localAddress(): string {
+    return this.socket.localAddress ?? '';
+  }
+
+  /** Lets the process exit while this client is connected. */
+  unref(): void {
+    this.socket.unref();
+  }
+
   get closed(): boolean {
     return this.failure !== undefined;
   }

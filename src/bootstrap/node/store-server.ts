@@ -38,6 +38,8 @@ export interface StoreServer {
   port: number;
   address: string;
   stats(): StoreServerStats;
+  /** Lets the process exit while the store still serves (a rank's script may end first). */
+  unref(): void;
   close(): Promise<void>;
 }
 
@@ -167,6 +169,7 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   const { host, port, maxValue, token } = checkOptions(options);
   const table = new Table();
   const sockets = new Set<net.Socket>();
+  let unrefd = false;
   const counts = { authenticated: 0, authFailures: 0, protocolErrors: 0 };
   let label = hostPort(host, port); // the bound port once listening
   const mac = (payload: Uint8Array) => createHmac('sha256', token).update(payload).digest();
@@ -178,6 +181,7 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
 
   function serveConnection(socket: net.Socket): void {
     sockets.add(socket);
+    if (unrefd) socket.unref();
     socket.setNoDelay(true);
     const remote = hostPort(socket.remoteAddress ?? '?', socket.remotePort ?? 0);
     const nonce = randomBytes(NONCE_BYTES);
@@ -272,6 +276,11 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     port: bound.port,
     address: bound.address,
     stats: () => ({ connections: sockets.size, ...counts, keys: table.data.size }),
+    unref: () => {
+      unrefd = true;
+      server.unref();
+      for (const s of sockets) s.unref();
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

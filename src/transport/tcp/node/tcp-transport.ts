@@ -53,6 +53,7 @@ export class TcpTransport implements Transport {
   private readonly rejections: WebcclError[] = [];
   private failure?: WebcclError;
   private waitIncoming?: () => void;
+  private unrefd = false;
 
   private constructor(private readonly o: TcpTransportOptions) {
     const nchannels = o.nchannels ?? 1;
@@ -133,6 +134,13 @@ export class TcpTransport implements Transport {
     return this.boxes[peer].post(tag, into);
   }
 
+  /** Lets the process exit while links are open (ops in flight keep it alive with their deadline timers). */
+  unref(): void {
+    this.unrefd = true;
+    this.server.unref();
+    for (const s of this.sockets) s.unref();
+  }
+
   close(): void {
     this.fail(new WebcclError('CONNECTION_CLOSED', `rank ${this.rank}: transport closed`));
   }
@@ -198,6 +206,7 @@ export class TcpTransport implements Transport {
 
   private track(socket: net.Socket): net.Socket {
     this.sockets.add(socket);
+    if (this.unrefd) socket.unref();
     socket.once('close', () => this.sockets.delete(socket));
     return socket;
   }

@@ -1,0 +1,129 @@
+// Rendezvous of a job across nodes (Node only): world rank 0 serves the store at
+// MASTER_ADDR:MASTER_PORT; every rank checks that all agree on the world size, publishes where
+// its transport listens and which node memory it shares, waits for everyone (naming the ranks
+// that have not come when the connect deadline passes), then builds the TCP mesh.
+// Knows nothing of collectives: it returns a connected transport and the node of every rank.
+import { networkInterfaces } from 'node:os';
+import { WebcclError } from '../../core/errors.js';
+import { log } from '../../core/log.js';
+import { type Address, TcpTransport } from '../../transport/tcp/node/tcp-transport.js';
+import { StoreClient } from './store-client.js';
+import { type StoreServer, hostPort, startStoreServer } from './store-server.js';
+import { isLoopback } from './job-secrets.js';
+
+export interface RendezvousOptions {
+  rank: number;
+  size: number;
+  masterAddr: string;
+  masterPort: number;
+  token: string;
+  jobId: string;
+  /** Equal for ranks that share memory (NodeHandle.key). */
+  nodeKey: string;
+  /** Connections per pair of ranks (WEBCCL_NCHANNELS). */
+  nchannels: number;
+  /** Interface whose address peers dial (WEBCCL_SOCKET_IFNAME). */
+  ifname?: string;
+  /** Deadline for every rank to arrive and the mesh to form (WEBCCL_CONNECT_TIMEOUT_MS). */
+  connectTimeoutMs: number;
+}
+
+export interface Rendezvous {
+  transport: TcpTransport;
+  /** Node index of every world rank (ranks with the same index share memory). */
+  nodeOf: number[];
+  store: StoreClient;
+  server?: StoreServer;
+}
+
+interface Card {
+  host: string;
+  port: number;
+  node: string;
+}
+
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+
+/** Where this rank's transport listens: loopback for a job on one machine, else a reachable address. */
+export function listenHost(masterAddr: string, ifname: string | undefined, towardMaster: string): string {
+  const v6 = masterAddr.includes(':');
+  if (ifname) {
+    const addrs = networkInterfaces()[ifname];
+    if (!addrs?.length) throw new WebcclError('INVALID_ARGUMENT', `WEBCCL_SOCKET_IFNAME=${ifname}: no such interface (have ${Object.keys(networkInterfaces()).join(', ')})`);
+    const pick = addrs.find((a) => (a.family === 'IPv6') === v6) ?? addrs[0];
+    return pick.address;
+  }
+  if (isLoopback(masterAddr)) return v6 ? '::1' : '127.0.0.1';
+  return towardMaster.replace(/^::ffff:/, '');
+}
+
+export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
+  const deadline = Date.now() + o.connectTimeoutMs;
+  const left = () => Math.max(1, deadline - Date.now());
+  const where = hostPort(o.masterAddr, o.masterPort);
+  const server = o.rank === 0
+    ? await startStoreServer({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId }).catch((e: WebcclError) => {
+        throw new WebcclError(e.code, `rank 0 cannot serve the rendezvous store: ${e.message.replace(/ \[[A-Z_]+\]$/, '')}`, e.details);
+      })
+    : undefined;
+  server?.unref();
+  const store = await StoreClient.connect({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId, timeoutMs: o.connectTimeoutMs }).catch((e: WebcclError) => {
+    throw new WebcclError(e.code, `rank ${o.rank} cannot reach the rendezvous store at ${where}: ${e.message.replace(/ \[[A-Z_]+\]$/, '')}`, e.details);
+  });
+  store.unref();
+  let transport: TcpTransport | undefined;
+  try {
+    await agreeOnSize(store, o);
+    transport = await TcpTransport.listen({
+      rank: o.rank, size: o.size, jobId: o.jobId, token: o.token, nchannels: o.nchannels, timeoutMs: o.connectTimeoutMs,
+      host: listenHost(o.masterAddr, o.ifname, store.localAddress),
+    });
+    transport.unref();
+    const card: Card = { host: transport.address.host, port: transport.address.port, node: o.nodeKey };
+    await store.set(`rank/${o.rank}`, JSON.stringify(card));
+    const cards = await gather(store, o, deadline);
+    const keys = [...new Set(cards.map((c) => c.node))];
+    const addresses: Address[] = cards.map((c) => ({ host: c.host, port: c.port }));
+    log('INFO', `rank ${o.rank}/${o.size}: ${keys.length} node(s), mesh of ${o.nchannels} channel(s) per peer, listening on ${hostPort(card.host, card.port)}`);
+    await transport.connect(addresses);
+    return { transport, nodeOf: cards.map((c) => keys.indexOf(c.node)), store, server };
+  } catch (e) {
+    transport?.close();
+    // Tell the ranks still waiting why this one gave up, so they fail now with the cause.
+    const why = e instanceof Error ? e.message : String(e);
+    await store.set('abort', `rank ${o.rank}: ${why}`).then(() => store.add('aborted', 1)).catch(() => undefined);
+    void store.close();
+    void server?.close();
+    throw e;
+  }
+}
+
+/** The first rank to arrive sets the world size; a rank that disagrees fails, and says so. */
+async function agreeOnSize(store: StoreClient, o: RendezvousOptions): Promise<void> {
+  const mine = String(o.size);
+  const agreed = await store.compareSet('world_size', null, mine);
+  if (agreed !== null && text(agreed) !== mine) {
+    throw new WebcclError('INVALID_ARGUMENT', `rank ${o.rank} was started with world size ${o.size}, but the job's ranks agreed on ${text(agreed)} (check WORLD_SIZE / -n on every node)`, { mine: o.size, agreed: Number(text(agreed)) });
+  }
+  if (o.rank >= o.size) throw new WebcclError('INVALID_ARGUMENT', `rank ${o.rank} is outside world size ${o.size}`);
+}
+
+/** Every rank's card, polling for another rank's failure between waits. */
+async function gather(store: StoreClient, o: RendezvousOptions, deadline: number): Promise<Card[]> {
+  const keys = Array.from({ length: o.size }, (_, r) => `rank/${r}`);
+  for (;;) {
+    if ((await store.add('aborted', 0)) > 0) {
+      throw new WebcclError('ABORTED', `rank ${o.rank}: the job failed during rendezvous (${text(await store.get('abort', { timeoutMs: 1000 }))})`);
+    }
+    try {
+      await store.wait(keys, Math.min(250, Math.max(1, deadline - Date.now())));
+      break;
+    } catch (e) {
+      if (!WebcclError.is(e) || e.code !== 'STORE_TIMEOUT') throw e;
+      if (Date.now() < deadline) continue;
+      const missing = ((e.details.keys as string[]) ?? []).map((k) => Number(k.slice(5))).sort((a, b) => a - b);
+      throw new WebcclError('CONNECT_FAILED', `rank ${o.rank}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} of ${o.size} did not join within ${Math.round(o.connectTimeoutMs)} ms (store at ${hostPort(o.masterAddr, o.masterPort)})`, { missing });
+    }
+  }
+  return Promise.all(keys.map(async (k) => JSON.parse(text(await store.get(k))) as Card));
+}

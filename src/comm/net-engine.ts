@@ -1,0 +1,305 @@
+// The network engine: the communicator's ranks span several nodes. Each op runs one schedule of
+// src/algorithms over the transport, in the order issued, on working memory inside the node's
+// wasm memory (buffers from comm.alloc() are used in place, others are copied in and out once),
+// so the kernels reduce each piece where it lands. Ranks on this node meet over shared memory
+// through `local`, the node's own communicator, in the hierarchical schedule.
+import { ARRAY_OF, DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE } from '../core/dtypes.js';
+import { WebcclError } from '../core/errors.js';
+import { enabled, log } from '../core/log.js';
+import type { Transport } from '../transport/transport.js';
+import type { Group, Mem, Span } from '../algorithms/group.js';
+import { ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/ring.js';
+import { doublingAllReduce } from '../algorithms/doubling.js';
+import { chainBroadcast, chainReduce } from '../algorithms/chain.js';
+import { disseminationBarrier } from '../algorithms/dissemination.js';
+import { type NodeLocal, hierarchicalAllReduce } from '../algorithms/hierarchical.js';
+import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo } from '../tuner/net-tuner.js';
+import { Arena } from './arena.js';
+import { type Buf, type TypedArray, overlaps } from './buffers.js';
+import type { Communicator } from './communicator.js';
+import type { RankContext } from './context.js';
+import type { Engine, OpCounters, OpSpec } from './engine.js';
+import { Work, type WorkDriver } from './work.js';
+
+/** A rank's view of a job across nodes, as rendezvous leaves it. */
+export interface NetWorld {
+  rank: number;
+  size: number;
+  transport: Transport;
+  /** Node index of every world rank: ranks with the same index share memory. */
+  nodeOf: number[];
+}
+
+interface NetOp {
+  spec: OpSpec;
+  work: Work;
+  seq: number;
+  algo: NetAlgo | 'chain' | 'dissemination';
+  done: Promise<void>;
+}
+
+const trace = enabled('TRACE');
+const WORLD_COMM = 0;
+
+/** The ranks of each node, in world-rank order; nodes in order of their first rank. */
+function nodesOf(nodeOf: number[]): number[][] {
+  const byNode = new Map<number, number[]>();
+  nodeOf.forEach((n, r) => (byNode.get(n) ?? byNode.set(n, []).get(n)!).push(r));
+  return [...byNode.values()];
+}
+
+export class NetEngine implements Engine, WorkDriver {
+  private readonly queue: NetOp[] = [];
+  private tail: Promise<void> = Promise.resolve();
+  private seq = 0;
+  private broken?: WebcclError;
+  private readonly arena: Arena;
+  private readonly topo: NetTopology;
+  private readonly standing: NetAlgo | undefined;
+  private readonly byAlgorithm: Record<string, number> = Object.fromEntries(NET_ALGORITHMS.map((a) => [a, 0]));
+  /** World ranks of this rank's node-mates, and of the ranks at its place on every node. */
+  private readonly nodeRanks: number[];
+  private readonly interRanks: number[];
+  /** Ranks whose message some pending receive awaits (named when a deadline passes). */
+  private readonly awaited = new Map<number, number>();
+
+  constructor(private readonly ctx: RankContext, private readonly world: NetWorld, private readonly local: Communicator,
+              private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
+    const nodes = nodesOf(world.nodeOf);
+    const perNode = nodes.every((n) => n.length === nodes[0].length) ? nodes[0].length : 0;
+    this.topo = { nodes: nodes.length, perNode };
+    this.nodeRanks = nodes.find((n) => n.includes(world.rank))!;
+    const at = this.nodeRanks.indexOf(world.rank);
+    this.interRanks = perNode ? nodes.map((n) => n[at]) : [world.rank];
+    this.standing = resolveNetAlgo(commAlgo, this.topo);
+    this.arena = new Arena(ctx.heap);
+  }
+
+  submit(spec: OpSpec): Work {
+    if (this.broken) throw this.broken;
+    const bytes = spec.count * DTYPE_SIZE[spec.dtype];
+    const algo = spec.name === 'allReduce' ? chooseNetAllReduce(bytes, this.topo, this.standing, spec.algo)
+      : spec.name === 'barrier' ? 'dissemination' : spec.name === 'broadcast' || spec.name === 'reduce' ? 'chain' : 'ring';
+    const seq = this.seq++;
+    const work = new Work(spec.name, seq, this, false, 'cannot complete an op across nodes, which needs the event loop');
+    work.timing.issuedAt = performance.now();
+    const op: NetOp = { spec, work, seq, algo, done: Promise.resolve() };
+    op.done = this.tail = this.tail.then(() => this.run(op));
+    this.queue.push(op);
+    return work;
+  }
+
+  pending(): number {
+    return this.queue.length;
+  }
+
+  busyWith(b: Buf): string | undefined {
+    const q = this.queue.find(({ spec: s }) => (s.input && overlaps(b.bytes, s.input.bytes)) || (s.output && overlaps(b.bytes, s.output.bytes)));
+    return q && `${q.spec.name} #${q.seq}`;
+  }
+
+  algorithms(): Record<string, number> {
+    return { ...this.byAlgorithm };
+  }
+
+  abort(reason: string): void {
+    this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${this.world.rank}: ${reason}`));
+  }
+
+  close(): void {
+    this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
+    this.world.transport.close();
+    this.arena.release();
+  }
+
+  progress(w: Work, block: boolean): void {
+    if (block && !w.settled) throw new WebcclError('UNSUPPORTED', `${w.name} #${w.seq}: an op across nodes completes on the event loop; await it instead of waitSync()`);
+  }
+
+  progressAsync(w: Work): Promise<void> {
+    return this.queue.find((q) => q.work === w)?.done ?? Promise.resolve();
+  }
+
+  // ---------------------------------------------------------------- running one op
+
+  private async run(op: NetOp): Promise<void> {
+    const { spec, work } = op;
+    try {
+      if (this.broken) throw this.broken;
+      work.timing.startedAt = performance.now();
+      await this.withDeadline(op, this.execute(op));
+      this.arena.reset();
+      work.settle();
+      this.counters.busyMs += work.durationMs;
+      if (spec.name === 'allReduce') this.byAlgorithm[op.algo]++;
+      if (trace) log('TRACE', `rank ${this.world.rank}: ${spec.name} #${op.seq} ${op.algo} ${spec.dtype} ${spec.op} count ${spec.count} done in ${(work.durationMs * 1000).toFixed(1)} us`);
+    } catch (e) {
+      this.counters.failed++;
+      const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
+      const named = err === this.broken ? err : new WebcclError(err.code, `${spec.name} #${op.seq} on rank ${this.world.rank}: ${err.message.replace(/ \[[A-Z_]+\]$/, '')}`, err.details);
+      this.fail(named);
+    } finally {
+      this.queue.splice(this.queue.indexOf(op), 1);
+    }
+  }
+
+  /** Fails the op when its deadline passes, naming the ranks it was still waiting for. */
+  private withDeadline(op: NetOp, running: Promise<void>): Promise<void> {
+    const ms = op.spec.timeoutMs ?? this.timeoutMs;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const missing = [...this.awaited.keys()].sort((a, b) => a - b);
+        reject(new WebcclError('TIMEOUT', `timed out after ${ms} ms${missing.length ? ` waiting for rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')}` : ''}`, { missing }));
+      }, ms);
+    });
+    running.catch(() => undefined); // a failure after the deadline is the deadline's consequence
+    return Promise.race([running, expired]).finally(() => clearTimeout(timer));
+  }
+
+  /** Unusable from here: every pending op fails, and closing the transport tells every peer. */
+  private fail(err: WebcclError): void {
+    if (!this.broken) {
+      this.broken = err;
+      log('WARN', err.message);
+      this.world.transport.close();
+      if (this.topo.perNode > 1) this.local.abort(`rank ${this.world.rank} failed: ${err.message}`);
+    }
+    for (const q of this.queue) q.work.settle(err);
+  }
+
+  private group(members: number[], seq: number): Group {
+    const t = this.world.transport;
+    const tag = (step: number) => ({ comm: WORLD_COMM, seq: seq >>> 0, step });
+    const awaited = this.awaited;
+    return {
+      rank: members.indexOf(this.world.rank),
+      size: members.length,
+      send: (peer, step, data) => t.send(members[peer], tag(step), data),
+      recv: (peer, step, into) => {
+        const r = members[peer];
+        awaited.set(r, (awaited.get(r) ?? 0) + 1);
+        return t.recv(r, tag(step), into).finally(() => {
+          const n = awaited.get(r)! - 1;
+          if (n) awaited.set(r, n);
+          else awaited.delete(r);
+        });
+      },
+    };
+  }
+
+  private mem(dtype: Dtype, op: string): Mem {
+    const core = this.ctx.core;
+    const ex = core.exports as unknown as {
+      reduceInto(d: number, o: number, dst: number, src: number, n: number): void;
+      copyBytes(dst: number, src: number, n: number): void;
+    };
+    const e = DTYPE_SIZE[dtype];
+    const d = DTYPE_CODE[dtype];
+    const o = OP_CODE[op === 'avg' ? 'sum' : (op as 'sum')];
+    return {
+      elemBytes: e,
+      view: (addr, count) => new Uint8Array(core.memory.buffer, addr, count * e),
+      reduce: (dst, src, count) => ex.reduceInto(d, o, dst, src, count),
+      copy: (dst, src, count) => ex.copyBytes(dst, src, count * e),
+      scratch: (count) => this.arena.take(count * e),
+    };
+  }
+
+  /** Working memory for `count` elements: `b` itself when it lives in the node memory. */
+  private region(m: Mem, b: Buf | null, count: number): Span {
+    return b && b.addr ? { addr: b.addr, count } : { addr: m.scratch(count), count };
+  }
+
+  private copyIn(m: Mem, to: Span, from: Buf): void {
+    if (from.addr === to.addr) return;
+    if (from.addr) m.copy(to.addr, from.addr, to.count);
+    else m.view(to.addr, to.count).set(from.bytes);
+  }
+
+  private copyOut(m: Mem, from: Span, to: Buf): void {
+    if (to.addr !== from.addr) to.bytes.set(m.view(from.addr, from.count));
+  }
+
+  private async execute(op: NetOp): Promise<void> {
+    const { name, dtype, count: n, root, input, output } = op.spec;
+    const m = this.mem(dtype, op.spec.op);
+    const world = this.group(Array.from({ length: this.world.size }, (_, r) => r), op.seq);
+    const blocks = (w: Span) => Array.from({ length: world.size }, (_, i) => ({ addr: w.addr + i * n * m.elemBytes, count: n }));
+    switch (name) {
+      case 'allReduce': {
+        const w = this.region(m, output, n);
+        this.copyIn(m, w, input!);
+        await this.allReduce(op, m, world, w);
+        if (op.spec.op === 'avg') this.scale(dtype, w, 1 / this.world.size);
+        return this.copyOut(m, w, output!);
+      }
+      case 'broadcast': {
+        const w = this.region(m, output, n);
+        if (world.rank === root) this.copyIn(m, w, input!);
+        await chainBroadcast(world, m, w, root);
+        return this.copyOut(m, w, output!);
+      }
+      case 'reduce': {
+        // Only the root's output changes: other ranks reduce in scratch, not in their input.
+        const w = world.rank === root ? this.region(m, output, n) : { addr: m.scratch(n), count: n };
+        this.copyIn(m, w, input!);
+        await chainReduce(world, m, w, root);
+        if (world.rank !== root) return;
+        if (op.spec.op === 'avg') this.scale(dtype, w, 1 / this.world.size);
+        return this.copyOut(m, w, output!);
+      }
+      case 'allGather': {
+        const w = this.region(m, output, n * world.size);
+        this.copyIn(m, blocks(w)[world.rank], input!);
+        await ringAllGather(world, m, blocks(w));
+        return this.copyOut(m, w, output!);
+      }
+      case 'reduceScatter': {
+        const w = { addr: m.scratch(n * world.size), count: n * world.size };
+        this.copyIn(m, w, input!);
+        await ringReduceScatter(world, m, blocks(w));
+        const mine = blocks(w)[world.rank];
+        if (op.spec.op === 'avg') this.scale(dtype, mine, 1 / this.world.size);
+        if (output!.addr) m.copy(output!.addr, mine.addr, n);
+        else this.copyOut(m, mine, output!);
+        return;
+      }
+      case 'barrier':
+        return disseminationBarrier(world);
+    }
+  }
+
+  private allReduce(op: NetOp, m: Mem, world: Group, w: Span): Promise<void> {
+    const flat = (g: Group, mm: Mem, s: Span) => (flatAlgo(s.count * mm.elemBytes) === 'ring' ? ringAllReduce(g, mm, s) : doublingAllReduce(g, mm, s));
+    switch (op.algo) {
+      case 'ring':
+        return ringAllReduce(world, m, w);
+      case 'doubling':
+        return doublingAllReduce(world, m, w);
+      default:
+        return hierarchicalAllReduce(this.nodeLocal(op.spec.dtype, op.spec.op), this.group(this.interRanks, op.seq), m, w, flat);
+    }
+  }
+
+  /** This node's ranks, meeting over shared memory through the node communicator. */
+  private nodeLocal(dtype: Dtype, op: string): NodeLocal {
+    const memory = this.ctx.core.memory;
+    const arr = (s: Span) => {
+      const data = new ARRAY_OF[dtype](memory.buffer, s.addr, s.count);
+      return dtype === 'bf16' || dtype === 'f16' ? { data: data as Uint16Array, dtype } : (data as TypedArray);
+    };
+    const reduceOp = op === 'avg' ? 'sum' : (op as 'sum');
+    return {
+      rank: this.local.rank,
+      size: this.local.size,
+      reduceScatter: (out, input) => this.local.reduceScatter(arr(out), arr(input), { op: reduceOp }).wait(),
+      allGather: (out, input) => this.local.allGather(arr(out), arr(input)).wait(),
+    };
+  }
+
+  private scale(dtype: Dtype, s: Span, factor: number): void {
+    const ex = this.ctx.core.exports as unknown as { scale(d: number, dst: number, src: number, n: number, f: number): void };
+    ex.scale(DTYPE_CODE[dtype], s.addr, s.addr, s.count, factor);
+  }
+}

@@ -1,0 +1,69 @@
+// Joining a job whose ranks span nodes (Node only): from a launcher's worker data or from the
+// environment a launcher left (torchrun, Open MPI, MPICH, Slurm, webccl run --procs), meet
+// every rank at the rendezvous store, connect the TCP mesh, and return the world communicator.
+// A job whose ranks all share one node never touches the network.
+import { availableParallelism } from 'node:os';
+import { envNumber, envString } from '../../core/config.js';
+import { WebcclError, fail } from '../../core/errors.js';
+import { type NodeHandle, createNode } from '../../core/node.js';
+import { resolveIdentity } from '../../bootstrap/identity.js';
+import { resolveJobId, resolveToken } from '../../bootstrap/node/job-secrets.js';
+import { rendezvous } from '../../bootstrap/node/rendezvous.js';
+import { Communicator, type CommunicatorOptions } from '../communicator.js';
+import { type JoinOptions, joinNode } from '../context.js';
+import { NetEngine } from '../net-engine.js';
+import type { WorldInit } from '../../index.js';
+
+export const DEFAULT_NCHANNELS = 2;
+export const DEFAULT_CONNECT_TIMEOUT_MS = 120_000;
+/** torchrun's default port, used when a launcher gives no MASTER_PORT. */
+export const DEFAULT_MASTER_PORT = 29500;
+
+export interface JoinWorldInput {
+  /** From a launcher's worker data: this thread's node and place; absent: read the environment. */
+  node?: NodeHandle;
+  localRank?: number;
+  world?: WorldInit;
+  opts: CommunicatorOptions & JoinOptions;
+}
+
+/** The world this process's environment describes, or undefined for a single-rank world. */
+export function worldFromEnv(env: Record<string, string | undefined>): WorldInit | undefined {
+  const id = resolveIdentity(env);
+  if (id.worldSize <= 1) return undefined;
+  const oneMachine = id.localWorldSize === id.worldSize;
+  const masterAddr = id.masterAddr ?? (oneMachine ? '127.0.0.1' : fail('INVALID_ARGUMENT', `MASTER_ADDR must be set: rank ${id.rank} of ${id.worldSize} (from ${id.source}) runs in a job across machines, and every rank must reach rank 0's rendezvous store there`));
+  const masterPort = id.masterPort ?? DEFAULT_MASTER_PORT;
+  return { rank: id.rank, size: id.worldSize, masterAddr, masterPort, token: resolveToken(env, masterAddr), jobId: resolveJobId(env, masterAddr, masterPort) };
+}
+
+export async function joinWorld(input: JoinWorldInput): Promise<Communicator | undefined> {
+  const world = input.world ?? worldFromEnv(process.env);
+  if (!world) return undefined;
+  const node = input.node ?? createNode({ nranks: 1 });
+  if (world.size === node.nranks) return undefined; // every rank on this node: shared memory only
+  const localRank = input.localRank ?? 0;
+  const { opts } = input;
+  const ctx = joinNode(node, localRank, { cores: opts.cores ?? availableParallelism(), simd: opts.simd, spinUs: opts.spinUs });
+  // Ops across nodes complete on the event loop, so the node's own ops must not block it either.
+  ctx.canBlock = false;
+  const local = new Communicator(ctx, { timeoutMs: opts.timeoutMs });
+  const nchannels = envNumber('WEBCCL_NCHANNELS') ?? DEFAULT_NCHANNELS;
+  if (!Number.isInteger(nchannels) || nchannels < 1 || nchannels > 64) fail('INVALID_ARGUMENT', `WEBCCL_NCHANNELS=${nchannels}: expected an integer in 1..64`);
+  const rv = await rendezvous({
+    rank: world.rank, size: world.size, masterAddr: world.masterAddr, masterPort: world.masterPort, token: world.token, jobId: world.jobId,
+    nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'),
+    connectTimeoutMs: envNumber('WEBCCL_CONNECT_TIMEOUT_MS') ?? DEFAULT_CONNECT_TIMEOUT_MS,
+  });
+  const mates = rv.nodeOf.flatMap((n, r) => (n === rv.nodeOf[world.rank] ? [r] : []));
+  if (mates.length !== node.nranks || mates[localRank] !== world.rank) {
+    rv.transport.close();
+    throw new WebcclError('INVALID_ARGUMENT', `rank ${world.rank}: world ranks ${mates.join(', ')} share this node, but the node has ${node.nranks} rank(s) and this is its rank ${localRank} (a launcher must number a node's ranks consecutively)`);
+  }
+  if (node.nranks > 1) await local.barrier(); // the node's ranks have all joined
+  const transport = rv.transport;
+  return new Communicator(ctx, opts, {
+    rank: world.rank, size: world.size,
+    engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: rv.nodeOf }, local, counters, algo, timeoutMs),
+  });
+}

@@ -1,0 +1,46 @@
+// A job across nodes inside the test's own process: `nodes` node memories of `perNode` ranks
+// each, every rank with its own TCP mesh over loopback, all driven by this thread's event loop.
+// This exercises rendezvous, the transport and every network schedule on the TypeScript sources;
+// test/net-processes.test.ts runs the same across real processes.
+import { createNode } from '../../src/core/node.js';
+import { joinWorld } from '../../src/comm/node/join-world.js';
+import type { Communicator } from '../../src/comm/communicator.js';
+import type { Work } from '../../src/comm/work.js';
+import { freePort } from './net.js';
+
+export interface NetRanksOptions {
+  simd?: boolean;
+  timeoutMs?: number;
+  slotBytes?: number;
+  algo?: string;
+}
+
+export async function netRanks(nodes: number, perNode: number, o: NetRanksOptions = {}): Promise<Communicator[]> {
+  const masterPort = await freePort();
+  const jobId = `test-${masterPort}-${Math.random().toString(16).slice(2)}`;
+  const size = nodes * perNode;
+  const handles = Array.from({ length: nodes }, () => createNode({ nranks: perNode, slotBytes: o.slotBytes ?? 4096 }));
+  const comms = await Promise.all(
+    Array.from({ length: size }, (_, r) =>
+      joinWorld({
+        node: handles[Math.floor(r / perNode)],
+        localRank: r % perNode,
+        world: { rank: r, size, masterAddr: '127.0.0.1', masterPort, token: 'test-token', jobId },
+        opts: { simd: o.simd, timeoutMs: o.timeoutMs ?? 60_000, spinUs: 0, ...(o.algo ? { algo: o.algo } : {}) },
+      }),
+    ),
+  );
+  return comms.map((c) => c!);
+}
+
+/** Issues one op per rank and waits for all; rethrows the first error. */
+export async function all(comms: Communicator[], issue: (c: Communicator, r: number) => Work): Promise<void> {
+  const works = comms.map((c, r) => issue(c, r));
+  const errs = await Promise.all(works.map((w) => w.wait().then(() => undefined, (e: Error) => e)));
+  const e = errs.find((x) => x);
+  if (e) throw e;
+}
+
+export function destroyAll(comms: Communicator[]): void {
+  for (const c of comms) c.destroy();
+}
