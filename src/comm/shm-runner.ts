@@ -145,7 +145,11 @@ export class ShmRunner {
       const s = this.beforeSleep(op, now);
       if (!s) return;
       const r = Atomics.waitAsync(this.i32, this.doorbell, s.bell, s.ms);
-      if (r.async) await r.value;
+      if (!r.async) return;
+      // Node does not count a pending waitAsync as work: without a timer, a process (or worker)
+      // with nothing else to do would exit in the middle of the op.
+      const keepAlive = setTimeout(() => undefined, Math.min(s.ms, 0x7fffffff));
+      await r.value.finally(() => clearTimeout(keepAlive));
     } finally {
       this.unregister();
     }

@@ -66,11 +66,9 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
         throw new WebcclError(e.code, `rank 0 cannot serve the rendezvous store: ${e.message.replace(/ \[[A-Z_]+\]$/, '')}`, e.details);
       })
     : undefined;
-  server?.unref();
   const store = await StoreClient.connect({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId, timeoutMs: o.connectTimeoutMs }).catch((e: WebcclError) => {
     throw new WebcclError(e.code, `rank ${o.rank} cannot reach the rendezvous store at ${where}: ${e.message.replace(/ \[[A-Z_]+\]$/, '')}`, e.details);
   });
-  store.unref();
   let transport: TcpTransport | undefined;
   try {
     await agreeOnSize(store, o);
@@ -78,7 +76,6 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
       rank: o.rank, size: o.size, jobId: o.jobId, token: o.token, nchannels: o.nchannels, timeoutMs: o.connectTimeoutMs,
       host: listenHost(o.masterAddr, o.ifname, store.localAddress),
     });
-    transport.unref();
     const card: Card = { host: transport.address.host, port: transport.address.port, node: o.nodeKey };
     await store.set(`rank/${o.rank}`, JSON.stringify(card));
     const cards = await gather(store, o, deadline);
@@ -86,6 +83,9 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
     const addresses: Address[] = cards.map((c) => ({ host: c.host, port: c.port }));
     log('INFO', `rank ${o.rank}/${o.size}: ${keys.length} node(s), mesh of ${o.nchannels} channel(s) per peer, listening on ${hostPort(card.host, card.port)}`);
     await transport.connect(addresses);
+    // From here the job's ops keep the process alive (their deadline timers); an idle mesh or
+    // store must not keep a rank whose script has ended.
+    for (const h of [transport, store, server]) h?.unref();
     return { transport, nodeOf: cards.map((c) => keys.indexOf(c.node)), store, server };
   } catch (e) {
     transport?.close();

@@ -38,6 +38,8 @@ class Refused extends Error {
 /** An authenticated connection to `peer` on `channel`. */
 export class Link {
   private queue: Promise<void> = Promise.resolve();
+  /** The peer closed it. */
+  closed = false;
 
   constructor(readonly socket: net.Socket, readonly reader: FrameReader, readonly peer: number, readonly channel: number) {}
 
@@ -73,6 +75,8 @@ export interface Hooks {
   admit(peer: number, channel: number): string | undefined;
   sink(peer: number, tag: Tag, length: number): Sink;
   broken(peer: number, e: WebcclError): void;
+  /** The peer closed this connection (after everything it sent on it has arrived). */
+  closed(peer: number, channel: number, e: WebcclError): void;
 }
 
 /**
@@ -168,7 +172,7 @@ export function handshake(socket: net.Socket, id: Identity, expect: { peer: numb
     };
     const onClose = () => {
       const e = new WebcclError('CONNECTION_CLOSED', `${who()} closed the connection${linked ? '' : ' during the handshake'}`, { peer: peer?.rank });
-      if (linked) hooks.broken(peer!.rank, e);
+      if (linked) hooks.closed(peer!.rank, peer!.channel, e);
       else finish(e);
     };
     const timer = setTimeout(() => finish(new WebcclError('CONNECT_FAILED', `no handshake with ${who()} within ${timeoutMs} ms`)), Math.max(1, Math.min(timeoutMs, 0x7fffffff)));

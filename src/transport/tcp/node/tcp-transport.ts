@@ -167,6 +167,18 @@ export class TcpTransport implements Transport {
     },
     sink: (peer, tag, length) => this.boxes[peer].claim(tag, length),
     broken: (peer, e) => this.fail(new WebcclError(e.code, `rank ${this.rank}: ${e.message}`, { peer })),
+    // A peer that ends (or dies) closes its connections; what it sent before arrives first, so
+    // a receive from it fails only once every channel is closed and nothing more can come.
+    // Other peers' messages keep flowing: a rank that finished its last op may exit while
+    // the others still complete theirs.
+    closed: (peer, channel) => {
+      if (this.failure || this.links[peer][channel]?.closed) return;
+      const link = this.links[peer][channel];
+      if (link) link.closed = true;
+      if (this.links[peer].every((l) => !l || l.closed)) {
+        this.boxes[peer].fail(new WebcclError('CONNECTION_CLOSED', `rank ${this.rank}: rank ${peer} closed its connections (it ended or died)`, { peer }));
+      }
+    },
   };
 
   private async dial(peer: number, channel: number, a: Address, deadline: number): Promise<void> {
