@@ -143,6 +143,24 @@ export class FrameReader {
     this.state = 'closed';
   }
 
+  /**
+   * Where the next bytes read from the socket should land: straight into the receive whose
+   * payload is being filled (the kernel copies into it; nothing is copied again), else `spare`.
+   */
+  target(spare: Uint8Array): Uint8Array {
+    return this.state === 'payload' ? this.into.subarray(this.have) : spare;
+  }
+
+  /** `n` bytes were read into `buf`, which target() returned. */
+  received(buf: Uint8Array, n: number): void {
+    if (this.state === 'payload' && buf.buffer === this.into.buffer && buf.byteOffset === this.into.byteOffset + this.have) {
+      this.have += n;
+      if (this.have === this.length) this.step();
+      return;
+    }
+    this.push(buf.subarray(0, n));
+  }
+
   /** Feeds bytes; throws PROTOCOL_ERROR (and closes) on a frame that breaks a limit. */
   push(chunk: Uint8Array): void {
     let at = 0;

@@ -3,7 +3,7 @@
 // that honour backpressure (a write that returns false waits for 'drain' before the next).
 // A refused handshake is a WebcclError on this side and a REFUSE frame naming it on the other.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import type * as net from 'node:net';
+import * as net from 'node:net';
 import { WebcclError } from '../../../core/errors.js';
 import { NONCE_BYTES } from '../../../bootstrap/store-protocol.js';
 import type { Sink, Tag } from '../../transport.js';
@@ -35,13 +35,45 @@ class Refused extends Error {
   }
 }
 
-/** An authenticated connection to `peer` on `channel`. */
+/** Bytes a dialled socket reads while no payload is being filled (headers, handshake). */
+const SPARE_BYTES = 64 * 1024;
+
+/** Where a dialled socket's reads go, once its handshake has a FrameReader. */
+interface Feed {
+  /** Where the next read goes; `spare` when no payload is being filled. */
+  target(spare: Uint8Array): Uint8Array;
+  received(buf: Uint8Array, n: number): void;
+}
+
+/**
+ * Dials `host:port` with reads that land where the link's FrameReader says (Node's `onread`):
+ * a payload goes from the kernel straight into the receive posted for it, with no Buffer per
+ * read and no copy in JS. Only a dialled socket can read this way, which is why the mesh
+ * carries data from the accepting end to the dialling end (see TcpTransport).
+ */
+export function dialDirect(host: string, port: number): { socket: net.Socket; attach(f: Feed): void } {
+  let feed: Feed | undefined;
+  const spare = new Uint8Array(SPARE_BYTES);
+  const socket = net.connect({
+    host, port,
+    onread: {
+      buffer: () => feed?.target(spare) ?? spare,
+      callback: (n: number, buf: Uint8Array) => {
+        feed?.received(buf, n);
+        return true;
+      },
+    },
+  });
+  return { socket, attach: (f) => (feed = f) };
+}
+
+/** An authenticated connection to `peer` on `channel`; `dialled` when this end connected. */
 export class Link {
   private queue: Promise<void> = Promise.resolve();
   /** The peer closed it. */
   closed = false;
 
-  constructor(readonly socket: net.Socket, readonly reader: FrameReader, readonly peer: number, readonly channel: number) {}
+  constructor(readonly socket: net.Socket, readonly reader: FrameReader, readonly peer: number, readonly channel: number, readonly dialled: boolean) {}
 
   /** Writes one data frame after those before it; resolves once the socket has taken it. */
   write(tag: Tag, payload: Uint8Array): Promise<void> {
@@ -76,7 +108,7 @@ export interface Hooks {
   sink(peer: number, tag: Tag, length: number): Sink;
   broken(peer: number, e: WebcclError): void;
   /** The peer closed this connection (after everything it sent on it has arrived). */
-  closed(peer: number, channel: number, e: WebcclError): void;
+  closed(link: Link, e: WebcclError): void;
 }
 
 /**
@@ -85,7 +117,8 @@ export interface Hooks {
  * Link, whose data then flows to hooks.sink and whose failure goes to hooks.broken; rejects with
  * AUTH_FAILED / PROTOCOL_ERROR / CONNECTION_CLOSED / CONNECT_FAILED, after telling the peer why.
  */
-export function handshake(socket: net.Socket, id: Identity, expect: { peer: number; channel: number } | undefined, hooks: Hooks, timeoutMs: number): Promise<Link> {
+export function handshake(socket: net.Socket, id: Identity, expect: { peer: number; channel: number } | undefined, hooks: Hooks, timeoutMs: number,
+                          direct?: (f: Feed) => void): Promise<Link> {
   const admit = hooks.admit;
   const connector = expect !== undefined;
   const nonce = randomBytes(NONCE_BYTES);
@@ -101,6 +134,7 @@ export function handshake(socket: net.Socket, id: Identity, expect: { peer: numb
   return new Promise<Link>((resolve, reject) => {
     let finished = false;
     let linked = false; // the handshake succeeded: failures now break the link
+    let link: Link | undefined;
     const finish = (e?: WebcclError, link?: Link) => {
       if (finished) return;
       finished = true;
@@ -151,15 +185,15 @@ export function handshake(socket: net.Socket, id: Identity, expect: { peer: numb
       }
       reader.ready();
       linked = true;
-      finish(undefined, new Link(socket, reader, peer.rank, peer.channel));
+      finish(undefined, (link = new Link(socket, reader, peer.rank, peer.channel, connector)));
     };
     const reader = new FrameReader({
       handshake: onFrame,
       data: (tag, length) => hooks.sink(peer!.rank, tag, length),
     });
-    const onData = (chunk: Buffer) => {
+    const onBytes = (buf: Uint8Array, n: number) => {
       try {
-        reader.push(chunk);
+        reader.received(buf, n);
       } catch (e) {
         if (e instanceof Refused) return refuse(e.reason, e.detail);
         const err = WebcclError.is(e) ? e : new WebcclError('PROTOCOL_ERROR', String(e));
@@ -172,11 +206,12 @@ export function handshake(socket: net.Socket, id: Identity, expect: { peer: numb
     };
     const onClose = () => {
       const e = new WebcclError('CONNECTION_CLOSED', `${who()} closed the connection${linked ? '' : ' during the handshake'}`, { peer: peer?.rank });
-      if (linked) hooks.closed(peer!.rank, peer!.channel, e);
+      if (linked && link) hooks.closed(link, e);
       else finish(e);
     };
     const timer = setTimeout(() => finish(new WebcclError('CONNECT_FAILED', `no handshake with ${who()} within ${timeoutMs} ms`)), Math.max(1, Math.min(timeoutMs, 0x7fffffff)));
-    socket.on('data', onData);
+    if (direct) direct({ target: (spare) => reader.target(spare), received: onBytes });
+    else socket.on('data', (chunk: Buffer) => onBytes(chunk, chunk.length));
     socket.on('close', onClose);
     socket.on('error', () => {}); // 'close' follows
     if (connector) socket.write(encodeHandshake({ type: 'hello', ...own(expect.channel) }));

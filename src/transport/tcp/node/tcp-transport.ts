@@ -1,15 +1,18 @@
-// TcpTransport (Node only): the Transport interface over a full mesh of TCP connections,
-// `nchannels` per pair of ranks. listen() binds (loopback unless told otherwise) and starts
-// answering handshakes; connect(addresses) dials every lower rank on each channel and waits for
-// every higher rank to dial in. Data frames of a tag always ride one channel (chosen from the
-// tag, so tags spread over channels and one tag keeps its order). A broken link fails every
-// pending and later send and recv with one error, and closes the mesh (as Gloo's pair does).
+// TcpTransport (Node only): the Transport interface over a full mesh of TCP connections.
+// listen() binds (loopback unless told otherwise) and starts answering handshakes;
+// connect(addresses) dials every other rank on each of `nchannels` channels and waits for every
+// other rank to dial in. Data flows one way on each connection, from the accepting end to the
+// dialling end: a dialled socket reads straight into the posted receive (see dialDirect), so a
+// payload is copied once, by the kernel. Data frames of a tag always ride one channel (chosen
+// from the tag, so tags spread over channels and one tag keeps its order). A protocol violation
+// fails every pending and later send and recv and closes the mesh; a peer that closes all its
+// connections (it ended or died) fails what is pending or later with that peer only.
 import * as net from 'node:net';
 import { WebcclError } from '../../../core/errors.js';
 import { log } from '../../../core/log.js';
 import { checkSecrets, hostPort } from '../../../bootstrap/node/store-server.js';
 import { DEFAULT_HOLD_LIMITS, Mailbox, checkTag, type HoldLimits, type Tag, type Transport } from '../../transport.js';
-import { handshake, type Hooks, type Identity, type Link } from './link.js';
+import { dialDirect, handshake, type Hooks, type Identity, type Link } from './link.js';
 
 export interface Address {
   host: string;
@@ -44,8 +47,12 @@ export class TcpTransport implements Transport {
   address: Address = { host: '', port: 0 };
   private readonly id: Identity;
   private readonly timeoutMs: number;
-  /** links[peer][channel] */
-  private readonly links: (Link | undefined)[][];
+  /** inbound[peer][channel]: dialled by this rank, carries the peer's data here. */
+  private readonly inbound: (Link | undefined)[][];
+  /** outbound[peer][channel]: dialled by the peer, carries this rank's data there. */
+  private readonly outbound: (Link | undefined)[][];
+  /** Why a peer is gone (it closed every connection), for its later operations. */
+  private readonly gone: (WebcclError | undefined)[];
   private readonly boxes: Mailbox[];
   private readonly server: net.Server;
   private readonly sockets = new Set<net.Socket>();
@@ -64,7 +71,10 @@ export class TcpTransport implements Transport {
     this.size = o.size;
     this.timeoutMs = o.timeoutMs ?? 30_000;
     this.id = { jobId: o.jobId, token: checkSecrets(o.token, o.jobId), rank: o.rank, size: o.size, nchannels };
-    this.links = Array.from({ length: o.size }, () => new Array<Link | undefined>(nchannels).fill(undefined));
+    const none = () => Array.from({ length: o.size }, () => new Array<Link | undefined>(nchannels).fill(undefined));
+    this.inbound = none();
+    this.outbound = none();
+    this.gone = new Array(o.size).fill(undefined);
     this.boxes = Array.from({ length: o.size }, (_, p) => new Mailbox(p, o.limits ?? DEFAULT_HOLD_LIMITS));
     this.server = net.createServer((s) => this.accept(s));
   }
@@ -88,12 +98,13 @@ export class TcpTransport implements Transport {
     return t;
   }
 
-  /** Builds the mesh: dials lower ranks, waits for higher ones. `addresses[r]` is rank r's. */
+  /** Builds the mesh: dials every other rank, waits for each to dial in. `addresses[r]` is rank r's. */
   async connect(addresses: Address[]): Promise<void> {
     if (!Array.isArray(addresses) || addresses.length !== this.size) throw bad(`connect needs ${this.size} addresses, got ${addresses?.length}`);
     const deadline = Date.now() + this.timeoutMs;
     const dials: Promise<void>[] = [];
-    for (let p = 0; p < this.rank; p++) {
+    for (let p = 0; p < this.size; p++) {
+      if (p === this.rank) continue;
       for (let c = 0; c < this.id.nchannels; c++) dials.push(this.dial(p, c, addresses[p], deadline));
     }
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -121,8 +132,9 @@ export class TcpTransport implements Transport {
   }
 
   send(peer: number, tag: Tag, data: Uint8Array): Promise<void> {
-    const link = this.route(peer, tag, data);
+    const link = this.route(peer, tag, data, this.outbound);
     if (this.failure) return Promise.reject(this.failure);
+    if (this.gone[peer]) return Promise.reject(this.gone[peer]);
     let rejectSend!: (e: WebcclError) => void;
     const failed = new Promise<never>((_, reject) => { rejectSend = reject; });
     this.sending.add(rejectSend);
@@ -130,7 +142,7 @@ export class TcpTransport implements Transport {
   }
 
   recv(peer: number, tag: Tag, into: Uint8Array): Promise<void> {
-    this.route(peer, tag, into);
+    this.route(peer, tag, into, this.inbound);
     return this.boxes[peer].post(tag, into);
   }
 
@@ -147,23 +159,23 @@ export class TcpTransport implements Transport {
 
   /** The ranks whose links are not all up yet. */
   private missing(): number[] {
-    return this.links.flatMap((ls, p) => (p !== this.rank && ls.some((l) => !l) ? [p] : []));
+    return this.inbound.flatMap((ls, p) => (p !== this.rank && (ls.some((l) => !l) || this.outbound[p].some((l) => !l)) ? [p] : []));
   }
 
-  private route(peer: number, tag: Tag, data: Uint8Array): Link {
+  private route(peer: number, tag: Tag, data: Uint8Array, links: (Link | undefined)[][]): Link {
     if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) throw bad(`peer ${peer} is not another rank in 0..${this.size - 1}`);
     if (!(data instanceof Uint8Array)) throw bad('data must be a Uint8Array');
     checkTag(tag);
     const c = (tag.seq + tag.step) % this.id.nchannels;
-    const link = this.links[peer][c];
+    const link = links[peer][c];
     if (!link && !this.failure) throw new WebcclError('NOT_INITIALIZED', `rank ${this.rank} has no link to rank ${peer} yet (call connect first)`);
     return link!;
   }
 
   private hooks: Hooks = {
     admit: (peer, channel) => {
-      if (peer <= this.rank || peer >= this.size) return `rank ${this.rank} accepts ranks ${this.rank + 1}..${this.size - 1} only`;
-      return this.links[peer][channel] ? 'duplicate' : undefined;
+      if (peer === this.rank || peer >= this.size) return `rank ${this.rank} accepts the other ranks of 0..${this.size - 1} only`;
+      return this.outbound[peer][channel] ? 'duplicate' : undefined;
     },
     sink: (peer, tag, length) => this.boxes[peer].claim(tag, length),
     broken: (peer, e) => this.fail(new WebcclError(e.code, `rank ${this.rank}: ${e.message}`, { peer })),
@@ -171,27 +183,29 @@ export class TcpTransport implements Transport {
     // a receive from it fails only once every channel is closed and nothing more can come.
     // Other peers' messages keep flowing: a rank that finished its last op may exit while
     // the others still complete theirs.
-    closed: (peer, channel) => {
-      if (this.failure || this.links[peer][channel]?.closed) return;
-      const link = this.links[peer][channel];
-      if (link) link.closed = true;
-      if (this.links[peer].every((l) => !l || l.closed)) {
-        this.boxes[peer].fail(new WebcclError('CONNECTION_CLOSED', `rank ${this.rank}: rank ${peer} closed its connections (it ended or died)`, { peer }));
-      }
+    closed: (link) => {
+      if (this.failure || link.closed) return;
+      link.closed = true;
+      const peer = link.peer;
+      if (this.gone[peer] || ![...this.inbound[peer], ...this.outbound[peer]].every((l) => !l || l.closed)) return;
+      const e = new WebcclError('CONNECTION_CLOSED', `rank ${this.rank}: rank ${peer} closed its connections (it ended or died)`, { peer });
+      this.gone[peer] = e;
+      this.boxes[peer].fail(e);
     },
   };
 
   private async dial(peer: number, channel: number, a: Address, deadline: number): Promise<void> {
     for (let delay = 20; ; delay = Math.min(delay * 2, 500)) {
       if (this.failure) throw this.failure;
-      const socket = this.track(net.connect({ host: a.host, port: a.port }));
+      const { socket, attach } = dialDirect(a.host, a.port);
+      this.track(socket);
       socket.setNoDelay(true);
       const up = await new Promise<string | undefined>((resolve) => {
         socket.once('connect', () => resolve(undefined));
         socket.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
       });
       if (up === undefined) {
-        const link = await handshake(socket, this.id, { peer, channel }, this.hooks, Math.max(1, deadline - Date.now()));
+        const link = await handshake(socket, this.id, { peer, channel }, this.hooks, Math.max(1, deadline - Date.now()), attach);
         return this.attach(link);
       }
       socket.destroy();
@@ -224,11 +238,12 @@ export class TcpTransport implements Transport {
   }
 
   private attach(link: Link): void {
-    if (this.failure || this.links[link.peer][link.channel]) {
+    const links = link.dialled ? this.inbound : this.outbound;
+    if (this.failure || links[link.peer][link.channel]) {
       link.socket.destroy();
       return;
     }
-    this.links[link.peer][link.channel] = link;
+    links[link.peer][link.channel] = link;
     this.waitIncoming?.();
   }
 
@@ -239,7 +254,7 @@ export class TcpTransport implements Transport {
     for (const box of this.boxes) box.fail(e);
     for (const reject of this.sending) reject(e);
     this.sending.clear();
-    for (const ls of this.links) for (const l of ls) l?.reader.close();
+    for (const ls of [...this.inbound, ...this.outbound]) for (const l of ls) l?.reader.close();
     for (const s of this.sockets) s.destroy();
     this.server.close();
     this.waitIncoming?.();
