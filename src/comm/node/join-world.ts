@@ -32,7 +32,7 @@ export function worldFromEnv(env: Record<string, string | undefined>): WorldInit
   const id = resolveIdentity(env);
   if (id.worldSize <= 1) return undefined;
   const oneMachine = id.localWorldSize === id.worldSize;
-  const masterAddr = id.masterAddr ?? (oneMachine ? '127.0.0.1' : fail('INVALID_ARGUMENT', `MASTER_ADDR must be set: rank ${id.rank} of ${id.worldSize} (from ${id.source}) runs in a job across machines, and every rank must reach rank 0's rendezvous store there`));
+  const masterAddr = id.masterAddr ?? (oneMachine ? '127.0.0.1' : fail('INVALID_ARGUMENT', `MASTER_ADDR must be set: rank ${id.rank} of ${id.worldSize} (from ${id.source}) needs the address of rank 0's rendezvous store; it defaults to 127.0.0.1 only when the launcher says every rank is on this machine (local world size = world size)`));
   const masterPort = id.masterPort ?? DEFAULT_MASTER_PORT;
   return { rank: id.rank, size: id.worldSize, masterAddr, masterPort, token: resolveToken(env, masterAddr), jobId: resolveJobId(env, masterAddr, masterPort) };
 }
