@@ -1,0 +1,58 @@
+// Failures across nodes, in this process over loopback: a rank that never arrives (TIMEOUT on
+// the waiting rank naming it, then CONNECTION_CLOSED on the other), ranks that disagree on the
+// count (an error on both sides), abort(), waitSync() refused, and a rank whose script ends
+// while the others finish their last op.
+import { describe, expect, it } from 'vitest';
+import { all, netRanks } from './helpers/net-world.js';
+
+const code = (p: Promise<unknown>) => p.then(() => 'ok', (e) => e.code as string);
+
+describe('errors across nodes', () => {
+  it('a missing rank: TIMEOUT naming it, then the absent rank learns the communicator is gone', async () => {
+    const [a, b] = await netRanks(2, 1, { timeoutMs: 60_000 });
+    const err = await a.allReduce(new Float32Array(4), { timeoutMs: 300 }).wait().catch((e) => e);
+    expect(err.code).toBe('TIMEOUT');
+    expect(err.message).toMatch(/allReduce #\d+ on rank 0: timed out after 300 ms waiting for rank 1/);
+    expect(err.details.missing).toEqual([1]);
+    // Rank 0 is aborted: its later ops fail at once. Rank 1, late, may still complete the op
+    // whose data rank 0 had already sent; from then on it finds rank 0 gone.
+    expect(() => a.allReduce(new Float32Array(4))).toThrow(/timed out/);
+    await b.allReduce(new Float32Array(4)).wait().catch(() => undefined);
+    const late = await b.allReduce(new Float32Array(4)).wait().catch((e) => e);
+    expect(late.code).toBe('CONNECTION_CLOSED');
+    expect(late.message).toMatch(/rank 0 closed its connections/);
+  });
+
+  it('ranks that disagree on the count fail on both sides', async () => {
+    const cs = await netRanks(2, 1);
+    const codes = await Promise.all(cs.map((c, r) => code(c.allReduce(new Float32Array(r === 0 ? 10 : 12), { algo: 'doubling' }).wait())));
+    expect(codes).toContain('SIZE_MISMATCH');
+    expect(codes.every((x) => x !== 'ok')).toBe(true);
+  });
+
+  it('abort() fails the pending op here and the op of every other rank', async () => {
+    const cs = await netRanks(3, 1);
+    const works = cs.slice(1).map((c) => c.allReduce(new Float32Array(8)));
+    cs[0].abort('test');
+    const codes = await Promise.all(works.map((w) => code(w.wait())));
+    expect(codes).toEqual(['CONNECTION_CLOSED', 'CONNECTION_CLOSED']);
+    expect(() => cs[0].barrier()).toThrow(/aborted on rank 0: test/);
+  });
+
+  it('refuses waitSync() on an op across nodes, and completes it when awaited', async () => {
+    const cs = await netRanks(2, 1);
+    const works = cs.map((c) => c.allReduce(new Float32Array(1).fill(2)));
+    expect(() => works[0].waitSync()).toThrow(expect.objectContaining({ code: 'UNSUPPORTED' }));
+    await Promise.all(works.map((w) => w.wait()));
+    expect(works.every((w) => w.isCompleted())).toBe(true);
+  });
+
+  it('a rank may leave after its last op while the others still finish theirs', async () => {
+    const cs = await netRanks(4, 1);
+    const xs = cs.map(() => new Float32Array(1000).fill(1));
+    await all(cs, (c, r) => c.allReduce(xs[r]));
+    // Rank 0 ends as soon as its barrier completes; the others must still complete theirs.
+    await Promise.all(cs.map((c, r) => c.barrier().wait().then(() => r === 0 && c.destroy())));
+    expect(xs.every((x) => x[999] === 4)).toBe(true);
+  });
+});
