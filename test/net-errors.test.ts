@@ -1,13 +1,24 @@
-// Failures across nodes, in this process over loopback: a rank that never arrives (TIMEOUT on
+// A job over IPv6 loopback, and failures across nodes, in this process: a rank that never arrives (TIMEOUT on
 // the waiting rank naming it, then CONNECTION_CLOSED on the other), ranks that disagree on the
 // count (an error on both sides), abort(), waitSync() refused, and a rank whose script ends
 // while the others finish their last op.
 import { describe, expect, it } from 'vitest';
 import { all, netRanks } from './helpers/net-world.js';
+import { canListen } from './helpers/net.js';
+
+const hasIPv6 = await canListen('::1');
+if (!hasIPv6) console.warn('net-errors: no IPv6 loopback (::1) on this machine; skipping the IPv6 job');
 
 const code = (p: Promise<unknown>) => p.then(() => 'ok', (e) => e.code as string);
 
 describe('errors across nodes', () => {
+  it.skipIf(!hasIPv6)('a job over IPv6 loopback (store and mesh on ::1)', async () => {
+    const cs = await netRanks(2, 1, { masterAddr: '::1' });
+    const xs = cs.map((_, r) => new Float64Array(3).fill(r + 1));
+    await all(cs, (c, r) => c.allReduce(xs[r]));
+    expect([...xs[1]]).toEqual([3, 3, 3]);
+  });
+
   it('a missing rank: TIMEOUT naming it, then the absent rank learns the communicator is gone', async () => {
     const [a, b] = await netRanks(2, 1, { timeoutMs: 60_000 });
     const err = await a.allReduce(new Float32Array(4), { timeoutMs: 300 }).wait().catch((e) => e);

@@ -13,10 +13,13 @@ export interface NetRanksOptions {
   timeoutMs?: number;
   slotBytes?: number;
   algo?: string;
+  /** Where rank 0 serves the store (default 127.0.0.1; '::1' for IPv6). */
+  masterAddr?: string;
 }
 
 export async function netRanks(nodes: number, perNode: number, o: NetRanksOptions = {}): Promise<Communicator[]> {
-  const masterPort = await freePort();
+  const masterAddr = o.masterAddr ?? '127.0.0.1';
+  const masterPort = await freePort(masterAddr);
   const jobId = `test-${masterPort}-${Math.random().toString(16).slice(2)}`;
   const size = nodes * perNode;
   const handles = Array.from({ length: nodes }, () => createNode({ nranks: perNode, slotBytes: o.slotBytes ?? 4096 }));
@@ -25,7 +28,7 @@ export async function netRanks(nodes: number, perNode: number, o: NetRanksOption
       joinWorld({
         node: handles[Math.floor(r / perNode)],
         localRank: r % perNode,
-        world: { rank: r, size, masterAddr: '127.0.0.1', masterPort, token: 'test-token', jobId },
+        world: { rank: r, size, masterAddr, masterPort, token: 'test-token', jobId },
         opts: { simd: o.simd, timeoutMs: o.timeoutMs ?? 60_000, spinUs: 0, ...(o.algo ? { algo: o.algo } : {}) },
       }),
     ),
