@@ -2,7 +2,7 @@
 // with a clear message and exit code 2 (never a stack trace).
 import { describe, expect, it } from 'vitest';
 import { PerfUsageError, parsePerfArgs, parseSize, formatSize, type PerfOptions } from '../src/launch/perf/args.js';
-import { perfMain } from '../src/launch/perf/main.js';
+import { describeRun, perfMain } from '../src/launch/perf/main.js';
 
 const parse = (...argv: string[]) => parsePerfArgs(argv) as PerfOptions;
 
@@ -39,8 +39,31 @@ describe('parsePerfArgs', () => {
     const o = parse('allreduce');
     expect(o).toMatchObject({
       collective: 'allreduce', minBytes: 8, maxBytes: 64 << 20, factor: 2, iters: undefined, warmup: 5, check: true,
-      dtypes: ['f32'], ops: ['sum'], root: 0, algo: undefined, ranks: 2, transport: 'shm', buffers: 'shm',
+      dtypes: ['f32'], ops: ['sum'], root: 0, algo: undefined, ranks: 2, nodes: 1, transport: 'shm', buffers: 'shm',
     });
+  });
+
+  it('--transport tcp: one process per rank unless --nodes says otherwise', () => {
+    expect(parse('allreduce', '--transport', 'tcp')).toMatchObject({ transport: 'tcp', ranks: 2, nodes: 2 });
+    expect(parse('allreduce', '--transport', 'tcp', '--ranks', '4')).toMatchObject({ ranks: 4, nodes: 4 });
+    expect(parse('allreduce', '--transport=tcp', '--ranks', '4', '--nodes', '2')).toMatchObject({ ranks: 4, nodes: 2 });
+    expect(parse('allreduce', '--transport', 'tcp', '--ranks', '6', '--nodes=3', '-r', '5')).toMatchObject({ ranks: 6, nodes: 3, root: 5 });
+    expect(parse('allreduce', '--nodes', '1')).toMatchObject({ transport: 'shm', nodes: 1 });
+  });
+
+  it('-a takes the shared-memory algorithms with shm and the network ones with tcp', () => {
+    expect(parse('allreduce', '-a', 'direct').algo).toBe('direct');
+    expect(parse('allreduce', '-a', 'twoshot', '--transport', 'shm').algo).toBe('twoshot');
+    for (const a of ['ring', 'doubling', 'hierarchical']) expect(parse('allreduce', '--transport', 'tcp', '-a', a).algo).toBe(a);
+    expect(parse('allreduce', '--transport', 'tcp', '-a', 'auto').algo).toBeUndefined();
+  });
+
+  it('the first line names the layout: threads of one process, or processes × threads', () => {
+    expect(describeRun(parse('allreduce')).split('\n')[0]).toBe('# webccl perf allreduce: 2 ranks (worker threads), transport shm, buffers shm, algo auto');
+    expect(describeRun(parse('allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '2')).split('\n')[0])
+      .toBe('# webccl perf allreduce: 4 ranks (2 processes × 2 threads), transport tcp, buffers shm, algo auto');
+    expect(describeRun(parse('broadcast', '--transport', 'tcp', '-a', 'ring')).split('\n')[0])
+      .toBe('# webccl perf broadcast: 2 ranks (2 processes × 1 thread), transport tcp, buffers shm, algo ring');
   });
 
   it('reads every flag, short and long, with separate or = values', () => {
@@ -99,7 +122,19 @@ describe('parsePerfArgs', () => {
     [['allreduce', '--ranks', '0'], /--ranks expects an integer in 1..64/],
     [['allreduce', '--ranks', '65'], /--ranks expects an integer in 1..64/],
     [['broadcast', '--ranks', '2', '-r', '2'], /invalid root 2/],
-    [['allreduce', '--transport', 'tcp'], /--transport tcp is not available yet/],
+    [['allreduce', '--transport', 'ws'], /--transport ws is not available yet/],
+    [['allreduce', '-a', 'ring'], /-a ring is a network algorithm, for --transport tcp; with --transport shm use auto, direct, twoshot/],
+    [['allreduce', '-a', 'hierarchical', '--transport', 'shm'], /-a hierarchical is a network algorithm/],
+    [['allreduce', '--transport', 'tcp', '-a', 'direct'], /-a direct is a shared-memory algorithm, for --transport shm; with --transport tcp use auto, ring, doubling, hierarchical/],
+    [['allreduce', '--transport', 'tcp', '-a', 'twoshot'], /-a twoshot is a shared-memory algorithm/],
+    [['allreduce', '--transport', 'tcp', '-a', 'tree'], /unknown algorithm "tree" \(expected auto, ring, doubling, hierarchical with --transport tcp\)/],
+    [['allreduce', '--transport', 'tcp', '--ranks', '3', '--nodes', '2'], /--ranks 3 is not a multiple of --nodes 2/],
+    [['allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '8'], /--ranks 4 is not a multiple of --nodes 8/],
+    [['allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '1'], /needs at least 2 nodes/],
+    [['allreduce', '--transport', 'tcp', '--ranks', '1'], /--transport tcp needs at least 2 ranks/],
+    [['allreduce', '--transport', 'tcp', '--nodes', '0'], /--nodes expects an integer in 1..64/],
+    [['allreduce', '--transport', 'tcp', '--nodes', 'two'], /--nodes expects an integer/],
+    [['allreduce', '--nodes', '2'], /--nodes 2 needs --transport tcp/],
     [['allreduce', '--transport', 'carrier-pigeon'], /unknown transport/],
     [['allreduce', '--buffers', 'gpu'], /--buffers expects shm or js/],
     [['allreduce', '--plot', 'chart.png'], /ending in .svg/],
@@ -123,8 +158,15 @@ describe('perfMain exit codes', () => {
 
   it('an unavailable transport is a usage error too', async () => {
     const c = capture();
-    expect(await perfMain(['allreduce', '--transport', 'tcp'], { io: c.io })).toBe(2);
+    expect(await perfMain(['allreduce', '--transport', 'ws'], { io: c.io })).toBe(2);
     expect(c.err.join('')).toMatch(/not available yet/);
+  });
+
+  it('an algorithm of the other transport is a usage error, before anything starts', async () => {
+    const c = capture();
+    expect(await perfMain(['allreduce', '--transport', 'tcp', '-a', 'direct'], { io: c.io })).toBe(2);
+    expect(c.out.join('')).toBe('');
+    expect(c.err.join('')).toMatch(/^webccl perf: -a direct is a shared-memory algorithm/);
   });
 
   it('help goes to stdout with exit code 0', async () => {

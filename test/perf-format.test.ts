@@ -49,7 +49,7 @@ function row(size: number, oopUs: number, ipUs: number, wrong: number | null, n 
 
 function report(rows: ResultRow[], interrupted = false): PerfReport {
   return {
-    tool: 'webccl perf', version: '0.0.0', collective: 'allreduce', nranks: 4, transport: 'shm', buffers: 'shm', algo: 'auto',
+    tool: 'webccl perf', version: '0.0.0', collective: 'allreduce', nranks: 4, transport: 'shm', nodes: 1, ranksPerNode: 4, buffers: 'shm', algo: 'auto',
     warmup: 5, iters: 'auto', timeSec: 0.2, reps: 1, check: true, date: '2026-01-01T00:00:00.000Z', host: { node: 'v20', cpus: 2, platform: 'linux-x64' },
     rows, avgBusBw: averageBusBw(rows), wrongTotal: wrongTotal(rows), interrupted,
   };

@@ -5,7 +5,7 @@
 import { resolveJobId, resolveToken } from '../bootstrap/node/job-secrets.js';
 import { WebcclError } from '../core/errors.js';
 import { startProcesses } from './processes.js';
-import { type LaunchResult, startRanks } from './threads.js';
+import { type LaunchOptions, type LaunchResult, startRanks } from './threads.js';
 import { perfMain } from './perf/main.js';
 
 const USAGE = `usage: webccl <command> [options]
@@ -112,16 +112,27 @@ export function parseRunArgs(argv: string[]): RunArgs {
   return { ...base, nodes: { nnodes, nodeRank, masterAddr, masterPort: masterPort || DEFAULT_MASTER_PORT } };
 }
 
+/**
+ * When this launcher was started with an IPC channel (as `webccl perf --transport tcp` starts
+ * its nodes), every post of a rank to its parent port goes up that channel as
+ * { rank: world rank, msg }.
+ */
+function forwardTo(firstRank: number): LaunchOptions['onMessage'] {
+  return process.send && ((rank, msg) => {
+    if (process.connected) process.send!({ rank: firstRank + rank, msg });
+  });
+}
+
 function startJob(a: RunArgs) {
   const { nranks, script, args } = a;
   if (a.procs) return startProcesses({ nranks, script, args, masterAddr: a.masterAddr, masterPort: a.masterPort });
-  if (!a.nodes) return startRanks({ nranks, script, args });
+  if (!a.nodes) return startRanks({ nranks, script, args, onMessage: forwardTo(0) });
   const { nnodes, nodeRank, masterAddr, masterPort } = a.nodes;
   // Resolved here, before any rank starts, so a missing WEBCCL_TOKEN fails the launcher at once.
   const token = resolveToken(process.env, masterAddr);
   const jobId = resolveJobId(process.env, masterAddr, masterPort);
   const world = { firstRank: nodeRank * nranks, size: nnodes * nranks, masterAddr, masterPort, token, jobId };
-  return startRanks({ nranks, script, args, world });
+  return startRanks({ nranks, script, args, world, onMessage: forwardTo(world.firstRank) });
 }
 
 function report(result: LaunchResult): void {

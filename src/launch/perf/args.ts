@@ -1,8 +1,10 @@
 // The command line of `webccl perf`: nccl-tests' flags where they exist (-b -e -f -i -n -w -c
-// -d -o -r), -a for the algorithm, and the launcher's own (--ranks, --transport, --json, --plot).
+// -d -o -r), -a for the algorithm, and the launcher's own (--ranks, --nodes, --transport, --json,
+// --plot).
 // Pure: parsing never touches the process, so tests can hit every branch.
 import { DTYPES, FLOAT_DTYPES, REDUCE_OPS, type Dtype, type ReduceOp } from '../../core/dtypes.js';
 import { ALGORITHMS } from '../../tuner/tuner.js';
+import { NET_ALGORITHMS, type NetAlgo } from '../../tuner/net-tuner.js';
 import type { Algo } from '../../core/layout.js';
 import { COLLECTIVES, type Collective, HAS_OP, collectiveNamed } from './collectives.js';
 
@@ -10,8 +12,12 @@ export class PerfUsageError extends Error {
   override readonly name = 'PerfUsageError';
 }
 
-export const TRANSPORTS_AVAILABLE = ['shm'] as const;
-const TRANSPORTS_PLANNED = ['tcp', 'ws'];
+export const TRANSPORTS_AVAILABLE = ['shm', 'tcp'] as const;
+const TRANSPORTS_PLANNED = ['ws'];
+export type Transport = (typeof TRANSPORTS_AVAILABLE)[number];
+
+/** The allreduce algorithms -a accepts, by transport: one node's, or the network's. */
+export const ALGORITHMS_OF: Record<Transport, readonly string[]> = { shm: ALGORITHMS, tcp: NET_ALGORITHMS };
 
 export interface PerfOptions {
   collective: Collective;
@@ -29,9 +35,12 @@ export interface PerfOptions {
   dtypes: Dtype[];
   ops: ReduceOp[];
   root: number;
-  algo: Algo | undefined;
+  algo: Algo | NetAlgo | undefined;
+  /** Ranks in all. */
   ranks: number;
-  transport: (typeof TRANSPORTS_AVAILABLE)[number];
+  /** Nodes (processes) the ranks are spread over, ranks / nodes worker threads each; 1 with shm. */
+  nodes: number;
+  transport: Transport;
   /** 'shm': buffers from comm.alloc() (zero-copy); 'js': ordinary TypedArrays (copied in and out). */
   buffers: 'shm' | 'js';
   json: string | undefined;
@@ -53,9 +62,14 @@ export const PERF_USAGE = `usage: webccl perf <${COLLECTIVES.join('|')}> [option
                            comma list, or all (default f32)
   -o, --op OP              ${REDUCE_OPS.join(' ')}, a comma list, or all (default sum)
   -r, --root R             root of broadcast and reduce (default 0)
-  -a, --algo A             allreduce algorithm: auto ${ALGORITHMS.join(' ')} (default auto)
-      --ranks N            ranks (worker threads sharing memory) (default 2)
-      --transport T        shm (default; tcp arrives with a later release)
+  -a, --algo A             allreduce algorithm (default auto): ${ALGORITHMS.join(' ')} with shm,
+                           ${NET_ALGORITHMS.join(' ')} with tcp
+      --ranks N            ranks in all (default 2)
+      --transport T        shm (default): the ranks are worker threads of one process sharing
+                           memory; tcp: they are spread over --nodes processes joined over TCP
+                           loopback, ranks/nodes threads sharing memory in each
+      --nodes M            with tcp: processes (default: one per rank); --ranks must be a
+                           multiple of M
       --buffers shm|js     comm.alloc() buffers used in place (default), or plain TypedArrays
       --json FILE          also write the results as JSON
       --plot FILE.svg      also draw busbw against size (needs the vega and vega-lite packages)
@@ -120,7 +134,7 @@ const FLAGS: Record<string, string> = {
   '-b': 'b', '--minbytes': 'b', '-e': 'e', '--maxbytes': 'e', '-f': 'f', '--stepfactor': 'f',
   '-i': 'i', '--stepbytes': 'i', '-n': 'n', '--iters': 'n', '-w': 'w', '--warmup_iters': 'w', '--warmup': 'w',
   '-c': 'c', '--check': 'c', '-d': 'd', '--datatype': 'd', '--dtype': 'd', '-o': 'o', '--op': 'o',
-  '-r': 'r', '--root': 'r', '-a': 'a', '--algo': 'a', '--ranks': 'ranks', '--transport': 'transport',
+  '-r': 'r', '--root': 'r', '-a': 'a', '--algo': 'a', '--ranks': 'ranks', '--nodes': 'nodes', '--transport': 'transport',
   '--buffers': 'buffers', '--json': 'json', '--plot': 'plot', '--time': 'time', '--reps': 'reps',
 };
 
@@ -177,20 +191,15 @@ export function parsePerfArgs(argv: string[]): PerfOptions | 'help' {
     else throw new PerfUsageError(`-o avg is defined for float datatypes only (${dtypes.join(', ')} given)`);
   }
 
-  let algo: Algo | undefined;
-  const a = get('a')?.value;
-  if (a !== undefined && a !== 'auto') {
-    if (!(ALGORITHMS as string[]).includes(a)) throw new PerfUsageError(`-a: unknown algorithm ${JSON.stringify(a)} (expected auto, ${ALGORITHMS.join(', ')})`);
-    algo = a as Algo;
-  }
-
   const transport = get('transport')?.value ?? 'shm';
   if (!(TRANSPORTS_AVAILABLE as readonly string[]).includes(transport)) {
     if (TRANSPORTS_PLANNED.includes(transport)) {
-      throw new PerfUsageError(`--transport ${transport} is not available yet: this release has ${TRANSPORTS_AVAILABLE.join(', ')} only (ranks as worker threads sharing memory)`);
+      throw new PerfUsageError(`--transport ${transport} is not available yet: this release has ${TRANSPORTS_AVAILABLE.join(', ')} only`);
     }
     throw new PerfUsageError(`--transport: unknown transport ${JSON.stringify(transport)} (expected ${TRANSPORTS_AVAILABLE.join(', ')})`);
   }
+  const nodes = parseNodes(transport as Transport, ranks, get('nodes'));
+  const algo = parseAlgo(transport as Transport, get('a')?.value);
   const buffers = get('buffers')?.value ?? 'shm';
   if (buffers !== 'shm' && buffers !== 'js') throw new PerfUsageError(`--buffers expects shm or js, got ${JSON.stringify(buffers)}`);
   const plot = get('plot')?.value;
@@ -198,6 +207,36 @@ export function parsePerfArgs(argv: string[]): PerfOptions | 'help' {
 
   return {
     collective, minBytes, maxBytes, factor, stepBytes, iters, timeSec, reps, warmup, check, dtypes, ops, root, algo,
-    ranks, transport: transport as PerfOptions['transport'], buffers, json: get('json')?.value, plot,
+    ranks, nodes, transport: transport as Transport, buffers, json: get('json')?.value, plot,
   };
+}
+
+/** --nodes: with tcp, a divisor of the rank count, at least 2 (default: one node per rank). */
+function parseNodes(transport: Transport, ranks: number, given: { flag: string; value: string } | undefined): number {
+  if (transport === 'shm') {
+    if (given && given.value !== '1') throw new PerfUsageError(`--nodes ${given.value} needs --transport tcp (with shm every rank is a thread of one process)`);
+    return 1;
+  }
+  const nodes = given ? int(given.value, given.flag, 1, 64) : ranks;
+  if (nodes < 2) {
+    throw new PerfUsageError(given
+      ? `--transport tcp needs at least 2 nodes: with --nodes 1 every rank shares one process's memory and no byte crosses TCP (use --transport shm)`
+      : `--transport tcp needs at least 2 ranks (one process each by default), got --ranks ${ranks}`);
+  }
+  if (ranks % nodes) {
+    throw new PerfUsageError(`--ranks ${ranks} is not a multiple of --nodes ${nodes}: every node runs --ranks / --nodes ranks`);
+  }
+  return nodes;
+}
+
+/** -a: auto, or an allreduce algorithm of the transport (shared-memory names with shm, network names with tcp). */
+function parseAlgo(transport: Transport, a: string | undefined): Algo | NetAlgo | undefined {
+  if (a === undefined || a === 'auto') return undefined;
+  const mine = ALGORITHMS_OF[transport];
+  if (mine.includes(a)) return a as Algo | NetAlgo;
+  const other = (Object.keys(ALGORITHMS_OF) as Transport[]).find((t) => ALGORITHMS_OF[t].includes(a));
+  if (other) {
+    throw new PerfUsageError(`-a ${a} is a${other === 'shm' ? ' shared-memory' : ' network'} algorithm, for --transport ${other}; with --transport ${transport} use auto, ${mine.join(', ')}`);
+  }
+  throw new PerfUsageError(`-a: unknown algorithm ${JSON.stringify(a)} (expected auto, ${mine.join(', ')} with --transport ${transport})`);
 }

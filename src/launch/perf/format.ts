@@ -32,6 +32,9 @@ export interface PerfReport {
   collective: Collective;
   nranks: number;
   transport: string;
+  /** Processes the ranks ran in (1 with shm), and the ranks (worker threads sharing memory) in each. */
+  nodes: number;
+  ranksPerNode: number;
   buffers: string;
   algo: string;
   warmup: number;

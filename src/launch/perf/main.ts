@@ -1,16 +1,18 @@
-// `webccl perf <collective>`: starts the ranks, gathers what each posts, prints nccl-tests'
+// `webccl perf <collective>`: starts the ranks (worker threads of this process, or with
+// --transport tcp node processes of worker threads), gathers what each posts, prints nccl-tests'
 // table as rows finish (a progress line on a terminal), and writes --json / --plot at the end.
 // A row's time is the slowest rank's mean; its #wrong is the sum over ranks.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { startRanks } from '../threads.js';
+import { type LaunchResult, startRanks } from '../threads.js';
 import { PERF_USAGE, type PerfOptions, PerfUsageError, parsePerfArgs } from './args.js';
 import { HAS_OP } from './collectives.js';
 import { NCCL_TYPE, type PerfReport, type PlaceResult, type ResultRow, averageBusBw, formatRow, placeResult, tableFooter, tableHeader, wrongTotal } from './format.js';
 import { type PlannedRow, type Placement, type RankSpec, planRows, rankSpec } from './plan.js';
 import type { RankMessage } from './rank.js';
 import { type ChartSeries, PlotUnavailableError, renderBusBwChart } from './plot.js';
+import { startNodes } from './nodes.js';
 
 export interface PerfIO {
   stdout: { write(s: string): unknown; isTTY?: boolean };
@@ -20,7 +22,16 @@ export interface PerfIO {
 export interface PerfRunOptions {
   /** The rank script (default: perf-rank.js beside this bundle). */
   rankScript?: string;
+  /** With --transport tcp, the webccl CLI each node process runs (default: cli.js beside this bundle). */
+  cliScript?: string;
   io?: PerfIO;
+}
+
+/** The ranks as this process's threads (shm) or as node processes (tcp); only the latter hear a rank's own failure post. */
+interface PerfJob {
+  done: Promise<LaunchResult>;
+  terminate(reason?: string): void;
+  fail?(rank: number, message: string): void;
 }
 
 function packageVersion(): string {
@@ -35,11 +46,23 @@ function defaultRankScript(): string {
   return fileURLToPath(new URL('./perf-rank.js', import.meta.url));
 }
 
+function defaultCliScript(): string {
+  return fileURLToPath(new URL('./cli.js', import.meta.url));
+}
+
+/** "2 ranks (worker threads)", or across nodes "4 ranks (2 processes × 2 threads)". */
+export function describeRanks(o: Pick<PerfOptions, 'ranks' | 'nodes' | 'transport'>): string {
+  const ranks = `${o.ranks} rank${o.ranks === 1 ? '' : 's'}`;
+  if (o.transport === 'shm') return `${ranks} (worker threads)`;
+  const per = o.ranks / o.nodes;
+  return `${ranks} (${o.nodes} processes × ${per} thread${per === 1 ? '' : 's'})`;
+}
+
 /** The options line that opens the table, as nccl-tests' first line. */
 export function describeRun(o: PerfOptions): string {
   const iters = (o.iters === undefined ? `auto (${o.timeSec} s blocks)` : String(o.iters)) + (o.reps > 1 ? `, median of ${o.reps} blocks` : '');
   const step = o.factor > 1 ? `${o.factor}(factor)` : `${o.stepBytes}(bytes)`;
-  return `# webccl perf ${o.collective}: ${o.ranks} ranks (worker threads), transport ${o.transport}, buffers ${o.buffers}, algo ${o.algo ?? 'auto'}\n` +
+  return `# webccl perf ${o.collective}: ${describeRanks(o)}, transport ${o.transport}, buffers ${o.buffers}, algo ${o.algo ?? 'auto'}\n` +
     `# minBytes ${o.minBytes} maxBytes ${o.maxBytes} step: ${step} warmup iters: ${o.warmup} iters: ${iters} validation: ${o.check ? 1 : 0}`;
 }
 
@@ -89,34 +112,43 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
     progress = '';
   };
 
-  io.stdout.write(`${describeRun(o)}\n#\n${tableHeader().join('\n')}\n`);
-  const job = startRanks({
-    nranks: o.ranks,
-    script: run.rankScript ?? defaultRankScript(),
-    args: [JSON.stringify(spec)],
-    onMessage: (_rank, raw) => {
-      const m = raw as RankMessage;
-      if (m.perf === 'start' && tty) {
-        const r = planned[m.idx];
-        clearProgress();
-        progressIdx = m.idx;
-        progress = `  [${m.idx + 1}/${planned.length}] ${o.collective} ${r.shape.bytes} B ${r.dtype}${HAS_OP[o.collective] ? ' ' + r.op : ''} ${m.place === 'oop' ? 'out-of-place' : 'in-place'} ...`;
-        io.stderr.write(progress);
-      } else if (m.perf === 'result') {
-        const row = collector.add(m);
-        if (row) {
-          const showing = progress;
-          clearProgress();
-          rows.push(row);
-          io.stdout.write(formatRow(row) + '\n');
-          // A rank may already be on the next row: keep its progress line in view.
-          if (showing && progressIdx > m.idx) io.stderr.write((progress = showing));
-        }
-      }
-    },
-  });
-
   let interrupted = false;
+  io.stdout.write(`${describeRun(o)}\n#\n${tableHeader().join('\n')}\n`);
+  const onMessage = (rank: number, raw: unknown) => {
+    const m = raw as RankMessage;
+    if (m.perf === 'failed') {
+      job.fail?.(rank, m.message);
+    } else if (m.perf === 'start' && tty) {
+      const r = planned[m.idx];
+      clearProgress();
+      progressIdx = m.idx;
+      progress = `  [${m.idx + 1}/${planned.length}] ${o.collective} ${r.shape.bytes} B ${r.dtype}${HAS_OP[o.collective] ? ' ' + r.op : ''} ${m.place === 'oop' ? 'out-of-place' : 'in-place'} ...`;
+      io.stderr.write(progress);
+    } else if (m.perf === 'result') {
+      const row = collector.add(m);
+      if (row) {
+        const showing = progress;
+        clearProgress();
+        rows.push(row);
+        io.stdout.write(formatRow(row) + '\n');
+        // A rank may already be on the next row: keep its progress line in view.
+        if (showing && progressIdx > m.idx) io.stderr.write((progress = showing));
+      }
+    }
+  };
+  // What the node processes say (a failing rank's error, their launcher's report) goes through
+  // here, clear of the progress line; once perf itself ends the job, their "interrupted" is noise.
+  const onStderr = (text: string) => {
+    if (interrupted) return;
+    clearProgress();
+    io.stderr.write(text);
+  };
+  const script = run.rankScript ?? defaultRankScript();
+  const args = [JSON.stringify(spec)];
+  const job: PerfJob = o.transport === 'tcp'
+    ? startNodes({ nodes: o.nodes, perNode: o.ranks / o.nodes, cliScript: run.cliScript ?? defaultCliScript(), rankScript: script, args, onMessage, onStderr })
+    : startRanks({ nranks: o.ranks, script, args, onMessage });
+
   // `webccl perf … | head`: a closed stdout ends the sweep quietly.
   const onPipeError = (e: NodeJS.ErrnoException) => {
     if (e.code !== 'EPIPE' && e.code !== 'ERR_STREAM_DESTROYED') throw e;
@@ -139,6 +171,7 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
 
   const report: PerfReport = {
     tool: 'webccl perf', version: packageVersion(), collective: o.collective, nranks: o.ranks, transport: o.transport,
+    nodes: o.nodes, ranksPerNode: o.ranks / o.nodes,
     buffers: o.buffers, algo: o.algo ?? 'auto', warmup: o.warmup, iters: o.iters ?? 'auto', timeSec: o.timeSec, reps: o.reps, check: o.check,
     date: new Date().toISOString(), host: { node: process.version, cpus: availableParallelism(), platform: `${process.platform}-${process.arch}` },
     rows, avgBusBw: averageBusBw(rows), wrongTotal: wrongTotal(rows), interrupted: interrupted || rows.length < planned.length,
@@ -149,12 +182,14 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
   if (result.failure && !interrupted) {
     const f = result.failure;
     io.stderr.write(`webccl perf: ${f.rank >= 0 ? `rank ${f.rank}` : 'the job'} failed: ${f.message}\n`);
+    const others = [...new Set(result.failures.slice(1).filter((x) => x.rank >= 0 && x.rank !== f.rank).map((x) => x.rank))].sort((a, b) => a - b);
+    if (others.length) io.stderr.write(`webccl perf: rank${others.length > 1 ? 's' : ''} ${others.join(', ')} then failed too\n`);
     exitCode = 1;
   }
   if (o.json) writeFileSync(o.json, JSON.stringify(report, null, 2) + '\n');
   if (o.plot && rows.length) {
     try {
-      writeFileSync(o.plot, await renderBusBwChart(reportSeries(report), `${o.collective}, ${o.ranks} ranks, ${report.rows[0]?.type ?? ''}: bus bandwidth`));
+      writeFileSync(o.plot, await renderBusBwChart(reportSeries(report), `${o.collective}, ${o.transport === 'tcp' ? `${describeRanks(o)} over tcp` : `${o.ranks} ranks`}, ${report.rows[0]?.type ?? ''}: bus bandwidth`));
     } catch (e) {
       if (!(e instanceof PlotUnavailableError)) throw e;
       io.stderr.write(`webccl perf: --plot: ${e.message}\n`);

@@ -2,6 +2,7 @@
 // op × size, in nccl-tests' order (sizes innermost).
 import { FLOAT_DTYPES, type Dtype, type ReduceOp } from '../../core/dtypes.js';
 import type { Algo } from '../../core/layout.js';
+import type { NetAlgo } from '../../tuner/net-tuner.js';
 import { type Collective, HAS_ROOT, type Shape, shapeOf, sweepSizes } from './collectives.js';
 import type { PerfOptions } from './args.js';
 
@@ -12,7 +13,7 @@ export interface RankSpec {
   dtypes: Dtype[];
   ops: ReduceOp[];
   root: number;
-  algo: Algo | undefined;
+  algo: Algo | NetAlgo | undefined;
   iters: number | undefined;
   timeSec: number;
   reps: number;

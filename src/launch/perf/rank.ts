@@ -4,14 +4,16 @@
 //   1 untimed call, w warm-up calls
 //   with -n auto: agree on the iteration count from allReduce(max) of the time per call
 //   barrier, then n calls back to back, each completed with waitSync(): no promise per call
-//   (--reps R: R such blocks)
+//   (--reps R: R such blocks). Across nodes an op completes on the event loop, so there each
+//   call is awaited instead, one after the other.
 //   post this rank's mean time per call; the launcher keeps the slowest rank's (the median
 //   over blocks of the slowest rank's, with --reps)
 //   with -c 1: refill with closed-form data, run once, count wrong elements, post them
 //
 // Buffers are allocated once, at the largest row, and every row uses a prefix of them.
 import { parentPort } from 'node:worker_threads';
-import { RANK_INIT, initCommGroup } from '../../index.js';
+// The Node entry: only it can join a world across nodes (sockets).
+import { RANK_INIT, initCommGroup } from '../../node.js';
 import type { Communicator } from '../../comm/communicator.js';
 import type { BufferArg, TypedArray } from '../../comm/buffers.js';
 import type { Work } from '../../comm/work.js';
@@ -22,7 +24,10 @@ import { type PlannedRow, type Placement, type RankSpec, PLACEMENTS, planRows } 
 /** Messages a rank posts to the launcher. */
 export type RankMessage =
   | { perf: 'start'; idx: number; place: Placement; iters?: number }
-  | { perf: 'result'; idx: number; place: Placement; meanUs: number[]; iters: number; wrong: number | null };
+  | { perf: 'result'; idx: number; place: Placement; meanUs: number[]; iters: number; wrong: number | null }
+  /** This rank failed (posted at once, before the error ends the thread): across nodes, the
+   *  launcher learns which rank failed first, not only which node process exited. */
+  | { perf: 'failed'; message: string };
 
 export const AUTO_MIN_ITERS = 5;
 export const AUTO_MAX_ITERS = 20000;
@@ -104,33 +109,67 @@ function makeCase(comm: Communicator, spec: RankSpec, row: PlannedRow, place: Pl
   }
 }
 
+/**
+ * How this rank completes ops. On one node: waitSync(), no promise per call (what the shm
+ * figures were measured with). Across nodes ops complete on the event loop (waitSync() refuses
+ * them): each is awaited.
+ */
+interface Completion {
+  /** `calls` calls of `c` back to back. */
+  calls(c: Case, calls: number): void | Promise<void>;
+  /** One op. */
+  one(w: Work): void | Promise<void>;
+}
+
+const BLOCKING: Completion = {
+  calls(c, calls) {
+    for (let k = 0; k < calls; k++) c.run().waitSync();
+  },
+  one: (w) => w.waitSync(),
+};
+
+const AWAITING: Completion = {
+  async calls(c, calls) {
+    for (let k = 0; k < calls; k++) await c.run();
+  },
+  one: async (w) => {
+    await w;
+  },
+};
+
+/** Whether `comm` spans nodes: its engine then counts the network's allreduce algorithms. */
+export function spansNodes(comm: Communicator): boolean {
+  return 'ring' in comm.stats().allReduceAlgorithms;
+}
+
 /** µs per call of `c` agreed by every rank: the slowest rank's mean over `calls` calls. */
-function agreedMeanUs(comm: Communicator, c: Case, calls: number): number {
+async function agreedMeanUs(comm: Communicator, how: Completion, c: Case, calls: number): Promise<number> {
   const t0 = performance.now();
-  for (let k = 0; k < calls; k++) c.run().waitSync();
+  await how.calls(c, calls);
   const mean = new Float64Array([((performance.now() - t0) * 1000) / Math.max(calls, 1)]);
-  comm.allReduce(mean, { op: 'max' }).waitSync();
+  await how.one(comm.allReduce(mean, { op: 'max' }));
   return Math.max(mean[0], 0.01);
 }
 
 /** Times one case; returns this rank's mean µs per call in each timed block, and the iteration count all ranks used. */
-function timeCase(comm: Communicator, spec: RankSpec, c: Case): { meanUs: number[]; iters: number } {
-  c.run().waitSync(); // first call: buffers touched, code compiled, untimed
+async function timeCase(comm: Communicator, how: Completion, spec: RankSpec, c: Case): Promise<{ meanUs: number[]; iters: number }> {
+  await how.one(c.run()); // first call: buffers touched, code compiled, untimed
   let iters = spec.iters ?? 0;
   if (spec.iters === undefined) {
     // Size the timed block in two steps: the warm-up calls give a rough figure, then about
     // 20 ms of calls a better one. Every rank derives the count from the same agreed time.
-    const rough = agreedMeanUs(comm, c, Math.max(spec.warmup, 1));
-    const better = agreedMeanUs(comm, c, Math.min(1000, Math.max(1, Math.round(20_000 / rough))));
+    const rough = await agreedMeanUs(comm, how, c, Math.max(spec.warmup, 1));
+    const better = await agreedMeanUs(comm, how, c, Math.min(1000, Math.max(1, Math.round(20_000 / rough))));
     iters = Math.min(AUTO_MAX_ITERS, Math.max(AUTO_MIN_ITERS, Math.ceil((spec.timeSec * 1e6) / better)));
   } else {
-    for (let k = 0; k < spec.warmup; k++) c.run().waitSync();
+    await how.calls(c, spec.warmup);
   }
   const meanUs: number[] = [];
   for (let rep = 0; rep < spec.reps; rep++) {
-    comm.barrier().waitSync();
+    await how.one(comm.barrier());
     const t0 = performance.now();
-    for (let k = 0; k < iters; k++) c.run().waitSync();
+    const block = how.calls(c, iters);
+    if (block) await block; // the blocking loop returns nothing: no promise inside the timed span
     meanUs.push(((performance.now() - t0) * 1000) / iters);
   }
   return { meanUs, iters };
@@ -145,6 +184,7 @@ function allocate(comm: Communicator, spec: RankSpec, dtype: Dtype, count: numbe
 
 export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): Promise<void> {
   const comm = await initCommGroup();
+  const how = spansNodes(comm) ? AWAITING : BLOCKING;
   const rows = planRows(spec, comm.size);
   for (const dtype of spec.dtypes) {
     const mine = rows.filter((r) => r.dtype === dtype);
@@ -154,20 +194,19 @@ export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): P
     // Warm-up before the sweep, as nccl-tests: the largest size w times, the smallest 100 + w
     // times, so that the first rows do not pay for compilation and first touches.
     for (const [row, calls] of [[mine[mine.length - 1], spec.warmup], [mine[0], 100 + spec.warmup]] as const) {
-      const c = makeCase(comm, spec, row, 'oop', send.arr, recv.arr);
-      for (let k = 0; k < calls; k++) c.run().waitSync();
+      await how.calls(makeCase(comm, spec, row, 'oop', send.arr, recv.arr), calls);
     }
     for (const row of mine) {
       for (const place of PLACEMENTS) {
         if (comm.rank === 0) post({ perf: 'start', idx: row.idx, place });
         const c = makeCase(comm, spec, row, place, send.arr, recv.arr);
         c.prepare();
-        const { meanUs, iters } = timeCase(comm, spec, c);
+        const { meanUs, iters } = await timeCase(comm, how, spec, c);
         let wrong: number | null = null;
         if (spec.check) {
           c.prepare();
-          comm.barrier().waitSync();
-          c.run().waitSync();
+          await how.one(comm.barrier());
+          await how.one(c.run());
           wrong = c.wrong();
         }
         post({ perf: 'result', idx: row.idx, place, meanUs, iters, wrong });
@@ -186,5 +225,11 @@ export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): P
 if (parentPort && (globalThis as Record<symbol, unknown>)[RANK_INIT]) {
   const port = parentPort;
   const spec = JSON.parse(process.argv[process.argv.length - 1]) as RankSpec;
-  await runRank(spec, (m) => port.postMessage(m));
+  const post = (m: RankMessage) => port.postMessage(m);
+  try {
+    await runRank(spec, post);
+  } catch (e) {
+    post({ perf: 'failed', message: e instanceof Error ? (e.stack ?? e.message) : String(e) });
+    throw e;
+  }
 }

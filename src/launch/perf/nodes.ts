@@ -1,0 +1,120 @@
+// `webccl perf --transport tcp`: the job as M node processes on this machine. Node k is
+//
+//   node cli.js run --nnodes M --node-rank k --nproc-per-node L --master-port P perf-rank.js SPEC
+//
+// with the job's WEBCCL_TOKEN and WEBCCL_JOB_ID in its environment and an IPC channel, over
+// which its launcher forwards every rank's posts as { rank: world rank, msg }. Its L worker
+// threads share memory; the nodes meet over TCP loopback. A node that fails, a rank that posts
+// its failure, or terminate() ends the job: the other nodes get a grace period to end on their
+// own (and print their own message), then SIGTERM, then SIGKILL. None is left behind.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomJobId, randomToken } from '../../bootstrap/node/job-secrets.js';
+import { freePort } from '../processes.js';
+import type { LaunchResult, RankFailure } from '../threads.js';
+
+export interface NodesLaunchOptions {
+  nodes: number;
+  /** Ranks (worker threads) per node. */
+  perNode: number;
+  /** The webccl CLI (dist/node/cli.js) each node runs, and the script its ranks run. */
+  cliScript: string;
+  rankScript: string;
+  args: string[];
+  /** Every rank's post, by world rank. */
+  onMessage(rank: number, msg: unknown): void;
+  /** The nodes' stderr (default: this process's). */
+  onStderr?(text: string): void;
+  env?: Record<string, string | undefined>;
+  /** How long the other nodes get to end on their own after one failed, and again between SIGTERM and SIGKILL (default 3 s). */
+  graceMs?: number;
+}
+
+export interface NodesLaunchHandle {
+  done: Promise<LaunchResult>;
+  /** Records a failure (e.g. a rank's post saying it failed) and ends the job. */
+  fail(rank: number, message: string): void;
+  /** Ends every node (e.g. on Ctrl-C); called again, SIGKILL at once. */
+  terminate(reason?: string): void;
+}
+
+/** The IPC envelope a node's launcher sends for each post of one of its ranks. */
+export interface Forwarded {
+  rank: number;
+  msg: unknown;
+}
+
+const isForwarded = (m: unknown): m is Forwarded => typeof m === 'object' && m !== null && typeof (m as Forwarded).rank === 'number' && 'msg' in m;
+
+export function startNodes(o: NodesLaunchOptions): NodesLaunchHandle {
+  const grace = o.graceMs ?? 3000;
+  const base = o.env ?? process.env;
+  const failures: RankFailure[] = [];
+  const children: ChildProcess[] = [];
+  const timers: ReturnType<typeof setTimeout>[] = [];
+  let terminated = false;
+
+  const signalAll = (signal: NodeJS.Signals) => {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill(signal);
+  };
+  const later = (ms: number, signal: NodeJS.Signals) => {
+    const t = setTimeout(() => signalAll(signal), ms);
+    t.unref?.();
+    timers.push(t);
+  };
+  const endAll = (waitMs: number) => {
+    later(waitMs, 'SIGTERM');
+    later(waitMs + grace, 'SIGKILL');
+  };
+  const fail = (rank: number, message: string) => {
+    failures.push({ rank, message });
+    if (failures.length === 1 && !terminated) endAll(grace);
+  };
+
+  const run = async (): Promise<LaunchResult> => {
+    const masterPort = await freePort('127.0.0.1');
+    if (terminated) return result();
+    const env = { ...base, WEBCCL_TOKEN: base.WEBCCL_TOKEN || randomToken(), WEBCCL_JOB_ID: base.WEBCCL_JOB_ID || randomJobId() };
+    const exits = Array.from({ length: o.nodes }, (_, k) => {
+      const first = k * o.perNode;
+      const ranks = o.perNode === 1 ? `rank ${first}` : `ranks ${first}..${first + o.perNode - 1}`;
+      const child = spawn(process.execPath, [
+        o.cliScript, 'run', '--nnodes', String(o.nodes), '--node-rank', String(k), '--nproc-per-node', String(o.perNode),
+        '--master-addr', '127.0.0.1', '--master-port', String(masterPort), o.rankScript, ...o.args,
+      ], { env, stdio: ['ignore', 'inherit', o.onStderr ? 'pipe' : 'inherit', 'ipc'] });
+      children.push(child);
+      if (o.onStderr) child.stderr!.setEncoding('utf8').on('data', o.onStderr);
+      child.on('message', (m) => {
+        if (isForwarded(m)) o.onMessage(m.rank, m.msg);
+      });
+      return new Promise<void>((done) => {
+        let ended = false;
+        const end = (message?: string) => {
+          if (ended) return;
+          ended = true;
+          if (message && !terminated) fail(-1, `node ${k} (${ranks}) ${message}`);
+          done();
+        };
+        child.once('error', (e) => end(`could not start: ${e.message}`));
+        // 'close', not 'exit': it comes after the last IPC message of the node.
+        child.once('close', (code, signal) => end(code === 0 ? undefined : signal ? `was killed by ${signal}` : `exited with code ${code}`));
+      });
+    });
+    await Promise.all(exits);
+    return result();
+  };
+  const result = (): LaunchResult => {
+    timers.forEach(clearTimeout);
+    return { exitCode: failures.length ? 1 : 0, failure: failures[0], failures };
+  };
+
+  return {
+    done: run(),
+    fail,
+    terminate(reason = 'terminated') {
+      if (terminated) return signalAll('SIGKILL');
+      terminated = true;
+      failures.push({ rank: -1, message: reason });
+      endAll(0);
+    },
+  };
+}
