@@ -1,5 +1,7 @@
 // The side-by-side table of bench/compare (also printed by bench/report from compare's JSON):
-// one row per size, busbw (and time) of webccl and of each anchor, and webccl / anchor.
+// one row per size, busbw (and time) of webccl and of each anchor, and webccl / anchor. A group
+// of `compare --tcp` names its transport: shm (webccl shm, Open MPI vader) or tcp (webccl tcp,
+// Open MPI tcp, Gloo); older groups hold every system in one table.
 
 const fmtBw = (x) => (x === undefined ? '–' : x >= 1 ? x.toFixed(2) : x >= 0.01 ? x.toFixed(3) : x.toPrecision(2));
 const fmtUs = (x) => (x === undefined ? '–' : x >= 1000 ? x.toFixed(0) : x.toFixed(2));
@@ -7,12 +9,13 @@ const fmtRatio = (a, b) => (a === undefined || b === undefined || !(b > 0) ? '�
 
 /** Markdown for one (collective, rank count) group of a compare run. */
 export function compareTable(group, cores, formatSize) {
-  const { op, n, systems } = group;
-  const base = systems.find((s) => s.name === 'webccl');
-  const anchors = systems.filter((s) => s.name !== 'webccl');
+  const { op, n, systems, transport } = group;
+  const base = systems.find((s) => s.name.startsWith('webccl')) ?? { label: 'webccl (not run)', short: 'webccl' };
+  const anchors = systems.filter((s) => s !== base);
   const out = [];
   const over = n > cores ? ` (${n} ranks on ${cores} cores: oversubscribed)` : '';
-  out.push(`\n### ${op}, ${n} ranks: busbw GB/s (time µs), ratio = webccl / anchor${over}\n`);
+  const via = transport === 'tcp' ? ' over TCP loopback' : transport === 'shm' ? ', shared memory' : '';
+  out.push(`\n### ${op}, ${n} ranks${via}: busbw GB/s (time µs), ratio = webccl / anchor${over}\n`);
   const head = ['size', base.label, ...anchors.flatMap((a) => [a.label, `webccl/${a.short}`])];
   out.push(`| ${head.join(' | ')} |`);
   out.push(`|${head.map(() => '---:').join('|')}|`);

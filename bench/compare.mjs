@@ -11,7 +11,10 @@
 // mean time per call over a block of about --time seconds, after a barrier (the median of
 // --reps such blocks); busbw as nccl-tests. webccl and Open MPI run out of place; torch's
 // collectives run in place.
-// Open MPI runs over shared memory (btl self,vader) and, with --tcp, over TCP loopback too.
+// Open MPI runs over shared memory (btl self,vader). With --tcp, webccl runs a second time with
+// --transport tcp (one process per rank, over TCP loopback) and Open MPI over TCP loopback (btl
+// self,tcp), and each (collective, rank count) gets two tables: shared memory (webccl shm
+// against Open MPI vader) and TCP (webccl tcp against Open MPI tcp and Gloo, which is TCP only).
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
@@ -29,6 +32,9 @@ const { compareTable, compareSeries } = await import('./compare-table.mjs');
 
 const USAGE = `usage: node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4] [-b 8] [-e 64M] [-f 4]
                                 [--time 0.2] [--reps 1] [--tcp] [--quiet 30] [--quiet-wait 120] [--json FILE] [--plot FILE.svg|DIR/]
+
+--tcp also runs webccl with --transport tcp (one process per rank) and Open MPI over TCP
+loopback, and prints them with Gloo in a second table per collective.
 
 Before each run it waits (up to --quiet-wait s) until the CPUs are less than --quiet % busy
 with other work, and notes how busy they were.`;
@@ -150,9 +156,9 @@ function waitQuiet() {
 const sweep = (o) => ['-b', String(o.b), '-e', String(o.e), '-f', String(o.f)];
 const parseLines = (text) => text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
 
-function runWebccl(op, n) {
-  const json = join(tmpdir(), `webccl-compare-${process.pid}-${op}-${n}.json`);
-  const r = run(process.execPath, [join(root, 'bin', 'webccl.js'), 'perf', op, ...sweep(opts), '--ranks', String(n), '--time', String(opts.time), '--reps', String(opts.reps), '-c', '1', '--json', json], { timeout: 1_800_000 });
+function runWebccl(op, n, transport) {
+  const json = join(tmpdir(), `webccl-compare-${process.pid}-${op}-${n}-${transport}.json`);
+  const r = run(process.execPath, [join(root, 'bin', 'webccl.js'), 'perf', op, ...sweep(opts), '--ranks', String(n), '--transport', transport, '--time', String(opts.time), '--reps', String(opts.reps), '-c', '1', '--json', json], { timeout: 1_800_000 });
   if (!existsSync(json)) return { error: (r.stderr || r.stdout || 'no output').trim().split('\n').slice(-3).join(' ') };
   const rep = JSON.parse(readFileSync(json, 'utf8'));
   return { rows: rep.rows.map((x) => ({ size: x.size, time_us: x.oop.time_us, busbw: x.oop.busbw, wrong: x.oop.wrong, ip_busbw: x.ip.busbw })) };
@@ -177,39 +183,49 @@ function runGloo(op, n) {
 const groups = [];
 for (const n of opts.ranks) {
   for (const op of opts.ops) {
-    const plan = [{ name: 'webccl', short: 'webccl', label: 'webccl shm', go: () => runWebccl(op, n) }];
-    if (mpi) plan.push({ name: 'ompi-shm', short: 'MPI', label: 'Open MPI vader', go: () => runMpi(op, n, 'shm') });
-    if (mpi && opts.tcp) plan.push({ name: 'ompi-tcp', short: 'MPI-tcp', label: 'Open MPI tcp', go: () => runMpi(op, n, 'tcp') });
-    if (gloo) plan.push({ name: 'gloo', short: 'Gloo', label: 'Gloo tcp', go: () => runGloo(op, n) });
-    const systems = [];
-    for (const p of plan) {
-      process.stderr.write(`bench/compare: ${op}, ${n} ranks: ${p.label} ...\n`);
-      const busyBefore = waitQuiet();
-      const t0 = performance.now();
-      const res = p.go();
-      systems.push({ name: p.name, short: p.short, label: p.label, busyBefore, seconds: (performance.now() - t0) / 1000, ...res });
+    // Each table: webccl first (the base of the ratios), then the anchors on the same transport.
+    const shm = [{ name: 'webccl', short: 'webccl', label: 'webccl shm', go: () => runWebccl(op, n, 'shm') }];
+    if (mpi) shm.push({ name: 'ompi-shm', short: 'MPI', label: 'Open MPI vader', go: () => runMpi(op, n, 'shm') });
+    const tcp = [];
+    if (opts.tcp && n >= 2) tcp.push({ name: 'webccl-tcp', short: 'webccl-tcp', label: `webccl tcp (${n} processes)`, go: () => runWebccl(op, n, 'tcp') });
+    if (mpi && opts.tcp) tcp.push({ name: 'ompi-tcp', short: 'MPI-tcp', label: 'Open MPI tcp', go: () => runMpi(op, n, 'tcp') });
+    if (gloo) (opts.tcp ? tcp : shm).push({ name: 'gloo', short: 'Gloo', label: 'Gloo tcp', go: () => runGloo(op, n) });
+    const tables = opts.tcp ? [{ transport: 'shm', plan: shm }, { transport: 'tcp', plan: tcp }] : [{ plan: shm }];
+    for (const { transport, plan } of tables) {
+      if (!plan.length) continue;
+      const systems = [];
+      for (const p of plan) {
+        process.stderr.write(`bench/compare: ${op}, ${n} ranks: ${p.label} ...\n`);
+        const busyBefore = waitQuiet();
+        const t0 = performance.now();
+        const res = p.go();
+        systems.push({ name: p.name, short: p.short, label: p.label, busyBefore, seconds: (performance.now() - t0) / 1000, ...res });
+      }
+      const group = { op, n, ...(transport && { transport }), systems };
+      groups.push(group);
+      console.log(compareTable(group, availableParallelism(), perf.formatSize));
     }
-    const group = { op, n, systems };
-    groups.push(group);
-    console.log(compareTable(group, availableParallelism(), perf.formatSize));
   }
 }
 
 if (opts.json) {
   writeFileSync(opts.json, JSON.stringify({
     tool: 'bench/compare', date: new Date().toISOString(), node: process.version, cores: availableParallelism(), cpu: cpus()[0]?.model,
-    anchors: { openmpi: mpi?.version ?? null, gloo: gloo?.version ?? null }, sweep: { b: opts.b, e: opts.e, f: opts.f, time: opts.time }, groups,
+    anchors: { openmpi: mpi?.version ?? null, gloo: gloo?.version ?? null }, sweep: { b: opts.b, e: opts.e, f: opts.f, time: opts.time, reps: opts.reps, tcp: opts.tcp }, groups,
   }, null, 2) + '\n');
   console.log(`\nwrote ${opts.json}`);
 }
-// --plot DIR/ writes DIR/<op>-<n>ranks.svg; --plot FILE.svg writes FILE-<op>-<n>ranks.svg when there are several.
+// --plot DIR/ writes DIR/<op>-<n>ranks.svg (and <op>-<n>ranks-tcp.svg with --tcp); --plot FILE.svg
+// writes FILE-<op>-<n>ranks[-tcp].svg when there are several.
 const plotDir = opts.plot && (opts.plot.endsWith('/') || (existsSync(opts.plot) && statSync(opts.plot).isDirectory()));
 if (plotDir) mkdirSync(opts.plot, { recursive: true });
 if (opts.plot) {
   for (const g of groups) {
-    const file = plotDir ? join(opts.plot, `${g.op}-${g.n}ranks.svg`) : groups.length === 1 ? opts.plot : opts.plot.replace(/\.svg$/i, '') + `-${g.op}-${g.n}ranks.svg`;
+    const tag = `${g.op}-${g.n}ranks${g.transport === 'tcp' ? '-tcp' : ''}`;
+    const file = plotDir ? join(opts.plot, `${tag}.svg`) : groups.length === 1 ? opts.plot : opts.plot.replace(/\.svg$/i, '') + `-${tag}.svg`;
+    const over = g.transport === 'tcp' ? ' over TCP loopback' : g.transport === 'shm' ? ', shared memory' : '';
     try {
-      writeFileSync(file, await perf.renderBusBwChart(compareSeries(g), `${g.op}, ${g.n} ranks, float32 sum: bus bandwidth`));
+      writeFileSync(file, await perf.renderBusBwChart(compareSeries(g), `${g.op}, ${g.n} ranks${over}, float32 sum: bus bandwidth`));
       console.log(`wrote ${file}`);
     } catch (e) {
       console.error(`bench/compare: --plot: ${e.message}`);

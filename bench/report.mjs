@@ -45,7 +45,8 @@ const titles = new Set();
 for (const file of files) {
   const doc = JSON.parse(readFileSync(file, 'utf8'));
   if (doc.tool === 'webccl perf') {
-    console.log(`\n## ${file}: webccl perf ${doc.collective}, ${doc.nranks} ranks, ${doc.transport} (${doc.date})\n`);
+    const layout = doc.nodes > 1 ? ` (${doc.nodes} processes × ${doc.ranksPerNode} threads)` : '';
+    console.log(`\n## ${file}: webccl perf ${doc.collective}, ${doc.nranks} ranks${layout}, ${doc.transport} (${doc.date})\n`);
     console.log('```');
     process.stdout.write(perf.formatTable(doc));
     console.log('```');
