@@ -24,6 +24,13 @@ for (const [name, n, want] of cases) {
   });
 }
 
+it('examples/multi-process.mjs as 2 processes (webccl run --procs)', () => {
+  const r = run(['bin/webccl.js', 'run', '--procs', '-n', '2', 'examples/multi-process.mjs']);
+  expect(r.stderr).toBe('');
+  expect(r.status).toBe(0);
+  expect(r.stdout).toMatch(/rank 1 of 2: pid \d+[\s\S]*avg of 262144 floats over 2 ranks: element 0 is 0.5[\s\S]*2 process\(es\), pids \d+, \d+: every result checked/);
+});
+
 it('examples/launch.mjs', () => {
   const r = run(['examples/launch.mjs']);
   expect(r.status).toBe(0);
