@@ -226,14 +226,7 @@ describe.skipIf(netnsWhy !== undefined)('two machines emulated by network namesp
     expect(rs[1].stderr).toMatch(/rank 1\b.*\branks? 0\b.*\[CONNECT_FAILED\]/);
   }, 60_000);
 
-  // LIBRARY ISSUE (src/transport/tcp/node/tcp-transport.ts connect(); reported, not fixed here):
-  // the dialling rank has a clear error, "rank 1 could not reach rank 0 at 127.0.0.1:<port>
-  // (last: ECONNREFUSED)", but connect()'s own timer has the same deadline and usually fires
-  // first with "rank 1: ranks 0 did not connect within 3000 ms", which says neither where it
-  // dialled nor why it failed (what a user needs to spot a wrong WEBCCL_SOCKET_IFNAME). The
-  // clear one wins about one run in six, so this tries four jobs at once and expects all four to
-  // name the address. Flip to `it` once the dial's cause reaches the error every time.
-  it.fails('KNOWN ISSUE: the dialling rank names the address it could not reach', async () => {
+  it('the dialling rank names the address it could not reach', async () => {
     const jobs = [0, 1, 2, 3].map((j) => Promise.all([0, 1].map((k) =>
       run('ip', ['netns', 'exec', NS[k], node, failing, 'join'], env({
         RANK: String(k), WORLD_SIZE: '2', MASTER_ADDR: IPS[0], MASTER_PORT: String(29510 + j), WEBCCL_TOKEN: token, WEBCCL_CONNECT_TIMEOUT_MS: '3000',
@@ -295,14 +288,7 @@ describe('a job that cannot form fails on every side, naming the cause', () => {
     expect(r1.stderr).toMatch(/\[(CONNECT_FAILED|CONNECTION_CLOSED|ABORTED)\]/);
   }, 60_000);
 
-  // LIBRARY ISSUE (src/bootstrap/node/rendezvous.ts, the catch of rendezvous(); reported, not
-  // fixed here): when rank 0 fails during rendezvous it records why in the store and then closes
-  // the store at once, so a rank still waiting sees only "connection to the store at
-  // 127.0.0.1:<port> closed; pending: wait(rank/0, rank/1, rank/2) [CONNECTION_CLOSED]": no rank
-  // number, and neither rank 0's failure nor the missing rank 2. (When a rank other than 0 fails,
-  // the others do get its cause, as the world-size test shows; the README promises it for any
-  // rank.) Flip to `it` once the waiting ranks read the cause before the store goes away.
-  it.fails('KNOWN ISSUE: when rank 0 gives up during rendezvous, rank 1 learns why (rank 2 did not join)', async () => {
+  it('when rank 0 gives up during rendezvous, rank 1 learns why (rank 2 did not join)', async () => {
     const [, r1] = await byHand([rank2Missing, rank2Missing], { delayMs: 1000 });
     expect(r1.stderr).toMatch(/rank 1\b.*rank 2\b.*\[(CONNECT_FAILED|ABORTED)\]/);
   }, 60_000);
@@ -345,23 +331,18 @@ describe('a rank that dies mid-job', () => {
     expect(r.stderr).toMatch(/^webccl: rank 1 failed: exited with code 7$/m);
     // Each survivor printed its own error before the launcher's grace period ran out.
     const errs = survivors(r.stderr);
-    expect(errs.map((e) => e.rank).sort()).toEqual([0, 2]);
+    expect(errs.map((e) => e.rank).sort(), r.stderr).toEqual([0, 2]);
     for (const e of errs) expect(e.message).toMatch(/rank \d+.*\[(CONNECTION_CLOSED|ABORTED)\]$/);
     // The first survivor to fail learnt it from rank 1 itself (rank 2 receives from it in the
     // ring, rank 0 sends to it), so at least one names it; the other may name that survivor.
     expect(errs.filter((e) => /rank 1\b/.test(e.message)).length).toBeGreaterThan(0);
   }, 60_000);
 
-  // LIBRARY ISSUE (src/comm/net-engine.ts fail(); reported, not fixed here): a rank that fails
-  // because a peer died closes its own links, and the ranks waiting on *it* then blame it as if it
-  // had died. In a 4-rank ring with rank 1 dead, rank 3 (which only talks to ranks 2 and 0) always
-  // reports "rank 3: rank 2 closed its connections (it ended or died)": rank 2 is alive, and the
-  // dead rank 1 appears nowhere in rank 3's error. Flip to `it` once the cause travels.
-  it.fails('KNOWN ISSUE: in --procs -n 4, every survivor names the dead rank 1', async () => {
+  it('in --procs -n 4, every survivor names the dead rank 1', async () => {
     const r = await run(node, [bin, 'run', '--procs', '-n', '4', failing, 'exit-rank-1'], env());
     expect(r.code).toBe(1);
     const errs = survivors(r.stderr);
-    expect(errs.map((e) => e.rank).sort()).toEqual([0, 2, 3]);
+    expect(errs.map((e) => e.rank).sort(), r.stderr).toEqual([0, 2, 3]);
     for (const e of errs) expect(e.message).toMatch(/rank 1\b/);
   }, 60_000);
 });

@@ -136,7 +136,8 @@ export class NetEngine implements Engine, WorkDriver {
     } catch (e) {
       this.counters.failed++;
       const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
-      const named = err === this.broken ? err : new WebcclError(err.code, `${spec.name} #${op.seq} on rank ${this.world.rank}: ${err.message.replace(/ \[[A-Z_]+\]$/, '')}`, err.details);
+      const inner = err.message.replace(/ \[[A-Z_]+\]$/, '').replace(/^rank \d+: /, '');
+      const named = err === this.broken ? err : new WebcclError(err.code, `${spec.name} #${op.seq} on rank ${this.world.rank}: ${inner}`, err.details);
       this.fail(named);
     } finally {
       this.queue.splice(this.queue.indexOf(op), 1);
@@ -157,12 +158,12 @@ export class NetEngine implements Engine, WorkDriver {
     return Promise.race([running, expired]).finally(() => clearTimeout(timer));
   }
 
-  /** Unusable from here: every pending op fails, and closing the transport tells every peer. */
+  /** Unusable from here: every pending op fails, and every peer is told why. */
   private fail(err: WebcclError): void {
     if (!this.broken) {
       this.broken = err;
       log('WARN', err.message);
-      this.world.transport.close();
+      this.world.transport.abort(err.message.replace(/ \[[A-Z_]+\]$/, ''));
       if (this.topo.perNode > 1) this.local.abort(`rank ${this.world.rank} failed: ${err.message}`);
     }
     for (const q of this.queue) q.work.settle(err);

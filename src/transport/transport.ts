@@ -20,6 +20,8 @@ export interface Transport {
   recv(peer: number, tag: Tag, into: Uint8Array): Promise<void>;
   /** Ends every link; pending and later operations fail with CONNECTION_CLOSED. */
   close(): void;
+  /** Tells every peer why this rank fails (their operations fail with ABORTED naming it), then ends every link. */
+  abort(reason: string): void;
 }
 
 export interface HoldLimits {

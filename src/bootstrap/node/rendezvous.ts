@@ -43,6 +43,8 @@ interface Card {
 }
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
+/** How long rank 0 keeps the store up after failing, so the others can read why. */
+const ABORT_GRACE_MS = 1000;
 
 /** Where this rank's transport listens: loopback for a job on one machine, else a reachable address. */
 export function listenHost(masterAddr: string, ifname: string | undefined, towardMaster: string): string {
@@ -92,6 +94,8 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
     // Tell the ranks still waiting why this one gave up, so they fail now with the cause.
     const why = e instanceof Error ? e.message : String(e);
     await store.set('abort', `rank ${o.rank}: ${why}`).then(() => store.add('aborted', 1)).catch(() => undefined);
+    // Rank 0 serves the store: keep it up while the others poll for the cause (every 250 ms).
+    if (server) await new Promise((r) => setTimeout(r, ABORT_GRACE_MS));
     void store.close();
     void server?.close();
     throw e;
@@ -119,6 +123,9 @@ async function gather(store: StoreClient, o: RendezvousOptions, deadline: number
       await store.wait(keys, Math.min(250, Math.max(1, deadline - Date.now())));
       break;
     } catch (e) {
+      if (WebcclError.is(e) && e.code === 'CONNECTION_CLOSED') {
+        throw new WebcclError('CONNECTION_CLOSED', `rank ${o.rank}: the rendezvous store at ${hostPort(o.masterAddr, o.masterPort)} closed while this rank waited for the others (rank 0, which serves it, failed or ended; see its output)`);
+      }
       if (!WebcclError.is(e) || e.code !== 'STORE_TIMEOUT') throw e;
       if (Date.now() < deadline) continue;
       const missing = ((e.details.keys as string[]) ?? []).map((k) => Number(k.slice(5))).sort((a, b) => a - b);

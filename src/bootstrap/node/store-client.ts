@@ -254,8 +254,10 @@ export class StoreClient {
         try {
           parser.push(chunk);
         } catch (e) {
-          if (client) client.fail(e as WebcclError);
-          else finish(e as Error);
+          if (client) return client.fail(e as WebcclError);
+          // A frame we cannot parse before the handshake: something else listens there.
+          const why = e instanceof Error ? e.message.replace(/ \[[A-Z_]+\]$/, '') : String(e);
+          finish(new WebcclError('PROTOCOL_ERROR', `the server at ${o.where} does not speak the webccl store protocol (${why}); is another program using MASTER_PORT?`));
         }
       });
       const early = () => finish(new Retry('the connection closed during the handshake'));
@@ -268,15 +270,17 @@ function attempt(o: { host: string; port: number; token: Uint8Array; jobId: stri
   return new Promise((resolve, reject) => {
     const socket = net.connect({ host: o.host, port: o.port });
     socket.setNoDelay(true);
+    let connected = false;
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new Retry(`no answer within the deadline`));
+      reject(new Retry(connected ? 'the connection was accepted but no store handshake came within the deadline (is another program using MASTER_PORT?)' : 'no answer within the deadline'));
     }, Math.min(Math.max(1, deadline - Date.now()), 0x7fffffff));
     socket.on('error', (e: NodeJS.ErrnoException) => {
       clearTimeout(timer);
       reject(new Retry(e.code ?? e.message));
     });
     socket.once('connect', () => {
+      connected = true;
       StoreClient.handshake(socket, o).then(resolve, reject).finally(() => clearTimeout(timer));
     });
   });

@@ -8,7 +8,8 @@
 //   A -> C  HELLO   the same fields for A (or REFUSE)
 //   C -> A  PROOF   HMAC(token, authPayload('connect', ...))   A checks it (or REFUSE)
 //   A -> C  PROOF   HMAC(token, authPayload('accept', ...))    C checks it
-// then DATA frames both ways: body = u32 comm | u32 seq | u32 step | payload.
+// then DATA frames (body = u32 comm | u32 seq | u32 step | payload), and at most one ABORT
+// (a rank that fails tells its peers why before it closes: u16 length | message).
 import { WebcclError } from '../../core/errors.js';
 import {
   Cursor, MAC_BYTES, MAX_JOB_ID_BYTES, MAX_MESSAGE_BYTES, NONCE_BYTES, HEADER_BYTES,
@@ -21,8 +22,8 @@ export const VERSION = 1;
 export const TAG_BYTES = 12;
 export const MAX_PAYLOAD_BYTES = 0xffffffff - TAG_BYTES;
 
-export const Kind = { hello: 1, proof: 2, refuse: 3, data: 16 } as const;
-const KIND_NAMES: Record<number, string> = { 1: 'HELLO', 2: 'PROOF', 3: 'REFUSE', 16: 'DATA' };
+export const Kind = { hello: 1, proof: 2, refuse: 3, abort: 4, data: 16 } as const;
+const KIND_NAMES: Record<number, string> = { 1: 'HELLO', 2: 'PROOF', 3: 'REFUSE', 4: 'ABORT', 16: 'DATA' };
 
 /** Why a handshake was refused; each maps to the error code both sides raise. */
 export const Refusal = {
@@ -44,7 +45,8 @@ export interface Hello {
 export type Handshake =
   | ({ type: 'hello' } & Hello)
   | { type: 'proof'; mac: Uint8Array }
-  | { type: 'refuse'; reason: number; message: string };
+  | { type: 'refuse'; reason: number; message: string }
+  | { type: 'abort'; message: string };
 
 const num = (bytes: number, write: (v: DataView) => void) => {
   const b = new Uint8Array(bytes);
@@ -64,6 +66,7 @@ export function encodeHandshake(m: Handshake): Uint8Array {
       const text = textBytes(m.message.slice(0, MAX_MESSAGE_BYTES / 4));
       return concat(frame(Kind.refuse, [u8(m.reason), ...str(text)]));
     }
+    case 'abort': return concat(frame(Kind.abort, str(textBytes(m.message.slice(0, MAX_MESSAGE_BYTES / 4)))));
   }
 }
 
@@ -90,6 +93,7 @@ function maxHandshakeBody(kind: number): number {
     case Kind.hello: return 4 + 2 + 2 + MAX_JOB_ID_BYTES + 4 + 4 + 2 + 2 + NONCE_BYTES;
     case Kind.proof: return MAC_BYTES;
     case Kind.refuse: return 1 + 2 + MAX_MESSAGE_BYTES;
+    case Kind.abort: return 2 + MAX_MESSAGE_BYTES;
     default: return -1;
   }
 }
@@ -105,12 +109,13 @@ export function decodeHandshake(kind: number, body: Uint8Array): Handshake {
     }
     case Kind.proof: return c.end({ type: 'proof', mac: c.bytes(MAC_BYTES) });
     case Kind.refuse: return c.end({ type: 'refuse', reason: c.u8(), message: c.text(MAX_MESSAGE_BYTES, 'message') });
+    case Kind.abort: return c.end({ type: 'abort', message: c.text(MAX_MESSAGE_BYTES, 'message') });
     default: return protocolError(`unknown frame kind ${kind}`);
   }
 }
 
 export interface ReaderEvents {
-  /** A whole handshake frame (only while the handshake is on). */
+  /** A whole handshake frame (while the handshake is on), or an ABORT (after it). */
   handshake(m: Handshake): void;
   /** A data frame's tag and payload length: where to put it (may throw to end the link). */
   data(tag: Tag, length: number): Sink;
@@ -197,7 +202,7 @@ export class FrameReader {
           this.length = len - TAG_BYTES;
           return;
         }
-        const max = this.handshaking ? maxHandshakeBody(this.kind) : -1;
+        const max = this.handshaking || this.kind === Kind.abort ? maxHandshakeBody(this.kind) : -1;
         if (max < 0) this.violation(`a ${name} frame is not expected ${this.handshaking ? 'during the handshake' : 'after it'}`);
         if (len > max) this.violation(`a ${name} frame announces ${len} bytes, over its limit of ${max}`);
         return this.begin('handshake', new Uint8Array(len), len);

@@ -109,6 +109,8 @@ export interface Hooks {
   broken(peer: number, e: WebcclError): void;
   /** The peer closed this connection (after everything it sent on it has arrived). */
   closed(link: Link, e: WebcclError): void;
+  /** The peer failed and says why before it closes. */
+  aborted(peer: number, message: string): void;
 }
 
 /**
@@ -166,6 +168,10 @@ export function handshake(socket: net.Socket, id: Identity, expect: { peer: numb
       }
     };
     const onFrame = (m: Handshake): void => {
+      if (m.type === 'abort') {
+        if (!linked) throw new WebcclError('PROTOCOL_ERROR', `an ABORT from ${who()} during the handshake`);
+        return hooks.aborted(peer!.rank, m.message);
+      }
       if (m.type === 'refuse') {
         return finish(new WebcclError(refusalCode(m.reason), `${who()} refused the connection: ${m.message}`, { peer: peer?.rank ?? expect?.peer, reason: m.reason }));
       }

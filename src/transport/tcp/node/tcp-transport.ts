@@ -13,6 +13,7 @@ import { log } from '../../../core/log.js';
 import { checkSecrets, hostPort } from '../../../bootstrap/node/store-server.js';
 import { DEFAULT_HOLD_LIMITS, Mailbox, checkTag, type HoldLimits, type Tag, type Transport } from '../../transport.js';
 import { dialDirect, handshake, type Hooks, type Identity, type Link } from './link.js';
+import { encodeHandshake } from '../frame.js';
 
 export interface Address {
   host: string;
@@ -58,6 +59,8 @@ export class TcpTransport implements Transport {
   private readonly sockets = new Set<net.Socket>();
   private readonly sending = new Set<(e: WebcclError) => void>();
   private readonly rejections: WebcclError[] = [];
+  /** The last reason a dial to each peer failed, for the connect deadline's message. */
+  private readonly dialFailures = new Map<number, string>();
   private failure?: WebcclError;
   private waitIncoming?: () => void;
   private unrefd = false;
@@ -115,8 +118,11 @@ export class TcpTransport implements Transport {
       };
       this.waitIncoming = check;
       timer = setTimeout(() => {
+        const missing = this.missing();
         const last = this.rejections.at(-1);
-        reject(new WebcclError('CONNECT_FAILED', `rank ${this.rank}: ranks ${this.missing().join(', ')} did not connect within ${this.timeoutMs} ms${last ? ` (last refusal: ${last.message})` : ''}`, { missing: this.missing() }));
+        const dials = missing.flatMap((p) => (this.dialFailures.has(p) ? [this.dialFailures.get(p)!] : []));
+        const why = [...dials, ...(last ? [`last refusal: ${last.message}`] : [])];
+        reject(new WebcclError('CONNECT_FAILED', `rank ${this.rank}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not connect within ${this.timeoutMs} ms${why.length ? ` (${why.join('; ')})` : ''}`, { missing }));
       }, Math.max(1, deadline - Date.now()));
       check();
     });
@@ -151,6 +157,14 @@ export class TcpTransport implements Transport {
     this.unrefd = true;
     this.server.unref();
     for (const s of this.sockets) s.unref();
+  }
+
+  abort(reason: string): void {
+    if (this.failure) return;
+    // End (not destroy) the links this rank sends on, so the ABORT reaches each peer first.
+    const frame = encodeHandshake({ type: 'abort', message: reason });
+    for (const ls of this.outbound) for (const l of ls) if (l && !l.closed) l.socket.end(frame);
+    this.fail(new WebcclError('ABORTED', `rank ${this.rank}: aborted: ${reason}`), this.outbound.flat().map((l) => l?.socket));
   }
 
   close(): void {
@@ -192,6 +206,7 @@ export class TcpTransport implements Transport {
       this.gone[peer] = e;
       this.boxes[peer].fail(e);
     },
+    aborted: (peer, message) => this.fail(new WebcclError('ABORTED', `rank ${peer} failed: ${message}`, { peer })),
   };
 
   private async dial(peer: number, channel: number, a: Address, deadline: number): Promise<void> {
@@ -209,6 +224,7 @@ export class TcpTransport implements Transport {
         return this.attach(link);
       }
       socket.destroy();
+      this.dialFailures.set(peer, `could not reach rank ${peer} at ${hostPort(a.host, a.port)}: ${up}`);
       const left = deadline - Date.now();
       if (left <= 0) throw new WebcclError('CONNECT_FAILED', `rank ${this.rank} could not reach rank ${peer} at ${hostPort(a.host, a.port)} (last: ${up})`, { peer });
       await new Promise((r) => setTimeout(r, Math.min(delay, left)));
@@ -247,15 +263,19 @@ export class TcpTransport implements Transport {
     this.waitIncoming?.();
   }
 
-  /** Fails every pending and later operation with `e`, and closes every link. */
-  private fail(e: WebcclError): void {
+  /** Fails every pending and later operation with `e`, and closes every link (`ending` ones after a grace). */
+  private fail(e: WebcclError, ending: (net.Socket | undefined)[] = []): void {
     if (this.failure) return;
     this.failure = e;
     for (const box of this.boxes) box.fail(e);
     for (const reject of this.sending) reject(e);
     this.sending.clear();
     for (const ls of [...this.inbound, ...this.outbound]) for (const l of ls) l?.reader.close();
-    for (const s of this.sockets) s.destroy();
+    const graceful = new Set(ending);
+    for (const s of this.sockets) {
+      if (!graceful.has(s)) s.destroy();
+      else setTimeout(() => s.destroy(), 2000).unref();
+    }
     this.server.close();
     this.waitIncoming?.();
   }
