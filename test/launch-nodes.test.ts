@@ -42,6 +42,12 @@ describe('webccl run --nnodes', () => {
     })));
   });
 
+  it('names a failing thread by its world rank', () => {
+    const r = spawnSync(process.execPath, [bin, 'run', ...node1of2, fixture, '3'], { encoding: 'utf8', env: env({ WEBCCL_TOKEN: 't' }), timeout: 120_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/webccl: rank 3 failed: .*world rank 3 throws/);
+  });
+
   it('without WEBCCL_TOKEN on loopback, uses a per-user token file made with mode 0600', () => {
     for (const [where, e, file] of [
       ['XDG_RUNTIME_DIR', env({ XDG_RUNTIME_DIR: join(tmp, 'run') }), join(tmp, 'run', 'webccl-token')],

@@ -78,7 +78,7 @@ export class NetEngine implements Engine, WorkDriver {
   submit(spec: OpSpec): Work {
     if (this.broken) throw this.broken;
     const bytes = spec.count * DTYPE_SIZE[spec.dtype];
-    const algo = spec.name === 'allReduce' ? chooseNetAllReduce(bytes, this.topo, this.standing, spec.algo)
+    const algo = spec.name === 'allReduce' ? chooseNetAllReduce(bytes, this.world.size, this.topo, this.standing, spec.algo)
       : spec.name === 'barrier' ? 'dissemination' : spec.name === 'broadcast' || spec.name === 'reduce' ? 'chain' : 'ring';
     const seq = this.seq++;
     const work = new Work(spec.name, seq, this, false, 'cannot complete an op across nodes, which needs the event loop');
@@ -272,7 +272,7 @@ export class NetEngine implements Engine, WorkDriver {
   }
 
   private allReduce(op: NetOp, m: Mem, world: Group, w: Span): Promise<void> {
-    const flat = (g: Group, mm: Mem, s: Span) => (flatAlgo(s.count * mm.elemBytes) === 'ring' ? ringAllReduce(g, mm, s) : doublingAllReduce(g, mm, s));
+    const flat = (g: Group, mm: Mem, s: Span) => (flatAlgo(s.count * mm.elemBytes, g.size) === 'ring' ? ringAllReduce(g, mm, s) : doublingAllReduce(g, mm, s));
     switch (op.algo) {
       case 'ring':
         return ringAllReduce(world, m, w);

@@ -28,6 +28,7 @@ export interface LaunchOptions {
 }
 
 export interface RankFailure {
+  /** The world rank (in a one-node job, the thread's index); -1 for the launcher's own reason. */
   rank: number;
   message: string;
   error?: unknown;
@@ -55,8 +56,9 @@ export function startRanks(o: LaunchOptions): LaunchHandle {
   let graceTimer: ReturnType<typeof setTimeout> | undefined;
   const workers: Worker[] = [];
 
+  /** `rank` is the thread's index in the node; failures name its world rank. */
   const fail = (rank: number, message: string, error?: unknown) => {
-    failures.push({ rank, message, error });
+    failures.push({ rank: rank >= 0 && o.world ? o.world.firstRank + rank : rank, message, error });
     if (failures.length > 1) return;
     abortNode(node, rank, ABORT_REASON.PEER_DIED);
     graceTimer = setTimeout(() => workers.forEach((w) => void w.terminate()), o.graceMs ?? 5000);

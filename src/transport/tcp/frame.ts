@@ -21,6 +21,8 @@ export const MAGIC = 0x50544357; // "WCTP" read as a little-endian u32
 export const VERSION = 1;
 export const TAG_BYTES = 12;
 export const MAX_PAYLOAD_BYTES = 0xffffffff - TAG_BYTES;
+/** A payload this large is worth an extra read to land in place from its first byte. */
+const LARGE_PAYLOAD = 64 * 1024;
 
 export const Kind = { hello: 1, proof: 2, refuse: 3, abort: 4, data: 16 } as const;
 const KIND_NAMES: Record<number, string> = { 1: 'HELLO', 2: 'PROOF', 3: 'REFUSE', 4: 'ABORT', 16: 'DATA' };
@@ -136,6 +138,8 @@ export class FrameReader {
   private into: Uint8Array = new Uint8Array(0);
   private done: () => void = () => {};
   private handshaking = true;
+  /** Payload length of the last data frame. */
+  private lastLength = 0;
 
   constructor(private readonly on: ReaderEvents) {}
 
@@ -153,7 +157,11 @@ export class FrameReader {
    * payload is being filled (the kernel copies into it; nothing is copied again), else `spare`.
    */
   target(spare: Uint8Array): Uint8Array {
-    return this.state === 'payload' ? this.into.subarray(this.have) : spare;
+    if (this.state === 'payload') return this.into.subarray(this.have);
+    // After a large payload, read just the next frame's header (one more small read) so that a
+    // large payload after it lands in place too, rather than its start through `spare`.
+    if (this.lastLength >= LARGE_PAYLOAD && (this.state === 'header' || this.state === 'tag')) return spare.subarray(0, this.want() - this.have);
+    return spare;
   }
 
   /** `n` bytes were read into `buf`, which target() returned. */
@@ -209,6 +217,7 @@ export class FrameReader {
       }
       case 'tag': {
         const tag = { comm: v.getUint32(5, true), seq: v.getUint32(9, true), step: v.getUint32(13, true) };
+        this.lastLength = this.length;
         const sink = this.on.data(tag, this.length);
         if ('skip' in sink) return this.begin('skip', this.into, this.length);
         this.done = sink.done;
