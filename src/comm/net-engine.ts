@@ -291,11 +291,15 @@ export class NetEngine implements Engine, WorkDriver {
       return dtype === 'bf16' || dtype === 'f16' ? { data: data as Uint16Array, dtype } : (data as TypedArray);
     };
     const reduceOp = op === 'avg' ? 'sum' : (op as 'sum');
+    // The node phase blocks the thread where it may: no message of this op can arrive for this
+    // rank meanwhile (the network phase comes after), and a blocking wait wakes in a few µs
+    // where an event-loop turn per chunk costs tens. A failing peer still wakes it (abort word).
+    const done = (w: Work) => (this.ctx.canBlock ? Promise.resolve(w.waitSync()) : w.wait());
     return {
       rank: this.local.rank,
       size: this.local.size,
-      reduceScatter: (out, input) => this.local.reduceScatter(arr(out), arr(input), { op: reduceOp }).wait(),
-      allGather: (out, input) => this.local.allGather(arr(out), arr(input)).wait(),
+      reduceScatter: (out, input) => done(this.local.reduceScatter(arr(out), arr(input), { op: reduceOp })),
+      allGather: (out, input) => done(this.local.allGather(arr(out), arr(input))),
     };
   }
 

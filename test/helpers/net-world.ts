@@ -30,6 +30,7 @@ export async function netRanks(nodes: number, perNode: number, o: NetRanksOption
         localRank: r % perNode,
         world: { rank: r, size, masterAddr, masterPort, token: 'test-token', jobId },
         opts: { simd: o.simd, timeoutMs: o.timeoutMs ?? 60_000, spinUs: 0, ...(o.algo ? { algo: o.algo } : {}) },
+        nodeMayBlock: false, // a node's ranks share this thread
       }),
     ),
   );

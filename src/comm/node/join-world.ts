@@ -25,6 +25,8 @@ export interface JoinWorldInput {
   localRank?: number;
   world?: WorldInit;
   opts: CommunicatorOptions & JoinOptions;
+  /** false when several ranks of one node share a thread (tests): the node phase must not block it. */
+  nodeMayBlock?: boolean;
 }
 
 /** The world this process's environment describes, or undefined for a single-rank world. */
@@ -45,8 +47,7 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   const localRank = input.localRank ?? 0;
   const { opts } = input;
   const ctx = joinNode(node, localRank, { cores: opts.cores ?? availableParallelism(), simd: opts.simd, spinUs: opts.spinUs });
-  // Ops across nodes complete on the event loop, so the node's own ops must not block it either.
-  ctx.canBlock = false;
+  if (input.nodeMayBlock === false) ctx.canBlock = false;
   const local = new Communicator(ctx, { timeoutMs: opts.timeoutMs });
   const nchannels = envNumber('WEBCCL_NCHANNELS') ?? DEFAULT_NCHANNELS;
   if (!Number.isInteger(nchannels) || nchannels < 1 || nchannels > 64) fail('INVALID_ARGUMENT', `WEBCCL_NCHANNELS=${nchannels}: expected an integer in 1..64`);
