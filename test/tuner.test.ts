@@ -1,6 +1,7 @@
 // Which allReduce algorithm runs: call option > communicator option > WEBCCL_ALGO > size.
 import { afterEach, expect, it } from 'vitest';
 import { chooseAllReduceAlgo, chunkElems, directMaxBytes, resolveTuning } from '../src/tuner/tuner.js';
+import { chooseNetAllReduce, doublingMaxBytes, resolveNetAlgo } from '../src/tuner/net-tuner.js';
 import { inprocRanks, together } from './helpers/inproc.js';
 
 afterEach(() => {
@@ -21,8 +22,10 @@ it('honours the call, then the communicator, then WEBCCL_ALGO', () => {
   expect(chooseAllReduceAlgo(8, resolveTuning(2))).toBe('twoshot');
   expect(chooseAllReduceAlgo(8, resolveTuning(2, 'direct'))).toBe('direct');
   expect(chooseAllReduceAlgo(1 << 30, resolveTuning(2, 'twoshot'), 'direct')).toBe('direct');
-  process.env.WEBCCL_ALGO = 'ring';
-  expect(() => resolveTuning(2)).toThrow(/WEBCCL_ALGO: unknown algorithm "ring"/);
+  process.env.WEBCCL_ALGO = 'bogus';
+  expect(() => resolveTuning(2)).toThrow(/WEBCCL_ALGO: unknown algorithm "bogus"/);
+  process.env.WEBCCL_ALGO = 'ring'; // a network algorithm: for communicators across nodes, not this one
+  expect(resolveTuning(2).algo).toBeUndefined();
   delete process.env.WEBCCL_ALGO;
   process.env.WEBCCL_DIRECT_MAX_BYTES = '0';
   expect(chooseAllReduceAlgo(8, resolveTuning(2))).toBe('twoshot');
@@ -41,4 +44,25 @@ it('cuts chunks to whole cache lines that fit a slot', () => {
   expect(chunkElems('allReduce', 4096, 4, 2)).toBe(1024);
   expect(chunkElems('reduceScatter', 4096, 4, 3)).toBe(336); // 1365 rounded down to 16s
   expect(chunkElems('reduceScatter', 4096, 8, 64)).toBe(8);
+});
+
+it('across nodes: hierarchical when every node has several ranks, else doubling for small and ring for large', () => {
+  const flat = { nodes: 4, perNode: 1 };
+  const grid = { nodes: 2, perNode: 2 };
+  const uneven = { nodes: 2, perNode: 0 };
+  expect(chooseNetAllReduce(8, 4, flat, undefined)).toBe('doubling');
+  expect(chooseNetAllReduce(doublingMaxBytes(4), 4, flat, undefined)).toBe('doubling');
+  expect(chooseNetAllReduce(doublingMaxBytes(4) + 1, 4, flat, undefined)).toBe('ring');
+  expect(doublingMaxBytes(2)).toBeGreaterThan(doublingMaxBytes(4));
+  expect(chooseNetAllReduce(8, 4, grid, undefined)).toBe('hierarchical');
+  expect(chooseNetAllReduce(8, 4, uneven, undefined)).toBe('doubling');
+  // call > communicator > WEBCCL_ALGO; a shared-memory name in WEBCCL_ALGO is left to the node phase
+  expect(chooseNetAllReduce(8, 4, grid, 'ring', 'doubling')).toBe('doubling');
+  process.env.WEBCCL_ALGO = 'ring';
+  expect(resolveNetAlgo(undefined, grid)).toBe('ring');
+  expect(resolveNetAlgo('doubling', grid)).toBe('doubling');
+  process.env.WEBCCL_ALGO = 'direct';
+  expect(resolveNetAlgo(undefined, grid)).toBeUndefined();
+  expect(() => chooseNetAllReduce(8, 4, grid, undefined, 'direct')).toThrow(/expected ring, doubling, hierarchical/);
+  expect(() => chooseNetAllReduce(8, 4, uneven, undefined, 'hierarchical')).toThrow(/same number of ranks on every node/);
 });

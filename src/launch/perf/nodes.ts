@@ -7,10 +7,10 @@
 // threads share memory; the nodes meet over TCP loopback. A node that fails, a rank that posts
 // its failure, or terminate() ends the job: the other nodes get a grace period to end on their
 // own (and print their own message), then SIGTERM, then SIGKILL. None is left behind.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomJobId, randomToken } from '../../bootstrap/node/job-secrets.js';
-import { freePort } from '../processes.js';
-import type { LaunchResult, RankFailure } from '../threads.js';
+import { ChildGroup, freePort } from '../children.js';
+import type { LaunchResult } from '../threads.js';
 
 export interface NodesLaunchOptions {
   nodes: number;
@@ -46,75 +46,33 @@ export interface Forwarded {
 const isForwarded = (m: unknown): m is Forwarded => typeof m === 'object' && m !== null && typeof (m as Forwarded).rank === 'number' && 'msg' in m;
 
 export function startNodes(o: NodesLaunchOptions): NodesLaunchHandle {
-  const grace = o.graceMs ?? 3000;
+  const group = new ChildGroup(o.graceMs ?? 3000);
   const base = o.env ?? process.env;
-  const failures: RankFailure[] = [];
-  const children: ChildProcess[] = [];
-  const timers: ReturnType<typeof setTimeout>[] = [];
-  let terminated = false;
-
-  const signalAll = (signal: NodeJS.Signals) => {
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill(signal);
-  };
-  const later = (ms: number, signal: NodeJS.Signals) => {
-    const t = setTimeout(() => signalAll(signal), ms);
-    t.unref?.();
-    timers.push(t);
-  };
-  const endAll = (waitMs: number) => {
-    later(waitMs, 'SIGTERM');
-    later(waitMs + grace, 'SIGKILL');
-  };
-  const fail = (rank: number, message: string) => {
-    failures.push({ rank, message });
-    if (failures.length === 1 && !terminated) endAll(grace);
-  };
 
   const run = async (): Promise<LaunchResult> => {
     const masterPort = await freePort('127.0.0.1');
-    if (terminated) return result();
+    if (group.terminated) return group.result();
     const env = { ...base, WEBCCL_TOKEN: base.WEBCCL_TOKEN || randomToken(), WEBCCL_JOB_ID: base.WEBCCL_JOB_ID || randomJobId() };
-    const exits = Array.from({ length: o.nodes }, (_, k) => {
+    await Promise.all(Array.from({ length: o.nodes }, (_, k) => {
       const first = k * o.perNode;
       const ranks = o.perNode === 1 ? `rank ${first}` : `ranks ${first}..${first + o.perNode - 1}`;
       const child = spawn(process.execPath, [
         o.cliScript, 'run', '--nnodes', String(o.nodes), '--node-rank', String(k), '--nproc-per-node', String(o.perNode),
         '--master-addr', '127.0.0.1', '--master-port', String(masterPort), o.rankScript, ...o.args,
       ], { env, stdio: ['ignore', 'inherit', o.onStderr ? 'pipe' : 'inherit', 'ipc'] });
-      children.push(child);
       if (o.onStderr) child.stderr!.setEncoding('utf8').on('data', o.onStderr);
       child.on('message', (m) => {
         if (isForwarded(m)) o.onMessage(m.rank, m.msg);
       });
-      return new Promise<void>((done) => {
-        let ended = false;
-        const end = (message?: string) => {
-          if (ended) return;
-          ended = true;
-          if (message && !terminated) fail(-1, `node ${k} (${ranks}) ${message}`);
-          done();
-        };
-        child.once('error', (e) => end(`could not start: ${e.message}`));
-        // 'close', not 'exit': it comes after the last IPC message of the node.
-        child.once('close', (code, signal) => end(code === 0 ? undefined : signal ? `was killed by ${signal}` : `exited with code ${code}`));
-      });
-    });
-    await Promise.all(exits);
-    return result();
-  };
-  const result = (): LaunchResult => {
-    timers.forEach(clearTimeout);
-    return { exitCode: failures.length ? 1 : 0, failure: failures[0], failures };
+      // 'close', not 'exit': it comes after the last IPC message of the node.
+      return group.watch(child, 'close', (failure) => failure && !group.terminated && group.fail(-1, `node ${k} (${ranks}) ${failure}`));
+    }));
+    return group.result();
   };
 
   return {
     done: run(),
-    fail,
-    terminate(reason = 'terminated') {
-      if (terminated) return signalAll('SIGKILL');
-      terminated = true;
-      failures.push({ rank: -1, message: reason });
-      endAll(0);
-    },
+    fail: (rank, message) => group.fail(rank, message),
+    terminate: (reason = 'terminated') => group.terminate(reason),
   };
 }

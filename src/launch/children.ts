@@ -1,0 +1,82 @@
+// What the process launchers share: a group of child processes that ends together. The first
+// failure gives the others a grace period to end on their own (and print their own message),
+// then SIGTERM, then SIGKILL a grace period later; terminate() does the same at once, and a
+// second terminate() kills. None is left behind.
+import type { ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import type { LaunchResult, RankFailure } from './threads.js';
+
+/** A port nothing listens on now. Another process may take it before rank 0 does; torchrun
+ *  takes the same risk, and the rank's bind error then names the port. */
+export function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, host, () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export class ChildGroup {
+  readonly failures: RankFailure[] = [];
+  terminated = false;
+  private readonly children: ChildProcess[] = [];
+  private readonly timers: ReturnType<typeof setTimeout>[] = [];
+
+  constructor(private readonly graceMs: number) {}
+
+  /**
+   * Tracks `child`; resolves once it has ended, calling `ended` once with why it failed
+   * (undefined when it exited with 0). `on` is the event that marks its end ('exit', or 'close'
+   * to have every IPC message first).
+   */
+  watch(child: ChildProcess, on: 'exit' | 'close', ended: (failure?: string, error?: unknown) => void): Promise<void> {
+    this.children.push(child);
+    return new Promise<void>((done) => {
+      // 'error' alone (spawn failed) or the end alone, or both: count the child once.
+      let seen = false;
+      const end = (failure?: string, error?: unknown) => {
+        if (seen) return;
+        seen = true;
+        ended(failure, error);
+        done();
+      };
+      child.once('error', (e) => end(`could not start: ${e.message}`, e));
+      child.once(on, (code: number | null, signal: NodeJS.Signals | null) => end(code === 0 ? undefined : signal ? `killed by ${signal}` : `exited with code ${code}`));
+    });
+  }
+
+  /** Records a failure; the first one ends the group after the grace period. */
+  fail(rank: number, message: string, error?: unknown): void {
+    this.failures.push({ rank, message, ...(error !== undefined && { error }) });
+    if (this.failures.length === 1 && !this.terminated) this.endAll(this.graceMs);
+  }
+
+  /** Ends every child now (SIGTERM, SIGKILL a grace later); called again, SIGKILL at once. */
+  terminate(reason: string): void {
+    if (this.terminated) return this.signalAll('SIGKILL');
+    this.terminated = true;
+    this.failures.push({ rank: -1, message: reason });
+    this.endAll(0);
+  }
+
+  result(): LaunchResult {
+    this.timers.forEach(clearTimeout);
+    return { exitCode: this.failures.length ? 1 : 0, failure: this.failures[0], failures: this.failures };
+  }
+
+  private signalAll(signal: NodeJS.Signals): void {
+    for (const c of this.children) if (c.exitCode === null && c.signalCode === null) c.kill(signal);
+  }
+
+  /** SIGTERM to every child still running after `waitMs`, SIGKILL a grace period later. */
+  private endAll(waitMs: number): void {
+    for (const [ms, signal] of [[waitMs, 'SIGTERM'], [waitMs + this.graceMs, 'SIGKILL']] as const) {
+      const t = setTimeout(() => this.signalAll(signal), ms);
+      t.unref?.();
+      this.timers.push(t);
+    }
+  }
+}
