@@ -8,6 +8,7 @@ import { Communicator, type CollectiveOptions, type CommunicatorOptions } from '
 import { type JoinOptions, joinNode } from './comm/context.js';
 import type { BufferArg } from './comm/buffers.js';
 import type { Work } from './comm/work.js';
+import type { WorldInit } from './bootstrap/world.js';
 
 export { Communicator, type CollectiveOptions, type CommunicatorOptions } from './comm/communicator.js';
 export { Work, type WorkTiming } from './comm/work.js';
@@ -30,17 +31,7 @@ export interface RankInit {
   world?: WorldInit;
 }
 
-/** A rank's place in a job of several nodes, as a launcher hands it to a worker thread. */
-export interface WorldInit {
-  /** World rank of this thread, and the world size. */
-  rank: number;
-  size: number;
-  /** Where world rank 0 serves the rendezvous store. */
-  masterAddr: string;
-  masterPort: number;
-  token: string;
-  jobId: string;
-}
+export type { WorldInit } from './bootstrap/world.js';
 
 let world: Communicator | undefined;
 

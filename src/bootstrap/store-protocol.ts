@@ -95,16 +95,16 @@ export const textBytes = (s: string): Uint8Array => utf8.encode(s);
 /** Fields shorter than this are copied into one buffer with the header; longer ones are sent as is. */
 const COPY_LIMIT = 16 * 1024;
 
-function num(bytes: number, write: (v: DataView) => void): Uint8Array {
+export function num(bytes: number, write: (v: DataView) => void): Uint8Array {
   const b = new Uint8Array(bytes);
   write(new DataView(b.buffer));
   return b;
 }
-const u8 = (n: number) => Uint8Array.of(n);
-const u16 = (n: number) => num(2, (v) => v.setUint16(0, n, true));
-const u32 = (n: number) => num(4, (v) => v.setUint32(0, n, true));
+export const u8 = (n: number) => Uint8Array.of(n);
+export const u16 = (n: number) => num(2, (v) => v.setUint16(0, n, true));
+export const u32 = (n: number) => num(4, (v) => v.setUint32(0, n, true));
 const i64 = (n: bigint) => num(8, (v) => v.setBigInt64(0, n, true));
-const str = (s: string | Uint8Array) => { const b = typeof s === 'string' ? textBytes(s) : s; return [u16(b.length), b]; };
+export const str = (s: string | Uint8Array) => { const b = typeof s === 'string' ? textBytes(s) : s; return [u16(b.length), b]; };
 const blob = (b: Uint8Array) => [u32(b.length), b];
 
 export function concat(parts: Uint8Array[]): Uint8Array {

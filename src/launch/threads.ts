@@ -7,7 +7,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ABORT_REASON } from '../core/layout.js';
 import { type NodeHandle, abortNode, createNode } from '../core/node.js';
-import type { WorldInit } from '../index.js';
+import type { WorldInit } from '../bootstrap/world.js';
 import { workerEntryPath } from './paths.js';
 
 export interface LaunchOptions {

@@ -10,14 +10,9 @@ import { type Address, TcpTransport } from '../../transport/tcp/node/tcp-transpo
 import { StoreClient } from './store-client.js';
 import { type StoreServer, hostPort, startStoreServer } from './store-server.js';
 import { isLoopback } from './job-secrets.js';
+import type { WorldInit } from '../world.js';
 
-export interface RendezvousOptions {
-  rank: number;
-  size: number;
-  masterAddr: string;
-  masterPort: number;
-  token: string;
-  jobId: string;
+export interface RendezvousOptions extends WorldInit {
   /** Equal for ranks that share memory (NodeHandle.key). */
   nodeKey: string;
   /** Connections per pair of ranks (WEBCCL_NCHANNELS). */

@@ -12,7 +12,7 @@ import { rendezvous } from '../../bootstrap/node/rendezvous.js';
 import { Communicator, type CommunicatorOptions } from '../communicator.js';
 import { type JoinOptions, joinNode } from '../context.js';
 import { NetEngine } from '../net-engine.js';
-import type { WorldInit } from '../../index.js';
+import type { WorldInit } from '../../bootstrap/world.js';
 
 export const DEFAULT_NCHANNELS = 2;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 120_000;
@@ -52,8 +52,7 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   const nchannels = envNumber('WEBCCL_NCHANNELS') ?? DEFAULT_NCHANNELS;
   if (!Number.isInteger(nchannels) || nchannels < 1 || nchannels > 64) fail('INVALID_ARGUMENT', `WEBCCL_NCHANNELS=${nchannels}: expected an integer in 1..64`);
   const rv = await rendezvous({
-    rank: world.rank, size: world.size, masterAddr: world.masterAddr, masterPort: world.masterPort, token: world.token, jobId: world.jobId,
-    nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'),
+    ...world, nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'),
     connectTimeoutMs: envNumber('WEBCCL_CONNECT_TIMEOUT_MS') ?? DEFAULT_CONNECT_TIMEOUT_MS,
   });
   const mates = rv.nodeOf.flatMap((n, r) => (n === rv.nodeOf[world.rank] ? [r] : []));

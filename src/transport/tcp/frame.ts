@@ -13,7 +13,7 @@
 import { WebcclError } from '../../core/errors.js';
 import {
   Cursor, MAC_BYTES, MAX_JOB_ID_BYTES, MAX_MESSAGE_BYTES, NONCE_BYTES, HEADER_BYTES,
-  concat, frame, protocolError, textBytes,
+  concat, frame, protocolError, str, textBytes, u8, u16, u32,
 } from '../../bootstrap/store-protocol.js';
 import type { Sink, Tag } from '../transport.js';
 
@@ -50,15 +50,6 @@ export type Handshake =
   | { type: 'refuse'; reason: number; message: string }
   | { type: 'abort'; message: string };
 
-const num = (bytes: number, write: (v: DataView) => void) => {
-  const b = new Uint8Array(bytes);
-  write(new DataView(b.buffer));
-  return b;
-};
-const u8 = (n: number) => Uint8Array.of(n);
-const u16 = (n: number) => num(2, (v) => v.setUint16(0, n, true));
-const u32 = (n: number) => num(4, (v) => v.setUint32(0, n, true));
-const str = (b: Uint8Array) => [u16(b.length), b];
 
 export function encodeHandshake(m: Handshake): Uint8Array {
   switch (m.type) {

@@ -1,0 +1,13 @@
+// A rank's place in a job of several nodes: what a launcher hands a worker thread, and what
+// rendezvous starts from. Browser-safe (types only).
+
+export interface WorldInit {
+  /** World rank of this rank, and the world size. */
+  rank: number;
+  size: number;
+  /** Where world rank 0 serves the rendezvous store. */
+  masterAddr: string;
+  masterPort: number;
+  token: string;
+  jobId: string;
+}
