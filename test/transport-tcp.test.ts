@@ -152,6 +152,17 @@ describe('TcpTransport', () => {
     await expect(t0.send(1, { comm: 0, seq: 1, step: 0 }, new Uint8Array(1))).rejects.toBe(errs[0]);
   });
 
+  it('fails a receive whose payload was arriving when its peer went away', async () => {
+    const [t0, t1] = await mesh(2);
+    const into = new Uint8Array(32 << 20);
+    const r = t1.recv(0, { comm: 0, seq: 0, step: 0 }, into).then(() => 'complete', (e) => e.code);
+    void t0.send(1, { comm: 0, seq: 0, step: 0 }, new Uint8Array(32 << 20)).catch(() => undefined);
+    // Let part of the payload through, then drop the sender mid-payload.
+    await new Promise((ok) => setTimeout(ok, 5));
+    t0.close();
+    expect(await r).toBe('CONNECTION_CLOSED');
+  });
+
   it('fails a receive whose payload length differs', async () => {
     const [t0, t1] = await mesh(2);
     const r = t1.recv(0, { comm: 0, seq: 0, step: 0 }, new Uint8Array(8));

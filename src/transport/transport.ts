@@ -59,6 +59,8 @@ export type Sink = { into: Uint8Array; done: () => void } | { skip: true };
 export class Mailbox {
   private readonly posted = new Map<string, Posted[]>();
   private readonly held = new Map<string, Uint8Array[]>();
+  /** Receives whose payload is arriving: a peer that goes away mid-payload must fail them too. */
+  private readonly filling = new Set<Posted>();
   private heldMessages = 0;
   private heldBytes = 0;
   private failure?: WebcclError;
@@ -89,7 +91,10 @@ export class Mailbox {
     const key = tagKey(tag);
     const p = shift(this.posted, key);
     if (p) {
-      if (p.into.length === length) return { into: p.into, done: p.resolve };
+      if (p.into.length === length) {
+        this.filling.add(p);
+        return { into: p.into, done: () => { this.filling.delete(p); p.resolve(); } };
+      }
       p.reject(this.mismatch(tag, length, p.into.length));
       return { skip: true };
     }
@@ -119,7 +124,9 @@ export class Mailbox {
     if (this.failure) return;
     this.failure = e;
     for (const list of this.posted.values()) for (const p of list) p.reject(e);
+    for (const p of this.filling) p.reject(e);
     this.posted.clear();
+    this.filling.clear();
     this.held.clear();
     this.heldMessages = this.heldBytes = 0;
   }
