@@ -1,7 +1,7 @@
 // A job over IPv6 loopback, and failures across nodes, in this process: a rank that never
 // arrives (TIMEOUT on the waiting rank naming it; the late rank then learns why), ranks that
-// disagree on the count (an error on both sides), abort(), waitSync() refused, and a rank
-// whose script ends while the others finish their last op.
+// disagree on the count, dtype, reduction or collective (MISMATCH, and every rank fails),
+// abort(), waitSync() refused, and a rank whose script ends while the others finish their last op.
 import { describe, expect, it } from 'vitest';
 import { all, netRanks } from './helpers/net-world.js';
 import { canListen } from './helpers/net.js';
@@ -37,9 +37,25 @@ describe('errors across nodes', () => {
   it('ranks that disagree on the count fail on both sides', async () => {
     const cs = await netRanks(2, 1);
     const codes = await Promise.all(cs.map((c, r) => code(c.allReduce(new Float32Array(r === 0 ? 10 : 12), { algo: 'doubling' }).wait())));
-    expect(codes).toContain('SIZE_MISMATCH');
+    expect(codes).toContain('MISMATCH');
     expect(codes.every((x) => x !== 'ok')).toBe(true);
   });
+
+  for (const [what, issue] of [
+    ['the dtype (same bytes)', (c: any, r: number) => c.allReduce(r === 0 ? new Float32Array(4) : new Int32Array(4))],
+    ['the reduction', (c: any, r: number) => c.allReduce(new Float32Array(4), { op: r === 0 ? 'sum' : 'max' })],
+    ['the algorithm', (c: any, r: number) => c.allReduce(new Float32Array(4), { algo: r === 0 ? 'ring' : 'doubling' })],
+  ] as const) {
+    it(`ranks that disagree on ${what} fail on every side with a message that says so`, async () => {
+      const cs = await netRanks(3, 1);
+      const errs = await Promise.all(cs.map((c, r) => (issue(c, Math.min(r, 1)) as any).wait().then(() => undefined, (e: any) => e)));
+      expect(errs.every((e) => e)).toBe(true);
+      const direct = errs.filter((e) => e.code === 'MISMATCH');
+      expect(direct.length).toBeGreaterThan(0);
+      expect(direct[0].message).toMatch(/ranks disagree on the collective, count, dtype, op, root or algorithm/);
+      for (const e of errs) expect(e.code === 'MISMATCH' || (e.code === 'ABORTED' && /disagree/.test(e.message))).toBe(true);
+    });
+  }
 
   it('abort() fails the pending op here and the op of every other rank', async () => {
     const cs = await netRanks(3, 1);

@@ -163,6 +163,16 @@ describe('TcpTransport', () => {
     expect(await r).toBe('CONNECTION_CLOSED');
   });
 
+  it('fails a receive that meets a message of its slot from another communicator field, posted first or held first', async () => {
+    const [t0, t1] = await mesh(2);
+    const posted = t1.recv(0, { comm: 1, seq: 4, step: 2 }, new Uint8Array(4));
+    await t0.send(1, { comm: 2, seq: 4, step: 2 }, new Uint8Array(4));
+    await expect(posted).rejects.toMatchObject({ code: 'MISMATCH', details: { got: 2, want: 1 } });
+    await t0.send(1, { comm: 3, seq: 5, step: 0 }, new Uint8Array(4));
+    await new Promise((ok) => setTimeout(ok, 50)); // held before the receive is posted
+    await expect(t1.recv(0, { comm: 4, seq: 5, step: 0 }, new Uint8Array(4))).rejects.toMatchObject({ code: 'MISMATCH', details: { got: 3, want: 4 } });
+  });
+
   it('fails a receive whose payload length differs', async () => {
     const [t0, t1] = await mesh(2);
     const r = t1.recv(0, { comm: 0, seq: 0, step: 0 }, new Uint8Array(8));

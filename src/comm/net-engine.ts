@@ -4,6 +4,7 @@
 // so the kernels reduce each piece where it lands. Ranks on this node meet over shared memory
 // through `local`, the node's own communicator, in the hierarchical schedule.
 import { ARRAY_OF, DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE } from '../core/dtypes.js';
+import { KIND } from '../core/layout.js';
 import { WebcclError } from '../core/errors.js';
 import { enabled, log } from '../core/log.js';
 import type { Transport } from '../transport/transport.js';
@@ -35,11 +36,27 @@ interface NetOp {
   work: Work;
   seq: number;
   algo: NetAlgo | 'chain' | 'dissemination';
+  /** Hash of what every rank must agree on; it rides in every message's tag. */
+  signature: number;
   done: Promise<void>;
 }
 
 const trace = enabled('TRACE');
-const WORLD_COMM = 0;
+const ALGO_CODE: Record<NetOp['algo'], number> = { ring: 1, doubling: 2, hierarchical: 3, chain: 4, dissemination: 5 };
+
+/**
+ * FNV-1a over the op's kind, dtype, reduction, count, root and schedule. Messages carry it in
+ * the tag's communicator field, so a receive meets a message of the same (seq, step) with a
+ * different signature when ranks disagree, and both fail with MISMATCH instead of exchanging
+ * data that does not fit.
+ */
+function signatureOf(s: OpSpec, algo: NetOp['algo']): number {
+  let h = 0x811c9dc5;
+  for (const v of [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], s.count, s.root, ALGO_CODE[algo]]) {
+    for (let b = 0; b < 4; b++) h = Math.imul(h ^ ((v >>> (8 * b)) & 0xff), 0x01000193);
+  }
+  return h >>> 0;
+}
 
 /** The ranks of each node, in world-rank order; nodes in order of their first rank. */
 function nodesOf(nodeOf: number[]): number[][] {
@@ -83,7 +100,7 @@ export class NetEngine implements Engine, WorkDriver {
     const seq = this.seq++;
     const work = new Work(spec.name, seq, this, false, 'cannot complete an op across nodes, which needs the event loop');
     work.timing.issuedAt = performance.now();
-    const op: NetOp = { spec, work, seq, algo, done: Promise.resolve() };
+    const op: NetOp = { spec, work, seq, algo, signature: signatureOf(spec, algo), done: Promise.resolve() };
     op.done = this.tail = this.tail.then(() => this.run(op));
     this.queue.push(op);
     return work;
@@ -137,7 +154,8 @@ export class NetEngine implements Engine, WorkDriver {
       this.counters.failed++;
       const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
       const inner = err.message.replace(/ \[[A-Z_]+\]$/, '').replace(/^rank \d+: /, '');
-      const named = err === this.broken ? err : new WebcclError(err.code, `${spec.name} #${op.seq} on rank ${this.world.rank}: ${inner}`, err.details);
+      const what = err.code === 'MISMATCH' ? 'ranks disagree on the collective, count, dtype, op, root or algorithm: ' : '';
+      const named = err === this.broken ? err : new WebcclError(err.code, `${spec.name} #${op.seq} on rank ${this.world.rank}: ${what}${inner}`, err.details);
       this.fail(named);
     } finally {
       this.queue.splice(this.queue.indexOf(op), 1);
@@ -169,9 +187,9 @@ export class NetEngine implements Engine, WorkDriver {
     for (const q of this.queue) q.work.settle(err);
   }
 
-  private group(members: number[], seq: number): Group {
+  private group(members: number[], op: NetOp): Group {
     const t = this.world.transport;
-    const tag = (step: number) => ({ comm: WORLD_COMM, seq: seq >>> 0, step });
+    const tag = (step: number) => ({ comm: op.signature, seq: op.seq >>> 0, step });
     const awaited = this.awaited;
     return {
       rank: members.indexOf(this.world.rank),
@@ -225,7 +243,7 @@ export class NetEngine implements Engine, WorkDriver {
   private async execute(op: NetOp): Promise<void> {
     const { name, dtype, count: n, root, input, output } = op.spec;
     const m = this.mem(dtype, op.spec.op);
-    const world = this.group(Array.from({ length: this.world.size }, (_, r) => r), op.seq);
+    const world = this.group(Array.from({ length: this.world.size }, (_, r) => r), op);
     const blocks = (w: Span) => Array.from({ length: world.size }, (_, i) => ({ addr: w.addr + i * n * m.elemBytes, count: n }));
     switch (name) {
       case 'allReduce': {
@@ -279,7 +297,7 @@ export class NetEngine implements Engine, WorkDriver {
       case 'doubling':
         return doublingAllReduce(world, m, w);
       default:
-        return hierarchicalAllReduce(this.nodeLocal(op.spec.dtype, op.spec.op), this.group(this.interRanks, op.seq), m, w, flat);
+        return hierarchicalAllReduce(this.nodeLocal(op.spec.dtype, op.spec.op), this.group(this.interRanks, op), m, w, flat);
     }
   }
 

@@ -44,6 +44,8 @@ export function checkTag(tag: Tag): Tag {
 }
 
 export const tagKey = (t: Tag): string => `${t.comm}:${t.seq}:${t.step}`;
+/** A tag without its communicator field: two tags in one slot with different `comm` disagree. */
+const slotKey = (t: Tag): string => `${t.seq}:${t.step}`;
 const tagText = (t: Tag): string => `(comm ${t.comm}, seq ${t.seq}, step ${t.step})`;
 
 interface Posted {
@@ -59,6 +61,9 @@ export type Sink = { into: Uint8Array; done: () => void } | { skip: true };
 export class Mailbox {
   private readonly posted = new Map<string, Posted[]>();
   private readonly held = new Map<string, Uint8Array[]>();
+  /** The `comm` of the posted receives and held payloads in each slot (see slotKey). */
+  private readonly postedSlots = new Map<string, number>();
+  private readonly heldSlots = new Map<string, number>();
   /** Receives whose payload is arriving: a peer that goes away mid-payload must fail them too. */
   private readonly filling = new Set<Posted>();
   private heldMessages = 0;
@@ -71,7 +76,7 @@ export class Mailbox {
   post(tag: Tag, into: Uint8Array): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
     const key = tagKey(tag);
-    const early = shift(this.held, key);
+    const early = this.take(this.held, this.heldSlots, tag);
     if (early) {
       this.heldMessages--;
       this.heldBytes -= early.length;
@@ -79,6 +84,9 @@ export class Mailbox {
       into.set(early);
       return Promise.resolve();
     }
+    const other = this.heldSlots.get(slotKey(tag));
+    if (other !== undefined) return Promise.reject(this.disagree(tag, other));
+    this.postedSlots.set(slotKey(tag), tag.comm);
     return new Promise((resolve, reject) => push(this.posted, key, { into, resolve, reject }));
   }
 
@@ -89,13 +97,18 @@ export class Mailbox {
    */
   claim(tag: Tag, length: number): Sink {
     const key = tagKey(tag);
-    const p = shift(this.posted, key);
+    const p = this.take(this.posted, this.postedSlots, tag);
     if (p) {
       if (p.into.length === length) {
         this.filling.add(p);
         return { into: p.into, done: () => { this.filling.delete(p); p.resolve(); } };
       }
       p.reject(this.mismatch(tag, length, p.into.length));
+      return { skip: true };
+    }
+    const other = this.postedSlots.get(slotKey(tag));
+    if (other !== undefined) {
+      this.take(this.posted, this.postedSlots, { ...tag, comm: other })?.reject(this.disagree({ ...tag, comm: other }, tag.comm));
       return { skip: true };
     }
     const { maxHeldMessages, maxHeldBytes } = this.limits;
@@ -108,8 +121,11 @@ export class Mailbox {
     return {
       into,
       done: () => {
-        const late = shift(this.posted, key); // posted while the payload was on its way
-        if (!late) return push(this.held, key, into);
+        const late = this.take(this.posted, this.postedSlots, tag); // posted while the payload was on its way
+        if (!late) {
+          this.heldSlots.set(slotKey(tag), tag.comm);
+          return push(this.held, key, into);
+        }
         this.heldMessages--;
         this.heldBytes -= length;
         if (late.into.length !== length) return late.reject(this.mismatch(tag, length, late.into.length));
@@ -127,8 +143,23 @@ export class Mailbox {
     for (const p of this.filling) p.reject(e);
     this.posted.clear();
     this.filling.clear();
+    this.postedSlots.clear();
+    this.heldSlots.clear();
     this.held.clear();
     this.heldMessages = this.heldBytes = 0;
+  }
+
+  /** The first entry for `tag` in `m`, keeping `slots` in step. */
+  private take<T>(m: Map<string, T[]>, slots: Map<string, number>, tag: Tag): T | undefined {
+    const key = tagKey(tag);
+    const v = shift(m, key);
+    if (v !== undefined && !m.has(key)) slots.delete(slotKey(tag));
+    return v;
+  }
+
+  /** A receive posted for `want` met a payload in the same slot from communicator field `got`. */
+  private disagree(want: Tag, got: number): WebcclError {
+    return new WebcclError('MISMATCH', `rank ${this.peer} sent seq ${want.seq} step ${want.step} with communicator field ${got}, where this rank expects ${want.comm}`, { peer: this.peer, got, want: want.comm });
   }
 
   private mismatch(tag: Tag, got: number, want: number): WebcclError {
