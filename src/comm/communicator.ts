@@ -34,6 +34,8 @@ export type EngineFactory = (counters: OpCounters, commAlgo: unknown, timeoutMs:
 export class Communicator {
   readonly rank: number;
   readonly size: number;
+  /** Whether the ranks span several nodes: ops then complete on the event loop (await them; waitSync() is refused). */
+  readonly acrossNodes: boolean;
   private readonly engine: Engine;
   private readonly counters: OpCounters = { ops: 0, bytes: 0, failed: 0, busyMs: 0 };
 
@@ -44,6 +46,7 @@ export class Communicator {
   constructor(private readonly ctx: RankContext, opts: CommunicatorOptions = {}, world?: { rank: number; size: number; engine: EngineFactory }) {
     this.rank = world?.rank ?? ctx.rank;
     this.size = world?.size ?? ctx.size;
+    this.acrossNodes = world !== undefined;
     const timeoutMs = opts.timeoutMs ?? envNumber('WEBCCL_TIMEOUT_MS') ?? DEFAULT_TIMEOUT_MS;
     this.engine = world ? world.engine(this.counters, opts.algo, timeoutMs) : new ShmEngine(ctx, this.counters, opts.algo, timeoutMs);
   }

@@ -137,11 +137,6 @@ const AWAITING: Completion = {
   },
 };
 
-/** Whether `comm` spans nodes: its engine then counts the network's allreduce algorithms. */
-export function spansNodes(comm: Communicator): boolean {
-  return 'ring' in comm.stats().allReduceAlgorithms;
-}
-
 /** µs per call of `c` agreed by every rank: the slowest rank's mean over `calls` calls. */
 async function agreedMeanUs(comm: Communicator, how: Completion, c: Case, calls: number): Promise<number> {
   const t0 = performance.now();
@@ -184,7 +179,7 @@ function allocate(comm: Communicator, spec: RankSpec, dtype: Dtype, count: numbe
 
 export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): Promise<void> {
   const comm = await initCommGroup();
-  const how = spansNodes(comm) ? AWAITING : BLOCKING;
+  const how = comm.acrossNodes ? AWAITING : BLOCKING;
   const rows = planRows(spec, comm.size);
   for (const dtype of spec.dtypes) {
     const mine = rows.filter((r) => r.dtype === dtype);
