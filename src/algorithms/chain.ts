@@ -1,7 +1,7 @@
 // Pipelined chain broadcast and reduce: the buffer travels root → root+1 → … (or the other way
 // for reduce) in pieces, so every link of the chain is busy at once and each rank forwards a
 // piece as soon as it has it. Bandwidth-optimal for large buffers: each rank sends n bytes once.
-import { type Group, type Mem, type Span, mod, piecesFor, subSpan } from './group.js';
+import { type Group, type Mem, type Span, awaitedLater, mod, piecesFor, subSpan } from './group.js';
 
 function pieces(m: Mem, buf: Span): Span[] {
   const n = piecesFor([buf], m.elemBytes);
@@ -16,11 +16,11 @@ export async function chainBroadcast(g: Group, m: Mem, buf: Span, root: number):
   const next = mod(g.rank + 1, g.size);
   const ps = pieces(m, buf);
   // Every receive is posted up front, so each piece lands in place as it arrives.
-  const arriving = pos > 0 ? ps.map((p, k) => g.recv(prev, k, m.view(p.addr, p.count))) : [];
+  const arriving = pos > 0 ? ps.map((p, k) => awaitedLater(g.recv(prev, k, m.view(p.addr, p.count)))) : [];
   const sends: Promise<void>[] = [];
   for (let k = 0; k < ps.length; k++) {
     if (pos > 0) await arriving[k];
-    if (pos < g.size - 1) sends.push(g.send(next, k, m.view(ps[k].addr, ps[k].count)));
+    if (pos < g.size - 1) sends.push(awaitedLater(g.send(next, k, m.view(ps[k].addr, ps[k].count))));
   }
   await Promise.all(sends);
 }
@@ -34,7 +34,7 @@ export async function chainReduce(g: Group, m: Mem, buf: Span, root: number): Pr
   const ps = pieces(m, buf);
   const scratch = pos < g.size - 1 ? m.scratch(buf.count) : 0;
   const tmp = (p: Span) => scratch + (p.addr - buf.addr);
-  const arriving = pos < g.size - 1 ? ps.map((p, k) => g.recv(from, k, m.view(tmp(p), p.count))) : [];
+  const arriving = pos < g.size - 1 ? ps.map((p, k) => awaitedLater(g.recv(from, k, m.view(tmp(p), p.count)))) : [];
   const sends: Promise<void>[] = [];
   for (let k = 0; k < ps.length; k++) {
     const p = ps[k];
@@ -42,7 +42,7 @@ export async function chainReduce(g: Group, m: Mem, buf: Span, root: number): Pr
       await arriving[k];
       m.reduce(p.addr, tmp(p), p.count);
     }
-    if (pos > 0) sends.push(g.send(to, k, m.view(p.addr, p.count)));
+    if (pos > 0) sends.push(awaitedLater(g.send(to, k, m.view(p.addr, p.count))));
   }
   await Promise.all(sends);
 }

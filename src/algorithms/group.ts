@@ -54,3 +54,12 @@ export function piecesFor(blocks: Span[], elemBytes: number): number {
   const most = Math.max(0, ...blocks.map((b) => b.count));
   return Math.max(1, Math.ceil((most * elemBytes) / PIECE_BYTES));
 }
+
+/**
+ * Marks promises that are awaited one at a time, later: one that fails before its turn is not an
+ * unhandled rejection (the op fails through whichever is awaited first).
+ */
+export function awaitedLater<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => undefined);
+  return p;
+}
