@@ -5,7 +5,7 @@
 // through `local`, the node's own communicator, in the hierarchical schedule.
 import { ARRAY_OF, DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE } from '../core/dtypes.js';
 import { KIND } from '../core/layout.js';
-import { WebcclError } from '../core/errors.js';
+import { WebcclError, within } from '../core/errors.js';
 import { enabled, log } from '../core/log.js';
 import type { Transport } from '../transport/transport.js';
 import type { Group, Mem, Span } from '../algorithms/group.js';
@@ -41,6 +41,12 @@ interface NetOp {
   done: Promise<void>;
 }
 
+interface Kernels {
+  reduceInto(dtype: number, op: number, dst: number, src: number, count: number): void;
+  copyBytes(dst: number, src: number, bytes: number): void;
+  scale(dtype: number, dst: number, src: number, count: number, factor: number): void;
+}
+
 const trace = enabled('TRACE');
 const ALGO_CODE: Record<NetOp['algo'], number> = { ring: 1, doubling: 2, hierarchical: 3, chain: 4, dissemination: 5 };
 
@@ -74,9 +80,10 @@ export class NetEngine implements Engine, WorkDriver {
   private readonly topo: NetTopology;
   private readonly standing: NetAlgo | undefined;
   private readonly byAlgorithm: Record<string, number> = Object.fromEntries(NET_ALGORITHMS.map((a) => [a, 0]));
-  /** World ranks of this rank's node-mates, and of the ranks at its place on every node. */
-  private readonly nodeRanks: number[];
+  /** World ranks at this rank's place on every node (its group in the hierarchical schedule). */
   private readonly interRanks: number[];
+  /** The wasm kernels the schedules reduce, copy and scale with. */
+  private readonly kernels: Kernels;
   /** Ranks whose message some pending receive awaits (named when a deadline passes). */
   private readonly awaited = new Map<number, number>();
 
@@ -85,9 +92,9 @@ export class NetEngine implements Engine, WorkDriver {
     const nodes = nodesOf(world.nodeOf);
     const perNode = nodes.every((n) => n.length === nodes[0].length) ? nodes[0].length : 0;
     this.topo = { nodes: nodes.length, perNode };
-    this.nodeRanks = nodes.find((n) => n.includes(world.rank))!;
-    const at = this.nodeRanks.indexOf(world.rank);
+    const at = nodes.find((n) => n.includes(world.rank))!.indexOf(world.rank);
     this.interRanks = perNode ? nodes.map((n) => n[at]) : [world.rank];
+    this.kernels = ctx.core.exports as unknown as Kernels;
     this.standing = resolveNetAlgo(commAlgo, this.topo);
     this.arena = new Arena(ctx.heap);
   }
@@ -153,10 +160,10 @@ export class NetEngine implements Engine, WorkDriver {
     } catch (e) {
       this.counters.failed++;
       const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
-      const inner = err.message.replace(/ \[[A-Z_]+\]$/, '').replace(/^rank \d+: /, '');
-      const what = err.code === 'MISMATCH' ? 'ranks disagree on the collective, count, dtype, op, root or algorithm: ' : '';
-      const named = err === this.broken ? err : new WebcclError(err.code, `${spec.name} #${op.seq} on rank ${this.world.rank}: ${what}${inner}`, err.details);
-      this.fail(named);
+      const what = err.code === 'MISMATCH' ? ': ranks disagree on the collective, count, dtype, op, root or algorithm' : '';
+      // The transport's messages start with this rank's number, which the context already says.
+      const inner = new WebcclError(err.code, err.reason.replace(/^rank \d+: /, ''), err.details);
+      this.fail(err === this.broken ? err : within(inner, `${spec.name} #${op.seq} on rank ${this.world.rank}${what}`));
     } finally {
       this.queue.splice(this.queue.indexOf(op), 1);
     }
@@ -181,7 +188,7 @@ export class NetEngine implements Engine, WorkDriver {
     if (!this.broken) {
       this.broken = err;
       log('WARN', err.message);
-      this.world.transport.abort(err.message.replace(/ \[[A-Z_]+\]$/, ''));
+      this.world.transport.abort(err.reason);
       if (this.topo.perNode > 1) this.local.abort(`rank ${this.world.rank} failed: ${err.message}`);
     }
     for (const q of this.queue) q.work.settle(err);
@@ -209,10 +216,7 @@ export class NetEngine implements Engine, WorkDriver {
 
   private mem(dtype: Dtype, op: string): Mem {
     const core = this.ctx.core;
-    const ex = core.exports as unknown as {
-      reduceInto(d: number, o: number, dst: number, src: number, n: number): void;
-      copyBytes(dst: number, src: number, n: number): void;
-    };
+    const ex = this.kernels;
     const e = DTYPE_SIZE[dtype];
     const d = DTYPE_CODE[dtype];
     const o = OP_CODE[op === 'avg' ? 'sum' : (op as 'sum')];
@@ -290,15 +294,10 @@ export class NetEngine implements Engine, WorkDriver {
   }
 
   private allReduce(op: NetOp, m: Mem, world: Group, w: Span): Promise<void> {
-    const flat = (g: Group, mm: Mem, s: Span) => (flatAlgo(s.count * mm.elemBytes, g.size) === 'ring' ? ringAllReduce(g, mm, s) : doublingAllReduce(g, mm, s));
-    switch (op.algo) {
-      case 'ring':
-        return ringAllReduce(world, m, w);
-      case 'doubling':
-        return doublingAllReduce(world, m, w);
-      default:
-        return hierarchicalAllReduce(this.nodeLocal(op.spec.dtype, op.spec.op), this.group(this.interRanks, op), m, w, flat);
-    }
+    const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size)) =>
+      (algo === 'ring' ? ringAllReduce(g, mm, s) : doublingAllReduce(g, mm, s));
+    if (op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling');
+    return hierarchicalAllReduce(this.nodeLocal(op.spec.dtype, op.spec.op), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
   }
 
   /** This node's ranks, meeting over shared memory through the node communicator. */
@@ -322,7 +321,6 @@ export class NetEngine implements Engine, WorkDriver {
   }
 
   private scale(dtype: Dtype, s: Span, factor: number): void {
-    const ex = this.ctx.core.exports as unknown as { scale(d: number, dst: number, src: number, n: number, f: number): void };
-    ex.scale(DTYPE_CODE[dtype], s.addr, s.addr, s.count, factor);
+    this.kernels.scale(DTYPE_CODE[dtype], s.addr, s.addr, s.count, factor);
   }
 }

@@ -32,6 +32,11 @@ export class WebcclError extends Error {
     this.details = details;
   }
 
+  /** The message without its ` [CODE]` suffix. */
+  get reason(): string {
+    return this.message.slice(0, -(this.code.length + 3));
+  }
+
   get [BRAND](): true {
     return true;
   }
@@ -39,6 +44,11 @@ export class WebcclError extends Error {
   static is(e: unknown): e is WebcclError {
     return typeof e === 'object' && e !== null && (e as Record<symbol, unknown>)[BRAND] === true;
   }
+}
+
+/** The same error seen from a wider context: `${context}: ${reason}`, same code and details. */
+export function within(e: WebcclError, context: string): WebcclError {
+  return new WebcclError(e.code, `${context}: ${e.reason}`, e.details);
 }
 
 export function fail(code: ErrorCode, message: string, details?: Record<string, unknown>): never {

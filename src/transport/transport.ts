@@ -77,13 +77,7 @@ export class Mailbox {
     if (this.failure) return Promise.reject(this.failure);
     const key = tagKey(tag);
     const early = this.take(this.held, this.heldSlots, tag);
-    if (early) {
-      this.heldMessages--;
-      this.heldBytes -= early.length;
-      if (early.length !== into.length) return Promise.reject(this.mismatch(tag, early.length, into.length));
-      into.set(early);
-      return Promise.resolve();
-    }
+    if (early) return new Promise((resolve, reject) => this.release(tag, early, { into, resolve, reject }));
     const other = this.heldSlots.get(slotKey(tag));
     if (other !== undefined) return Promise.reject(this.disagree(tag, other));
     this.postedSlots.set(slotKey(tag), tag.comm);
@@ -122,15 +116,9 @@ export class Mailbox {
       into,
       done: () => {
         const late = this.take(this.posted, this.postedSlots, tag); // posted while the payload was on its way
-        if (!late) {
-          this.heldSlots.set(slotKey(tag), tag.comm);
-          return push(this.held, key, into);
-        }
-        this.heldMessages--;
-        this.heldBytes -= length;
-        if (late.into.length !== length) return late.reject(this.mismatch(tag, length, late.into.length));
-        late.into.set(into);
-        late.resolve();
+        if (late) return this.release(tag, into, late);
+        this.heldSlots.set(slotKey(tag), tag.comm);
+        push(this.held, key, into);
       },
     };
   }
@@ -147,6 +135,15 @@ export class Mailbox {
     this.heldSlots.clear();
     this.held.clear();
     this.heldMessages = this.heldBytes = 0;
+  }
+
+  /** Hands a held payload to a receive: its hold budget frees, and the lengths must match. */
+  private release(tag: Tag, payload: Uint8Array, r: Posted): void {
+    this.heldMessages--;
+    this.heldBytes -= payload.length;
+    if (payload.length !== r.into.length) return r.reject(this.mismatch(tag, payload.length, r.into.length));
+    r.into.set(payload);
+    r.resolve();
   }
 
   /** The first entry for `tag` in `m`, keeping `slots` in step. */

@@ -4,7 +4,7 @@
 // that have not come when the connect deadline passes), then builds the TCP mesh.
 // Knows nothing of collectives: it returns a connected transport and the node of every rank.
 import { networkInterfaces } from 'node:os';
-import { WebcclError } from '../../core/errors.js';
+import { WebcclError, within } from '../../core/errors.js';
 import { log } from '../../core/log.js';
 import { type Address, TcpTransport } from '../../transport/tcp/node/tcp-transport.js';
 import { StoreClient } from './store-client.js';
@@ -56,15 +56,14 @@ export function listenHost(masterAddr: string, ifname: string | undefined, towar
 
 export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
   const deadline = Date.now() + o.connectTimeoutMs;
-  const left = () => Math.max(1, deadline - Date.now());
   const where = hostPort(o.masterAddr, o.masterPort);
   const server = o.rank === 0
     ? await startStoreServer({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId }).catch((e: WebcclError) => {
-        throw new WebcclError(e.code, `rank 0 cannot serve the rendezvous store: ${e.message.replace(/ \[[A-Z_]+\]$/, '')}`, e.details);
+        throw within(e, 'rank 0 cannot serve the rendezvous store');
       })
     : undefined;
   const store = await StoreClient.connect({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId, timeoutMs: o.connectTimeoutMs }).catch((e: WebcclError) => {
-    throw new WebcclError(e.code, `rank ${o.rank} cannot reach the rendezvous store at ${where}: ${e.message.replace(/ \[[A-Z_]+\]$/, '')}`, e.details);
+    throw within(e, `rank ${o.rank} cannot reach the rendezvous store at ${where}`);
   });
   let transport: TcpTransport | undefined;
   try {
@@ -75,7 +74,7 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
     });
     const card: Card = { host: transport.address.host, port: transport.address.port, node: o.nodeKey };
     await store.set(`rank/${o.rank}`, JSON.stringify(card));
-    const cards = await gather(store, o, deadline);
+    const cards = await gather(store, o, deadline, where);
     const keys = [...new Set(cards.map((c) => c.node))];
     const addresses: Address[] = cards.map((c) => ({ host: c.host, port: c.port }));
     log('INFO', `rank ${o.rank}/${o.size}: ${keys.length} node(s), mesh of ${o.nchannels} channel(s) per peer, listening on ${hostPort(card.host, card.port)}`);
@@ -108,7 +107,7 @@ async function agreeOnSize(store: StoreClient, o: RendezvousOptions): Promise<vo
 }
 
 /** Every rank's card, polling for another rank's failure between waits. */
-async function gather(store: StoreClient, o: RendezvousOptions, deadline: number): Promise<Card[]> {
+async function gather(store: StoreClient, o: RendezvousOptions, deadline: number, where: string): Promise<Card[]> {
   const keys = Array.from({ length: o.size }, (_, r) => `rank/${r}`);
   for (;;) {
     if ((await store.add('aborted', 0)) > 0) {
@@ -119,12 +118,12 @@ async function gather(store: StoreClient, o: RendezvousOptions, deadline: number
       break;
     } catch (e) {
       if (WebcclError.is(e) && e.code === 'CONNECTION_CLOSED') {
-        throw new WebcclError('CONNECTION_CLOSED', `rank ${o.rank}: the rendezvous store at ${hostPort(o.masterAddr, o.masterPort)} closed while this rank waited for the others (rank 0, which serves it, failed or ended; see its output)`);
+        throw new WebcclError('CONNECTION_CLOSED', `rank ${o.rank}: the rendezvous store at ${where} closed while this rank waited for the others (rank 0, which serves it, failed or ended; see its output)`);
       }
       if (!WebcclError.is(e) || e.code !== 'STORE_TIMEOUT') throw e;
       if (Date.now() < deadline) continue;
       const missing = ((e.details.keys as string[]) ?? []).map((k) => Number(k.slice(5))).sort((a, b) => a - b);
-      throw new WebcclError('CONNECT_FAILED', `rank ${o.rank}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} of ${o.size} did not join within ${Math.round(o.connectTimeoutMs)} ms (store at ${hostPort(o.masterAddr, o.masterPort)})`, { missing });
+      throw new WebcclError('CONNECT_FAILED', `rank ${o.rank}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} of ${o.size} did not join within ${Math.round(o.connectTimeoutMs)} ms (store at ${where})`, { missing });
     }
   }
   return Promise.all(keys.map(async (k) => JSON.parse(text(await store.get(k))) as Card));

@@ -216,7 +216,7 @@ export class StoreClient {
   private fail(e: WebcclError): void {
     if (this.failure) return;
     const what = [...this.pending.values()].map((p) => p.what);
-    this.failure = what.length ? new WebcclError(e.code, `${e.message.replace(/ \[\w+\]$/, '')}; pending: ${what.join(', ')}`, { pending: what }) : e;
+    this.failure = what.length ? new WebcclError(e.code, `${e.reason}; pending: ${what.join(', ')}`, { pending: what }) : e;
     this.parser.close();
     this.socket.destroy();
     for (const p of this.pending.values()) p.fail(this.failure);
@@ -256,7 +256,7 @@ export class StoreClient {
         } catch (e) {
           if (client) return client.fail(e as WebcclError);
           // A frame we cannot parse before the handshake: something else listens there.
-          const why = e instanceof Error ? e.message.replace(/ \[[A-Z_]+\]$/, '') : String(e);
+          const why = WebcclError.is(e) ? e.reason : String(e);
           finish(new WebcclError('PROTOCOL_ERROR', `the server at ${o.where} does not speak the webccl store protocol (${why}); is another program using MASTER_PORT?`));
         }
       });

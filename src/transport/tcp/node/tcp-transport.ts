@@ -192,7 +192,7 @@ export class TcpTransport implements Transport {
       return this.outbound[peer][channel] ? 'duplicate' : undefined;
     },
     sink: (peer, tag, length) => this.boxes[peer].claim(tag, length),
-    broken: (peer, e) => this.fail(new WebcclError(e.code, `rank ${this.rank}: ${e.message}`, { peer })),
+    broken: (peer, e) => this.fail(new WebcclError(e.code, `rank ${this.rank}: ${e.reason}`, { peer })),
     // A peer that ends (or dies) closes its connections; what it sent before arrives first, so
     // a receive from it fails only once every channel is closed and nothing more can come.
     // Other peers' messages keep flowing: a rank that finished its last op may exit while
@@ -224,9 +224,10 @@ export class TcpTransport implements Transport {
         return this.attach(link);
       }
       socket.destroy();
-      this.dialFailures.set(peer, `could not reach rank ${peer} at ${hostPort(a.host, a.port)}: ${up}`);
+      const why = `could not reach rank ${peer} at ${hostPort(a.host, a.port)}: ${up}`;
+      this.dialFailures.set(peer, why);
       const left = deadline - Date.now();
-      if (left <= 0) throw new WebcclError('CONNECT_FAILED', `rank ${this.rank} could not reach rank ${peer} at ${hostPort(a.host, a.port)} (last: ${up})`, { peer });
+      if (left <= 0) throw new WebcclError('CONNECT_FAILED', `rank ${this.rank} ${why}`, { peer });
       await new Promise((r) => setTimeout(r, Math.min(delay, left)));
     }
   }
