@@ -52,12 +52,12 @@ type WorldJoiner = (i: { node?: NodeHandle; localRank?: number; world?: WorldIni
  */
 export async function initCommGroup(opts: InitOptions = {}): Promise<Communicator> {
   if (world) return world;
-  const left = (globalThis as Record<symbol, RankInit | undefined>)[RANK_INIT];
-  const init: RankInit | undefined = opts.node ? { node: opts.node, rank: opts.rank ?? 0 } : left;
+  const init = opts.node ? { node: opts.node, rank: opts.rank ?? 0 } : (globalThis as Record<symbol, RankInit | undefined>)[RANK_INIT];
   const joiner = (globalThis as Record<symbol, WorldJoiner | undefined>)[JOIN_WORLD];
   if ((init?.world || !init) && joiner) {
     const c = await joiner({ node: init?.node, localRank: init?.rank, world: init?.world, opts: { cores: init?.cores, simd: init?.simd, ...opts } });
     if (c) {
+      if (c.rank === 0) unknownEnvNames();
       await c.barrier();
       return (world = c);
     }

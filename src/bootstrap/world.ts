@@ -1,5 +1,5 @@
 // A rank's place in a job of several nodes: what a launcher hands a worker thread, and what
-// rendezvous starts from. Browser-safe (types only).
+// rendezvous starts from. Browser-safe.
 
 export interface WorldInit {
   /** World rank of this rank, and the world size. */
@@ -11,3 +11,6 @@ export interface WorldInit {
   token: string;
   jobId: string;
 }
+
+/** torchrun's default rendezvous port, taken when a launcher gives none. */
+export const DEFAULT_MASTER_PORT = 29500;

@@ -3,6 +3,7 @@
 //   webccl run --procs -n N script.mjs [args...]   N ranks as N processes of this machine
 //   webccl run --nnodes N --node-rank K ...        this process is node K of a multi-node job
 import { resolveJobId, resolveToken } from '../bootstrap/node/job-secrets.js';
+import { DEFAULT_MASTER_PORT } from '../bootstrap/world.js';
 import { WebcclError } from '../core/errors.js';
 import { startProcesses } from './processes.js';
 import { type LaunchOptions, type LaunchResult, startRanks } from './threads.js';
@@ -38,7 +39,6 @@ Environment variables: see the README (WEBCCL_ALGO, WEBCCL_TIMEOUT_MS, WEBCCL_TO
 
 export class UsageError extends Error {}
 
-const DEFAULT_MASTER_PORT = 29500; // torchrun's
 
 export interface RunArgs {
   /** Ranks this launcher starts: threads of this process, or processes with --procs. */

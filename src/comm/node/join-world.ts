@@ -12,12 +12,10 @@ import { rendezvous } from '../../bootstrap/node/rendezvous.js';
 import { Communicator, type CommunicatorOptions } from '../communicator.js';
 import { type JoinOptions, joinNode } from '../context.js';
 import { NetEngine } from '../net-engine.js';
-import type { WorldInit } from '../../bootstrap/world.js';
+import { DEFAULT_MASTER_PORT, type WorldInit } from '../../bootstrap/world.js';
 
 export const DEFAULT_NCHANNELS = 2;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 120_000;
-/** torchrun's default port, used when a launcher gives no MASTER_PORT. */
-export const DEFAULT_MASTER_PORT = 29500;
 
 export interface JoinWorldInput {
   /** From a launcher's worker data: this thread's node and place; absent: read the environment. */
