@@ -80,7 +80,8 @@ export class NetEngine implements Engine, WorkDriver {
   private readonly topo: NetTopology;
   private readonly standing: NetAlgo | undefined;
   private readonly byAlgorithm: Record<string, number> = Object.fromEntries(NET_ALGORITHMS.map((a) => [a, 0]));
-  /** World ranks at this rank's place on every node (its group in the hierarchical schedule). */
+  /** Every world rank, and those at this rank's place on every node (its hierarchical group). */
+  private readonly worldRanks: number[];
   private readonly interRanks: number[];
   /** The wasm kernels the schedules reduce, copy and scale with. */
   private readonly kernels: Kernels;
@@ -94,6 +95,7 @@ export class NetEngine implements Engine, WorkDriver {
     this.topo = { nodes: nodes.length, perNode };
     const at = nodes.find((n) => n.includes(world.rank))!.indexOf(world.rank);
     this.interRanks = perNode ? nodes.map((n) => n[at]) : [world.rank];
+    this.worldRanks = world.nodeOf.map((_, r) => r);
     this.kernels = ctx.core.exports as unknown as Kernels;
     this.standing = resolveNetAlgo(commAlgo, this.topo);
     this.arena = new Arena(ctx.heap);
@@ -247,7 +249,7 @@ export class NetEngine implements Engine, WorkDriver {
   private async execute(op: NetOp): Promise<void> {
     const { name, dtype, count: n, root, input, output } = op.spec;
     const m = this.mem(dtype, op.spec.op);
-    const world = this.group(Array.from({ length: this.world.size }, (_, r) => r), op);
+    const world = this.group(this.worldRanks, op);
     const blocks = (w: Span) => Array.from({ length: world.size }, (_, i) => ({ addr: w.addr + i * n * m.elemBytes, count: n }));
     switch (name) {
       case 'allReduce': {
