@@ -45,8 +45,9 @@ export interface Job {
 
 const started = new Set<Job>();
 
-/** Sends `signal` to every process of the job's group; false when none is left. */
-export function signalGroup(job: Job, signal: NodeJS.Signals): boolean {
+/** Sends `signal` to every process of the job's group (0: only asks whether one is left);
+ *  false when none is left. */
+export function signalGroup(job: Job, signal: NodeJS.Signals | 0): boolean {
   try {
     process.kill(-job.pid, signal);
     return true;
@@ -87,6 +88,8 @@ export function startJob(cmd: string, args: string[], env: Env, { cwd, guardMs =
       if (finished) return;
       finished = true;
       clearTimeout(guard);
+      // Forget a job none of whose processes is left: its group id may be reused later.
+      if (!signalGroup(job, 0)) started.delete(job);
       resolve({ code, signal, stdout, stderr, hung });
     };
     c.on('error', (err) => (stderr += `spawn failed: ${err.message}`));
