@@ -65,6 +65,7 @@ export function checkOptions<T extends object>(where: string, o: unknown, spec: 
   for (const key of Object.keys(o)) {
     if (!Object.hasOwn(spec, key)) {
       if (elsewhere.includes(key)) {
+        if ((o as Record<string, unknown>)[key] === undefined) continue; // absent, as for a known key
         fail('INVALID_ARGUMENT', `${where}: option ${JSON.stringify(key)} does not apply to ${where}; it takes ${known.join(', ')}`, { option: key, known });
       }
       const near = closest(key, known);
