@@ -197,6 +197,21 @@ describe('constructors and launchers', () => {
     expect(thrown(() => new Communicator(ctx, 'fast' as any)).code).toBe('INVALID_ARGUMENT');
   });
 
+  it('WEBCCL_TIMEOUT_MS out of the range a deadline can have', () => {
+    const ctx = joinNode(node, 1, { spinUs: 0 });
+    const saved = process.env.WEBCCL_TIMEOUT_MS;
+    try {
+      for (const v of ['0', String(2 ** 31)]) {
+        process.env.WEBCCL_TIMEOUT_MS = v;
+        expect(thrown(() => new Communicator(ctx)).details).toMatchObject({ variable: 'WEBCCL_TIMEOUT_MS' });
+        expect(new Communicator(ctx, { timeoutMs: 1000 }).size).toBe(2); // the option wins over the variable
+      }
+    } finally {
+      if (saved === undefined) delete process.env.WEBCCL_TIMEOUT_MS;
+      else process.env.WEBCCL_TIMEOUT_MS = saved;
+    }
+  });
+
   it('createNode', () => {
     for (const bad of [4, 'x', null, [], undefined]) expect(thrown(() => createNode(bad as any)).code).toBe('INVALID_ARGUMENT');
     for (const o of [{ nranks: '2' }, { nranks: 0 }, { nranks: 65 }, { nranks: 1.5 }, {}, { nranks: 2, slotBytes: '4096' }, { nranks: 2, slotBytes: 100 }]) {

@@ -42,7 +42,7 @@ export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) =
     dtype = dtypeOfArray(x);
     if (!dtype) fail('INVALID_DTYPE', `${what}: ${x.constructor.name} is not supported (use Float32Array, Float64Array, Int32Array, Uint32Array, Int8Array, Uint8Array, BigInt64Array, or { data: Uint16Array, dtype: 'bf16' | 'f16' })`);
     data = x;
-  } else if (typeof x === 'object' && x !== null && ('dtype' in x || 'type' in x || 'dataSync' in x)) {
+  } else if (typeof x === 'object' && x !== null && ('dataSync' in x || ('data' in x && ('dtype' in x || 'type' in x)))) {
     const t = tensorFields(x, what);
     dtype = parseDtype(t.dtype);
     if (!(t.data instanceof ARRAY_OF[dtype])) {

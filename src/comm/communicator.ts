@@ -4,13 +4,12 @@
 import { DTYPE_SIZE, type Dtype, type DtypeName, type ReduceOp, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
 import { WebcclError, fail } from '../core/errors.js';
 import type { Kind } from '../core/layout.js';
-import { envNumber } from '../core/config.js';
 import { type Buf, type BufferArg, type TypedArray, toBuf } from './buffers.js';
 import type { Work } from './work.js';
 import type { Engine, OpCounters } from './engine.js';
 import { ShmEngine } from './shm-engine.js';
 import type { RankContext } from './context.js';
-import { collectiveOptions, communicatorOptions } from './options.js';
+import { collectiveOptions, communicatorOptions, envTimeoutMs } from './options.js';
 import { showValue } from '../core/options.js';
 
 export interface CollectiveOptions {
@@ -50,7 +49,7 @@ export class Communicator {
     this.rank = world?.rank ?? ctx.rank;
     this.size = world?.size ?? ctx.size;
     this.acrossNodes = world !== undefined;
-    const timeoutMs = opts.timeoutMs ?? envNumber('WEBCCL_TIMEOUT_MS') ?? DEFAULT_TIMEOUT_MS;
+    const timeoutMs = opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS;
     this.engine = world ? world.engine(this.counters, opts.algo, timeoutMs) : new ShmEngine(ctx, this.counters, opts.algo, timeoutMs);
   }
 

@@ -2,6 +2,8 @@
 // knows is refused too (`op` on a broadcast, `algo` on an allGather): the call would ignore it,
 // and the caller would believe it applied.
 import { type OptionSpec, anything, checkOptions, string, timeoutMs } from '../core/options.js';
+import { envNumber } from '../core/config.js';
+import { fail } from '../core/errors.js';
 import type { CollectiveOptions, CommunicatorOptions } from './communicator.js';
 
 /** `root` and `out` are checked by the communicator (the root's range is the communicator's size). */
@@ -36,4 +38,15 @@ export const COMMUNICATOR_OPTIONS = { algo: string, timeoutMs } as const satisfi
 
 export function communicatorOptions(o: unknown): CommunicatorOptions {
   return checkOptions<CommunicatorOptions>('Communicator', o, COMMUNICATOR_OPTIONS, "{ timeoutMs: 60000 }");
+}
+
+/**
+ * WEBCCL_TIMEOUT_MS, held to the same range as the option: 0 would fail every op at once, and
+ * past 2^31-1 ms Node's timers fire after 1 ms (a TIMEOUT at once across nodes).
+ */
+export function envTimeoutMs(): number | undefined {
+  const v = envNumber('WEBCCL_TIMEOUT_MS');
+  const expected = v === undefined ? undefined : timeoutMs(v);
+  if (expected) fail('INVALID_ARGUMENT', `WEBCCL_TIMEOUT_MS=${v}: expected ${expected}`, { variable: 'WEBCCL_TIMEOUT_MS', value: v });
+  return v;
 }
