@@ -361,6 +361,7 @@ describe('tensor objects and dtype names of TF.js and ONNX Runtime', () => {
         const e = thrown(() => a.allReduce(t as any));
         expect([e.code, e.details.dtype]).toEqual(['INVALID_DTYPE', dtype]);
         expect(e.message).toMatch(hint);
+        expect(e.message).toMatch(/^allReduce buffer: /); // names the argument
       }
     }
     expect(thrown(() => a.allReduce({ data: f32(2), dtype: 'f8' } as any)).message).toMatch(/float32/); // the known names are listed

@@ -44,7 +44,7 @@ export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) =
     data = x;
   } else if (typeof x === 'object' && x !== null && ('dataSync' in x || ('data' in x && ('dtype' in x || 'type' in x)))) {
     const t = tensorFields(x, what);
-    dtype = parseDtype(t.dtype);
+    dtype = parseDtype(t.dtype, what);
     if (!(t.data instanceof ARRAY_OF[dtype])) {
       fail('INVALID_DTYPE', `${what}: dtype ${dtype} needs data in a ${ARRAY_OF[dtype].name}, got ${describe(t.data)}`);
     }

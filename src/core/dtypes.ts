@@ -64,13 +64,15 @@ const NO_EXACT_DTYPE: Record<string, string> = {
   string: 'strings cannot be reduced',
 };
 
-export function parseDtype(name: unknown): Dtype {
+/** `where` (e.g. "allReduce buffer") starts the message when given. */
+export function parseDtype(name: unknown, where?: string): Dtype {
+  const at = where ? `${where}: ` : '';
   if (typeof name === 'string') {
     if ((DTYPES as readonly string[]).includes(name)) return name as Dtype;
     if (Object.hasOwn(DTYPE_ALIASES, name)) return DTYPE_ALIASES[name as keyof typeof DTYPE_ALIASES];
-    if (Object.hasOwn(NO_EXACT_DTYPE, name)) fail('INVALID_DTYPE', `dtype ${JSON.stringify(name)} is not supported: ${NO_EXACT_DTYPE[name]}`, { dtype: name });
+    if (Object.hasOwn(NO_EXACT_DTYPE, name)) fail('INVALID_DTYPE', `${at}dtype ${JSON.stringify(name)} is not supported: ${NO_EXACT_DTYPE[name]}`, { dtype: name });
   }
-  return fail('INVALID_DTYPE', `unknown dtype ${showValue(name)} (expected one of ${DTYPES.join(', ')}, or ${Object.keys(DTYPE_ALIASES).join(', ')})`, { dtype: name });
+  return fail('INVALID_DTYPE', `${at}unknown dtype ${showValue(name)} (expected one of ${DTYPES.join(', ')}, or ${Object.keys(DTYPE_ALIASES).join(', ')})`, { dtype: name });
 }
 
 export function parseOp(op: unknown, dtype: Dtype): ReduceOp {
