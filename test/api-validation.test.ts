@@ -310,6 +310,22 @@ describe('module-level functions reject, never throw', () => {
   });
 });
 
+describe('module-level functions on a rank of a thread job (the built bundle)', () => {
+  it('reject, never throw', async () => {
+    const reports: unknown[][] = [[], []];
+    const { launch } = await import('../dist/node/index.js');
+    const result = await launch({ nranks: 2, script: 'test/fixtures/api-rejects.mjs', onMessage: (r, m) => reports[r].push(m), graceMs: 10_000 });
+    expect(result.failure?.message).toBeUndefined();
+    for (const [r, [rep]] of reports.entries()) {
+      const list = rep as { what: string; threw: boolean; code: string; promise: boolean }[];
+      expect(list.length, `rank ${r}`).toBe(13);
+      for (const { what, threw, code, promise } of list) {
+        expect({ rank: r, what, threw, promise, code }).toEqual({ rank: r, what, threw: false, promise: true, code: what.includes('before') ? 'NOT_INITIALIZED' : 'INVALID_ARGUMENT' });
+      }
+    }
+  });
+});
+
 // ---------------------------------------------------------------- tensors and dtype names
 
 describe('tensor objects and dtype names of TF.js and ONNX Runtime', () => {
