@@ -191,7 +191,7 @@ export class NetEngine implements Engine, WorkDriver {
       this.broken = err;
       log('WARN', err.message);
       this.world.transport.abort(err.reason);
-      if (this.topo.perNode > 1) this.local.abort(`rank ${this.world.rank} failed: ${err.message}`);
+      if (this.topo.perNode > 1) this.local.abort(`rank ${this.world.rank} failed: ${err.reason} (${err.code})`);
     }
     for (const q of this.queue) q.work.settle(err);
   }
