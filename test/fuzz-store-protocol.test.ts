@@ -4,10 +4,16 @@
 // points, are either accepted or refused with PROTOCOL_ERROR, never a TypeError or RangeError,
 // and never allocate more than the stated limits; a frame that decodes is the one its message
 // encodes to (no two byte strings mean the same request).
+import { createHmac } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import * as net from 'node:net';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StoreClient } from '../src/bootstrap/node/store-client.js';
+import { startStoreServer, type StoreServer } from '../src/bootstrap/node/store-server.js';
+import { WebcclError } from '../src/core/errors.js';
 import {
-  ACCEPTS, FrameParser, Kind, MAX_KEY_BYTES, VERSION, decode, encode, maxBodyBytes, type Message,
+  ACCEPTS, FrameParser, Kind, MAX_KEY_BYTES, VERSION, authPayload, decode, encode, maxBodyBytes, type Message,
 } from '../src/bootstrap/store-protocol.js';
 import { concatAll, cuts, expectCoded, fuzzSettings, longRun, mutate, mutation, split, watchAllocations } from './helpers/fuzz.js';
 
@@ -96,7 +102,7 @@ describe('store protocol fuzzing', () => {
         const { error, largest } = parse(kinds, split(mutate(ms.map(frameOf), muts), at));
         if (error !== undefined) expectCoded(error, ['PROTOCOL_ERROR']);
         expect(largest).toBeLessThanOrEqual(limitOf(kinds));
-      }), fuzzSettings(1500));
+      }), fuzzSettings(3000));
   }, DEADLINE);
 
   it('random bytes, cut anywhere, are accepted or refused with PROTOCOL_ERROR within the limits', () => {
@@ -138,4 +144,134 @@ describe('store protocol fuzzing', () => {
       expect(frames).toBe(0);
     }), fuzzSettings(100));
   });
+});
+
+const TOKEN = 'fuzz-token';
+const JOB = 'fuzz-job';
+const hmac = (p: Uint8Array) => createHmac('sha256', TOKEN).update(p).digest();
+const requests = fc.array(message.filter((m) => (ACCEPTS.serverReady as readonly number[]).includes(Kind[m.type])), { minLength: 1, maxLength: 4 })
+  // A request that waits without a deadline would hold the connection until the test ends it: give it a short one.
+  .map((ms) => ms.map((m) => ('timeoutMs' in m ? { ...m, timeoutMs: m.timeoutMs % 50 } : m)));
+
+/** Until `socket` closes or has been quiet for `ms`. */
+function settle(socket: net.Socket, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    let timer = setTimeout(resolve, ms);
+    socket.on('data', () => { clearTimeout(timer); timer = setTimeout(resolve, ms); });
+    socket.on('close', () => { clearTimeout(timer); resolve(); });
+  });
+}
+
+describe('store server fuzzing over loopback', () => {
+  let server: StoreServer;
+  const rejects: string[] = [];
+  beforeAll(async () => {
+    server = await startStoreServer({ token: TOKEN, jobId: JOB, maxValueBytes: MAX_VALUE, onReject: (r) => rejects.push(r.kind) });
+  });
+  afterAll(() => server.close());
+
+  it('serves or refuses mutated requests, before and after authenticating, answers only with valid frames, and serves on', async () => {
+    await fc.assert(fc.asyncProperty(requests, fc.array(mutation, { maxLength: 3 }), cuts, fc.boolean(), async (ms, muts, at, authenticate) => {
+      const socket = net.connect({ host: '127.0.0.1', port: server.port });
+      socket.on('error', () => {});
+      const answers: Message[] = [];
+      let bad: unknown;
+      const hello = new Promise<Message>((resolve) => {
+        const p = new FrameParser(MAX_VALUE, [...ACCEPTS.clientHandshake, ...ACCEPTS.clientReady], (k, b) => {
+          const m = decode(k, b, MAX_VALUE);
+          if (m.type === 'hello') resolve(m);
+          else answers.push(m);
+        });
+        socket.on('data', (d: Buffer) => { try { p.push(d); } catch (e) { bad = e; } });
+      });
+      const h = await hello;
+      if (h.type !== 'hello') throw new Error('no HELLO');
+      const frames = ms.map(frameOf);
+      if (authenticate) {
+        const nonce = new Uint8Array(32).fill(3);
+        frames.unshift(frameOf({ type: 'auth', jobId: JOB, nonce, mac: hmac(authPayload('client', h.nonce, JOB, nonce)) }));
+      }
+      for (const piece of split(mutate(frames, muts), at)) {
+        if (socket.destroyed) break;
+        socket.write(piece);
+        await new Promise((r) => setImmediate(r));
+      }
+      await settle(socket, 60);
+      socket.destroy();
+      expect(bad).toBeUndefined();
+      if (muts.length === 0 && authenticate) expect(answers.map((a) => a.type)).not.toContain('protocolError');
+    }), fuzzSettings(60));
+    expect(new Set(rejects)).toEqual(new Set(rejects.filter((k) => k === 'auth' || k === 'protocol')));
+    const c = await StoreClient.connect({ host: '127.0.0.1', port: server.port, token: TOKEN, jobId: JOB, timeoutMs: 10_000, maxValueBytes: MAX_VALUE });
+    await c.set('after', 'fuzz');
+    expect(new TextDecoder().decode(await c.get('after'))).toBe('fuzz');
+    await c.close();
+  }, DEADLINE);
+});
+
+/** A socket that records what the client writes; the test plays the server. */
+class FakeSocket extends EventEmitter {
+  destroyed = false;
+  readonly written: Uint8Array[] = [];
+  write(b: Uint8Array): boolean {
+    this.written.push(b);
+    return true;
+  }
+  destroy(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.emit('close');
+  }
+}
+
+describe('store client fuzzing', () => {
+  it('keeps what the fuzzer found fixed: a request answered with the wrong kind fails (it waited forever)', async () => {
+    const socket = new FakeSocket();
+    const serverNonce = new Uint8Array(32).fill(4);
+    const connecting = StoreClient.handshake(socket as unknown as net.Socket, { token: new TextEncoder().encode(TOKEN), jobId: JOB, where: 'fake:1', maxValue: MAX_VALUE, timeoutMs: 60_000 });
+    socket.emit('data', Buffer.from(frameOf({ type: 'hello', version: VERSION, maxValueBytes: MAX_VALUE, nonce: serverNonce })));
+    const auth = decode(Kind.auth, concatAll(socket.written).subarray(5), MAX_VALUE);
+    if (auth.type !== 'auth') throw new Error('no AUTH');
+    socket.emit('data', Buffer.from(frameOf({ type: 'authOk', mac: hmac(authPayload('server', auth.nonce, JOB, serverNonce)) })));
+    const c = await connecting;
+    const got = c.get('k').then(() => 'resolved', (e: WebcclError) => e.code);
+    socket.emit('data', Buffer.from(frameOf({ type: 'ok', id: 1 })));
+    const first = await Promise.race([got, new Promise((r) => setTimeout(() => r('still pending'), 2000))]);
+    socket.destroy();
+    expect(first).toBe('PROTOCOL_ERROR');
+  });
+
+  it('a client fed a mutated server stream ends connected or with a coded error, and fails its requests with codes', async () => {
+    const serverNonce = new Uint8Array(32).fill(4);
+    const answers = fc.array(message.filter((m) => (ACCEPTS.clientReady as readonly number[]).includes(Kind[m.type])), { maxLength: 4 })
+      .map((ms) => ms.map((m) => ('id' in m ? { ...m, id: m.id % 4 } : m)));
+    await fc.assert(fc.asyncProperty(fc.array(mutation, { maxLength: 2 }), fc.array(mutation, { maxLength: 3 }), answers, cuts, async (helloMuts, restMuts, later, at) => {
+      const socket = new FakeSocket();
+      const o = { token: new TextEncoder().encode(TOKEN), jobId: JOB, where: 'fake:1', maxValue: MAX_VALUE, timeoutMs: 60_000 };
+      let outcome: unknown;
+      const connecting = StoreClient.handshake(socket as unknown as net.Socket, o).then((c) => (outcome = c), (e) => (outcome = e));
+      const feed = (b: Uint8Array) => { for (const piece of split(b, at)) if (!socket.destroyed) socket.emit('data', Buffer.from(piece)); };
+      feed(mutate([frameOf({ type: 'hello', version: VERSION, maxValueBytes: MAX_VALUE, nonce: serverNonce })], helloMuts));
+      const auth = socket.written.length ? decode(Kind.auth, concatAll(socket.written).subarray(5), MAX_VALUE) : undefined;
+      const pending: Promise<unknown>[] = [];
+      if (auth?.type === 'auth') {
+        const ok = frameOf({ type: 'authOk', mac: hmac(authPayload('server', auth.nonce, JOB, serverNonce)) });
+        feed(mutate([ok], restMuts));
+        await Promise.resolve();
+        if (outcome instanceof StoreClient) {
+          for (const k of ['a', 'b', 'c']) pending.push(outcome.get(k).then(() => undefined, (e) => e));
+          feed(mutate(later.map(frameOf), restMuts));
+        }
+      }
+      socket.destroy();
+      await connecting;
+      const errors = [outcome, ...(await Promise.all(pending))].filter((e) => e !== undefined && !(e instanceof StoreClient));
+      for (const e of errors) {
+        // A close before the handshake ends is retried by connect() until its deadline (then CONNECT_FAILED).
+        if (!WebcclError.is(e) && (e as Error).constructor.name === 'Retry') continue;
+        expectCoded(e, ['PROTOCOL_ERROR', 'AUTH_FAILED', 'CONNECTION_CLOSED', 'STORE_TIMEOUT', 'INVALID_ARGUMENT']);
+      }
+      if (helloMuts.length === 0 && restMuts.length === 0) expect(outcome).toBeInstanceOf(StoreClient);
+    }), { ...fuzzSettings(500), timeout: 5000 });
+  }, DEADLINE);
 });
