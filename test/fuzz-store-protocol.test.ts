@@ -200,7 +200,7 @@ describe('store server fuzzing over loopback', () => {
       socket.destroy();
       expect(bad).toBeUndefined();
       if (muts.length === 0 && authenticate) expect(answers.map((a) => a.type)).not.toContain('protocolError');
-    }), fuzzSettings(60));
+    }), fuzzSettings(60, 0.01));
     expect(new Set(rejects)).toEqual(new Set(rejects.filter((k) => k === 'auth' || k === 'protocol')));
     const c = await StoreClient.connect({ host: '127.0.0.1', port: server.port, token: TOKEN, jobId: JOB, timeoutMs: 10_000, maxValueBytes: MAX_VALUE });
     await c.set('after', 'fuzz');

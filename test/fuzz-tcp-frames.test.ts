@@ -207,4 +207,45 @@ describe('tcp link handshake fuzzing', () => {
         box.fail(new WebcclError('CONNECTION_CLOSED', 'end of the test stream'));
       }), fuzzSettings(800));
   }, DEADLINE);
+
+  it('an accepting link fed a mutated peer stream through data events ends in a link or a coded error', async () => {
+    const codes = ['PROTOCOL_ERROR', 'AUTH_FAILED', 'CONNECTION_CLOSED'];
+    await fc.assert(fc.asyncProperty(fc.array(mutation, { maxLength: 2 }), fc.array(fc.oneof({ weight: 4, arbitrary: data }, { weight: 1, arbitrary: abort }), { maxLength: 4 }),
+      fc.array(mutation, { maxLength: 3 }), cuts, async (helloMuts, after, restMuts, at) => {
+        const socket = new FakeSocket();
+        const seen: unknown[] = [];
+        const box = new Mailbox(0, LIMITS);
+        const hooks: Hooks = {
+          admit: (peer) => (peer === 0 ? undefined : 'rank not expected'),
+          sink: (_peer, t, n) => box.claim(t, n),
+          broken: (_peer, e) => seen.push(e),
+          closed: (_link, e) => seen.push(e),
+          aborted: () => {},
+        };
+        const id = { jobId: JOB, token: TOKEN, rank: 1, size: 2, nchannels: 1 };
+        let link: Link | undefined;
+        let failure: unknown;
+        const linking = handshake(socket as unknown as net.Socket, id, undefined, hooks, 60_000).then((l) => (link = l), (e) => (failure = e));
+        // Play rank 0 dialling: HELLO, then (once the link answers with its own) the PROOF over its nonce, then traffic.
+        const nonce = new Uint8Array(32).fill(8);
+        const feed = (b: Uint8Array) => { for (const piece of split(b, at)) socket.emit('data', Buffer.from(piece)); };
+        const largest = watchAllocations(LIMIT, () => feed(mutate([frameBytes({ type: 'hello', version: VERSION, jobId: JOB, rank: 0, size: 2, channel: 0, nchannels: 1, nonce })], helloMuts)));
+        const answer = socket.written[0]?.[0] === Kind.hello ? decodeHandshake(Kind.hello, socket.written[0].subarray(5)) : undefined;
+        let more = 0;
+        if (answer?.type === 'hello') {
+          const mac = createHmac('sha256', TOKEN).update(authPayload('connect', answer.nonce, JOB, 0, 1, 0, nonce)).digest();
+          const rest = mutate([{ type: 'proof', mac } as Frame, ...after].map(frameBytes), restMuts);
+          more = watchAllocations(LIMIT, () => feed(rest));
+        }
+        socket.emit('close');
+        await linking;
+        expect(Math.max(largest, more)).toBeLessThanOrEqual(LIMIT);
+        for (const e of [failure, ...seen].filter((x) => x !== undefined)) {
+          expectCoded(e, codes);
+          expect((e as Error).message).not.toMatch(/TypeError|RangeError/);
+        }
+        if (helloMuts.length === 0 && restMuts.length === 0) expect(link).toBeDefined();
+        box.fail(new WebcclError('CONNECTION_CLOSED', 'end of the test stream'));
+      }), fuzzSettings(800));
+  }, DEADLINE);
 });

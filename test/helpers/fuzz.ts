@@ -7,11 +7,14 @@ import { WebcclError } from '../../src/core/errors.js';
 
 const env = process.env;
 
-/** fast-check settings for one property: `runs` unless WEBCCL_FUZZ_RUNS says otherwise. */
-export function fuzzSettings(runs: number): { numRuns: number; seed: number; endOnFailure: true } {
+/**
+ * fast-check settings for one property: `runs` in CI; WEBCCL_FUZZ_RUNS × `share` on request
+ * (a property over real sockets takes a share of the runs, as each costs milliseconds).
+ */
+export function fuzzSettings(runs: number, share = 1): { numRuns: number; seed: number; endOnFailure: true } {
   const n = Number(env.WEBCCL_FUZZ_RUNS);
   const seed = Number(env.WEBCCL_FUZZ_SEED);
-  return { numRuns: Number.isInteger(n) && n > 0 ? n : runs, seed: Number.isInteger(seed) ? seed : 0x0c0ffee, endOnFailure: true };
+  return { numRuns: Number.isInteger(n) && n > 0 ? Math.max(runs, Math.round(n * share)) : runs, seed: Number.isInteger(seed) ? seed : 0x0c0ffee, endOnFailure: true };
 }
 
 /** Whether the fuzzers run longer than in CI (tests then get a longer vitest deadline). */
