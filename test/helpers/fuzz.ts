@@ -122,7 +122,7 @@ export class OverLimit extends Error {}
 /**
  * Runs `f` with the global Uint8Array and ArrayBuffer constructors watched: asking for more
  * than `limit` bytes throws OverLimit before anything is allocated. Returns the largest size
- * asked for. The parsers allocate with `new Uint8Array(n)`, which this sees.
+ * asked for (over `limit` if any was refused). The parsers allocate with `new Uint8Array(n)`, which this sees.
  */
 export function watchAllocations(limit: number, f: () => void): number {
   const g = globalThis as unknown as { Uint8Array: typeof Uint8Array; ArrayBuffer: typeof ArrayBuffer };
@@ -131,8 +131,9 @@ export function watchAllocations(limit: number, f: () => void): number {
   const watch = <T extends object>(C: T, perUnit: number): T => new Proxy(C, {
     construct(target, args, newTarget) {
       const n = typeof args[0] === 'number' ? args[0] * perUnit : 0;
-      if (n > limit) throw new OverLimit(`allocation of ${n} bytes, over the limit of ${limit}`);
+      // Recorded before refusing: code that swallows the OverLimit still shows in the result.
       largest = Math.max(largest, n);
+      if (n > limit) throw new OverLimit(`allocation of ${n} bytes, over the limit of ${limit}`);
       return Reflect.construct(target as never, args, newTarget === watched.Uint8Array || newTarget === watched.ArrayBuffer ? target as never : newTarget);
     },
   });
