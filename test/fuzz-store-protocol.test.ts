@@ -3,7 +3,9 @@
 // frames round-trip whatever the cuts in the stream; random and mutated streams, cut at random
 // points, are either accepted or refused with PROTOCOL_ERROR, never a TypeError or RangeError,
 // and never allocate more than the stated limits; a frame that decodes is the one its message
-// encodes to (no two byte strings mean the same request).
+// encodes to (no two byte strings mean the same request). Then the same streams against a store
+// server over loopback (it answers with valid frames and serves on) and against a client facing a
+// hostile server (it connects or fails with a code, and so does every request it has pending).
 import { createHmac } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
