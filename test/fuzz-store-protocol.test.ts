@@ -76,7 +76,9 @@ function parse(kinds: readonly number[], pieces: Uint8Array[]): { got: Message[]
     const m = decode(kind, body, MAX_VALUE);
     const again = frameOf(m);
     const wire = concatAll([Uint8Array.of(kind, body.length & 0xff, (body.length >>> 8) & 0xff, (body.length >>> 16) & 0xff, body.length >>> 24), body]);
-    if (!(m.type === 'hello' && m.version !== VERSION)) expect(again).toEqual(wire);
+    if (!(m.type === 'hello' && m.version !== VERSION) && !Buffer.from(again).equals(wire)) {
+      throw new Error(`a ${m.type} frame decoded, but its message encodes to other bytes: ${Buffer.from(wire).toString('hex').slice(0, 400)}`);
+    }
     got.push(m);
   });
   const largest = watchAllocations(limitOf(kinds), () => {
@@ -95,7 +97,7 @@ describe('store protocol fuzzing', () => {
       const { got, error } = parse(ALL_KINDS, split(concatAll(ms.map(frameOf)), at));
       expect(error).toBeUndefined();
       expect(got).toEqual(ms);
-    }), fuzzSettings(400));
+    }), fuzzSettings(1000));
   }, DEADLINE);
 
   it('mutated frames, cut anywhere, are accepted or refused with PROTOCOL_ERROR within the limits', () => {
