@@ -15,6 +15,7 @@ import type { WorldInit } from './bootstrap/world.js';
 
 export { Communicator, type CollectiveOptions, type CommunicatorOptions } from './comm/communicator.js';
 export { Work, type WorkTiming } from './comm/work.js';
+export type { FlightEntry, FlightState } from './comm/flight-recorder.js';
 export { WebcclError, type ErrorCode } from './core/errors.js';
 export { createNode, abortNode, type NodeHandle, type NodeOptions } from './core/node.js';
 export { joinNode, type JoinOptions } from './comm/context.js';

@@ -7,6 +7,7 @@ import type { Kind } from '../core/layout.js';
 import { type Buf, type BufferArg, type TypedArray, toBuf } from './buffers.js';
 import type { Work } from './work.js';
 import type { Engine, OpCounters } from './engine.js';
+import type { FlightEntry } from './flight-recorder.js';
 import { ShmEngine } from './shm-engine.js';
 import type { RankContext } from './context.js';
 import { collectiveOptions, communicatorOptions, envTimeoutMs } from './options.js';
@@ -136,6 +137,14 @@ export class Communicator {
   /** Counters since creation: ops issued, bytes (per rank), failures, time busy, allReduce algorithms used. */
   stats(): { ops: number; bytes: number; failed: number; busyMs: number; pending: number; allReduceAlgorithms: Record<string, number> } {
     return { ...this.counters, pending: this.engine.pending(), allReduceAlgorithms: this.engine.algorithms() };
+  }
+
+  /**
+   * The last ops of this communicator (WEBCCL_FLIGHT_RECORDER, default 64; 0: none), oldest
+   * first: a copy, as plain objects. After a TIMEOUT or ABORTED it says what this rank was doing.
+   */
+  flightRecord(): FlightEntry[] {
+    return this.engine.flight.record();
   }
 
   /** Fails every pending op here and on every other rank of the communicator. */
