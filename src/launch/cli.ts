@@ -156,6 +156,10 @@ async function run(argv: string[]): Promise<number> {
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  // Started with an IPC channel (webccl perf starts its nodes so): when the parent ends, however
+  // it ends, the channel closes, and this job must not outlive it.
+  const onOrphaned = () => job.terminate('the process that started this launcher ended');
+  process.once('disconnect', onOrphaned);
   try {
     const result = await job.done;
     report(result);
@@ -163,6 +167,7 @@ async function run(argv: string[]): Promise<number> {
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    process.off('disconnect', onOrphaned);
   }
 }
 
