@@ -13,7 +13,7 @@ import type { WorldInit } from './bootstrap/world.js';
 export { Communicator, type CollectiveOptions, type CommunicatorOptions } from './comm/communicator.js';
 export { Work, type WorkTiming } from './comm/work.js';
 export { WebcclError, type ErrorCode } from './core/errors.js';
-export { createNode, abortNode, type NodeHandle, type NodeOptions } from './core/node.js';
+export { createNode, abortNode, leaveNode, type NodeHandle, type NodeOptions } from './core/node.js';
 export { joinNode, type JoinOptions } from './comm/context.js';
 export { Sum, Prod, Max, Min, Avg, DTYPES, REDUCE_OPS, type Dtype, type ReduceOp } from './core/dtypes.js';
 export { ENV_VARS } from './core/config.js';

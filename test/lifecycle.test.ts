@@ -230,6 +230,29 @@ describe("a thread rank's output reaches the terminal (webccl run -n 2)", () => 
   });
 });
 
+describe('a thread rank that leaves a job across nodes (--nnodes 2, 2 threads each)', () => {
+  it('its node peer fails naming it; the other node fails at once, naming it in the message', async () => {
+    const port = await freePort();
+    const e = env({ WEBCCL_TOKEN: 'lifecycle-test', WEBCCL_TIMEOUT_MS: '120000' });
+    const nodes = [0, 1].map((k) => start(['--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', '2', '--master-port', String(port), fixture('leave-then-op.mjs'), '0'], e));
+    const codes = await Promise.all(nodes.map((n) => n.exited));
+    expect(codes).toEqual([0, 0]);
+    const results = nodes.flatMap((n) => [...n.out().matchAll(/^result (\d+) (\w+) (.*) (\d+)$/gm)]).sort((a, b) => Number(a[1]) - Number(b[1]));
+    expect(results.map((m) => Number(m[1]))).toEqual([1, 2, 3]);
+    for (const [, rank, code, json, ms] of results) {
+      const d = JSON.parse(json);
+      expect(Number(ms)).toBeLessThan(30_000); // the deadline is 120 s
+      if (rank === '1') {
+        expect([code, d.rank]).toEqual(['CONNECTION_CLOSED', 0]);
+      } else {
+        // Whichever comes first: rank 0's own connections closing as its thread ends, or rank 1's abort.
+        expect(['ABORTED', 'CONNECTION_CLOSED']).toContain(code);
+        expect(d.message).toMatch(/rank 0 (has left|closed its connections)/);
+      }
+    }
+  });
+});
+
 describe('ranks never outlive their launcher', () => {
   const ready = (job: Job, n: number) => job.waitFor(/^ready (\d+) (\d+)$/, n, 60_000).then((ms) => ms.map((m) => Number(m[2])));
 
@@ -265,5 +288,17 @@ describe('ranks never outlive their launcher', () => {
       expect([0, 1]).toContain(JSON.parse(m[3]).peer);
     }
     expect(await nodes[1].exited).toBe(0);
+  });
+
+  it('a launcher started with an IPC channel (as webccl perf starts its nodes) ends its job when the channel closes', async () => {
+    const child = spawn(process.execPath, [bin, 'run', '-n', '2', fixture('print-then-block.mjs'), 'wait'], { env: env(), detached: true, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+    children.add(child);
+    let err = '';
+    child.stderr!.on('data', (d) => (err += d));
+    const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
+    await new Promise<void>((ready) => child.stdout!.on('data', (d) => String(d).includes('rank 1 line 3') && ready()));
+    child.disconnect(); // what the parent's death does to the channel
+    expect(await exited).toBe(1); // the ranks block for 60 s: only the launcher can have ended them
+    expect(err).toMatch(/the process that started this launcher ended/);
   });
 });
