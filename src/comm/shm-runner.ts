@@ -128,10 +128,12 @@ export class ShmRunner {
 
   /**
    * A rank behind step `step` whose thread has ended (node header LEFT word), or -1: it will
-   * never post the step. The world communicator's ranks are the node's ranks, in order.
+   * never post the step. The LEFT words are by node rank: they say something only of the world
+   * communicator, whose ranks are the node's ranks in order.
    */
   private departedBehind(step: number): number {
     const { i32 } = this.views();
+    if (i32[(NODE_BASE + N.WORLD) >> 2] !== this.comm) return -1;
     for (let r = 0; r < this.nranks; r++) {
       if (i32[flagOffset(this.comm, r) >> 2] - step < 0 && Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * r) >> 2) !== 0) return r;
     }
@@ -139,7 +141,7 @@ export class ShmRunner {
   }
 
   private departed(op: RunningOp, rank: number): WebcclError {
-    return new WebcclError('CONNECTION_CLOSED', `${op.name} #${op.seq} on rank ${this.rank}: rank ${rank} has left the job (its thread ended) without joining this op`, {
+    return new WebcclError('CONNECTION_CLOSED', `${op.name} #${op.seq} on rank ${this.rank}: rank ${rank} has left the job (its script ended) without joining this op`, {
       rank, peer: rank, seq: op.seq,
     });
   }

@@ -73,6 +73,9 @@ export function abortNode(handle: NodeHandle, deadRank: number | null, code: num
  * out its deadline. Ops it had finished are not touched: its peers complete them.
  */
 export function leaveNode(handle: NodeHandle, rank: number): void {
+  if (!Number.isInteger(rank) || rank < 0 || rank >= handle.nranks) {
+    fail('INVALID_ARGUMENT', `leaveNode: rank ${rank} is outside the node's 0..${handle.nranks - 1} range`);
+  }
   const i32 = new Int32Array(handle.memory.buffer);
   Atomics.store(i32, (NODE_BASE + N.LEFT + 4 * rank) >> 2, 1);
   ring(handle, i32);
