@@ -140,8 +140,9 @@ export class ShmRunner {
     return -1;
   }
 
+  /** The error of an op whose awaited `rank` has left; an abort published before it leaves says more. */
   private departed(op: RunningOp, rank: number): WebcclError {
-    return new WebcclError('CONNECTION_CLOSED', `${op.name} #${op.seq} on rank ${this.rank}: rank ${rank} has left the job (its script ended) without joining this op`, {
+    return this.abortError(`${op.name} #${op.seq}`) ?? new WebcclError('CONNECTION_CLOSED', `${op.name} #${op.seq} on rank ${this.rank}: rank ${rank} has left the job (its script ended) without joining this op`, {
       rank, peer: rank, seq: op.seq,
     });
   }
