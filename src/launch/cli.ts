@@ -34,7 +34,8 @@ run options:
                                           node 0 of 2; run it with --node-rank 1 on the other
                                           machine, both with the same WEBCCL_TOKEN
 
-Any rank's failure ends the job (exit 1, naming the rank); Ctrl-C ends every rank.
+Any rank's failure ends the job (exit 1, naming the rank); Ctrl-C ends every rank, and no rank
+outlives its launcher, however the launcher ends.
 Environment variables: see the README (WEBCCL_ALGO, WEBCCL_TIMEOUT_MS, WEBCCL_TOKEN, ...).`;
 
 export class UsageError extends Error {}
