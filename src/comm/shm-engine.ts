@@ -6,7 +6,8 @@ import { WebcclError } from '../core/errors.js';
 import { ABORT_REASON, ALGO, D, KIND, type Algo, type Kind, descOffset } from '../core/layout.js';
 import { enabled, log } from '../core/log.js';
 import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../tuner/tuner.js';
-import { type Buf, overlaps, sameView } from './buffers.js';
+import { sameView } from './buffers.js';
+import type { InputCheck } from './input-check.js';
 import type { Engine, OpCounters, OpSpec } from './engine.js';
 import type { RankContext } from './context.js';
 import { ShmRunner, type RunningOp } from './shm-runner.js';
@@ -22,14 +23,10 @@ interface QueuedOp extends RunningOp {
   root: number;
   chunk: number;
   started: boolean;
+  check: InputCheck | undefined;
 }
 
 const trace = enabled('TRACE');
-
-/** Whether a queued op reads or writes any byte of `b`. */
-function touches(q: QueuedOp, b: Buf): boolean {
-  return (q.input !== null && overlaps(b.bytes, q.input.bytes)) || (q.output !== null && overlaps(b.bytes, q.output.bytes));
-}
 
 export class ShmEngine implements Engine, WorkDriver {
   private readonly runner: ShmRunner;
@@ -55,7 +52,7 @@ export class ShmEngine implements Engine, WorkDriver {
     const q: QueuedOp = {
       name: s.name, seq, desc: this.desc, elemBytes: es, input: s.input, output: s.output, deadline: Infinity, timeoutMs: s.timeoutMs ?? this.timeoutMs,
       work: new Work(s.name, seq, this, this.ctx.canBlock), algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root,
-      chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size), started: false,
+      chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size), started: false, check: s.check,
     };
     // An op that starts at once takes its start time as its issue time (one clock read fewer).
     if (this.queue.length) q.work.timing.issuedAt = performance.now();
@@ -66,11 +63,6 @@ export class ShmEngine implements Engine, WorkDriver {
 
   pending(): number {
     return this.queue.length;
-  }
-
-  busyWith(b: Buf): string | undefined {
-    const q = this.queue.find((x) => touches(x, b));
-    return q && `${q.name} #${q.seq}`;
   }
 
   algorithms(): Record<string, number> {
@@ -139,9 +131,14 @@ export class ShmEngine implements Engine, WorkDriver {
         q.deadline = now + q.timeoutMs;
         q.work.timing.startedAt = now;
         if (Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = now;
+        if (q.check) this.verify(() => q.check!.atStart(q.seq));
         this.writeDescriptor(q);
+      } else if (q.check) this.verify(() => q.check!.resume(q.seq));
+      if (!this.runner.run(q, block, block ? this.ctx.spinPolls : this.ctx.tryPolls)) {
+        q.check?.suspend();
+        return false;
       }
-      if (!this.runner.run(q, block, block ? this.ctx.spinPolls : this.ctx.tryPolls)) return false;
+      if (q.check) this.verify(() => q.check!.atEnd(q.seq));
       this.endSteps(q);
       this.queue.shift();
       q.work.settle();
@@ -152,6 +149,16 @@ export class ShmEngine implements Engine, WorkDriver {
     } catch (e) {
       this.settleFailed(q, e);
       return true;
+    }
+  }
+
+  /** A failed WEBCCL_CHECK aborts the communicator, so that the peers fail at once too. */
+  private verify(check: () => void): void {
+    try {
+      check();
+    } catch (e) {
+      this.runner.abort(ABORT_REASON.PEER_ERROR, this.ctx.rank);
+      throw e;
     }
   }
 
