@@ -113,6 +113,74 @@ const scenarios = {
       report({ error: errorOf(e) });
     }
   },
+
+  /**
+   * comm.alloc()/free() around every rooted op on alloc() buffers (issue 8, item 0): each rank
+   * allocates in its own order (some with a spacer block, so addresses differ between ranks),
+   * checks every result, and frees per op or, with p.hold, only at the end of an iteration (the
+   * heap then outgrows the memory, which grows under ranks that are allocating).
+   */
+  async heapStress() {
+    const comm = await ccl.initCommGroup();
+    const { rank: r, size: n } = comm;
+    const wrong = [];
+    const check = (what, data, want) => {
+      const i = firstWrong(data, want);
+      if (i >= 0 && wrong.length < 5) wrong.push(`${what}: rank ${r} element ${i} is ${data[i]}, expected ${want(i)}`);
+    };
+    const alloc = (dtype, count) => {
+      const a = comm.alloc(dtype, count);
+      return { arg: a, data: a.data ?? a };
+    };
+    let ops = 0;
+    for (let iter = 0; iter < p.iters; iter++) {
+      const held = [];
+      const release = (...bs) => {
+        if (p.hold) held.push(...bs);
+        else for (const b of bs) comm.free(b.arg);
+      };
+      for (const dtype of p.dtypes) for (const count of p.counts) for (const kind of ['broadcast', 'reduce']) for (const op of ['sum', 'min']) {
+        if (kind === 'broadcast' && op === 'min') continue;
+        for (let root = 0; root < n; root++) for (const withOut of [false, true]) {
+          const spacer = (r + root + iter) % 3 === 0 ? alloc('u8', 1 + ((r * 37) % 200)) : null;
+          const outFirst = (r + count) % 2 === 1;
+          const out0 = withOut && outFirst ? alloc(dtype, count) : null;
+          const x = alloc(dtype, count);
+          const out = withOut ? out0 ?? alloc(dtype, count) : null;
+          if (spacer) comm.free(spacer.arg);
+          if (out) out.data.fill(dtype === 'i64' ? 0n : 0);
+          fill(x.data, dtype, op, r);
+          const o = { root, ...(out ? { out: out.arg } : {}), ...(kind === 'reduce' ? { op } : {}) };
+          const what = `${kind} ${dtype} ${op} count=${count} root=${root}${withOut ? ' out' : ''} iter ${iter}`;
+          await (kind === 'broadcast' ? comm.broadcast(x.arg, o) : comm.reduce(x.arg, o));
+          ops++;
+          const res = out ?? x;
+          if (kind === 'broadcast') check(what, res.data, (i) => inputArray(op, dtype, root, count)[i]);
+          else if (r === root) check(what, res.data, (i) => expectedArray(op, dtype, n, count)[i]);
+          else check(`${what} (input kept)`, x.data, (i) => inputArray(op, dtype, r, count)[i]);
+          release(...(out ? [x, out] : [x]));
+        }
+        if (p.unrooted) {
+          const x = alloc(dtype, count);
+          fill(x.data, dtype, op, r);
+          await comm.allReduce(x.arg, { op });
+          check(`allReduce ${dtype} ${op} ${count}`, x.data, (i) => expectedArray(op, dtype, n, count)[i]);
+          const gathered = alloc(dtype, n * count);
+          await comm.allGather(gathered.arg, x.arg);
+          check(`allGather ${dtype} ${count}`, gathered.data, (i) => expectedArray(op, dtype, n, count)[i % count]);
+          const piece = alloc(dtype, count);
+          fill(gathered.data, dtype, 'max', r);
+          await comm.reduceScatter(piece.arg, gathered.arg, { op: 'max' });
+          check(`reduceScatter ${dtype} ${count}`, piece.data, (i) => expectedArray('max', dtype, n, n * count)[r * count + i]);
+          ops += 3;
+          release(piece, x, gathered);
+        }
+      }
+      for (const b of held) comm.free(b.arg);
+    }
+    await comm.barrier();
+    report({ ok: wrong.length === 0, wrong, ops });
+  },
 };
 
 await scenarios[name]();
