@@ -181,6 +181,71 @@ const scenarios = {
     await comm.barrier();
     report({ ok: wrong.length === 0, wrong, ops });
   },
+
+  /**
+   * Two allReduces in flight on overlapping views (issue 8, item 4): rank 0 issues first and
+   * its op stays pending; the others issue later, so theirs may already have completed. Every
+   * rank must refuse the second op alike, then go on.
+   */
+  async busyAlike() {
+    const comm = await ccl.initCommGroup({ timeoutMs: p.timeoutMs });
+    const x = new Float32Array(1000).fill(1);
+    if (comm.rank !== 0) await new Promise((res) => setTimeout(res, 300));
+    const w = comm.allReduce(x);
+    let error = null;
+    try {
+      await comm.allReduce(x.subarray(100, 600));
+    } catch (e) {
+      error = errorOf(e);
+    }
+    await w;
+    await comm.allReduce(x.subarray(100, 600)); // released once waited for
+    report({ error, first: x[0], mid: x[300], size: comm.size });
+  },
+
+  /**
+   * WEBCCL_CHECK=1 (issue 8, item 5): rank 0 writes its input while its allReduce is in flight
+   * (the others join 300 ms later, so the op is surely suspended when the write happens).
+   */
+  async writeInFlight() {
+    const comm = await ccl.initCommGroup({ timeoutMs: p.timeoutMs });
+    const x = new Float32Array(p.count).fill(1);
+    if (comm.rank !== 0) await new Promise((res) => setTimeout(res, 300));
+    const t0 = performance.now();
+    try {
+      const w = comm.allReduce(x);
+      if (comm.rank === 0) x[p.count - 1] = 42;
+      await w;
+      report({ error: null, last: x[p.count - 1] });
+    } catch (e) {
+      report({ error: errorOf(e), ms: performance.now() - t0 });
+    }
+  },
+
+  /** A partly overlapping out is refused on threads (issue 8, item 2); the NCCL in-place forms work. */
+  async overlap() {
+    const comm = await ccl.initCommGroup({ timeoutMs: p.timeoutMs });
+    const { rank: r, size: n } = comm;
+    const codes = [];
+    const buf = comm.alloc('f32', 1004);
+    buf.fill(r + 1);
+    for (const issue of [() => comm.allReduce(buf.subarray(0, 1000), { out: buf.subarray(4, 1004) }),
+      () => comm.broadcast(buf.subarray(4, 1004), { out: buf.subarray(0, 1000) }),
+      () => comm.reduce(buf.subarray(0, 1000), { out: buf.subarray(1, 1001), root: n - 1 })]) {
+      try {
+        issue();
+        codes.push(null);
+      } catch (e) {
+        codes.push(e.code);
+      }
+    }
+    const g = new Float32Array(n * 10);
+    g.subarray(r * 10, r * 10 + 10).fill(r + 1);
+    await comm.allGather(g, g.subarray(r * 10, r * 10 + 10));
+    const rs = new Float32Array(n * 10).fill(r + 1);
+    await comm.reduceScatter(rs.subarray(r * 10, r * 10 + 10), rs);
+    report({ codes, gathered: Array.from(g.filter((_, i) => i % 10 === 0)), scattered: rs[r * 10] });
+  },
 };
 
 await scenarios[name]();
