@@ -107,6 +107,16 @@ describe('comm.alloc() and free() at the API', () => {
     expect(c.alloc('f32', 4).length).toBe(4); // still usable
   });
 
+  it('a detached buffer (its ArrayBuffer transferred) is INVALID_ARGUMENT, not TypeError', () => {
+    const [c] = inprocRanks(1);
+    const x = new Float32Array(16);
+    structuredClone(x.buffer, { transfer: [x.buffer] });
+    const e = caught(() => c.allReduce(x));
+    expect(e.code).toBe('INVALID_ARGUMENT');
+    expect(e.details).toEqual({ detached: true });
+    expect(caught(() => c.allGather(new Float32Array(16), x)).code).toBe('INVALID_ARGUMENT');
+  });
+
   it('alloc after destroy() is refused', () => {
     const [c] = inprocRanks(1);
     c.destroy();

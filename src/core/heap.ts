@@ -48,13 +48,16 @@ export class NodeHeap {
   private readonly owner: number;
   /** This rank's live blocks: data address → data bytes (ops check their buffers against it). */
   private readonly mine = new Map<number, number>();
-  private lockView: Int32Array;
+  private readonly lockView: Int32Array;
+  /** The memory as of this rank's last alloc or free: it covers every block in `mine`. */
+  private ownView: Int32Array;
 
   constructor(private readonly memory: WebAssembly.Memory, o: HeapOptions = {}) {
     this.canBlock = o.canBlock ?? true;
     this.owner = (o.rank ?? -1) + 1 || 0xffff;
     // The lock and the heap bounds sit in the node header, inside the memory's first pages.
     this.lockView = new Int32Array(memory.buffer, 0, (NODE_BASE + N.HEADER_BYTES) >> 2);
+    this.ownView = this.view();
   }
 
   /** Address of `bytes` of shared memory, 64-byte aligned. */
@@ -115,7 +118,7 @@ export class NodeHeap {
     if (start < 0 || addr + bytes > start + Math.max(this.mine.get(start)!, 1)) {
       fail('INVALID_ARGUMENT', `${what}: a view of the node memory that is not inside a live comm.alloc() buffer of this rank (freed already, or never allocated here)`, { addr, bytes });
     }
-    const i32 = this.view();
+    const i32 = this.ownView;
     const b = start - HDR;
     if (i32[(b >> 2) + 2] !== canary(b) || i32[(b >> 2) + 1] !== USED) {
       throw corrupt(b, i32, `${what}: the header of its block was overwritten`);
@@ -179,6 +182,7 @@ export class NodeHeap {
     try {
       return fn(this.view());
     } finally {
+      this.ownView = this.view();
       Atomics.store(this.lockView, LOCK, 0);
       Atomics.notify(this.lockView, LOCK, 1);
     }
