@@ -193,12 +193,11 @@ export class Communicator {
   private noPartialOverlap(name: Kind, input: Buf, output: Buf): void {
     if (!overlaps(input.bytes, output.bytes) || sameView(input.bytes, output.bytes)) return;
     const [small, large] = input.bytes.byteLength < output.bytes.byteLength ? [input.bytes, output.bytes] : [output.bytes, input.bytes];
+    const blockForm = (name === 'allGather' && small === input.bytes) || (name === 'reduceScatter' && small === output.bytes);
     const ownBlock = small.byteLength * this.size === large.byteLength && small.byteOffset === large.byteOffset + this.rank * small.byteLength;
-    if ((name === 'allGather' && small === input.bytes) || (name === 'reduceScatter' && small === output.bytes)) {
-      if (ownBlock) return;
-    }
-    const at = (b: Uint8Array) => b.byteOffset;
-    fail('INVALID_ARGUMENT', `${name}: output and input overlap without being the same buffer (input bytes ${at(input.bytes)}..${at(input.bytes) + input.bytes.byteLength}, output bytes ${at(output.bytes)}..${at(output.bytes) + output.bytes.byteLength} of one ArrayBuffer); pass the same view for in place, or buffers apart`, {
+    if (blockForm && ownBlock) return;
+    const span = (b: Uint8Array) => `bytes ${b.byteOffset}..${b.byteOffset + b.byteLength}`;
+    fail('INVALID_ARGUMENT', `${name}: output (${span(output.bytes)}) and input (${span(input.bytes)}) of one ArrayBuffer overlap without being the same view; pass the same view for in place, or buffers apart`, {
       overlap: 'partial',
     });
   }
