@@ -103,6 +103,21 @@ describe('BUFFER_BUSY is decided alike on every rank (item 4)', () => {
   }, 120_000);
 });
 
+describe('a buffer transferred while its op is in flight', () => {
+  it('fails that rank with INVALID_ARGUMENT (not TypeError) and its peer with ABORTED at once', async () => {
+    const [a, b] = inprocRanks(2, { timeoutMs: 60_000 });
+    const x = new Float32Array(5000).fill(1); // several chunks: the op copies it in slice by slice
+    const w = a.allReduce(x);
+    structuredClone(x.buffer, { transfer: [x.buffer] });
+    const t0 = performance.now();
+    const errs = await settleAll([w, b.allReduce(new Float32Array(5000))]);
+    expect((errs[0] as WebcclError).code).toBe('INVALID_ARGUMENT');
+    expect((errs[0] as WebcclError).details).toEqual({ detached: true });
+    expect((errs[1] as WebcclError).code).toBe('ABORTED');
+    expect(performance.now() - t0).toBeLessThan(20_000);
+  });
+});
+
 describe('WEBCCL_CHECK=1: writes to a buffer in flight (item 5)', () => {
   beforeEach(() => {
     process.env.WEBCCL_CHECK = '1';

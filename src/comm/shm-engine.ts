@@ -131,14 +131,14 @@ export class ShmEngine implements Engine, WorkDriver {
         q.deadline = now + q.timeoutMs;
         q.work.timing.startedAt = now;
         if (Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = now;
-        if (q.check) this.verify(() => q.check!.atStart(q.seq));
+        q.check?.atStart(q.seq);
         this.writeDescriptor(q);
-      } else if (q.check) this.verify(() => q.check!.resume(q.seq));
+      } else q.check?.resume(q.seq);
       if (!this.runner.run(q, block, block ? this.ctx.spinPolls : this.ctx.tryPolls)) {
         q.check?.suspend();
         return false;
       }
-      if (q.check) this.verify(() => q.check!.atEnd(q.seq));
+      q.check?.atEnd(q.seq);
       this.endSteps(q);
       this.queue.shift();
       q.work.settle();
@@ -149,16 +149,6 @@ export class ShmEngine implements Engine, WorkDriver {
     } catch (e) {
       this.settleFailed(q, e);
       return true;
-    }
-  }
-
-  /** A failed WEBCCL_CHECK aborts the communicator, so that the peers fail at once too. */
-  private verify(check: () => void): void {
-    try {
-      check();
-    } catch (e) {
-      this.runner.abort(ABORT_REASON.PEER_ERROR, this.ctx.rank);
-      throw e;
     }
   }
 
@@ -177,6 +167,9 @@ export class ShmEngine implements Engine, WorkDriver {
       q.work.settle(err);
       return;
     }
+    // A failure of this rank's own (a WEBCCL_CHECK, a buffer detached in flight), not one it
+    // learned from the communicator: abort it, so that the peers fail at once too.
+    if (err.code !== 'ABORTED' && err.code !== 'TIMEOUT') this.runner.abort(ABORT_REASON.PEER_ERROR, this.ctx.rank);
     this.fail(err);
   }
 
