@@ -52,6 +52,9 @@ export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) =
   } else {
     return fail('INVALID_ARGUMENT', `${what}: expected a TypedArray or { data, dtype }, got ${describe(x)}`);
   }
+  if (isDetached(data.buffer)) {
+    fail('INVALID_ARGUMENT', `${what}: its ArrayBuffer is detached (it was transferred with postMessage or structuredClone); pass a buffer this thread still owns`, { detached: true });
+  }
   const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   const count = data.byteLength / DTYPE_SIZE[dtype];
   return { bytes, dtype, count, addr: isShared(data.buffer) ? data.byteOffset : 0 };
@@ -81,6 +84,19 @@ function tensorFields(x: object, what: string): { data: unknown; dtype: unknown 
   }
   // ONNX Runtime names the dtype `type`; ours and TF.js's `dtype`.
   return { data, dtype: 'dtype' in t ? t.dtype : t.type };
+}
+
+/** Whether a buffer was transferred away (ArrayBuffer.prototype.detached is newer than Node 20). */
+function isDetached(b: ArrayBufferLike): boolean {
+  const flag = (b as { detached?: boolean }).detached;
+  if (flag !== undefined) return flag;
+  if (b.byteLength !== 0) return false;
+  try {
+    new Uint8Array(b, 0, 0);
+    return false;
+  } catch {
+    return true;
+  }
 }
 
 /** Whether two buffers share any byte. */

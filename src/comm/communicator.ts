@@ -4,7 +4,10 @@
 import { DTYPE_SIZE, type Dtype, type DtypeName, type ReduceOp, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
 import { WebcclError, fail } from '../core/errors.js';
 import type { Kind } from '../core/layout.js';
-import { type Buf, type BufferArg, type TypedArray, toBuf } from './buffers.js';
+import { envString } from '../core/config.js';
+import { type Buf, type BufferArg, type TypedArray, overlaps, sameView, toBuf } from './buffers.js';
+import { BuffersInFlight } from './in-flight.js';
+import { InputCheck } from './input-check.js';
 import type { Work } from './work.js';
 import type { Engine, OpCounters } from './engine.js';
 import type { FlightEntry } from './flight-recorder.js';
@@ -40,6 +43,10 @@ export class Communicator {
   readonly acrossNodes: boolean;
   private readonly engine: Engine;
   private readonly counters: OpCounters = { ops: 0, bytes: 0, failed: 0, busyMs: 0 };
+  private readonly inFlight = new BuffersInFlight();
+  /** WEBCCL_CHECK=1: fail an op whose buffers the caller writes while it is in flight. */
+  private readonly checkInputs: boolean;
+  private destroyed = false;
 
   /**
    * A communicator over the ranks of `ctx`'s node; with `world`, over the ranks of several
@@ -51,6 +58,7 @@ export class Communicator {
     this.size = world?.size ?? ctx.size;
     this.acrossNodes = world !== undefined;
     const timeoutMs = opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS;
+    this.checkInputs = checkMode();
     this.engine = world ? world.engine(this.counters, opts.algo, timeoutMs) : new ShmEngine(ctx, this.counters, opts.algo, timeoutMs);
   }
 
@@ -119,8 +127,9 @@ export class Communicator {
 
   /** A buffer in the node's shared memory: collectives use it in place, with no copy. */
   alloc(dtype: DtypeName, count: number): TypedArray | { data: Uint16Array; dtype: Dtype } {
+    if (this.destroyed) fail('ABORTED', 'alloc: the communicator was destroyed');
     const d = parseDtype(dtype);
-    if (!Number.isInteger(count) || count < 0) fail('INVALID_ARGUMENT', `alloc: count must be a non-negative integer, got ${count}`);
+    if (!Number.isSafeInteger(count) || count < 0) fail('INVALID_ARGUMENT', `alloc: count must be a non-negative integer, got ${count}`);
     const addr = this.ctx.heap.alloc(count * DTYPE_SIZE[d]);
     const buffer = this.ctx.core.memory.buffer;
     this.ctx.sharedBuffers.add(buffer);
@@ -155,6 +164,7 @@ export class Communicator {
   destroy(): void {
     const n = this.engine.pending();
     if (n) fail('INVALID_ARGUMENT', `destroy: ${n} op(s) still pending; wait for them first`);
+    this.destroyed = true;
     this.engine.close();
   }
 
@@ -163,13 +173,16 @@ export class Communicator {
   /** Whether a buffer is (a view of) the node memory; asks the memory only for unknown SABs. */
   private readonly isShared = (b: ArrayBufferLike): boolean => {
     if (this.ctx.sharedBuffers.has(b)) return true;
-    if (!(b instanceof SharedArrayBuffer) || b !== (this.ctx.core.memory.buffer as ArrayBufferLike)) return false;
+    if (typeof SharedArrayBuffer === 'undefined' || !(b instanceof SharedArrayBuffer) || b !== (this.ctx.core.memory.buffer as ArrayBufferLike)) return false;
     this.ctx.sharedBuffers.add(b);
     return true;
   };
 
   private buf(x: unknown, what: string): Buf {
-    return toBuf(x, what, this.isShared);
+    const b = toBuf(x, what, this.isShared);
+    // A view of the node memory must lie in a live block of this rank's (not a freed one).
+    if (b.addr) this.ctx.heap.checkLive(b.addr, b.bytes.byteLength, what);
+    return b;
   }
 
   private sameDtype(what: string, a: Buf, b: Buf): void {
@@ -189,18 +202,47 @@ export class Communicator {
     return r as number;
   }
 
+  /**
+   * Input and output may be the same view (in place) or apart; allGather's input may also be
+   * exactly this rank's block of its output, and reduceScatter's output this rank's block of
+   * its input (NCCL's in-place forms). Any other overlap would let the op read what it has
+   * already overwritten.
+   */
+  private noPartialOverlap(name: Kind, input: Buf, output: Buf): void {
+    if (!overlaps(input.bytes, output.bytes) || sameView(input.bytes, output.bytes)) return;
+    const [small, large] = input.bytes.byteLength < output.bytes.byteLength ? [input.bytes, output.bytes] : [output.bytes, input.bytes];
+    const blockForm = (name === 'allGather' && small === input.bytes) || (name === 'reduceScatter' && small === output.bytes);
+    const ownBlock = small.byteLength * this.size === large.byteLength && small.byteOffset === large.byteOffset + this.rank * small.byteLength;
+    if (blockForm && ownBlock) return;
+    const span = (b: Uint8Array) => `bytes ${b.byteOffset}..${b.byteOffset + b.byteLength}`;
+    fail('INVALID_ARGUMENT', `${name}: output (${span(output.bytes)}) and input (${span(input.bytes)}) of one ArrayBuffer overlap without being the same view; pass the same view for in place, or buffers apart`, {
+      overlap: 'partial',
+    });
+  }
+
   // ---------------------------------------------------------------- hand-off
 
   private enqueue(name: Kind, algo: unknown, dtype: Dtype, op: ReduceOp, count: number, root: number,
                   input: Buf | null, output: Buf | null, o: { timeoutMs?: number }): Work {
+    if (input && output) this.noPartialOverlap(name, input, output);
     for (const b of [input, output]) {
-      const busy = b && this.engine.busyWith(b);
-      if (busy) fail('BUFFER_BUSY', `${name}: a buffer is still in use by ${busy}, which has not completed; wait for it first`);
+      const busy = b && this.inFlight.heldBy(b);
+      if (busy) fail('BUFFER_BUSY', `${name}: a buffer is still in use by ${busy}, which has not been waited for; wait for it (or a later op) first`);
     }
     if (count > 0x7fffffff) fail('INVALID_ARGUMENT', `${name}: count ${count} exceeds 2^31-1 elements`);
-    const work = this.engine.submit({ name, algo, dtype, op, count, root, input, output, timeoutMs: o.timeoutMs });
+    const check = this.checkInputs && input ? new InputCheck(name, input, output) : undefined;
+    const work = this.engine.submit({ name, algo, dtype, op, count, root, input, output, timeoutMs: o.timeoutMs, check });
+    this.inFlight.add(work, input, output);
     this.counters.ops++;
     this.counters.bytes += count * DTYPE_SIZE[dtype];
     return work;
   }
+}
+
+/** WEBCCL_CHECK: 1 turns the in-flight buffer check on, 0 (or unset) off. */
+function checkMode(): boolean {
+  const v = envString('WEBCCL_CHECK');
+  if (v === undefined || v === '0') return false;
+  if (v === '1') return true;
+  return fail('INVALID_ARGUMENT', `WEBCCL_CHECK=${JSON.stringify(v)}: expected 1 or 0`);
 }

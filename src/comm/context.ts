@@ -68,9 +68,10 @@ export function joinNode(node: NodeHandle, rank: number, options?: JoinOptions):
   }
   const core = loadWasm(node.memory, preferSimd(opts.simd));
   const cores = opts.cores ?? (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 1;
+  const canBlock = threadCanBlock();
   const ctx: RankContext = {
-    core, heap: new NodeHeap(node.memory), comm: node.world, rank, size: node.nranks, slotBytes: node.slotBytes,
-    spinPolls: 0, tryPolls: 0, canBlock: threadCanBlock(), cores, sharedBuffers: new Set([node.memory.buffer]),
+    core, heap: new NodeHeap(node.memory, { canBlock, rank }), comm: node.world, rank, size: node.nranks, slotBytes: node.slotBytes,
+    spinPolls: 0, tryPolls: 0, canBlock, cores, sharedBuffers: new Set([node.memory.buffer]),
   };
   // Spin in time, not in polls: measure how fast this thread polls a flag.
   // With a core per rank, spinning costs nobody anything and a sleeping rank takes ~40 us to

@@ -5,6 +5,7 @@ import type { Dtype, ReduceOp } from '../core/dtypes.js';
 import type { Kind } from '../core/layout.js';
 import type { Buf } from './buffers.js';
 import type { FlightRecorder } from './flight-recorder.js';
+import type { InputCheck } from './input-check.js';
 import type { Work } from './work.js';
 
 export interface OpSpec {
@@ -18,6 +19,8 @@ export interface OpSpec {
   input: Buf | null;
   output: Buf | null;
   timeoutMs?: number;
+  /** WEBCCL_CHECK=1: the engine calls atStart when the op begins and atEnd when it completes. */
+  check?: InputCheck;
 }
 
 /** Counters a communicator reports in stats(); engines add to them. */
@@ -34,8 +37,6 @@ export interface Engine {
   submit(spec: OpSpec): Work;
   /** Ops issued and not yet settled. */
   pending(): number;
-  /** `name #seq` of a pending op that reads or writes any byte of `b`. */
-  busyWith(b: Buf): string | undefined;
   /** Completed allReduce ops per algorithm. */
   algorithms(): Record<string, number>;
   /** Fails every pending op here and on the other ranks. */

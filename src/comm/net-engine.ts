@@ -17,7 +17,7 @@ import { type NodeLocal, hierarchicalAllReduce } from '../algorithms/hierarchica
 import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo } from '../tuner/net-tuner.js';
 import { Arena } from './arena.js';
 import { FlightRecorder } from './flight-recorder.js';
-import { type Buf, type TypedArray, overlaps } from './buffers.js';
+import type { Buf, TypedArray } from './buffers.js';
 import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
 import type { Engine, OpCounters, OpSpec } from './engine.js';
@@ -123,11 +123,6 @@ export class NetEngine implements Engine, WorkDriver {
     return this.queue.length;
   }
 
-  busyWith(b: Buf): string | undefined {
-    const q = this.queue.find(({ spec: s }) => (s.input && overlaps(b.bytes, s.input.bytes)) || (s.output && overlaps(b.bytes, s.output.bytes)));
-    return q && `${q.spec.name} #${q.seq}`;
-  }
-
   algorithms(): Record<string, number> {
     return { ...this.byAlgorithm };
   }
@@ -157,7 +152,9 @@ export class NetEngine implements Engine, WorkDriver {
     try {
       if (this.broken) throw this.broken;
       work.timing.startedAt = performance.now();
+      spec.check?.atStart(op.seq);
       await this.withDeadline(op, this.execute(op));
+      spec.check?.atEnd(op.seq);
       this.arena.reset();
       work.settle();
       this.counters.busyMs += work.durationMs;

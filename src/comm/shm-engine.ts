@@ -6,7 +6,8 @@ import { WebcclError } from '../core/errors.js';
 import { ABORT_REASON, ALGO, D, KIND, type Algo, type Kind, descOffset } from '../core/layout.js';
 import { enabled, log } from '../core/log.js';
 import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../tuner/tuner.js';
-import { type Buf, overlaps, sameView } from './buffers.js';
+import { sameView } from './buffers.js';
+import type { InputCheck } from './input-check.js';
 import type { Engine, OpCounters, OpSpec } from './engine.js';
 import type { RankContext } from './context.js';
 import { FlightRecorder } from './flight-recorder.js';
@@ -23,14 +24,10 @@ interface QueuedOp extends RunningOp {
   root: number;
   chunk: number;
   started: boolean;
+  check: InputCheck | undefined;
 }
 
 const trace = enabled('TRACE');
-
-/** Whether a queued op reads or writes any byte of `b`. */
-function touches(q: QueuedOp, b: Buf): boolean {
-  return (q.input !== null && overlaps(b.bytes, q.input.bytes)) || (q.output !== null && overlaps(b.bytes, q.output.bytes));
-}
 
 export class ShmEngine implements Engine, WorkDriver {
   private readonly runner: ShmRunner;
@@ -58,7 +55,7 @@ export class ShmEngine implements Engine, WorkDriver {
     const q: QueuedOp = {
       name: s.name, seq, desc: this.desc, elemBytes: es, input: s.input, output: s.output, deadline: Infinity, timeoutMs: s.timeoutMs ?? this.timeoutMs,
       work: new Work(s.name, seq, this, this.ctx.canBlock), algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root,
-      chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size), started: false,
+      chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size), started: false, check: s.check,
     };
     // An op that starts at once takes its start time as its issue time (one clock read fewer).
     if (this.queue.length) q.work.timing.issuedAt = performance.now();
@@ -70,11 +67,6 @@ export class ShmEngine implements Engine, WorkDriver {
 
   pending(): number {
     return this.queue.length;
-  }
-
-  busyWith(b: Buf): string | undefined {
-    const q = this.queue.find((x) => touches(x, b));
-    return q && `${q.name} #${q.seq}`;
   }
 
   algorithms(): Record<string, number> {
@@ -143,9 +135,14 @@ export class ShmEngine implements Engine, WorkDriver {
         q.deadline = now + q.timeoutMs;
         q.work.timing.startedAt = now;
         if (Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = now;
+        q.check?.atStart(q.seq);
         this.writeDescriptor(q);
+      } else q.check?.resume(q.seq);
+      if (!this.runner.run(q, block, block ? this.ctx.spinPolls : this.ctx.tryPolls)) {
+        q.check?.suspend();
+        return false;
       }
-      if (!this.runner.run(q, block, block ? this.ctx.spinPolls : this.ctx.tryPolls)) return false;
+      q.check?.atEnd(q.seq);
       this.endSteps(q);
       this.queue.shift();
       q.work.settle();
@@ -174,6 +171,9 @@ export class ShmEngine implements Engine, WorkDriver {
       q.work.settle(err);
       return;
     }
+    // A failure of this rank's own (a WEBCCL_CHECK, a buffer detached in flight), not one it
+    // learned from the communicator: abort it, so that the peers fail at once too.
+    if (err.code !== 'ABORTED' && err.code !== 'TIMEOUT') this.runner.abort(ABORT_REASON.PEER_ERROR, this.ctx.rank);
     this.fail(err);
   }
 

@@ -100,6 +100,10 @@ export class ShmRunner {
     const len = this.field(op.desc, D.IO_LEN) * op.elemBytes;
     const addr = this.field(op.desc, D.IO_ADDR);
     const user = inward ? op.input!.bytes : op.output!.bytes;
+    if (off + len > user.byteLength) {
+      // A view whose ArrayBuffer was transferred while the op was in flight reads as empty.
+      throw new WebcclError('INVALID_ARGUMENT', `${op.name} #${op.seq}: its ${inward ? 'input' : 'output'} buffer was detached (transferred) while the op was in flight`, { detached: true });
+    }
     if (len <= SMALL_COPY) {
       // A few bytes: a loop beats making two views for TypedArray.set.
       if (inward) for (let i = 0; i < len; i++) u8[addr + i] = user[off + i];

@@ -25,6 +25,7 @@ export class Work implements PromiseLike<void> {
   private state: 'pending' | 'done' | 'failed' = 'pending';
   private error: WebcclError | undefined;
   private promise: Promise<void> | undefined;
+  private seen = false;
 
   /** `noBlock` says why waitSync() may not block, when canBlock is false. */
   constructor(name: string, seq: number, private readonly driver: WorkDriver, private readonly canBlock: boolean,
@@ -35,12 +36,17 @@ export class Work implements PromiseLike<void> {
 
   isCompleted(): boolean {
     if (this.state === 'pending') this.driver.progress(this, false);
-    return this.state !== 'pending';
+    if (this.state === 'pending') return false;
+    this.seen = true;
+    return true;
   }
 
   /** Completes the op; rejects with the op's WebcclError if it failed. */
   wait(): Promise<void> {
-    if (this.state === 'done') return DONE;
+    if (this.state === 'done') {
+      this.seen = true;
+      return DONE;
+    }
     this.promise ??= this.canBlock
       ? new Promise<void>((resolve, reject) => {
           queueMicrotask(() => {
@@ -52,7 +58,10 @@ export class Work implements PromiseLike<void> {
             }
           });
         })
-      : this.driver.progressAsync(this).then(() => this.rethrow());
+      : this.driver.progressAsync(this).then(() => {
+          this.seen = this.settled;
+          this.rethrow();
+        });
     return this.promise;
   }
 
@@ -62,6 +71,7 @@ export class Work implements PromiseLike<void> {
       throw new WebcclError('UNSUPPORTED', `${this.name} #${this.seq}: waitSync() ${this.noBlock}; use await or wait()`);
     }
     if (this.state === 'pending') this.driver.progress(this, true);
+    this.seen = this.settled;
     this.rethrow();
   }
 
@@ -72,6 +82,14 @@ export class Work implements PromiseLike<void> {
   /** Duration from start to completion in ms (NaN while pending). */
   get durationMs(): number {
     return this.timing.completedAt - this.timing.startedAt;
+  }
+
+  /**
+   * @internal Whether the caller has seen the op end (wait or await settled, waitSync returned
+   * or threw, isCompleted() answered true): until then the op holds its buffers.
+   */
+  get observed(): boolean {
+    return this.seen;
   }
 
   /** @internal Settled, without driving progress. */

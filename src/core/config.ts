@@ -15,6 +15,7 @@ export const ENV_VARS: Record<string, string> = {
   WEBCCL_SOCKET_IFNAME: 'network interface whose address peers dial, e.g. eth0 (default: loopback for a job on one machine, else the interface that reaches MASTER_ADDR)',
   WEBCCL_CONNECT_TIMEOUT_MS: 'deadline for every rank to reach the rendezvous and connect, in milliseconds (default 120000)',
   WEBCCL_FLIGHT_RECORDER: 'ops each communicator remembers for comm.flightRecord() and prints at WARN on a TIMEOUT or ABORTED, 0..65536; 0 turns it off (default 64)',
+  WEBCCL_CHECK: '1: debug mode that fails an op (BUFFER_BUSY) whose buffers the program writes while it is in flight, found by hashing them at issue, start, between slices and at completion (default 0)',
   WEBCCL_JOB_ID: "name every rank of a job must share at rendezvous (default: the outer launcher's job id, else MASTER_ADDR:MASTER_PORT)",
 };
 

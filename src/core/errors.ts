@@ -7,7 +7,7 @@ export type ErrorCode =
   | 'INVALID_DTYPE' // a buffer type or dtype the library does not know
   | 'INVALID_OP' // an unknown reduction op, or avg on an integer dtype
   | 'SIZE_MISMATCH' // output/input lengths that do not fit the collective
-  | 'BUFFER_BUSY' // a buffer used by an op that has not completed
+  | 'BUFFER_BUSY' // a buffer used by an op not yet waited for, or written while in flight (WEBCCL_CHECK=1)
   | 'MISMATCH' // ranks disagree on a collective's count, dtype, op, root or kind
   | 'TIMEOUT' // a peer did not arrive before the deadline
   | 'ABORTED' // the communicator was aborted (by a failing peer, the launcher or abort())

@@ -1,76 +1,235 @@
 // The node heap that comm.alloc() serves: first-fit blocks above the world communicator,
-// shared by every rank of the node (a spin-then-wait lock in the node header guards it).
-// Each block starts with a 64-byte header [bytes, used] so user data stays cache-line aligned.
-import { fail } from './errors.js';
+// shared by every rank of the node (a lock word in the node header guards it).
+//
+// Each block starts with a 64-byte header, so user data stays cache-line aligned:
+//   [0] bytes of the block, header included (a multiple of 64, at least MIN_BLOCK)
+//   [1] FREE or USED
+//   [2] CANARY ^ the block's address: a header that was overwritten, or bytes that only look
+//       like one, fail the check
+// Every walk checks each header it crosses, so a stray write into the heap ends in an INTERNAL
+// error naming the block instead of a walk that never ends while holding the lock.
+//
+// The memory may grow under any rank. A view taken before the lock was won can be shorter than
+// the memory another rank just grew; writes through it past its end are silently dropped (that
+// once left a new block's header all zero). So views are taken after the lock is held.
+import { WebcclError, fail } from './errors.js';
 import { N, NODE_BASE } from './layout.js';
 
 const HDR = 64;
+const MIN_BLOCK = 2 * HDR;
+const FREE = 0;
+const USED = 1;
+const CANARY = 0x48454150; // 'HEAP'
 const LOCK = (NODE_BASE + N.HEAP_LOCK) >> 2;
 const START = (NODE_BASE + N.HEAP_START) >> 2;
 const TOP = (NODE_BASE + N.HEAP_TOP) >> 2;
 const GROWTHS = (NODE_BASE + N.GROWTHS) >> 2;
-const MAX_BYTES = 32768 * 65536;
+const NODE_ABORT = (NODE_BASE + N.ABORT) >> 2;
+const PAGE = 65536;
+/** The heap ends a page below 2 GiB, so every address and size fits an i32. */
+export const HEAP_LIMIT = 32768 * PAGE - PAGE;
+/** How long a thread that may block waits for the lock (its holder keeps it for microseconds). */
+const LOCK_WAIT_MS = 10_000;
+/** How long a thread that may not block (a page's main thread) spins for it. */
+const LOCK_SPIN_MS = 250;
+
+export interface HeapOptions {
+  /** Whether this thread may block in Atomics.wait (false on a page's main thread). */
+  canBlock?: boolean;
+  /** This rank's number on the node, recorded in the lock word so a stuck wait can name its holder. */
+  rank?: number;
+}
+
+const canary = (b: number): number => (CANARY ^ b) | 0;
+const roundUp64 = (x: number): number => Math.ceil(x / 64) * 64;
 
 export class NodeHeap {
-  constructor(private readonly memory: WebAssembly.Memory) {}
+  private readonly canBlock: boolean;
+  private readonly owner: number;
+  /** This rank's live blocks: data address → data bytes (ops check their buffers against it). */
+  private readonly mine = new Map<number, number>();
+  private readonly lockView: Int32Array;
+  /** The memory as of this rank's last alloc or free: it covers every block in `mine`. */
+  private ownView: Int32Array;
 
-  private get i32(): Int32Array {
-    return new Int32Array(this.memory.buffer);
-  }
-
-  private locked<T>(fn: (i32: Int32Array) => T): T {
-    const i32 = this.i32;
-    while (Atomics.compareExchange(i32, LOCK, 0, 1) !== 0) Atomics.wait(i32, LOCK, 1, 1);
-    try {
-      return fn(i32);
-    } finally {
-      Atomics.store(i32, LOCK, 0);
-      Atomics.notify(i32, LOCK, 1);
-    }
+  constructor(private readonly memory: WebAssembly.Memory, o: HeapOptions = {}) {
+    this.canBlock = o.canBlock ?? true;
+    this.owner = (o.rank ?? -1) + 1 || 0xffff;
+    // The lock and the heap bounds sit in the node header, inside the memory's first pages.
+    this.lockView = new Int32Array(memory.buffer, 0, (NODE_BASE + N.HEADER_BYTES) >> 2);
+    this.ownView = this.view();
   }
 
   /** Address of `bytes` of shared memory, 64-byte aligned. */
   alloc(bytes: number): number {
-    const need = HDR + ((Math.max(bytes, 1) + 63) & ~63);
-    return this.locked((i32) => {
-      const top = i32[TOP];
-      for (let b = i32[START]; b < top; b += i32[b >> 2]) {
-        const size = i32[b >> 2];
-        if (i32[(b >> 2) + 1] === 0 && size >= need) {
-          if (size - need >= 2 * HDR) {
-            i32[(b + need) >> 2] = size - need;
-            i32[((b + need) >> 2) + 1] = 0;
-            i32[b >> 2] = need;
-          }
-          i32[(b >> 2) + 1] = 1;
-          return b + HDR;
-        }
-      }
-      if (top + need > MAX_BYTES) fail('INVALID_ARGUMENT', `alloc of ${bytes} bytes exceeds the node's 2 GiB shared memory`);
-      const have = this.memory.buffer.byteLength;
-      let i = i32;
-      if (top + need > have) {
-        this.memory.grow(Math.ceil((top + need - have) / 65536));
-        i = this.i32;
-        Atomics.add(i, GROWTHS, 1);
-      }
-      i[top >> 2] = need;
-      i[(top >> 2) + 1] = 1;
-      i[TOP] = top + need;
-      return top + HDR;
-    });
+    if (!Number.isSafeInteger(bytes) || bytes < 0 || bytes > HEAP_LIMIT) {
+      fail('INVALID_ARGUMENT', `alloc of ${bytes} bytes: the node memory holds at most ${HEAP_LIMIT} bytes (2 GiB, the limit of a WebAssembly memory)`, { bytes, limit: HEAP_LIMIT });
+    }
+    const need = HDR + roundUp64(Math.max(bytes, 1));
+    const addr = this.locked((i32) => this.firstFit(i32, need) ?? this.extend(i32, need, bytes));
+    this.mine.set(addr, bytes);
+    return addr;
   }
 
   free(addr: number): void {
     this.locked((i32) => {
       const b = addr - HDR;
-      if (i32[(b >> 2) + 1] !== 1) fail('INVALID_ARGUMENT', `free of ${addr}: not an allocated block`);
-      i32[(b >> 2) + 1] = 0;
-      // Merge with the free blocks that follow, then give a free tail back to the top.
+      let prev = -1;
+      let at = i32[START];
+      const top = i32[TOP];
+      for (; at < top && at < b; at += i32[at >> 2]) {
+        checkBlock(i32, at, top);
+        prev = i32[(at >> 2) + 1] === FREE ? at : -1;
+      }
+      if (at !== b || at >= top) fail('INVALID_ARGUMENT', `free of ${addr}: not the address of a block from comm.alloc()`, { addr });
+      checkBlock(i32, b, top);
+      if (i32[(b >> 2) + 1] !== USED) fail('INVALID_ARGUMENT', `free of ${addr}: the block was already freed`, { addr });
+      i32[(b >> 2) + 1] = FREE;
+      // Merge with the free blocks that follow and the one before, then give a free tail back.
       let size = i32[b >> 2];
-      while (b + size < i32[TOP] && i32[((b + size) >> 2) + 1] === 0) size += i32[(b + size) >> 2];
-      i32[b >> 2] = size;
-      if (b + size === i32[TOP]) i32[TOP] = b;
+      while (b + size < top) {
+        checkBlock(i32, b + size, top);
+        if (i32[((b + size) >> 2) + 1] !== FREE) break;
+        size += i32[(b + size) >> 2];
+      }
+      const start = prev >= 0 ? prev : b;
+      size += b - start;
+      i32[start >> 2] = size;
+      if (start + size === top) i32[TOP] = start;
     });
+    this.mine.delete(addr);
   }
+
+  /**
+   * Checks that bytes [addr, addr + bytes) lie in a live block this rank allocated, and that its
+   * header is intact: an op on a freed buffer (whose memory another rank may own by now) is
+   * refused instead of writing into someone else's data.
+   */
+  checkLive(addr: number, bytes: number, what: string): void {
+    let start = this.mine.has(addr) ? addr : -1;
+    if (start < 0) {
+      for (const [a, n] of this.mine) {
+        if (a <= addr && addr + bytes <= a + Math.max(n, 1)) {
+          start = a;
+          break;
+        }
+      }
+    }
+    if (start < 0 || addr + bytes > start + Math.max(this.mine.get(start)!, 1)) {
+      fail('INVALID_ARGUMENT', `${what}: a view of the node memory that is not inside a live comm.alloc() buffer of this rank (freed already, or never allocated here)`, { addr, bytes });
+    }
+    const i32 = this.ownView;
+    const b = start - HDR;
+    if (i32[(b >> 2) + 2] !== canary(b) || i32[(b >> 2) + 1] !== USED) {
+      throw corrupt(b, i32, `${what}: the header of its block was overwritten`);
+    }
+  }
+
+  /** The live block that fits `need` bytes, taken (and split) under the lock; null if none. */
+  private firstFit(i32: Int32Array, need: number): number | null {
+    const top = i32[TOP];
+    for (let b = i32[START]; b < top; b += i32[b >> 2]) {
+      checkBlock(i32, b, top);
+      if (i32[(b >> 2) + 1] !== FREE) continue;
+      // Join the free blocks that follow (free() merges backwards only with its neighbour).
+      let size = i32[b >> 2];
+      while (b + size < top) {
+        checkBlock(i32, b + size, top);
+        if (i32[((b + size) >> 2) + 1] !== FREE) break;
+        size += i32[(b + size) >> 2];
+      }
+      i32[b >> 2] = size;
+      if (size < need) continue;
+      if (size - need >= MIN_BLOCK) {
+        writeHeader(i32, b + need, size - need, FREE);
+        size = need;
+      }
+      writeHeader(i32, b, size, USED);
+      return b + HDR;
+    }
+    return null;
+  }
+
+  /** A new block at the top of the heap, growing the memory if it must. */
+  private extend(i32: Int32Array, need: number, bytes: number): number {
+    const top = i32[TOP];
+    if (top + need > HEAP_LIMIT) {
+      fail('INVALID_ARGUMENT', `alloc of ${bytes} bytes exceeds the node's 2 GiB shared memory (${HEAP_LIMIT - top} bytes left at the top of the heap)`, { bytes, available: HEAP_LIMIT - top });
+    }
+    let view = i32;
+    const have = this.memory.buffer.byteLength;
+    if (top + need > have) {
+      try {
+        this.memory.grow(Math.ceil((top + need - have) / PAGE));
+      } catch (e) {
+        fail('INVALID_ARGUMENT', `alloc of ${bytes} bytes: the node memory could not grow to ${top + need} bytes (${(e as Error).message})`, { bytes });
+      }
+      view = this.view();
+      Atomics.add(view, GROWTHS, 1);
+    }
+    writeHeader(view, top, need, USED);
+    view[TOP] = top + need;
+    return top + HDR;
+  }
+
+  /** A view of the whole memory as it is now (another rank may have grown it). */
+  private view(): Int32Array {
+    return new Int32Array(this.memory.buffer);
+  }
+
+  private locked<T>(fn: (i32: Int32Array) => T): T {
+    this.acquire();
+    try {
+      return fn(this.view());
+    } finally {
+      this.ownView = this.view();
+      Atomics.store(this.lockView, LOCK, 0);
+      Atomics.notify(this.lockView, LOCK, 1);
+    }
+  }
+
+  /**
+   * Takes the lock: waits in slices where the thread may block, spins briefly where it may not,
+   * and gives up with a coded error (naming the holder) rather than wait forever on a rank that
+   * died holding it.
+   */
+  private acquire(): void {
+    const i32 = this.lockView;
+    let held = Atomics.compareExchange(i32, LOCK, 0, this.owner);
+    if (held === 0) return;
+    const limit = this.canBlock ? LOCK_WAIT_MS : LOCK_SPIN_MS;
+    const deadline = performance.now() + limit;
+    for (;;) {
+      if (this.canBlock) Atomics.wait(i32, LOCK, held, 5);
+      held = Atomics.compareExchange(i32, LOCK, 0, this.owner);
+      if (held === 0) return;
+      if (Atomics.load(i32, NODE_ABORT) !== 0) {
+        fail('ABORTED', 'comm.alloc()/free(): the node was aborted while waiting for its heap lock');
+      }
+      if (performance.now() > deadline) {
+        const who = held === 0xffff ? 'another thread' : `rank ${held - 1}`;
+        fail('TIMEOUT', `comm.alloc()/free(): ${who} held the node heap's lock for over ${limit} ms${this.canBlock ? '' : ' (this thread may not block, so it only spins)'}`, { holder: held === 0xffff ? null : held - 1, waitedMs: limit });
+      }
+    }
+  }
+}
+
+function writeHeader(i32: Int32Array, b: number, size: number, state: number): void {
+  i32[b >> 2] = size;
+  i32[(b >> 2) + 1] = state;
+  i32[(b >> 2) + 2] = canary(b);
+}
+
+function corrupt(b: number, i32: Int32Array, why: string): WebcclError {
+  const [size, state, mark] = [i32[b >> 2], i32[(b >> 2) + 1], i32[(b >> 2) + 2]];
+  return new WebcclError('INTERNAL', `node heap corrupt: ${why} (block at ${b}: size ${size}, state ${state}, canary ${mark >>> 0})`, { block: b, size, state });
+}
+
+/** Throws INTERNAL when the header at b is not one the heap wrote. */
+function checkBlock(i32: Int32Array, b: number, top: number): void {
+  const size = i32[b >> 2];
+  const state = i32[(b >> 2) + 1];
+  if (i32[(b >> 2) + 2] !== canary(b)) throw corrupt(b, i32, 'a block header was overwritten');
+  if (!(size >= MIN_BLOCK && size % 64 === 0 && b + size <= top)) throw corrupt(b, i32, 'a block has an impossible size');
+  if (state !== FREE && state !== USED) throw corrupt(b, i32, 'a block has an unknown state');
 }

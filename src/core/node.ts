@@ -36,7 +36,7 @@ export function createNode(options: NodeOptions): NodeHandle {
   }
   const world = NODE_BASE + N.HEADER_BYTES;
   const heapStart = world + commBlockBytes(nranks, slotBytes);
-  const memory = createSharedMemory(heapStart + (1 << 20));
+  const memory = createSharedMemory(heapStart + (1 << 20), nranks);
   const { exports } = loadWasm(memory);
   if (exports.heapBase() > NODE_BASE) throw new WebcclError('INTERNAL', `wasm static data (${exports.heapBase()} B) overlaps the node header`);
   const i32 = new Int32Array(memory.buffer);

@@ -49,10 +49,31 @@ export function preferSimd(requested?: boolean): boolean {
   return simdSupported();
 }
 
-/** Creates a shared memory sized for `bytes` of content (grown later by alloc). */
-export function createSharedMemory(bytes: number): WebAssembly.Memory {
+/** The response headers a page must be served with for its workers to share memory. */
+export const ISOLATION_HEADERS = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' } as const;
+
+function notIsolated(what: string): never {
+  const headers = Object.entries(ISOLATION_HEADERS).map(([k, v]) => `${k}: ${v}`).join(' and ');
+  throw new WebcclError('UNSUPPORTED', `${what}: shared memory needs a cross-origin isolated page; serve it with the headers ${headers} (SharedArrayBuffer is ${typeof SharedArrayBuffer === 'undefined' ? 'undefined' : 'not shareable with workers'} here)`, {
+    headers: { ...ISOLATION_HEADERS },
+  });
+}
+
+/**
+ * Creates a shared memory sized for `bytes` of content (grown later by alloc). `sharedWith` is
+ * the number of threads that will use it: a page that is not cross-origin isolated cannot hand
+ * it to a worker (postMessage fails with DataCloneError), so it is refused here, with the fix.
+ */
+export function createSharedMemory(bytes: number, sharedWith = 1): WebAssembly.Memory {
+  const isolated = (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated;
+  if (typeof SharedArrayBuffer === 'undefined' || (isolated === false && sharedWith > 1)) notIsolated('createNode');
   const pages = Math.max(1, Math.ceil(bytes / 65536));
-  return new WebAssembly.Memory({ initial: pages, maximum: 32768, shared: true });
+  try {
+    return new WebAssembly.Memory({ initial: pages, maximum: 32768, shared: true });
+  } catch (e) {
+    if (isolated === false) notIsolated('createNode');
+    throw new WebcclError('UNSUPPORTED', `createNode: could not create a shared WebAssembly memory of ${pages} pages (${(e as Error).message})`);
+  }
 }
 
 /** Instantiates the core on `memory` (synchronously: modules are small). */

@@ -152,6 +152,139 @@ const scenarios = {
       report({ error: errorOf(e) });
     }
   },
+
+  /**
+   * comm.alloc()/free() around every rooted op on alloc() buffers (issue 8, item 0): each rank
+   * allocates in its own order (some with a spacer block, so addresses differ between ranks),
+   * checks every result, and frees per op or, with p.hold, only at the end of an iteration (the
+   * heap then outgrows the memory, which grows under ranks that are allocating).
+   */
+  async heapStress() {
+    const comm = await ccl.initCommGroup();
+    const { rank: r, size: n } = comm;
+    const wrong = [];
+    const check = (what, data, want) => {
+      const i = firstWrong(data, want);
+      if (i >= 0 && wrong.length < 5) wrong.push(`${what}: rank ${r} element ${i} is ${data[i]}, expected ${want(i)}`);
+    };
+    const alloc = (dtype, count) => {
+      const a = comm.alloc(dtype, count);
+      return { arg: a, data: a.data ?? a };
+    };
+    let ops = 0;
+    for (let iter = 0; iter < p.iters; iter++) {
+      const held = [];
+      const release = (...bs) => {
+        if (p.hold) held.push(...bs);
+        else for (const b of bs) comm.free(b.arg);
+      };
+      for (const dtype of p.dtypes) for (const count of p.counts) for (const kind of ['broadcast', 'reduce']) for (const op of ['sum', 'min']) {
+        if (kind === 'broadcast' && op === 'min') continue;
+        for (let root = 0; root < n; root++) for (const withOut of [false, true]) {
+          const spacer = (r + root + iter) % 3 === 0 ? alloc('u8', 1 + ((r * 37) % 200)) : null;
+          const outFirst = (r + count) % 2 === 1;
+          const out0 = withOut && outFirst ? alloc(dtype, count) : null;
+          const x = alloc(dtype, count);
+          const out = withOut ? out0 ?? alloc(dtype, count) : null;
+          if (spacer) comm.free(spacer.arg);
+          if (out) out.data.fill(dtype === 'i64' ? 0n : 0);
+          fill(x.data, dtype, op, r);
+          const o = { root, ...(out ? { out: out.arg } : {}), ...(kind === 'reduce' ? { op } : {}) };
+          const what = `${kind} ${dtype} ${op} count=${count} root=${root}${withOut ? ' out' : ''} iter ${iter}`;
+          await (kind === 'broadcast' ? comm.broadcast(x.arg, o) : comm.reduce(x.arg, o));
+          ops++;
+          const res = out ?? x;
+          if (kind === 'broadcast') check(what, res.data, (i) => inputArray(op, dtype, root, count)[i]);
+          else if (r === root) check(what, res.data, (i) => expectedArray(op, dtype, n, count)[i]);
+          else check(`${what} (input kept)`, x.data, (i) => inputArray(op, dtype, r, count)[i]);
+          release(...(out ? [x, out] : [x]));
+        }
+        if (p.unrooted) {
+          const x = alloc(dtype, count);
+          fill(x.data, dtype, op, r);
+          await comm.allReduce(x.arg, { op });
+          check(`allReduce ${dtype} ${op} ${count}`, x.data, (i) => expectedArray(op, dtype, n, count)[i]);
+          const gathered = alloc(dtype, n * count);
+          await comm.allGather(gathered.arg, x.arg);
+          check(`allGather ${dtype} ${count}`, gathered.data, (i) => expectedArray(op, dtype, n, count)[i % count]);
+          const piece = alloc(dtype, count);
+          fill(gathered.data, dtype, 'max', r);
+          await comm.reduceScatter(piece.arg, gathered.arg, { op: 'max' });
+          check(`reduceScatter ${dtype} ${count}`, piece.data, (i) => expectedArray('max', dtype, n, n * count)[r * count + i]);
+          ops += 3;
+          release(piece, x, gathered);
+        }
+      }
+      for (const b of held) comm.free(b.arg);
+    }
+    await comm.barrier();
+    report({ ok: wrong.length === 0, wrong, ops });
+  },
+
+  /**
+   * Two allReduces in flight on overlapping views (issue 8, item 4): rank 0 issues first and
+   * its op stays pending; the others issue later, so theirs may already have completed. Every
+   * rank must refuse the second op alike, then go on.
+   */
+  async busyAlike() {
+    const comm = await ccl.initCommGroup({ timeoutMs: p.timeoutMs });
+    const x = new Float32Array(1000).fill(1);
+    if (comm.rank !== 0) await new Promise((res) => setTimeout(res, 300));
+    const w = comm.allReduce(x);
+    let error = null;
+    try {
+      await comm.allReduce(x.subarray(100, 600));
+    } catch (e) {
+      error = errorOf(e);
+    }
+    await w;
+    await comm.allReduce(x.subarray(100, 600)); // released once waited for
+    report({ error, first: x[0], mid: x[300], size: comm.size });
+  },
+
+  /**
+   * WEBCCL_CHECK=1 (issue 8, item 5): rank 0 writes its input while its allReduce is in flight
+   * (the others join 300 ms later, so the op is surely suspended when the write happens).
+   */
+  async writeInFlight() {
+    const comm = await ccl.initCommGroup({ timeoutMs: p.timeoutMs });
+    const x = new Float32Array(p.count).fill(1);
+    if (comm.rank !== 0) await new Promise((res) => setTimeout(res, 300));
+    const t0 = performance.now();
+    try {
+      const w = comm.allReduce(x);
+      if (comm.rank === 0) x[p.count - 1] = 42;
+      await w;
+      report({ error: null, last: x[p.count - 1] });
+    } catch (e) {
+      report({ error: errorOf(e), ms: performance.now() - t0 });
+    }
+  },
+
+  /** A partly overlapping out is refused on threads (issue 8, item 2); the NCCL in-place forms work. */
+  async overlap() {
+    const comm = await ccl.initCommGroup({ timeoutMs: p.timeoutMs });
+    const { rank: r, size: n } = comm;
+    const codes = [];
+    const buf = comm.alloc('f32', 1004);
+    buf.fill(r + 1);
+    for (const issue of [() => comm.allReduce(buf.subarray(0, 1000), { out: buf.subarray(4, 1004) }),
+      () => comm.broadcast(buf.subarray(4, 1004), { out: buf.subarray(0, 1000) }),
+      () => comm.reduce(buf.subarray(0, 1000), { out: buf.subarray(1, 1001), root: n - 1 })]) {
+      try {
+        issue();
+        codes.push(null);
+      } catch (e) {
+        codes.push(e.code);
+      }
+    }
+    const g = new Float32Array(n * 10);
+    g.subarray(r * 10, r * 10 + 10).fill(r + 1);
+    await comm.allGather(g, g.subarray(r * 10, r * 10 + 10));
+    const rs = new Float32Array(n * 10).fill(r + 1);
+    await comm.reduceScatter(rs.subarray(r * 10, r * 10 + 10), rs);
+    report({ codes, gathered: Array.from(g.filter((_, i) => i % 10 === 0)), scattered: rs[r * 10] });
+  },
 };
 
 await scenarios[name]();
