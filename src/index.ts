@@ -9,6 +9,7 @@ import { type JoinOptions, joinNode } from './comm/context.js';
 import type { BufferArg } from './comm/buffers.js';
 import type { Work } from './comm/work.js';
 import type { WorldInit } from './bootstrap/world.js';
+import type { TlsFiles } from './core/config.js';
 
 export { Communicator, type CollectiveOptions, type CommunicatorOptions } from './comm/communicator.js';
 export { Work, type WorkTiming } from './comm/work.js';
@@ -39,6 +40,9 @@ export interface InitOptions extends CommunicatorOptions, JoinOptions {
   /** Join this node as `rank` instead of the identity a launcher left. */
   node?: NodeHandle;
   rank?: number;
+  /** A job across nodes: encrypt its connections with TLS, keyed by the job token (true) or by
+   *  these certificate files (mutual TLS); overrides WEBCCL_TLS and WEBCCL_TLS_CERT/KEY/CA. */
+  tls?: boolean | TlsFiles;
 }
 
 /** Joins a job across nodes; the Node entry leaves it here (a page has no sockets). */

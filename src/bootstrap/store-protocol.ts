@@ -56,7 +56,7 @@ export type Message =
 
 /** The frames each side accepts in each phase; anything else ends the connection. */
 export const ACCEPTS = {
-  serverHandshake: [Kind.auth],
+  serverHandshake: [Kind.auth, Kind.protocolError],
   serverReady: [Kind.set, Kind.get, Kind.add, Kind.wait, Kind.compareSet, Kind.delete, Kind.numKeys],
   clientHandshake: [Kind.hello, Kind.authOk, Kind.authFail, Kind.protocolError],
   clientReady: [Kind.ok, Kind.value, Kind.number, Kind.timeout, Kind.error, Kind.protocolError],
