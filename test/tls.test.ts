@@ -74,10 +74,10 @@ describe('rendezvous store over TLS', () => {
     const t0 = Date.now();
     const e = await failure(client(s.port, byToken('other-token'), 'other-token'));
     expect(e.code).toBe('AUTH_FAILED');
-    expect(e.message).toMatch(/TLS handshake failed/);
+    expect(e.message).toMatch(/the TLS handshake with store at 127\.0\.0\.1:\d+ failed/);
     const r = await seen.first;
     expect(r.kind).toBe('auth');
-    expect(r.reason).toMatch(/TLS handshake failed/);
+    expect(r.reason).toMatch(/the TLS handshake with the peer failed/);
     expect(Date.now() - t0).toBeLessThan(PROMPT_MS);
   });
 
@@ -152,7 +152,7 @@ describe('TcpTransport over TLS', () => {
     void a.connect([a.address, b.address]).catch(() => undefined);
     const e = await dialler;
     expect(e.code).toBe('AUTH_FAILED');
-    expect(e.message).toMatch(/rank 1: rank 0 at .*TLS handshake failed/);
+    expect(e.message).toMatch(/the TLS handshake with rank 0 at 127\.0\.0\.1:\d+ failed/);
     const r = await seen.first;
     expect(r.code).toBe('AUTH_FAILED');
     expect(Date.now() - t0).toBeLessThan(PROMPT_MS);
@@ -164,7 +164,7 @@ describe('TcpTransport over TLS', () => {
     const t0 = Date.now();
     const [ea, eb] = await Promise.all([failure(a.connect([a.address, b.address])), failure(b.connect([a.address, b.address]))]);
     expect(ea.code).toBe('PROTOCOL_ERROR');
-    expect(ea.message).toMatch(/rank 0: rank 1 at .*(does not use TLS|before TLS began).*WEBCCL_TLS/);
+    expect(ea.message).toMatch(/rank 1 at 127\.0\.0\.1:\d+ (does not use TLS|closed the connection before TLS began).*WEBCCL_TLS/);
     expect(eb.code).toBe('PROTOCOL_ERROR');
     expect(eb.message).toMatch(/uses TLS \(WEBCCL_TLS=1\)/);
     expect((await seen.first).code).toBe('PROTOCOL_ERROR');
@@ -408,8 +408,8 @@ describe('jobs across processes with WEBCCL_TLS=1', () => {
 
   it('rank 1 has another WEBCCL_TOKEN: it fails AUTH_FAILED in the TLS handshake; the store refuses it; rank 0 fails too', async () => {
     const [r0, r1] = await byHand([{ WEBCCL_TLS: '1' }, { WEBCCL_TLS: '1', WEBCCL_TOKEN: 'token-b' }]);
-    expect(r1.stderr).toMatch(/rank 1 cannot reach the rendezvous store at 127\.0\.0\.1:\d+: .*TLS handshake failed.*\[AUTH_FAILED\]/);
-    expect(r0.stderr).toMatch(/refused .*TLS handshake failed/);
+    expect(r1.stderr).toMatch(/rank 1 cannot reach the rendezvous store at 127\.0\.0\.1:\d+: .*TLS handshake with store at .* failed.*\[AUTH_FAILED\]/);
+    expect(r0.stderr).toMatch(/refused .*TLS handshake with the peer failed/);
     expect(r0.stderr).toMatch(/rank 0\b.*rank 1\b.*\[(AUTH_FAILED|CONNECT_FAILED|ABORTED)\]/);
   }, 60_000);
 

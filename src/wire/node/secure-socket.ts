@@ -130,10 +130,11 @@ export function createListener(wire: WireTls | undefined, o: ListenerOptions): n
       o.onSocket(ready!);
       ready!.resume(); // the protocol's handlers are on: let what came with the last byte flow
     };
-    const timer = setTimeout(() => end(new WebcclError('CONNECT_FAILED', `${remote} did not complete TLS within ${phaseMs(o.timeoutMs)} ms`, { remote })), phaseMs(o.timeoutMs));
+    const timer = setTimeout(() => end(new WebcclError('CONNECT_FAILED', `the peer did not complete TLS within ${phaseMs(o.timeoutMs)} ms`, { peer: remote })), phaseMs(o.timeoutMs));
     raw.on('error', () => {}); // 'close' follows
     raw.write(o.notice);
-    readNotice(raw, o.notice, remote, 'accept', (e, rest) => {
+    // Messages here say "the peer": the caller's refusal line names the remote address.
+    readNotice(raw, o.notice, { who: 'the peer', remote }, 'accept', (e, rest) => {
       if (e) return end(e);
       if (rest!.length) raw.unshift(rest!); // the dialler's ClientHello may have come with its notice
       // A TLS server that never listens takes the socket, already past the notice (Node's
@@ -143,13 +144,13 @@ export function createListener(wire: WireTls | undefined, o: ListenerOptions): n
         s.on('error', () => {}); // 'close' follows
         s.write(Uint8Array.of(ACK));
         readBytes(s, 1, true, (got, rest) => {
-          if (!got) return end(refusedLate(remote), s);
-          if (got[0] !== ACK) return end(new WebcclError('PROTOCOL_ERROR', `${remote} sent ${got[0]} where the end of the TLS handshake was due`, { remote }), s);
+          if (!got) return end(refusedLate({ who: 'the peer', remote }), s);
+          if (got[0] !== ACK) return end(new WebcclError('PROTOCOL_ERROR', `the peer sent ${got[0]} where the end of the TLS handshake was due`, { remote }), s);
           if (rest.length) s.unshift(rest);
           end(undefined, s);
         });
       });
-      inner.on('tlsClientError', (err, s) => end(tlsRefusal(err, `refused ${remote}`, remote, s.authorizationError)));
+      inner.on('tlsClientError', (err, s) => end(tlsRefusal(err, { who: 'the peer', remote }, s.authorizationError)));
       inner.emit('connection', raw);
     });
   });
@@ -187,21 +188,22 @@ export function secureDialled(wire: WireTls | undefined, raw: net.Socket, o: Dia
       raw.destroy();
       reject(e);
     };
-    const timer = setTimeout(() => end(new WebcclError('CONNECT_FAILED', `no TLS handshake with ${o.where} within ${phaseMs(o.timeoutMs)} ms`, { where: o.where })), phaseMs(o.timeoutMs));
+    const timer = setTimeout(() => end(new WebcclError('CONNECT_FAILED', `no TLS handshake with ${o.where} within ${phaseMs(o.timeoutMs)} ms`, { peer: o.where })), phaseMs(o.timeoutMs));
     raw.on('error', () => {}); // 'close' follows
     raw.write(o.notice);
-    readNotice(raw, o.notice, o.where, 'dial', (e, rest) => {
+    const peer = { who: o.where, remote: o.where };
+    readNotice(raw, o.notice, peer, 'dial', (e, rest) => {
       if (e) return end(e);
       // The acceptor sends nothing after its notice until our ClientHello: more is not TLS.
-      if (rest!.length) return end(new WebcclError('PROTOCOL_ERROR', `${o.where} sent ${rest!.length} byte(s) after its TLS notice, before the TLS handshake`, { where: o.where }));
+      if (rest!.length) return end(new WebcclError('PROTOCOL_ERROR', `${o.where} sent ${rest!.length} byte(s) after its TLS notice, before the TLS handshake`, { peer: o.where }));
       secure = tls.connect({ ...wire.client, socket: raw });
-      secure.on('error', (err) => end(tlsRefusal(err, `${o.where} refused TLS`, o.where)));
+      secure.on('error', (err) => end(tlsRefusal(err, peer)));
       secure.once('secureConnect', () => {
         // Not paused: the acceptor sends nothing more until our answer, and the caller's
         // handlers are on before any I/O can deliver it.
         readBytes(secure!, 1, false, (got, rest) => {
-          if (!got) return end(refusedLate(o.where));
-          if (got[0] !== ACK || rest.length) return end(new WebcclError('PROTOCOL_ERROR', `${o.where} sent ${got[0]}${rest.length ? ` and ${rest.length} more byte(s)` : ''} where the end of the TLS handshake was due`, { where: o.where }));
+          if (!got) return end(refusedLate(peer));
+          if (got[0] !== ACK || rest.length) return end(new WebcclError('PROTOCOL_ERROR', `${o.where} sent ${got[0]}${rest.length ? ` and ${rest.length} more byte(s)` : ''} where the end of the TLS handshake was due`, { peer: o.where }));
           secure!.write(Uint8Array.of(ACK));
           end();
         });
@@ -213,23 +215,30 @@ export function secureDialled(wire: WireTls | undefined, raw: net.Socket, o: Dia
 const phaseMs = (ms: number) => Math.max(1, Math.min(ms, SECURE_PHASE_MS));
 
 /** A TLS handshake that failed: the peers do not share the key, or a certificate is not trusted. */
-function tlsRefusal(err: Error & { code?: string }, what: string, who: string, certError?: Error | string): WebcclError {
-  // A client certificate this end did not trust shows as the socket's authorizationError.
-  const why = certError ? `the peer's certificate: ${String(certError)}` : err.code && !err.message.includes(err.code) ? `${err.code}: ${err.message}` : err.message;
-  return new WebcclError('AUTH_FAILED', `${what}: the TLS handshake failed (${why.split('\n')[0]}): every rank needs the same WEBCCL_TOKEN and WEBCCL_JOB_ID, or certificates from the same WEBCCL_TLS_CA`, { peer: who, tls: err.code });
+function tlsRefusal(err: Error & { code?: string; reason?: string }, p: Peer, certError?: Error | string): WebcclError {
+  // A client certificate this end did not trust shows as the socket's authorizationError;
+  // OpenSSL's errors carry a short reason beside their long message.
+  const why = certError ? `the peer's certificate: ${String(certError)}` : `${err.reason ?? err.message.split('\n')[0]}${err.code ? `, ${err.code}` : ''}`;
+  return new WebcclError('AUTH_FAILED', `the TLS handshake with ${p.who} failed (${why}): every rank needs the same WEBCCL_TOKEN and WEBCCL_JOB_ID, or certificates from the same WEBCCL_TLS_CA`, { peer: p.remote, tls: err.code });
 }
 
 /** The connection closed right after the TLS handshake: the peer refused our key or certificate. */
-function refusedLate(who: string): WebcclError {
-  return new WebcclError('AUTH_FAILED', `${who} closed the connection at the end of the TLS handshake (it refused this end's key or certificate, or it ended)`, { peer: who });
+function refusedLate(p: Peer): WebcclError {
+  return new WebcclError('AUTH_FAILED', `${p.who} closed the connection at the end of the TLS handshake (it refused this end's key or certificate, or it ended)`, { peer: p.remote });
+}
+
+/** Who is at the other end: how messages name it, and its address for details. */
+interface Peer {
+  who: string;
+  remote: string;
 }
 
 /**
  * Reads the peer's notice, byte by byte against ours: a plain peer is told apart at its first
  * byte that differs. Calls back once, with an error or with the bytes read past the notice.
  */
-function readNotice(raw: net.Socket, notice: Uint8Array, who: string, side: 'accept' | 'dial', then: (e?: WebcclError, rest?: Buffer) => void): void {
-  const plain = () => new WebcclError('PROTOCOL_ERROR', `${who} does not use TLS, and this rank does (WEBCCL_TLS=1): set WEBCCL_TLS alike on every rank`, { peer: who, tls: 'mismatch' });
+function readNotice(raw: net.Socket, notice: Uint8Array, p: Peer, side: 'accept' | 'dial', then: (e?: WebcclError, rest?: Buffer) => void): void {
+  const plain = () => new WebcclError('PROTOCOL_ERROR', `${p.who} does not use TLS, and this rank does (WEBCCL_TLS=1): set WEBCCL_TLS alike on every rank`, { peer: p.remote, tls: 'mismatch' });
   let at = 0;
   let finished = false;
   const finish = (e?: WebcclError, rest?: Buffer) => {
@@ -247,7 +256,7 @@ function readNotice(raw: net.Socket, notice: Uint8Array, who: string, side: 'acc
     if (at === notice.length) finish(undefined, chunk.subarray(n));
   };
   // A plain dialler shows our notice and hangs up; a plain acceptor hangs up on ours.
-  const onClose = () => finish(new WebcclError('PROTOCOL_ERROR', `${who} closed the connection before TLS began: it does not use TLS while this rank does (WEBCCL_TLS=1), or it ${side === 'dial' ? 'failed' : 'gave up'}`, { peer: who, tls: 'mismatch' }));
+  const onClose = () => finish(new WebcclError('PROTOCOL_ERROR', `${p.who} closed the connection before TLS began: it does not use TLS while this rank does (WEBCCL_TLS=1), or it ${side === 'dial' ? 'failed' : 'gave up'}`, { peer: p.remote, tls: 'mismatch' }));
   raw.on('data', onData);
   raw.on('close', onClose);
 }

@@ -223,7 +223,7 @@ export class TcpTransport implements Transport {
         socket.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
       });
       if (up === undefined) {
-        const where = `rank ${this.rank}: rank ${peer} at ${hostPort(a.host, a.port)}`;
+        const where = `rank ${peer} at ${hostPort(a.host, a.port)}`;
         const ready = this.track(await secureDialled(this.o.tls, socket, { notice: LINK_TLS_NOTICE, where, timeoutMs: deadline - Date.now() }));
         const link = await handshake(ready, this.id, { peer, channel }, this.hooks, Math.max(1, deadline - Date.now()), attach);
         return this.attach(link);
