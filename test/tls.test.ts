@@ -385,6 +385,22 @@ describe('jobs across processes with WEBCCL_TLS=1', () => {
     expect(r.stderr.match(secured)).toHaveLength(n);
   }, 90_000);
 
+  it('--procs -n 2 without WEBCCL_TLS, initCommGroup({ tls: true }): the job runs over TLS', async () => {
+    const r = await run([bin, 'run', '--procs', '-n', '2', join(root, 'test', 'fixtures', 'tls-option.mjs')], env({ WEBCCL_DEBUG: 'INFO' }));
+    expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+    expect(r.stdout.match(/^ok rank \d of 2 sum 3$/gm)).toHaveLength(2);
+    expect(r.stderr.match(secured)).toHaveLength(2);
+  }, 60_000);
+
+  it.skipIf(!haveOpenssl)('--procs -n 2 with WEBCCL_TLS=1 and WEBCCL_TLS_CERT/KEY/CA: every collective checks out, over mutual TLS', async () => {
+    const files = makeCerts().ranks[0];
+    const r = await run([bin, 'run', '--procs', '-n', '2', check, '--sizes', '1000'],
+      env({ WEBCCL_TLS: '1', WEBCCL_TLS_CERT: files.cert, WEBCCL_TLS_KEY: files.key, WEBCCL_TLS_CA: files.ca, WEBCCL_DEBUG: 'INFO' }));
+    expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+    expect(okRanks(r.stdout, 2)).toEqual([0, 1]);
+    expect(r.stderr.match(/TLS keyed by the certificates/g)).toHaveLength(2);
+  }, 60_000);
+
   it('--nnodes 2 --nproc-per-node 2: every collective checks out, hierarchical and ring, over TLS', async () => {
     const port = await freePort();
     const e = env({ WEBCCL_TLS: '1', WEBCCL_DEBUG: 'INFO', WEBCCL_TOKEN: 'nodes-token' });
