@@ -416,7 +416,8 @@ describe('jobs across processes with WEBCCL_TLS=1', () => {
   /** Ranks 0 and 1 started by hand with torchrun's variables, `each[k]` added to rank k's. */
   async function byHand(each: Env[]): Promise<Run[]> {
     const port = await freePort();
-    const common = { WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port), WEBCCL_CONNECT_TIMEOUT_MS: '3000', WEBCCL_TOKEN: 'token-a', WEBCCL_JOB_ID: 'job-a' };
+    // Long enough for rank 0's store to be up under load, so rank 1 meets it (not the deadline).
+    const common = { WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port), WEBCCL_CONNECT_TIMEOUT_MS: '6000', WEBCCL_TOKEN: 'token-a', WEBCCL_JOB_ID: 'job-a' };
     const rs = await Promise.all(each.map((extra, k) => run([failing, 'join'], env({ ...common, RANK: String(k), ...extra }), 30_000)));
     rs.forEach((r, k) => expect({ rank: k, code: r.code, hung: r.hung, joined: r.stdout.includes('joined') }, r.stderr).toEqual({ rank: k, code: 1, hung: false, joined: false }));
     return rs;
