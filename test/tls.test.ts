@@ -322,11 +322,13 @@ describe('WEBCCL_TLS and its certificate variables', () => {
     expect(resolve({ WEBCCL_TLS: '1' }, false)).toBeUndefined();
   });
 
-  it('refused: WEBCCL_TLS=yes, certificate variables without WEBCCL_TLS=1, some but not all of them', () => {
+  it('refused: WEBCCL_TLS=yes, certificate variables without WEBCCL_TLS=1, some but not all of them, an unknown or missing tls field', () => {
     expect(refused({ WEBCCL_TLS: 'yes' })).toBe('INVALID_ARGUMENT');
     expect(refused({ WEBCCL_TLS_CERT: '/x.crt', WEBCCL_TLS_KEY: '/x.key', WEBCCL_TLS_CA: '/ca.crt' })).toBe('INVALID_ARGUMENT');
     expect(refused({ WEBCCL_TLS: '1', WEBCCL_TLS_CERT: '/x.crt' })).toBe('INVALID_ARGUMENT');
     expect(refused({}, 'yes' as unknown as boolean)).toBe('INVALID_ARGUMENT');
+    expect(refused({}, { cert: '/x.crt', key: '/x.key', ca: '/ca.crt', passphrase: 'p' } as TlsFiles)).toBe('INVALID_ARGUMENT');
+    expect(refused({}, {} as TlsFiles)).toBe('INVALID_ARGUMENT');
   });
 });
 

@@ -84,7 +84,11 @@ export function resolveWireTls(option: boolean | TlsFiles | undefined, token: Ui
   if (option !== undefined && typeof option !== 'boolean' && (typeof option !== 'object' || option === null)) {
     fail('INVALID_ARGUMENT', `tls must be true, false or { cert, key, ca } (paths of PEM files), got ${JSON.stringify(option)}`);
   }
-  if (typeof option === 'object') return wireTls(token, jobId, option);
+  if (typeof option === 'object') {
+    const unknown = Object.keys(option).filter((k) => !(k in VARS));
+    if (unknown.length) fail('INVALID_ARGUMENT', `tls: unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: cert, key, ca)`, { unknown });
+    return wireTls(token, jobId, option);
+  }
   const flag = envString('WEBCCL_TLS');
   if (flag !== undefined && !['0', '1'].includes(flag)) fail('INVALID_ARGUMENT', `WEBCCL_TLS=${JSON.stringify(flag)}: expected 1 (encrypt) or 0`);
   const given = (Object.keys(VARS) as (keyof TlsFiles)[]).filter((k) => envString(VARS[k]) !== undefined);
