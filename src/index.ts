@@ -3,22 +3,26 @@
 // functions on the default world group for scripts.
 import { unknownEnvNames } from './core/config.js';
 import { WebcclError, fail } from './core/errors.js';
-import { type NodeHandle, createNode } from './core/node.js';
+import { type NodeHandle, checkNodeHandle, createNode } from './core/node.js';
 import { Communicator, type CollectiveOptions, type CommunicatorOptions } from './comm/communicator.js';
-import { type JoinOptions, joinNode } from './comm/context.js';
+import { JOIN_OPTIONS, type JoinOptions, joinNode } from './comm/context.js';
+import { COMMUNICATOR_OPTIONS } from './comm/options.js';
 import type { BufferArg } from './comm/buffers.js';
 import type { Work } from './comm/work.js';
+import { type OptionSpec, anything, checkOptions, integer, showValue } from './core/options.js';
+import { MAX_RANKS } from './core/layout.js';
 import type { WorldInit } from './bootstrap/world.js';
 import type { TlsFiles } from './core/config.js';
 
 export { Communicator, type CollectiveOptions, type CommunicatorOptions } from './comm/communicator.js';
 export { Work, type WorkTiming } from './comm/work.js';
+export type { FlightEntry, FlightState } from './comm/flight-recorder.js';
 export { WebcclError, type ErrorCode } from './core/errors.js';
 export { createNode, abortNode, type NodeHandle, type NodeOptions } from './core/node.js';
 export { joinNode, type JoinOptions } from './comm/context.js';
-export { Sum, Prod, Max, Min, Avg, DTYPES, REDUCE_OPS, type Dtype, type ReduceOp } from './core/dtypes.js';
+export { Sum, Prod, Max, Min, Avg, DTYPES, DTYPE_ALIASES, REDUCE_OPS, type Dtype, type DtypeName, type ReduceOp } from './core/dtypes.js';
 export { ENV_VARS } from './core/config.js';
-export type { BufferArg, TensorLike, TypedArray } from './comm/buffers.js';
+export type { BufferArg, TensorLike, OrtTensorLike, TypedArray } from './comm/buffers.js';
 
 /** Where a launcher leaves a rank's identity before the rank's script starts. */
 export const RANK_INIT = Symbol.for('webccl.rankInit');
@@ -45,6 +49,12 @@ export interface InitOptions extends CommunicatorOptions, JoinOptions {
   tls?: boolean | TlsFiles;
 }
 
+/** `tls`: true, false or certificate files (their fields are checked where the job joins). */
+const tlsOption = (v: unknown) => (typeof v === 'boolean' || (typeof v === 'object' && v !== null && !Array.isArray(v)) ? undefined : 'true, false or { cert, key, ca }');
+
+/** Every key initCommGroup knows: the communicator's, joinNode's, an explicit identity, and TLS. */
+const INIT_OPTIONS = { ...COMMUNICATOR_OPTIONS, ...JOIN_OPTIONS, node: anything, rank: integer(0, MAX_RANKS - 1), tls: tlsOption } as const satisfies OptionSpec;
+
 /** Joins a job across nodes; the Node entry leaves it here (a page has no sockets). */
 export const JOIN_WORLD = Symbol.for('webccl.joinWorld');
 type WorldJoiner = (i: { node?: NodeHandle; localRank?: number; world?: WorldInit; opts: InitOptions }) => Promise<Communicator | undefined>;
@@ -54,7 +64,10 @@ type WorldJoiner = (i: { node?: NodeHandle; localRank?: number; world?: WorldIni
  * the options, else from the launcher (worker data, or the environment torchrun, mpirun, srun
  * or `webccl run --procs` leave); a plain `node script.mjs` is a world of one rank.
  */
-export async function initCommGroup(opts: InitOptions = {}): Promise<Communicator> {
+export async function initCommGroup(options?: InitOptions): Promise<Communicator> {
+  const opts = checkOptions<InitOptions>('initCommGroup', options, INIT_OPTIONS, '{ timeoutMs: 60000 }');
+  if (opts.node !== undefined) checkNodeHandle('initCommGroup', opts.node);
+  else if (opts.rank !== undefined) fail('INVALID_ARGUMENT', 'initCommGroup: option rank needs option node (the handle createNode returned); without node the rank comes from the launcher', { option: 'rank' });
   if (world) return world;
   const init = opts.node ? { node: opts.node, rank: opts.rank ?? 0 } : (globalThis as Record<symbol, RankInit | undefined>)[RANK_INIT];
   const joiner = (globalThis as Record<symbol, WorldJoiner | undefined>)[JOIN_WORLD];
@@ -71,7 +84,7 @@ export async function initCommGroup(opts: InitOptions = {}): Promise<Communicato
   const { node, rank } = init ?? { node: createNode({ nranks: 1 }), rank: 0 };
   if (rank === 0) unknownEnvNames(); // once per job, not once per rank
   const ctx = joinNode(node, rank, { cores: opts.cores ?? init?.cores, simd: opts.simd ?? init?.simd });
-  const comm = new Communicator(ctx, opts);
+  const comm = new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs });
   await comm.barrier();
   world = comm;
   return comm;
@@ -100,12 +113,12 @@ export const allGather = (out: BufferArg, input: BufferArg, o?: CollectiveOption
 export const reduceScatter = (out: BufferArg, input: BufferArg, o?: CollectiveOptions): Promise<void> => promised(() => requireWorld('reduceScatter').reduceScatter(out, input, o));
 export const broadcast = (x: BufferArg, o?: CollectiveOptions): Promise<void> => promised(() => requireWorld('broadcast').broadcast(x, o));
 export const reduce = (x: BufferArg, o?: CollectiveOptions): Promise<void> => promised(() => requireWorld('reduce').reduce(x, o));
-export const barrier = (): Promise<void> => promised(() => requireWorld('barrier').barrier());
+export const barrier = (o?: { timeoutMs?: number }): Promise<void> => promised(() => requireWorld('barrier').barrier(o));
 
-/** Completes a handle from an *Async call. */
+/** Completes a handle from an *Async call; a bad handle is a rejection too. */
 export function wait(handle: Work): Promise<void> {
-  if (!handle || typeof (handle as Work).wait !== 'function') {
-    throw new WebcclError('INVALID_ARGUMENT', 'wait: expected the Work handle an *Async call returned');
+  if (typeof (handle as Partial<Work> | null)?.wait !== 'function') {
+    return Promise.reject(new WebcclError('INVALID_ARGUMENT', `wait: expected the Work handle an *Async call returned, got ${showValue(handle)}`));
   }
   return handle.wait();
 }

@@ -4,6 +4,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { launchProcesses } from '../src/launch/processes.js';
+import { alive } from './helpers/jobs.js';
 
 const bin = fileURLToPath(new URL('../bin/webccl.js', import.meta.url));
 const fixture = fileURLToPath(new URL('./fixtures/launch-procs.mjs', import.meta.url));
@@ -21,15 +22,6 @@ const webccl = (args: string[], env = cleanEnv()) =>
 
 const lines = (out: string) => out.trim().split('\n').filter(Boolean);
 const readyPids = (out: string) => lines(out).filter((l) => l.startsWith('ready ')).map((l) => Number(l.split(' ')[2]));
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 describe('webccl run --procs', () => {
   it('gives every process its rank, the world size, one master address and port, one token and job id', () => {

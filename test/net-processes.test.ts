@@ -3,7 +3,7 @@
 // machines (network namespaces joined by a veth pair). The rank scripts check every result
 // themselves (test/fixtures/net-check.mjs); here we check that every rank said so, and that
 // jobs that cannot work fail on every side with an error naming the cause.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { type Server, type Socket, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../src/launch/children.js';
+import { type Env, type Run, cleanEnv, killAllJobs, run as runJob } from './helpers/jobs.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const bin = join(root, 'bin', 'webccl.js');
@@ -21,61 +22,12 @@ const node = process.execPath;
 const tmp = mkdtempSync(join(tmpdir(), 'webccl-net-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-type Env = Record<string, string | undefined>;
-const LAUNCHER_VARS = ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'TORCHELASTIC_RUN_ID', 'XDG_RUNTIME_DIR'];
 /** This environment without any launcher's or webccl's variables, HOME in a temp dir (for the
  *  per-user token file), plus `extra`. */
-function env(extra: Env = {}): Env {
-  const e: Env = { ...process.env, HOME: join(tmp, 'home') };
-  for (const k of Object.keys(e)) {
-    if (LAUNCHER_VARS.includes(k) || /^(WEBCCL_|OMPI_|PMIX_|PMI_|MPI_LOCAL|SLURM_)/.test(k)) delete e[k];
-  }
-  return { ...e, ...extra };
-}
+const env = (extra: Env = {}): Env => cleanEnv({ HOME: join(tmp, 'home'), ...extra });
 
-interface Run {
-  code: number | null;
-  signal: string | null;
-  stdout: string;
-  stderr: string;
-  /** Killed by the hang guard (the job did not end on its own). */
-  hung: boolean;
-}
-
-const children = new Set<ChildProcess>();
-afterAll(() => children.forEach((c) => killGroup(c, 'SIGKILL')));
-function killGroup(c: ChildProcess, signal: NodeJS.Signals) {
-  try {
-    process.kill(-c.pid!, signal);
-  } catch {
-    // already gone
-  }
-}
-
-/** Runs a command in its own process group; a job still running after `guardMs` is killed and
- *  reported as hung (a guard against hangs, not a timing assertion). */
-function run(cmd: string, args: string[], e: Env, guardMs = 50_000): Promise<Run> {
-  return new Promise((resolve) => {
-    const c = spawn(cmd, args, { cwd: root, env: e, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-    children.add(c);
-    let stdout = '';
-    let stderr = '';
-    let hung = false;
-    c.stdout!.on('data', (d) => (stdout += d));
-    c.stderr!.on('data', (d) => (stderr += d));
-    const guard = setTimeout(() => {
-      hung = true;
-      killGroup(c, 'SIGTERM');
-      setTimeout(() => killGroup(c, 'SIGKILL'), 2000).unref();
-    }, guardMs);
-    c.on('error', (err) => (stderr += `spawn failed: ${err.message}`));
-    c.on('close', (code, signal) => {
-      clearTimeout(guard);
-      children.delete(c);
-      resolve({ code, signal, stdout, stderr, hung });
-    });
-  });
-}
+afterAll(killAllJobs);
+const run = (cmd: string, args: string[], e: Env, guardMs?: number): Promise<Run> => runJob(cmd, args, e, guardMs, root);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

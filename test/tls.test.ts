@@ -322,6 +322,13 @@ describe('WEBCCL_TLS and its certificate variables', () => {
     expect(resolve({ WEBCCL_TLS: '1' }, false)).toBeUndefined();
   });
 
+  it("initCommGroup({ tls: 'yes' }) is refused before anything joins, naming the option", async () => {
+    const { initCommGroup } = await import('../src/index.js');
+    const e = await failure(initCommGroup({ tls: 'yes' as unknown as boolean }));
+    expect(e.code).toBe('INVALID_ARGUMENT');
+    expect(e.message).toMatch(/\btls\b/);
+  });
+
   it('refused: WEBCCL_TLS=yes, certificate variables without WEBCCL_TLS=1, some but not all of them, an unknown or missing tls field', () => {
     expect(refused({ WEBCCL_TLS: 'yes' })).toBe('INVALID_ARGUMENT');
     expect(refused({ WEBCCL_TLS_CERT: '/x.crt', WEBCCL_TLS_KEY: '/x.key', WEBCCL_TLS_CA: '/ca.crt' })).toBe('INVALID_ARGUMENT');

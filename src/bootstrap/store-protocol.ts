@@ -91,7 +91,9 @@ export function protocolError(message: string): never {
 }
 
 const utf8 = new TextEncoder();
-const utf8Strict = new TextDecoder('utf-8', { fatal: true });
+// ignoreBOM keeps a leading U+FEFF in the text: by default the decoder drops it, and a key that
+// starts with one would be stored under another key (its bytes would not be what was sent).
+const utf8Strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 export const textBytes = (s: string): Uint8Array => utf8.encode(s);
 
 /** Fields shorter than this are copied into one buffer with the header; longer ones are sent as is. */
@@ -190,6 +192,12 @@ export class Cursor {
   }
   key = () => { const k = this.text(MAX_KEY_BYTES, 'key'); if (k === '') protocolError(`${this.what} with an empty key`); return k; };
   keys = () => Array.from({ length: this.u16() }, this.key);
+  /** A presence flag: 0 or 1, nothing else (one meaning, one encoding). */
+  flag(field: string): boolean {
+    const f = this.u8();
+    if (f > 1) protocolError(`${this.what} ${field} flag is ${f}, not 0 or 1`);
+    return f === 1;
+  }
   value(max: number): Uint8Array {
     const n = this.u32();
     if (n > max) protocolError(`${this.what} value of ${n} bytes exceeds the limit of ${max}`);
@@ -221,13 +229,13 @@ export function decode(kind: number, body: Uint8Array, maxValue: number): Messag
     case Kind.wait: return c.end({ type: 'wait', id: c.u32(), timeoutMs: c.u32(), keys: c.keys() });
     case Kind.compareSet: {
       const [id, key] = [c.u32(), c.key()];
-      const expected = c.u8() ? c.value(maxValue) : null;
+      const expected = c.flag('expected') ? c.value(maxValue) : null;
       return c.end({ type: 'compareSet', id, key, expected, desired: c.value(maxValue) });
     }
     case Kind.delete: return c.end({ type: 'delete', id: c.u32(), key: c.key() });
     case Kind.numKeys: return c.end({ type: 'numKeys', id: c.u32() });
     case Kind.ok: return c.end({ type: 'ok', id: c.u32() });
-    case Kind.value: return c.end({ type: 'value', id: c.u32(), value: c.u8() ? c.value(maxValue) : null });
+    case Kind.value: return c.end({ type: 'value', id: c.u32(), value: c.flag('value') ? c.value(maxValue) : null });
     case Kind.number: return c.end({ type: 'number', id: c.u32(), value: c.i64() });
     case Kind.timeout: return c.end({ type: 'timeout', id: c.u32(), keys: c.keys() });
     case Kind.error: return c.end({ type: 'error', id: c.u32(), message: c.text(MAX_MESSAGE_BYTES, 'message') });

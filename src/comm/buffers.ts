@@ -1,17 +1,24 @@
 // Buffers at the API boundary: a TypedArray, or { data, dtype } for dtypes JS lacks (bf16 and
 // f16 held in a Uint16Array). Normalised to bytes + dtype + count, and to the address in the
 // node's shared memory when the buffer lives there (comm.alloc): such buffers are used in place.
-import { ARRAY_OF, DTYPE_SIZE, type Dtype, dtypeOfArray, parseDtype } from '../core/dtypes.js';
+import { ARRAY_OF, DTYPE_SIZE, type Dtype, type DtypeName, dtypeOfArray, parseDtype } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
 
 export type TypedArray =
   | Float32Array | Float64Array | Int32Array | Uint32Array | Int8Array | Uint8Array | BigInt64Array | Uint16Array;
 export interface TensorLike {
   data: TypedArray;
-  dtype: Dtype;
+  /** Ours (f32, bf16, …) or the TF.js / ONNX Runtime name of the same type (float32, bfloat16, …). */
+  dtype: DtypeName;
   shape?: number[];
 }
-export type BufferArg = TypedArray | TensorLike;
+/** An ONNX Runtime Tensor on the CPU, used in place: its `type` names the dtype. */
+export interface OrtTensorLike {
+  data: TypedArray;
+  type: DtypeName;
+  dims?: readonly number[];
+}
+export type BufferArg = TypedArray | TensorLike | OrtTensorLike;
 
 export interface Buf {
   bytes: Uint8Array; // the same memory, as bytes
@@ -35,9 +42,9 @@ export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) =
     dtype = dtypeOfArray(x);
     if (!dtype) fail('INVALID_DTYPE', `${what}: ${x.constructor.name} is not supported (use Float32Array, Float64Array, Int32Array, Uint32Array, Int8Array, Uint8Array, BigInt64Array, or { data: Uint16Array, dtype: 'bf16' | 'f16' })`);
     data = x;
-  } else if (typeof x === 'object' && x !== null && 'data' in x && 'dtype' in x) {
-    const t = x as TensorLike;
-    dtype = parseDtype(t.dtype);
+  } else if (typeof x === 'object' && x !== null && ('dataSync' in x || ('data' in x && ('dtype' in x || 'type' in x)))) {
+    const t = tensorFields(x, what);
+    dtype = parseDtype(t.dtype, what);
     if (!(t.data instanceof ARRAY_OF[dtype])) {
       fail('INVALID_DTYPE', `${what}: dtype ${dtype} needs data in a ${ARRAY_OF[dtype].name}, got ${describe(t.data)}`);
     }
@@ -48,6 +55,32 @@ export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) =
   const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   const count = data.byteLength / DTYPE_SIZE[dtype];
   return { bytes, dtype, count, addr: isShared(data.buffer) ? data.byteOffset : 0 };
+}
+
+/**
+ * The data and dtype of a tensor object: ours ({ data, dtype }, dtype names of TF.js and ONNX
+ * Runtime included), or an ONNX Runtime Tensor on the CPU ({ data, type, dims }: its data is
+ * the tensor's own array, so in-place results land in the tensor). A TensorFlow.js tensor, or
+ * any object whose data is not there yet, is refused with what to pass instead.
+ */
+function tensorFields(x: object, what: string): { data: unknown; dtype: unknown } {
+  const t = x as Record<string, unknown>;
+  if (typeof t.dataSync === 'function') {
+    fail('INVALID_ARGUMENT', `${what}: a TensorFlow.js tensor holds its values in its backend, out of reach: pass its dataSync() array (a copy) and make the result with tf.tensor(array, tensor.shape)`, { tensor: 'tfjs' });
+  }
+  const ortLocation = 'dims' in t && typeof t.location === 'string' ? t.location : undefined;
+  if (ortLocation !== undefined && ortLocation !== 'cpu' && ortLocation !== 'cpu-pinned') {
+    fail('INVALID_ARGUMENT', `${what}: this ONNX Runtime tensor lives on ${JSON.stringify(ortLocation)}: pass the array of await tensor.getData() (or a tensor on the CPU, whose tensor.data is used in place)`, { tensor: 'onnxruntime', location: ortLocation });
+  }
+  const data = t.data;
+  if (typeof data === 'function') {
+    fail('INVALID_ARGUMENT', `${what}: data is a function: pass the TypedArray it gives (e.g. await tensor.data() for TF.js, or dataSync())`);
+  }
+  if (typeof (data as { then?: unknown } | null)?.then === 'function') {
+    fail('INVALID_ARGUMENT', `${what}: data is a Promise: await it and pass the TypedArray it resolves to`);
+  }
+  // ONNX Runtime names the dtype `type`; ours and TF.js's `dtype`.
+  return { data, dtype: 'dtype' in t ? t.dtype : t.type };
 }
 
 /** Whether two buffers share any byte. */

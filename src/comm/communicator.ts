@@ -1,15 +1,17 @@
 // Communicator: a group of ranks with its own op sequence. Validates every call before
 // anything moves, then hands the op to its engine: shared memory when every rank is on this
 // node, the network algorithms when the group spans nodes.
-import { DTYPE_SIZE, type Dtype, type ReduceOp, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
+import { DTYPE_SIZE, type Dtype, type DtypeName, type ReduceOp, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
 import { WebcclError, fail } from '../core/errors.js';
 import type { Kind } from '../core/layout.js';
-import { envNumber } from '../core/config.js';
 import { type Buf, type BufferArg, type TypedArray, toBuf } from './buffers.js';
 import type { Work } from './work.js';
 import type { Engine, OpCounters } from './engine.js';
+import type { FlightEntry } from './flight-recorder.js';
 import { ShmEngine } from './shm-engine.js';
 import type { RankContext } from './context.js';
+import { collectiveOptions, communicatorOptions, envTimeoutMs } from './options.js';
+import { showValue } from '../core/options.js';
 
 export interface CollectiveOptions {
   op?: ReduceOp;
@@ -43,17 +45,19 @@ export class Communicator {
    * A communicator over the ranks of `ctx`'s node; with `world`, over the ranks of several
    * nodes (rank and size are then the world's, and `ctx` is this rank's node).
    */
-  constructor(private readonly ctx: RankContext, opts: CommunicatorOptions = {}, world?: { rank: number; size: number; engine: EngineFactory }) {
+  constructor(private readonly ctx: RankContext, options?: CommunicatorOptions, world?: { rank: number; size: number; engine: EngineFactory }) {
+    const opts = communicatorOptions(options);
     this.rank = world?.rank ?? ctx.rank;
     this.size = world?.size ?? ctx.size;
     this.acrossNodes = world !== undefined;
-    const timeoutMs = opts.timeoutMs ?? envNumber('WEBCCL_TIMEOUT_MS') ?? DEFAULT_TIMEOUT_MS;
+    const timeoutMs = opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS;
     this.engine = world ? world.engine(this.counters, opts.algo, timeoutMs) : new ShmEngine(ctx, this.counters, opts.algo, timeoutMs);
   }
 
   // ---------------------------------------------------------------- collectives
 
-  allReduce(x: BufferArg, o: CollectiveOptions = {}): Work {
+  allReduce(x: BufferArg, opts?: CollectiveOptions): Work {
+    const o = collectiveOptions('allReduce', opts);
     const inp = this.buf(x, 'allReduce buffer');
     const out = o.out === undefined ? inp : this.buf(o.out, 'allReduce out');
     this.sameShape('allReduce', inp, out);
@@ -62,7 +66,8 @@ export class Communicator {
   }
 
   /** out (size × n elements) receives every rank's input (n elements), in rank order. */
-  allGather(out: BufferArg, input: BufferArg, o: CollectiveOptions = {}): Work {
+  allGather(out: BufferArg, input: BufferArg, opts?: CollectiveOptions): Work {
+    const o = collectiveOptions('allGather', opts);
     const ob = this.buf(out, 'allGather output');
     const ib = this.buf(input, 'allGather input');
     this.sameDtype('allGather', ob, ib);
@@ -73,7 +78,8 @@ export class Communicator {
   }
 
   /** out (n elements) receives the reduction over ranks of block `rank` of input (size × n). */
-  reduceScatter(out: BufferArg, input: BufferArg, o: CollectiveOptions = {}): Work {
+  reduceScatter(out: BufferArg, input: BufferArg, opts?: CollectiveOptions): Work {
+    const o = collectiveOptions('reduceScatter', opts);
     const ob = this.buf(out, 'reduceScatter output');
     const ib = this.buf(input, 'reduceScatter input');
     this.sameDtype('reduceScatter', ob, ib);
@@ -84,7 +90,8 @@ export class Communicator {
     return this.enqueue('reduceScatter', undefined, ib.dtype, op, ob.count, 0, ib, ob, o);
   }
 
-  broadcast(x: BufferArg, o: CollectiveOptions = {}): Work {
+  broadcast(x: BufferArg, opts?: CollectiveOptions): Work {
+    const o = collectiveOptions('broadcast', opts);
     const xb = this.buf(x, 'broadcast buffer');
     const out = o.out === undefined ? xb : this.buf(o.out, 'broadcast out');
     this.sameShape('broadcast', xb, out);
@@ -93,7 +100,8 @@ export class Communicator {
   }
 
   /** Reduces every rank's x into the root's x (or o.out on the root). */
-  reduce(x: BufferArg, o: CollectiveOptions = {}): Work {
+  reduce(x: BufferArg, opts?: CollectiveOptions): Work {
+    const o = collectiveOptions('reduce', opts);
     const xb = this.buf(x, 'reduce buffer');
     const out = o.out === undefined ? xb : this.buf(o.out, 'reduce out');
     this.sameShape('reduce', xb, out);
@@ -102,14 +110,15 @@ export class Communicator {
     return this.enqueue('reduce', undefined, xb.dtype, op, xb.count, root, xb, out, o);
   }
 
-  barrier(o: { timeoutMs?: number } = {}): Work {
+  barrier(opts?: { timeoutMs?: number }): Work {
+    const o = collectiveOptions('barrier', opts);
     return this.enqueue('barrier', undefined, 'u8', 'sum', 0, 0, null, null, o);
   }
 
   // ---------------------------------------------------------------- memory and lifecycle
 
   /** A buffer in the node's shared memory: collectives use it in place, with no copy. */
-  alloc(dtype: Dtype, count: number): TypedArray | { data: Uint16Array; dtype: Dtype } {
+  alloc(dtype: DtypeName, count: number): TypedArray | { data: Uint16Array; dtype: Dtype } {
     const d = parseDtype(dtype);
     if (!Number.isInteger(count) || count < 0) fail('INVALID_ARGUMENT', `alloc: count must be a non-negative integer, got ${count}`);
     const addr = this.ctx.heap.alloc(count * DTYPE_SIZE[d]);
@@ -128,6 +137,14 @@ export class Communicator {
   /** Counters since creation: ops issued, bytes (per rank), failures, time busy, allReduce algorithms used. */
   stats(): { ops: number; bytes: number; failed: number; busyMs: number; pending: number; allReduceAlgorithms: Record<string, number> } {
     return { ...this.counters, pending: this.engine.pending(), allReduceAlgorithms: this.engine.algorithms() };
+  }
+
+  /**
+   * The last ops of this communicator (WEBCCL_FLIGHT_RECORDER, default 64; 0: none), oldest
+   * first: a copy, as plain objects. After a TIMEOUT or ABORTED it says what this rank was doing.
+   */
+  flightRecord(): FlightEntry[] {
+    return this.engine.flight.record();
   }
 
   /** Fails every pending op here and on every other rank of the communicator. */
@@ -165,9 +182,9 @@ export class Communicator {
   }
 
   private root(root: unknown, what: string): number {
-    const r = root ?? 0;
+    const r = root === undefined ? 0 : root; // null is no root: refused, not taken as 0
     if (!Number.isInteger(r) || (r as number) < 0 || (r as number) >= this.size) {
-      fail('INVALID_ARGUMENT', `${what}: invalid root ${String(r)} (root should be in the 0..${this.size - 1} range)`);
+      fail('INVALID_ARGUMENT', `${what}: invalid root ${showValue(r)} (root should be in the 0..${this.size - 1} range)`, { option: 'root', value: r });
     }
     return r as number;
   }

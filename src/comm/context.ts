@@ -3,7 +3,8 @@
 import { envNumber } from '../core/config.js';
 import { NodeHeap } from '../core/heap.js';
 import { D, LAYOUT_VERSION, NODE_BASE, NODE_MAGIC_VALUE, descOffset } from '../core/layout.js';
-import type { NodeHandle } from '../core/node.js';
+import { type NodeHandle, checkNodeHandle } from '../core/node.js';
+import { type OptionSpec, boolean, checkOptions, integer, number, showValue } from '../core/options.js';
 import { fail } from '../core/errors.js';
 import { log } from '../core/log.js';
 import { type WasmCore, loadWasm, preferSimd } from '../core/wasm.js';
@@ -33,6 +34,9 @@ export interface JoinOptions {
   spinUs?: number;
 }
 
+/** What each key of JoinOptions may hold (initCommGroup takes them too). */
+export const JOIN_OPTIONS = { cores: integer(1, 1 << 16), simd: boolean, spinUs: number(0, 1_000_000) } as const satisfies OptionSpec;
+
 /** Spin budgets (µs) before blocking: a core per rank, more ranks than cores, a call's own try. */
 export const DEDICATED_SPIN_US = 20;
 export const OVERSUBSCRIBED_SPIN_US = 1;
@@ -52,9 +56,11 @@ export function threadCanBlock(): boolean {
   return blockAllowed;
 }
 
-export function joinNode(node: NodeHandle, rank: number, opts: JoinOptions = {}): RankContext {
+export function joinNode(node: NodeHandle, rank: number, options?: JoinOptions): RankContext {
+  const opts = checkOptions<JoinOptions>('joinNode', options, JOIN_OPTIONS, '{ cores: 4 }');
+  checkNodeHandle('joinNode', node);
   if (!Number.isInteger(rank) || rank < 0 || rank >= node.nranks) {
-    fail('INVALID_ARGUMENT', `rank ${rank} is outside the node's 0..${node.nranks - 1} range`);
+    fail('INVALID_ARGUMENT', `joinNode: rank ${showValue(rank)} is outside the node's 0..${node.nranks - 1} range`, { rank });
   }
   const header = new Int32Array(node.memory.buffer, NODE_BASE, 2);
   if (header[0] !== NODE_MAGIC_VALUE || header[1] !== LAYOUT_VERSION) {

@@ -4,6 +4,7 @@
 import type { Dtype, ReduceOp } from '../core/dtypes.js';
 import type { Kind } from '../core/layout.js';
 import type { Buf } from './buffers.js';
+import type { FlightRecorder } from './flight-recorder.js';
 import type { Work } from './work.js';
 
 export interface OpSpec {
@@ -28,6 +29,8 @@ export interface OpCounters {
 }
 
 export interface Engine {
+  /** The last ops submitted, for comm.flightRecord() and the print on a TIMEOUT or ABORTED. */
+  readonly flight: FlightRecorder;
   submit(spec: OpSpec): Work;
   /** Ops issued and not yet settled. */
   pending(): number;

@@ -16,6 +16,7 @@ import { disseminationBarrier } from '../algorithms/dissemination.js';
 import { type NodeLocal, hierarchicalAllReduce } from '../algorithms/hierarchical.js';
 import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo } from '../tuner/net-tuner.js';
 import { Arena } from './arena.js';
+import { FlightRecorder } from './flight-recorder.js';
 import { type Buf, type TypedArray, overlaps } from './buffers.js';
 import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
@@ -87,6 +88,7 @@ export class NetEngine implements Engine, WorkDriver {
   private readonly kernels: Kernels;
   /** Ranks whose message some pending receive awaits (named when a deadline passes). */
   private readonly awaited = new Map<number, number>();
+  readonly flight: FlightRecorder;
 
   constructor(private readonly ctx: RankContext, private readonly world: NetWorld, private readonly local: Communicator,
               private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
@@ -99,6 +101,7 @@ export class NetEngine implements Engine, WorkDriver {
     this.kernels = ctx.core.exports as unknown as Kernels;
     this.standing = resolveNetAlgo(commAlgo, this.topo);
     this.arena = new Arena(ctx.heap);
+    this.flight = new FlightRecorder(world.rank, () => [...this.awaited.keys()].sort((a, b) => a - b));
   }
 
   submit(spec: OpSpec): Work {
@@ -112,6 +115,7 @@ export class NetEngine implements Engine, WorkDriver {
     const op: NetOp = { spec, work, seq, algo, signature: signatureOf(spec, algo), done: Promise.resolve() };
     op.done = this.tail = this.tail.then(() => this.run(op));
     this.queue.push(op);
+    this.flight.submitted(work, spec, algo);
     return work;
   }
 
@@ -191,9 +195,10 @@ export class NetEngine implements Engine, WorkDriver {
       this.broken = err;
       log('WARN', err.message);
       this.world.transport.abort(err.reason);
-      if (this.topo.perNode > 1) this.local.abort(`rank ${this.world.rank} failed: ${err.message}`);
+      if (this.topo.perNode > 1) this.local.abort(`rank ${this.world.rank} failed: ${err.reason} (${err.code})`);
     }
     for (const q of this.queue) q.work.settle(err);
+    this.flight.broke(err);
   }
 
   private group(members: number[], op: NetOp): Group {

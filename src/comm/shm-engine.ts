@@ -9,6 +9,7 @@ import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../
 import { type Buf, overlaps, sameView } from './buffers.js';
 import type { Engine, OpCounters, OpSpec } from './engine.js';
 import type { RankContext } from './context.js';
+import { FlightRecorder } from './flight-recorder.js';
 import { ShmRunner, type RunningOp } from './shm-runner.js';
 import { Work, type WorkDriver } from './work.js';
 
@@ -40,11 +41,13 @@ export class ShmEngine implements Engine, WorkDriver {
   private seq = 0;
   private stepBase = 0;
   private broken: WebcclError | undefined;
+  readonly flight: FlightRecorder;
 
   constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
     this.runner = new ShmRunner(ctx.core, ctx.comm, ctx.rank, ctx.size);
     this.desc = descOffset(ctx.comm, ctx.size, ctx.rank);
     this.tuning = resolveTuning(ctx.size, commAlgo);
+    this.flight = new FlightRecorder(ctx.rank, () => this.runner.missingRanks());
   }
 
   submit(s: OpSpec): Work {
@@ -60,6 +63,7 @@ export class ShmEngine implements Engine, WorkDriver {
     // An op that starts at once takes its start time as its issue time (one clock read fewer).
     if (this.queue.length) q.work.timing.issuedAt = performance.now();
     this.queue.push(q);
+    this.flight.submitted(q.work, s, algo);
     this.progress(q.work, false);
     return q.work;
   }
@@ -177,5 +181,6 @@ export class ShmEngine implements Engine, WorkDriver {
   private fail(err: WebcclError): void {
     this.broken ??= err;
     for (const q of this.queue.splice(0)) q.work.settle(err);
+    this.flight.broke(err);
   }
 }

@@ -79,6 +79,11 @@ export class Work implements PromiseLike<void> {
     return this.state !== 'pending';
   }
 
+  /** @internal The error the op failed with (undefined while pending, or once done). */
+  get failure(): WebcclError | undefined {
+    return this.error;
+  }
+
   /** @internal */
   settle(error?: WebcclError): void {
     if (this.state !== 'pending') return;

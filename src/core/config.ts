@@ -18,6 +18,7 @@ export const ENV_VARS: Record<string, string> = {
   WEBCCL_TLS_CERT: 'with WEBCCL_TLS=1: PEM certificate of this rank (mutual TLS; with WEBCCL_TLS_KEY and WEBCCL_TLS_CA)',
   WEBCCL_TLS_KEY: 'with WEBCCL_TLS=1: PEM private key of WEBCCL_TLS_CERT',
   WEBCCL_TLS_CA: 'with WEBCCL_TLS=1: PEM CA certificate(s) that every rank\'s certificate must chain to',
+  WEBCCL_FLIGHT_RECORDER: 'ops each communicator remembers for comm.flightRecord() and prints at WARN on a TIMEOUT or ABORTED, 0..65536; 0 turns it off (default 64)',
   WEBCCL_JOB_ID: "name every rank of a job must share at rendezvous (default: the outer launcher's job id, else MASTER_ADDR:MASTER_PORT)",
 };
 

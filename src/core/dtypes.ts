@@ -1,6 +1,7 @@
 // Dtypes and reduction ops: names, numeric codes shared with assembly/kernels/codes.ts, sizes,
 // and how a JS buffer maps onto them.
 import { fail } from './errors.js';
+import { showValue } from './options.js';
 
 export const DTYPES = ['f32', 'f64', 'i32', 'u32', 'i8', 'u8', 'i64', 'bf16', 'f16'] as const;
 export type Dtype = (typeof DTYPES)[number];
@@ -42,9 +43,36 @@ export function dtypeOfArray(a: ArrayBufferView): Dtype | undefined {
   return DTYPE_OF_CTOR.get(a.constructor);
 }
 
-export function parseDtype(name: unknown): Dtype {
-  if (typeof name === 'string' && (DTYPES as readonly string[]).includes(name)) return name as Dtype;
-  return fail('INVALID_DTYPE', `unknown dtype ${JSON.stringify(name)} (expected one of ${DTYPES.join(', ')})`);
+/**
+ * The dtype names of TensorFlow.js and ONNX Runtime whose element type is one of ours, bit for
+ * bit (the same width, signedness and encoding), so their tensors' arrays pass unchanged.
+ */
+export const DTYPE_ALIASES = {
+  float32: 'f32', float64: 'f64', int32: 'i32', uint32: 'u32', int8: 'i8', uint8: 'u8', int64: 'i64', float16: 'f16', bfloat16: 'bf16',
+} as const satisfies Record<string, Dtype>;
+export type DtypeName = Dtype | keyof typeof DTYPE_ALIASES;
+
+/** Their names for element types we have no exact match for, and what to do instead. */
+const NO_EXACT_DTYPE: Record<string, string> = {
+  bool: "bool has no dtype here (a sum would count, not OR): pass the values as uint8, with op 'max' for OR or 'min' for AND",
+  int16: 'no 16-bit integer dtype: widen the values to int32',
+  uint16: 'no 16-bit integer dtype: widen the values to int32 (a Uint16Array alone is read as nothing: halves need { data, dtype: "f16" | "bf16" })',
+  uint64: 'no unsigned 64-bit dtype: pass a BigInt64Array as int64 when the values stay below 2^63',
+  int4: 'no 4-bit dtype: widen the values to int8',
+  uint4: 'no 4-bit dtype: widen the values to uint8',
+  complex64: 'no complex dtype: pass the real and imaginary parts as one float32 array of twice the length (sum and avg work element-wise)',
+  string: 'strings cannot be reduced',
+};
+
+/** `where` (e.g. "allReduce buffer") starts the message when given. */
+export function parseDtype(name: unknown, where?: string): Dtype {
+  const at = where ? `${where}: ` : '';
+  if (typeof name === 'string') {
+    if ((DTYPES as readonly string[]).includes(name)) return name as Dtype;
+    if (Object.hasOwn(DTYPE_ALIASES, name)) return DTYPE_ALIASES[name as keyof typeof DTYPE_ALIASES];
+    if (Object.hasOwn(NO_EXACT_DTYPE, name)) fail('INVALID_DTYPE', `${at}dtype ${JSON.stringify(name)} is not supported: ${NO_EXACT_DTYPE[name]}`, { dtype: name });
+  }
+  return fail('INVALID_DTYPE', `${at}unknown dtype ${showValue(name)} (expected one of ${DTYPES.join(', ')}, or ${Object.keys(DTYPE_ALIASES).join(', ')})`, { dtype: name });
 }
 
 export function parseOp(op: unknown, dtype: Dtype): ReduceOp {

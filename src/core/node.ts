@@ -4,6 +4,7 @@ import { WebcclError, fail } from './errors.js';
 import { ABORT_BY_LAUNCHER, C, LAYOUT_VERSION, MAX_RANKS, N, NODE_BASE, NODE_MAGIC_VALUE, commBlockBytes } from './layout.js';
 import { createSharedMemory, loadWasm } from './wasm.js';
 import { envNumber } from './config.js';
+import { type OptionSpec, anything, checkOptions, integer, showValue } from './options.js';
 
 /** What a rank needs to join its node; structured-clonable (postMessage / workerData). */
 export interface NodeHandle {
@@ -23,12 +24,14 @@ export interface NodeOptions {
 
 export const DEFAULT_SLOT_BYTES = 256 * 1024;
 
-export function createNode({ nranks, slotBytes = envNumber('WEBCCL_BUFFSIZE') ?? DEFAULT_SLOT_BYTES }: NodeOptions): NodeHandle {
-  if (!Number.isInteger(nranks) || nranks < 1 || nranks > MAX_RANKS) {
-    fail('INVALID_ARGUMENT', `nranks must be an integer in 1..${MAX_RANKS}, got ${nranks}`);
-  }
+export const NODE_OPTIONS = { nranks: integer(1, MAX_RANKS), slotBytes: anything } as const satisfies OptionSpec;
+
+export function createNode(options: NodeOptions): NodeHandle {
+  const o = checkOptions<Partial<NodeOptions>>('createNode', options, NODE_OPTIONS, '{ nranks: 4 }');
+  const nranks = o.nranks ?? fail('INVALID_ARGUMENT', `createNode: option nranks is required (an integer in 1..${MAX_RANKS})`, { option: 'nranks' });
+  const slotBytes = o.slotBytes ?? envNumber('WEBCCL_BUFFSIZE') ?? DEFAULT_SLOT_BYTES;
   if (!Number.isInteger(slotBytes) || slotBytes < 4096 || slotBytes % 64 !== 0 || slotBytes > 64 << 20) {
-    fail('INVALID_ARGUMENT', `slot size must be a multiple of 64 bytes in 4 KiB..64 MiB, got ${slotBytes}`);
+    fail('INVALID_ARGUMENT', `createNode: slot size must be a multiple of 64 bytes in 4 KiB..64 MiB, got ${showValue(slotBytes)}`, { option: 'slotBytes', value: slotBytes });
   }
   const world = NODE_BASE + N.HEADER_BYTES;
   const heapStart = world + commBlockBytes(nranks, slotBytes);
@@ -48,6 +51,14 @@ export function createNode({ nranks, slotBytes = envNumber('WEBCCL_BUFFSIZE') ??
   const id = crypto.getRandomValues(new Uint8Array(8));
   const key = Array.from(id, (b) => b.toString(16).padStart(2, '0')).join('');
   return { memory, nranks, world, slotBytes, key };
+}
+
+/** Refuses what is not a handle createNode made (a structured clone of one is fine). */
+export function checkNodeHandle(where: string, node: unknown): asserts node is NodeHandle {
+  const h = node as Partial<NodeHandle> | null;
+  if (typeof h !== 'object' || h === null || !(h.memory instanceof WebAssembly.Memory) || !Number.isInteger(h.nranks) || !Number.isInteger(h.world)) {
+    fail('INVALID_ARGUMENT', `${where}: node must be the handle createNode({ nranks }) returned, got ${showValue(node)}`);
+  }
 }
 
 /**

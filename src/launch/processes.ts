@@ -7,7 +7,8 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { randomJobId, randomToken } from '../bootstrap/node/job-secrets.js';
 import { ChildGroup, freePort } from './children.js';
-import type { LaunchResult } from './threads.js';
+import { type LaunchResult, checkLaunchOptions } from './threads.js';
+import { MAX_TIMEOUT_MS, type OptionSpec, integer, number, object, string, stringArray } from '../core/options.js';
 
 export interface ProcessLaunchOptions {
   nranks: number;
@@ -25,13 +26,19 @@ export interface ProcessLaunchOptions {
   graceMs?: number;
 }
 
+const PROCESS_LAUNCH_OPTIONS = {
+  nranks: integer(1, 1 << 16), script: string, args: stringArray, env: object, masterAddr: string, masterPort: integer(0, 65535),
+  graceMs: number(0, MAX_TIMEOUT_MS),
+} as const satisfies OptionSpec;
+
 export interface ProcessLaunchHandle {
   done: Promise<LaunchResult>;
   /** Sends SIGTERM to every rank (e.g. on Ctrl-C); called again, SIGKILL. */
   terminate(reason?: string): void;
 }
 
-export function startProcesses(o: ProcessLaunchOptions): ProcessLaunchHandle {
+export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHandle {
+  const o = checkLaunchOptions('startProcesses', options, PROCESS_LAUNCH_OPTIONS);
   const group = new ChildGroup(o.graceMs ?? 5000);
   const base = o.env ?? process.env;
   const script = o.script.startsWith('file:') ? fileURLToPath(o.script) : o.script;
@@ -59,7 +66,11 @@ export function startProcesses(o: ProcessLaunchOptions): ProcessLaunchHandle {
   return { done: run(), terminate: (reason = 'terminated') => group.terminate(reason) };
 }
 
-/** Runs `script` in `nranks` processes and resolves when all have ended. */
+/** Runs `script` in `nranks` processes and resolves when all have ended; bad options reject. */
 export function launchProcesses(o: ProcessLaunchOptions): Promise<LaunchResult> {
-  return startProcesses(o).done;
+  try {
+    return startProcesses(o).done;
+  } catch (e) {
+    return Promise.reject(e);
+  }
 }

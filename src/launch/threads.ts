@@ -9,6 +9,9 @@ import { ABORT_REASON } from '../core/layout.js';
 import { type NodeHandle, abortNode, createNode } from '../core/node.js';
 import type { WorldInit } from '../bootstrap/world.js';
 import { workerEntryPath } from './paths.js';
+import { MAX_RANKS } from '../core/layout.js';
+import { fail } from '../core/errors.js';
+import { MAX_TIMEOUT_MS, type OptionSpec, anything, boolean, checkOptions, func, integer, number, object, string, stringArray } from '../core/options.js';
 
 export interface LaunchOptions {
   nranks: number;
@@ -48,7 +51,14 @@ export interface LaunchHandle {
   terminate(reason?: string): void;
 }
 
-export function startRanks(o: LaunchOptions): LaunchHandle {
+/** What each key of LaunchOptions may hold; `slotBytes` is checked by createNode, `world` by the ranks' join. */
+export const LAUNCH_OPTIONS = {
+  nranks: integer(1, MAX_RANKS), script: string, args: stringArray, env: object, slotBytes: anything, simd: boolean,
+  onMessage: func, graceMs: number(0, MAX_TIMEOUT_MS), world: object,
+} as const satisfies OptionSpec;
+
+export function startRanks(options: LaunchOptions): LaunchHandle {
+  const o = checkLaunchOptions('startRanks', options, LAUNCH_OPTIONS);
   const node = createNode({ nranks: o.nranks, ...(o.slotBytes ? { slotBytes: o.slotBytes } : {}) });
   const script = /^[a-z]+:/.test(o.script) ? o.script : pathToFileURL(resolve(o.script)).href;
   const cores = availableParallelism();
@@ -107,5 +117,18 @@ function worldOf({ firstRank, ...job }: NonNullable<LaunchOptions['world']>, ran
 
 /** Runs `script` on `nranks` worker threads and resolves when all have ended. */
 export function launch(o: LaunchOptions): Promise<LaunchResult> {
-  return startRanks(o).done;
+  try {
+    return startRanks(o).done;
+  } catch (e) {
+    return Promise.reject(e); // bad options too: a promise-returning function rejects, never throws
+  }
+}
+
+/** Options of a launcher: known keys, and the two it cannot run without. */
+export function checkLaunchOptions<T extends { nranks: number; script: string }>(where: string, o: T, spec: OptionSpec): T {
+  checkOptions(where, o, spec, "{ nranks: 4, script: 'train.mjs' }");
+  for (const key of ['nranks', 'script'] as const) {
+    if (o?.[key] === undefined) fail('INVALID_ARGUMENT', `${where}: option ${key} is required`, { option: key });
+  }
+  return o;
 }

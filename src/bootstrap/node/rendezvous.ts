@@ -89,7 +89,8 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
   } catch (e) {
     transport?.close();
     // Tell the ranks still waiting why this one gave up, so they fail now with the cause.
-    const why = e instanceof Error ? e.message : String(e);
+    // The peers raise ABORTED quoting this text: the code goes in words, not as a second suffix.
+    const why = WebcclError.is(e) ? `${e.reason} (${e.code})` : e instanceof Error ? e.message : String(e);
     await store.set('abort', `rank ${o.rank}: ${why}`).then(() => store.add('aborted', 1)).catch(() => undefined);
     // Rank 0 serves the store: keep it up while the others poll for the cause (every 250 ms).
     if (server) await new Promise((r) => setTimeout(r, ABORT_GRACE_MS));

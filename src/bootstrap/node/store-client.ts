@@ -179,7 +179,11 @@ export class StoreClient {
         else if (r.type === 'timeout') {
           reject(new WebcclError('STORE_TIMEOUT', `store ${what} timed out after ${timeoutMs} ms; missing keys: ${r.keys.join(', ')}`, { keys: r.keys }));
         } else if (r.type === 'error') reject(new WebcclError('INVALID_ARGUMENT', `store ${what}: ${r.message}`));
-        else this.fail(new WebcclError('PROTOCOL_ERROR', `store at ${this.where} answered ${what} with ${r.type}`));
+        else {
+          // This request has left `pending` already: fail() would not reach it, so it fails here too.
+          this.fail(new WebcclError('PROTOCOL_ERROR', `store at ${this.where} answered ${what} with ${r.type}`));
+          reject(this.failure);
+        }
       };
       this.pending.set(id, { what, done, fail: reject });
       this.send(encode({ ...m, id } as Message));

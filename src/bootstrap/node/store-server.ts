@@ -253,7 +253,8 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       try {
         parser.push(chunk);
       } catch (e) {
-        const reason = e instanceof Error ? e.message : String(e);
+        // The client wraps this text in its own PROTOCOL_ERROR: send it without our code suffix.
+        const reason = WebcclError.is(e) ? e.reason : e instanceof Error ? e.message : String(e);
         reject(remote, 'protocol', reason);
         send({ type: 'protocolError', message: reason });
         hangUp();

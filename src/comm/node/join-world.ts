@@ -63,7 +63,7 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   }
   if (node.nranks > 1) await local.barrier(); // the node's ranks have all joined
   const transport = rv.transport;
-  return new Communicator(ctx, opts, {
+  return new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs }, {
     rank: world.rank, size: world.size,
     engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: rv.nodeOf }, local, counters, algo, timeoutMs),
   });

@@ -51,7 +51,8 @@ function makeCase(comm: Communicator, spec: RankSpec, row: PlannedRow, place: Pl
   const { rank, size: n } = comm;
   const { dtype, op, root, shape } = row;
   const count = shape.count;
-  const opts = { op, algo: spec.algo, ...(root >= 0 ? { root } : {}) };
+  // Each collective gets only the options it takes (it refuses the others); -a is allreduce's.
+  const opts = { op, algo: spec.algo };
   const zero = (a: TypedArray) => (a instanceof BigInt64Array ? a.fill(0n) : (a as Float64Array).fill(0));
   const sum = (i: number) => reduced(op, n, i);
   const ip = place === 'ip';
@@ -83,13 +84,13 @@ function makeCase(comm: Communicator, spec: RankSpec, row: PlannedRow, place: Pl
     case 'reducescatter': {
       const out = ip ? view(sendBase, dtype, rank * count, count) : recv;
       return {
-        run: () => comm.reduceScatter(out.arg, send.arg, opts),
+        run: () => comm.reduceScatter(out.arg, send.arg, { op }),
         prepare: () => { fill(send.arr, dtype, op, rank, 0); if (!ip) zero(recv.arr); },
         wrong: () => countWrong(out.arr, dtype, op, rank * count, sum),
       };
     }
     case 'broadcast': {
-      const o = ip ? opts : { ...opts, out: recv.arg };
+      const o = ip ? { root } : { root, out: recv.arg };
       const x = ip ? recv : send;
       return {
         run: () => comm.broadcast(x.arg, o),
@@ -98,7 +99,7 @@ function makeCase(comm: Communicator, spec: RankSpec, row: PlannedRow, place: Pl
       };
     }
     case 'reduce': {
-      const o = ip ? opts : { ...opts, out: recv.arg };
+      const o = ip ? { op, root } : { op, root, out: recv.arg };
       const x = ip ? recv : send;
       return {
         run: () => comm.reduce(x.arg, o),

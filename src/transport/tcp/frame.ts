@@ -83,7 +83,8 @@ export function authPayload(role: 'connect' | 'accept', peerNonce: Uint8Array, j
   return concat([textBytes(`webccl-tcp/${VERSION} ${role}`), peerNonce, ...str(textBytes(jobId)), u32(connector), u32(acceptor), u16(channel), ownNonce]);
 }
 
-function maxHandshakeBody(kind: number): number {
+/** The largest body a handshake (or ABORT) frame of `kind` may announce; -1 for other kinds. */
+export function maxHandshakeBody(kind: number): number {
   switch (kind) {
     case Kind.hello: return 4 + 2 + 2 + MAX_JOB_ID_BYTES + 4 + 4 + 2 + 2 + NONCE_BYTES;
     case Kind.proof: return MAC_BYTES;

@@ -209,7 +209,7 @@ export function handshake(socket: net.Socket, id: Identity, expect: { peer: numb
       } catch (e) {
         if (e instanceof Refused) return refuse(e.reason, e.detail);
         const err = WebcclError.is(e) ? e : new WebcclError('PROTOCOL_ERROR', String(e));
-        const wrapped = new WebcclError(err.code, `${linked ? 'link to' : 'handshake with'} ${who()}: ${err.message}`, { peer: peer?.rank });
+        const wrapped = new WebcclError(err.code, `${linked ? 'link to' : 'handshake with'} ${who()}: ${err.reason}`, { ...err.details, peer: peer?.rank });
         if (!linked) return finish(wrapped);
         reader.close();
         socket.destroy();

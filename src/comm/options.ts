@@ -1,0 +1,52 @@
+// The options of a communicator and of each of its collectives. A key that another collective
+// knows is refused too (`op` on a broadcast, `algo` on an allGather): the call would ignore it,
+// and the caller would believe it applied.
+import { type OptionSpec, anything, checkOptions, string, timeoutMs } from '../core/options.js';
+import { envNumber } from '../core/config.js';
+import { fail } from '../core/errors.js';
+import type { CollectiveOptions, CommunicatorOptions } from './communicator.js';
+
+/** `root` and `out` are checked by the communicator (the root's range is the communicator's size). */
+const OP = { op: string }, ROOT = { root: anything }, OUT = { out: anything }, DEADLINE = { timeoutMs };
+
+export const COLLECTIVE_OPTIONS = {
+  allReduce: { ...OP, algo: string, ...OUT, ...DEADLINE },
+  allGather: { ...DEADLINE },
+  reduceScatter: { ...OP, ...DEADLINE },
+  broadcast: { ...ROOT, ...OUT, ...DEADLINE },
+  reduce: { ...OP, ...ROOT, ...OUT, ...DEADLINE },
+  barrier: { ...DEADLINE },
+} as const satisfies Record<string, OptionSpec>;
+
+const ANY_COLLECTIVE = [...new Set(Object.values(COLLECTIVE_OPTIONS).flatMap((s) => Object.keys(s)))];
+
+const EXAMPLE: Record<keyof typeof COLLECTIVE_OPTIONS, string> = {
+  allReduce: "{ op: 'max' }",
+  allGather: '{ timeoutMs: 60000 }',
+  reduceScatter: "{ op: 'max' }",
+  broadcast: '{ root: 0 }',
+  reduce: "{ op: 'sum', root: 0 }",
+  barrier: '{ timeoutMs: 60000 }',
+};
+
+/** The options of collective `name`, checked (refused with INVALID_ARGUMENT before anything moves). */
+export function collectiveOptions(name: keyof typeof COLLECTIVE_OPTIONS, o: unknown): CollectiveOptions {
+  return checkOptions<CollectiveOptions>(name, o, COLLECTIVE_OPTIONS[name], EXAMPLE[name], ANY_COLLECTIVE);
+}
+
+export const COMMUNICATOR_OPTIONS = { algo: string, timeoutMs } as const satisfies OptionSpec;
+
+export function communicatorOptions(o: unknown): CommunicatorOptions {
+  return checkOptions<CommunicatorOptions>('Communicator', o, COMMUNICATOR_OPTIONS, "{ timeoutMs: 60000 }");
+}
+
+/**
+ * WEBCCL_TIMEOUT_MS, held to the same range as the option: 0 would fail every op at once, and
+ * past 2^31-1 ms Node's timers fire after 1 ms (a TIMEOUT at once across nodes).
+ */
+export function envTimeoutMs(): number | undefined {
+  const v = envNumber('WEBCCL_TIMEOUT_MS');
+  const expected = v === undefined ? undefined : timeoutMs(v);
+  if (expected) fail('INVALID_ARGUMENT', `WEBCCL_TIMEOUT_MS=${v}: expected ${expected}`, { variable: 'WEBCCL_TIMEOUT_MS', value: v });
+  return v;
+}
