@@ -26,4 +26,8 @@ if (comm.rank !== comm.size - 1) {
   } catch (e) {
     say(`${e.code}: ${e.message}`);
   }
+} else {
+  // The last rank stays, but away from the op, past the others' deadline. (Had its script
+  // ended instead, the others would fail at once with CONNECTION_CLOSED naming it.)
+  await new Promise((res) => setTimeout(res, 3000));
 }

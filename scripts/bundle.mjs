@@ -18,6 +18,8 @@ await Promise.all([
   // The CJS bundle finds its worker entry through __dirname; import.meta is unused there.
   build({ ...node, format: 'cjs', entryPoints: ['src/node.ts'], outfile: 'dist/node/index.cjs', logOverride: { 'empty-import-meta': 'silent' } }),
   build({ ...node, format: 'esm', entryPoints: ['src/launch/worker-entry.ts'], outfile: 'dist/node/worker-entry.js' }),
+  // Loaded first by every rank process of `webccl run --procs`: ends it when its launcher ends.
+  build({ ...node, format: 'esm', entryPoints: ['src/launch/rank-guard.ts'], outfile: 'dist/node/rank-guard.js' }),
   build({ ...node, format: 'esm', entryPoints: ['src/launch/cli-main.ts'], outfile: 'dist/node/cli.js' }),
   // webccl perf: the rank-side timing loop, and its helpers for bench/ scripts.
   build({ ...node, format: 'esm', entryPoints: ['src/launch/perf/rank.ts'], outfile: 'dist/node/perf-rank.js' }),

@@ -18,7 +18,7 @@ export { Communicator, type CollectiveOptions, type CommunicatorOptions } from '
 export { Work, type WorkTiming } from './comm/work.js';
 export type { FlightEntry, FlightState } from './comm/flight-recorder.js';
 export { WebcclError, type ErrorCode } from './core/errors.js';
-export { createNode, abortNode, type NodeHandle, type NodeOptions } from './core/node.js';
+export { createNode, abortNode, leaveNode, type NodeHandle, type NodeOptions } from './core/node.js';
 export { joinNode, type JoinOptions } from './comm/context.js';
 export { Sum, Prod, Max, Min, Avg, DTYPES, DTYPE_ALIASES, REDUCE_OPS, type Dtype, type DtypeName, type ReduceOp } from './core/dtypes.js';
 export { ENV_VARS } from './core/config.js';

@@ -3,7 +3,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { launchProcesses } from '../src/launch/processes.js';
+// The built bundle: rank processes load its rank guard (dist/node/rank-guard.js) first.
+import { launchProcesses } from '../dist/node/index.js';
 import { alive } from './helpers/jobs.js';
 
 const bin = fileURLToPath(new URL('../bin/webccl.js', import.meta.url));

@@ -1,7 +1,7 @@
 // src/core/layout.ts mirrors assembly/engine/layout.ts: every shared constant must agree.
 import { readFileSync } from 'node:fs';
 import { expect, it } from 'vitest';
-import { C, D, DESC_BYTES, E, FLAG_STRIDE, KIND, MAX_RANKS, SIG_BYTES, SLOT_BUFFERS, ST, ALGO } from '../src/core/layout.js';
+import { C, D, DESC_BYTES, E, FLAG_STRIDE, KIND, MAX_RANKS, N, REASON_BYTES, SIG_BYTES, SLOT_BUFFERS, ST, ALGO } from '../src/core/layout.js';
 import { DTYPE_CODE, OP_CODE } from '../src/core/dtypes.js';
 
 const text = readFileSync(new URL('../assembly/engine/layout.ts', import.meta.url), 'utf8') + readFileSync(new URL('../assembly/kernels/codes.ts', import.meta.url), 'utf8');
@@ -17,6 +17,18 @@ it('descriptor, communicator and status constants agree', () => {
   expect([as.DESC_BYTES, as.FLAG_STRIDE, as.SIG_BYTES, as.SLOT_BUFFERS, as.MAX_RANKS]).toEqual([DESC_BYTES, FLAG_STRIDE, SIG_BYTES, SLOT_BUFFERS, MAX_RANKS]);
   expect([as.K_ALLREDUCE, as.K_ALLGATHER, as.K_REDUCESCATTER, as.K_BROADCAST, as.K_REDUCE, as.K_BARRIER]).toEqual(Object.values(KIND));
   expect([as.A_DIRECT, as.A_TWOSHOT]).toEqual(Object.values(ALGO));
+});
+
+it('node header fields agree, and the per-rank and reason areas fit inside their headers', () => {
+  expect(as.NODE_MAGIC).toBe(N.MAGIC);
+  expect(as.NODE_ABORT).toBe(N.ABORT);
+  expect(N.LEFT % 64).toBe(0);
+  expect(N.LEFT + 4 * MAX_RANKS).toBeLessThanOrEqual(N.REASON);
+  expect(N.REASON + REASON_BYTES).toBeLessThanOrEqual(N.HEADER_BYTES);
+  expect(N.HEADER_BYTES % 64).toBe(0);
+  expect(C.REASON).toBeGreaterThanOrEqual(C.SLEEPERS + 4);
+  expect(C.REASON + REASON_BYTES).toBeLessThanOrEqual(C.HEADER_BYTES);
+  expect(C.HEADER_BYTES % 64).toBe(0);
 });
 
 it('dtype and op codes agree', () => {

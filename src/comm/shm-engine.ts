@@ -82,8 +82,8 @@ export class ShmEngine implements Engine, WorkDriver {
   }
 
   abort(reason: string): void {
-    this.runner.abort(ABORT_REASON.USER, this.ctx.rank);
-    this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${this.ctx.rank}: ${reason}`));
+    this.runner.abort(ABORT_REASON.USER, this.ctx.rank, reason);
+    this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${this.ctx.rank}: ${reason}`, { by: this.ctx.rank, reason }));
   }
 
   close(): void {

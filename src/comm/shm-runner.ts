@@ -2,8 +2,9 @@
 // serves its copy requests between JS buffers and shared memory, blocks on a flag when the
 // loop has spun long enough, and turns a missed deadline or a failed check into a WebcclError.
 import { WebcclError } from '../core/errors.js';
-import { ABORT_REASON, ALGO, C, D, E, KIND, N, NODE_BASE, SIG_FIELDS, ST, flagOffset } from '../core/layout.js';
+import { ABORT_BY_LAUNCHER, ABORT_REASON, ALGO, C, D, E, KIND, N, NODE_BASE, SIG_FIELDS, ST, flagOffset } from '../core/layout.js';
 import { DTYPES, REDUCE_OPS } from '../core/dtypes.js';
+import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import type { WasmCore } from '../core/wasm.js';
 import type { Buf } from './buffers.js';
 
@@ -83,7 +84,12 @@ export class ShmRunner {
         continue;
       }
       if (st === ST.ERROR) throw this.errorOf(op);
-      if (!block) return false;
+      if (!block) {
+        // A caller that only polls never sleeps: it must learn here that the wait is hopeless.
+        const gone = this.departedBehind(this.i32[(op.desc + D.WAIT_VAL) >> 2]);
+        if (gone >= 0) throw this.departed(op, gone);
+        return false;
+      }
       this.sleep(op);
     }
   }
@@ -112,8 +118,33 @@ export class ShmRunner {
     const { i32 } = this.views();
     Atomics.add(i32, this.sleepers, 1);
     const bell = Atomics.load(i32, this.doorbell);
-    if (this.stepReached(op.desc, i32[(op.desc + D.WAIT_VAL) >> 2])) return null;
+    const step = i32[(op.desc + D.WAIT_VAL) >> 2];
+    if (this.stepReached(op.desc, step)) return null;
+    // Read after the bell: a rank that leaves from here on rings it, and this rank looks again.
+    const gone = this.departedBehind(step);
+    if (gone >= 0) throw this.departed(op, gone);
     return { bell, ms: Math.min(SLICE_MS, op.deadline - now) };
+  }
+
+  /**
+   * A rank behind step `step` whose thread has ended (node header LEFT word), or -1: it will
+   * never post the step. The LEFT words are by node rank: they say something only of the world
+   * communicator, whose ranks are the node's ranks in order.
+   */
+  private departedBehind(step: number): number {
+    const { i32 } = this.views();
+    if (i32[(NODE_BASE + N.WORLD) >> 2] !== this.comm) return -1;
+    for (let r = 0; r < this.nranks; r++) {
+      if (i32[flagOffset(this.comm, r) >> 2] - step < 0 && Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * r) >> 2) !== 0) return r;
+    }
+    return -1;
+  }
+
+  /** The error of an op whose awaited `rank` has left; an abort published before it leaves says more. */
+  private departed(op: RunningOp, rank: number): WebcclError {
+    return this.abortError(`${op.name} #${op.seq}`) ?? new WebcclError('CONNECTION_CLOSED', `${op.name} #${op.seq} on rank ${this.rank}: rank ${rank} has left the job (its script ended) without joining this op`, {
+      rank, peer: rank, seq: op.seq,
+    });
   }
 
   /** The time now, or a TIMEOUT error when the op's deadline has passed. */
@@ -171,12 +202,19 @@ export class ShmRunner {
     return new WebcclError('TIMEOUT', `${op.name} #${op.seq} on rank ${this.rank}: ${who} within ${op.timeoutMs} ms (WEBCCL_TIMEOUT_MS)`, { missing, seq: op.seq });
   }
 
-  /** Aborts the communicator: every rank waiting in it wakes and fails its op. */
-  abort(reason: number, detail: number): void {
+  /**
+   * Aborts the communicator: every rank waiting in it wakes and fails its op, learning `code`,
+   * `detail` and `text` (the reason an abort() gave). The first rank to claim the abort writes
+   * them, then publishes the abort word; a later abort only rings again.
+   */
+  abort(code: number, detail: number, text: string = ''): void {
     const { i32 } = this.views();
-    Atomics.store(i32, (this.comm + C.ABORT_CODE) >> 2, reason);
-    Atomics.store(i32, (this.comm + C.ABORT_DETAIL) >> 2, detail);
-    Atomics.compareExchange(i32, (this.comm + C.ABORT) >> 2, 0, this.rank + 1);
+    if (Atomics.compareExchange(i32, (this.comm + C.ABORT_CLAIM) >> 2, 0, 1) === 0) {
+      Atomics.store(i32, (this.comm + C.ABORT_CODE) >> 2, code);
+      Atomics.store(i32, (this.comm + C.ABORT_DETAIL) >> 2, detail);
+      writeReasonText(this.core.memory, this.comm + C.REASON, String(text));
+      Atomics.store(i32, this.commAbort, this.rank + 1);
+    }
     Atomics.add(i32, this.doorbell, 1);
     Atomics.notify(i32, this.doorbell);
   }
@@ -186,20 +224,23 @@ export class ShmRunner {
     const { i32 } = this.views();
     const nodeBy = Atomics.load(i32, (NODE_BASE + N.ABORT) >> 2);
     if (nodeBy !== 0) {
-      const dead = nodeBy === 0xffff ? 'the launcher' : `rank ${nodeBy - 1}`;
+      const by = nodeBy === ABORT_BY_LAUNCHER ? -1 : nodeBy - 1;
+      const dead = by < 0 ? 'the launcher' : `rank ${by}`;
       const code = Atomics.load(i32, (NODE_BASE + N.ABORT_CODE) >> 2);
+      const reason = readReasonText(this.core.memory, NODE_BASE + N.REASON);
       const why = code === ABORT_REASON.PEER_DIED ? `${dead} died` : `aborted by ${dead}`;
-      return new WebcclError('ABORTED', `${what}: ${why}; the job is being ended`, { by: nodeBy - 1 });
+      return new WebcclError('ABORTED', `${what}: ${why}${reason ? ` (${reason})` : ''}; the job is being ended`, { by, reason });
     }
-    const by = Atomics.load(i32, (this.comm + C.ABORT) >> 2);
+    const by = Atomics.load(i32, this.commAbort);
     if (by === 0) return null;
     const code = Atomics.load(i32, (this.comm + C.ABORT_CODE) >> 2);
     const detail = Atomics.load(i32, (this.comm + C.ABORT_DETAIL) >> 2);
+    const reason = readReasonText(this.core.memory, this.comm + C.REASON);
     const why =
       code === ABORT_REASON.TIMEOUT ? `rank ${by - 1} timed out waiting for rank ${detail}` :
-      code === ABORT_REASON.USER ? `rank ${by - 1} called abort()` :
-      code === ABORT_REASON.PEER_ERROR ? `rank ${by - 1} failed` : `rank ${by - 1} aborted it`;
-    return new WebcclError('ABORTED', `${what}: communicator aborted (${why})`, { by: by - 1, reason: code, detail });
+      code === ABORT_REASON.USER ? `rank ${by - 1} called abort(${JSON.stringify(reason)})` :
+      code === ABORT_REASON.PEER_ERROR ? `rank ${by - 1} failed${reason ? `: ${reason}` : ''}` : `rank ${by - 1} aborted it`;
+    return new WebcclError('ABORTED', `${what}: communicator aborted (${why})`, { by: by - 1, reason, detail });
   }
 
   private errorOf(op: RunningOp): WebcclError {

@@ -2,14 +2,15 @@
 // that both agree). All offsets are bytes; every structure starts on a 64-byte line.
 //
 //   [0, NODE_BASE)      the wasm module's static data
-//   node header         magic, version, nranks, abort word, heap lock, heap bounds
+//   node header         magic, version, nranks, abort word, heap lock, heap bounds,
+//                       one "left" word per rank, the abort reason text
 //   world comm block    header | flags (n lines) | signatures (2n) | descriptors (n) |
 //                       scratch (n × slot) | slots (n × 4 × slot)
 //   heap                comm.alloc() buffers; grows the memory on demand
 
 export const NODE_BASE = 64 * 1024;
 export const NODE_MAGIC_VALUE = 0x4c434357; // 'WCCL'
-export const LAYOUT_VERSION = 1;
+export const LAYOUT_VERSION = 2;
 export const N = {
   MAGIC: 0,
   VERSION: 4,
@@ -21,7 +22,10 @@ export const N = {
   HEAP_TOP: 28,
   WORLD: 32, // address of the world communicator block
   GROWTHS: 36, // bumped after every memory.grow, so ranks renew their views without asking the memory
-  HEADER_BYTES: 256,
+  ABORT_CLAIM: 40, // taken (0 -> 1) by whoever writes ABORT_CODE and REASON, before it publishes ABORT
+  LEFT: 64, // MAX_RANKS words: 1 once that rank's thread has ended (its launcher sets it)
+  REASON: 320, // why the node was aborted: REASON_BYTES of text (see core/reason-text.ts)
+  HEADER_BYTES: 576,
 } as const;
 export const ABORT_BY_LAUNCHER = 0xffff;
 
@@ -35,7 +39,15 @@ export const D = {
 export const DESC_BYTES = 448;
 export const MAX_RANKS = 64;
 
-export const C = { ABORT: 0, ABORT_CODE: 4, NRANKS: 8, SLOT_BYTES: 12, NODE: 16, ABORT_DETAIL: 20, DOORBELL: 64, SLEEPERS: 96, HEADER_BYTES: 128 } as const;
+export const C = {
+  ABORT: 0, ABORT_CODE: 4, NRANKS: 8, SLOT_BYTES: 12, NODE: 16, ABORT_DETAIL: 20,
+  ABORT_CLAIM: 24, // as N.ABORT_CLAIM, for this communicator's abort
+  DOORBELL: 64, SLEEPERS: 96,
+  REASON: 128, // the text an abort(reason) gave (see core/reason-text.ts)
+  HEADER_BYTES: 384,
+} as const;
+/** Bytes of a reason-text area: a u32 byte length, then at most REASON_BYTES - 4 bytes of UTF-8. */
+export const REASON_BYTES = 256;
 export const FLAG_STRIDE = 64;
 export const SIG_BYTES = 64;
 export const SLOT_BUFFERS = 4;

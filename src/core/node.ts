@@ -2,6 +2,7 @@
 // launcher, a test, a page) calls createNode once and hands the result to every rank.
 import { WebcclError, fail } from './errors.js';
 import { ABORT_BY_LAUNCHER, C, LAYOUT_VERSION, MAX_RANKS, N, NODE_BASE, NODE_MAGIC_VALUE, commBlockBytes } from './layout.js';
+import { writeReasonText } from './reason-text.js';
 import { createSharedMemory, loadWasm } from './wasm.js';
 import { envNumber } from './config.js';
 import { type OptionSpec, anything, checkOptions, integer, showValue } from './options.js';
@@ -63,12 +64,36 @@ export function checkNodeHandle(where: string, node: unknown): asserts node is N
 
 /**
  * Marks the whole node aborted (a rank died) and wakes every rank sleeping on a flag, so that
- * each fails its current op instead of waiting for the dead one.
+ * each fails its current op instead of waiting for the dead one. `reason` (e.g. the rank's
+ * error) reaches them in their error's message and details. The first abort wins; later ones
+ * only wake the sleepers again.
  */
-export function abortNode(handle: NodeHandle, deadRank: number | null, code: number): void {
+export function abortNode(handle: NodeHandle, deadRank: number | null, code: number, reason = ''): void {
   const i32 = new Int32Array(handle.memory.buffer);
-  Atomics.store(i32, (NODE_BASE + N.ABORT_CODE) >> 2, code);
-  Atomics.compareExchange(i32, (NODE_BASE + N.ABORT) >> 2, 0, deadRank === null ? ABORT_BY_LAUNCHER : deadRank + 1);
+  if (Atomics.compareExchange(i32, (NODE_BASE + N.ABORT_CLAIM) >> 2, 0, 1) === 0) {
+    Atomics.store(i32, (NODE_BASE + N.ABORT_CODE) >> 2, code);
+    writeReasonText(handle.memory, NODE_BASE + N.REASON, reason);
+    Atomics.store(i32, (NODE_BASE + N.ABORT) >> 2, deadRank === null ? ABORT_BY_LAUNCHER : deadRank + 1);
+  }
+  ring(handle, i32);
+}
+
+/**
+ * Records that `rank`'s thread has ended (its script returned, or called process.exit(0)): a
+ * peer waiting for it in an op it never joined fails at once, naming it, instead of waiting
+ * out its deadline. Ops it had finished are not touched: its peers complete them.
+ */
+export function leaveNode(handle: NodeHandle, rank: number): void {
+  if (!Number.isInteger(rank) || rank < 0 || rank >= handle.nranks) {
+    fail('INVALID_ARGUMENT', `leaveNode: rank ${rank} is outside the node's 0..${handle.nranks - 1} range`);
+  }
+  const i32 = new Int32Array(handle.memory.buffer);
+  Atomics.store(i32, (NODE_BASE + N.LEFT + 4 * rank) >> 2, 1);
+  ring(handle, i32);
+}
+
+/** Wakes every rank sleeping on the world communicator's doorbell, so it looks again. */
+function ring(handle: NodeHandle, i32: Int32Array): void {
   Atomics.add(i32, (handle.world + C.DOORBELL) >> 2, 1);
   Atomics.notify(i32, (handle.world + C.DOORBELL) >> 2);
 }

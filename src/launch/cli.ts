@@ -34,7 +34,8 @@ run options:
                                           node 0 of 2; run it with --node-rank 1 on the other
                                           machine, both with the same WEBCCL_TOKEN
 
-Any rank's failure ends the job (exit 1, naming the rank); Ctrl-C ends every rank.
+Any rank's failure ends the job (exit 1, naming the rank); Ctrl-C ends every rank, and no rank
+outlives its launcher, however the launcher ends.
 Environment variables: see the README (WEBCCL_ALGO, WEBCCL_TIMEOUT_MS, WEBCCL_TOKEN, ...).`;
 
 export class UsageError extends Error {}
@@ -156,6 +157,10 @@ async function run(argv: string[]): Promise<number> {
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  // Started with an IPC channel (webccl perf starts its nodes so): when the parent ends, however
+  // it ends, the channel closes, and this job must not outlive it.
+  const onOrphaned = () => job.terminate('the process that started this launcher ended');
+  process.once('disconnect', onOrphaned);
   try {
     const result = await job.done;
     report(result);
@@ -163,6 +168,7 @@ async function run(argv: string[]): Promise<number> {
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    process.off('disconnect', onOrphaned);
   }
 }
 

@@ -3,10 +3,14 @@
 // its environment, plus the job's WEBCCL_TOKEN and WEBCCL_JOB_ID. Processes share no memory the
 // launcher could abort, so when one dies the others get a grace period to notice through their
 // connections and fail with their own message, then SIGTERM, then SIGKILL: none is left behind.
+// Each rank also holds a pipe to the launcher (see bootstrap/node/launcher-pipe.ts): when the
+// launcher itself ends, even by SIGKILL, every rank aborts its communicator and ends.
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { randomJobId, randomToken } from '../bootstrap/node/job-secrets.js';
+import { LAUNCHER_FD, LAUNCHER_FD_VAR } from '../bootstrap/node/launcher-pipe.js';
 import { ChildGroup, freePort } from './children.js';
+import { rankGuardUrl } from './paths.js';
 import { type LaunchResult, checkLaunchOptions } from './threads.js';
 import { MAX_TIMEOUT_MS, type OptionSpec, integer, number, object, string, stringArray } from '../core/options.js';
 
@@ -56,8 +60,10 @@ export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHand
       WEBCCL_JOB_ID: base.WEBCCL_JOB_ID || randomJobId(),
     };
     await Promise.all(Array.from({ length: o.nranks }, (_, rank) => {
-      const env = { ...base, ...shared, RANK: String(rank), LOCAL_RANK: String(rank) };
-      const child = spawn(process.execPath, [script, ...(o.args ?? [])], { env, stdio: 'inherit' });
+      const env = { ...base, ...shared, RANK: String(rank), LOCAL_RANK: String(rank), [LAUNCHER_FD_VAR]: String(LAUNCHER_FD) };
+      // stdio[LAUNCHER_FD] is the pipe: this process holds the other end until it ends.
+      const child = spawn(process.execPath, ['--import', rankGuardUrl(), script, ...(o.args ?? [])], { env, stdio: ['inherit', 'inherit', 'inherit', 'pipe'] });
+      child.once('exit', () => child.stdio[LAUNCHER_FD]?.destroy()); // this end would keep the launcher running
       return group.watch(child, 'exit', (failure, error) => failure && group.fail(rank, failure, error));
     }));
     return group.result();

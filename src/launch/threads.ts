@@ -1,12 +1,14 @@
 // Launching N ranks as worker threads of this process, sharing one node memory.
 // Any rank's uncaught error (or non-zero exit) aborts the node, so every other rank's pending
 // collective fails at once instead of waiting; the job ends with a message naming the rank.
+// A rank that ends normally is marked as having left the node: the ops it finished complete
+// on its peers, and an op that needs it fails at once, naming it.
 import { Worker } from 'node:worker_threads';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ABORT_REASON } from '../core/layout.js';
-import { type NodeHandle, abortNode, createNode } from '../core/node.js';
+import { type NodeHandle, abortNode, createNode, leaveNode } from '../core/node.js';
 import type { WorldInit } from '../bootstrap/world.js';
 import { workerEntryPath } from './paths.js';
 import { MAX_RANKS } from '../core/layout.js';
@@ -70,7 +72,8 @@ export function startRanks(options: LaunchOptions): LaunchHandle {
   const fail = (rank: number, message: string, error?: unknown) => {
     failures.push({ rank: rank >= 0 && o.world ? o.world.firstRank + rank : rank, message, error });
     if (failures.length > 1) return;
-    abortNode(node, rank, ABORT_REASON.PEER_DIED);
+    if (rank < 0) abortNode(node, null, ABORT_REASON.USER, message);
+    else abortNode(node, rank, ABORT_REASON.PEER_DIED, firstLine(message));
     graceTimer = setTimeout(() => workers.forEach((w) => void w.terminate()), o.graceMs ?? 5000);
     graceTimer.unref?.();
   };
@@ -92,6 +95,7 @@ export function startRanks(options: LaunchOptions): LaunchHandle {
     return new Promise<void>((done) =>
       w.on('exit', (code) => {
         if (code !== 0 && !errored) fail(rank, `exited with code ${code}`);
+        else if (code === 0) leaveNode(node, rank);
         done();
       }),
     );
@@ -109,6 +113,11 @@ export function startRanks(options: LaunchOptions): LaunchHandle {
       workers.forEach((w) => void w.terminate());
     },
   };
+}
+
+/** The first line of an error's stack or message: its "Error: what happened". */
+function firstLine(message: string): string {
+  return message.split('\n', 1)[0];
 }
 
 function worldOf({ firstRank, ...job }: NonNullable<LaunchOptions['world']>, rank: number): WorldInit {

@@ -113,6 +113,45 @@ const scenarios = {
       report({ error: errorOf(e) });
     }
   },
+
+  /**
+   * Rank `leaves` joins one allReduce of `count` elements, then its script ends (returns, or
+   * with `exit`, calls process.exit(0)) while the others finish theirs; after `afterMs` they
+   * issue one more, which needs the departed rank.
+   */
+  async leave() {
+    const comm = await ccl.initCommGroup({ timeoutMs: p.timeoutMs });
+    const x = new Float32Array(p.count).fill(1);
+    await comm.allReduce(x);
+    if (comm.rank === p.leaves) {
+      if (p.exit) process.exit(0);
+      return;
+    }
+    await new Promise((res) => setTimeout(res, p.afterMs));
+    const t0 = performance.now();
+    try {
+      await comm.allReduce(new Float32Array(4));
+      report({ first: x[0], error: null });
+    } catch (e) {
+      report({ first: x[0], error: errorOf(e), ms: performance.now() - t0 });
+    }
+  },
+
+  /** Rank `aborts` calls abort(p.reason) while the others wait in an allReduce. */
+  async abortReason() {
+    const comm = await ccl.initCommGroup({ timeoutMs: p.timeoutMs });
+    if (comm.rank === p.aborts) {
+      await new Promise((res) => setTimeout(res, 200));
+      comm.abort(p.reason);
+      return;
+    }
+    try {
+      await comm.allReduce(new Float32Array(1 << 12));
+      report({ error: null });
+    } catch (e) {
+      report({ error: errorOf(e) });
+    }
+  },
 };
 
 await scenarios[name]();

@@ -9,6 +9,7 @@ import { type NodeHandle, createNode } from '../../core/node.js';
 import { resolveIdentity } from '../../bootstrap/identity.js';
 import { resolveJobId, resolveToken } from '../../bootstrap/node/job-secrets.js';
 import { rendezvous } from '../../bootstrap/node/rendezvous.js';
+import { onLauncherLost } from '../../bootstrap/node/launcher-pipe.js';
 import { Communicator, type CommunicatorOptions } from '../communicator.js';
 import { type JoinOptions, joinNode } from '../context.js';
 import { NetEngine } from '../net-engine.js';
@@ -63,8 +64,11 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   }
   if (node.nranks > 1) await local.barrier(); // the node's ranks have all joined
   const transport = rv.transport;
-  return new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs }, {
+  const comm = new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs }, {
     rank: world.rank, size: world.size,
     engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: rv.nodeOf }, local, counters, algo, timeoutMs),
   });
+  // A rank whose launcher ended tells its peers why before it ends (webccl run --procs).
+  onLauncherLost((reason) => comm.abort(reason));
+  return comm;
 }
