@@ -12,6 +12,7 @@ import type { Work } from './comm/work.js';
 import { type OptionSpec, anything, checkOptions, integer, showValue } from './core/options.js';
 import { MAX_RANKS } from './core/layout.js';
 import type { WorldInit } from './bootstrap/world.js';
+import type { TlsFiles } from './core/config.js';
 
 export { Communicator, type CollectiveOptions, type CommunicatorOptions } from './comm/communicator.js';
 export { Work, type WorkTiming } from './comm/work.js';
@@ -43,10 +44,16 @@ export interface InitOptions extends CommunicatorOptions, JoinOptions {
   /** Join this node as `rank` instead of the identity a launcher left. */
   node?: NodeHandle;
   rank?: number;
+  /** A job across nodes: encrypt its connections with TLS, keyed by the job token (true) or by
+   *  these certificate files (mutual TLS); overrides WEBCCL_TLS and WEBCCL_TLS_CERT/KEY/CA. */
+  tls?: boolean | TlsFiles;
 }
 
-/** Every key initCommGroup knows: the communicator's, joinNode's, and an explicit identity. */
-const INIT_OPTIONS = { ...COMMUNICATOR_OPTIONS, ...JOIN_OPTIONS, node: anything, rank: integer(0, MAX_RANKS - 1) } as const satisfies OptionSpec;
+/** `tls`: true, false or certificate files (their fields are checked where the job joins). */
+const tlsOption = (v: unknown) => (typeof v === 'boolean' || (typeof v === 'object' && v !== null && !Array.isArray(v)) ? undefined : 'true, false or { cert, key, ca }');
+
+/** Every key initCommGroup knows: the communicator's, joinNode's, an explicit identity, and TLS. */
+const INIT_OPTIONS = { ...COMMUNICATOR_OPTIONS, ...JOIN_OPTIONS, node: anything, rank: integer(0, MAX_RANKS - 1), tls: tlsOption } as const satisfies OptionSpec;
 
 /** Joins a job across nodes; the Node entry leaves it here (a page has no sockets). */
 export const JOIN_WORLD = Symbol.for('webccl.joinWorld');

@@ -9,6 +9,8 @@
 //   server -> HELLO    magic "WCST", u16 version, u32 maxValueBytes, 32-byte server nonce
 //   client -> AUTH     job id, 32-byte client nonce, HMAC(token, authPayload('client', sn, job, cn))
 //   server -> AUTH_OK  HMAC(token, authPayload('server', cn, job, sn))   or AUTH_FAIL reason
+// Either side may instead send PROTOCOL_ERROR (a message) and hang up: the server when a frame
+// breaks the protocol, a client that will not go on (one that uses TLS meeting a plain store).
 import { WebcclError } from '../core/errors.js';
 
 export const MAGIC = 0x54534357; // "WCST" read as a little-endian u32
@@ -56,7 +58,7 @@ export type Message =
 
 /** The frames each side accepts in each phase; anything else ends the connection. */
 export const ACCEPTS = {
-  serverHandshake: [Kind.auth],
+  serverHandshake: [Kind.auth, Kind.protocolError],
   serverReady: [Kind.set, Kind.get, Kind.add, Kind.wait, Kind.compareSet, Kind.delete, Kind.numKeys],
   clientHandshake: [Kind.hello, Kind.authOk, Kind.authFail, Kind.protocolError],
   clientReady: [Kind.ok, Kind.value, Kind.number, Kind.timeout, Kind.error, Kind.protocolError],

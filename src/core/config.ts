@@ -14,10 +14,22 @@ export const ENV_VARS: Record<string, string> = {
   WEBCCL_NCHANNELS: 'TCP connections per pair of ranks across nodes, 1..64 (default 2)',
   WEBCCL_SOCKET_IFNAME: 'network interface whose address peers dial, e.g. eth0 (default: loopback for a job on one machine, else the interface that reaches MASTER_ADDR)',
   WEBCCL_CONNECT_TIMEOUT_MS: 'deadline for every rank to reach the rendezvous and connect, in milliseconds (default 120000)',
+  WEBCCL_TLS: '1: run the rendezvous store and the connections between nodes over TLS 1.3, keyed by the job token unless certificates are given (default 0)',
+  WEBCCL_TLS_CERT: 'with WEBCCL_TLS=1: PEM certificate of this rank (mutual TLS; with WEBCCL_TLS_KEY and WEBCCL_TLS_CA)',
+  WEBCCL_TLS_KEY: 'with WEBCCL_TLS=1: PEM private key of WEBCCL_TLS_CERT',
+  WEBCCL_TLS_CA: 'with WEBCCL_TLS=1: PEM CA certificate(s) that every rank\'s certificate must chain to',
   WEBCCL_FLIGHT_RECORDER: 'ops each communicator remembers for comm.flightRecord() and prints at WARN on a TIMEOUT or ABORTED, 0..65536; 0 turns it off (default 64)',
   WEBCCL_CHECK: '1: debug mode that fails an op (BUFFER_BUSY) whose buffers the program writes while it is in flight, found by hashing them at issue, start, between slices and at completion (default 0)',
   WEBCCL_JOB_ID: "name every rank of a job must share at rendezvous (default: the outer launcher's job id, else MASTER_ADDR:MASTER_PORT)",
 };
+
+/** Paths of PEM files for TLS between nodes (WEBCCL_TLS_CERT, WEBCCL_TLS_KEY, WEBCCL_TLS_CA): this
+ *  rank's certificate and key, and the CA that signs every rank's certificate. */
+export interface TlsFiles {
+  cert: string;
+  key: string;
+  ca: string;
+}
 
 function env(): Record<string, string | undefined> {
   const p = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;

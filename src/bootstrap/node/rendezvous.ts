@@ -11,6 +11,7 @@ import { StoreClient } from './store-client.js';
 import { type StoreServer, hostPort, startStoreServer } from './store-server.js';
 import { isLoopback } from './job-secrets.js';
 import type { WorldInit } from '../world.js';
+import type { WireTls } from '../../wire/node/secure-socket.js';
 
 export interface RendezvousOptions extends WorldInit {
   /** Equal for ranks that share memory (NodeHandle.key). */
@@ -21,6 +22,8 @@ export interface RendezvousOptions extends WorldInit {
   ifname?: string;
   /** Deadline for every rank to arrive and the mesh to form (WEBCCL_CONNECT_TIMEOUT_MS). */
   connectTimeoutMs: number;
+  /** Run the store and the mesh over TLS (WEBCCL_TLS); plain when absent. */
+  tls?: WireTls;
 }
 
 export interface Rendezvous {
@@ -58,18 +61,18 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
   const deadline = Date.now() + o.connectTimeoutMs;
   const where = hostPort(o.masterAddr, o.masterPort);
   const server = o.rank === 0
-    ? await startStoreServer({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId }).catch((e: WebcclError) => {
+    ? await startStoreServer({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId, tls: o.tls }).catch((e: WebcclError) => {
         throw within(e, 'rank 0 cannot serve the rendezvous store');
       })
     : undefined;
-  const store = await StoreClient.connect({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId, timeoutMs: o.connectTimeoutMs }).catch((e: WebcclError) => {
+  const store = await StoreClient.connect({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId, timeoutMs: o.connectTimeoutMs, tls: o.tls }).catch((e: WebcclError) => {
     throw within(e, `rank ${o.rank} cannot reach the rendezvous store at ${where}`);
   });
   let transport: TcpTransport | undefined;
   try {
     await agreeOnSize(store, o);
     transport = await TcpTransport.listen({
-      rank: o.rank, size: o.size, jobId: o.jobId, token: o.token, nchannels: o.nchannels, timeoutMs: o.connectTimeoutMs,
+      rank: o.rank, size: o.size, jobId: o.jobId, token: o.token, nchannels: o.nchannels, timeoutMs: o.connectTimeoutMs, tls: o.tls,
       host: listenHost(o.masterAddr, o.ifname, store.localAddress),
     });
     const card: Card = { host: transport.address.host, port: transport.address.port, node: o.nodeKey };
@@ -77,7 +80,7 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
     const cards = await gather(store, o, deadline, where);
     const keys = [...new Set(cards.map((c) => c.node))];
     const addresses: Address[] = cards.map((c) => ({ host: c.host, port: c.port }));
-    log('INFO', `rank ${o.rank}/${o.size}: ${keys.length} node(s), mesh of ${o.nchannels} channel(s) per peer, listening on ${hostPort(card.host, card.port)}`);
+    log('INFO', `rank ${o.rank}/${o.size}: ${keys.length} node(s), mesh of ${o.nchannels} channel(s) per peer, listening on ${hostPort(card.host, card.port)}${o.tls ? `, TLS keyed by the ${o.tls.keyedBy === 'token' ? 'job token' : 'certificates'}` : ''}`);
     await transport.connect(addresses);
     // From here the job's ops keep the process alive (their deadline timers); an idle mesh or
     // store must not keep a rank whose script has ended.

@@ -9,7 +9,8 @@ import {
   ACCEPTS, AUTH_FAIL_REASONS, MAX_KEY_BYTES, MAX_KEYS_FRAME_BYTES, MAX_VALUE_LIMIT, NO_DEADLINE, NONCE_BYTES, VERSION,
   FrameParser, authPayload, decode, encode, textBytes, type Message,
 } from '../store-protocol.js';
-import { checkSecrets, hostPort } from './store-server.js';
+import { STORE_TLS_NOTICE, checkSecrets, hostPort } from './store-server.js';
+import { type WireTls, secureDialled } from '../../wire/node/secure-socket.js';
 
 export type StoreValue = Uint8Array | string;
 
@@ -22,6 +23,8 @@ export interface StoreClientOptions {
   timeoutMs?: number;
   /** Largest value this client accepts from the server (default 64 MiB). */
   maxValueBytes?: number;
+  /** Speak TLS to the store (WEBCCL_TLS); plain when absent. */
+  tls?: WireTls;
 }
 
 interface Pending {
@@ -270,7 +273,7 @@ export class StoreClient {
   }
 }
 
-function attempt(o: { host: string; port: number; token: Uint8Array; jobId: string; where: string; maxValue: number; timeoutMs: number }, deadline: number): Promise<StoreClient> {
+function attempt(o: { host: string; port: number; token: Uint8Array; jobId: string; where: string; maxValue: number; timeoutMs: number; tls?: WireTls }, deadline: number): Promise<StoreClient> {
   return new Promise((resolve, reject) => {
     const socket = net.connect({ host: o.host, port: o.port });
     socket.setNoDelay(true);
@@ -285,7 +288,8 @@ function attempt(o: { host: string; port: number; token: Uint8Array; jobId: stri
     });
     socket.once('connect', () => {
       connected = true;
-      StoreClient.handshake(socket, o).then(resolve, reject).finally(() => clearTimeout(timer));
+      secureDialled(o.tls, socket, { notice: STORE_TLS_NOTICE, where: `store at ${o.where}`, timeoutMs: deadline - Date.now() })
+        .then((s) => StoreClient.handshake(s, o)).then(resolve, reject).finally(() => clearTimeout(timer));
     });
   });
 }

@@ -7,10 +7,14 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import * as net from 'node:net';
 import { WebcclError } from '../../core/errors.js';
 import { log } from '../../core/log.js';
+import { TLS_NOTICE, type WireTls, createListener } from '../../wire/node/secure-socket.js';
 import {
   ACCEPTS, AUTH_FAIL_REASONS, MAX_JOB_ID_BYTES, MAX_VALUE_LIMIT, NO_DEADLINE, NONCE_BYTES, VERSION,
-  FrameParser, authPayload, decode, encode, textBytes, type Message,
+  FrameParser, authPayload, concat, decode, encode, textBytes, type Message,
 } from '../store-protocol.js';
+
+/** What a secure end sends before TLS: a plain peer shows it as the store's parting error. */
+export const STORE_TLS_NOTICE = concat(encode({ type: 'protocolError', message: TLS_NOTICE }));
 
 export interface StoreServerOptions {
   /** Interface to listen on; loopback unless the job spans machines. */
@@ -22,6 +26,8 @@ export interface StoreServerOptions {
   maxValueBytes?: number;
   /** How long a new connection may take to authenticate (default 10 s). */
   authTimeoutMs?: number;
+  /** Run every connection over TLS (WEBCCL_TLS); plain when absent. */
+  tls?: WireTls;
   /** Called for each refused peer; without it, refusals are logged at WARN. */
   onReject?: (info: { remote: string; kind: 'auth' | 'protocol'; reason: string }) => void;
 }
@@ -214,6 +220,10 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       hangUp();
     };
     const authenticate = (m: Message) => {
+      if (m.type === 'protocolError') { // a client that gives up says why (a secure one meeting this plain store)
+        reject(remote, 'protocol', `it hung up: ${m.message}`);
+        return hangUp();
+      }
       if (m.type !== 'auth') throw new WebcclError('PROTOCOL_ERROR', `${m.type} before authentication`);
       if (m.jobId !== options.jobId) return authFail(1);
       const expected = mac(authPayload('client', nonce, options.jobId, m.nonce));
@@ -261,7 +271,10 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     send({ type: 'hello', version: VERSION, maxValueBytes: maxValue, nonce });
   }
 
-  const server = net.createServer(serveConnection);
+  const server = createListener(options.tls, {
+    notice: STORE_TLS_NOTICE, timeoutMs: options.authTimeoutMs ?? 10_000, onSocket: serveConnection,
+    onRefused: (e, remote) => reject(remote, e.code === 'AUTH_FAILED' ? 'auth' : 'protocol', e.reason),
+  });
   await new Promise<void>((resolve, rejectListen) => {
     server.once('error', (e: NodeJS.ErrnoException) => {
       const where = hostPort(host, port);

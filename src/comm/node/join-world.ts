@@ -3,7 +3,7 @@
 // every rank at the rendezvous store, connect the TCP mesh, and return the world communicator.
 // A job whose ranks all share one node never touches the network.
 import { availableParallelism } from 'node:os';
-import { envNumber, envString } from '../../core/config.js';
+import { type TlsFiles, envNumber, envString } from '../../core/config.js';
 import { WebcclError, fail } from '../../core/errors.js';
 import { type NodeHandle, createNode } from '../../core/node.js';
 import { resolveIdentity } from '../../bootstrap/identity.js';
@@ -14,6 +14,8 @@ import { Communicator, type CommunicatorOptions } from '../communicator.js';
 import { type JoinOptions, joinNode } from '../context.js';
 import { NetEngine } from '../net-engine.js';
 import { DEFAULT_MASTER_PORT, type WorldInit } from '../../bootstrap/world.js';
+import { resolveWireTls } from '../../wire/node/secure-socket.js';
+import { checkSecrets } from '../../bootstrap/node/store-server.js';
 
 export const DEFAULT_NCHANNELS = 2;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 120_000;
@@ -23,7 +25,7 @@ export interface JoinWorldInput {
   node?: NodeHandle;
   localRank?: number;
   world?: WorldInit;
-  opts: CommunicatorOptions & JoinOptions;
+  opts: CommunicatorOptions & JoinOptions & { tls?: boolean | TlsFiles };
   /** false when several ranks of one node share a thread (tests): the node phase must not block it. */
   nodeMayBlock?: boolean;
 }
@@ -50,8 +52,9 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   const local = new Communicator(ctx, { timeoutMs: opts.timeoutMs });
   const nchannels = envNumber('WEBCCL_NCHANNELS') ?? DEFAULT_NCHANNELS;
   if (!Number.isInteger(nchannels) || nchannels < 1 || nchannels > 64) fail('INVALID_ARGUMENT', `WEBCCL_NCHANNELS=${nchannels}: expected an integer in 1..64`);
+  const tls = resolveWireTls(opts.tls, checkSecrets(world.token, world.jobId), world.jobId);
   const rv = await rendezvous({
-    ...world, nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'),
+    ...world, tls, nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'),
     connectTimeoutMs: envNumber('WEBCCL_CONNECT_TIMEOUT_MS') ?? DEFAULT_CONNECT_TIMEOUT_MS,
   });
   const mates = rv.nodeOf.flatMap((n, r) => (n === rv.nodeOf[world.rank] ? [r] : []));

@@ -30,6 +30,8 @@ const KIND_NAMES: Record<number, string> = { 1: 'HELLO', 2: 'PROOF', 3: 'REFUSE'
 /** Why a handshake was refused; each maps to the error code both sides raise. */
 export const Refusal = {
   jobId: 1, token: 2, rank: 3, duplicate: 4, version: 5, world: 6,
+  /** Not sent as a refusal: the frame a secure end sends before TLS, which a plain peer shows. */
+  tls: 7,
 } as const;
 export type RefusalReason = (typeof Refusal)[keyof typeof Refusal];
 export const refusalCode = (r: number) => (r === Refusal.jobId || r === Refusal.token ? 'AUTH_FAILED' : 'PROTOCOL_ERROR');

@@ -6,6 +6,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import * as net from 'node:net';
 import { WebcclError } from '../../../core/errors.js';
 import { NONCE_BYTES } from '../../../bootstrap/store-protocol.js';
+import { TLS_NOTICE } from '../../../wire/node/secure-socket.js';
 import type { Sink, Tag } from '../../transport.js';
 import {
   FrameReader, Refusal, VERSION, authPayload, encodeDataHeader, encodeHandshake, refusalCode,
@@ -25,6 +26,9 @@ const REFUSAL_TEXT: Record<number, string> = {
   [Refusal.rank]: 'rank not expected', [Refusal.duplicate]: 'duplicate connection',
   [Refusal.version]: 'protocol version mismatch', [Refusal.world]: 'world size or channel count mismatch',
 };
+
+/** What a secure end sends before TLS: a plain peer takes it for a REFUSE and shows why. */
+export const LINK_TLS_NOTICE = encodeHandshake({ type: 'refuse', reason: Refusal.tls, message: TLS_NOTICE });
 
 /** Payloads up to this size are copied behind their header and written once. */
 const SMALL = 16 * 1024;
@@ -49,9 +53,11 @@ interface Feed {
  * Dials `host:port` with reads that land where the link's FrameReader says (Node's `onread`):
  * a payload goes from the kernel straight into the receive posted for it, with no Buffer per
  * read and no copy in JS. Only a dialled socket can read this way, which is why the mesh
- * carries data from the accepting end to the dialling end (see TcpTransport).
+ * carries data from the accepting end to the dialling end (see TcpTransport). TLS decrypts in
+ * Node, so a secure link (`direct` false) reads through 'data' events and `attach` is undefined.
  */
-export function dialDirect(host: string, port: number): { socket: net.Socket; attach(f: Feed): void } {
+export function dialDirect(host: string, port: number, direct = true): { socket: net.Socket; attach?(f: Feed): void } {
+  if (!direct) return { socket: net.connect({ host, port }) };
   let feed: Feed | undefined;
   const spare = new Uint8Array(SPARE_BYTES);
   const socket = net.connect({

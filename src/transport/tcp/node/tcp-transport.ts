@@ -12,7 +12,8 @@ import { WebcclError } from '../../../core/errors.js';
 import { log } from '../../../core/log.js';
 import { checkSecrets, hostPort } from '../../../bootstrap/node/store-server.js';
 import { DEFAULT_HOLD_LIMITS, Mailbox, checkTag, type HoldLimits, type Tag, type Transport } from '../../transport.js';
-import { dialDirect, handshake, type Hooks, type Identity, type Link } from './link.js';
+import { LINK_TLS_NOTICE, dialDirect, handshake, type Hooks, type Identity, type Link } from './link.js';
+import { type WireTls, createListener, secureDialled } from '../../../wire/node/secure-socket.js';
 import { encodeHandshake } from '../frame.js';
 
 export interface Address {
@@ -35,6 +36,8 @@ export interface TcpTransportOptions {
   timeoutMs?: number;
   /** Payloads that arrive before their receive are held within these limits (per peer). */
   limits?: HoldLimits;
+  /** Run every connection over TLS (WEBCCL_TLS); plain when absent. */
+  tls?: WireTls;
   /** Called for each refused incoming connection; without it, refusals are logged at WARN. */
   onReject?: (e: WebcclError, remote: string) => void;
 }
@@ -79,7 +82,7 @@ export class TcpTransport implements Transport {
     this.outbound = none();
     this.gone = new Array(o.size).fill(undefined);
     this.boxes = Array.from({ length: o.size }, (_, p) => new Mailbox(p, o.limits ?? DEFAULT_HOLD_LIMITS));
-    this.server = net.createServer((s) => this.accept(s));
+    this.server = createListener(o.tls, { notice: LINK_TLS_NOTICE, timeoutMs: this.timeoutMs, onSocket: (s) => this.accept(s), onRefused: (e, remote) => this.refused(e, remote) });
   }
 
   /** Binds the listener and starts answering handshakes. */
@@ -212,7 +215,7 @@ export class TcpTransport implements Transport {
   private async dial(peer: number, channel: number, a: Address, deadline: number): Promise<void> {
     for (let delay = 20; ; delay = Math.min(delay * 2, 500)) {
       if (this.failure) throw this.failure;
-      const { socket, attach } = dialDirect(a.host, a.port);
+      const { socket, attach } = dialDirect(a.host, a.port, !this.o.tls);
       this.track(socket);
       socket.setNoDelay(true);
       const up = await new Promise<string | undefined>((resolve) => {
@@ -220,7 +223,9 @@ export class TcpTransport implements Transport {
         socket.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
       });
       if (up === undefined) {
-        const link = await handshake(socket, this.id, { peer, channel }, this.hooks, Math.max(1, deadline - Date.now()), attach);
+        const where = `rank ${peer} at ${hostPort(a.host, a.port)}`;
+        const ready = this.track(await secureDialled(this.o.tls, socket, { notice: LINK_TLS_NOTICE, where, timeoutMs: deadline - Date.now() }));
+        const link = await handshake(ready, this.id, { peer, channel }, this.hooks, Math.max(1, deadline - Date.now()), attach);
         return this.attach(link);
       }
       socket.destroy();
@@ -237,14 +242,13 @@ export class TcpTransport implements Transport {
     this.track(socket);
     socket.setNoDelay(true);
     const remote = hostPort(socket.remoteAddress ?? '?', socket.remotePort ?? 0);
-    handshake(socket, this.id, undefined, this.hooks, this.timeoutMs).then(
-      (link) => this.attach(link),
-      (e: WebcclError) => {
-        this.rejections.push(e);
-        if (this.o.onReject) this.o.onReject(e, remote);
-        else log('WARN', `rank ${this.rank}: refused ${remote}: ${e.message}`);
-      },
-    );
+    handshake(socket, this.id, undefined, this.hooks, this.timeoutMs).then((link) => this.attach(link), (e: WebcclError) => this.refused(e, remote));
+  }
+
+  private refused(e: WebcclError, remote: string): void {
+    this.rejections.push(e);
+    if (this.o.onReject) this.o.onReject(e, remote);
+    else log('WARN', `rank ${this.rank}: refused ${remote}: ${e.message}`);
   }
 
   private track(socket: net.Socket): net.Socket {
