@@ -7,7 +7,7 @@ import { ARRAY_OF, DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE } from '../core/d
 import { KIND } from '../core/layout.js';
 import { WebcclError, within } from '../core/errors.js';
 import { enabled, log } from '../core/log.js';
-import type { Transport } from '../transport/transport.js';
+import type { AbortInfo, Tag, Transport } from '../transport/transport.js';
 import type { Group, Mem, Span } from '../algorithms/group.js';
 import { ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/ring.js';
 import { doublingAllReduce } from '../algorithms/doubling.js';
@@ -29,7 +29,21 @@ export interface NetWorld {
   transport: Transport;
   /** Node index of every world rank: ranks with the same index share memory. */
   nodeOf: number[];
+  /** The job's rendezvous store: consulted only when an op fails, to name the rank at fault. */
+  store?: JobStore;
 }
+
+/** What the engine asks of the rendezvous store (StoreClient has it). */
+export interface JobStore {
+  set(key: string, value: string): Promise<void>;
+  get(key: string, opts: { timeoutMs: number }): Promise<Uint8Array>;
+}
+
+/** What every rank must agree on for an op, as the error names it (shm-runner's field names). */
+type OpFields = Record<(typeof FIELDS)[number], string>;
+const FIELDS = ['collective', 'algorithm', 'dtype', 'op', 'count', 'root'] as const;
+/** Ops whose fields are kept, to name the field when a peer says it disagrees on one of them. */
+const RECENT_OPS = 32;
 
 interface NetOp {
   spec: OpSpec;
@@ -64,6 +78,11 @@ function signatureOf(s: OpSpec, algo: NetOp['algo']): number {
   return h >>> 0;
 }
 
+function fieldsOf(s: OpSpec, algo: NetOp['algo']): OpFields {
+  const reduces = s.name === 'allReduce' || s.name === 'reduce' || s.name === 'reduceScatter';
+  return { collective: s.name, algorithm: algo, dtype: s.dtype, op: reduces ? s.op : '-', count: String(s.count), root: String(s.root) };
+}
+
 /** The ranks of each node, in world-rank order; nodes in order of their first rank. */
 function nodesOf(nodeOf: number[]): number[][] {
   const byNode = new Map<number, number[]>();
@@ -87,6 +106,10 @@ export class NetEngine implements Engine, WorkDriver {
   private readonly kernels: Kernels;
   /** Ranks whose message some pending receive awaits (named when a deadline passes). */
   private readonly awaited = new Map<number, number>();
+  /** The fields of the last RECENT_OPS ops, by seq. */
+  private readonly recent = new Map<number, OpFields>();
+  /** Set once ranks are known to disagree on an op: the error every failing op raises, with the field named. */
+  private verdict?: Promise<WebcclError>;
 
   constructor(private readonly ctx: RankContext, private readonly world: NetWorld, private readonly local: Communicator,
               private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
@@ -99,6 +122,7 @@ export class NetEngine implements Engine, WorkDriver {
     this.kernels = ctx.core.exports as unknown as Kernels;
     this.standing = resolveNetAlgo(commAlgo, this.topo);
     this.arena = new Arena(ctx.heap);
+    world.transport.watch?.({ unexpected: (peer, tag) => this.unexpected(peer, tag), aborted: (e) => this.peerAborted(e) });
   }
 
   submit(spec: OpSpec): Work {
@@ -110,8 +134,14 @@ export class NetEngine implements Engine, WorkDriver {
     const work = new Work(spec.name, seq, this, false, 'cannot complete an op across nodes, which needs the event loop');
     work.timing.issuedAt = performance.now();
     const op: NetOp = { spec, work, seq, algo, signature: signatureOf(spec, algo), done: Promise.resolve() };
+    this.recent.set(seq, fieldsOf(spec, algo));
+    this.recent.delete(seq - RECENT_OPS);
     op.done = this.tail = this.tail.then(() => this.run(op));
     this.queue.push(op);
+    // A peer's message for this op may have come first: one with another signature means the
+    // ranks disagree (a rank that takes no message in this op would never look at it).
+    const held = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0 && h.tag.comm !== op.signature);
+    if (held) this.disagreed(op.seq, held.peer);
     return work;
   }
 
@@ -129,7 +159,8 @@ export class NetEngine implements Engine, WorkDriver {
   }
 
   abort(reason: string): void {
-    this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${this.world.rank}: ${reason}`));
+    const r = this.world.rank;
+    this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${r}: ${reason}`, { by: r, reason }), { code: 'ABORTED', reason, user: true });
   }
 
   close(): void {
@@ -155,30 +186,45 @@ export class NetEngine implements Engine, WorkDriver {
       work.timing.startedAt = performance.now();
       await this.withDeadline(op, this.execute(op));
       this.arena.reset();
+      // A message of this op that no receive took: its sender disagreed (never report success).
+      const left = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0);
+      if (left) throw new WebcclError('MISMATCH', `rank ${left.peer} sent a message for op #${op.seq} that no receive took`, { seq: op.seq, peer: left.peer });
       work.settle();
       this.counters.busyMs += work.durationMs;
       if (spec.name === 'allReduce') this.byAlgorithm[op.algo]++;
       if (trace) log('TRACE', `rank ${this.world.rank}: ${spec.name} #${op.seq} ${op.algo} ${spec.dtype} ${spec.op} count ${spec.count} done in ${(work.durationMs * 1000).toFixed(1)} us`);
     } catch (e) {
       this.counters.failed++;
-      const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
-      const what = err.code === 'MISMATCH' ? ': ranks disagree on the collective, count, dtype, op, root or algorithm' : '';
+      let err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
+      if (err !== this.broken) {
+        // A receive that met another signature in its slot (the mailbox): the ranks disagree.
+        if (err.code === 'MISMATCH' && typeof err.details.seq === 'number' && err.details.by === undefined) this.disagreed(err.details.seq, err.details.peer as number);
+        if (this.verdict) err = await this.verdict;
+      }
       // The transport's messages start with this rank's number, which the context already says.
       const inner = new WebcclError(err.code, err.reason.replace(/^rank \d+: /, ''), err.details);
-      this.fail(err === this.broken ? err : within(inner, `${spec.name} #${op.seq} on rank ${this.world.rank}${what}`));
+      this.fail(err === this.broken ? err : within(inner, `${spec.name} #${op.seq} on rank ${this.world.rank}`));
     } finally {
       this.queue.splice(this.queue.indexOf(op), 1);
     }
   }
 
-  /** Fails the op when its deadline passes, naming the ranks it was still waiting for. */
+  /**
+   * Fails the op when its deadline passes, naming the rank at the root of the stall: the ranks
+   * this one waits for may themselves wait for another (see stallRoot).
+   */
   private withDeadline(op: NetOp, running: Promise<void>): Promise<void> {
     const ms = op.spec.timeoutMs ?? this.timeoutMs;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const expired = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        const missing = [...this.awaited.keys()].sort((a, b) => a - b);
-        reject(new WebcclError('TIMEOUT', `timed out after ${ms} ms${missing.length ? ` waiting for rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')}` : ''}`, { missing }));
+        const awaited = [...this.awaited.keys()].sort((a, b) => a - b);
+        void this.stallRoot(op, awaited, Math.min(5000, Math.max(1000, ms / 2))).then(({ missing, chain }) => {
+          const s = (n: number[]) => (n.length > 1 ? 's' : '');
+          const direct = `waiting for rank${s(awaited)} ${awaited.join(', ')}`;
+          const root = chain.length ? `; the stall starts at rank${s(missing)} ${missing.join(', ')} (${[...chain, ...missing].join(' waits for ')}, which has not reached ${op.spec.name} #${op.seq} or is stopped)` : '';
+          reject(new WebcclError('TIMEOUT', `timed out after ${ms} ms${awaited.length ? ` ${direct}` : ''}${root}`, { missing, awaited }));
+        });
       }, ms);
     });
     running.catch(() => undefined); // a failure after the deadline is the deadline's consequence
@@ -186,14 +232,117 @@ export class NetEngine implements Engine, WorkDriver {
   }
 
   /** Unusable from here: every pending op fails, and every peer is told why. */
-  private fail(err: WebcclError): void {
+  private fail(err: WebcclError, info?: AbortInfo): void {
     if (!this.broken) {
       this.broken = err;
       log('WARN', err.message);
-      this.world.transport.abort(err.reason);
+      const { missing, field, ranks, values, seq, fields } = err.details;
+      // Peers fail ABORTED naming this rank, but a disagreement is MISMATCH on every rank.
+      const code = err.code === 'MISMATCH' ? 'MISMATCH' : 'ABORTED';
+      this.world.transport.abort(info ?? { code, reason: err.reason, details: { missing, field, ranks, values, seq, fields } });
       if (this.topo.perNode > 1) this.local.abort(`rank ${this.world.rank} failed: ${err.message}`);
     }
     for (const q of this.queue) q.work.settle(err);
+  }
+
+  // ---------------------------------------------------------------- naming the rank at fault
+
+  /**
+   * A payload came from `peer` with no receive posted: fine for an op not issued yet, or one
+   * issued with the same signature; a disagreement for an issued op of another signature, or for
+   * an op already complete (no receive will ever take it).
+   */
+  private unexpected(peer: number, tag: Tag): boolean {
+    if (this.broken) return true;
+    const op = this.queue.find((q) => q.seq >>> 0 === tag.seq);
+    if (op ? op.signature === tag.comm : tag.seq >= this.seq >>> 0) return false;
+    queueMicrotask(() => this.disagreed(tag.seq, peer));
+    return true;
+  }
+
+  /**
+   * This rank and `peer` disagree on op `seq`: every peer hears it at once (with this rank's
+   * fields, so a rank that disagrees names the field), then the verdict names the field.
+   */
+  private disagreed(seq: number, peer: number): WebcclError | undefined {
+    if (this.broken || this.verdict) return undefined;
+    const r = this.world.rank;
+    const fields = this.recent.get(seq);
+    const err = new WebcclError('MISMATCH', `rank ${peer}'s messages for op #${seq} carry another signature than this rank's`, { seq, ranks: [r, peer], fields });
+    this.world.transport.abort({ code: 'MISMATCH', reason: err.reason, details: err.details });
+    this.verdict = this.explain(seq, [r, peer], { [r]: fields });
+    return err;
+  }
+
+  /** A peer's ABORT: when it is a disagreement, this rank names the field from its own fields. */
+  private peerAborted(e: WebcclError): void {
+    const { seq, ranks, fields, by } = e.details as { seq?: number; ranks?: number[]; fields?: OpFields; by: number };
+    if (e.code !== 'MISMATCH' || this.verdict || typeof seq !== 'number' || !Array.isArray(ranks) || ranks.length !== 2) return;
+    this.verdict = this.explain(seq, [ranks[0], ranks[1]], { [by]: fields }, by);
+  }
+
+  /**
+   * The MISMATCH error for op `seq`, naming the first field on which ranks a and b disagree.
+   * Each rank publishes its own fields in the store for the others; a field unknown within a
+   * short grace leaves the error without it.
+   */
+  private async explain(seq: number, [a, b]: [number, number], known: Record<number, OpFields | undefined>, by?: number): Promise<WebcclError> {
+    const mine = this.recent.get(seq);
+    const key = (r: number) => `webccl/mismatch/${seq}/${r}`;
+    if (mine) await this.publish(key(this.world.rank), mine);
+    const look = async (r: number) => known[r] ?? (r === this.world.rank ? mine : ((await this.lookup(key(r), 2000)) as OpFields | undefined));
+    const [fa, fb] = await Promise.all([look(a), look(b)]);
+    const field = fa && fb ? FIELDS.find((f) => fa[f] !== fb[f]) : undefined;
+    const from = by === undefined ? {} : { by };
+    if (!field) return new WebcclError('MISMATCH', `ranks ${a} and ${b} disagree on op #${seq}'s collective, count, dtype, op, root or algorithm`, { ranks: [a, b], seq, ...from });
+    const values = [fa![field], fb![field]];
+    return new WebcclError('MISMATCH', `ranks disagree on the ${field} of op #${seq}: rank ${a} has ${values[0]}, rank ${b} has ${values[1]}`, { field, ranks: [a, b], values, seq, ...from });
+  }
+
+  /**
+   * The ranks at the root of a stall. Each timed-out rank publishes what it waits for; this rank
+   * follows the chain (it waits for q, q waits for p, ...) to the first rank that has published
+   * nothing within `graceMs`: stopped, or not at this op. Without a store, or on a cycle (every
+   * rank waiting on another), the ranks waited for directly.
+   */
+  private async stallRoot(op: NetOp, awaited: number[], graceMs: number): Promise<{ missing: number[]; chain: number[] }> {
+    const direct = { missing: awaited, chain: [] };
+    if (!this.world.store || !awaited.length) return direct;
+    const key = (r: number) => `webccl/stall/${r}`;
+    await this.publish(key(this.world.rank), { seq: op.seq, awaited });
+    const chain = [this.world.rank];
+    for (let at = awaited[0]; !chain.includes(at); ) {
+      const entry = await this.lookup(key(at), graceMs);
+      if (entry === null) return direct; // the store cannot say
+      if (entry === undefined) return { missing: [at], chain };
+      chain.push(at);
+      const next = (entry as { awaited?: number[] }).awaited ?? [];
+      if (!next.length) return { missing: [at], chain: chain.slice(0, -1) };
+      at = next[0];
+    }
+    return direct;
+  }
+
+  private async publish(key: string, value: unknown): Promise<void> {
+    await this.bounded(this.world.store?.set(key, JSON.stringify(value)), 2000);
+  }
+
+  /** The JSON value at `key`: undefined when it is not set within `ms`, null when the store fails. */
+  private async lookup(key: string, ms: number): Promise<unknown> {
+    const store = this.world.store;
+    if (!store) return null;
+    try {
+      return JSON.parse(new TextDecoder().decode(await store.get(key, { timeoutMs: Math.round(ms) })));
+    } catch (e) {
+      return WebcclError.is(e) && e.code === 'STORE_TIMEOUT' ? undefined : null;
+    }
+  }
+
+  /** `p`, or nothing after `ms` (the store may be gone with rank 0). */
+  private bounded(p: Promise<unknown> | undefined, ms: number): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<void>((ok) => { timer = setTimeout(ok, ms); });
+    return Promise.race([p?.then(() => undefined, () => undefined), late]).finally(() => clearTimeout(timer));
   }
 
   private group(members: number[], op: NetOp): Group {

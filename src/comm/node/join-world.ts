@@ -62,6 +62,6 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   const transport = rv.transport;
   return new Communicator(ctx, opts, {
     rank: world.rank, size: world.size,
-    engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: rv.nodeOf }, local, counters, algo, timeoutMs),
+    engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: rv.nodeOf, store: rv.store }, local, counters, algo, timeoutMs),
   });
 }

@@ -59,7 +59,11 @@ export function encodeHandshake(m: Handshake): Uint8Array {
       const text = textBytes(m.message.slice(0, MAX_MESSAGE_BYTES / 4));
       return concat(frame(Kind.refuse, [u8(m.reason), ...str(text)]));
     }
-    case 'abort': return concat(frame(Kind.abort, str(textBytes(m.message.slice(0, MAX_MESSAGE_BYTES / 4)))));
+    case 'abort': {
+      // Whole when it fits (an ASCII text of up to MAX_MESSAGE_BYTES), else cut to a safe length.
+      const whole = textBytes(m.message);
+      return concat(frame(Kind.abort, str(whole.length <= MAX_MESSAGE_BYTES ? whole : textBytes(m.message.slice(0, MAX_MESSAGE_BYTES / 4)))));
+    }
   }
 }
 

@@ -10,8 +10,13 @@
 import * as net from 'node:net';
 import { WebcclError } from '../../../core/errors.js';
 import { log } from '../../../core/log.js';
+import { RateLimitedLog } from '../../../core/rate-log.js';
 import { checkSecrets, hostPort } from '../../../bootstrap/node/store-server.js';
-import { DEFAULT_HOLD_LIMITS, Mailbox, checkTag, type HoldLimits, type Tag, type Transport } from '../../transport.js';
+import { MAX_MESSAGE_BYTES } from '../../../bootstrap/store-protocol.js';
+import {
+  DEFAULT_HOLD_LIMITS, Mailbox, abortError, checkTag, encodeAbortInfo,
+  type AbortInfo, type HoldLimits, type Tag, type Transport, type TransportWatcher,
+} from '../../transport.js';
 import { dialDirect, handshake, type Hooks, type Identity, type Link } from './link.js';
 import { encodeHandshake } from '../frame.js';
 
@@ -35,9 +40,16 @@ export interface TcpTransportOptions {
   timeoutMs?: number;
   /** Payloads that arrive before their receive are held within these limits (per peer). */
   limits?: HoldLimits;
-  /** Called for each refused incoming connection; without it, refusals are logged at WARN. */
+  /** Called for each refused incoming connection; without it, refusals are logged at WARN (a few per interval). */
   onReject?: (e: WebcclError, remote: string) => void;
+  /** How long an accepted connection may take to prove the token before it is closed (default 5 s). */
+  handshakeTimeoutMs?: number;
 }
+
+/** A legitimate peer proves itself within milliseconds of connecting; idle strangers are closed. */
+export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 5000;
+/** How long an aborting rank keeps its links open so that its ABORT is read before the close. */
+const ABORT_LINGER_MS = 2000;
 
 const bad = (message: string) => new WebcclError('INVALID_ARGUMENT', message);
 
@@ -64,6 +76,8 @@ export class TcpTransport implements Transport {
   private failure?: WebcclError;
   private waitIncoming?: () => void;
   private unrefd = false;
+  private watcher?: TransportWatcher;
+  private readonly refusals: RateLimitedLog;
 
   private constructor(private readonly o: TcpTransportOptions) {
     const nchannels = o.nchannels ?? 1;
@@ -80,6 +94,7 @@ export class TcpTransport implements Transport {
     this.gone = new Array(o.size).fill(undefined);
     this.boxes = Array.from({ length: o.size }, (_, p) => new Mailbox(p, o.limits ?? DEFAULT_HOLD_LIMITS));
     this.server = net.createServer((s) => this.accept(s));
+    this.refusals = new RateLimitedLog(`rank ${o.rank}: refused connections`);
   }
 
   /** Binds the listener and starts answering handshakes. */
@@ -159,12 +174,25 @@ export class TcpTransport implements Transport {
     for (const s of this.sockets) s.unref();
   }
 
-  abort(reason: string): void {
+  abort(why: string | AbortInfo): void {
     if (this.failure) return;
-    // End (not destroy) the links this rank sends on, so the ABORT reaches each peer first.
-    const frame = encodeHandshake({ type: 'abort', message: reason });
+    const info: AbortInfo = typeof why === 'string' ? { code: 'ABORTED', reason: why } : why;
+    // End (not destroy) the links this rank sends on, so the ABORT reaches each peer first, and
+    // keep reading the links peers send on: destroying them would fail the peers' writes
+    // (EPIPE, ECONNRESET) before they read why.
+    const frame = encodeHandshake({ type: 'abort', message: encodeAbortInfo(info, MAX_MESSAGE_BYTES) });
     for (const ls of this.outbound) for (const l of ls) if (l && !l.closed) l.socket.end(frame);
-    this.fail(new WebcclError('ABORTED', `rank ${this.rank}: aborted: ${reason}`), this.outbound.flat().map((l) => l?.socket));
+    this.fail(new WebcclError(info.code, `rank ${this.rank}: aborted: ${info.reason}`, { ...info.details, by: this.rank, reason: info.reason }),
+      [...this.outbound, ...this.inbound].flat().map((l) => l?.socket));
+  }
+
+  watch(w: TransportWatcher): void {
+    this.watcher = w;
+    for (const [p, box] of this.boxes.entries()) box.unexpected = (tag) => w.unexpected(p, tag);
+  }
+
+  held(): { peer: number; tag: Tag }[] {
+    return this.boxes.flatMap((box, peer) => box.heldTags().map((tag) => ({ peer, tag })));
   }
 
   close(): void {
@@ -206,7 +234,12 @@ export class TcpTransport implements Transport {
       this.gone[peer] = e;
       this.boxes[peer].fail(e);
     },
-    aborted: (peer, message) => this.fail(new WebcclError('ABORTED', `rank ${peer} failed: ${message}`, { peer })),
+    aborted: (peer, message) => {
+      if (this.failure) return;
+      const e = abortError(peer, message);
+      this.fail(e);
+      this.watcher?.aborted(e);
+    },
   };
 
   private async dial(peer: number, channel: number, a: Address, deadline: number): Promise<void> {
@@ -237,12 +270,14 @@ export class TcpTransport implements Transport {
     this.track(socket);
     socket.setNoDelay(true);
     const remote = hostPort(socket.remoteAddress ?? '?', socket.remotePort ?? 0);
-    handshake(socket, this.id, undefined, this.hooks, this.timeoutMs).then(
+    const idle = Math.min(this.timeoutMs, this.o.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS);
+    handshake(socket, this.id, undefined, this.hooks, idle).then(
       (link) => this.attach(link),
       (e: WebcclError) => {
-        this.rejections.push(e);
+        if (this.rejections.length < 16) this.rejections.push(e);
+        else this.rejections[this.rejections.length - 1] = e; // the last one is what the deadline reports
         if (this.o.onReject) this.o.onReject(e, remote);
-        else log('WARN', `rank ${this.rank}: refused ${remote}: ${e.message}`);
+        else this.refusals.warn(`rank ${this.rank}: refused ${remote}: ${e.message}`);
       },
     );
   }
@@ -264,18 +299,22 @@ export class TcpTransport implements Transport {
     this.waitIncoming?.();
   }
 
-  /** Fails every pending and later operation with `e`, and closes every link (`ending` ones after a grace). */
-  private fail(e: WebcclError, ending: (net.Socket | undefined)[] = []): void {
+  /**
+   * Fails every pending and later operation with `e`, and closes every link. `lingering` ones
+   * stay open a while: the peer reads this rank's ABORT and closes first, and what it still sends
+   * meanwhile is read and dropped (the mailboxes have failed).
+   */
+  private fail(e: WebcclError, lingering: (net.Socket | undefined)[] = []): void {
     if (this.failure) return;
     this.failure = e;
     for (const box of this.boxes) box.fail(e);
     for (const reject of this.sending) reject(e);
     this.sending.clear();
-    for (const ls of [...this.inbound, ...this.outbound]) for (const l of ls) l?.reader.close();
-    const graceful = new Set(ending);
+    const linger = new Set(lingering);
+    for (const ls of [...this.inbound, ...this.outbound]) for (const l of ls) if (l && !linger.has(l.socket)) l.reader.close();
     for (const s of this.sockets) {
-      if (!graceful.has(s)) s.destroy();
-      else setTimeout(() => s.destroy(), 2000).unref();
+      if (!linger.has(s)) s.destroy();
+      else setTimeout(() => s.destroy(), ABORT_LINGER_MS).unref();
     }
     this.server.close();
     this.waitIncoming?.();
