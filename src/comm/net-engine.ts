@@ -16,6 +16,7 @@ import { disseminationBarrier } from '../algorithms/dissemination.js';
 import { type NodeLocal, hierarchicalAllReduce } from '../algorithms/hierarchical.js';
 import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo } from '../tuner/net-tuner.js';
 import { Arena } from './arena.js';
+import { Dispute, type JobStore, type OpFields, fieldsOf, stallRoot } from './net-blame.js';
 import { type Buf, type TypedArray, overlaps } from './buffers.js';
 import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
@@ -29,19 +30,10 @@ export interface NetWorld {
   transport: Transport;
   /** Node index of every world rank: ranks with the same index share memory. */
   nodeOf: number[];
-  /** The job's rendezvous store: consulted only when an op fails, to name the rank at fault. */
+  /** The job's rendezvous store: consulted only when an op times out, to name the rank at fault. */
   store?: JobStore;
 }
 
-/** What the engine asks of the rendezvous store (StoreClient has it). */
-export interface JobStore {
-  set(key: string, value: string): Promise<void>;
-  get(key: string, opts: { timeoutMs: number }): Promise<Uint8Array>;
-}
-
-/** What every rank must agree on for an op, as the error names it (shm-runner's field names). */
-type OpFields = Record<(typeof FIELDS)[number], string>;
-const FIELDS = ['collective', 'algorithm', 'dtype', 'op', 'count', 'root'] as const;
 /** Ops whose fields are kept, to name the field when a peer says it disagrees on one of them. */
 const RECENT_OPS = 32;
 
@@ -78,11 +70,6 @@ function signatureOf(s: OpSpec, algo: NetOp['algo']): number {
   return h >>> 0;
 }
 
-function fieldsOf(s: OpSpec, algo: NetOp['algo']): OpFields {
-  const reduces = s.name === 'allReduce' || s.name === 'reduce' || s.name === 'reduceScatter';
-  return { collective: s.name, algorithm: algo, dtype: s.dtype, op: reduces ? s.op : '-', count: String(s.count), root: String(s.root) };
-}
-
 /** The ranks of each node, in world-rank order; nodes in order of their first rank. */
 function nodesOf(nodeOf: number[]): number[][] {
   const byNode = new Map<number, number[]>();
@@ -108,8 +95,8 @@ export class NetEngine implements Engine, WorkDriver {
   private readonly awaited = new Map<number, number>();
   /** The fields of the last RECENT_OPS ops, by seq. */
   private readonly recent = new Map<number, OpFields>();
-  /** Set once ranks are known to disagree on an op: the error every failing op raises, with the field named. */
-  private verdict?: Promise<WebcclError>;
+  /** Set once ranks are known to disagree on an op: its verdict is the error every failing op raises. */
+  private dispute?: Dispute;
 
   constructor(private readonly ctx: RankContext, private readonly world: NetWorld, private readonly local: Communicator,
               private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
@@ -197,9 +184,10 @@ export class NetEngine implements Engine, WorkDriver {
       this.counters.failed++;
       let err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
       if (err !== this.broken) {
-        // A receive that met another signature in its slot (the mailbox): the ranks disagree.
+        // A receive that met another signature in its slot (the mailbox), or a message left
+        // over: the ranks disagree.
         if (err.code === 'MISMATCH' && typeof err.details.seq === 'number' && err.details.by === undefined) this.disagreed(err.details.seq, err.details.peer as number);
-        if (this.verdict) err = await this.verdict;
+        if (this.dispute) err = await this.dispute.verdict;
       }
       // The transport's messages start with this rank's number, which the context already says.
       const inner = new WebcclError(err.code, err.reason.replace(/^rank \d+: /, ''), err.details);
@@ -219,7 +207,7 @@ export class NetEngine implements Engine, WorkDriver {
     const expired = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         const awaited = [...this.awaited.keys()].sort((a, b) => a - b);
-        void this.stallRoot(op, awaited, Math.min(5000, Math.max(1000, ms / 2))).then(({ missing, chain }) => {
+        void stallRoot(this.world.store, this.world.rank, op.seq, awaited, Math.min(5000, Math.max(1000, ms / 2))).then(({ missing, chain }) => {
           const s = (n: number[]) => (n.length > 1 ? 's' : '');
           const direct = `waiting for rank${s(awaited)} ${awaited.join(', ')}`;
           const root = chain.length ? `; the stall starts at rank${s(missing)} ${missing.join(', ')} (${[...chain, ...missing].join(' waits for ')}, which has not reached ${op.spec.name} #${op.seq} or is stopped)` : '';
@@ -236,10 +224,15 @@ export class NetEngine implements Engine, WorkDriver {
     if (!this.broken) {
       this.broken = err;
       log('WARN', err.message);
-      const { missing, field, ranks, values, seq, fields } = err.details;
-      // Peers fail ABORTED naming this rank, but a disagreement is MISMATCH on every rank.
-      const code = err.code === 'MISMATCH' ? 'MISMATCH' : 'ABORTED';
-      this.world.transport.abort(info ?? { code, reason: err.reason, details: { missing, field, ranks, values, seq, fields } });
+      // Peers fail ABORTED naming this rank, but a disagreement is MISMATCH on every rank, and
+      // the fields this rank knows go with it.
+      const d = this.dispute;
+      const { missing, field, ranks, values, seq } = err.details;
+      const details = d ? { seq: d.seq, fields: d.evidence(this.world.rank) } : { missing, field, ranks, values, seq };
+      const { by, reason, user } = err.details;
+      const relayed = typeof by === 'number' && by !== this.world.rank && typeof reason === 'string' && err.code === 'ABORTED';
+      this.world.transport.abort(info ?? (relayed ? { code: 'ABORTED', reason, user: user === true, details: { by, missing } }
+        : { code: d ? 'MISMATCH' : 'ABORTED', reason: err.reason, details }));
       if (this.topo.perNode > 1) this.local.abort(`rank ${this.world.rank} failed: ${err.message}`);
     }
     for (const q of this.queue) q.work.settle(err);
@@ -261,88 +254,26 @@ export class NetEngine implements Engine, WorkDriver {
   }
 
   /**
-   * This rank and `peer` disagree on op `seq`: every peer hears it at once (with this rank's
-   * fields, so a rank that disagrees names the field), then the verdict names the field.
+   * Ranks disagree on op `seq` (`peer` with this rank, or as a peer's ABORT says): every peer
+   * hears it at once, with this rank's fields and a differing rank's when known, so that each
+   * rank names the field and both values as soon as it has two ranks' fields that differ.
    */
-  private disagreed(seq: number, peer: number): WebcclError | undefined {
-    if (this.broken || this.verdict) return undefined;
+  private disagreed(seq: number, peer: number, heard?: { by: number; fields?: Record<number, OpFields> }): void {
+    if (this.broken) return;
     const r = this.world.rank;
-    const fields = this.recent.get(seq);
-    const err = new WebcclError('MISMATCH', `rank ${peer}'s messages for op #${seq} carry another signature than this rank's`, { seq, ranks: [r, peer], fields });
-    this.world.transport.abort({ code: 'MISMATCH', reason: err.reason, details: err.details });
-    this.verdict = this.explain(seq, [r, peer], { [r]: fields });
-    return err;
+    this.dispute ??= new Dispute(seq, heard?.by);
+    const d = this.dispute;
+    if (d.seq !== seq) return; // the first disagreement is the one every rank reports
+    d.learn({ [r]: this.recent.get(seq) });
+    d.learn(heard?.fields);
+    const reason = heard ? `told by rank ${heard.by} that ranks disagree on op #${seq}` : `rank ${peer}'s messages for op #${seq} carry another signature than this rank's`;
+    this.world.transport.abort({ code: 'MISMATCH', reason, details: { seq, fields: d.evidence(r) } });
   }
 
-  /** A peer's ABORT: when it is a disagreement, this rank names the field from its own fields. */
+  /** A peer's ABORT for a disagreement: this rank adds its own fields and tells the others. */
   private peerAborted(e: WebcclError): void {
-    const { seq, ranks, fields, by } = e.details as { seq?: number; ranks?: number[]; fields?: OpFields; by: number };
-    if (e.code !== 'MISMATCH' || this.verdict || typeof seq !== 'number' || !Array.isArray(ranks) || ranks.length !== 2) return;
-    this.verdict = this.explain(seq, [ranks[0], ranks[1]], { [by]: fields }, by);
-  }
-
-  /**
-   * The MISMATCH error for op `seq`, naming the first field on which ranks a and b disagree.
-   * Each rank publishes its own fields in the store for the others; a field unknown within a
-   * short grace leaves the error without it.
-   */
-  private async explain(seq: number, [a, b]: [number, number], known: Record<number, OpFields | undefined>, by?: number): Promise<WebcclError> {
-    const mine = this.recent.get(seq);
-    const key = (r: number) => `webccl/mismatch/${seq}/${r}`;
-    if (mine) await this.publish(key(this.world.rank), mine);
-    const look = async (r: number) => known[r] ?? (r === this.world.rank ? mine : ((await this.lookup(key(r), 2000)) as OpFields | undefined));
-    const [fa, fb] = await Promise.all([look(a), look(b)]);
-    const field = fa && fb ? FIELDS.find((f) => fa[f] !== fb[f]) : undefined;
-    const from = by === undefined ? {} : { by };
-    if (!field) return new WebcclError('MISMATCH', `ranks ${a} and ${b} disagree on op #${seq}'s collective, count, dtype, op, root or algorithm`, { ranks: [a, b], seq, ...from });
-    const values = [fa![field], fb![field]];
-    return new WebcclError('MISMATCH', `ranks disagree on the ${field} of op #${seq}: rank ${a} has ${values[0]}, rank ${b} has ${values[1]}`, { field, ranks: [a, b], values, seq, ...from });
-  }
-
-  /**
-   * The ranks at the root of a stall. Each timed-out rank publishes what it waits for; this rank
-   * follows the chain (it waits for q, q waits for p, ...) to the first rank that has published
-   * nothing within `graceMs`: stopped, or not at this op. Without a store, or on a cycle (every
-   * rank waiting on another), the ranks waited for directly.
-   */
-  private async stallRoot(op: NetOp, awaited: number[], graceMs: number): Promise<{ missing: number[]; chain: number[] }> {
-    const direct = { missing: awaited, chain: [] };
-    if (!this.world.store || !awaited.length) return direct;
-    const key = (r: number) => `webccl/stall/${r}`;
-    await this.publish(key(this.world.rank), { seq: op.seq, awaited });
-    const chain = [this.world.rank];
-    for (let at = awaited[0]; !chain.includes(at); ) {
-      const entry = await this.lookup(key(at), graceMs);
-      if (entry === null) return direct; // the store cannot say
-      if (entry === undefined) return { missing: [at], chain };
-      chain.push(at);
-      const next = (entry as { awaited?: number[] }).awaited ?? [];
-      if (!next.length) return { missing: [at], chain: chain.slice(0, -1) };
-      at = next[0];
-    }
-    return direct;
-  }
-
-  private async publish(key: string, value: unknown): Promise<void> {
-    await this.bounded(this.world.store?.set(key, JSON.stringify(value)), 2000);
-  }
-
-  /** The JSON value at `key`: undefined when it is not set within `ms`, null when the store fails. */
-  private async lookup(key: string, ms: number): Promise<unknown> {
-    const store = this.world.store;
-    if (!store) return null;
-    try {
-      return JSON.parse(new TextDecoder().decode(await store.get(key, { timeoutMs: Math.round(ms) })));
-    } catch (e) {
-      return WebcclError.is(e) && e.code === 'STORE_TIMEOUT' ? undefined : null;
-    }
-  }
-
-  /** `p`, or nothing after `ms` (the store may be gone with rank 0). */
-  private bounded(p: Promise<unknown> | undefined, ms: number): Promise<void> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<void>((ok) => { timer = setTimeout(ok, ms); });
-    return Promise.race([p?.then(() => undefined, () => undefined), late]).finally(() => clearTimeout(timer));
+    const { seq, fields, by } = e.details as { seq?: unknown; fields?: Record<number, OpFields>; by: number };
+    if (e.code === 'MISMATCH' && typeof seq === 'number') this.disagreed(seq, by, { by, fields });
   }
 
   private group(members: number[], op: NetOp): Group {

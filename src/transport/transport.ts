@@ -62,7 +62,7 @@ export function encodeAbortInfo(info: AbortInfo, maxBytes: number): string {
   return text.length <= maxBytes ? text : asciiJson({ ...info, reason: reason.slice(0, maxBytes / 4), details: {} });
 }
 
-/** The error an ABORT from `by` raises here: its code, its text, and details.by/.reason. */
+/** The error an ABORT from peer `by` raises here: its code, its text, details.by/.reason (and .user after abort()). */
 export function abortError(by: number, message: string): WebcclError {
   let info: AbortInfo = { code: 'ABORTED', reason: message, user: false };
   try {
@@ -71,8 +71,10 @@ export function abortError(by: number, message: string): WebcclError {
   } catch {
     // a plain text reason
   }
-  const what = info.user ? `rank ${by} aborted the communicator: ${info.reason}` : `rank ${by} failed: ${info.reason}`;
-  return new WebcclError(info.code, what, { ...(info.details ?? {}), by, reason: info.reason, peer: by });
+  // A rank that relays another's ABORT names that rank (details.by), the first cause.
+  const origin = typeof info.details?.by === 'number' ? info.details.by : by;
+  const what = info.user ? `rank ${origin} aborted the communicator: ${info.reason}` : `rank ${origin} failed: ${info.reason}`;
+  return new WebcclError(info.code, what, { ...(info.details ?? {}), by: origin, reason: info.reason, peer: by, ...(info.user ? { user: true } : {}) });
 }
 
 export interface HoldLimits {

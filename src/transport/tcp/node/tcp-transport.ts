@@ -50,6 +50,11 @@ export interface TcpTransportOptions {
 export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 5000;
 /** How long an aborting rank keeps its links open so that its ABORT is read before the close. */
 const ABORT_LINGER_MS = 2000;
+/**
+ * How long a failed write waits before it fails the send: a peer that aborted has sent its
+ * ABORT (on another connection) before it closed, and its reason is the better account.
+ */
+const WRITE_FAILURE_GRACE_MS = 500;
 
 const bad = (message: string) => new WebcclError('INVALID_ARGUMENT', message);
 
@@ -77,6 +82,7 @@ export class TcpTransport implements Transport {
   private waitIncoming?: () => void;
   private unrefd = false;
   private watcher?: TransportWatcher;
+  private abortSent = false;
   private readonly refusals: RateLimitedLog;
 
   private constructor(private readonly o: TcpTransportOptions) {
@@ -159,7 +165,10 @@ export class TcpTransport implements Transport {
     let rejectSend!: (e: WebcclError) => void;
     const failed = new Promise<never>((_, reject) => { rejectSend = reject; });
     this.sending.add(rejectSend);
-    return Promise.race([link.write(tag, data), failed]).finally(() => this.sending.delete(rejectSend));
+    const written = link.write(tag, data).catch((e: WebcclError) => new Promise<never>((_, reject) => {
+      setTimeout(() => reject(this.failure ?? this.gone[peer] ?? e), WRITE_FAILURE_GRACE_MS);
+    }));
+    return Promise.race([written, failed]).finally(() => this.sending.delete(rejectSend));
   }
 
   recv(peer: number, tag: Tag, into: Uint8Array): Promise<void> {
@@ -175,13 +184,15 @@ export class TcpTransport implements Transport {
   }
 
   abort(why: string | AbortInfo): void {
-    if (this.failure) return;
+    // Once: after failing on a peer's ABORT this rank still tells the others its own account.
+    if (this.abortSent) return;
+    this.abortSent = true;
     const info: AbortInfo = typeof why === 'string' ? { code: 'ABORTED', reason: why } : why;
     // End (not destroy) the links this rank sends on, so the ABORT reaches each peer first, and
     // keep reading the links peers send on: destroying them would fail the peers' writes
     // (EPIPE, ECONNRESET) before they read why.
     const frame = encodeHandshake({ type: 'abort', message: encodeAbortInfo(info, MAX_MESSAGE_BYTES) });
-    for (const ls of this.outbound) for (const l of ls) if (l && !l.closed) l.socket.end(frame);
+    for (const ls of this.outbound) for (const l of ls) if (l && !l.closed && l.socket.writable) l.socket.end(frame);
     this.fail(new WebcclError(info.code, `rank ${this.rank}: aborted: ${info.reason}`, { ...info.details, by: this.rank, reason: info.reason }),
       [...this.outbound, ...this.inbound].flat().map((l) => l?.socket));
   }
@@ -234,10 +245,11 @@ export class TcpTransport implements Transport {
       this.gone[peer] = e;
       this.boxes[peer].fail(e);
     },
+    // Links stay open a while: this rank may still send its own ABORT (its account of a
+    // disagreement completes the peer's), and later ABORTs still reach the watcher.
     aborted: (peer, message) => {
-      if (this.failure) return;
       const e = abortError(peer, message);
-      this.fail(e);
+      this.fail(e, [...this.sockets]);
       this.watcher?.aborted(e);
     },
   };
