@@ -36,6 +36,8 @@ export interface NetWorld {
 
 /** Ops whose fields are kept, to name the field when a peer says it disagrees on one of them. */
 const RECENT_OPS = 32;
+/** How long a rank that hears of a failure through shared memory waits for the network's account. */
+const NETWORK_ACCOUNT_MS = 300;
 
 interface NetOp {
   spec: OpSpec;
@@ -97,6 +99,9 @@ export class NetEngine implements Engine, WorkDriver {
   private readonly recent = new Map<number, OpFields>();
   /** Set once ranks are known to disagree on an op: its verdict is the error every failing op raises. */
   private dispute?: Dispute;
+  /** The first ABORT a peer sent over the network, and who waits for one. */
+  private peerAbort?: WebcclError;
+  private readonly peerAbortWaiters: ((e: WebcclError) => void)[] = [];
 
   constructor(private readonly ctx: RankContext, private readonly world: NetWorld, private readonly local: Communicator,
               private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
@@ -188,6 +193,7 @@ export class NetEngine implements Engine, WorkDriver {
         // over: the ranks disagree.
         if (err.code === 'MISMATCH' && typeof err.details.seq === 'number' && err.details.by === undefined) this.disagreed(err.details.seq, err.details.peer as number);
         if (this.dispute) err = await this.dispute.verdict;
+        else if (err.code === 'ABORTED' && typeof err.details.reason !== 'string') err = await this.networkAccount(err);
       }
       // The transport's messages start with this rank's number, which the context already says.
       const inner = new WebcclError(err.code, err.reason.replace(/^rank \d+: /, ''), err.details);
@@ -210,7 +216,7 @@ export class NetEngine implements Engine, WorkDriver {
         void stallRoot(this.world.store, this.world.rank, op.seq, awaited, Math.min(5000, Math.max(1000, ms / 2))).then(({ missing, chain }) => {
           const s = (n: number[]) => (n.length > 1 ? 's' : '');
           const direct = `waiting for rank${s(awaited)} ${awaited.join(', ')}`;
-          const root = chain.length ? `; the stall starts at rank${s(missing)} ${missing.join(', ')} (${[...chain, ...missing].join(' waits for ')}, which has not reached ${op.spec.name} #${op.seq} or is stopped)` : '';
+          const root = chain.length ? `; the stall starts at rank${s(missing)} ${missing.join(', ')} (waits: ${[...chain, ...missing].join(' -> ')}; it has not reached ${op.spec.name} #${op.seq}, or is stopped)` : '';
           reject(new WebcclError('TIMEOUT', `timed out after ${ms} ms${awaited.length ? ` ${direct}` : ''}${root}`, { missing, awaited }));
         });
       }, ms);
@@ -224,18 +230,25 @@ export class NetEngine implements Engine, WorkDriver {
     if (!this.broken) {
       this.broken = err;
       log('WARN', err.message);
-      // Peers fail ABORTED naming this rank, but a disagreement is MISMATCH on every rank, and
-      // the fields this rank knows go with it.
-      const d = this.dispute;
-      const { missing, field, ranks, values, seq } = err.details;
-      const details = d ? { seq: d.seq, fields: d.evidence(this.world.rank) } : { missing, field, ranks, values, seq };
-      const { by, reason, user } = err.details;
-      const relayed = typeof by === 'number' && by !== this.world.rank && typeof reason === 'string' && err.code === 'ABORTED';
-      this.world.transport.abort(info ?? (relayed ? { code: 'ABORTED', reason, user: user === true, details: { by, missing } }
-        : { code: d ? 'MISMATCH' : 'ABORTED', reason: err.reason, details }));
+      this.world.transport.abort(info ?? this.abortInfoOf(err));
       if (this.topo.perNode > 1) this.local.abort(`rank ${this.world.rank} failed: ${err.message}`);
     }
     for (const q of this.queue) q.work.settle(err);
+  }
+
+  /**
+   * What peers are told when this rank fails with `err`: ABORTED naming this rank, or the rank
+   * whose ABORT this failure came from (the first cause); a disagreement is MISMATCH on every
+   * rank, with the fields this rank knows.
+   */
+  private abortInfoOf(err: WebcclError): AbortInfo {
+    const d = this.dispute;
+    if (d) return { code: 'MISMATCH', reason: err.reason, details: { seq: d.seq, fields: d.evidence(this.world.rank) } };
+    const { by, reason, user, missing } = err.details;
+    if (err.code === 'ABORTED' && typeof by === 'number' && by !== this.world.rank && typeof reason === 'string') {
+      return { code: 'ABORTED', reason, user: user === true, details: { by, missing } };
+    }
+    return { code: 'ABORTED', reason: err.reason, details: { missing } };
   }
 
   // ---------------------------------------------------------------- naming the rank at fault
@@ -270,10 +283,27 @@ export class NetEngine implements Engine, WorkDriver {
     this.world.transport.abort({ code: 'MISMATCH', reason, details: { seq, fields: d.evidence(r) } });
   }
 
-  /** A peer's ABORT for a disagreement: this rank adds its own fields and tells the others. */
+  /** A peer's ABORT: for a disagreement, this rank adds its own fields and tells the others. */
   private peerAborted(e: WebcclError): void {
+    if (!this.peerAbort) {
+      this.peerAbort = e;
+      for (const w of this.peerAbortWaiters.splice(0)) w(e);
+    }
     const { seq, fields, by } = e.details as { seq?: unknown; fields?: Record<number, OpFields>; by: number };
     if (e.code === 'MISMATCH' && typeof seq === 'number') this.disagreed(seq, by, { by, fields });
+  }
+
+  /**
+   * `nodeErr` came from this node's shared memory (a node mate failed, in the node phase): the
+   * network carries the failing rank's own ABORT, with its world rank and reason, which every
+   * peer was sent at the same time. Waits briefly for it.
+   */
+  private networkAccount(nodeErr: WebcclError): Promise<WebcclError> {
+    if (this.peerAbort) return Promise.resolve(this.peerAbort);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(nodeErr), NETWORK_ACCOUNT_MS);
+      this.peerAbortWaiters.push((e) => { clearTimeout(timer); resolve(e); });
+    });
   }
 
   private group(members: number[], op: NetOp): Group {

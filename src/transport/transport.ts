@@ -67,12 +67,13 @@ export function abortError(by: number, message: string): WebcclError {
   let info: AbortInfo = { code: 'ABORTED', reason: message, user: false };
   try {
     const v = JSON.parse(message) as AbortInfo;
-    if (v && typeof v.code === 'string' && typeof v.reason === 'string') info = v;
+    // Only the codes a peer may hand on; details stay data (they name ranks and fields).
+    if (v && (v.code === 'ABORTED' || v.code === 'MISMATCH') && typeof v.reason === 'string') info = { ...v, details: v.details && typeof v.details === 'object' ? v.details : {} };
   } catch {
     // a plain text reason
   }
   // A rank that relays another's ABORT names that rank (details.by), the first cause.
-  const origin = typeof info.details?.by === 'number' ? info.details.by : by;
+  const origin = Number.isInteger(info.details?.by) ? (info.details!.by as number) : by;
   const what = info.user ? `rank ${origin} aborted the communicator: ${info.reason}` : `rank ${origin} failed: ${info.reason}`;
   return new WebcclError(info.code, what, { ...(info.details ?? {}), by: origin, reason: info.reason, peer: by, ...(info.user ? { user: true } : {}) });
 }
