@@ -173,12 +173,12 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   let unrefd = false;
   const counts = { authenticated: 0, authFailures: 0, protocolErrors: 0 };
   let label = hostPort(host, port); // the bound port once listening
-  const refusals = new RateLimitedLog(`store ${label}: refused connections`);
+  let refusals: RateLimitedLog | undefined; // made once the label has the bound port
   const mac = (payload: Uint8Array) => createHmac('sha256', token).update(payload).digest();
   const reject = (remote: string, kind: 'auth' | 'protocol', reason: string) => {
     counts[kind === 'auth' ? 'authFailures' : 'protocolErrors']++;
     if (options.onReject) options.onReject({ remote, kind, reason });
-    else refusals.warn(`store ${label}: refused ${remote}: ${reason}`);
+    else (refusals ??= new RateLimitedLog(`store ${label}: refused connections`)).warn(`store ${label}: refused ${remote}: ${reason}`);
   };
 
   function serveConnection(socket: net.Socket): void {
