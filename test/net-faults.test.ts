@@ -86,6 +86,12 @@ describe('ranks that disagree fail with MISMATCH on every rank, at once', () => 
     expectMismatch(os, 'algorithm', ['doubling', 'ring']);
   });
 
+  it('allReduce, hierarchical on one node and ring on the other (2x2)', async () => {
+    const cs = await world(2, 2);
+    const os = await outcomes(cs, (c, r) => c.allReduce(new Float32Array(1 << 16), { algo: r < 2 ? 'hierarchical' : 'ring' }));
+    expectMismatch(os, 'algorithm', ['hierarchical', 'ring']);
+  });
+
   it('allReduce with another reduction on one of 3 ranks: every rank names the op, sum and max', async () => {
     const cs = await world(3, 1);
     const os = await outcomes(cs, (c, r) => c.allReduce(new Float32Array(64), { op: r === 2 ? 'max' : 'sum' }));

@@ -50,6 +50,8 @@ export interface TcpTransportOptions {
 export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 5000;
 /** How long an aborting rank keeps its links open so that its ABORT is read before the close. */
 const ABORT_LINGER_MS = 2000;
+/** The longest a link waits for its ABORT to leave behind the data queued before it. */
+const ABORT_FLUSH_MS = 30_000;
 /**
  * How long a failed write waits before it fails the send: a peer that aborted has sent its
  * ABORT (on another connection) before it closed, and its reason is the better account.
@@ -326,7 +328,11 @@ export class TcpTransport implements Transport {
     for (const ls of [...this.inbound, ...this.outbound]) for (const l of ls) if (l && !linger.has(l.socket)) l.reader.close();
     for (const s of this.sockets) {
       if (!linger.has(s)) s.destroy();
-      else setTimeout(() => s.destroy(), ABORT_LINGER_MS).unref();
+      else if (s.writableEnded && !s.writableFinished) {
+        // The ABORT is queued behind data still being written: linger from when it has left.
+        s.once('finish', () => setTimeout(() => s.destroy(), ABORT_LINGER_MS).unref());
+        setTimeout(() => s.destroy(), ABORT_FLUSH_MS).unref();
+      } else setTimeout(() => s.destroy(), ABORT_LINGER_MS).unref();
     }
     this.server.close();
     this.waitIncoming?.();
