@@ -12,6 +12,8 @@ import { destroyAll, netRanks } from './helpers/net-world.js';
 import type { Communicator } from '../src/comm/communicator.js';
 import type { Work } from '../src/comm/work.js';
 import { TcpTransport } from '../src/transport/tcp/node/tcp-transport.js';
+import { abortError, encodeAbortInfo } from '../src/transport/transport.js';
+import { RateLimitedLog } from '../src/core/rate-log.js';
 
 interface Outcome {
   code: string;
@@ -172,4 +174,40 @@ describe('a data port and its strangers', () => {
       spy.mockRestore();
     }
   }, 60_000);
+});
+
+describe("the ABORT frame's text and the refusal log", () => {
+  it('carries code, reason and details within the frame limit, ASCII only; a plain text is a reason', () => {
+    const info = { code: 'MISMATCH' as const, reason: `é${'x'.repeat(3000)}`, details: { seq: 4, fields: { 0: { root: '0' } } } };
+    const text = encodeAbortInfo(info, 1024);
+    expect(text.length).toBeLessThanOrEqual(1024);
+    expect(/^[\x00-\x7f]*$/.test(text)).toBe(true);
+    const e = abortError(2, text);
+    expect({ code: e.code, by: e.details.by, seq: e.details.seq }).toEqual({ code: 'MISMATCH', by: 2, seq: 4 });
+    expect(e.details.reason).toMatch(/^éx+\.\.\.$/);
+    const plain = abortError(3, 'out of memory');
+    expect({ code: plain.code, by: plain.details.by, reason: plain.details.reason }).toEqual({ code: 'ABORTED', by: 3, reason: 'out of memory' });
+    expect(plain.message).toMatch(/^rank 3 failed: out of memory/);
+  });
+
+  it('a peer may hand on only ABORTED or MISMATCH, and names the first cause', () => {
+    expect(abortError(1, JSON.stringify({ code: 'INTERNAL', reason: 'x' })).code).toBe('ABORTED');
+    const relayed = abortError(1, encodeAbortInfo({ code: 'ABORTED', reason: 'stop', user: true, details: { by: 3 } }, 1024));
+    expect({ by: relayed.details.by, peer: relayed.details.peer, user: relayed.details.user }).toEqual({ by: 3, peer: 1, user: true });
+    expect(relayed.message).toMatch(/^rank 3 aborted the communicator: stop/);
+  });
+
+  it('shows the first few lines of an interval, then one summary', () => {
+    const lines: string[] = [];
+    const spy = vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void lines.push(a.join(' ')));
+    try {
+      const l = new RateLimitedLog('refused connections', 3, 60_000);
+      for (let i = 0; i < 50; i++) l.warn(`refused #${i}`);
+      l.flush();
+      expect(lines).toHaveLength(4);
+      expect(lines[3]).toMatch(/refused connections: 47 more in the last 60 s/);
+    } finally {
+      spy.mockRestore();
+    }
+  });
 });
