@@ -128,6 +128,43 @@ describe('a frozen rank (SIGSTOP): every TIMEOUT names it, not the neighbour wai
   }
 });
 
+describe('a frozen node (SIGSTOP) in --nnodes 2 x 2 threads', () => {
+  it('node 1 stopped mid-loop: ranks 0 and 1 name a rank of node 1, the one each waits for at the root', async () => {
+    const port = await freePort();
+    let stopped = 0;
+    let looping = 0;
+    let reported = 0;
+    const env = cleanEnv({ WEBCCL_TIMEOUT_MS: '3000' });
+    const args = (k: number) => [bin, 'run', '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', '2', '--master-addr', '127.0.0.1', '--master-port', String(port), faults, 'loop'];
+    const pids = new Map<number, number>();
+    const onLine = (line: string) => {
+      const p = /^pid rank (\d+) (\d+)$/.exec(line);
+      if (p) pids.set(Number(p[1]), Number(p[2]));
+      if (/^looping rank/.test(line) && ++looping === 4) {
+        stopped = pids.get(2)!;
+        process.kill(stopped, 'SIGSTOP');
+      }
+      if (/^fault rank/.test(line) && ++reported === 2) process.kill(stopped, 'SIGKILL');
+    };
+    const rs = await Promise.all([0, 1].map((k) => run(node, args(k), env, { onLine })));
+    try {
+      const fs = faultsIn(rs[0].stdout);
+      expect([...fs.keys()].sort(), rs[0].stderr).toEqual([0, 1]);
+      for (const [k, f] of fs) {
+        expect(['TIMEOUT', 'ABORTED'], f.message).toContain(f.code);
+        expect(f.details.missing).toHaveLength(1);
+        expect([2, 3], f.message).toContain(f.details.missing[0]);
+      }
+    } finally {
+      if (stopped && alive(stopped)) {
+        process.kill(stopped, 'SIGCONT');
+        process.kill(stopped, 'SIGKILL');
+      }
+    }
+    await expectNoneLeft(...rs);
+  }, 60_000);
+});
+
 describe('a rank with the wrong token', () => {
   it('rank 1 of 2 (by hand): both fail well before the connect deadline; rank 0 AUTH_FAILED naming rank 1', async () => {
     const port = await freePort();
