@@ -3,6 +3,10 @@
 // wasm memory (buffers from comm.alloc() are used in place, others are copied in and out once),
 // so the kernels reduce each piece where it lands. Ranks on this node meet over shared memory
 // through `local`, the node's own communicator, in the hierarchical schedule.
+// When an op fails, the engine names the rank at fault (with net-blame.ts): a message no receive
+// of this rank can take means the ranks disagree (MISMATCH on every rank, naming the field); a
+// deadline follows the chain of waiting ranks to the one that stalls it; and every peer is told
+// why in an ABORT, so each names the first cause rather than the neighbour that passed it on.
 import { ARRAY_OF, DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE } from '../core/dtypes.js';
 import { KIND } from '../core/layout.js';
 import { WebcclError, within } from '../core/errors.js';
