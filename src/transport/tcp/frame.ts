@@ -8,7 +8,7 @@
 //   A -> C  HELLO   the same fields for A (or REFUSE)
 //   C -> A  PROOF   HMAC(token, authPayload('connect', ...))   A checks it (or REFUSE)
 //   A -> C  PROOF   HMAC(token, authPayload('accept', ...))    C checks it
-// then DATA frames (body = u32 comm | u32 seq | u32 step | payload), and at most one ABORT
+// then DATA frames (body = u32 comm | u32 seq | u32 step | payload), and at most one ABORT each way
 // (a rank that fails tells its peers why before it closes: u16 length | message).
 import { WebcclError } from '../../core/errors.js';
 import {

@@ -192,8 +192,11 @@ export class TcpTransport implements Transport {
     const info: AbortInfo = typeof why === 'string' ? { code: 'ABORTED', reason: why } : why;
     // End (not destroy) the links this rank sends on, so the ABORT reaches each peer first, and
     // keep reading the links peers send on: destroying them would fail the peers' writes
-    // (EPIPE, ECONNRESET) before they read why.
+    // (EPIPE, ECONNRESET) before they read why. The ABORT goes on those too: nothing of ours is
+    // queued there, so it leaves at once (the outbound ones may hold a payload before it, lost if
+    // the process exits right after failing).
     const frame = encodeHandshake({ type: 'abort', message: encodeAbortInfo(info, MAX_MESSAGE_BYTES) });
+    for (const ls of this.inbound) for (const l of ls) if (l && !l.closed && l.socket.writable) l.socket.write(frame);
     for (const ls of this.outbound) for (const l of ls) if (l && !l.closed && l.socket.writable) l.socket.end(frame);
     this.fail(new WebcclError(info.code, `rank ${this.rank}: aborted: ${info.reason}`, { ...info.details, by: this.rank, reason: info.reason }),
       [...this.outbound, ...this.inbound].flat().map((l) => l?.socket));
