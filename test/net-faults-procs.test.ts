@@ -129,7 +129,7 @@ describe('a frozen rank (SIGSTOP): every TIMEOUT names it, not the neighbour wai
 });
 
 describe('a frozen node (SIGSTOP) in --nnodes 2 x 2 threads', () => {
-  it('node 1 stopped mid-loop: ranks 0 and 1 name a rank of node 1, the one each waits for at the root', async () => {
+  it('node 1 stopped mid-loop: ranks 0 and 1 name a rank of node 1, never their node mate waiting on it', async () => {
     const port = await freePort();
     let stopped = 0;
     let looping = 0;

@@ -85,6 +85,15 @@ export interface JobStore {
   get(key: string, opts: { timeoutMs: number }): Promise<Uint8Array>;
 }
 
+/** How long a timed-out rank waits for each rank of the chain to say whom it waits for. */
+export const stallGraceMs = (timeoutMs: number): number => Math.min(5000, Math.max(1000, timeoutMs / 2));
+
+/** The TIMEOUT message's account of the stall (empty when it is just the ranks waited for). */
+export function stallText({ missing, chain }: { missing: number[]; chain: number[] }): string {
+  if (!chain.length) return '';
+  return `; the stall starts at rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} (waits: ${[...chain, ...missing].join(' -> ')}; it has not reached this op, or is stopped)`;
+}
+
 /**
  * The ranks at the root of a stall seen from `rank`, which waits for `awaited` in op `seq`.
  * `chain` lists the ranks waiting on each other up to it (empty when the answer is just the

@@ -20,7 +20,7 @@ import { disseminationBarrier } from '../algorithms/dissemination.js';
 import { type NodeLocal, hierarchicalAllReduce } from '../algorithms/hierarchical.js';
 import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo } from '../tuner/net-tuner.js';
 import { Arena } from './arena.js';
-import { Dispute, type JobStore, type OpFields, fieldsOf, stallRoot } from './net-blame.js';
+import { Dispute, type JobStore, type OpFields, fieldsOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
 import { type Buf, type TypedArray, overlaps } from './buffers.js';
 import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
@@ -95,6 +95,8 @@ export class NetEngine implements Engine, WorkDriver {
   /** Every world rank, and those at this rank's place on every node (its hierarchical group). */
   private readonly worldRanks: number[];
   private readonly interRanks: number[];
+  /** The world ranks of this node, by local rank. */
+  private readonly nodeRanks: number[];
   /** The wasm kernels the schedules reduce, copy and scale with. */
   private readonly kernels: Kernels;
   /** Ranks whose message some pending receive awaits (named when a deadline passes). */
@@ -112,7 +114,8 @@ export class NetEngine implements Engine, WorkDriver {
     const nodes = nodesOf(world.nodeOf);
     const perNode = nodes.every((n) => n.length === nodes[0].length) ? nodes[0].length : 0;
     this.topo = { nodes: nodes.length, perNode };
-    const at = nodes.find((n) => n.includes(world.rank))!.indexOf(world.rank);
+    this.nodeRanks = nodes.find((n) => n.includes(world.rank))!;
+    const at = this.nodeRanks.indexOf(world.rank);
     this.interRanks = perNode ? nodes.map((n) => n[at]) : [world.rank];
     this.worldRanks = world.nodeOf.map((_, r) => r);
     this.kernels = ctx.core.exports as unknown as Kernels;
@@ -198,6 +201,7 @@ export class NetEngine implements Engine, WorkDriver {
         if (err.code === 'MISMATCH' && typeof err.details.seq === 'number' && err.details.by === undefined) this.disagreed(err.details.seq, err.details.peer as number);
         if (this.dispute) err = await this.dispute.verdict;
         else if (err.code === 'ABORTED' && typeof err.details.reason !== 'string') err = await this.networkAccount(err);
+        else if (err.code === 'TIMEOUT' && !('awaited' in err.details)) err = await this.nodeStall(op, err);
       }
       // The transport's messages start with this rank's number, which the context already says.
       const inner = new WebcclError(err.code, err.reason.replace(/^rank \d+: /, ''), err.details);
@@ -217,11 +221,9 @@ export class NetEngine implements Engine, WorkDriver {
     const expired = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         const awaited = [...this.awaited.keys()].sort((a, b) => a - b);
-        void stallRoot(this.world.store, this.world.rank, op.seq, awaited, Math.min(5000, Math.max(1000, ms / 2))).then(({ missing, chain }) => {
-          const s = (n: number[]) => (n.length > 1 ? 's' : '');
-          const direct = `waiting for rank${s(awaited)} ${awaited.join(', ')}`;
-          const root = chain.length ? `; the stall starts at rank${s(missing)} ${missing.join(', ')} (waits: ${[...chain, ...missing].join(' -> ')}; it has not reached ${op.spec.name} #${op.seq}, or is stopped)` : '';
-          reject(new WebcclError('TIMEOUT', `timed out after ${ms} ms${awaited.length ? ` ${direct}` : ''}${root}`, { missing, awaited }));
+        void stallRoot(this.world.store, this.world.rank, op.seq, awaited, stallGraceMs(ms)).then((stall) => {
+          const direct = awaited.length ? ` waiting for rank${awaited.length > 1 ? 's' : ''} ${awaited.join(', ')}` : '';
+          reject(new WebcclError('TIMEOUT', `timed out after ${ms} ms${direct}${stallText(stall)}`, { missing: stall.missing, awaited }));
         });
       }, ms);
     });
@@ -308,6 +310,16 @@ export class NetEngine implements Engine, WorkDriver {
       const timer = setTimeout(() => resolve(nodeErr), NETWORK_ACCOUNT_MS);
       this.peerAbortWaiters.push((e) => { clearTimeout(timer); resolve(e); });
     });
+  }
+
+  /**
+   * `nodeErr` is a TIMEOUT of the node phase naming node mates (by local rank) that did not
+   * arrive: a mate may itself wait on the network, so follow the stall from it (see stallRoot).
+   */
+  private async nodeStall(op: NetOp, nodeErr: WebcclError): Promise<WebcclError> {
+    const mates = ((nodeErr.details.missing as number[] | undefined) ?? []).map((l) => this.nodeRanks[l]).filter((r) => r !== undefined);
+    const stall = await stallRoot(this.world.store, this.world.rank, op.seq, mates, stallGraceMs(op.spec.timeoutMs ?? this.timeoutMs));
+    return new WebcclError('TIMEOUT', `${nodeErr.reason}${stallText(stall)}`, { ...nodeErr.details, missing: stall.missing, awaited: mates });
   }
 
   private group(members: number[], op: NetOp): Group {
