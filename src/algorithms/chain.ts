@@ -1,6 +1,16 @@
 // Pipelined chain broadcast and reduce: the buffer travels root → root+1 → … (or the other way
 // for reduce) in pieces, so every link of the chain is busy at once and each rank forwards a
 // piece as soon as it has it. Bandwidth-optimal for large buffers: each rank sends n bytes once.
+//
+// One zero-byte message more per op closes the chain into a ring, so that every rank hears from
+// a neighbour with the op's signature before it completes: ranks that disagree on the root (or
+// anything else) then meet a message they cannot take and fail with MISMATCH at once, instead of
+// each succeeding alone (two self-declared broadcast roots) or waiting for the deadline (two
+// reduce roots, each waiting for the other).
+//   broadcast: the last rank of the chain acks the root once it has every piece; the root
+//              completes on that ack, so a root that completes knows every rank agreed.
+//   reduce:    each receiver tells the rank it receives from that it is ready (at its start);
+//              a sender completes once its receiver said so.
 import { type Group, type Mem, type Span, awaitedLater, mod, piecesFor, subSpan } from './group.js';
 
 function pieces(m: Mem, buf: Span): Span[] {
@@ -15,6 +25,9 @@ export async function chainBroadcast(g: Group, m: Mem, buf: Span, root: number):
   const prev = mod(g.rank - 1, g.size);
   const next = mod(g.rank + 1, g.size);
   const ps = pieces(m, buf);
+  const ackStep = ps.length;
+  const none = m.view(buf.addr, 0);
+  const acked = pos === 0 ? awaitedLater(g.recv(prev, ackStep, none)) : undefined;
   // Every receive is posted up front, so each piece lands in place as it arrives.
   const arriving = pos > 0 ? ps.map((p, k) => awaitedLater(g.recv(prev, k, m.view(p.addr, p.count)))) : [];
   const sends: Promise<void>[] = [];
@@ -22,7 +35,9 @@ export async function chainBroadcast(g: Group, m: Mem, buf: Span, root: number):
     if (pos > 0) await arriving[k];
     if (pos < g.size - 1) sends.push(awaitedLater(g.send(next, k, m.view(ps[k].addr, ps[k].count))));
   }
+  if (pos === g.size - 1) sends.push(g.send(next, ackStep, none)); // next is the root
   await Promise.all(sends);
+  await acked;
 }
 
 /** buf on `root` ends holding the reduction of every rank's buf; other ranks' buf is spent. */
@@ -32,17 +47,24 @@ export async function chainReduce(g: Group, m: Mem, buf: Span, root: number): Pr
   const from = mod(g.rank + 1, g.size);
   const to = mod(g.rank - 1, g.size);
   const ps = pieces(m, buf);
-  const scratch = pos < g.size - 1 ? m.scratch(buf.count) : 0;
+  const readyStep = ps.length;
+  const none = m.view(buf.addr, 0);
+  const receives = pos < g.size - 1;
+  const ready = pos > 0 ? awaitedLater(g.recv(to, readyStep, none)) : undefined;
+  const told = receives ? awaitedLater(g.send(from, readyStep, none)) : undefined;
+  const scratch = receives ? m.scratch(buf.count) : 0;
   const tmp = (p: Span) => scratch + (p.addr - buf.addr);
-  const arriving = pos < g.size - 1 ? ps.map((p, k) => awaitedLater(g.recv(from, k, m.view(tmp(p), p.count)))) : [];
+  const arriving = receives ? ps.map((p, k) => awaitedLater(g.recv(from, k, m.view(tmp(p), p.count)))) : [];
   const sends: Promise<void>[] = [];
   for (let k = 0; k < ps.length; k++) {
     const p = ps[k];
-    if (pos < g.size - 1) {
+    if (receives) {
       await arriving[k];
       m.reduce(p.addr, tmp(p), p.count);
     }
     if (pos > 0) sends.push(awaitedLater(g.send(to, k, m.view(p.addr, p.count))));
   }
   await Promise.all(sends);
+  await told;
+  await ready;
 }

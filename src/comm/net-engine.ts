@@ -3,11 +3,15 @@
 // wasm memory (buffers from comm.alloc() are used in place, others are copied in and out once),
 // so the kernels reduce each piece where it lands. Ranks on this node meet over shared memory
 // through `local`, the node's own communicator, in the hierarchical schedule.
+// When an op fails, the engine names the rank at fault (with net-blame.ts): a message no receive
+// of this rank can take means the ranks disagree (MISMATCH on every rank, naming the field); a
+// deadline follows the chain of waiting ranks to the one that stalls it; and every peer is told
+// why in an ABORT, so each names the first cause rather than the neighbour that passed it on.
 import { ARRAY_OF, DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE } from '../core/dtypes.js';
 import { KIND } from '../core/layout.js';
 import { WebcclError, within } from '../core/errors.js';
 import { enabled, log } from '../core/log.js';
-import type { Transport } from '../transport/transport.js';
+import type { AbortInfo, Tag, Transport } from '../transport/transport.js';
 import type { Group, Mem, Span } from '../algorithms/group.js';
 import { ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/ring.js';
 import { doublingAllReduce } from '../algorithms/doubling.js';
@@ -17,6 +21,7 @@ import { type NodeLocal, hierarchicalAllReduce } from '../algorithms/hierarchica
 import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo } from '../tuner/net-tuner.js';
 import { Arena } from './arena.js';
 import { FlightRecorder } from './flight-recorder.js';
+import { Dispute, type JobStore, type OpFields, fieldsOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
 import type { Buf, TypedArray } from './buffers.js';
 import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
@@ -30,7 +35,14 @@ export interface NetWorld {
   transport: Transport;
   /** Node index of every world rank: ranks with the same index share memory. */
   nodeOf: number[];
+  /** The job's rendezvous store: consulted only when an op times out, to name the rank at fault. */
+  store?: JobStore;
 }
+
+/** Ops whose fields are kept, to name the field when a peer says it disagrees on one of them. */
+const RECENT_OPS = 32;
+/** How long a rank that hears of a failure through shared memory waits for the network's account. */
+const NETWORK_ACCOUNT_MS = 300;
 
 interface NetOp {
   spec: OpSpec;
@@ -84,24 +96,35 @@ export class NetEngine implements Engine, WorkDriver {
   /** Every world rank, and those at this rank's place on every node (its hierarchical group). */
   private readonly worldRanks: number[];
   private readonly interRanks: number[];
+  /** The world ranks of this node, by local rank. */
+  private readonly nodeRanks: number[];
   /** The wasm kernels the schedules reduce, copy and scale with. */
   private readonly kernels: Kernels;
   /** Ranks whose message some pending receive awaits (named when a deadline passes). */
   private readonly awaited = new Map<number, number>();
   readonly flight: FlightRecorder;
+  /** The fields of the last RECENT_OPS ops, by seq. */
+  private readonly recent = new Map<number, OpFields>();
+  /** Set once ranks are known to disagree on an op: its verdict is the error every failing op raises. */
+  private dispute?: Dispute;
+  /** The first ABORT a peer sent over the network, and who waits for one. */
+  private peerAbort?: WebcclError;
+  private readonly peerAbortWaiters: ((e: WebcclError) => void)[] = [];
 
   constructor(private readonly ctx: RankContext, private readonly world: NetWorld, private readonly local: Communicator,
               private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
     const nodes = nodesOf(world.nodeOf);
     const perNode = nodes.every((n) => n.length === nodes[0].length) ? nodes[0].length : 0;
     this.topo = { nodes: nodes.length, perNode };
-    const at = nodes.find((n) => n.includes(world.rank))!.indexOf(world.rank);
+    this.nodeRanks = nodes.find((n) => n.includes(world.rank))!;
+    const at = this.nodeRanks.indexOf(world.rank);
     this.interRanks = perNode ? nodes.map((n) => n[at]) : [world.rank];
     this.worldRanks = world.nodeOf.map((_, r) => r);
     this.kernels = ctx.core.exports as unknown as Kernels;
     this.standing = resolveNetAlgo(commAlgo, this.topo);
     this.arena = new Arena(ctx.heap);
     this.flight = new FlightRecorder(world.rank, () => [...this.awaited.keys()].sort((a, b) => a - b));
+    world.transport.watch?.({ unexpected: (peer, tag) => this.unexpected(peer, tag), aborted: (e) => this.peerAborted(e) });
   }
 
   submit(spec: OpSpec): Work {
@@ -113,9 +136,15 @@ export class NetEngine implements Engine, WorkDriver {
     const work = new Work(spec.name, seq, this, false, 'cannot complete an op across nodes, which needs the event loop');
     work.timing.issuedAt = performance.now();
     const op: NetOp = { spec, work, seq, algo, signature: signatureOf(spec, algo), done: Promise.resolve() };
+    this.recent.set(seq, fieldsOf(spec, algo));
+    this.recent.delete(seq - RECENT_OPS);
     op.done = this.tail = this.tail.then(() => this.run(op));
     this.queue.push(op);
     this.flight.submitted(work, spec, algo);
+    // A peer's message for this op may have come first: one with another signature means the
+    // ranks disagree (a rank that takes no message in this op would never look at it).
+    const held = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0 && h.tag.comm !== op.signature);
+    if (held) this.disagreed(op.seq, held.peer);
     return work;
   }
 
@@ -128,7 +157,8 @@ export class NetEngine implements Engine, WorkDriver {
   }
 
   abort(reason: string): void {
-    this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${this.world.rank}: ${reason}`));
+    const r = this.world.rank;
+    this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${r}: ${reason}`, { by: r, reason }), { code: 'ABORTED', reason, user: true });
   }
 
   close(): void {
@@ -156,30 +186,46 @@ export class NetEngine implements Engine, WorkDriver {
       await this.withDeadline(op, this.execute(op));
       spec.check?.atEnd(op.seq);
       this.arena.reset();
+      // A message of this op that no receive took: its sender disagreed (never report success).
+      const left = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0);
+      if (left) throw new WebcclError('MISMATCH', `rank ${left.peer} sent a message for op #${op.seq} that no receive took`, { seq: op.seq, peer: left.peer });
       work.settle();
       this.counters.busyMs += work.durationMs;
       if (spec.name === 'allReduce') this.byAlgorithm[op.algo]++;
       if (trace) log('TRACE', `rank ${this.world.rank}: ${spec.name} #${op.seq} ${op.algo} ${spec.dtype} ${spec.op} count ${spec.count} done in ${(work.durationMs * 1000).toFixed(1)} us`);
     } catch (e) {
       this.counters.failed++;
-      const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
-      const what = err.code === 'MISMATCH' ? ': ranks disagree on the collective, count, dtype, op, root or algorithm' : '';
+      let err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
+      if (err !== this.broken) {
+        // A receive that met another signature in its slot (the mailbox), or a message left
+        // over: the ranks disagree.
+        if (err.code === 'MISMATCH' && typeof err.details.seq === 'number' && err.details.by === undefined) this.disagreed(err.details.seq, err.details.peer as number);
+        if (this.dispute) err = await this.dispute.verdict;
+        else if (err.code === 'ABORTED' && typeof err.details.reason !== 'string') err = await this.networkAccount(err);
+        else if (err.code === 'TIMEOUT' && !('awaited' in err.details)) err = await this.nodeStall(op, err);
+      }
       // The transport's messages start with this rank's number, which the context already says.
       const inner = new WebcclError(err.code, err.reason.replace(/^rank \d+: /, ''), err.details);
-      this.fail(err === this.broken ? err : within(inner, `${spec.name} #${op.seq} on rank ${this.world.rank}${what}`));
+      this.fail(err === this.broken ? err : within(inner, `${spec.name} #${op.seq} on rank ${this.world.rank}`));
     } finally {
       this.queue.splice(this.queue.indexOf(op), 1);
     }
   }
 
-  /** Fails the op when its deadline passes, naming the ranks it was still waiting for. */
+  /**
+   * Fails the op when its deadline passes, naming the rank at the root of the stall: the ranks
+   * this one waits for may themselves wait for another (see stallRoot).
+   */
   private withDeadline(op: NetOp, running: Promise<void>): Promise<void> {
     const ms = op.spec.timeoutMs ?? this.timeoutMs;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const expired = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        const missing = [...this.awaited.keys()].sort((a, b) => a - b);
-        reject(new WebcclError('TIMEOUT', `timed out after ${ms} ms${missing.length ? ` waiting for rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')}` : ''}`, { missing }));
+        const awaited = [...this.awaited.keys()].sort((a, b) => a - b);
+        void stallRoot(this.world.store, this.world.rank, op.seq, awaited, stallGraceMs(ms)).then((stall) => {
+          const direct = awaited.length ? ` waiting for rank${awaited.length > 1 ? 's' : ''} ${awaited.join(', ')}` : '';
+          reject(new WebcclError('TIMEOUT', `timed out after ${ms} ms${direct}${stallText(stall)}`, { missing: stall.missing, awaited }));
+        });
       }, ms);
     });
     running.catch(() => undefined); // a failure after the deadline is the deadline's consequence
@@ -187,15 +233,95 @@ export class NetEngine implements Engine, WorkDriver {
   }
 
   /** Unusable from here: every pending op fails, and every peer is told why. */
-  private fail(err: WebcclError): void {
+  private fail(err: WebcclError, info?: AbortInfo): void {
     if (!this.broken) {
       this.broken = err;
       log('WARN', err.message);
-      this.world.transport.abort(err.reason);
+      this.world.transport.abort(info ?? this.abortInfoOf(err));
       if (this.topo.perNode > 1) this.local.abort(`rank ${this.world.rank} failed: ${err.reason} (${err.code})`);
     }
     for (const q of this.queue) q.work.settle(err);
     this.flight.broke(err);
+  }
+
+  /**
+   * What peers are told when this rank fails with `err`: ABORTED naming this rank, or the rank
+   * whose ABORT this failure came from (the first cause); a disagreement is MISMATCH on every
+   * rank, with the fields this rank knows.
+   */
+  private abortInfoOf(err: WebcclError): AbortInfo {
+    const d = this.dispute;
+    if (d) return { code: 'MISMATCH', reason: err.reason, details: { seq: d.seq, fields: d.evidence(this.world.rank) } };
+    const { by, reason, user, missing } = err.details;
+    if (err.code === 'ABORTED' && typeof by === 'number' && by !== this.world.rank && typeof reason === 'string') {
+      return { code: 'ABORTED', reason, user: user === true, details: { by, missing } };
+    }
+    return { code: 'ABORTED', reason: err.reason, details: { missing } };
+  }
+
+  // ---------------------------------------------------------------- naming the rank at fault
+
+  /**
+   * A payload came from `peer` with no receive posted: fine for an op not issued yet, or one
+   * issued with the same signature; a disagreement for an issued op of another signature, or for
+   * an op already complete (no receive will ever take it).
+   */
+  private unexpected(peer: number, tag: Tag): boolean {
+    if (this.broken) return true;
+    const op = this.queue.find((q) => q.seq >>> 0 === tag.seq);
+    if (op ? op.signature === tag.comm : tag.seq >= this.seq >>> 0) return false;
+    queueMicrotask(() => this.disagreed(tag.seq, peer));
+    return true;
+  }
+
+  /**
+   * Ranks disagree on op `seq` (`peer` with this rank, or as a peer's ABORT says): every peer
+   * hears it at once, with this rank's fields and a differing rank's when known, so that each
+   * rank names the field and both values as soon as it has two ranks' fields that differ.
+   */
+  private disagreed(seq: number, peer: number, heard?: { by: number; fields?: Record<number, OpFields> }): void {
+    if (this.broken) return;
+    const r = this.world.rank;
+    this.dispute ??= new Dispute(seq, heard?.by);
+    const d = this.dispute;
+    if (d.seq !== seq) return; // the first disagreement is the one every rank reports
+    d.learn({ [r]: this.recent.get(seq) });
+    d.learn(heard?.fields);
+    const reason = heard ? `told by rank ${heard.by} that ranks disagree on op #${seq}` : `rank ${peer}'s messages for op #${seq} carry another signature than this rank's`;
+    this.world.transport.abort({ code: 'MISMATCH', reason, details: { seq, fields: d.evidence(r) } });
+  }
+
+  /** A peer's ABORT: for a disagreement, this rank adds its own fields and tells the others. */
+  private peerAborted(e: WebcclError): void {
+    if (!this.peerAbort) {
+      this.peerAbort = e;
+      for (const w of this.peerAbortWaiters.splice(0)) w(e);
+    }
+    const { seq, fields, by } = e.details as { seq?: unknown; fields?: Record<number, OpFields>; by: number };
+    if (e.code === 'MISMATCH' && typeof seq === 'number') this.disagreed(seq, by, { by, fields });
+  }
+
+  /**
+   * `nodeErr` came from this node's shared memory (a node mate failed, in the node phase): the
+   * network carries the failing rank's own ABORT, with its world rank and reason, which every
+   * peer was sent at the same time. Waits briefly for it.
+   */
+  private networkAccount(nodeErr: WebcclError): Promise<WebcclError> {
+    if (this.peerAbort) return Promise.resolve(this.peerAbort);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(nodeErr), NETWORK_ACCOUNT_MS);
+      this.peerAbortWaiters.push((e) => { clearTimeout(timer); resolve(e); });
+    });
+  }
+
+  /**
+   * `nodeErr` is a TIMEOUT of the node phase naming node mates (by local rank) that did not
+   * arrive: a mate may itself wait on the network, so follow the stall from it (see stallRoot).
+   */
+  private async nodeStall(op: NetOp, nodeErr: WebcclError): Promise<WebcclError> {
+    const mates = ((nodeErr.details.missing as number[] | undefined) ?? []).map((l) => this.nodeRanks[l]).filter((r) => r !== undefined);
+    const stall = await stallRoot(this.world.store, this.world.rank, op.seq, mates, stallGraceMs(op.spec.timeoutMs ?? this.timeoutMs));
+    return new WebcclError('TIMEOUT', `${nodeErr.reason}${stallText(stall)}`, { ...nodeErr.details, missing: stall.missing, awaited: mates });
   }
 
   private group(members: number[], op: NetOp): Group {

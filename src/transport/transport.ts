@@ -3,7 +3,7 @@
 // every byte-stream transport shares. A message is named by a Tag (communicator, op sequence,
 // step), so many collectives can be in flight at once; a receive gets exactly its tag's payload
 // whatever order frames arrive in, and payloads that come first are held within hard limits.
-import { WebcclError } from '../core/errors.js';
+import { type ErrorCode, WebcclError } from '../core/errors.js';
 
 export interface Tag {
   comm: number;
@@ -20,8 +20,62 @@ export interface Transport {
   recv(peer: number, tag: Tag, into: Uint8Array): Promise<void>;
   /** Ends every link; pending and later operations fail with CONNECTION_CLOSED. */
   close(): void;
-  /** Tells every peer why this rank fails (their operations fail with ABORTED naming it), then ends every link. */
-  abort(reason: string): void;
+  /**
+   * Tells every peer why this rank fails, then ends every link: their operations fail with the
+   * code of `why` (ABORTED for a reason text), details.by naming this rank and details.reason
+   * its text.
+   */
+  abort(why: string | AbortInfo): void;
+  /** Lets the layer above judge payloads that arrive before their receive, and hear of a peer's ABORT. */
+  watch?(w: TransportWatcher): void;
+  /** The tags of payloads held (arrived before their receive), by peer. */
+  held?(): { peer: number; tag: Tag }[];
+}
+
+/** What a failing rank tells its peers (carried by the ABORT frame). */
+export interface AbortInfo {
+  code: ErrorCode;
+  /** The failing rank's own account, without its ` [CODE]` suffix. */
+  reason: string;
+  /** abort() was called (rather than an op failing). */
+  user?: boolean;
+  details?: Record<string, unknown>;
+}
+
+export interface TransportWatcher {
+  /**
+   * A payload for `tag` arrived from `peer` with no receive posted: true when no receive of
+   * this rank can ever want it (its bytes are skipped; the watcher fails the layer above).
+   */
+  unexpected(peer: number, tag: Tag): boolean;
+  /** A peer's ABORT arrived (the transport has failed with `e`). */
+  aborted(e: WebcclError): void;
+}
+
+/** JSON with every non-ASCII character escaped, so that its length is its UTF-8 length. */
+const asciiJson = (v: unknown) => JSON.stringify(v).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+
+/** The ABORT frame's text: the info as ASCII JSON of at most `maxBytes` bytes. */
+export function encodeAbortInfo(info: AbortInfo, maxBytes: number): string {
+  const reason = info.reason.length > maxBytes / 2 ? `${info.reason.slice(0, maxBytes / 2)}...` : info.reason;
+  const text = asciiJson({ ...info, reason });
+  return text.length <= maxBytes ? text : asciiJson({ ...info, reason: reason.slice(0, maxBytes / 4), details: {} });
+}
+
+/** The error an ABORT from peer `by` raises here: its code, its text, details.by/.reason (and .user after abort()). */
+export function abortError(by: number, message: string): WebcclError {
+  let info: AbortInfo = { code: 'ABORTED', reason: message, user: false };
+  try {
+    const v = JSON.parse(message) as AbortInfo;
+    // Only the codes a peer may hand on; details stay data (they name ranks and fields).
+    if (v && (v.code === 'ABORTED' || v.code === 'MISMATCH') && typeof v.reason === 'string') info = { ...v, details: v.details && typeof v.details === 'object' ? v.details : {} };
+  } catch {
+    // a plain text reason
+  }
+  // A rank that relays another's ABORT names that rank (details.by), the first cause.
+  const origin = Number.isInteger(info.details?.by) ? (info.details!.by as number) : by;
+  const what = info.user ? `rank ${origin} aborted the communicator: ${info.reason}` : `rank ${origin} failed: ${info.reason}`;
+  return new WebcclError(info.code, what, { ...(info.details ?? {}), by: origin, reason: info.reason, peer: by, ...(info.user ? { user: true } : {}) });
 }
 
 export interface HoldLimits {
@@ -70,7 +124,18 @@ export class Mailbox {
   private heldBytes = 0;
   private failure?: WebcclError;
 
+  /** Asked before a payload is held: true drops it (no receive of this rank can want it). */
+  unexpected?: (tag: Tag) => boolean;
+
   constructor(private readonly peer: number, private readonly limits: HoldLimits = DEFAULT_HOLD_LIMITS) {}
+
+  /** The tags of the payloads held. */
+  heldTags(): Tag[] {
+    return [...this.held.keys()].map((k) => {
+      const [comm, seq, step] = k.split(':').map(Number);
+      return { comm, seq, step };
+    });
+  }
 
   /** Posts a receive: served at once from a held payload, else when the payload arrives. */
   post(tag: Tag, into: Uint8Array): Promise<void> {
@@ -90,6 +155,7 @@ export class Mailbox {
    * a payload beyond the hold limits throws PROTOCOL_ERROR, which ends the link.
    */
   claim(tag: Tag, length: number): Sink {
+    if (this.failure) return { skip: true }; // a failed peer's bytes go nowhere
     const key = tagKey(tag);
     const p = this.take(this.posted, this.postedSlots, tag);
     if (p) {
@@ -105,6 +171,7 @@ export class Mailbox {
       this.take(this.posted, this.postedSlots, { ...tag, comm: other })?.reject(this.disagree({ ...tag, comm: other }, tag.comm));
       return { skip: true };
     }
+    if (this.unexpected?.(tag)) return { skip: true };
     const { maxHeldMessages, maxHeldBytes } = this.limits;
     if (this.heldMessages + 1 > maxHeldMessages || this.heldBytes + length > maxHeldBytes) {
       throw new WebcclError('PROTOCOL_ERROR', `rank ${this.peer} sent ${length} bytes for ${tagText(tag)} with no receive posted, beyond the hold limits of ${maxHeldMessages} messages / ${maxHeldBytes} bytes`);
@@ -156,7 +223,7 @@ export class Mailbox {
 
   /** A receive posted for `want` met a payload in the same slot from communicator field `got`. */
   private disagree(want: Tag, got: number): WebcclError {
-    return new WebcclError('MISMATCH', `rank ${this.peer} sent seq ${want.seq} step ${want.step} with communicator field ${got}, where this rank expects ${want.comm}`, { peer: this.peer, got, want: want.comm });
+    return new WebcclError('MISMATCH', `rank ${this.peer} sent seq ${want.seq} step ${want.step} with communicator field ${got}, where this rank expects ${want.comm}`, { peer: this.peer, got, want: want.comm, seq: want.seq });
   }
 
   private mismatch(tag: Tag, got: number, want: number): WebcclError {

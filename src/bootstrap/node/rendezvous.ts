@@ -6,6 +6,8 @@
 import { networkInterfaces } from 'node:os';
 import { WebcclError, within } from '../../core/errors.js';
 import { log } from '../../core/log.js';
+import { RateLimitedLog } from '../../core/rate-log.js';
+import { AUTH_FAIL_REASONS } from '../store-protocol.js';
 import { type Address, TcpTransport } from '../../transport/tcp/node/tcp-transport.js';
 import { StoreClient } from './store-client.js';
 import { type StoreServer, hostPort, startStoreServer } from './store-server.js';
@@ -60,8 +62,17 @@ export function listenHost(masterAddr: string, ifname: string | undefined, towar
 export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
   const deadline = Date.now() + o.connectTimeoutMs;
   const where = hostPort(o.masterAddr, o.masterPort);
+  // A connection that claims this job but fails the token proof is most likely one of its ranks
+  // with the wrong WEBCCL_TOKEN: rank 0 fails at once naming the ranks that have not joined,
+  // rather than at the connect deadline. (Whom it claims to be is not trusted for anything else.)
+  const refusals = new RateLimitedLog(`store ${where}: refused connections`);
+  let wrongToken: string | undefined;
+  const onReject = (r: { remote: string; kind: string; reason: string }) => {
+    if (r.kind === 'auth' && r.reason === AUTH_FAIL_REASONS[2]) wrongToken ??= r.remote;
+    refusals.warn(`store ${where}: refused ${r.remote}: ${r.reason}`);
+  };
   const server = o.rank === 0
-    ? await startStoreServer({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId, tls: o.tls }).catch((e: WebcclError) => {
+    ? await startStoreServer({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId, tls: o.tls, onReject }).catch((e: WebcclError) => {
         throw within(e, 'rank 0 cannot serve the rendezvous store');
       })
     : undefined;
@@ -77,7 +88,7 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
     });
     const card: Card = { host: transport.address.host, port: transport.address.port, node: o.nodeKey };
     await store.set(`rank/${o.rank}`, JSON.stringify(card));
-    const cards = await gather(store, o, deadline, where);
+    const cards = await gather(store, o, deadline, where, () => wrongToken);
     const keys = [...new Set(cards.map((c) => c.node))];
     const addresses: Address[] = cards.map((c) => ({ host: c.host, port: c.port }));
     log('INFO', `rank ${o.rank}/${o.size}: ${keys.length} node(s), mesh of ${o.nchannels} channel(s) per peer, listening on ${hostPort(card.host, card.port)}${o.tls ? `, TLS keyed by the ${o.tls.keyedBy === 'token' ? 'job token' : 'certificates'}` : ''}`);
@@ -111,9 +122,17 @@ async function agreeOnSize(store: StoreClient, o: RendezvousOptions): Promise<vo
 }
 
 /** Every rank's card, polling for another rank's failure between waits. */
-async function gather(store: StoreClient, o: RendezvousOptions, deadline: number, where: string): Promise<Card[]> {
+async function gather(store: StoreClient, o: RendezvousOptions, deadline: number, where: string, wrongToken: () => string | undefined): Promise<Card[]> {
   const keys = Array.from({ length: o.size }, (_, r) => `rank/${r}`);
   for (;;) {
+    const remote = wrongToken();
+    if (remote !== undefined) {
+      const missing = await store.wait(keys, 0).then(() => [], (e) => ((WebcclError.is(e) && (e.details.keys as string[])) || []).map((k) => Number(k.slice(5))));
+      if (missing.length) {
+        const s = missing.length > 1 ? 's' : '';
+        throw new WebcclError('AUTH_FAILED', `rank ${o.rank}: the store at ${where} refused ${remote}, which claimed this job with another token (token mismatch); rank${s} ${missing.join(', ')} of ${o.size} ha${missing.length > 1 ? 've' : 's'} not joined: check WEBCCL_TOKEN on ${missing.length > 1 ? 'them' : 'it'}`, { missing, remote });
+      }
+    }
     if ((await store.add('aborted', 0)) > 0) {
       throw new WebcclError('ABORTED', `rank ${o.rank}: the job failed during rendezvous (${text(await store.get('abort', { timeoutMs: 1000 }))})`);
     }

@@ -8,6 +8,7 @@ import * as net from 'node:net';
 import { WebcclError } from '../../core/errors.js';
 import { log } from '../../core/log.js';
 import { TLS_NOTICE, type WireTls, createListener } from '../../wire/node/secure-socket.js';
+import { RateLimitedLog } from '../../core/rate-log.js';
 import {
   ACCEPTS, AUTH_FAIL_REASONS, MAX_JOB_ID_BYTES, MAX_VALUE_LIMIT, NO_DEADLINE, NONCE_BYTES, VERSION,
   FrameParser, authPayload, concat, decode, encode, textBytes, type Message,
@@ -178,11 +179,12 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   let unrefd = false;
   const counts = { authenticated: 0, authFailures: 0, protocolErrors: 0 };
   let label = hostPort(host, port); // the bound port once listening
+  let refusals: RateLimitedLog | undefined; // made once the label has the bound port
   const mac = (payload: Uint8Array) => createHmac('sha256', token).update(payload).digest();
   const reject = (remote: string, kind: 'auth' | 'protocol', reason: string) => {
     counts[kind === 'auth' ? 'authFailures' : 'protocolErrors']++;
     if (options.onReject) options.onReject({ remote, kind, reason });
-    else log('WARN', `store ${label}: refused ${remote}: ${reason}`);
+    else (refusals ??= new RateLimitedLog(`store ${label}: refused connections`)).warn(`store ${label}: refused ${remote}: ${reason}`);
   };
 
   function serveConnection(socket: net.Socket): void {

@@ -66,7 +66,7 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   const transport = rv.transport;
   const comm = new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs }, {
     rank: world.rank, size: world.size,
-    engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: rv.nodeOf }, local, counters, algo, timeoutMs),
+    engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: rv.nodeOf, store: rv.store }, local, counters, algo, timeoutMs),
   });
   // A rank whose launcher ended tells its peers why before it ends (webccl run --procs).
   onLauncherLost((reason) => comm.abort(reason));

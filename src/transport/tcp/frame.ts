@@ -8,7 +8,7 @@
 //   A -> C  HELLO   the same fields for A (or REFUSE)
 //   C -> A  PROOF   HMAC(token, authPayload('connect', ...))   A checks it (or REFUSE)
 //   A -> C  PROOF   HMAC(token, authPayload('accept', ...))    C checks it
-// then DATA frames (body = u32 comm | u32 seq | u32 step | payload), and at most one ABORT
+// then DATA frames (body = u32 comm | u32 seq | u32 step | payload), and at most one ABORT each way
 // (a rank that fails tells its peers why before it closes: u16 length | message).
 import { WebcclError } from '../../core/errors.js';
 import {
@@ -61,7 +61,11 @@ export function encodeHandshake(m: Handshake): Uint8Array {
       const text = textBytes(m.message.slice(0, MAX_MESSAGE_BYTES / 4));
       return concat(frame(Kind.refuse, [u8(m.reason), ...str(text)]));
     }
-    case 'abort': return concat(frame(Kind.abort, str(textBytes(m.message.slice(0, MAX_MESSAGE_BYTES / 4)))));
+    case 'abort': {
+      // Whole when it fits (an ASCII text of up to MAX_MESSAGE_BYTES), else cut to a safe length.
+      const whole = textBytes(m.message);
+      return concat(frame(Kind.abort, str(whole.length <= MAX_MESSAGE_BYTES ? whole : textBytes(m.message.slice(0, MAX_MESSAGE_BYTES / 4)))));
+    }
   }
 }
 

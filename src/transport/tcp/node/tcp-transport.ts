@@ -10,8 +10,13 @@
 import * as net from 'node:net';
 import { WebcclError } from '../../../core/errors.js';
 import { log } from '../../../core/log.js';
+import { RateLimitedLog } from '../../../core/rate-log.js';
 import { checkSecrets, hostPort } from '../../../bootstrap/node/store-server.js';
-import { DEFAULT_HOLD_LIMITS, Mailbox, checkTag, type HoldLimits, type Tag, type Transport } from '../../transport.js';
+import { MAX_MESSAGE_BYTES } from '../../../bootstrap/store-protocol.js';
+import {
+  DEFAULT_HOLD_LIMITS, Mailbox, abortError, checkTag, encodeAbortInfo,
+  type AbortInfo, type HoldLimits, type Tag, type Transport, type TransportWatcher,
+} from '../../transport.js';
 import { LINK_TLS_NOTICE, dialDirect, handshake, type Hooks, type Identity, type Link } from './link.js';
 import { type WireTls, createListener, secureDialled } from '../../../wire/node/secure-socket.js';
 import { encodeHandshake } from '../frame.js';
@@ -38,9 +43,23 @@ export interface TcpTransportOptions {
   limits?: HoldLimits;
   /** Run every connection over TLS (WEBCCL_TLS); plain when absent. */
   tls?: WireTls;
-  /** Called for each refused incoming connection; without it, refusals are logged at WARN. */
+  /** Called for each refused incoming connection; without it, refusals are logged at WARN (a few per interval). */
   onReject?: (e: WebcclError, remote: string) => void;
+  /** How long an accepted connection may take to prove the token before it is closed (default 5 s). */
+  handshakeTimeoutMs?: number;
 }
+
+/** A legitimate peer proves itself within milliseconds of connecting; idle strangers are closed. */
+export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 5000;
+/** How long an aborting rank keeps its links open so that its ABORT is read before the close. */
+const ABORT_LINGER_MS = 2000;
+/** The longest a link waits for its ABORT to leave behind the data queued before it. */
+const ABORT_FLUSH_MS = 30_000;
+/**
+ * How long a failed write waits before it fails the send: a peer that aborted has sent its
+ * ABORT (on another connection) before it closed, and its reason is the better account.
+ */
+const WRITE_FAILURE_GRACE_MS = 500;
 
 const bad = (message: string) => new WebcclError('INVALID_ARGUMENT', message);
 
@@ -67,6 +86,9 @@ export class TcpTransport implements Transport {
   private failure?: WebcclError;
   private waitIncoming?: () => void;
   private unrefd = false;
+  private watcher?: TransportWatcher;
+  private abortSent = false;
+  private readonly refusals: RateLimitedLog;
 
   private constructor(private readonly o: TcpTransportOptions) {
     const nchannels = o.nchannels ?? 1;
@@ -82,7 +104,8 @@ export class TcpTransport implements Transport {
     this.outbound = none();
     this.gone = new Array(o.size).fill(undefined);
     this.boxes = Array.from({ length: o.size }, (_, p) => new Mailbox(p, o.limits ?? DEFAULT_HOLD_LIMITS));
-    this.server = createListener(o.tls, { notice: LINK_TLS_NOTICE, timeoutMs: this.timeoutMs, onSocket: (s) => this.accept(s), onRefused: (e, remote) => this.refused(e, remote) });
+    this.server = createListener(o.tls, { notice: LINK_TLS_NOTICE, timeoutMs: this.handshakeMs, onSocket: (s) => this.accept(s), onRefused: (e, remote) => this.refused(e, remote) });
+    this.refusals = new RateLimitedLog(`rank ${o.rank}: refused connections`);
   }
 
   /** Binds the listener and starts answering handshakes. */
@@ -147,7 +170,10 @@ export class TcpTransport implements Transport {
     let rejectSend!: (e: WebcclError) => void;
     const failed = new Promise<never>((_, reject) => { rejectSend = reject; });
     this.sending.add(rejectSend);
-    return Promise.race([link.write(tag, data), failed]).finally(() => this.sending.delete(rejectSend));
+    const written = link.write(tag, data).catch((e: WebcclError) => new Promise<never>((_, reject) => {
+      setTimeout(() => reject(this.failure ?? this.gone[peer] ?? e), WRITE_FAILURE_GRACE_MS);
+    }));
+    return Promise.race([written, failed]).finally(() => this.sending.delete(rejectSend));
   }
 
   recv(peer: number, tag: Tag, into: Uint8Array): Promise<void> {
@@ -162,12 +188,30 @@ export class TcpTransport implements Transport {
     for (const s of this.sockets) s.unref();
   }
 
-  abort(reason: string): void {
-    if (this.failure) return;
-    // End (not destroy) the links this rank sends on, so the ABORT reaches each peer first.
-    const frame = encodeHandshake({ type: 'abort', message: reason });
-    for (const ls of this.outbound) for (const l of ls) if (l && !l.closed) l.socket.end(frame);
-    this.fail(new WebcclError('ABORTED', `rank ${this.rank}: aborted: ${reason}`), this.outbound.flat().map((l) => l?.socket));
+  abort(why: string | AbortInfo): void {
+    // Once: after failing on a peer's ABORT this rank still tells the others its own account.
+    if (this.abortSent) return;
+    this.abortSent = true;
+    const info: AbortInfo = typeof why === 'string' ? { code: 'ABORTED', reason: why } : why;
+    // End (not destroy) the links this rank sends on, so the ABORT reaches each peer first, and
+    // keep reading the links peers send on: destroying them would fail the peers' writes
+    // (EPIPE, ECONNRESET) before they read why. The ABORT goes on those too: nothing of ours is
+    // queued there, so it leaves at once (the outbound ones may hold a payload before it, lost if
+    // the process exits right after failing).
+    const frame = encodeHandshake({ type: 'abort', message: encodeAbortInfo(info, MAX_MESSAGE_BYTES) });
+    for (const ls of this.inbound) for (const l of ls) if (l && !l.closed && l.socket.writable) l.socket.write(frame);
+    for (const ls of this.outbound) for (const l of ls) if (l && !l.closed && l.socket.writable) l.socket.end(frame);
+    this.fail(new WebcclError(info.code, `rank ${this.rank}: aborted: ${info.reason}`, { ...info.details, by: this.rank, reason: info.reason }),
+      [...this.outbound, ...this.inbound].flat().map((l) => l?.socket));
+  }
+
+  watch(w: TransportWatcher): void {
+    this.watcher = w;
+    for (const [p, box] of this.boxes.entries()) box.unexpected = (tag) => w.unexpected(p, tag);
+  }
+
+  held(): { peer: number; tag: Tag }[] {
+    return this.boxes.flatMap((box, peer) => box.heldTags().map((tag) => ({ peer, tag })));
   }
 
   close(): void {
@@ -209,7 +253,13 @@ export class TcpTransport implements Transport {
       this.gone[peer] = e;
       this.boxes[peer].fail(e);
     },
-    aborted: (peer, message) => this.fail(new WebcclError('ABORTED', `rank ${peer} failed: ${message}`, { peer })),
+    // Links stay open a while: this rank may still send its own ABORT (its account of a
+    // disagreement completes the peer's), and later ABORTs still reach the watcher.
+    aborted: (peer, message) => {
+      const e = abortError(peer, message);
+      this.fail(e, [...this.sockets]);
+      this.watcher?.aborted(e);
+    },
   };
 
   private async dial(peer: number, channel: number, a: Address, deadline: number): Promise<void> {
@@ -242,13 +292,19 @@ export class TcpTransport implements Transport {
     this.track(socket);
     socket.setNoDelay(true);
     const remote = hostPort(socket.remoteAddress ?? '?', socket.remotePort ?? 0);
-    handshake(socket, this.id, undefined, this.hooks, this.timeoutMs).then((link) => this.attach(link), (e: WebcclError) => this.refused(e, remote));
+    handshake(socket, this.id, undefined, this.hooks, this.handshakeMs).then((link) => this.attach(link), (e: WebcclError) => this.refused(e, remote));
+  }
+
+  /** How long an accepted connection may take to prove itself (TLS and token), before it is closed. */
+  private get handshakeMs(): number {
+    return Math.min(this.timeoutMs, this.o.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS);
   }
 
   private refused(e: WebcclError, remote: string): void {
-    this.rejections.push(e);
+    if (this.rejections.length < 16) this.rejections.push(e);
+    else this.rejections[this.rejections.length - 1] = e; // the last one is what the deadline reports
     if (this.o.onReject) this.o.onReject(e, remote);
-    else log('WARN', `rank ${this.rank}: refused ${remote}: ${e.message}`);
+    else this.refusals.warn(`rank ${this.rank}: refused ${remote}: ${e.message}`);
   }
 
   private track(socket: net.Socket): net.Socket {
@@ -268,18 +324,26 @@ export class TcpTransport implements Transport {
     this.waitIncoming?.();
   }
 
-  /** Fails every pending and later operation with `e`, and closes every link (`ending` ones after a grace). */
-  private fail(e: WebcclError, ending: (net.Socket | undefined)[] = []): void {
+  /**
+   * Fails every pending and later operation with `e`, and closes every link. `lingering` ones
+   * stay open a while: the peer reads this rank's ABORT and closes first, and what it still sends
+   * meanwhile is read and dropped (the mailboxes have failed).
+   */
+  private fail(e: WebcclError, lingering: (net.Socket | undefined)[] = []): void {
     if (this.failure) return;
     this.failure = e;
     for (const box of this.boxes) box.fail(e);
     for (const reject of this.sending) reject(e);
     this.sending.clear();
-    for (const ls of [...this.inbound, ...this.outbound]) for (const l of ls) l?.reader.close();
-    const graceful = new Set(ending);
+    const linger = new Set(lingering);
+    for (const ls of [...this.inbound, ...this.outbound]) for (const l of ls) if (l && !linger.has(l.socket)) l.reader.close();
     for (const s of this.sockets) {
-      if (!graceful.has(s)) s.destroy();
-      else setTimeout(() => s.destroy(), 2000).unref();
+      if (!linger.has(s)) s.destroy();
+      else if (s.writableEnded && !s.writableFinished) {
+        // The ABORT is queued behind data still being written: linger from when it has left.
+        s.once('finish', () => setTimeout(() => s.destroy(), ABORT_LINGER_MS).unref());
+        setTimeout(() => s.destroy(), ABORT_FLUSH_MS).unref();
+      } else setTimeout(() => s.destroy(), ABORT_LINGER_MS).unref();
     }
     this.server.close();
     this.waitIncoming?.();

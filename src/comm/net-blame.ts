@@ -1,0 +1,139 @@
+// Naming the rank at fault when an op across nodes fails, as one node does from shared memory:
+//   Dispute    ranks disagree on an op: each rank's fields (collective, algorithm, dtype, op,
+//              count, root) travel in the ABORT frames, so every rank names the field and both
+//              values once it has the fields of the two ranks that disagree.
+//   stallRoot  an op timed out: each timed-out rank publishes in the job's store whom it waits
+//              for, and follows that chain to the first rank that published nothing (stopped,
+//              or not at the op), as torch's monitored barrier would name it.
+// Both are consulted only when an op has already failed; they cost nothing on success.
+import { WebcclError } from '../core/errors.js';
+import type { OpSpec } from './engine.js';
+
+/** What every rank must agree on for an op, under shm-runner's field names. */
+export const FIELDS = ['collective', 'algorithm', 'dtype', 'op', 'count', 'root'] as const;
+export type OpFields = Record<(typeof FIELDS)[number], string>;
+
+export function fieldsOf(s: OpSpec, algo: string): OpFields {
+  const reduces = s.name === 'allReduce' || s.name === 'reduce' || s.name === 'reduceScatter';
+  return { collective: s.name, algorithm: algo, dtype: s.dtype, op: reduces ? s.op : '-', count: String(s.count), root: String(s.root) };
+}
+
+/** How long a rank waits for the other side's fields before it names no field. */
+const EVIDENCE_GRACE_MS = 2000;
+
+/**
+ * A disagreement on op `seq`: the fields known of each rank (its own, and those ABORT frames
+ * carried). The verdict names the first field on which two known ranks differ, as soon as two
+ * such ranks are known, or says less once the grace has passed.
+ */
+export class Dispute {
+  private readonly fields = new Map<number, OpFields>();
+  /** The MISMATCH error this rank raises. */
+  readonly verdict: Promise<WebcclError>;
+  private complete!: () => void;
+
+  constructor(readonly seq: number, private readonly by?: number) {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    // The timer is ref'd: the failing op awaits the verdict, so the process must wait for it.
+    this.verdict = new Promise<void>((resolve) => {
+      this.complete = () => { clearTimeout(timer); resolve(); };
+      timer = setTimeout(resolve, EVIDENCE_GRACE_MS);
+    }).then(() => this.judge());
+  }
+
+  /** Adds what a rank knows (its own fields, or those an ABORT carried). */
+  learn(fields: Record<number, OpFields | undefined> | undefined): void {
+    for (const [r, f] of Object.entries(fields ?? {})) {
+      if (f && typeof f === 'object' && Number.isInteger(Number(r))) this.fields.set(Number(r), this.fields.get(Number(r)) ?? f);
+    }
+    if (this.pair()) this.complete();
+  }
+
+  /** Fields to send on: `mine` and, once known, those of a rank that differs (an ABORT carries two). */
+  evidence(mine: number): Record<number, OpFields> {
+    const p = this.pair();
+    const ranks = p ? [...new Set([mine, ...p.ranks])].filter((r) => this.fields.has(r)).slice(0, 2) : [...this.fields.keys()].slice(0, 2);
+    if (p && !ranks.includes(p.ranks[1]) && !ranks.includes(p.ranks[0])) ranks.splice(0, 2, ...p.ranks);
+    return Object.fromEntries(ranks.map((r) => [r, this.fields.get(r)!]));
+  }
+
+  /** Two known ranks that differ, the lower first, and the first field they differ on. */
+  private pair(): { ranks: [number, number]; field: (typeof FIELDS)[number] } | undefined {
+    const known = [...this.fields.keys()].sort((x, y) => x - y);
+    for (const a of known) {
+      for (const b of known) {
+        const field = FIELDS.find((f) => this.fields.get(a)![f] !== this.fields.get(b)![f]);
+        if (b > a && field) return { ranks: [a, b], field };
+      }
+    }
+    return undefined;
+  }
+
+  private judge(): WebcclError {
+    const from = this.by === undefined ? {} : { by: this.by };
+    const p = this.pair();
+    if (!p) return new WebcclError('MISMATCH', `ranks disagree on op #${this.seq}'s collective, count, dtype, op, root or algorithm`, { seq: this.seq, ranks: [...this.fields.keys()], ...from });
+    const [a, b] = p.ranks;
+    const values = [this.fields.get(a)![p.field], this.fields.get(b)![p.field]];
+    return new WebcclError('MISMATCH', `ranks disagree on the ${p.field} of op #${this.seq}: rank ${a} has ${values[0]}, rank ${b} has ${values[1]}`, { field: p.field, ranks: [a, b], values, seq: this.seq, ...from });
+  }
+}
+
+/** What stallRoot asks of the rendezvous store (StoreClient has it). */
+export interface JobStore {
+  set(key: string, value: string): Promise<void>;
+  get(key: string, opts: { timeoutMs: number }): Promise<Uint8Array>;
+}
+
+/** How long a timed-out rank waits for each rank of the chain to say whom it waits for. */
+export const stallGraceMs = (timeoutMs: number): number => Math.min(5000, Math.max(1000, timeoutMs / 2));
+
+/** The TIMEOUT message's account of the stall (empty when it is just the ranks waited for). */
+export function stallText({ missing, chain }: { missing: number[]; chain: number[] }): string {
+  if (!chain.length) return '';
+  return `; the stall starts at rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} (waits: ${[...chain, ...missing].join(' -> ')}; it has not reached this op, or is stopped)`;
+}
+
+/**
+ * The ranks at the root of a stall seen from `rank`, which waits for `awaited` in op `seq`.
+ * `chain` lists the ranks waiting on each other up to it (empty when the answer is just the
+ * ranks waited for: no store, a store that cannot say, or a cycle of ranks waiting on each other).
+ */
+export async function stallRoot(store: JobStore | undefined, rank: number, seq: number, awaited: number[], graceMs: number): Promise<{ missing: number[]; chain: number[] }> {
+  const direct = { missing: awaited, chain: [] };
+  if (!store || !awaited.length) return direct;
+  const key = (r: number) => `webccl/stall/${r}`;
+  await bounded(store.set(key(rank), JSON.stringify({ seq, awaited })), graceMs);
+  const chain = [rank];
+  for (let at = awaited[0]; !chain.includes(at); ) {
+    const entry = await lookup(store, key(at), graceMs);
+    if (entry === null) return direct;
+    if (entry === undefined) return { missing: [at], chain };
+    chain.push(at);
+    const next = (entry as { awaited?: number[] }).awaited ?? [];
+    if (!next.length) return { missing: [at], chain: chain.slice(0, -1) };
+    at = next[0];
+  }
+  return direct;
+}
+
+/** The JSON value at `key`: undefined when not set within `ms`, null when the store cannot answer. */
+async function lookup(store: JobStore, key: string, ms: number): Promise<unknown> {
+  let answer: unknown = null;
+  await bounded(store.get(key, { timeoutMs: Math.round(ms) }).then(
+    (v) => { answer = JSON.parse(new TextDecoder().decode(v)); },
+    (e) => { answer = WebcclError.is(e) && e.code === 'STORE_TIMEOUT' ? undefined : null; },
+  ), ms + 1000);
+  return answer;
+}
+
+/**
+ * Settles when `p` does or after `ms` (the store goes with rank 0). Its timer is ref'd: a rank
+ * whose op awaits this must not exit for want of anything else keeping the event loop alive
+ * (the store's socket is unref'd).
+ */
+function bounded(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<void>((ok) => { timer = setTimeout(ok, ms); });
+  return Promise.race([p.then(() => undefined, () => undefined), late]).finally(() => clearTimeout(timer));
+}
