@@ -25,6 +25,9 @@ if (comm.rank !== comm.size - 1) {
     await comm.allReduce(new Float32Array(4)); // the last rank never joins this one
   } catch (e) {
     say(`${e.code}: ${e.message}`);
+    // The flight recorder kept this rank's last ops (also printed on stderr at the TIMEOUT).
+    const last = comm.flightRecord().at(-1);
+    say(`flight record: ${last.collective} #${last.seq} ${last.state}, waiting on rank ${last.peers}, ${last.error}`);
   }
 } else {
   // The last rank stays, but away from the op, past the others' deadline. (Had its script

@@ -72,7 +72,7 @@ function optionTakers(): Record<string, (o: any) => unknown> {
 
 /** Exported functions that take no options bag (or only pass one on to a function above). */
 const NO_OPTIONS_BAG = [
-  'abortNode', 'getCommunicator', 'getRank', 'getWorldSize', 'wait',
+  'abortNode', 'leaveNode', 'getCommunicator', 'getRank', 'getWorldSize', 'wait',
   'allReduce', 'allReduceAsync', 'allGather', 'reduceScatter', 'broadcast', 'reduce', 'barrier', // → the Communicator's
   'Work', 'WebcclError',
 ];

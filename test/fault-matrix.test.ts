@@ -108,7 +108,7 @@ const ROWS: Row[] = [
     forms: {
       threads: HOLDS,
       procs: HOLDS,
-      nnodes: fails(10), // fixed by issue 8 item 10: a survivor gets "write to rank 0 failed: EPIPE", naming a rank that did not fail
+      nnodes: HOLDS,
     },
   },
   {
@@ -119,7 +119,7 @@ const ROWS: Row[] = [
     forms: {
       // Racy today (3 runs of 12 failed): rank 2 may first see "write to rank 0 failed: EPIPE"
       // as rank 0 exits, naming a rank that did not fail. Twelve runs catch it (~97%).
-      procs: fails(10), // fixed by issue 8 item 10
+      procs: HOLDS,
     },
   },
   {
@@ -129,8 +129,8 @@ const ROWS: Row[] = [
     faultyCodes: ['CONNECTION_CLOSED', 'ABORTED'],
     repeat: 3, // racy today: on procs one run of 4 named rank 1 everywhere
     forms: {
-      procs: fails(10), // fixed by issue 8 item 10: rank 2 gets "write to rank 0 failed: ECONNRESET", empty details
-      nnodes: fails(10), // fixed by issue 8 item 10: a survivor names the survivor it wrote to
+      procs: HOLDS,
+      nnodes: HOLDS,
     },
   },
   {
@@ -146,39 +146,37 @@ const ROWS: Row[] = [
     repeat: 4, // on nnodes one run of 3 named rank 1 everywhere today
     forms: {
       threads: HOLDS,
-      procs: fails(9), // fixed by issue 8 item 9: the TIMEOUT names the healthy rank awaited, not rank 1
-      nnodes: fails(9), // fixed by issue 8 item 9
+      procs: HOLDS,
+      nnodes: HOLDS,
     },
   },
-  // Across processes and nodes today: MISMATCH only on the ranks that exchange with rank 1, the
-  // others get ABORTED; details carry two hashes, never the field.
   mismatch('collective',
-    fails(1, 11), // fixed by issue 8 items 1 and 11: allReduce against broadcast waits the whole deadline (TIMEOUT)
-    fails(1, 11)), // fixed by issue 8 items 1 and 11
+    HOLDS,
+    HOLDS),
   mismatch('count',
-    fails(11), // fixed by issue 8 item 11: details carry hashes, not the field
-    fails(11)), // fixed by issue 8 item 11
+    HOLDS,
+    HOLDS),
   mismatch('dtype',
-    fails(11), // fixed by issue 8 item 11
-    fails(11)), // fixed by issue 8 item 11
+    HOLDS,
+    HOLDS),
   mismatch('op',
-    fails(11), // fixed by issue 8 item 11
-    fails(11)), // fixed by issue 8 item 11
+    HOLDS,
+    HOLDS),
   mismatch('root',
-    fails(1, 11), // fixed by issue 8 items 1 and 11: broadcast with different roots succeeds on ranks 0 and 1, no data moved
-    fails(1, 11)), // fixed by issue 8 items 1 and 11
+    HOLDS,
+    HOLDS),
   mismatch('algorithm',
-    fails(11), // fixed by issue 8 item 11: fails at once today, but with hashes
-    fails(11)), // fixed by issue 8 item 11
+    HOLDS,
+    HOLDS),
   {
     what: "rank 1 calls abort(reason): the others fail ABORTED naming rank 1, with the reason's text",
     fault: 'abort',
     params: { reason: 'fault-matrix: rank 1 gives up' },
     peers: { codes: ['ABORTED'], reason: 'fault-matrix: rank 1 gives up', boundMs: 30_000 },
     forms: {
-      threads: fails(10), // fixed by issue 8 item 10: the reason text is dropped ("rank 1 called abort()")
+      threads: HOLDS,
       procs: HOLDS,
-      nnodes: fails(10), // fixed by issue 8 item 10: rank 1's node mate gets no reason text
+      nnodes: HOLDS,
     },
   },
   {
@@ -187,9 +185,9 @@ const ROWS: Row[] = [
     env: { WEBCCL_TIMEOUT_MS: '20000' },
     peers: peerDied(10_000),
     forms: {
-      threads: fails(6), // fixed by issue 8 item 6: the others wait the whole WEBCCL_TIMEOUT_MS
+      threads: HOLDS,
       procs: HOLDS,
-      nnodes: fails(6), // fixed by issue 8 item 6: rank 1's node mate waits the whole deadline
+      nnodes: HOLDS,
     },
   },
   {
@@ -199,7 +197,7 @@ const ROWS: Row[] = [
     repeat: 4, // one run of 4 named rank 1 everywhere today
     peers: { codes: ['TIMEOUT', 'ABORTED'], boundMs: 30_000 },
     forms: {
-      procs: fails(9), // fixed by issue 8 item 9: the TIMEOUT names a healthy rank, never the stopped one
+      procs: HOLDS,
     },
   },
   {
@@ -210,7 +208,7 @@ const ROWS: Row[] = [
     peers: { codes: ['CONNECT_FAILED', 'ABORTED', 'AUTH_FAILED'], boundMs: 10_000 },
     faultyCodes: ['AUTH_FAILED'],
     forms: {
-      procs: fails(7), // fixed by issue 8 item 7: the others learn nothing until WEBCCL_CONNECT_TIMEOUT_MS
+      procs: HOLDS,
     },
   },
   {
@@ -221,7 +219,7 @@ const ROWS: Row[] = [
     peers: { codes: ['CONNECT_FAILED', 'ABORTED', 'AUTH_FAILED'], boundMs: 10_000 },
     faultyCodes: ['AUTH_FAILED'],
     forms: {
-      procs: fails(7), // fixed by issue 8 item 7
+      procs: HOLDS,
     },
   },
   {
@@ -233,7 +231,7 @@ const ROWS: Row[] = [
     peers: { codes: ['CONNECT_FAILED', 'ABORTED', 'AUTH_FAILED'], boundMs: 10_000 },
     faultyCodes: ['AUTH_FAILED'],
     forms: {
-      nnodes: fails(7), // fixed by issue 8 item 7
+      nnodes: HOLDS,
     },
   },
   {
@@ -245,7 +243,7 @@ const ROWS: Row[] = [
     peers: { codes: ['CONNECT_FAILED', 'ABORTED', 'AUTH_FAILED'], boundMs: 10_000 },
     faultyCodes: ['AUTH_FAILED'],
     forms: {
-      nnodes: fails(7), // fixed by issue 8 item 7
+      nnodes: HOLDS,
     },
   },
   {
@@ -267,7 +265,7 @@ const ROWS: Row[] = [
     launcher: 'ok',
     check: (o) => probesClosed(o, 12_000),
     forms: {
-      procs: fails(7), // fixed by issue 8 item 7: the data port holds it until WEBCCL_CONNECT_TIMEOUT_MS
+      procs: HOLDS,
     },
   },
   {
@@ -279,7 +277,7 @@ const ROWS: Row[] = [
     launcher: 'ok',
     check: (o) => [...probesClosed(o, 5000), ...refusalsRateLimited(o, 10)],
     forms: {
-      procs: fails(7, 11), // fixed by issue 8 items 7 (one WARN line per refused connection) and 11 (a doubled [PROTOCOL_ERROR] suffix)
+      procs: HOLDS,
     },
   },
   {
@@ -295,7 +293,7 @@ const ROWS: Row[] = [
     },
     check: (o) => ranksGoneWithin(o, 10_000),
     forms: {
-      procs: fails(8), // fixed by issue 8 item 8: the ranks run on, reparented to init
+      procs: HOLDS,
     },
   },
   {

@@ -6,7 +6,6 @@
 // comm.flightRecord() returns it at any time.
 import { WebcclError } from '../core/errors.js';
 import { envNumber } from '../core/config.js';
-import { ABORT_REASON } from '../core/layout.js';
 import { log } from '../core/log.js';
 import type { OpSpec } from './engine.js';
 import type { Work } from './work.js';
@@ -134,9 +133,9 @@ export class FlightRecorder {
  * timeout reached this one as ABORTED, else the rank that aborted.
  */
 function peersOf(e: WebcclError): number[] {
-  const { missing, by, reason, detail } = e.details;
+  const { missing, by, cause, detail } = e.details;
   const rank = (r: unknown): r is number => Number.isInteger(r) && (r as number) >= 0;
   if (Array.isArray(missing)) return missing.filter(rank);
-  if (reason === ABORT_REASON.TIMEOUT && rank(detail)) return [detail];
+  if (cause === 'timeout' && rank(detail)) return [detail];
   return rank(by) ? [by] : [];
 }

@@ -201,7 +201,7 @@ export class NetEngine implements Engine, WorkDriver {
         // over: the ranks disagree.
         if (err.code === 'MISMATCH' && typeof err.details.seq === 'number' && err.details.by === undefined) this.disagreed(err.details.seq, err.details.peer as number);
         if (this.dispute) err = await this.dispute.verdict;
-        else if (err.code === 'ABORTED' && typeof err.details.reason !== 'string') err = await this.networkAccount(err);
+        else if (err.code === 'ABORTED' && err.details.via === 'shm') err = await this.networkAccount(err);
         else if (err.code === 'TIMEOUT' && !('awaited' in err.details)) err = await this.nodeStall(op, err);
       }
       // The transport's messages start with this rank's number, which the context already says.

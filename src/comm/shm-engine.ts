@@ -172,8 +172,11 @@ export class ShmEngine implements Engine, WorkDriver {
       return;
     }
     // A failure of this rank's own (a WEBCCL_CHECK, a buffer detached in flight), not one it
-    // learned from the communicator: abort it, so that the peers fail at once too.
-    if (err.code !== 'ABORTED' && err.code !== 'TIMEOUT') this.runner.abort(ABORT_REASON.PEER_ERROR, this.ctx.rank);
+    // learned from the communicator: abort it, so that the peers fail at once too, with its
+    // reason. (A departed rank is seen by every peer itself, each naming it: no abort needed.)
+    if (err.code !== 'ABORTED' && err.code !== 'TIMEOUT' && err.code !== 'CONNECTION_CLOSED') {
+      this.runner.abort(ABORT_REASON.PEER_ERROR, this.ctx.rank, `${err.reason} (${err.code})`);
+    }
     this.fail(err);
   }
 

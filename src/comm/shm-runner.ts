@@ -233,7 +233,7 @@ export class ShmRunner {
       const code = Atomics.load(i32, (NODE_BASE + N.ABORT_CODE) >> 2);
       const reason = readReasonText(this.core.memory, NODE_BASE + N.REASON);
       const why = code === ABORT_REASON.PEER_DIED ? `${dead} died` : `aborted by ${dead}`;
-      return new WebcclError('ABORTED', `${what}: ${why}${reason ? ` (${reason})` : ''}; the job is being ended`, { by, reason });
+      return new WebcclError('ABORTED', `${what}: ${why}${reason ? ` (${reason})` : ''}; the job is being ended`, { by, reason, via: 'shm' });
     }
     const by = Atomics.load(i32, this.commAbort);
     if (by === 0) return null;
@@ -244,7 +244,9 @@ export class ShmRunner {
       code === ABORT_REASON.TIMEOUT ? `rank ${by - 1} timed out waiting for rank ${detail}` :
       code === ABORT_REASON.USER ? `rank ${by - 1} called abort(${JSON.stringify(reason)})` :
       code === ABORT_REASON.PEER_ERROR ? `rank ${by - 1} failed${reason ? `: ${reason}` : ''}` : `rank ${by - 1} aborted it`;
-    return new WebcclError('ABORTED', `${what}: communicator aborted (${why})`, { by: by - 1, reason, detail });
+    // `cause` says what `detail` means: for a timeout, the rank the aborting rank waited for.
+    const cause = Object.keys(ABORT_REASON).find((k) => ABORT_REASON[k as keyof typeof ABORT_REASON] === code)?.toLowerCase();
+    return new WebcclError('ABORTED', `${what}: communicator aborted (${why})`, { by: by - 1, reason, detail, cause, via: 'shm' });
   }
 
   private errorOf(op: RunningOp): WebcclError {
