@@ -200,8 +200,9 @@ export class NetEngine implements Engine, WorkDriver {
         // A receive that met another signature in its slot (the mailbox), or a message left
         // over: the ranks disagree.
         if (err.code === 'MISMATCH' && typeof err.details.seq === 'number' && err.details.by === undefined) this.disagreed(err.details.seq, err.details.peer as number);
+        if (!this.dispute && err.code === 'ABORTED' && err.details.via === 'shm') err = await this.networkAccount(err);
+        // (the network's account may be a disagreement, which the verdict states with its field)
         if (this.dispute) err = await this.dispute.verdict;
-        else if (err.code === 'ABORTED' && err.details.via === 'shm') err = await this.networkAccount(err);
         else if (err.code === 'TIMEOUT' && !('awaited' in err.details)) err = await this.nodeStall(op, err);
       }
       // The transport's messages start with this rank's number, which the context already says.
@@ -252,6 +253,9 @@ export class NetEngine implements Engine, WorkDriver {
   private abortInfoOf(err: WebcclError): AbortInfo {
     const d = this.dispute;
     if (d) return { code: 'MISMATCH', reason: err.reason, details: { seq: d.seq, fields: d.evidence(this.world.rank) } };
+    // Found by the node phase: the other nodes' ranks get the same field and values.
+    const { field, ranks, values } = err.details;
+    if (err.code === 'MISMATCH' && typeof field === 'string') return { code: 'MISMATCH', reason: err.reason, details: { field, ranks, values } };
     const { by, reason, user, missing } = err.details;
     if (err.code === 'ABORTED' && typeof by === 'number' && by !== this.world.rank && typeof reason === 'string') {
       return { code: 'ABORTED', reason, user: user === true, details: { by, missing } };
@@ -441,13 +445,27 @@ export class NetEngine implements Engine, WorkDriver {
     // The node phase blocks the thread where it may: no message of this op can arrive for this
     // rank meanwhile (the network phase comes after), and a blocking wait wakes in a few µs
     // where an event-loop turn per chunk costs tens. A failing peer still wakes it (abort word).
-    const done = (w: Work) => (this.ctx.canBlock ? Promise.resolve(w.waitSync()) : w.wait());
+    const settle = (w: Work) => (this.ctx.canBlock ? Promise.resolve(w.waitSync()) : w.wait());
+    const done = (w: Work) => settle(w).catch((e: unknown) => {
+      throw WebcclError.is(e) && e.code === 'MISMATCH' ? this.worldMismatch(e) : e;
+    });
     return {
       rank: this.local.rank,
       size: this.local.size,
       reduceScatter: (out, input) => done(this.local.reduceScatter(arr(out), arr(input), { op: reduceOp })),
       allGather: (out, input) => done(this.local.allGather(arr(out), arr(input))),
     };
+  }
+
+  /**
+   * A disagreement the node phase found names local ranks: the same, in world ranks (so that
+   * it means the same on every node it is sent to).
+   */
+  private worldMismatch(e: WebcclError): WebcclError {
+    const { field, values } = e.details as { field?: string; values?: unknown[] };
+    const ranks = ((e.details.ranks as number[] | undefined) ?? []).map((l) => this.nodeRanks[l] ?? l);
+    if (typeof field !== 'string' || ranks.length !== 2 || !Array.isArray(values)) return e;
+    return new WebcclError('MISMATCH', `ranks disagree on the ${field}: rank ${ranks[0]} has ${String(values[0])}, rank ${ranks[1]} has ${String(values[1])}`, { field, ranks, values });
   }
 
   private scale(dtype: Dtype, s: Span, factor: number): void {

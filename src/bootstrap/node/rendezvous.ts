@@ -10,7 +10,7 @@ import { RateLimitedLog } from '../../core/rate-log.js';
 import { AUTH_FAIL_REASONS } from '../store-protocol.js';
 import { type Address, TcpTransport } from '../../transport/tcp/node/tcp-transport.js';
 import { StoreClient } from './store-client.js';
-import { type StoreServer, hostPort, startStoreServer } from './store-server.js';
+import { type StoreServer, hostPort, refusalLine, startStoreServer } from './store-server.js';
 import { isLoopback } from './job-secrets.js';
 import type { WorldInit } from '../world.js';
 import type { WireTls } from '../../wire/node/secure-socket.js';
@@ -67,9 +67,9 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
   // rather than at the connect deadline. (Whom it claims to be is not trusted for anything else.)
   const refusals = new RateLimitedLog(`store ${where}: refused connections`);
   let wrongToken: string | undefined;
-  const onReject = (r: { remote: string; kind: string; reason: string }) => {
+  const onReject = (r: { remote: string; kind: 'auth' | 'protocol'; reason: string }) => {
     if (r.kind === 'auth' && r.reason === AUTH_FAIL_REASONS[2]) wrongToken ??= r.remote;
-    refusals.warn(`store ${where}: refused ${r.remote}: ${r.reason}`);
+    refusals.warn(refusalLine(where, r));
   };
   const server = o.rank === 0
     ? await startStoreServer({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId, tls: o.tls, onReject }).catch((e: WebcclError) => {

@@ -17,6 +17,11 @@ import {
 /** What a secure end sends before TLS: a plain peer shows it as the store's parting error. */
 export const STORE_TLS_NOTICE = concat(encode({ type: 'protocolError', message: TLS_NOTICE }));
 
+/** The log line of a refused connection: what it did, and the code its end was told. */
+export function refusalLine(store: string, r: { remote: string; kind: 'auth' | 'protocol'; reason: string }): string {
+  return `store ${store}: refused ${r.remote}: ${r.reason} [${r.kind === 'auth' ? 'AUTH_FAILED' : 'PROTOCOL_ERROR'}]`;
+}
+
 export interface StoreServerOptions {
   /** Interface to listen on; loopback unless the job spans machines. */
   host?: string;
@@ -184,7 +189,7 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   const reject = (remote: string, kind: 'auth' | 'protocol', reason: string) => {
     counts[kind === 'auth' ? 'authFailures' : 'protocolErrors']++;
     if (options.onReject) options.onReject({ remote, kind, reason });
-    else (refusals ??= new RateLimitedLog(`store ${label}: refused connections`)).warn(`store ${label}: refused ${remote}: ${reason}`);
+    else (refusals ??= new RateLimitedLog(`store ${label}: refused connections`)).warn(refusalLine(label, { remote, kind, reason }));
   };
 
   function serveConnection(socket: net.Socket): void {
