@@ -6,9 +6,6 @@
 // run with 5 s deadlines), that it names the faulty rank, then the launchers' exit codes, and
 // that no process of the job is left.
 //
-// Rows that do not hold today are marked `fails(N)`, run as it.fails, with the item of issue 8
-// whose fix makes them hold: flip them to HOLDS when merging that fix.
-//
 // FAULT_FORMS=threads (or procs, nnodes, a comma list) runs one launch form alone;
 // FAULT_CONCURRENCY (default 3) bounds the jobs running at once; FAULT_REPORT=file.json writes
 // what every row saw (codes, ranks named, times), from which the README's failure table is made.
@@ -41,11 +38,6 @@ const GUARD_MS = 60_000;
 
 // ---------------------------------------------------------------- the table
 
-const HOLDS = 'holds' as const;
-/** Does not hold today; these items of issue 8 fix it. */
-const fails = (...items: number[]) => ({ items });
-type Status = typeof HOLDS | { items: number[] };
-const fixedBy = (s: { items: number[] }) => `fixed by issue 8 item${s.items.length > 1 ? 's' : ''} ${s.items.join(', ')}`;
 
 interface Expect {
   /** Codes acceptable on each rank this applies to. */
@@ -65,7 +57,8 @@ interface Row {
   fault: string;
   params?: Record<string, unknown>;
   env?: Env;
-  forms: Partial<Record<Form, Status>>;
+  /** The launch forms the fault applies to. */
+  forms: Form[];
   /** Ranks per form (default: 3 threads, 3 processes, 2 × 2 on nodes). */
   size?: Partial<Record<Form, number>>;
   /** The ranks that do the fault (default: [params.rank ?? 1]). */
@@ -83,21 +76,21 @@ interface Row {
   /** Acts on the running job (e.g. kills a launcher); returns the launchers it killed. */
   during?: (o: Running) => Promise<Job[]>;
   /** Runs of the job (default 1, or FAULT_REPEAT): the row holds if every run does. For rows
-   *  whose outcome today depends on a race. */
+   *  whose outcome once depended on a race (a healthy rank named in one run of a few). */
   repeat?: number;
   /** Further checks; returns the problems found. */
   check?: (o: Outcome) => string[] | Promise<string[]>;
 }
 
 const peerDied = (boundMs = 30_000): Expect => ({ codes: ['CONNECTION_CLOSED', 'ABORTED'], boundMs });
-/** Rank 1 disagrees on `field`; the network forms do not hold today, for the items given. */
-const mismatch = (field: string, procs: Status, nnodes: Status): Row => ({
+/** Rank 1 disagrees on `field`. */
+const mismatch = (field: string): Row => ({
   what: `rank 1 disagrees on the ${field}: MISMATCH on every rank, naming the field`,
   fault: 'mismatch',
   params: { field },
   peers: { codes: ['MISMATCH'], names: false, field, boundMs: 30_000 },
   faultyToo: true,
-  forms: { threads: HOLDS, procs, nnodes },
+  forms: ['threads'],
 });
 
 const ROWS: Row[] = [
@@ -105,100 +98,63 @@ const ROWS: Row[] = [
     what: 'rank 1 exits with code 7 mid-op: the others fail CONNECTION_CLOSED/ABORTED naming rank 1',
     fault: 'exit7',
     peers: peerDied(),
-    forms: {
-      threads: HOLDS,
-      procs: HOLDS,
-      nnodes: HOLDS,
-    },
+    forms: ['threads', 'procs', 'nnodes'],
   },
   {
     what: 'rank 1 is SIGKILLed mid 64 MiB allReduce: the others fail CONNECTION_CLOSED/ABORTED naming rank 1',
     fault: 'sigkill',
     peers: peerDied(),
-    repeat: 12,
-    forms: {
-      // Racy today (3 runs of 12 failed): rank 2 may first see "write to rank 0 failed: EPIPE"
-      // as rank 0 exits, naming a rank that did not fail. Twelve runs catch it (~97%).
-      procs: HOLDS,
-    },
+    repeat: 4, // a survivor once named another survivor ("write … EPIPE") in one run of four
+    forms: ['procs'],
   },
   {
     what: 'rank 1 drops every connection mid 64 MiB allReduce: the others fail CONNECTION_CLOSED/ABORTED naming rank 1',
     fault: 'drop',
     peers: peerDied(),
     faultyCodes: ['CONNECTION_CLOSED', 'ABORTED'],
-    repeat: 3, // racy today: on procs one run of 4 named rank 1 everywhere
-    forms: {
-      procs: HOLDS,
-      nnodes: HOLDS,
-    },
+    repeat: 3, // once named rank 1 everywhere in only one run of four
+    forms: ['procs', 'nnodes'],
   },
   {
     what: 'rank 1 never calls initCommGroup: the others fail TIMEOUT/CONNECT_FAILED naming rank 1',
     fault: 'neverJoins',
     peers: { codes: ['TIMEOUT', 'CONNECT_FAILED', 'ABORTED'], boundMs: 30_000 },
-    forms: { threads: HOLDS, procs: HOLDS, nnodes: HOLDS },
+    forms: ['threads', 'procs', 'nnodes'],
   },
   {
     what: 'rank 1 joins but never issues the op: the others fail TIMEOUT naming rank 1',
     fault: 'skipsOp',
     peers: { codes: ['TIMEOUT', 'ABORTED'], boundMs: 30_000 },
-    repeat: 4, // on nnodes one run of 3 named rank 1 everywhere today
-    forms: {
-      threads: HOLDS,
-      procs: HOLDS,
-      nnodes: HOLDS,
-    },
+    repeat: 4, // on nnodes, once named rank 1 everywhere in only one run of three
+    forms: ['threads', 'procs', 'nnodes'],
   },
-  mismatch('collective',
-    HOLDS,
-    HOLDS),
-  mismatch('count',
-    HOLDS,
-    HOLDS),
-  mismatch('dtype',
-    HOLDS,
-    HOLDS),
-  mismatch('op',
-    HOLDS,
-    HOLDS),
-  mismatch('root',
-    HOLDS,
-    HOLDS),
-  mismatch('algorithm',
-    HOLDS,
-    HOLDS),
+  mismatch('collective'),
+  mismatch('count'),
+  mismatch('dtype'),
+  mismatch('op'),
+  mismatch('root'),
+  mismatch('algorithm'),
   {
     what: "rank 1 calls abort(reason): the others fail ABORTED naming rank 1, with the reason's text",
     fault: 'abort',
     params: { reason: 'fault-matrix: rank 1 gives up' },
     peers: { codes: ['ABORTED'], reason: 'fault-matrix: rank 1 gives up', boundMs: 30_000 },
-    forms: {
-      threads: HOLDS,
-      procs: HOLDS,
-      nnodes: HOLDS,
-    },
+    forms: ['threads', 'procs', 'nnodes'],
   },
   {
     what: "rank 1's script ends while the others issue one more op: they fail at once, naming rank 1",
     fault: 'ends',
     env: { WEBCCL_TIMEOUT_MS: '20000' },
     peers: peerDied(10_000),
-    forms: {
-      threads: HOLDS,
-      procs: HOLDS,
-      nnodes: HOLDS,
-    },
+    forms: ['threads', 'procs', 'nnodes'],
   },
   {
     what: 'rank 1 is frozen (SIGSTOP): the others fail TIMEOUT naming rank 1',
     fault: 'freeze',
     size: { procs: 4 },
-    repeat: 4, // one run of 4 named rank 1 everywhere today
+    repeat: 4, // once named rank 1 everywhere in only one run of four
     peers: { codes: ['TIMEOUT', 'ABORTED'], boundMs: 30_000 },
-    forms: {
-      procs: HOLDS,
-    },
+    forms: ['procs'],
   },
   {
     what: 'rank 1 has a wrong WEBCCL_TOKEN: it fails AUTH_FAILED; the others fail promptly, naming it',
@@ -207,9 +163,7 @@ const ROWS: Row[] = [
     env: { WEBCCL_CONNECT_TIMEOUT_MS: '20000' },
     peers: { codes: ['CONNECT_FAILED', 'ABORTED', 'AUTH_FAILED'], boundMs: 10_000 },
     faultyCodes: ['AUTH_FAILED'],
-    forms: {
-      procs: HOLDS,
-    },
+    forms: ['procs'],
   },
   {
     what: 'rank 1 has no WEBCCL_TOKEN (the per-user file holds another): it fails AUTH_FAILED; the others fail promptly, naming it',
@@ -218,9 +172,7 @@ const ROWS: Row[] = [
     env: { WEBCCL_CONNECT_TIMEOUT_MS: '20000' },
     peers: { codes: ['CONNECT_FAILED', 'ABORTED', 'AUTH_FAILED'], boundMs: 10_000 },
     faultyCodes: ['AUTH_FAILED'],
-    forms: {
-      procs: HOLDS,
-    },
+    forms: ['procs'],
   },
   {
     what: "node 1's launcher has another WEBCCL_TOKEN: ranks 2, 3 fail AUTH_FAILED; ranks 0, 1 fail promptly, naming them",
@@ -230,9 +182,7 @@ const ROWS: Row[] = [
     faulty: () => [2, 3],
     peers: { codes: ['CONNECT_FAILED', 'ABORTED', 'AUTH_FAILED'], boundMs: 10_000 },
     faultyCodes: ['AUTH_FAILED'],
-    forms: {
-      nnodes: HOLDS,
-    },
+    forms: ['nnodes'],
   },
   {
     what: "node 1's launcher has no WEBCCL_TOKEN (the per-user file holds another): ranks 2, 3 fail AUTH_FAILED; ranks 0, 1 fail promptly, naming them",
@@ -242,9 +192,7 @@ const ROWS: Row[] = [
     faulty: () => [2, 3],
     peers: { codes: ['CONNECT_FAILED', 'ABORTED', 'AUTH_FAILED'], boundMs: 10_000 },
     faultyCodes: ['AUTH_FAILED'],
-    forms: {
-      nnodes: HOLDS,
-    },
+    forms: ['nnodes'],
   },
   {
     what: 'garbage and an oversized length frame on the store port and on a data port: each rogue connection is refused and logged with a code, the job completes',
@@ -254,7 +202,7 @@ const ROWS: Row[] = [
     peers: 'ok',
     launcher: 'ok',
     check: (o) => [...probesClosed(o, 5000), ...refusalsLogged(o, 4)],
-    forms: { procs: HOLDS, nnodes: HOLDS },
+    forms: ['procs', 'nnodes'],
   },
   {
     what: 'an idle unauthenticated connection to a data port is closed within a few seconds (default connect deadline)',
@@ -264,9 +212,7 @@ const ROWS: Row[] = [
     peers: 'ok',
     launcher: 'ok',
     check: (o) => probesClosed(o, 12_000),
-    forms: {
-      procs: HOLDS,
-    },
+    forms: ['procs'],
   },
   {
     what: '60 garbage connections to a data port: refused, logged a few times only, each line with one code',
@@ -276,9 +222,7 @@ const ROWS: Row[] = [
     peers: 'ok',
     launcher: 'ok',
     check: (o) => [...probesClosed(o, 5000), ...refusalsRateLimited(o, 10)],
-    forms: {
-      procs: HOLDS,
-    },
+    forms: ['procs'],
   },
   {
     what: 'the launcher is SIGKILLed: every rank ends within a few seconds',
@@ -292,9 +236,7 @@ const ROWS: Row[] = [
       return [o.jobs[0]];
     },
     check: (o) => ranksGoneWithin(o, 10_000),
-    forms: {
-      procs: HOLDS,
-    },
+    forms: ['procs'],
   },
   {
     what: "node 1's launcher is SIGKILLed: ranks 0, 1 fail CONNECTION_CLOSED/ABORTED naming rank 2 or 3",
@@ -307,7 +249,7 @@ const ROWS: Row[] = [
       o.jobs[1].child.kill('SIGKILL');
       return [o.jobs[1]];
     },
-    forms: { nnodes: HOLDS },
+    forms: ['nnodes'],
   },
 ];
 
@@ -525,11 +467,8 @@ afterAll(() => {
 describe.concurrent('fault matrix', () => {
   for (const row of ROWS) {
     for (const form of FORMS) {
-      const status = row.forms[form];
-      if (!status) continue;
-      const test = status === HOLDS ? it : it.fails;
-      const title = `${form}: ${row.what}${status === HOLDS ? '' : ` (${fixedBy(status)})`}`;
-      test(title, async ({ onTestFinished }) => {
+      if (!row.forms.includes(form)) continue;
+      it(`${form}: ${row.what}`, async ({ onTestFinished }) => {
         // A row whose outcome depends on a race runs several times: it holds only if every run does.
         const runs = Math.max(row.repeat ?? 1, Number(process.env.FAULT_REPEAT ?? 1));
         let o: Outcome;
@@ -540,7 +479,7 @@ describe.concurrent('fault matrix', () => {
           p = await problems(row, o);
         } while (!p.length && ++attempt < runs);
         report.push({
-          form, row: row.what, status: status === HOLDS ? 'holds' : `fails, ${fixedBy(status)}`, runs: Math.min(attempt + 1, runs), problems: p, wallMs: o.wallMs,
+          form, row: row.what, runs: Math.min(attempt + 1, runs), problems: p, wallMs: o.wallMs,
           exit: o.runs.map((r) => r.code ?? r.signal),
           ranks: o.results.map((r) => ({ rank: r.rank, role: r.role, ok: r.ok, code: r.code, elapsedMs: r.elapsedMs, named: r.ok ? undefined : namesRank(r, o.faulty), message: r.message, details: r.details })),
         });
