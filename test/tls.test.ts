@@ -16,6 +16,7 @@ import { WebcclError } from '../src/core/errors.js';
 import { type TlsFiles } from '../src/core/config.js';
 import { startStoreServer, type StoreServerOptions } from '../src/bootstrap/node/store-server.js';
 import { StoreClient } from '../src/bootstrap/node/store-client.js';
+import { AUTH_FAIL_REASONS } from '../src/bootstrap/store-protocol.js';
 import { TcpTransport, type TcpTransportOptions } from '../src/transport/tcp/node/tcp-transport.js';
 import { type WireTls, resolveWireTls, wireTls } from '../src/wire/node/secure-socket.js';
 import { freePort } from './helpers/net.js';
@@ -68,17 +69,34 @@ describe('rendezvous store over TLS', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
-  it('another token: AUTH_FAILED at the client, an auth refusal at the store, both promptly', async () => {
+  it('another token: AUTH_FAILED at the client; the store refuses it as a token mismatch (it claimed this job), both promptly', async () => {
     const seen = refusals<Reject>();
     const s = await store(byToken(), seen.on);
     const t0 = Date.now();
     const e = await failure(client(s.port, byToken('other-token'), 'other-token'));
     expect(e.code).toBe('AUTH_FAILED');
     expect(e.message).toMatch(/the TLS handshake with store at 127\.0\.0\.1:\d+ failed/);
+    // The refusal rendezvous turns into rank 0's AUTH_FAILED naming the ranks not joined.
+    expect(await seen.first).toMatchObject({ kind: 'auth', reason: AUTH_FAIL_REASONS[2] });
+    expect(Date.now() - t0).toBeLessThan(PROMPT_MS);
+  });
+
+  it("another job's key: AUTH_FAILED at the client; the store refuses it, but not as a token mismatch", async () => {
+    const seen = refusals<Reject>();
+    const s = await store(byToken(), seen.on);
+    const e = await failure(client(s.port, byToken(TOKEN, 'another-job')));
+    expect(e.code).toBe('AUTH_FAILED');
     const r = await seen.first;
     expect(r.kind).toBe('auth');
     expect(r.reason).toMatch(/the TLS handshake with the peer failed/);
-    expect(Date.now() - t0).toBeLessThan(PROMPT_MS);
+  });
+
+  it('the key names the job (a hash of its id), never the token', () => {
+    const identity = (w: WireTls) => (w.client.pskCallback as () => { identity: string })().identity;
+    expect(identity(byToken())).toBe(identity(byToken('other-token')));
+    expect(identity(byToken())).not.toBe(identity(byToken(TOKEN, 'another-job')));
+    expect(identity(byToken())).not.toContain(TOKEN);
+    expect(identity(byToken())).not.toContain(JOB);
   });
 
   it('a TLS store and a plain client: PROTOCOL_ERROR naming WEBCCL_TLS at the client, a protocol refusal at the store', async () => {
@@ -423,20 +441,26 @@ describe('jobs across processes with WEBCCL_TLS=1', () => {
   }, 120_000);
 
   /** Ranks 0 and 1 started by hand with torchrun's variables, `each[k]` added to rank k's. */
-  async function byHand(each: Env[]): Promise<Run[]> {
+  async function byHand(each: Env[], connectTimeoutMs = 6000): Promise<Run[]> {
     const port = await freePort();
     // Long enough for rank 0's store to be up under load, so rank 1 meets it (not the deadline).
-    const common = { WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port), WEBCCL_CONNECT_TIMEOUT_MS: '6000', WEBCCL_TOKEN: 'token-a', WEBCCL_JOB_ID: 'job-a' };
+    const common = { WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port), WEBCCL_CONNECT_TIMEOUT_MS: String(connectTimeoutMs), WEBCCL_TOKEN: 'token-a', WEBCCL_JOB_ID: 'job-a' };
     const rs = await Promise.all(each.map((extra, k) => run([failing, 'join'], env({ ...common, RANK: String(k), ...extra }), 30_000)));
     rs.forEach((r, k) => expect({ rank: k, code: r.code, hung: r.hung, joined: r.stdout.includes('joined') }, r.stderr).toEqual({ rank: k, code: 1, hung: false, joined: false }));
     return rs;
   }
 
-  it('rank 1 has another WEBCCL_TOKEN: it fails AUTH_FAILED in the TLS handshake; the store refuses it; rank 0 fails too', async () => {
-    const [r0, r1] = await byHand([{ WEBCCL_TLS: '1' }, { WEBCCL_TLS: '1', WEBCCL_TOKEN: 'token-b' }]);
+  it('rank 1 has another WEBCCL_TOKEN: it fails AUTH_FAILED in the TLS handshake; rank 0 fails AUTH_FAILED naming rank 1 at once, not at the connect deadline', async () => {
+    const t0 = Date.now();
+    const [r0, r1] = await byHand([{ WEBCCL_TLS: '1' }, { WEBCCL_TLS: '1', WEBCCL_TOKEN: 'token-b' }], 60_000);
+    expect(Date.now() - t0).toBeLessThan(20_000); // both have exited, far before the 60 s deadline
     expect(r1.stderr).toMatch(/rank 1 cannot reach the rendezvous store at 127\.0\.0\.1:\d+: .*TLS handshake with store at .* failed.*\[AUTH_FAILED\]/);
-    expect(r0.stderr).toMatch(/refused .*TLS handshake with the peer failed/);
-    expect(r0.stderr).toMatch(/rank 0\b.*rank 1\b.*\[(AUTH_FAILED|CONNECT_FAILED|ABORTED)\]/);
+    expect(r1.stderr).toMatch(/code: 'AUTH_FAILED'/);
+    // The store knew the key rank 1 named was this job's: it refused a token mismatch.
+    expect(r0.stderr).toMatch(/refused .*token mismatch/);
+    expect(r0.stderr).toMatch(/rank 0: the store at .* refused .*token mismatch.*rank 1 of 2 has not joined.*\[AUTH_FAILED\]/);
+    expect(r0.stderr).toMatch(/code: 'AUTH_FAILED'/);
+    expect(r0.stderr).toMatch(/missing: \[ 1 \]/);
   }, 60_000);
 
   for (const [tlsRank, plainRank] of [[0, 1], [1, 0]]) {

@@ -280,7 +280,11 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
 
   const server = createListener(options.tls, {
     notice: STORE_TLS_NOTICE, timeoutMs: options.authTimeoutMs ?? 10_000, onSocket: serveConnection,
-    onRefused: (e, remote) => reject(remote, e.code === 'AUTH_FAILED' ? 'auth' : 'protocol', e.reason),
+    // A dialler that claimed this job and failed the TLS proof of the token is refused as the
+    // plain store refuses a wrong HMAC proof, so that rank 0 learns of it the same way.
+    onRefused: (e, remote) => (e.details.claimedJob
+      ? reject(remote, 'auth', AUTH_FAIL_REASONS[2])
+      : reject(remote, e.code === 'AUTH_FAILED' ? 'auth' : 'protocol', e.reason)),
   });
   await new Promise<void>((resolve, rejectListen) => {
     server.once('error', (e: NodeJS.ErrnoException) => {

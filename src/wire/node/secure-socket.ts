@@ -3,7 +3,9 @@
 // out net sockets as they are. With TLS (WEBCCL_TLS=1) every connection runs TLS 1.3, keyed
 // - by the job token: a pre-shared key HKDF-SHA256(token, job id, "webccl tls"), so no
 //   certificates are needed and each end proves the token to the other (ECDHE still gives every
-//   connection its own keys); or
+//   connection its own keys). The key's identity names the job (a hash of its id, nothing
+//   secret), so an acceptor tells a dialler of this job with another token (its handshake fails
+//   after claiming this job: see ListenerOptions.onRefused) from a stranger; or
 // - by given certificates (WEBCCL_TLS_CERT, WEBCCL_TLS_KEY, WEBCCL_TLS_CA): mutual TLS, each end
 //   must present a certificate the CA signed. Host names are not checked: ranks dial addresses.
 // The protocols above run unchanged on the secure socket, their HMAC proof of the token included.
@@ -15,7 +17,7 @@
 // After the TLS handshake the acceptor sends one byte and the dialler answers it: in TLS 1.3 a
 // dialler finishes its handshake before the acceptor has checked the dialler's certificate, and
 // this makes a refusal reach both ends as AUTH_FAILED before either speaks its protocol.
-import { hkdfSync } from 'node:crypto';
+import { createHash, hkdfSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
@@ -28,6 +30,8 @@ export interface WireTls {
   readonly keyedBy: 'token' | 'certs';
   readonly server: tls.TlsOptions;
   readonly client: tls.ConnectionOptions;
+  /** Keyed by the token: whether an accepted TLS socket named this job's key (see the header). */
+  readonly claimedJob?: (s: tls.TLSSocket) => boolean;
 }
 
 /** What a secure connection may take from accept (or connect) to its protocol's first byte. */
@@ -36,7 +40,8 @@ export const SECURE_PHASE_MS = 10_000;
 export const TLS_NOTICE = 'the other end uses TLS (WEBCCL_TLS=1) and this one does not: set WEBCCL_TLS alike on every rank';
 
 const SUITES = 'TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256';
-const PSK_IDENTITY = 'webccl';
+/** The key's identity: the protocol and the job, never the token (it crosses the wire in clear). */
+const pskIdentity = (jobId: string) => `webccl/1/${createHash('sha256').update(jobId).digest('hex').slice(0, 16)}`;
 const ACK = 0x01;
 const VARS = { cert: 'WEBCCL_TLS_CERT', key: 'WEBCCL_TLS_KEY', ca: 'WEBCCL_TLS_CA' } as const;
 
@@ -47,10 +52,22 @@ export function wireTls(token: Uint8Array, jobId: string, files?: TlsFiles): Wir
   const anyHost = () => undefined;
   if (!files) {
     const psk = Buffer.from(hkdfSync('sha256', token, jobId, 'webccl tls', 32));
+    const identity = pskIdentity(jobId);
+    // The sockets that named this job's key: if their handshake then fails, the dialler holds
+    // another token. Another job's identity gets no key (and stays a stranger).
+    const claimed = new WeakSet<tls.TLSSocket>();
     return {
       keyedBy: 'token',
-      server: { ...base, pskCallback: (_s, identity) => (identity === PSK_IDENTITY ? psk : null) },
-      client: { ...base, pskCallback: () => ({ psk, identity: PSK_IDENTITY }), checkServerIdentity: anyHost },
+      server: {
+        ...base,
+        pskCallback: (s, id) => {
+          if (id !== identity) return null;
+          claimed.add(s);
+          return psk;
+        },
+      },
+      client: { ...base, pskCallback: () => ({ psk, identity }), checkServerIdentity: anyHost },
+      claimedJob: (s) => claimed.has(s),
     };
   }
   const pem = Object.fromEntries((['cert', 'key', 'ca'] as const).map((k) => [k, readPem(k, files[k])])) as Record<keyof TlsFiles, Buffer>;
@@ -107,7 +124,11 @@ export interface ListenerOptions {
   timeoutMs: number;
   /** A connection ready for the protocol: as accepted, or once TLS is up. */
   onSocket(socket: net.Socket): void;
-  /** A connection refused before its protocol began (TLS mismatch, failed TLS handshake). */
+  /**
+   * A connection refused before its protocol began (TLS mismatch, failed TLS handshake). An
+   * AUTH_FAILED whose details have `claimedJob: true` came from a dialler that named this job's
+   * key but failed to prove it: most likely a rank of this job with another WEBCCL_TOKEN.
+   */
   onRefused(e: WebcclError, remote: string): void;
 }
 
@@ -154,7 +175,12 @@ export function createListener(wire: WireTls | undefined, o: ListenerOptions): n
           end(undefined, s);
         });
       });
-      inner.on('tlsClientError', (err, s) => end(tlsRefusal(err, { who: 'the peer', remote }, s.authorizationError)));
+      inner.on('tlsClientError', (err, s) => {
+        const e = tlsRefusal(err, { who: 'the peer', remote }, s.authorizationError);
+        // It named this job's key and could not prove it: a rank of this job with another token.
+        if (wire.claimedJob?.(s)) e.details.claimedJob = true;
+        end(e);
+      });
       inner.emit('connection', raw);
     });
   });
