@@ -43,6 +43,8 @@ const SUITES = 'TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1
 /** The key's identity: the protocol and the job, never the token (it crosses the wire in clear). */
 const pskIdentity = (jobId: string) => `webccl/1/${createHash('sha256').update(jobId).digest('hex').slice(0, 16)}`;
 const ACK = 0x01;
+/** OpenSSL's error when the dialler's key is not the one its identity names here. */
+const BINDER_MISMATCH = 'ERR_SSL_BINDER_DOES_NOT_VERIFY';
 const VARS = { cert: 'WEBCCL_TLS_CERT', key: 'WEBCCL_TLS_KEY', ca: 'WEBCCL_TLS_CA' } as const;
 
 /** The job's TLS settings, keyed by the token (and job id) or by the given certificate files. */
@@ -127,7 +129,7 @@ export interface ListenerOptions {
   /**
    * A connection refused before its protocol began (TLS mismatch, failed TLS handshake). An
    * AUTH_FAILED whose details have `claimedJob: true` came from a dialler that named this job's
-   * key but failed to prove it: most likely a rank of this job with another WEBCCL_TOKEN.
+   * key but whose key was another: most likely a rank of this job with another WEBCCL_TOKEN.
    */
   onRefused(e: WebcclError, remote: string): void;
 }
@@ -177,8 +179,9 @@ export function createListener(wire: WireTls | undefined, o: ListenerOptions): n
       });
       inner.on('tlsClientError', (err, s) => {
         const e = tlsRefusal(err, { who: 'the peer', remote }, s.authorizationError);
-        // It named this job's key and could not prove it: a rank of this job with another token.
-        if (wire.claimedJob?.(s)) e.details.claimedJob = true;
+        // It named this job's key and its proof of the key (the binder) did not verify: a rank
+        // of this job with another token. (A handshake cut short for another cause is not that.)
+        if (wire.claimedJob?.(s) && (err as { code?: string }).code === BINDER_MISMATCH) e.details.claimedJob = true;
         end(e);
       });
       inner.emit('connection', raw);
