@@ -90,7 +90,7 @@ const mismatch = (field: string): Row => ({
   params: { field },
   peers: { codes: ['MISMATCH'], names: false, field, boundMs: 30_000 },
   faultyToo: true,
-  forms: ['threads'],
+  forms: ['threads', 'procs', 'nnodes'],
 });
 
 const ROWS: Row[] = [
