@@ -25,10 +25,11 @@ describe.skipIf(!haveChromium)('in headless Chromium', () => {
         res.writeHead(404).end();
         return;
       }
+      // not-isolated.html is served as a page that forgot the headers shared memory needs.
+      const isolate = !path.endsWith('/not-isolated.html');
       res.writeHead(200, {
         'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
-        'cross-origin-opener-policy': 'same-origin',
-        'cross-origin-embedder-policy': 'require-corp',
+        ...(isolate && { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' }),
       });
       res.end(readFileSync(file));
     });
@@ -38,25 +39,44 @@ describe.skipIf(!haveChromium)('in headless Chromium', () => {
   });
   afterAll(() => new Promise<void>((res) => server.close(() => res())));
 
-  it('three Web Workers share one node and every collective is right', async () => {
+  /** Loads a page of test/browser/ and returns what it left in window.webcclResults. */
+  async function visit(page: string): Promise<any> {
     const { chromium } = await import('playwright-core');
     const browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     });
     try {
-      const page = await browser.newPage();
+      const tab = await browser.newPage();
       const errors: string[] = [];
-      page.on('pageerror', (e) => errors.push(String(e)));
-      await page.goto(`${origin}/test/browser/page.html?n=3`);
-      const got = await page.waitForFunction(() => (window as any).webcclResults, null, { timeout: 60_000 }).then((h) => h.jsonValue());
+      tab.on('pageerror', (e) => errors.push(String(e)));
+      await tab.goto(`${origin}/test/browser/${page}`);
+      const got = await tab.waitForFunction(() => (window as any).webcclResults, null, { timeout: 60_000 }).then((h) => h.jsonValue());
       expect(errors).toEqual([]);
-      expect(got.isolated).toBe(true);
-      for (const [rank, r] of got.results.entries()) {
-        expect(r).toEqual({ rank, sum: true, max: true, gather: true, f16: 0x4200, bcast: true }); // 3.0 in f16
-      }
+      return got;
     } finally {
       await browser.close();
     }
+  }
+
+  it('three Web Workers share one node and every collective is right', async () => {
+    const got = await visit('page.html?n=3');
+    expect(got.isolated).toBe(true);
+    for (const [rank, r] of got.results.entries()) {
+      expect(r).toEqual({ rank, sum: true, max: true, gather: true, f16: 0x4200, bcast: true }); // 3.0 in f16
+    }
+  });
+
+  it("the page's main thread allocates while a worker holds the heap lock: TIMEOUT naming the holder, not a TypeError; then it works", async () => {
+    const got = await visit('heap-lock.html');
+    expect(got.whileHeld).toEqual({ name: 'WebcclError', code: 'TIMEOUT', holder: 1 });
+    expect(got.after).toBe(16);
+  });
+
+  it('a page that is not cross-origin isolated: createNode says UNSUPPORTED and names the COOP/COEP headers', async () => {
+    const got = await visit('not-isolated.html');
+    expect(got.isolated).toBe(false);
+    expect(got.outcome).toMatchObject({ name: 'WebcclError', code: 'UNSUPPORTED' });
+    expect(got.outcome.headers).toEqual({ 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' });
   });
 });
