@@ -3,22 +3,12 @@
 // and what alloc/free and ops do with bad or stale buffers is refused with a code. The race it
 // once lost (a view older than another rank's memory.grow) runs on 8 thread ranks at the end.
 import { afterEach, describe, expect, it } from 'vitest';
-import { WebcclError } from '../src/core/errors.js';
 import { HEAP_LIMIT, NodeHeap } from '../src/core/heap.js';
 import { N, NODE_BASE } from '../src/core/layout.js';
 import { createNode } from '../src/core/node.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { runScenario } from './helpers/threads.js';
-
-function caught(fn: () => unknown): WebcclError {
-  try {
-    fn();
-  } catch (e) {
-    expect(WebcclError.is(e)).toBe(true);
-    return e as WebcclError;
-  }
-  throw new Error('expected a WebcclError');
-}
+import { caught } from './helpers/caught.js';
 
 const heapOf = (nranks = 2, o: { canBlock?: boolean; rank?: number } = {}) => {
   const node = createNode({ nranks, slotBytes: 4096 });

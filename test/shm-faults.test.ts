@@ -7,17 +7,8 @@ import { ENV_VARS } from '../src/core/config.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { destroyAll, netRanks } from './helpers/net-world.js';
 import { runScenario } from './helpers/threads.js';
+import { caught } from './helpers/caught.js';
 import type { Communicator } from '../src/comm/communicator.js';
-
-function caught(fn: () => unknown): WebcclError {
-  try {
-    fn();
-  } catch (e) {
-    expect(WebcclError.is(e)).toBe(true);
-    return e as WebcclError;
-  }
-  throw new Error('expected a WebcclError');
-}
 
 describe('an out that partly overlaps its input (item 2)', () => {
   const [a, b] = inprocRanks(2);
