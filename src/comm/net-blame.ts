@@ -6,7 +6,9 @@
 //              for, and follows that chain to the first rank that published nothing (stopped,
 //              or not at the op), as torch's monitored barrier would name it.
 // Both are consulted only when an op has already failed; they cost nothing on success.
+import { DTYPE_CODE, OP_CODE } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
+import { KIND } from '../core/layout.js';
 import type { OpSpec } from './engine.js';
 
 /** What every rank must agree on for an op, under shm-runner's field names. */
@@ -16,6 +18,23 @@ export type OpFields = Record<(typeof FIELDS)[number], string>;
 export function fieldsOf(s: OpSpec, algo: string): OpFields {
   const reduces = s.name === 'allReduce' || s.name === 'reduce' || s.name === 'reduceScatter';
   return { collective: s.name, algorithm: algo, dtype: s.dtype, op: reduces ? s.op : '-', count: String(s.count), root: String(s.root) };
+}
+
+/** Each network schedule's number in the signature. */
+const ALGO_CODE: Record<string, number> = { ring: 1, doubling: 2, hierarchical: 3, chain: 4, dissemination: 5 };
+
+/**
+ * FNV-1a over the op's kind, dtype, reduction, count, root and schedule. Messages carry it in
+ * the tag's communicator field, so a receive meets a message of the same (seq, step) with a
+ * different signature when ranks disagree, and both fail with MISMATCH instead of exchanging
+ * data that does not fit.
+ */
+export function signatureOf(s: OpSpec, algo: string): number {
+  let h = 0x811c9dc5;
+  for (const v of [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], s.count, s.root, ALGO_CODE[algo] ?? 0]) {
+    for (let b = 0; b < 4; b++) h = Math.imul(h ^ ((v >>> (8 * b)) & 0xff), 0x01000193);
+  }
+  return h >>> 0;
 }
 
 /** How long a rank waits for the other side's fields before it names no field. */

@@ -7,8 +7,7 @@
 // of this rank can take means the ranks disagree (MISMATCH on every rank, naming the field); a
 // deadline follows the chain of waiting ranks to the one that stalls it; and every peer is told
 // why in an ABORT, so each names the first cause rather than the neighbour that passed it on.
-import { ARRAY_OF, DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE } from '../core/dtypes.js';
-import { KIND } from '../core/layout.js';
+import { DTYPE_SIZE } from '../core/dtypes.js';
 import { WebcclError, within } from '../core/errors.js';
 import { enabled, log } from '../core/log.js';
 import type { AbortInfo, Tag, Transport } from '../transport/transport.js';
@@ -17,12 +16,13 @@ import { ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/r
 import { doublingAllReduce } from '../algorithms/doubling.js';
 import { chainBroadcast, chainReduce } from '../algorithms/chain.js';
 import { disseminationBarrier } from '../algorithms/dissemination.js';
-import { type NodeLocal, hierarchicalAllReduce } from '../algorithms/hierarchical.js';
+import { hierarchicalAllReduce } from '../algorithms/hierarchical.js';
 import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo } from '../tuner/net-tuner.js';
 import { Arena } from './arena.js';
+import { type Kernels, copyIn, copyOut, region, scale, workingMemory } from './net-memory.js';
+import { nodePhase } from './node-phase.js';
 import { FlightRecorder } from './flight-recorder.js';
-import { Dispute, type JobStore, type OpFields, fieldsOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
-import type { Buf, TypedArray } from './buffers.js';
+import { Dispute, type JobStore, type OpFields, fieldsOf, signatureOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
 import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
 import type { Engine, OpCounters, OpSpec } from './engine.js';
@@ -54,29 +54,7 @@ interface NetOp {
   done: Promise<void>;
 }
 
-interface Kernels {
-  reduceInto(dtype: number, op: number, dst: number, src: number, count: number): void;
-  copyBytes(dst: number, src: number, bytes: number): void;
-  scale(dtype: number, dst: number, src: number, count: number, factor: number): void;
-}
-
 const trace = enabled('TRACE');
-const ALGO_CODE: Record<NetOp['algo'], number> = { ring: 1, doubling: 2, hierarchical: 3, chain: 4, dissemination: 5 };
-
-/**
- * FNV-1a over the op's kind, dtype, reduction, count, root and schedule. Messages carry it in
- * the tag's communicator field, so a receive meets a message of the same (seq, step) with a
- * different signature when ranks disagree, and both fail with MISMATCH instead of exchanging
- * data that does not fit.
- */
-function signatureOf(s: OpSpec, algo: NetOp['algo']): number {
-  let h = 0x811c9dc5;
-  for (const v of [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], s.count, s.root, ALGO_CODE[algo]]) {
-    for (let b = 0; b < 4; b++) h = Math.imul(h ^ ((v >>> (8 * b)) & 0xff), 0x01000193);
-  }
-  return h >>> 0;
-}
-
 /** The ranks of each node, in world-rank order; nodes in order of their first rank. */
 function nodesOf(nodeOf: number[]): number[][] {
   const byNode = new Map<number, number[]>();
@@ -348,78 +326,48 @@ export class NetEngine implements Engine, WorkDriver {
     };
   }
 
-  private mem(dtype: Dtype, op: string): Mem {
-    const core = this.ctx.core;
-    const ex = this.kernels;
-    const e = DTYPE_SIZE[dtype];
-    const d = DTYPE_CODE[dtype];
-    const o = OP_CODE[op === 'avg' ? 'sum' : (op as 'sum')];
-    return {
-      elemBytes: e,
-      view: (addr, count) => new Uint8Array(core.memory.buffer, addr, count * e),
-      reduce: (dst, src, count) => ex.reduceInto(d, o, dst, src, count),
-      copy: (dst, src, count) => ex.copyBytes(dst, src, count * e),
-      scratch: (count) => this.arena.take(count * e),
-    };
-  }
-
-  /** Working memory for `count` elements: `b` itself when it lives in the node memory. */
-  private region(m: Mem, b: Buf | null, count: number): Span {
-    return b && b.addr ? { addr: b.addr, count } : { addr: m.scratch(count), count };
-  }
-
-  private copyIn(m: Mem, to: Span, from: Buf): void {
-    if (from.addr === to.addr) return;
-    if (from.addr) m.copy(to.addr, from.addr, to.count);
-    else m.view(to.addr, to.count).set(from.bytes);
-  }
-
-  private copyOut(m: Mem, from: Span, to: Buf): void {
-    if (to.addr !== from.addr) to.bytes.set(m.view(from.addr, from.count));
-  }
-
   private async execute(op: NetOp): Promise<void> {
     const { name, dtype, count: n, root, input, output } = op.spec;
-    const m = this.mem(dtype, op.spec.op);
+    const m = workingMemory(this.ctx.core.memory, this.kernels, this.arena, dtype, op.spec.op);
     const world = this.group(this.worldRanks, op);
     const blocks = (w: Span) => Array.from({ length: world.size }, (_, i) => ({ addr: w.addr + i * n * m.elemBytes, count: n }));
     switch (name) {
       case 'allReduce': {
-        const w = this.region(m, output, n);
-        this.copyIn(m, w, input!);
+        const w = region(m, output, n);
+        copyIn(m, w, input!);
         await this.allReduce(op, m, world, w);
-        if (op.spec.op === 'avg') this.scale(dtype, w, 1 / this.world.size);
-        return this.copyOut(m, w, output!);
+        if (op.spec.op === 'avg') scale(this.kernels, dtype, w, 1 / this.world.size);
+        return copyOut(m, w, output!);
       }
       case 'broadcast': {
-        const w = this.region(m, output, n);
-        if (world.rank === root) this.copyIn(m, w, input!);
+        const w = region(m, output, n);
+        if (world.rank === root) copyIn(m, w, input!);
         await chainBroadcast(world, m, w, root);
-        return this.copyOut(m, w, output!);
+        return copyOut(m, w, output!);
       }
       case 'reduce': {
         // Only the root's output changes: other ranks reduce in scratch, not in their input.
-        const w = world.rank === root ? this.region(m, output, n) : { addr: m.scratch(n), count: n };
-        this.copyIn(m, w, input!);
+        const w = world.rank === root ? region(m, output, n) : { addr: m.scratch(n), count: n };
+        copyIn(m, w, input!);
         await chainReduce(world, m, w, root);
         if (world.rank !== root) return;
-        if (op.spec.op === 'avg') this.scale(dtype, w, 1 / this.world.size);
-        return this.copyOut(m, w, output!);
+        if (op.spec.op === 'avg') scale(this.kernels, dtype, w, 1 / this.world.size);
+        return copyOut(m, w, output!);
       }
       case 'allGather': {
-        const w = this.region(m, output, n * world.size);
-        this.copyIn(m, blocks(w)[world.rank], input!);
+        const w = region(m, output, n * world.size);
+        copyIn(m, blocks(w)[world.rank], input!);
         await ringAllGather(world, m, blocks(w));
-        return this.copyOut(m, w, output!);
+        return copyOut(m, w, output!);
       }
       case 'reduceScatter': {
         const w = { addr: m.scratch(n * world.size), count: n * world.size };
-        this.copyIn(m, w, input!);
+        copyIn(m, w, input!);
         await ringReduceScatter(world, m, blocks(w));
         const mine = blocks(w)[world.rank];
-        if (op.spec.op === 'avg') this.scale(dtype, mine, 1 / this.world.size);
+        if (op.spec.op === 'avg') scale(this.kernels, dtype, mine, 1 / this.world.size);
         if (output!.addr) m.copy(output!.addr, mine.addr, n);
-        else this.copyOut(m, mine, output!);
+        else copyOut(m, mine, output!);
         return;
       }
       case 'barrier':
@@ -431,44 +379,7 @@ export class NetEngine implements Engine, WorkDriver {
     const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size)) =>
       (algo === 'ring' ? ringAllReduce(g, mm, s) : doublingAllReduce(g, mm, s));
     if (op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling');
-    return hierarchicalAllReduce(this.nodeLocal(op.spec.dtype, op.spec.op), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
+    return hierarchicalAllReduce(nodePhase(this.local, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
   }
 
-  /** This node's ranks, meeting over shared memory through the node communicator. */
-  private nodeLocal(dtype: Dtype, op: string): NodeLocal {
-    const memory = this.ctx.core.memory;
-    const arr = (s: Span) => {
-      const data = new ARRAY_OF[dtype](memory.buffer, s.addr, s.count);
-      return dtype === 'bf16' || dtype === 'f16' ? { data: data as Uint16Array, dtype } : (data as TypedArray);
-    };
-    const reduceOp = op === 'avg' ? 'sum' : (op as 'sum');
-    // The node phase blocks the thread where it may: no message of this op can arrive for this
-    // rank meanwhile (the network phase comes after), and a blocking wait wakes in a few µs
-    // where an event-loop turn per chunk costs tens. A failing peer still wakes it (abort word).
-    const settle = (w: Work) => (this.ctx.canBlock ? Promise.resolve(w.waitSync()) : w.wait());
-    const done = (w: Work) => settle(w).catch((e: unknown) => {
-      throw WebcclError.is(e) && e.code === 'MISMATCH' ? this.worldMismatch(e) : e;
-    });
-    return {
-      rank: this.local.rank,
-      size: this.local.size,
-      reduceScatter: (out, input) => done(this.local.reduceScatter(arr(out), arr(input), { op: reduceOp })),
-      allGather: (out, input) => done(this.local.allGather(arr(out), arr(input))),
-    };
-  }
-
-  /**
-   * A disagreement the node phase found names local ranks: the same, in world ranks (so that
-   * it means the same on every node it is sent to).
-   */
-  private worldMismatch(e: WebcclError): WebcclError {
-    const { field, values } = e.details as { field?: string; values?: unknown[] };
-    const ranks = ((e.details.ranks as number[] | undefined) ?? []).map((l) => this.nodeRanks[l] ?? l);
-    if (typeof field !== 'string' || ranks.length !== 2 || !Array.isArray(values)) return e;
-    return new WebcclError('MISMATCH', `ranks disagree on the ${field}: rank ${ranks[0]} has ${String(values[0])}, rank ${ranks[1]} has ${String(values[1])}`, { field, ranks, values });
-  }
-
-  private scale(dtype: Dtype, s: Span, factor: number): void {
-    this.kernels.scale(DTYPE_CODE[dtype], s.addr, s.addr, s.count, factor);
-  }
 }

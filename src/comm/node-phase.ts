@@ -1,0 +1,44 @@
+// The node phase of a hierarchical op across nodes: this node's ranks meet over shared memory
+// through the node communicator, and what that communicator reports is said in world ranks.
+import { ARRAY_OF, type Dtype } from '../core/dtypes.js';
+import { WebcclError } from '../core/errors.js';
+import type { NodeLocal } from '../algorithms/hierarchical.js';
+import type { Span } from '../algorithms/group.js';
+import type { TypedArray } from './buffers.js';
+import type { Communicator } from './communicator.js';
+import type { RankContext } from './context.js';
+import type { Work } from './work.js';
+
+/** This node's ranks (`nodeRanks`: their world ranks, by local rank) as the schedule's NodeLocal. */
+export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankContext, dtype: Dtype, op: string): NodeLocal {
+  const memory = ctx.core.memory;
+  const arr = (s: Span) => {
+    const data = new ARRAY_OF[dtype](memory.buffer, s.addr, s.count);
+    return dtype === 'bf16' || dtype === 'f16' ? { data: data as Uint16Array, dtype } : (data as TypedArray);
+  };
+  const reduceOp = op === 'avg' ? 'sum' : (op as 'sum');
+  // The node phase blocks the thread where it may: no message of this op can arrive for this
+  // rank meanwhile (the network phase comes after), and a blocking wait wakes in a few µs
+  // where an event-loop turn per chunk costs tens. A failing peer still wakes it (abort word).
+  const settle = (w: Work) => (ctx.canBlock ? Promise.resolve(w.waitSync()) : w.wait());
+  const done = (w: Work) => settle(w).catch((e: unknown) => {
+    throw WebcclError.is(e) && e.code === 'MISMATCH' ? worldMismatch(e, nodeRanks) : e;
+  });
+  return {
+    rank: local.rank,
+    size: local.size,
+    reduceScatter: (out, input) => done(local.reduceScatter(arr(out), arr(input), { op: reduceOp })),
+    allGather: (out, input) => done(local.allGather(arr(out), arr(input))),
+  };
+}
+
+/**
+ * A disagreement the node phase found names local ranks: the same, in world ranks (so that it
+ * means the same on every node it is sent to).
+ */
+export function worldMismatch(e: WebcclError, nodeRanks: number[]): WebcclError {
+  const { field, values } = e.details as { field?: string; values?: unknown[] };
+  const ranks = ((e.details.ranks as number[] | undefined) ?? []).map((l) => nodeRanks[l] ?? l);
+  if (typeof field !== 'string' || ranks.length !== 2 || !Array.isArray(values)) return e;
+  return new WebcclError('MISMATCH', `ranks disagree on the ${field}: rank ${ranks[0]} has ${String(values[0])}, rank ${ranks[1]} has ${String(values[1])}`, { field, ranks, values });
+}
