@@ -18,8 +18,8 @@ const cases: [string, number, RegExp][] = [
 for (const [name, n, want] of cases) {
   it(`examples/${name}.mjs on ${n} ranks`, () => {
     const r = run(['bin/webccl.js', 'run', '-n', String(n), `examples/${name}.mjs`]);
-    // The only stderr allowed: the flight record a TIMEOUT prints (errors.mjs makes one).
-    const flightRecords = /webccl WARN rank \d+: flight record after TIMEOUT[^\n]*\n(  [^\n]*\n)*/g;
+    // The only stderr allowed: the flight record a TIMEOUT (or the abort it causes) prints (errors.mjs makes one).
+    const flightRecords = /webccl WARN rank \d+: flight record after (TIMEOUT|ABORTED)[^\n]*\n(  [^\n]*\n)*/g;
     expect(r.stderr.replace(flightRecords, '')).toBe('');
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(want);
