@@ -130,15 +130,10 @@ export class NodeHeap {
     const top = i32[TOP];
     for (let b = i32[START]; b < top; b += i32[b >> 2]) {
       checkBlock(i32, b, top);
+      // No two free blocks are ever neighbours: free() merges with both, and a split leaves its
+      // free rest before a used block.
       if (i32[(b >> 2) + 1] !== FREE) continue;
-      // Join the free blocks that follow (free() merges backwards only with its neighbour).
       let size = i32[b >> 2];
-      while (b + size < top) {
-        checkBlock(i32, b + size, top);
-        if (i32[((b + size) >> 2) + 1] !== FREE) break;
-        size += i32[(b + size) >> 2];
-      }
-      i32[b >> 2] = size;
       if (size < need) continue;
       if (size - need >= MIN_BLOCK) {
         writeHeader(i32, b + need, size - need, FREE);

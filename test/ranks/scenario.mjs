@@ -8,6 +8,8 @@ const [name, json] = process.argv.slice(2);
 const p = JSON.parse(json ?? '{}');
 const report = (m) => parentPort.postMessage(m);
 const errorOf = (e) => ({ code: e?.code, message: String(e?.message ?? e), details: e?.details });
+/** Awaits an op and reports { error: null } or { error: { code, message, details } }. */
+const reportOutcome = (work) => work.then(() => report({ error: null }), (e) => report({ error: errorOf(e) }));
 
 const scenarios = {
   /** Every collective on closed-form data, chunked through small slots. */
@@ -83,20 +85,10 @@ const scenarios = {
     if (comm.rank === p.late) {
       // Stay away until the others have failed, then find the communicator aborted.
       await new Promise((res) => setTimeout(res, p.timeoutMs * 3));
-      try {
-        await comm.allReduce(new Float32Array(4));
-        report({ error: null });
-      } catch (e) {
-        report({ error: errorOf(e) });
-      }
+      await reportOutcome(comm.allReduce(new Float32Array(4)));
       return;
     }
-    try {
-      await comm.allReduce(new Float32Array(4));
-      report({ error: null });
-    } catch (e) {
-      report({ error: errorOf(e) });
-    }
+    await reportOutcome(comm.allReduce(new Float32Array(4)));
   },
 
   /** Rank `dies` throws while the others wait in an allReduce. */
@@ -106,12 +98,7 @@ const scenarios = {
       await new Promise((res) => setTimeout(res, 200));
       throw new Error(`rank ${comm.rank} fails on purpose`);
     }
-    try {
-      await comm.allReduce(new Float32Array(1 << 16));
-      report({ error: null });
-    } catch (e) {
-      report({ error: errorOf(e) });
-    }
+    await reportOutcome(comm.allReduce(new Float32Array(1 << 16)));
   },
 
   /**
@@ -145,12 +132,7 @@ const scenarios = {
       comm.abort(p.reason);
       return;
     }
-    try {
-      await comm.allReduce(new Float32Array(1 << 12));
-      report({ error: null });
-    } catch (e) {
-      report({ error: errorOf(e) });
-    }
+    await reportOutcome(comm.allReduce(new Float32Array(1 << 12)));
   },
 
   /**

@@ -53,6 +53,9 @@ export type Handshake =
   | { type: 'abort'; message: string };
 
 
+/** The longest text an ABORT frame carries whole. */
+export const MAX_ABORT_TEXT_BYTES = MAX_MESSAGE_BYTES;
+
 export function encodeHandshake(m: Handshake): Uint8Array {
   switch (m.type) {
     case 'hello': return concat(frame(Kind.hello, [u32(MAGIC), u16(m.version), ...str(textBytes(m.jobId)), u32(m.rank), u32(m.size), u16(m.channel), u16(m.nchannels), m.nonce]));

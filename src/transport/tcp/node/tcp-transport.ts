@@ -12,14 +12,13 @@ import { WebcclError } from '../../../core/errors.js';
 import { log } from '../../../core/log.js';
 import { RateLimitedLog } from '../../../core/rate-log.js';
 import { checkSecrets, hostPort } from '../../../bootstrap/node/store-server.js';
-import { MAX_MESSAGE_BYTES } from '../../../bootstrap/store-protocol.js';
 import {
   DEFAULT_HOLD_LIMITS, Mailbox, abortError, checkTag, encodeAbortInfo,
   type AbortInfo, type HoldLimits, type Tag, type Transport, type TransportWatcher,
 } from '../../transport.js';
 import { LINK_TLS_NOTICE, dialDirect, handshake, type Hooks, type Identity, type Link } from './link.js';
 import { type WireTls, createListener, secureDialled } from '../../../wire/node/secure-socket.js';
-import { encodeHandshake } from '../frame.js';
+import { MAX_ABORT_TEXT_BYTES, encodeHandshake } from '../frame.js';
 
 export interface Address {
   host: string;
@@ -198,7 +197,7 @@ export class TcpTransport implements Transport {
     // (EPIPE, ECONNRESET) before they read why. The ABORT goes on those too: nothing of ours is
     // queued there, so it leaves at once (the outbound ones may hold a payload before it, lost if
     // the process exits right after failing).
-    const frame = encodeHandshake({ type: 'abort', message: encodeAbortInfo(info, MAX_MESSAGE_BYTES) });
+    const frame = encodeHandshake({ type: 'abort', message: encodeAbortInfo(info, MAX_ABORT_TEXT_BYTES) });
     for (const ls of this.inbound) for (const l of ls) if (l && !l.closed && l.socket.writable) l.socket.write(frame);
     for (const ls of this.outbound) for (const l of ls) if (l && !l.closed && l.socket.writable) l.socket.end(frame);
     this.fail(new WebcclError(info.code, `rank ${this.rank}: aborted: ${info.reason}`, { ...info.details, by: this.rank, reason: info.reason }),
