@@ -10,17 +10,22 @@ const report = (m) => parentPort.postMessage(m);
 const errorOf = (e) => ({ code: e?.code, message: String(e?.message ?? e), details: e?.details });
 /** Awaits an op and reports { error: null } or { error: { code, message, details } }. */
 const reportOutcome = (work) => work.then(() => report({ error: null }), (e) => report({ error: errorOf(e) }));
+/** The first few wrong elements rank r finds, and the check that records them. */
+function checker(r) {
+  const wrong = [];
+  const check = (what, data, want) => {
+    const i = firstWrong(data, want);
+    if (i >= 0 && wrong.length < 5) wrong.push(`${what}: rank ${r} element ${i} is ${data[i]}, expected ${want(i)}`);
+  };
+  return { wrong, check };
+}
 
 const scenarios = {
   /** Every collective on closed-form data, chunked through small slots. */
   async grid() {
     const comm = await ccl.initCommGroup();
     const { rank: r, size: n } = comm;
-    const wrong = [];
-    const check = (what, data, want) => {
-      const i = firstWrong(data, want);
-      if (i >= 0) wrong.push(`${what}: rank ${r} element ${i} is ${data[i]}, expected ${want(i)}`);
-    };
+    const { wrong, check } = checker(r);
     for (const dtype of p.dtypes) for (const count of p.counts) {
       for (const op of opsFor(dtype)) for (const algo of ['direct', 'twoshot']) for (const zc of [false, true]) {
         const x = zc ? comm.alloc(dtype, count) : makeBuffer(dtype, count).arg;
@@ -144,11 +149,7 @@ const scenarios = {
   async heapStress() {
     const comm = await ccl.initCommGroup();
     const { rank: r, size: n } = comm;
-    const wrong = [];
-    const check = (what, data, want) => {
-      const i = firstWrong(data, want);
-      if (i >= 0 && wrong.length < 5) wrong.push(`${what}: rank ${r} element ${i} is ${data[i]}, expected ${want(i)}`);
-    };
+    const { wrong, check } = checker(r);
     const alloc = (dtype, count) => {
       const a = comm.alloc(dtype, count);
       return { arg: a, data: a.data ?? a };
