@@ -15,7 +15,7 @@ it('descriptor, communicator and status constants agree', () => {
   for (const [k, v] of Object.entries(E)) expect(as[`E_${k}`]).toBe(v);
   expect(as.C_HEADER_BYTES).toBe(C.HEADER_BYTES);
   expect([as.DESC_BYTES, as.FLAG_STRIDE, as.SIG_BYTES, as.SLOT_BUFFERS, as.MAX_RANKS]).toEqual([DESC_BYTES, FLAG_STRIDE, SIG_BYTES, SLOT_BUFFERS, MAX_RANKS]);
-  expect([as.K_ALLREDUCE, as.K_ALLGATHER, as.K_REDUCESCATTER, as.K_BROADCAST, as.K_REDUCE, as.K_BARRIER]).toEqual(Object.values(KIND));
+  expect([as.K_ALLREDUCE, as.K_ALLGATHER, as.K_REDUCESCATTER, as.K_BROADCAST, as.K_REDUCE, as.K_BARRIER, as.K_ALLTOALL, as.K_GATHER, as.K_SCATTER, as.K_SEND, as.K_RECV]).toEqual(Object.values(KIND));
   expect([as.A_DIRECT, as.A_TWOSHOT]).toEqual(Object.values(ALGO));
 });
 

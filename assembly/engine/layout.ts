@@ -88,6 +88,11 @@ export const K_REDUCESCATTER: u32 = 3;
 export const K_BROADCAST: u32 = 4;
 export const K_REDUCE: u32 = 5;
 export const K_BARRIER: u32 = 6;
+export const K_ALLTOALL: u32 = 7;
+export const K_GATHER: u32 = 8;
+export const K_SCATTER: u32 = 9;
+export const K_SEND: u32 = 10; // send/recv never reach a step loop; their codes name them in records
+export const K_RECV: u32 = 11;
 export const A_DIRECT: u32 = 0;
 export const A_TWOSHOT: u32 = 1;
 

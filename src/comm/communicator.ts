@@ -9,7 +9,7 @@ import { type Buf, type BufferArg, type TypedArray, overlaps, sameView, toBuf } 
 import { BuffersInFlight } from './in-flight.js';
 import { InputCheck } from './input-check.js';
 import type { Work } from './work.js';
-import type { Engine, OpCounters } from './engine.js';
+import type { Engine, OpCounters, OpSpec } from './engine.js';
 import type { FlightEntry } from './flight-recorder.js';
 import { ShmEngine } from './shm-engine.js';
 import type { RankContext } from './context.js';
@@ -23,6 +23,24 @@ export interface CollectiveOptions {
   algo?: string;
   /** Output buffer for an out-of-place allReduce, broadcast or reduce. */
   out?: BufferArg;
+  timeoutMs?: number;
+}
+
+/** allToAll: with both counts, rank i sends sendCounts[j] elements to rank j (its blocks packed in rank order). */
+export interface AllToAllOptions {
+  sendCounts?: number[];
+  recvCounts?: number[];
+  timeoutMs?: number;
+}
+
+export interface RootedOptions {
+  root?: number;
+  timeoutMs?: number;
+}
+
+/** send/recv: messages between two ranks match by (peer, tag) in issue order. */
+export interface P2pOptions {
+  tag?: number;
   timeoutMs?: number;
 }
 
@@ -118,6 +136,62 @@ export class Communicator {
     return this.enqueue('reduce', undefined, xb.dtype, op, xb.count, root, xb, out, o);
   }
 
+  /**
+   * Rank i's block j of input goes to rank j's block i of out. Equal blocks (input and out hold
+   * size × n elements), or per-peer counts with blocks packed in rank order.
+   */
+  allToAll(out: BufferArg, input: BufferArg, opts?: AllToAllOptions): Work {
+    const o = collectiveOptions('allToAll', opts) as AllToAllOptions;
+    const ob = this.buf(out, 'allToAll output');
+    const ib = this.buf(input, 'allToAll input');
+    this.sameDtype('allToAll', ob, ib);
+    if (overlaps(ib.bytes, ob.bytes)) fail('INVALID_ARGUMENT', 'allToAll: output and input overlap; give it buffers apart (it does not run in place)', { overlap: sameView(ib.bytes, ob.bytes) ? 'same' : 'partial' });
+    if ((o.sendCounts === undefined) !== (o.recvCounts === undefined)) {
+      fail('INVALID_ARGUMENT', 'allToAll: give both sendCounts and recvCounts (per-peer counts), or neither (equal blocks)', { option: o.sendCounts === undefined ? 'sendCounts' : 'recvCounts' });
+    }
+    if (o.sendCounts !== undefined) {
+      const send = this.perRank(o.sendCounts, 'sendCounts', ib, 'input');
+      const recv = this.perRank(o.recvCounts, 'recvCounts', ob, 'output');
+      return this.enqueue('allToAll', undefined, ib.dtype, 'sum', 0, 0, ib, ob, o, { counts: { send, recv } });
+    }
+    if (ib.count % this.size !== 0 || ob.count !== ib.count) {
+      fail('SIZE_MISMATCH', `allToAll: input holds ${ib.count} and output ${ob.count} elements; both must hold size × block = ${this.size} × n (or pass sendCounts and recvCounts)`);
+    }
+    return this.enqueue('allToAll', undefined, ib.dtype, 'sum', ib.count / this.size, 0, ib, ob, o);
+  }
+
+  /** The root's out (size × n elements) receives every rank's input (n elements), in rank order; out may be null elsewhere. */
+  gather(out: BufferArg | null, input: BufferArg, opts?: RootedOptions): Work {
+    const o = collectiveOptions('gather', opts) as RootedOptions;
+    const ib = this.buf(input, 'gather input');
+    const root = this.root(o.root, 'gather');
+    const ob = this.rootBuf(out, root, 'gather output', ib, ib.count * this.size);
+    return this.enqueue('gather', undefined, ib.dtype, 'sum', ib.count, root, ib, ob, o);
+  }
+
+  /** Every rank's out (n elements) receives its block of the root's input (size × n); input may be null elsewhere. */
+  scatter(out: BufferArg, input: BufferArg | null, opts?: RootedOptions): Work {
+    const o = collectiveOptions('scatter', opts) as RootedOptions;
+    const ob = this.buf(out, 'scatter output');
+    const root = this.root(o.root, 'scatter');
+    const ib = this.rootBuf(input, root, 'scatter input', ob, ob.count * this.size);
+    return this.enqueue('scatter', undefined, ob.dtype, 'sum', ob.count, root, ib, ob, o);
+  }
+
+  /** Sends x to rank `peer`; completes once the peer's matching recv has taken it. */
+  send(x: BufferArg, peer: number, opts?: P2pOptions): Work {
+    const o = collectiveOptions('send', opts) as P2pOptions;
+    const b = this.buf(x, 'send buffer');
+    return this.enqueue('send', undefined, b.dtype, 'sum', b.count, this.peer(peer, 'send'), b, null, o, { peer, tag: o.tag ?? 0 });
+  }
+
+  /** Receives into x what rank `peer` sends with the same tag (the k-th recv takes the k-th send); sizes must match. */
+  recv(x: BufferArg, peer: number, opts?: P2pOptions): Work {
+    const o = collectiveOptions('recv', opts) as P2pOptions;
+    const b = this.buf(x, 'recv buffer');
+    return this.enqueue('recv', undefined, b.dtype, 'sum', b.count, this.peer(peer, 'recv'), null, b, o, { peer, tag: o.tag ?? 0 });
+  }
+
   barrier(opts?: { timeoutMs?: number }): Work {
     const o = collectiveOptions('barrier', opts);
     return this.enqueue('barrier', undefined, 'u8', 'sum', 0, 0, null, null, o);
@@ -194,6 +268,32 @@ export class Communicator {
     if (a.count !== b.count) fail('SIZE_MISMATCH', `${what}: out holds ${b.count} elements, input ${a.count}; they must match`);
   }
 
+  /** A count per rank: non-negative integers summing to the buffer's element count. */
+  private perRank(v: unknown, option: string, b: Buf, which: string): number[] {
+    if (!Array.isArray(v) || v.length !== this.size || !v.every((c) => Number.isSafeInteger(c) && c >= 0)) {
+      fail('INVALID_ARGUMENT', `allToAll: ${option} must be an array of ${this.size} non-negative integers (one per rank), got ${showValue(v)}`, { option, value: v });
+    }
+    const total = (v as number[]).reduce((a, c) => a + c, 0);
+    if (total !== b.count) fail('SIZE_MISMATCH', `allToAll: ${option} add up to ${total} elements but the ${which} holds ${b.count}`, { option, total, count: b.count });
+    return [...(v as number[])];
+  }
+
+  /** The root's side buffer of gather/scatter: checked on the root; elsewhere null, or any buffer (unused). */
+  private rootBuf(x: unknown, root: number, what: string, other: Buf, count: number): Buf | null {
+    if (this.rank !== root) return x === null || x === undefined ? null : (this.buf(x, what), null);
+    const b = this.buf(x, what);
+    this.sameDtype(what, b, other);
+    if (b.count !== count) fail('SIZE_MISMATCH', `${what} on the root holds ${b.count} elements; it must hold size × ${other.count} = ${count}`);
+    return b;
+  }
+
+  private peer(peer: unknown, what: string): number {
+    if (!Number.isInteger(peer) || (peer as number) < 0 || (peer as number) >= this.size || peer === this.rank) {
+      fail('INVALID_ARGUMENT', `${what}: invalid peer ${showValue(peer)} (a rank in 0..${this.size - 1} other than this rank, ${this.rank})`, { peer });
+    }
+    return peer as number;
+  }
+
   private root(root: unknown, what: string): number {
     const r = root === undefined ? 0 : root; // null is no root: refused, not taken as 0
     if (!Number.isInteger(r) || (r as number) < 0 || (r as number) >= this.size) {
@@ -208,10 +308,11 @@ export class Communicator {
    * its input (NCCL's in-place forms). Any other overlap would let the op read what it has
    * already overwritten.
    */
-  private noPartialOverlap(name: Kind, input: Buf, output: Buf): void {
+  private noPartialOverlap(name: string, input: Buf, output: Buf): void {
     if (!overlaps(input.bytes, output.bytes) || sameView(input.bytes, output.bytes)) return;
     const [small, large] = input.bytes.byteLength < output.bytes.byteLength ? [input.bytes, output.bytes] : [output.bytes, input.bytes];
-    const blockForm = (name === 'allGather' && small === input.bytes) || (name === 'reduceScatter' && small === output.bytes);
+    const gathering = name === 'allGather' || name === 'gather', scattering = name === 'reduceScatter' || name === 'scatter';
+    const blockForm = (gathering && small === input.bytes) || (scattering && small === output.bytes);
     const ownBlock = small.byteLength * this.size === large.byteLength && small.byteOffset === large.byteOffset + this.rank * small.byteLength;
     if (blockForm && ownBlock) return;
     const span = (b: Uint8Array) => `bytes ${b.byteOffset}..${b.byteOffset + b.byteLength}`;
@@ -223,7 +324,7 @@ export class Communicator {
   // ---------------------------------------------------------------- hand-off
 
   private enqueue(name: Kind, algo: unknown, dtype: Dtype, op: ReduceOp, count: number, root: number,
-                  input: Buf | null, output: Buf | null, o: { timeoutMs?: number }): Work {
+                  input: Buf | null, output: Buf | null, o: { timeoutMs?: number }, extra: Partial<OpSpec> = {}): Work {
     if (input && output) this.noPartialOverlap(name, input, output);
     for (const b of [input, output]) {
       const busy = b && this.inFlight.heldBy(b);
@@ -231,10 +332,10 @@ export class Communicator {
     }
     if (count > 0x7fffffff) fail('INVALID_ARGUMENT', `${name}: count ${count} exceeds 2^31-1 elements`);
     const check = this.checkInputs && input ? new InputCheck(name, input, output) : undefined;
-    const work = this.engine.submit({ name, algo, dtype, op, count, root, input, output, timeoutMs: o.timeoutMs, check });
+    const work = this.engine.submit({ name, algo, dtype, op, count, root, input, output, timeoutMs: o.timeoutMs, check, ...extra });
     this.inFlight.add(work, input, output);
     this.counters.ops++;
-    this.counters.bytes += count * DTYPE_SIZE[dtype];
+    this.counters.bytes += (extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count) * DTYPE_SIZE[dtype];
     return work;
   }
 }

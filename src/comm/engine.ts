@@ -8,14 +8,28 @@ import type { FlightRecorder } from './flight-recorder.js';
 import type { InputCheck } from './input-check.js';
 import type { Work } from './work.js';
 
+/** Point-to-point ops: not collectives, so they keep no place in the collective order. */
+export type P2pKind = Extract<Kind, 'send' | 'recv'>;
+export const isP2p = (k: Kind): k is P2pKind => k === 'send' || k === 'recv';
+
 export interface OpSpec {
   name: Kind;
   /** The call's algorithm option, unchecked (the engine knows which it accepts). */
   algo?: unknown;
   dtype: Dtype;
   op: ReduceOp;
+  /**
+   * Elements per rank: the whole buffer (allReduce, broadcast, reduce), the input (allGather,
+   * gather), the output (reduceScatter, scatter), one block (allToAll with equal blocks; 0 with
+   * `counts`).
+   */
   count: number;
   root: number;
+  /** send/recv: the other rank (root holds it too, for the flight record) and the message tag. */
+  peer?: number;
+  tag?: number;
+  /** allToAll with per-peer counts: elements this rank sends to / receives from each rank. */
+  counts?: { send: number[]; recv: number[] };
   input: Buf | null;
   output: Buf | null;
   timeoutMs?: number;

@@ -107,6 +107,7 @@ export class NetEngine implements Engine, WorkDriver {
 
   submit(spec: OpSpec): Work {
     if (this.broken) throw this.broken;
+    if (['allToAll', 'gather', 'scatter', 'send', 'recv'].includes(spec.name)) throw new WebcclError('UNSUPPORTED', `${spec.name}: not available on this path yet`);
     const bytes = spec.count * DTYPE_SIZE[spec.dtype];
     const algo = spec.name === 'allReduce' ? chooseNetAllReduce(bytes, this.world.size, this.topo, this.standing, spec.algo)
       : spec.name === 'barrier' ? 'dissemination' : spec.name === 'broadcast' || spec.name === 'reduce' ? 'chain' : 'ring';

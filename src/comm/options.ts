@@ -1,10 +1,13 @@
 // The options of a communicator and of each of its collectives. A key that another collective
 // knows is refused too (`op` on a broadcast, `algo` on an allGather): the call would ignore it,
 // and the caller would believe it applied.
-import { type OptionSpec, anything, checkOptions, string, timeoutMs } from '../core/options.js';
+import { type OptionSpec, anything, checkOptions, integer, string, timeoutMs } from '../core/options.js';
 import { envNumber } from '../core/config.js';
 import { fail } from '../core/errors.js';
 import type { CollectiveOptions, CommunicatorOptions } from './communicator.js';
+
+/** Largest send/recv tag (as MPI_TAG_UB must be at least 32767; ours is 2^31-1). */
+export const MAX_TAG = 0x7fffffff;
 
 /** `root` and `out` are checked by the communicator (the root's range is the communicator's size). */
 const OP = { op: string }, ROOT = { root: anything }, OUT = { out: anything }, DEADLINE = { timeoutMs };
@@ -16,6 +19,11 @@ export const COLLECTIVE_OPTIONS = {
   broadcast: { ...ROOT, ...OUT, ...DEADLINE },
   reduce: { ...OP, ...ROOT, ...OUT, ...DEADLINE },
   barrier: { ...DEADLINE },
+  allToAll: { sendCounts: anything, recvCounts: anything, ...DEADLINE },
+  gather: { ...ROOT, ...DEADLINE },
+  scatter: { ...ROOT, ...DEADLINE },
+  send: { tag: integer(0, MAX_TAG), ...DEADLINE },
+  recv: { tag: integer(0, MAX_TAG), ...DEADLINE },
 } as const satisfies Record<string, OptionSpec>;
 
 const ANY_COLLECTIVE = [...new Set(Object.values(COLLECTIVE_OPTIONS).flatMap((s) => Object.keys(s)))];
@@ -27,6 +35,11 @@ const EXAMPLE: Record<keyof typeof COLLECTIVE_OPTIONS, string> = {
   broadcast: '{ root: 0 }',
   reduce: "{ op: 'sum', root: 0 }",
   barrier: '{ timeoutMs: 60000 }',
+  allToAll: '{ sendCounts: [1, 2], recvCounts: [2, 1] }',
+  gather: '{ root: 0 }',
+  scatter: '{ root: 0 }',
+  send: '{ tag: 7 }',
+  recv: '{ tag: 7 }',
 };
 
 /** The options of collective `name`, checked (refused with INVALID_ARGUMENT before anything moves). */

@@ -49,6 +49,7 @@ export class ShmEngine implements Engine, WorkDriver {
 
   submit(s: OpSpec): Work {
     if (this.broken) throw this.broken;
+    if (['allToAll', 'gather', 'scatter', 'send', 'recv'].includes(s.name)) throw new WebcclError('UNSUPPORTED', `${s.name}: not available on this path yet`);
     const algo = s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
     const es = DTYPE_SIZE[s.dtype];
     const seq = this.seq++;

@@ -56,7 +56,7 @@ export const SIG_FIELDS = ['sequence number', 'collective', 'algorithm', 'dtype'
 
 export const ST = { DONE: 0, BLOCKED: 1, NEED_IN: 2, NEED_OUT: 3, ERROR: 4 } as const;
 export const E = { MISMATCH: 1, ABORTED: 2 } as const;
-export const KIND = { allReduce: 1, allGather: 2, reduceScatter: 3, broadcast: 4, reduce: 5, barrier: 6 } as const;
+export const KIND = { allReduce: 1, allGather: 2, reduceScatter: 3, broadcast: 4, reduce: 5, barrier: 6, allToAll: 7, gather: 8, scatter: 9, send: 10, recv: 11 } as const;
 export type Kind = keyof typeof KIND;
 export const ALGO = { direct: 0, twoshot: 1 } as const;
 export type Algo = keyof typeof ALGO;
