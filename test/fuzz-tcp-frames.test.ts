@@ -32,7 +32,7 @@ const hello = fc.record({ type: fc.constant('hello' as const), version: fc.const
 const proof = fc.record({ type: fc.constant('proof' as const), mac: bytes32 });
 const refuse = fc.record({ type: fc.constant('refuse' as const), reason: fc.nat(255), message: text(200) });
 const abort = fc.record({ type: fc.constant('abort' as const), message: text(200) });
-const tag = fc.record({ comm: u32, seq: u32, step: u32 });
+const tag = fc.record({ comm: u32, seq: u32, step: u32, space: u32 });
 const payload = fc.oneof(
   { weight: 19, arbitrary: fc.uint8Array({ maxLength: 48 }) },
   { weight: 1, arbitrary: fc.constantFrom(new Uint8Array(70_000).fill(3)) }, // past the reader's large-payload path

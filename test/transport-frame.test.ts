@@ -52,7 +52,7 @@ describe('tcp frames', () => {
 
   it('round-trip data frames (empty, small, 64 KiB), whole and one byte at a time', () => {
     const payloads = [new Uint8Array(0), Uint8Array.of(1, 2, 3), new Uint8Array(65536).map((_, i) => i * 31)];
-    const frames = payloads.map((p, i) => dataFrame({ comm: i, seq: 0xffffffff, step: i + 7 }, p));
+    const frames = payloads.map((p, i) => dataFrame({ comm: i, seq: 0xffffffff, step: i + 7, space: i % 3 }, p));
     for (const bytewise of [false, true]) {
       const { r, got } = reader(false);
       const all = new Uint8Array(frames.reduce((n, f) => n + f.length, 0));
@@ -60,7 +60,7 @@ describe('tcp frames', () => {
       for (const f of frames) { all.set(f, at); at += f.length; }
       if (bytewise) for (let i = 0; i < all.length; i++) r.push(all.subarray(i, i + 1));
       else r.push(all);
-      expect(got).toEqual(payloads.map((p, i) => ({ tag: { comm: i, seq: 0xffffffff, step: i + 7 }, data: p })));
+      expect(got).toEqual(payloads.map((p, i) => ({ tag: { comm: i, seq: 0xffffffff, step: i + 7, space: i % 3 }, data: p })));
     }
   });
 

@@ -6,9 +6,16 @@
 import { type ErrorCode, WebcclError } from '../core/errors.js';
 
 export interface Tag {
+  /** What the ranks of the op must agree on (the op's signature): a payload with another in its slot means they disagree. */
   comm: number;
   seq: number;
   step: number;
+  /**
+   * The tag space (0 when absent): the world communicator's collectives use 0; each group, and
+   * each communicator's point-to-point messages, have their own, so that their seq and step
+   * numbers never meet.
+   */
+  space?: number;
 }
 
 export interface Transport {
@@ -90,17 +97,18 @@ export const DEFAULT_HOLD_LIMITS: HoldLimits = { maxHeldMessages: 1024, maxHeldB
 const U32 = 0xffffffff;
 
 export function checkTag(tag: Tag): Tag {
-  for (const f of ['comm', 'seq', 'step'] as const) {
-    const v = tag?.[f];
+  for (const f of ['comm', 'seq', 'step', 'space'] as const) {
+    if (f === 'space' && tag?.space === undefined) continue;
+    const v = tag?.[f] as number;
     if (!Number.isInteger(v) || v < 0 || v > U32) throw new WebcclError('INVALID_ARGUMENT', `tag.${f} must be an integer in 0..2^32-1, got ${v}`);
   }
   return tag;
 }
 
-export const tagKey = (t: Tag): string => `${t.comm}:${t.seq}:${t.step}`;
+export const tagKey = (t: Tag): string => `${t.space ?? 0}:${t.comm}:${t.seq}:${t.step}`;
 /** A tag without its communicator field: two tags in one slot with different `comm` disagree. */
-const slotKey = (t: Tag): string => `${t.seq}:${t.step}`;
-const tagText = (t: Tag): string => `(comm ${t.comm}, seq ${t.seq}, step ${t.step})`;
+const slotKey = (t: Tag): string => `${t.space ?? 0}:${t.seq}:${t.step}`;
+const tagText = (t: Tag): string => `(${t.space ? `space ${t.space}, ` : ''}comm ${t.comm}, seq ${t.seq}, step ${t.step})`;
 
 interface Posted {
   into: Uint8Array;
@@ -132,8 +140,8 @@ export class Mailbox {
   /** The tags of the payloads held. */
   heldTags(): Tag[] {
     return [...this.held.keys()].map((k) => {
-      const [comm, seq, step] = k.split(':').map(Number);
-      return { comm, seq, step };
+      const [space, comm, seq, step] = k.split(':').map(Number);
+      return { comm, seq, step, space };
     });
   }
 

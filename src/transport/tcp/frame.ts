@@ -8,7 +8,7 @@
 //   A -> C  HELLO   the same fields for A (or REFUSE)
 //   C -> A  PROOF   HMAC(token, authPayload('connect', ...))   A checks it (or REFUSE)
 //   A -> C  PROOF   HMAC(token, authPayload('accept', ...))    C checks it
-// then DATA frames (body = u32 comm | u32 seq | u32 step | payload), and at most one ABORT each way
+// then DATA frames (body = u32 comm | u32 seq | u32 step | u32 space | payload), and at most one ABORT each way
 // (a rank that fails tells its peers why before it closes: u16 length | message).
 import { WebcclError } from '../../core/errors.js';
 import {
@@ -18,8 +18,8 @@ import {
 import type { Sink, Tag } from '../transport.js';
 
 export const MAGIC = 0x50544357; // "WCTP" read as a little-endian u32
-export const VERSION = 1;
-export const TAG_BYTES = 12;
+export const VERSION = 2;
+export const TAG_BYTES = 16;
 export const MAX_PAYLOAD_BYTES = 0xffffffff - TAG_BYTES;
 /** A payload this large is worth an extra read to land in place from its first byte. */
 const LARGE_PAYLOAD = 64 * 1024;
@@ -82,6 +82,7 @@ export function encodeDataHeader(tag: Tag, length: number): Uint8Array {
   v.setUint32(5, tag.comm, true);
   v.setUint32(9, tag.seq, true);
   v.setUint32(13, tag.step, true);
+  v.setUint32(17, tag.space ?? 0, true);
   return b;
 }
 
@@ -126,7 +127,7 @@ export interface ReaderEvents {
 
 /**
  * Splits a byte stream into frames. Named states: `header` gathers 5 bytes and checks kind and
- * length; `handshake` fills a small handshake body; `tag` gathers a data frame's 12-byte tag and
+ * length; `handshake` fills a small handshake body; `tag` gathers a data frame's 16-byte tag and
  * asks where its payload goes; `payload` writes into that sink; `skip` discards a payload no
  * receive can take; `closed` ignores everything (after a violation, or once the owner closes).
  */
@@ -217,7 +218,7 @@ export class FrameReader {
         return this.begin('handshake', new Uint8Array(len), len);
       }
       case 'tag': {
-        const tag = { comm: v.getUint32(5, true), seq: v.getUint32(9, true), step: v.getUint32(13, true) };
+        const tag = { comm: v.getUint32(5, true), seq: v.getUint32(9, true), step: v.getUint32(13, true), space: v.getUint32(17, true) };
         this.lastLength = this.length;
         const sink = this.on.data(tag, this.length);
         if ('skip' in sink) return this.begin('skip', this.into, this.length);
