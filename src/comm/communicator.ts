@@ -13,8 +13,10 @@ import type { Engine, OpCounters, OpSpec } from './engine.js';
 import type { FlightEntry } from './flight-recorder.js';
 import { ShmEngine } from './shm-engine.js';
 import type { RankContext } from './context.js';
-import { collectiveOptions, communicatorOptions, envTimeoutMs } from './options.js';
-import { showValue } from '../core/options.js';
+import { COMMUNICATOR_OPTIONS, collectiveOptions, communicatorOptions, envTimeoutMs } from './options.js';
+import { checkOptions, showValue } from '../core/options.js';
+import { type Placement, inGroup, nodeWorld, spansNodes } from './placement.js';
+import { type Former, createGroup, splitGroups } from './groups.js';
 
 export interface CollectiveOptions {
   op?: ReduceOp;
@@ -54,6 +56,14 @@ export const DEFAULT_TIMEOUT_MS = 300_000;
 /** What runs a communicator's ops, given the options every engine shares. */
 export type EngineFactory = (counters: OpCounters, commAlgo: unknown, timeoutMs: number) => Engine;
 
+/** How a communicator other than a node's world is made: its rank, size, engine and where its ranks are. */
+export interface CommParts {
+  rank: number;
+  size: number;
+  engine: EngineFactory;
+  placement: Placement;
+}
+
 export class Communicator {
   readonly rank: number;
   readonly size: number;
@@ -65,19 +75,71 @@ export class Communicator {
   /** WEBCCL_CHECK=1: fail an op whose buffers the caller writes while it is in flight. */
   private readonly checkInputs: boolean;
   private destroyed = false;
+  /** @internal Where this communicator's ranks are (world ranks, nodes, tag space). */
+  readonly placement: Placement;
+  /** @internal The options it was made with (its groups inherit them). */
+  readonly options: CommunicatorOptions;
 
   /**
    * A communicator over the ranks of `ctx`'s node; with `world`, over the ranks of several
    * nodes (rank and size are then the world's, and `ctx` is this rank's node).
    */
-  constructor(private readonly ctx: RankContext, options?: CommunicatorOptions, world?: { rank: number; size: number; engine: EngineFactory }) {
+  constructor(private readonly ctx: RankContext, options?: CommunicatorOptions, world?: CommParts) {
     const opts = communicatorOptions(options);
+    this.options = { ...opts };
     this.rank = world?.rank ?? ctx.rank;
     this.size = world?.size ?? ctx.size;
-    this.acrossNodes = world !== undefined;
+    this.placement = world?.placement ?? nodeWorld(ctx.size);
+    this.acrossNodes = spansNodes(this.placement);
     const timeoutMs = opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS;
     this.checkInputs = checkMode();
     this.engine = world ? world.engine(this.counters, opts.algo, timeoutMs) : new ShmEngine(ctx, this.counters, opts.algo, timeoutMs);
+  }
+
+  // ---------------------------------------------------------------- groups
+
+  /** The world rank of this communicator's rank `r`. */
+  worldRank(r: number): number {
+    if (!Number.isInteger(r) || r < 0 || r >= this.size) fail('INVALID_ARGUMENT', `worldRank: ${showValue(r)} is not a rank of this communicator (0..${this.size - 1})`, { rank: r });
+    return this.placement.worldRanks[r];
+  }
+
+  /** This communicator's rank of world rank `w`, or -1 when it is not a member. */
+  groupRank(w: number): number {
+    if (!Number.isInteger(w) || w < 0) fail('INVALID_ARGUMENT', `groupRank: ${showValue(w)} is not a world rank`, { worldRank: w });
+    return this.placement.worldRanks.indexOf(w);
+  }
+
+  /**
+   * A communicator over `ranks` (this communicator's ranks, as numbers or 'rankN'), in that
+   * order. Every rank of this communicator calls it, in the same order (torch's new_group);
+   * it resolves to the new communicator on members and to null on the others.
+   */
+  createGroup(ranks: readonly (number | string)[], options?: CommunicatorOptions): Promise<Communicator | null> {
+    return this.forming('createGroup', options, (o) => createGroup(this.former(), ranks, o));
+  }
+
+  /**
+   * NCCL's / MPI's split: ranks that pass the same color form a communicator, ordered by key
+   * (then by rank here); a color of null or below 0 gives null.
+   */
+  split(color: number | null, key?: number, options?: CommunicatorOptions): Promise<Communicator | null> {
+    return this.forming('split', options, (o) => splitGroups(this.former(), color, key ?? this.rank, o));
+  }
+
+  private forming(what: string, options: unknown, form: (o: CommunicatorOptions) => Promise<Communicator | null>): Promise<Communicator | null> {
+    try {
+      if (this.destroyed) fail('ABORTED', `${what}: the communicator was destroyed`);
+      const o = checkOptions<CommunicatorOptions>(what, options, COMMUNICATOR_OPTIONS, '{ timeoutMs: 60000 }');
+      return form({ ...this.options, ...o });
+    } catch (e) {
+      return Promise.reject(e); // bad arguments too: a promise-returning call rejects, never throws
+    }
+  }
+
+  /** What group formation needs of this communicator. */
+  private former(): Former {
+    return { comm: this, ctx: this.ctx, make: (ctx, opts, parts) => new Communicator(ctx, opts, parts) };
   }
 
   // ---------------------------------------------------------------- collectives
@@ -235,11 +297,14 @@ export class Communicator {
     this.engine.abort(reason);
   }
 
+  /** Ends the communicator; a group's shared memory is freed once every member has destroyed it. */
   destroy(): void {
     const n = this.engine.pending();
     if (n) fail('INVALID_ARGUMENT', `destroy: ${n} op(s) still pending; wait for them first`);
+    if (this.destroyed) return;
     this.destroyed = true;
     this.engine.close();
+    this.placement.release?.();
   }
 
   // ---------------------------------------------------------------- argument checks
@@ -333,6 +398,7 @@ export class Communicator {
     if (count > 0x7fffffff) fail('INVALID_ARGUMENT', `${name}: count ${count} exceeds 2^31-1 elements`);
     const check = this.checkInputs && input ? new InputCheck(name, input, output) : undefined;
     const work = this.engine.submit({ name, algo, dtype, op, count, root, input, output, timeoutMs: o.timeoutMs, check, ...extra });
+    if (this.placement.group) work.label((e) => inGroup(e, this.placement, this.rank));
     this.inFlight.add(work, input, output);
     this.counters.ops++;
     this.counters.bytes += (extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count) * DTYPE_SIZE[dtype];

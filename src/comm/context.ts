@@ -12,9 +12,12 @@ import { type WasmCore, loadWasm, preferSimd } from '../core/wasm.js';
 export interface RankContext {
   core: WasmCore;
   heap: NodeHeap;
+  /** Address of the communicator block this context's ops run in (the node's world block, or a group's). */
   comm: number;
   rank: number;
   size: number;
+  /** The node rank of each rank of `comm` (for the node header's per-rank LEFT words). */
+  localOf: readonly number[];
   slotBytes: number;
   /** Polls before blocking, when a caller waits for an op. */
   spinPolls: number;
@@ -71,6 +74,7 @@ export function joinNode(node: NodeHandle, rank: number, options?: JoinOptions):
   const canBlock = threadCanBlock();
   const ctx: RankContext = {
     core, heap: new NodeHeap(node.memory, { canBlock, rank }), comm: node.world, rank, size: node.nranks, slotBytes: node.slotBytes,
+    localOf: Array.from({ length: node.nranks }, (_, r) => r),
     spinPolls: 0, tryPolls: 0, canBlock, cores, sharedBuffers: new Set([node.memory.buffer]),
   };
   // Spin in time, not in polls: measure how fast this thread polls a flag.

@@ -89,7 +89,7 @@ export class NetEngine implements Engine, WorkDriver {
   private peerAbort?: WebcclError;
   private readonly peerAbortWaiters: ((e: WebcclError) => void)[] = [];
 
-  constructor(private readonly ctx: RankContext, private readonly world: NetWorld, private readonly local: Communicator,
+  constructor(private readonly ctx: RankContext, private readonly world: NetWorld, private readonly local: Communicator | undefined,
               private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
     const nodes = nodesOf(world.nodeOf);
     const perNode = nodes.every((n) => n.length === nodes[0].length) ? nodes[0].length : 0;
@@ -218,7 +218,7 @@ export class NetEngine implements Engine, WorkDriver {
       this.broken = err;
       log('WARN', err.message);
       this.world.transport.abort(info ?? this.abortInfoOf(err));
-      if (this.topo.perNode > 1) this.local.abort(`rank ${this.world.rank} failed: ${err.reason} (${err.code})`);
+      if (this.topo.perNode > 1) this.local?.abort(`rank ${this.world.rank} failed: ${err.reason} (${err.code})`);
     }
     for (const q of this.queue) q.work.settle(err);
     this.flight.broke(err);
@@ -380,7 +380,7 @@ export class NetEngine implements Engine, WorkDriver {
     const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size)) =>
       (algo === 'ring' ? ringAllReduce(g, mm, s) : doublingAllReduce(g, mm, s));
     if (op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling');
-    return hierarchicalAllReduce(nodePhase(this.local, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
+    return hierarchicalAllReduce(nodePhase(this.local!, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
   }
 
 }

@@ -41,7 +41,7 @@ export class ShmEngine implements Engine, WorkDriver {
   readonly flight: FlightRecorder;
 
   constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
-    this.runner = new ShmRunner(ctx.core, ctx.comm, ctx.rank, ctx.size);
+    this.runner = new ShmRunner(ctx.core, ctx.comm, ctx.rank, ctx.size, ctx.localOf);
     this.desc = descOffset(ctx.comm, ctx.size, ctx.rank);
     this.tuning = resolveTuning(ctx.size, commAlgo);
     this.flight = new FlightRecorder(ctx.rank, () => this.runner.missingRanks());

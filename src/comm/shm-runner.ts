@@ -37,7 +37,8 @@ export class ShmRunner {
   private readonly doorbell: number;
   private readonly sleepers: number;
 
-  constructor(readonly core: WasmCore, readonly comm: number, readonly rank: number, readonly nranks: number) {
+  /** `localOf[r]`: the node rank of communicator rank r (whose LEFT word says it has left); absent: not known. */
+  constructor(readonly core: WasmCore, readonly comm: number, readonly rank: number, readonly nranks: number, private readonly localOf?: readonly number[]) {
     this.u8 = new Uint8Array(core.memory.buffer);
     this.i32 = new Int32Array(core.memory.buffer);
     this.advance = core.exports.advance as (desc: number) => number;
@@ -132,14 +133,14 @@ export class ShmRunner {
 
   /**
    * A rank behind step `step` whose thread has ended (node header LEFT word), or -1: it will
-   * never post the step. The LEFT words are by node rank: they say something only of the world
-   * communicator, whose ranks are the node's ranks in order.
+   * never post the step. The LEFT words are by node rank (localOf maps this communicator's ranks).
    */
   private departedBehind(step: number): number {
     const { i32 } = this.views();
-    if (i32[(NODE_BASE + N.WORLD) >> 2] !== this.comm) return -1;
+    const localOf = this.localOf;
+    if (!localOf) return -1;
     for (let r = 0; r < this.nranks; r++) {
-      if (i32[flagOffset(this.comm, r) >> 2] - step < 0 && Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * r) >> 2) !== 0) return r;
+      if (i32[flagOffset(this.comm, r) >> 2] - step < 0 && Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * localOf[r]) >> 2) !== 0) return r;
     }
     return -1;
   }

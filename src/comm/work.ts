@@ -26,6 +26,7 @@ export class Work implements PromiseLike<void> {
   private error: WebcclError | undefined;
   private promise: Promise<void> | undefined;
   private seen = false;
+  private relabel: ((e: WebcclError) => WebcclError) | undefined;
 
   /** `noBlock` says why waitSync() may not block, when canBlock is false. */
   constructor(name: string, seq: number, private readonly driver: WorkDriver, private readonly canBlock: boolean,
@@ -107,7 +108,13 @@ export class Work implements PromiseLike<void> {
     if (this.state !== 'pending') return;
     this.timing.completedAt = performance.now();
     this.state = error ? 'failed' : 'done';
-    this.error = error;
+    this.error = error && this.relabel ? this.relabel(error) : error;
+  }
+
+  /** @internal Rewrites the error the op fails with (a group names itself): now, or when it fails. */
+  label(relabel: (e: WebcclError) => WebcclError): void {
+    if (this.error) this.error = relabel(this.error);
+    else this.relabel = relabel;
   }
 
   private rethrow(): void {

@@ -13,6 +13,8 @@ import { onLauncherLost } from '../../bootstrap/node/launcher-pipe.js';
 import { Communicator, type CommunicatorOptions } from '../communicator.js';
 import { type JoinOptions, joinNode } from '../context.js';
 import { NetEngine } from '../net-engine.js';
+import { netWorld } from '../placement.js';
+import { TransportSpaces } from '../../transport/spaces.js';
 import { DEFAULT_MASTER_PORT, type WorldInit } from '../../bootstrap/world.js';
 import { resolveWireTls } from '../../wire/node/secure-socket.js';
 import { checkSecrets } from '../../bootstrap/node/store-server.js';
@@ -63,9 +65,12 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
     throw new WebcclError('INVALID_ARGUMENT', `rank ${world.rank}: world ranks ${mates.join(', ')} share this node, but the node has ${node.nranks} rank(s) and this is its rank ${localRank} (a launcher must number a node's ranks consecutively)`);
   }
   if (node.nranks > 1) await local.barrier(); // the node's ranks have all joined
-  const transport = rv.transport;
+  // Every communicator of the job (the world, its groups) shares these connections, each in its own tag space.
+  const spaces = new TransportSpaces(rv.transport);
+  const placement = netWorld(rv.nodeOf, spaces, rv.store);
+  const transport = spaces.open(0, placement.worldRanks, world.rank);
   const comm = new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs }, {
-    rank: world.rank, size: world.size,
+    rank: world.rank, size: world.size, placement,
     engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: rv.nodeOf, store: rv.store }, local, counters, algo, timeoutMs),
   });
   // A rank whose launcher ended tells its peers why before it ends (webccl run --procs).

@@ -1,0 +1,30 @@
+// The communicator block of a group on one node: flags, signatures, descriptors and slots for
+// its ranks, in the node heap (the world's block sits before the heap). One member allocates it
+// and hands its address to the others; each member releases it when it destroys its
+// communicator, and the last to do so frees it.
+import { C, NODE_BASE, commBlockBytes } from '../core/layout.js';
+import type { RankContext } from './context.js';
+
+/** A zeroed block for `nranks` ranks with the node's slot size, its header filled in. */
+export function allocCommBlock(ctx: RankContext, nranks: number): number {
+  const bytes = commBlockBytes(nranks, ctx.slotBytes);
+  const addr = ctx.heap.alloc(bytes);
+  // Blocks are reused: flags and signatures must start at zero, as the world block's do.
+  new Uint8Array(ctx.core.memory.buffer, addr, bytes).fill(0);
+  const i32 = new Int32Array(ctx.core.memory.buffer);
+  i32[(addr + C.NRANKS) >> 2] = nranks;
+  i32[(addr + C.SLOT_BYTES) >> 2] = ctx.slotBytes;
+  Atomics.store(i32, (addr + C.NODE) >> 2, NODE_BASE);
+  return addr;
+}
+
+/** This member is done with the block at `addr`; the last of its `nranks` members frees it. */
+export function releaseCommBlock(ctx: RankContext, addr: number, nranks: number): void {
+  const i32 = new Int32Array(ctx.core.memory.buffer);
+  if (Atomics.add(i32, (addr + C.RELEASED) >> 2, 1) + 1 === nranks) ctx.heap.free(addr);
+}
+
+/** A rank's context for the group block at `addr`: its rank there and the node rank of every member. */
+export function groupContext(ctx: RankContext, addr: number, rank: number, localOf: number[]): RankContext {
+  return { ...ctx, comm: addr, rank, size: localOf.length, localOf };
+}

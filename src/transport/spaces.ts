@@ -1,0 +1,72 @@
+// Tag spaces: many communicators over one transport. The world's connections are made once;
+// each communicator (the world, every group) gets a view of them with its own rank numbering
+// and its own tag space, so that two communicators' messages never meet in a receive even when
+// their op sequence numbers and steps are equal. The view translates ranks and stamps the
+// space; payloads that arrive before their receive are judged by the view of their space.
+import { WebcclError } from '../core/errors.js';
+import type { AbortInfo, Tag, Transport, TransportWatcher } from './transport.js';
+
+/**
+ * Spaces up to this bit are communicators'; a communicator's point-to-point messages use its
+ * space with this bit set (see p2pSpace), so they never meet its collectives either.
+ */
+export const P2P_SPACE_BIT = 0x80000000;
+const SPACE_MASK = P2P_SPACE_BIT - 1;
+
+export class TransportSpaces {
+  private readonly watchers = new Map<number, { w: TransportWatcher; toMember: Map<number, number> }>();
+
+  constructor(readonly base: Transport) {
+    base.watch?.({
+      unexpected: (peer, tag) => {
+        // A point-to-point message waits for its recv, however late: it is never a disagreement.
+        if ((tag.space ?? 0) & P2P_SPACE_BIT) return false;
+        const v = this.watchers.get((tag.space ?? 0) & SPACE_MASK);
+        const member = v?.toMember.get(peer);
+        // A space nobody here has opened yet (a group this rank has not finished creating): hold it.
+        return v !== undefined && member !== undefined ? v.w.unexpected(member, tag) : false;
+      },
+      aborted: (e) => {
+        for (const { w } of [...this.watchers.values()]) w.aborted(e);
+      },
+    });
+  }
+
+  /**
+   * The view of communicator `space` whose rank i is world rank `members[i]` (this rank is
+   * `rank` there). Sends and receives carry `space` added to the tag's own space field (0 for
+   * collectives, P2P_SPACE_BIT for point-to-point).
+   */
+  open(space: number, members: readonly number[], rank: number): Transport {
+    if (!Number.isInteger(space) || space < 0 || space > SPACE_MASK) throw new WebcclError('INTERNAL', `tag space ${space} is out of range`);
+    const base = this.base;
+    const toMember = new Map(members.map((w, i) => [w, i]));
+    const stamp = (tag: Tag): Tag => ({ ...tag, space: space + (tag.space ?? 0) });
+    const world = (peer: number) => {
+      const w = members[peer];
+      if (w === undefined) throw new WebcclError('INVALID_ARGUMENT', `peer ${peer} is not a rank of this communicator (0..${members.length - 1})`);
+      return w;
+    };
+    let closed = false;
+    return {
+      rank,
+      size: members.length,
+      send: (peer, tag, data) => base.send(world(peer), stamp(tag), data),
+      recv: (peer, tag, into) => base.recv(world(peer), stamp(tag), into),
+      // Closing a view ends this communicator's use of the links, not the links.
+      close: () => {
+        if (closed) return;
+        closed = true;
+        if (space === 0) base.close();
+        else this.watchers.delete(space);
+      },
+      abort: (why: string | AbortInfo) => base.abort(why),
+      watch: (w) => void this.watchers.set(space, { w, toMember }),
+      /** Payloads of this communicator's collectives held (not its point-to-point messages). */
+      held: () => (base.held?.() ?? []).flatMap((h) => {
+        const member = toMember.get(h.peer);
+        return (h.tag.space ?? 0) === space && member !== undefined ? [{ peer: member, tag: h.tag }] : [];
+      }),
+    };
+  }
+}

@@ -1,0 +1,103 @@
+// Groups: createGroup and split on one node (in-process ranks) and across nodes (TCP over
+// loopback): membership, rank mapping, independence of groups, mismatches, memory.
+import { describe, expect, it } from 'vitest';
+import { inprocRanks, settleAll } from './helpers/inproc.js';
+import { netRanks, destroyAll } from './helpers/net-world.js';
+import type { Communicator } from '../src/comm/communicator.js';
+import { N, NODE_BASE } from '../src/core/layout.js';
+
+/** Every rank forms its group at once (they share this thread). */
+const formAll = (comms: Communicator[], f: (c: Communicator, r: number) => Promise<Communicator | null>) => Promise.all(comms.map(f));
+
+/** Runs allReduce(sum) of [world rank + 1, ...] on every member; checks the sum of its members. */
+async function checkSum(groups: (Communicator | null)[], worldOf: (g: Communicator) => number[], n = 5): Promise<void> {
+  const live = groups.filter((g): g is Communicator => g !== null);
+  const xs = live.map((g) => Float32Array.from({ length: n }, (_, i) => g.worldRank(g.rank) + 1 + i));
+  const errs = await settleAll(live.map((g, i) => g.allReduce(xs[i])));
+  expect(errs.filter(Boolean)).toEqual([]);
+  live.forEach((g, i) => {
+    const ws = worldOf(g);
+    expect(Array.from(xs[i])).toEqual(Array.from({ length: n }, (_, j) => ws.reduce((a, w) => a + w + 1 + j, 0)));
+  });
+}
+
+const membersOf = (g: Communicator) => Array.from({ length: g.size }, (_, r) => g.worldRank(r));
+
+describe('groups on one node', () => {
+  it('createGroup: members get a communicator with their own numbering, others null', async () => {
+    const world = inprocRanks(4);
+    const gs = await formAll(world, (c) => c.createGroup(['rank3', 1]));
+    expect(gs.map((g) => (g ? [g.rank, g.size] : null))).toEqual([null, [1, 2], null, [0, 2]]);
+    expect(gs[3]!.worldRank(1)).toBe(1);
+    expect(gs[1]!.groupRank(3)).toBe(0);
+    expect(gs[1]!.groupRank(2)).toBe(-1);
+    await checkSum(gs, membersOf);
+    for (const g of gs) g?.destroy();
+  });
+
+  it('split: 2-D grid of row and column groups on 4 and 8 ranks, ops in opposite orders', async () => {
+    for (const n of [4, 8]) {
+      const world = inprocRanks(n);
+      const cols = 2;
+      const rows = await formAll(world, (c, r) => c.split(Math.floor(r / cols), r));
+      const columns = await formAll(world, (c, r) => c.split(r % cols, -r)); // key reverses the order
+      expect(columns[0]!.rank).toBe(columns[0]!.size - 1);
+      // Even ranks issue row then column; odd ranks column then row: no deadlock.
+      const xs = world.map((_, r) => [Float64Array.of(r + 1), Float64Array.of(r + 1)]);
+      const works = world.flatMap((_, r) => {
+        const a = rows[r]!.allReduce(xs[r][0]);
+        const b = columns[r]!.allReduce(xs[r][1]);
+        return r % 2 ? [b, a] : [a, b];
+      });
+      expect((await settleAll(works)).filter(Boolean)).toEqual([]);
+      world.forEach((_, r) => {
+        expect(xs[r][0][0]).toBe(membersOf(rows[r]!).reduce((a, w) => a + w + 1, 0));
+        expect(xs[r][1][0]).toBe(membersOf(columns[r]!).reduce((a, w) => a + w + 1, 0));
+      });
+      for (const g of [...rows, ...columns]) g?.destroy();
+    }
+  });
+
+  it('disagreeing member lists are a MISMATCH naming the ranks', async () => {
+    const world = inprocRanks(3);
+    const errs = await Promise.all(world.map((c, r) => c.createGroup(r === 2 ? [0, 2] : [0, 1]).then(() => undefined, (e) => e)));
+    for (const e of errs) expect(e).toMatchObject({ code: 'MISMATCH', details: { field: 'ranks', ranks: [0, 2] } });
+  });
+
+  it('creating and destroying 100 groups leaves the heap flat', async () => {
+    const world = inprocRanks(2);
+    const once = async () => {
+      const gs = await formAll(world, (c) => c.createGroup([0, 1]));
+      await checkSum(gs, membersOf, 3);
+      for (const g of gs) g!.destroy();
+    };
+    const memory = (world[0] as unknown as { ctx: { core: { memory: WebAssembly.Memory } } }).ctx.core.memory;
+    const top = () => [new Int32Array(memory.buffer)[(NODE_BASE + N.HEAP_TOP) >> 2], memory.buffer.byteLength];
+    await once();
+    const before = top();
+    for (let i = 0; i < 100; i++) await once();
+    expect(top()).toEqual(before);
+  });
+});
+
+describe('groups across nodes', () => {
+  it('2 nodes x 2 ranks: a group within a node, one across nodes, and a grid', async () => {
+    const world = await netRanks(2, 2, { timeoutMs: 30_000 });
+    try {
+      const inNode = await Promise.all(world.map((c) => c.createGroup([2, 3])));
+      expect(inNode.map((g) => g?.acrossNodes ?? null)).toEqual([null, null, false, false]);
+      const across = await Promise.all(world.map((c) => c.createGroup([1, 2])));
+      expect(across.map((g) => g?.acrossNodes ?? null)).toEqual([null, true, true, null]);
+      const all = await Promise.all(world.map((c) => c.createGroup([3, 2, 1, 0])));
+      for (const gs of [inNode, across, all]) {
+        const live = gs.filter((g): g is Communicator => g !== null);
+        const xs = live.map((g) => Float32Array.of(g.worldRank(g.rank) + 1, 7));
+        await Promise.all(live.map((g, i) => g.allReduce(xs[i])));
+        live.forEach((g, i) => expect(Array.from(xs[i])).toEqual([membersOf(g).reduce((a, w) => a + w + 1, 0), 7 * g.size]));
+      }
+      for (const g of [...inNode, ...across, ...all]) g?.destroy();
+    } finally {
+      destroyAll(world);
+    }
+  });
+});
