@@ -4,7 +4,7 @@
 import { unknownEnvNames } from './core/config.js';
 import { WebcclError, fail } from './core/errors.js';
 import { type NodeHandle, checkNodeHandle, createNode } from './core/node.js';
-import { Communicator, type CollectiveOptions, type CommunicatorOptions } from './comm/communicator.js';
+import { Communicator, type AllToAllOptions, type CollectiveOptions, type CommunicatorOptions, type P2pOptions, type RootedOptions } from './comm/communicator.js';
 import { JOIN_OPTIONS, type JoinOptions, joinNode } from './comm/context.js';
 import { COMMUNICATOR_OPTIONS } from './comm/options.js';
 import type { BufferArg } from './comm/buffers.js';
@@ -14,7 +14,7 @@ import { MAX_RANKS } from './core/layout.js';
 import type { WorldInit } from './bootstrap/world.js';
 import type { TlsFiles } from './core/config.js';
 
-export { Communicator, type CollectiveOptions, type CommunicatorOptions } from './comm/communicator.js';
+export { Communicator, type CollectiveOptions, type CommunicatorOptions, type AllToAllOptions, type RootedOptions, type P2pOptions } from './comm/communicator.js';
 export { Work, type WorkTiming } from './comm/work.js';
 export type { FlightEntry, FlightState } from './comm/flight-recorder.js';
 export { WebcclError, type ErrorCode } from './core/errors.js';
@@ -107,13 +107,55 @@ function promised(issue: () => Work): Promise<void> {
   }
 }
 
-export const allReduce = (x: BufferArg, o?: CollectiveOptions): Promise<void> => promised(() => requireWorld('allReduce').allReduce(x, o));
-export const allReduceAsync = (x: BufferArg, o?: CollectiveOptions): Work => requireWorld('allReduceAsync').allReduce(x, o);
-export const allGather = (out: BufferArg, input: BufferArg, o?: CollectiveOptions): Promise<void> => promised(() => requireWorld('allGather').allGather(out, input, o));
-export const reduceScatter = (out: BufferArg, input: BufferArg, o?: CollectiveOptions): Promise<void> => promised(() => requireWorld('reduceScatter').reduceScatter(out, input, o));
-export const broadcast = (x: BufferArg, o?: CollectiveOptions): Promise<void> => promised(() => requireWorld('broadcast').broadcast(x, o));
-export const reduce = (x: BufferArg, o?: CollectiveOptions): Promise<void> => promised(() => requireWorld('reduce').reduce(x, o));
-export const barrier = (o?: { timeoutMs?: number }): Promise<void> => promised(() => requireWorld('barrier').barrier(o));
+/** Module-level calls take `{ group }` (a communicator createGroup or split made) beside their own options; default: the world. */
+export interface GroupOption {
+  group?: Communicator;
+}
+
+/** The communicator a module-level call runs on, and its options without `group`. */
+function target<O>(what: string, o: (O & GroupOption) | undefined): [Communicator, O | undefined] {
+  if (typeof o !== 'object' || o === null || !('group' in o)) return [requireWorld(what), o]; // the communicator checks the rest
+  const { group, ...rest } = o;
+  if (group === undefined) return [requireWorld(what), rest as O];
+  if (!(group instanceof Communicator)) {
+    const why = group === null ? ' (createGroup resolves null on the ranks outside the group: only its members may use it)' : '';
+    fail('INVALID_ARGUMENT', `${what}: option group must be a Communicator that createGroup or split made, got ${showValue(group)}${why}`, { option: 'group', value: group });
+  }
+  return [group, rest as O];
+}
+
+type WithGroup<O> = O & GroupOption;
+
+export const allReduce = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> => promised(() => on('allReduce', o, (c, p) => c.allReduce(x, p)));
+export const allReduceAsync = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Work => on('allReduceAsync', o, (c, p) => c.allReduce(x, p));
+export const allGather = (out: BufferArg, input: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> => promised(() => on('allGather', o, (c, p) => c.allGather(out, input, p)));
+export const reduceScatter = (out: BufferArg, input: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> => promised(() => on('reduceScatter', o, (c, p) => c.reduceScatter(out, input, p)));
+export const broadcast = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> => promised(() => on('broadcast', o, (c, p) => c.broadcast(x, p)));
+export const reduce = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> => promised(() => on('reduce', o, (c, p) => c.reduce(x, p)));
+export const allToAll = (out: BufferArg, input: BufferArg, o?: WithGroup<AllToAllOptions>): Promise<void> => promised(() => on('allToAll', o, (c, p) => c.allToAll(out, input, p)));
+export const gather = (out: BufferArg | null, input: BufferArg, o?: WithGroup<RootedOptions>): Promise<void> => promised(() => on('gather', o, (c, p) => c.gather(out, input, p)));
+export const scatter = (out: BufferArg, input: BufferArg | null, o?: WithGroup<RootedOptions>): Promise<void> => promised(() => on('scatter', o, (c, p) => c.scatter(out, input, p)));
+export const send = (x: BufferArg, peer: number, o?: WithGroup<P2pOptions>): Promise<void> => promised(() => on('send', o, (c, p) => c.send(x, peer, p)));
+export const recv = (x: BufferArg, peer: number, o?: WithGroup<P2pOptions>): Promise<void> => promised(() => on('recv', o, (c, p) => c.recv(x, peer, p)));
+export const barrier = (o?: WithGroup<{ timeoutMs?: number }>): Promise<void> => promised(() => on('barrier', o, (c, p) => c.barrier(p)));
+
+/** Runs `call` on the communicator `o.group` names (the world by default). */
+function on<O, R>(what: string, o: WithGroup<O> | undefined, call: (c: Communicator, o: O | undefined) => R): R {
+  const [c, rest] = target<O>(what, o);
+  return call(c, rest);
+}
+
+/**
+ * A group of the world's ranks (numbers or the seed's 'rankN' strings): every rank calls it
+ * with the same list; members get the group's communicator, the others null.
+ */
+export function createGroup(ranks: readonly (number | string)[], o?: CommunicatorOptions): Promise<Communicator | null> {
+  try {
+    return requireWorld('createGroup').createGroup(ranks, o);
+  } catch (e) {
+    return Promise.reject(e);
+  }
+}
 
 /** Completes a handle from an *Async call; a bad handle is a rejection too. */
 export function wait(handle: Work): Promise<void> {

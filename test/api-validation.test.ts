@@ -57,6 +57,13 @@ function optionTakers(): Record<string, (o: any) => unknown> {
     broadcast: (o) => c.broadcast(f32(4), o),
     reduce: (o) => c.reduce(f32(4), o),
     barrier: (o) => c.barrier(o),
+    allToAll: (o) => c.allToAll(f32(4), f32(4), o),
+    gather: (o) => c.gather(f32(4), f32(4), o),
+    scatter: (o) => c.scatter(f32(4), f32(4), o),
+    send: (o) => c.send(f32(4), 1, o),
+    recv: (o) => c.recv(f32(4), 1, o),
+    createGroup: (o) => c.createGroup([0], o),
+    split: (o) => c.split(0, 0, o),
     Communicator: (o) => new Communicator(joinNode(node, 0, { spinUs: 0 }), o),
     createNode: (o) => createNode({ nranks: 1, ...o }),
     joinNode: (o) => joinNode(node, 0, o),
@@ -74,6 +81,7 @@ function optionTakers(): Record<string, (o: any) => unknown> {
 const NO_OPTIONS_BAG = [
   'abortNode', 'leaveNode', 'getCommunicator', 'getRank', 'getWorldSize', 'wait',
   'allReduce', 'allReduceAsync', 'allGather', 'reduceScatter', 'broadcast', 'reduce', 'barrier', // → the Communicator's
+  'allToAll', 'gather', 'scatter', 'send', 'recv', 'createGroup',
   'Work', 'WebcclError',
 ];
 
@@ -261,6 +269,12 @@ describe('module-level functions reject, never throw', () => {
       ['broadcast', () => fresh.broadcast(f32(1), { root: '0' } as any)],
       ['reduce', () => fresh.reduce(f32(1))],
       ['barrier', () => fresh.barrier()],
+      ['allToAll', () => fresh.allToAll(f32(1), f32(1))],
+      ['gather', () => fresh.gather(null, f32(1))],
+      ['scatter', () => fresh.scatter(f32(1), null)],
+      ['send', () => fresh.send(f32(1), 1)],
+      ['recv', () => fresh.recv(f32(1), 1)],
+      ['createGroup', () => fresh.createGroup([0])],
     ];
     for (const [what, call] of promised) {
       let p: Promise<unknown> | undefined;
@@ -296,6 +310,14 @@ describe('module-level functions reject, never throw', () => {
       ['reduce', () => fresh.reduce(f32(4), { root: 1.5 } as any)],
       ['barrier', () => fresh.barrier({ timeoutMs: 'soon' } as any)],
       ['wait', () => fresh.wait(undefined as any)],
+      ['allToAll counts', () => fresh.allToAll(f32(4), f32(4), { sendCounts: [4] } as any)],
+      ['gather root', () => fresh.gather(f32(4), f32(4), { root: 1 })],
+      ['send to itself', () => fresh.send(f32(4), 0)],
+      ['recv tag', () => fresh.recv(f32(4), 0, { tag: -1 })],
+      ['createGroup bad rank', () => fresh.createGroup(['rank1'])],
+      ['group null', () => fresh.allReduce(f32(4), { group: null } as any)],
+      ['group not a communicator', () => fresh.barrier({ group: {} } as any)],
+      ['group with an unknown key', () => fresh.allReduce(f32(4), { group: undefined, opp: 1 } as any)],
     ];
     for (const [what, call] of calls) {
       let p: Promise<unknown> | undefined;
@@ -307,6 +329,14 @@ describe('module-level functions reject, never throw', () => {
     await fresh.barrier({ timeoutMs: 10_000 });
     await fresh.wait(fresh.allReduceAsync(x));
     expect(Array.from(x)).toEqual([2, 2, 2, 2]);
+    // { group }: the op runs on that communicator (a world of one has a group of one).
+    const group = (await fresh.createGroup(['rank0']))!;
+    expect([group.size, group.worldRank(0)]).toEqual([1, 0]);
+    await fresh.allReduce(x, { group, op: 'sum' });
+    await fresh.barrier({ group });
+    expect(group.stats().ops).toBe(2);
+    expect((await errorOf(() => fresh.allReduce(x, { group, opp: 1 } as any))).details.option).toBe('opp');
+    group.destroy();
   });
 });
 
