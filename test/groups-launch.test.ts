@@ -1,0 +1,66 @@
+// Groups under every launch form, with the built CLI: 4 worker threads (webccl run -n 4), 4
+// processes (--procs), and 2 nodes × 2 threads (--nnodes). The rank script
+// (test/fixtures/groups-check.mjs) forms groups of every shape, checks every result itself and
+// prints "ok rank R of N"; its fault modes end with a disagreement, or a missing member, inside
+// a group of world ranks 1 and 2.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort } from '../src/launch/children.js';
+import { type Env, type Run, cleanEnv, killAllJobs, run } from './helpers/jobs.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const bin = join(root, 'bin', 'webccl.js');
+const script = join(root, 'test', 'fixtures', 'groups-check.mjs');
+const tmp = mkdtempSync(join(tmpdir(), 'webccl-groups-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+afterAll(killAllJobs);
+
+const env = (extra: Env = {}): Env => cleanEnv({ HOME: join(tmp, 'home'), WEBCCL_TOKEN: 'groups-test', ...extra });
+type Form = 'threads' | 'procs' | 'nnodes';
+
+/** Runs the script on 4 ranks in `form`; the output of every launcher, joined. */
+async function launch(form: Form, args: string[] = [], n = 4): Promise<{ runs: Run[]; out: string }> {
+  let runs: Run[];
+  if (form === 'nnodes') {
+    const port = String(await freePort());
+    runs = await Promise.all([0, 1].map((k) => run(process.execPath, [bin, 'run', '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', String(n / 2),
+      '--master-addr', '127.0.0.1', '--master-port', port, script, ...args], env(), 150_000, root)));
+  } else {
+    runs = [await run(process.execPath, [bin, 'run', ...(form === 'procs' ? ['--procs'] : []), '-n', String(n), script, ...args], env(), 150_000, root)];
+  }
+  return { runs, out: runs.map((r) => r.stdout).join('') };
+}
+
+const okRanks = (out: string) => [...out.matchAll(/^ok rank (\d+) of \d+ groups (\d+)$/gm)].map((m) => [Number(m[1]), Number(m[2])]).sort((a, b) => a[0] - b[0]);
+
+describe.each(['threads', 'procs', 'nnodes'] as Form[])('groups with webccl run (%s)', (form) => {
+  it('every group shape runs every collective correctly', async () => {
+    const { runs, out } = await launch(form);
+    for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+    // Ranks 0 and 2 are in 6 groups (pair, evens, single, reversed, row, column); 1 and 3 in 5.
+    expect(okRanks(out)).toEqual([[0, 6], [1, 5], [2, 6], [3, 5]]);
+  });
+
+  it('a disagreement inside a group is a MISMATCH on both members', async () => {
+    const { out } = await launch(form, ['mismatch']);
+    const faults = [...out.matchAll(/^fault rank (\d+) code (\w+) (.*)$/gm)].map((m) => ({ rank: Number(m[1]), code: m[2], ...JSON.parse(m[3]) }));
+    expect(faults.map((f) => [f.rank, f.code]).sort()).toEqual([[1, 'MISMATCH'], [2, 'MISMATCH']]);
+    for (const f of faults) {
+      expect(f.details.worldRanks).toEqual([1, 2]);
+      expect(f.message).toMatch(/group of world ranks 1, 2/);
+    }
+  });
+
+  it('a member that never comes is named by group rank and world rank', async () => {
+    const { out } = await launch(form, ['missing']);
+    const faults = [...out.matchAll(/^fault rank (\d+) code (\w+) (.*)$/gm)].map((m) => ({ rank: Number(m[1]), code: m[2], ...JSON.parse(m[3]) }));
+    expect(faults.map((f) => [f.rank, f.code])).toEqual([[1, 'TIMEOUT']]);
+    const [f] = faults;
+    expect(f.details).toMatchObject({ missing: [1], worldRanks: [1, 2], worldRank: 1 });
+    expect(f.message).toMatch(/rank 1\b/);
+    expect(f.message).toMatch(/rank 0 here is world rank 1/);
+  });
+});
