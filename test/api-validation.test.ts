@@ -64,6 +64,7 @@ function optionTakers(): Record<string, (o: any) => unknown> {
     recv: (o) => c.recv(f32(4), 1, o),
     createGroup: (o) => c.createGroup([0], o),
     split: (o) => c.split(0, 0, o),
+    shrink: (o) => c.shrink(o),
     Communicator: (o) => new Communicator(joinNode(node, 0, { spinUs: 0 }), o),
     createNode: (o) => createNode({ nranks: 1, ...o }),
     joinNode: (o) => joinNode(node, 0, o),

@@ -3,7 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { netRanks, destroyAll } from './helpers/net-world.js';
-import type { Communicator } from '../src/comm/communicator.js';
+import { Communicator } from '../src/comm/communicator.js';
+import { createNode, leaveNode } from '../src/core/node.js';
+import { joinNode } from '../src/comm/context.js';
 import { N, NODE_BASE } from '../src/core/layout.js';
 
 /** Every rank forms its group at once (they share this thread). */
@@ -99,5 +101,32 @@ describe('groups across nodes', () => {
     } finally {
       destroyAll(world);
     }
+  });
+});
+
+describe('shrink', () => {
+  it('on one node: the survivors of a dead rank get a working communicator without it', async () => {
+    const node = createNode({ nranks: 4, slotBytes: 4096 });
+    const world = [0, 1, 2, 3].map((r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { timeoutMs: 20_000 }));
+    // A group of ranks 1..3; rank 2 dies while the others wait for it in an allReduce.
+    const gs = await formAll(world, (c) => c.createGroup([3, 2, 1]));
+    const live = [gs[1]!, gs[3]!];
+    const works = live.map((g) => g.allReduce(new Float32Array(8).fill(1)));
+    leaveNode(node, 2, 'died');
+    const errs = await settleAll(works);
+    for (const e of errs) expect(e).toMatchObject({ code: 'CONNECTION_CLOSED', details: { peer: 1, died: true, worldRanks: [3, 2, 1] } });
+    const shrunk = await Promise.all(live.map((g) => g.shrink()));
+    expect(shrunk.map((s) => [s.rank, s.size, s.worldRank(0), s.worldRank(1)])).toEqual([[1, 2, 3, 1], [0, 2, 3, 1]]);
+    const xs = shrunk.map((s) => Float64Array.of(s.worldRank(s.rank), 1));
+    expect((await settleAll(shrunk.map((s, i) => s.allReduce(xs[i])))).filter(Boolean)).toEqual([]);
+    for (const x of xs) expect(Array.from(x)).toEqual([4, 2]);
+    expect(await live[0].shrink().catch((e) => e.code)).toBe('INVALID_ARGUMENT'); // once per communicator
+    // The world shrinks too, and every block is freed once the survivors destroy what they hold.
+    const ws = await Promise.all([0, 1, 3].map((r) => world[r].shrink()));
+    expect(ws.map((w) => w.size)).toEqual([3, 3, 3]);
+    expect((await settleAll(ws.map((w) => w.barrier()))).filter(Boolean)).toEqual([]);
+    const top = () => new Int32Array(node.memory.buffer)[(NODE_BASE + N.HEAP_TOP) >> 2];
+    for (const c of [...shrunk, ...live, ...ws]) c.destroy();
+    expect(top()).toBe(new Int32Array(node.memory.buffer)[(NODE_BASE + N.HEAP_START) >> 2]);
   });
 });

@@ -17,6 +17,7 @@ import { COMMUNICATOR_OPTIONS, collectiveOptions, communicatorOptions, envTimeou
 import { checkOptions, showValue } from '../core/options.js';
 import { type Placement, inGroup, nodeWorld, spansNodes } from './placement.js';
 import { type Former, createGroup, splitGroups } from './groups.js';
+import { shrinkComm } from './shrink.js';
 
 export interface CollectiveOptions {
   op?: ReduceOp;
@@ -75,6 +76,7 @@ export class Communicator {
   /** WEBCCL_CHECK=1: fail an op whose buffers the caller writes while it is in flight. */
   private readonly checkInputs: boolean;
   private destroyed = false;
+  private shrunk = false;
   /** @internal Where this communicator's ranks are (world ranks, nodes, tag space). */
   readonly placement: Placement;
   /** @internal The options it was made with (its groups inherit them). */
@@ -125,6 +127,27 @@ export class Communicator {
    */
   split(color: number | null, key?: number, options?: CommunicatorOptions): Promise<Communicator | null> {
     return this.forming('split', options, (o) => splitGroups(this.former(), color, key ?? this.rank, o));
+  }
+
+  /**
+   * After ranks died or left (or a failure aborted the communicator), the survivors' new
+   * communicator without them (NCCL's ncclCommShrink, ULFM's MPI_Comm_shrink): every surviving
+   * rank calls it once; ranks keep their order. Across nodes the members agree through the
+   * job's rendezvous store (served by world rank 0, which must be among the survivors) and
+   * connect anew.
+   */
+  shrink(options?: CommunicatorOptions): Promise<Communicator> {
+    try {
+      const o = checkOptions<CommunicatorOptions>('shrink', options, COMMUNICATOR_OPTIONS, '{ timeoutMs: 60000 }');
+      if (this.shrunk) fail('INVALID_ARGUMENT', 'shrink: this communicator was shrunk already; shrink the communicator that call returned');
+      const n = this.engine.pending();
+      if (n) fail('INVALID_ARGUMENT', `shrink: ${n} op(s) still pending; wait for them (they fail once a peer is gone) first`);
+      this.shrunk = true;
+      const opts = { ...this.options, ...o };
+      return shrinkComm(this.former(), this.engine.failure(), opts, opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS);
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
   private forming(what: string, options: unknown, form: (o: CommunicatorOptions) => Promise<Communicator | null>): Promise<Communicator | null> {

@@ -2,6 +2,7 @@
 // node, ops run by the wasm step loops) and network (ranks on several nodes, ops run by the
 // algorithms of src/algorithms over a transport). Both complete ops in issue order.
 import type { Dtype, ReduceOp } from '../core/dtypes.js';
+import type { WebcclError } from '../core/errors.js';
 import type { Kind } from '../core/layout.js';
 import type { Buf } from './buffers.js';
 import type { FlightRecorder } from './flight-recorder.js';
@@ -57,4 +58,6 @@ export interface Engine {
   abort(reason: string): void;
   /** No more ops: later submits fail. */
   close(): void;
+  /** Why the engine can run no more ops (a peer failed, a deadline passed, abort()), if it cannot. */
+  failure(): WebcclError | undefined;
 }

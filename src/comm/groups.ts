@@ -79,6 +79,7 @@ function listHash(list: number[]): [number, number] {
 }
 
 let spacesMade = 0;
+let formedHere = 0;
 /** A tag space no other group of the job has: (world rank of the group's first rank, its count). */
 function newSpace(worldRank: number): number {
   spacesMade = (spacesMade + 1) % (1 << 20);
@@ -99,9 +100,11 @@ async function form(f: Former, groups: number[][], opts: CommunicatorOptions): P
     if (here[0] === me && (oneNode || here.length > 1)) addr = allocCommBlock(f.ctx, here.length);
     if (mine[0] === me && !oneNode) space = newSpace(p.worldRanks[me]);
   }
+  // The group's first rank numbers it: with its world rank, a name no other communicator of the job has.
+  const serial = mine?.[0] === me ? ++formedHere : 0;
   let where: number[][];
   try {
-    where = await exchange(parent, [addr, space], 'forming the group');
+    where = await exchange(parent, [addr, space, serial], 'forming the group');
   } catch (e) {
     if (addr) f.ctx.heap.free(addr);
     throw e;
@@ -109,8 +112,9 @@ async function form(f: Former, groups: number[][], opts: CommunicatorOptions): P
   if (!mine) return null;
   const placement: Placement = {
     worldRanks: mine.map((r) => p.worldRanks[r]), nodeOf: mine.map((r) => p.nodeOf[r]), localOf: mine.map((r) => p.localOf[r]),
-    space: where[mine[0]][1], group: true, net: p.net,
+    space: where[mine[0]][1], group: true, net: p.net, id: '',
   };
+  placement.id = `${p.id}.${placement.worldRanks[0]}:${where[mine[0]][2]}`;
   const rank = mine.indexOf(me);
   const here = mine.flatMap((r, i) => (p.nodeOf[r] === p.nodeOf[me] ? [i] : []));
   const block = where[mine[here[0]]][0];
@@ -129,7 +133,7 @@ async function form(f: Former, groups: number[][], opts: CommunicatorOptions): P
 }
 
 /** A group whose ranks share this node: a communicator over its block at `block`. */
-function oneNodeGroup(f: Former, block: number, rank: number, placement: Placement, opts: CommunicatorOptions): Communicator {
+export function oneNodeGroup(f: Former, block: number, rank: number, placement: Placement, opts: CommunicatorOptions): Communicator {
   const ctx = groupContext(f.ctx, block, rank, [...placement.localOf]);
   placement.release = () => releaseCommBlock(f.ctx, block, ctx.size);
   return f.make(ctx, opts, { rank, size: ctx.size, placement, engine: (counters, algo, timeoutMs) => new ShmEngine(ctx, counters, algo, timeoutMs) });

@@ -102,6 +102,10 @@ export class Dispute {
 export interface JobStore {
   set(key: string, value: string): Promise<void>;
   get(key: string, opts: { timeoutMs: number }): Promise<Uint8Array>;
+  /** Resolves once every key is set; STORE_TIMEOUT (details.keys: the missing) after timeoutMs (0: look once). */
+  wait(keys: string[], timeoutMs?: number): Promise<void>;
+  /** Sets `key` to `desired` if it holds `expected` (null: absent); returns the value it holds after. */
+  compareSet(key: string, expected: string | null, desired: string): Promise<Uint8Array | null>;
 }
 
 /** How long a timed-out rank waits for each rank of the chain to say whom it waits for. */

@@ -140,6 +140,10 @@ export class NetEngine implements Engine, WorkDriver {
     this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${r}: ${reason}`, { by: r, reason }), { code: 'ABORTED', reason, user: true });
   }
 
+  failure(): WebcclError | undefined {
+    return this.broken;
+  }
+
   close(): void {
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
     this.world.transport.close();

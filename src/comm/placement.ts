@@ -2,6 +2,7 @@
 // nodes, the tag space its messages use on the job's connections. Groups are formed from it.
 import { WebcclError } from '../core/errors.js';
 import type { TransportSpaces } from '../transport/spaces.js';
+import type { Transport } from '../transport/transport.js';
 import type { JobStore } from './net-blame.js';
 
 export interface Placement {
@@ -15,28 +16,37 @@ export interface Placement {
   space: number;
   /** A group (created from another communicator) rather than the world. */
   group: boolean;
+  /** Names the communicator uniquely in the job (its store keys use it): 'w' for the world. */
+  id: string;
   /** Across nodes: the job's connections, and its rendezvous store. */
-  net?: { spaces: TransportSpaces; store?: JobStore };
+  net?: NetPlacement;
   /** Called once when the communicator is destroyed: frees what it holds in the node memory. */
   release?: () => void;
+}
+
+export interface NetPlacement {
+  spaces: TransportSpaces;
+  store?: JobStore;
+  /** Connects `size` ranks of the job anew (this one is `rank`), meeting under store key `prefix`. */
+  remesh?: (prefix: string, rank: number, size: number) => Promise<Transport>;
 }
 
 const iota = (n: number) => Array.from({ length: n }, (_, i) => i);
 
 /** The world of one node: every rank shares its memory. */
 export function nodeWorld(size: number): Placement {
-  return { worldRanks: iota(size), nodeOf: new Array<number>(size).fill(0), localOf: iota(size), space: 0, group: false };
+  return { worldRanks: iota(size), nodeOf: new Array<number>(size).fill(0), localOf: iota(size), space: 0, group: false, id: 'w' };
 }
 
 /** The world of a job across nodes (`nodeOf` from rendezvous; a node's ranks are numbered in world order). */
-export function netWorld(nodeOf: readonly number[], spaces: TransportSpaces, store?: JobStore): Placement {
+export function netWorld(nodeOf: readonly number[], net: NetPlacement): Placement {
   const seen = new Map<number, number>();
   const localOf = nodeOf.map((n) => {
     const i = seen.get(n) ?? 0;
     seen.set(n, i + 1);
     return i;
   });
-  return { worldRanks: iota(nodeOf.length), nodeOf, localOf, space: 0, group: false, net: { spaces, store } };
+  return { worldRanks: iota(nodeOf.length), nodeOf, localOf, space: 0, group: false, id: 'w', net };
 }
 
 /** Whether the communicator's ranks are on several nodes. */

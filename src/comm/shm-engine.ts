@@ -79,6 +79,10 @@ export class ShmEngine implements Engine, WorkDriver {
     this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${this.ctx.rank}: ${reason}`, { by: this.ctx.rank, reason }));
   }
 
+  failure(): WebcclError | undefined {
+    return this.broken;
+  }
+
   close(): void {
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
   }

@@ -6,6 +6,7 @@ import { ABORT_BY_LAUNCHER, ABORT_REASON, ALGO, C, D, E, KIND, N, NODE_BASE, SIG
 import { DTYPES, REDUCE_OPS } from '../core/dtypes.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import type { WasmCore } from '../core/wasm.js';
+import { LEFT_DIED } from '../core/node.js';
 import type { Buf } from './buffers.js';
 
 export interface RunningOp {
@@ -147,8 +148,10 @@ export class ShmRunner {
 
   /** The error of an op whose awaited `rank` has left; an abort published before it leaves says more. */
   private departed(op: RunningOp, rank: number): WebcclError {
-    return this.abortError(`${op.name} #${op.seq}`) ?? new WebcclError('CONNECTION_CLOSED', `${op.name} #${op.seq} on rank ${this.rank}: rank ${rank} has left the job (its script ended) without joining this op`, {
-      rank, peer: rank, seq: op.seq,
+    const died = Atomics.load(this.views().i32, (NODE_BASE + N.LEFT + 4 * (this.localOf?.[rank] ?? rank)) >> 2) === LEFT_DIED;
+    const how = died ? 'died' : 'has left the job (its script ended)';
+    return this.abortError(`${op.name} #${op.seq}`) ?? new WebcclError('CONNECTION_CLOSED', `${op.name} #${op.seq} on rank ${this.rank}: rank ${rank} ${how} without joining this op`, {
+      rank, peer: rank, seq: op.seq, ...(died && { died }),
     });
   }
 

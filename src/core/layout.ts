@@ -43,6 +43,9 @@ export const C = {
   ABORT: 0, ABORT_CODE: 4, NRANKS: 8, SLOT_BYTES: 12, NODE: 16, ABORT_DETAIL: 20,
   ABORT_CLAIM: 24, // as N.ABORT_CLAIM, for this communicator's abort
   RELEASED: 28, // a group's block: members that have destroyed their communicator (the last frees it)
+  SHRINK_CLAIM: 32, // taken (0 -> 1) by the first rank of a shrink(), which writes the two words below
+  SHRINK_MASK: 36, // 2 words: bit r set when rank r is a member of the shrunk communicator
+  SHRINK_BLOCK: 44, // the shrunk communicator's block, published last (0 until then)
   DOORBELL: 64, SLEEPERS: 96,
   REASON: 128, // the text an abort(reason) gave (see core/reason-text.ts)
   HEADER_BYTES: 384,

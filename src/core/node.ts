@@ -78,17 +78,22 @@ export function abortNode(handle: NodeHandle, deadRank: number | null, code: num
   ring(handle, i32);
 }
 
+/** The node header's LEFT word of a rank: its script ended, or it died (under a fault-tolerant launch). */
+export const LEFT_ENDED = 1;
+export const LEFT_DIED = 2;
+
 /**
  * Records that `rank`'s thread has ended (its script returned, or called process.exit(0)): a
  * peer waiting for it in an op it never joined fails at once, naming it, instead of waiting
  * out its deadline. Ops it had finished are not touched: its peers complete them.
  */
-export function leaveNode(handle: NodeHandle, rank: number): void {
+export function leaveNode(handle: NodeHandle, rank: number, how: 'ended' | 'died' = 'ended'): void {
   if (!Number.isInteger(rank) || rank < 0 || rank >= handle.nranks) {
     fail('INVALID_ARGUMENT', `leaveNode: rank ${rank} is outside the node's 0..${handle.nranks - 1} range`);
   }
+  if (how !== 'ended' && how !== 'died') fail('INVALID_ARGUMENT', `leaveNode: how must be 'ended' or 'died', got ${showValue(how)}`);
   const i32 = new Int32Array(handle.memory.buffer);
-  Atomics.store(i32, (NODE_BASE + N.LEFT + 4 * rank) >> 2, 1);
+  Atomics.store(i32, (NODE_BASE + N.LEFT + 4 * rank) >> 2, how === 'died' ? LEFT_DIED : LEFT_ENDED);
   ring(handle, i32);
 }
 

@@ -22,10 +22,12 @@ export function freePort(host = '127.0.0.1'): Promise<number> {
 export class ChildGroup {
   readonly failures: RankFailure[] = [];
   terminated = false;
+  private ending = false;
   private readonly children: ChildProcess[] = [];
   private readonly timers: ReturnType<typeof setTimeout>[] = [];
 
-  constructor(private readonly graceMs: number) {}
+  /** `tolerant`: a rank's failure is recorded but does not end the others (--fault-tolerant). */
+  constructor(private readonly graceMs: number, private readonly tolerant = false) {}
 
   /**
    * Tracks `child`; resolves once it has ended, calling `ended` once with why it failed
@@ -51,7 +53,9 @@ export class ChildGroup {
   /** Records a failure; the first one ends the group after the grace period. */
   fail(rank: number, message: string, error?: unknown): void {
     this.failures.push({ rank, message, ...(error !== undefined && { error }) });
-    if (this.failures.length === 1 && !this.terminated) this.endAll(this.graceMs);
+    if (this.tolerant && rank >= 0) return;
+    if (!this.ending && !this.terminated) this.endAll(this.graceMs);
+    this.ending = true;
   }
 
   /** Ends every child now (SIGTERM, SIGKILL a grace later); called again, SIGKILL at once. */
@@ -64,7 +68,8 @@ export class ChildGroup {
 
   result(): LaunchResult {
     this.timers.forEach(clearTimeout);
-    return { exitCode: this.failures.length ? 1 : 0, failure: this.failures[0], failures: this.failures };
+    const tolerated = this.tolerant && this.failures.every((f) => f.rank >= 0) && this.failures.length < this.children.length;
+    return { exitCode: this.failures.length && !tolerated ? 1 : 0, failure: this.failures[0], failures: this.failures };
   }
 
   private signalAll(signal: NodeJS.Signals): void {

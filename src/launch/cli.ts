@@ -36,6 +36,9 @@ run options:
 
 Any rank's failure ends the job (exit 1, naming the rank); Ctrl-C ends every rank, and no rank
 outlives its launcher, however the launcher ends.
+  --fault-tolerant        a rank that fails does not end the job: the ops of its peers that need
+                          it fail naming it, and they may comm.shrink() and go on (exit 0 when
+                          every other rank ends well; the failures are still reported)
 Environment variables: see the README (WEBCCL_ALGO, WEBCCL_TIMEOUT_MS, WEBCCL_TOKEN, ...).`;
 
 export class UsageError extends Error {}
@@ -48,6 +51,8 @@ export interface RunArgs {
   args: string[];
   /** One OS process per rank; masterAddr/masterPort only when given. */
   procs?: true;
+  /** A failing rank does not end the job (--fault-tolerant). */
+  faultTolerant?: true;
   masterAddr?: string;
   masterPort?: number;
   /** Set when the job spans nodes (--nnodes > 1) or a master address or port was given. */
@@ -75,6 +80,7 @@ function integer(flag: string, v: string | undefined, what: string, min: number,
 export function parseRunArgs(argv: string[]): RunArgs {
   const raw: Partial<Record<(typeof OPTIONS)[string], { flag: string; value: string | undefined }>> = {};
   let procs = false;
+  let faultTolerant = false;
   let i = 0;
   for (; i < argv.length; i++) {
     const a = argv[i];
@@ -83,6 +89,10 @@ export function parseRunArgs(argv: string[]): RunArgs {
     const flag = (eq < 0 ? a : a.slice(0, eq)).replace(/_/g, '-');
     if (flag === '--procs' && eq < 0) {
       procs = true;
+      continue;
+    }
+    if (flag === '--fault-tolerant' && eq < 0) {
+      faultTolerant = true;
       continue;
     }
     const key = OPTIONS[flag];
@@ -101,7 +111,7 @@ export function parseRunArgs(argv: string[]): RunArgs {
   if (raw.masterAddr && (!masterAddr || /\s/.test(masterAddr))) {
     throw new UsageError(`--master-addr needs a host name or address, got ${JSON.stringify(raw.masterAddr.value ?? 'nothing')}`);
   }
-  const base = { nranks, script, args: argv.slice(i + 1) };
+  const base = { nranks, script, args: argv.slice(i + 1), ...(faultTolerant && { faultTolerant: true as const }) };
   if (procs) {
     if (nnodes > 1) {
       throw new UsageError(`--procs starts every rank on this machine and cannot be combined with --nnodes ${nnodes}; start one launcher per node without --procs`);
@@ -125,20 +135,24 @@ function forwardTo(firstRank: number): LaunchOptions['onMessage'] {
 }
 
 function startJob(a: RunArgs) {
-  const { nranks, script, args } = a;
-  if (a.procs) return startProcesses({ nranks, script, args, masterAddr: a.masterAddr, masterPort: a.masterPort });
-  if (!a.nodes) return startRanks({ nranks, script, args, onMessage: forwardTo(0) });
+  const { nranks, script, args, faultTolerant } = a;
+  if (a.procs) return startProcesses({ nranks, script, args, masterAddr: a.masterAddr, masterPort: a.masterPort, faultTolerant });
+  if (!a.nodes) return startRanks({ nranks, script, args, onMessage: forwardTo(0), faultTolerant });
   const { nnodes, nodeRank, masterAddr, masterPort } = a.nodes;
   // Resolved here, before any rank starts, so a missing WEBCCL_TOKEN fails the launcher at once.
   const token = resolveToken(process.env, masterAddr);
   const jobId = resolveJobId(process.env, masterAddr, masterPort);
   const world = { firstRank: nodeRank * nranks, size: nnodes * nranks, masterAddr, masterPort, token, jobId };
-  return startRanks({ nranks, script, args, world, onMessage: forwardTo(world.firstRank) });
+  return startRanks({ nranks, script, args, world, onMessage: forwardTo(world.firstRank), faultTolerant });
 }
 
 function report(result: LaunchResult): void {
   const f = result.failure;
   if (!f) return;
+  if (result.exitCode === 0) {
+    for (const t of result.failures) process.stderr.write(`webccl: rank ${t.rank} failed: ${t.message} (tolerated: --fault-tolerant; the other ranks went on)\n`);
+    return;
+  }
   const who = f.rank >= 0 ? `rank ${f.rank}` : 'the job';
   process.stderr.write(`webccl: ${who} failed: ${f.message}\n`);
   const others = result.failures.slice(1).filter((x) => x.rank >= 0).map((x) => x.rank).sort((a, b) => a - b);

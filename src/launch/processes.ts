@@ -12,7 +12,7 @@ import { LAUNCHER_FD, LAUNCHER_FD_VAR } from '../bootstrap/node/launcher-pipe.js
 import { ChildGroup, freePort } from './children.js';
 import { rankGuardUrl } from './paths.js';
 import { type LaunchResult, checkLaunchOptions } from './threads.js';
-import { MAX_TIMEOUT_MS, type OptionSpec, integer, number, object, string, stringArray } from '../core/options.js';
+import { MAX_TIMEOUT_MS, type OptionSpec, boolean, integer, number, object, string, stringArray } from '../core/options.js';
 
 export interface ProcessLaunchOptions {
   nranks: number;
@@ -28,11 +28,13 @@ export interface ProcessLaunchOptions {
   /** How long other ranks get to end on their own after one failed (default 5 s), and again
    *  between SIGTERM and SIGKILL. */
   graceMs?: number;
+  /** A failing rank does not end the job (see LaunchOptions.faultTolerant): the others go on. */
+  faultTolerant?: boolean;
 }
 
 const PROCESS_LAUNCH_OPTIONS = {
   nranks: integer(1, 1 << 16), script: string, args: stringArray, env: object, masterAddr: string, masterPort: integer(0, 65535),
-  graceMs: number(0, MAX_TIMEOUT_MS),
+  graceMs: number(0, MAX_TIMEOUT_MS), faultTolerant: boolean,
 } as const satisfies OptionSpec;
 
 export interface ProcessLaunchHandle {
@@ -43,7 +45,7 @@ export interface ProcessLaunchHandle {
 
 export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHandle {
   const o = checkLaunchOptions('startProcesses', options, PROCESS_LAUNCH_OPTIONS);
-  const group = new ChildGroup(o.graceMs ?? 5000);
+  const group = new ChildGroup(o.graceMs ?? 5000, o.faultTolerant ?? false);
   const base = o.env ?? process.env;
   const script = o.script.startsWith('file:') ? fileURLToPath(o.script) : o.script;
 

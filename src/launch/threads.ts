@@ -30,6 +30,12 @@ export interface LaunchOptions {
   graceMs?: number;
   /** Set when this process is one node of a larger job: thread i is world rank firstRank + i. */
   world?: Omit<WorldInit, 'rank'> & { firstRank: number };
+  /**
+   * A failing rank does not end the job: it is marked dead in the node (the ops of its peers
+   * that need it fail, naming it, and they may shrink() and go on). The exit code is 0 when
+   * every other rank ends well.
+   */
+  faultTolerant?: boolean;
 }
 
 export interface RankFailure {
@@ -56,7 +62,7 @@ export interface LaunchHandle {
 /** What each key of LaunchOptions may hold; `slotBytes` is checked by createNode, `world` by the ranks' join. */
 export const LAUNCH_OPTIONS = {
   nranks: integer(1, MAX_RANKS), script: string, args: stringArray, env: object, slotBytes: anything, simd: boolean,
-  onMessage: func, graceMs: number(0, MAX_TIMEOUT_MS), world: object,
+  onMessage: func, graceMs: number(0, MAX_TIMEOUT_MS), world: object, faultTolerant: boolean,
 } as const satisfies OptionSpec;
 
 export function startRanks(options: LaunchOptions): LaunchHandle {
@@ -66,12 +72,15 @@ export function startRanks(options: LaunchOptions): LaunchHandle {
   const cores = availableParallelism();
   const failures: RankFailure[] = [];
   let graceTimer: ReturnType<typeof setTimeout> | undefined;
+  let ending = false;
   const workers: Worker[] = [];
 
   /** `rank` is the thread's index in the node; failures name its world rank. */
   const fail = (rank: number, message: string, error?: unknown) => {
     failures.push({ rank: rank >= 0 && o.world ? o.world.firstRank + rank : rank, message, error });
-    if (failures.length > 1) return;
+    if (o.faultTolerant && rank >= 0) return leaveNode(node, rank, 'died'); // tolerated: its peers see it gone
+    if (ending) return;
+    ending = true;
     if (rank < 0) abortNode(node, null, ABORT_REASON.USER, message);
     else abortNode(node, rank, ABORT_REASON.PEER_DIED, firstLine(message));
     graceTimer = setTimeout(() => workers.forEach((w) => void w.terminate()), o.graceMs ?? 5000);
@@ -103,7 +112,8 @@ export function startRanks(options: LaunchOptions): LaunchHandle {
 
   const done = Promise.all(exits).then((): LaunchResult => {
     if (graceTimer) clearTimeout(graceTimer);
-    return { exitCode: failures.length ? 1 : 0, failure: failures[0], failures };
+    const tolerated = o.faultTolerant && failures.every((f) => f.rank >= 0) && failures.length < o.nranks;
+    return { exitCode: failures.length && !tolerated ? 1 : 0, failure: failures[0], failures };
   });
   return {
     done,

@@ -111,6 +111,46 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
   }
 }
 
+export interface MeshOptions {
+  rank: number;
+  size: number;
+  jobId: string;
+  token: string;
+  nchannels: number;
+  masterAddr: string;
+  ifname?: string;
+  tls?: WireTls;
+  timeoutMs: number;
+}
+
+/**
+ * A new mesh among `size` ranks of a job whose store is up (a communicator shrunk after a
+ * failure): each listens, publishes its address under `prefix`, waits for the others' (naming
+ * the ranks that do not come within the deadline) and connects.
+ */
+export async function meshAt(store: StoreClient, o: MeshOptions, prefix: string): Promise<TcpTransport> {
+  const transport = await TcpTransport.listen({
+    rank: o.rank, size: o.size, jobId: o.jobId, token: o.token, nchannels: o.nchannels, timeoutMs: o.timeoutMs, tls: o.tls,
+    host: listenHost(o.masterAddr, o.ifname, store.localAddress),
+  });
+  try {
+    await store.set(`${prefix}/${o.rank}`, JSON.stringify(transport.address));
+    const keys = Array.from({ length: o.size }, (_, r) => `${prefix}/${r}`);
+    await store.wait(keys, o.timeoutMs).catch((e: unknown) => {
+      if (!WebcclError.is(e) || e.code !== 'STORE_TIMEOUT') throw e;
+      const missing = ((e.details.keys as string[]) ?? []).map((k) => Number(k.slice(prefix.length + 1)));
+      throw new WebcclError('CONNECT_FAILED', `rank ${o.rank}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} of ${o.size} did not publish an address within ${o.timeoutMs} ms`, { missing });
+    });
+    const addresses = await Promise.all(keys.map(async (k) => JSON.parse(text(await store.get(k))) as Address));
+    await transport.connect(addresses);
+    transport.unref();
+    return transport;
+  } catch (e) {
+    transport.close();
+    throw e;
+  }
+}
+
 /** The first rank to arrive sets the world size; a rank that disagrees fails, and says so. */
 async function agreeOnSize(store: StoreClient, o: RendezvousOptions): Promise<void> {
   const mine = String(o.size);

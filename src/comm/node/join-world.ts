@@ -8,7 +8,7 @@ import { WebcclError, fail } from '../../core/errors.js';
 import { type NodeHandle, createNode } from '../../core/node.js';
 import { resolveIdentity } from '../../bootstrap/identity.js';
 import { resolveJobId, resolveToken } from '../../bootstrap/node/job-secrets.js';
-import { rendezvous } from '../../bootstrap/node/rendezvous.js';
+import { meshAt, rendezvous } from '../../bootstrap/node/rendezvous.js';
 import { onLauncherLost } from '../../bootstrap/node/launcher-pipe.js';
 import { Communicator, type CommunicatorOptions } from '../communicator.js';
 import { type JoinOptions, joinNode } from '../context.js';
@@ -67,7 +67,11 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   if (node.nranks > 1) await local.barrier(); // the node's ranks have all joined
   // Every communicator of the job (the world, its groups) shares these connections, each in its own tag space.
   const spaces = new TransportSpaces(rv.transport);
-  const placement = netWorld(rv.nodeOf, spaces, rv.store);
+  const remesh = (prefix: string, rank: number, size: number) => meshAt(rv.store, {
+    rank, size, jobId: world.jobId, token: world.token, nchannels, masterAddr: world.masterAddr, ifname: envString('WEBCCL_SOCKET_IFNAME'), tls,
+    timeoutMs: envNumber('WEBCCL_CONNECT_TIMEOUT_MS') ?? DEFAULT_CONNECT_TIMEOUT_MS,
+  }, prefix);
+  const placement = netWorld(rv.nodeOf, { spaces, store: rv.store, remesh });
   const transport = spaces.open(0, placement.worldRanks, world.rank);
   const comm = new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs }, {
     rank: world.rank, size: world.size, placement,
