@@ -14,6 +14,7 @@ import { type Env, type Run, cleanEnv, killAllJobs, run } from './helpers/jobs.j
 const root = fileURLToPath(new URL('..', import.meta.url));
 const bin = join(root, 'bin', 'webccl.js');
 const script = join(root, 'test', 'fixtures', 'groups-check.mjs');
+const shrinkScript = join(root, 'test', 'fixtures', 'shrink-check.mjs');
 const tmp = mkdtempSync(join(tmpdir(), 'webccl-groups-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 afterAll(killAllJobs);
@@ -22,14 +23,17 @@ const env = (extra: Env = {}): Env => cleanEnv({ HOME: join(tmp, 'home'), WEBCCL
 type Form = 'threads' | 'procs' | 'nnodes';
 
 /** Runs the script on 4 ranks in `form`; the output of every launcher, joined. */
-async function launch(form: Form, args: string[] = [], n = 4): Promise<{ runs: Run[]; out: string }> {
+async function launch(form: Form, args: string[] = [], o: { n?: number; script?: string; flags?: string[] } = {}): Promise<{ runs: Run[]; out: string }> {
+  const n = o.n ?? 4;
+  const flags = o.flags ?? [];
+  const rest = [o.script ?? script, ...args];
   let runs: Run[];
   if (form === 'nnodes') {
     const port = String(await freePort());
-    runs = await Promise.all([0, 1].map((k) => run(process.execPath, [bin, 'run', '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', String(n / 2),
-      '--master-addr', '127.0.0.1', '--master-port', port, script, ...args], env(), 150_000, root)));
+    runs = await Promise.all([0, 1].map((k) => run(process.execPath, [bin, 'run', ...flags, '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', String(n / 2),
+      '--master-addr', '127.0.0.1', '--master-port', port, ...rest], env(), 150_000, root)));
   } else {
-    runs = [await run(process.execPath, [bin, 'run', ...(form === 'procs' ? ['--procs'] : []), '-n', String(n), script, ...args], env(), 150_000, root)];
+    runs = [await run(process.execPath, [bin, 'run', ...flags, ...(form === 'procs' ? ['--procs'] : []), '-n', String(n), ...rest], env(), 150_000, root)];
   }
   return { runs, out: runs.map((r) => r.stdout).join('') };
 }
@@ -62,5 +66,15 @@ describe.each(['threads', 'procs', 'nnodes'] as Form[])('groups with webccl run 
     expect(f.details).toMatchObject({ missing: [1], worldRanks: [1, 2], worldRank: 1 });
     expect(f.message).toMatch(/rank 1\b/);
     expect(f.message).toMatch(/rank 0 here is world rank 1/);
+  });
+
+  it('shrink after a killed rank (--fault-tolerant): the survivors go on with a correct allReduce', async () => {
+    const { runs, out } = await launch(form, ['3'], { script: shrinkScript, flags: ['--fault-tolerant'] });
+    const oks = [...out.matchAll(/^ok rank (\d+) of 4 shrunk to (\d+) as rank (\d+) after (\w+)$/gm)].map((m) => [Number(m[1]), Number(m[2]), Number(m[3]), m[4]]);
+    expect(oks.sort(), runs.map((r) => r.stderr).join('\n')).toEqual([0, 1, 2].map((r) => [r, 3, r, expect.stringMatching(/^(CONNECTION_CLOSED|ABORTED)$/)]));
+    // The launcher reports the death it tolerated and exits 0 (the survivors all ended well).
+    const all = runs.map((r) => r.stderr).join('');
+    expect(all).toMatch(/rank 3 failed: .*tolerated: --fault-tolerant/);
+    for (const r of runs) expect({ code: r.code, hung: r.hung }).toEqual({ code: 0, hung: false });
   });
 });

@@ -239,11 +239,12 @@ export class NetEngine implements Engine, WorkDriver {
     // Found by the node phase: the other nodes' ranks get the same field and values.
     const { field, ranks, values } = err.details;
     if (err.code === 'MISMATCH' && typeof field === 'string') return { code: 'MISMATCH', reason: err.reason, details: { field, ranks, values } };
-    const { by, reason, user, missing } = err.details;
+    const { by, reason, user, missing, peer, gone } = err.details;
     if (err.code === 'ABORTED' && typeof by === 'number' && by !== this.world.rank && typeof reason === 'string') {
-      return { code: 'ABORTED', reason, user: user === true, details: { by, missing } };
+      return { code: 'ABORTED', reason, user: user === true, details: { by, missing, gone } };
     }
-    return { code: 'ABORTED', reason: err.reason, details: { missing } };
+    // A rank whose connections closed (or who left the node) is gone: the peers hear whom (shrink() needs it).
+    return { code: 'ABORTED', reason: err.reason, details: { missing, gone: err.code === 'CONNECTION_CLOSED' && Number.isInteger(peer) ? [peer] : undefined } };
   }
 
   // ---------------------------------------------------------------- naming the rank at fault

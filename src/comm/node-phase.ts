@@ -20,9 +20,17 @@ export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankCon
   // The node phase blocks the thread where it may: no message of this op can arrive for this
   // rank meanwhile (the network phase comes after), and a blocking wait wakes in a few µs
   // where an event-loop turn per chunk costs tens. A failing peer still wakes it (abort word).
-  const settle = (w: Work) => (ctx.canBlock ? Promise.resolve(w.waitSync()) : w.wait());
+  // (a throw of waitSync becomes a rejection, so that the mapping below sees it)
+  const settle = (w: Work) => (ctx.canBlock ? new Promise<void>((resolve) => resolve(w.waitSync())) : w.wait());
   const done = (w: Work) => settle(w).catch((e: unknown) => {
-    throw WebcclError.is(e) && e.code === 'MISMATCH' ? worldMismatch(e, nodeRanks) : e;
+    if (!WebcclError.is(e)) throw e;
+    if (e.code === 'MISMATCH') throw worldMismatch(e, nodeRanks);
+    // A node mate that left: named by its rank in the communicator, not in the node.
+    if (e.code === 'CONNECTION_CLOSED' && Number.isInteger(e.details.peer)) {
+      const peer = nodeRanks[e.details.peer as number];
+      throw new WebcclError(e.code, e.reason.replace(/\brank (\d+) (died|has left)/, `rank ${peer} $2`), { ...e.details, rank: peer, peer });
+    }
+    throw e;
   });
   return {
     rank: local.rank,

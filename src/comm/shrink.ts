@@ -21,8 +21,15 @@ import { TransportSpaces } from '../transport/spaces.js';
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export function shrinkComm(f: Former, failure: WebcclError | undefined, opts: CommunicatorOptions, timeoutMs: number): Promise<Communicator> {
-  return f.comm.acrossNodes ? acrossNodes(f, failure, opts, timeoutMs) : oneNode(f, opts, timeoutMs);
+export async function shrinkComm(f: Former, failure: WebcclError | undefined, opts: CommunicatorOptions, timeoutMs: number): Promise<Communicator> {
+  // The store's and the new mesh's sockets do not keep a process alive (an idle job must not):
+  // this timer does, until the survivors have agreed and connected.
+  const keepAlive = setInterval(() => undefined, 1000);
+  try {
+    return await (f.comm.acrossNodes ? acrossNodes(f, failure, opts, timeoutMs) : oneNode(f, opts, timeoutMs));
+  } finally {
+    clearInterval(keepAlive);
+  }
 }
 
 /** The survivors' communicator, built from the old one's placement restricted to `members` (old ranks). */
@@ -107,11 +114,12 @@ async function acrossNodes(f: Former, failure: WebcclError | undefined, opts: Co
   });
 }
 
-/** Ranks a failure names as gone: the peer whose connections closed, or the ranks missing at a deadline. */
+/** Ranks a failure names as gone: the peer whose connections closed (or a peer's ABORT names), or the ranks missing at a deadline. */
 function suspectsIn(e: WebcclError | undefined, self: number): number[] {
   if (!e) return [];
   const d = e.details;
-  const named = [...(e.code === 'CONNECTION_CLOSED' && Number.isInteger(d.peer) ? [d.peer as number] : []), ...(Array.isArray(d.missing) ? (d.missing as number[]) : [])];
+  const list = (v: unknown) => (Array.isArray(v) ? (v as number[]) : []);
+  const named = [...(e.code === 'CONNECTION_CLOSED' && Number.isInteger(d.peer) ? [d.peer as number] : []), ...list(d.missing), ...list(d.gone)];
   return [...new Set(named)].filter((r) => Number.isInteger(r) && r !== self);
 }
 
