@@ -40,6 +40,12 @@ async function launch(form: Form, args: string[] = [], o: { n?: number; script?:
 
 const okRanks = (out: string) => [...out.matchAll(/^ok rank (\d+) of \d+ groups (\d+)$/gm)].map((m) => [Number(m[1]), Number(m[2])]).sort((a, b) => a[0] - b[0]);
 
+/** After a group's failure, every rank's world allReduce still succeeded (the failure was the group's own). */
+function worldWentOn(runs: Run[], out: string): void {
+  for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+  expect(okRanks(out).map(([r]) => r)).toEqual([0, 1, 2, 3]);
+}
+
 describe.each(['threads', 'procs', 'nnodes'] as Form[])('groups with webccl run (%s)', (form) => {
   it('every group shape runs every collective correctly', async () => {
     const { runs, out } = await launch(form);
@@ -49,7 +55,8 @@ describe.each(['threads', 'procs', 'nnodes'] as Form[])('groups with webccl run 
   });
 
   it('a disagreement inside a group is a MISMATCH on both members', async () => {
-    const { out } = await launch(form, ['mismatch']);
+    const { runs, out } = await launch(form, ['mismatch']);
+    worldWentOn(runs, out);
     const faults = [...out.matchAll(/^fault rank (\d+) code (\w+) (.*)$/gm)].map((m) => ({ rank: Number(m[1]), code: m[2], ...JSON.parse(m[3]) }));
     expect(faults.map((f) => [f.rank, f.code]).sort()).toEqual([[1, 'MISMATCH'], [2, 'MISMATCH']]);
     for (const f of faults) {
@@ -59,7 +66,8 @@ describe.each(['threads', 'procs', 'nnodes'] as Form[])('groups with webccl run 
   });
 
   it('a member that never comes is named by group rank and world rank', async () => {
-    const { out } = await launch(form, ['missing']);
+    const { runs, out } = await launch(form, ['missing']);
+    worldWentOn(runs, out);
     const faults = [...out.matchAll(/^fault rank (\d+) code (\w+) (.*)$/gm)].map((m) => ({ rank: Number(m[1]), code: m[2], ...JSON.parse(m[3]) }));
     expect(faults.map((f) => [f.rank, f.code])).toEqual([[1, 'TIMEOUT']]);
     const [f] = faults;

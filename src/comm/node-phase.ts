@@ -9,8 +9,8 @@ import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
 import type { Work } from './work.js';
 
-/** This node's ranks (`nodeRanks`: their world ranks, by local rank) as the schedule's NodeLocal. */
-export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankContext, dtype: Dtype, op: string): NodeLocal {
+/** This node's ranks (`nodeRanks`: their world ranks, by local rank) as the schedule's NodeLocal, under the op's deadline. */
+export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankContext, dtype: Dtype, op: string, timeoutMs: number): NodeLocal {
   const memory = ctx.core.memory;
   const arr = (s: Span) => {
     const data = new ARRAY_OF[dtype](memory.buffer, s.addr, s.count);
@@ -35,8 +35,9 @@ export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankCon
   return {
     rank: local.rank,
     size: local.size,
-    reduceScatter: (out, input) => done(local.reduceScatter(arr(out), arr(input), { op: reduceOp })),
-    allGather: (out, input) => done(local.allGather(arr(out), arr(input))),
+    // The op's own deadline holds for its node phase too.
+    reduceScatter: (out, input) => done(local.reduceScatter(arr(out), arr(input), { op: reduceOp, timeoutMs })),
+    allGather: (out, input) => done(local.allGather(arr(out), arr(input), { timeoutMs })),
   };
 }
 

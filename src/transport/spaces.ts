@@ -6,11 +6,9 @@
 import { WebcclError } from '../core/errors.js';
 import type { AbortInfo, Tag, Transport, TransportWatcher } from './transport.js';
 
-/**
- * Spaces up to this bit are communicators'; a communicator's point-to-point messages use its
- * space with this bit set (see p2pSpace), so they never meet its collectives either.
- */
-export const P2P_SPACE_BIT = 0x80000000;
+import { P2P_SPACE_BIT, commSpace } from './transport.js';
+
+export { P2P_SPACE_BIT } from './transport.js';
 const SPACE_MASK = P2P_SPACE_BIT - 1;
 
 export class TransportSpaces {
@@ -21,13 +19,16 @@ export class TransportSpaces {
       unexpected: (peer, tag) => {
         // A point-to-point message waits for its recv, however late: it is never a disagreement.
         if ((tag.space ?? 0) & P2P_SPACE_BIT) return false;
-        const v = this.watchers.get((tag.space ?? 0) & SPACE_MASK);
+        const v = this.watchers.get(commSpace(tag));
         const member = v?.toMember.get(peer);
         // A space nobody here has opened yet (a group this rank has not finished creating): hold it.
         return v !== undefined && member !== undefined ? v.w.unexpected(member, tag) : false;
       },
+      // A communicator's ABORT reaches its own watcher; the world's ends every communicator.
       aborted: (e) => {
-        for (const { w } of [...this.watchers.values()]) w.aborted(e);
+        const space = e.details.space;
+        if (typeof space === 'number') this.watchers.get(space)?.w.aborted(e);
+        else for (const { w } of [...this.watchers.values()]) w.aborted(e);
       },
     });
   }
@@ -60,7 +61,11 @@ export class TransportSpaces {
         if (space === 0) base.close();
         else this.watchers.delete(space);
       },
-      abort: (why: string | AbortInfo) => base.abort(why),
+      // A group's failure ends the group, not the links the other communicators use.
+      abort: (why: string | AbortInfo) => {
+        if (space === 0 || !base.abortSpace) return base.abort(why);
+        base.abortSpace(space, typeof why === 'string' ? { code: 'ABORTED', reason: why } : why, members.filter((w) => w !== members[rank]));
+      },
       watch: (w) => void this.watchers.set(space, { w, toMember }),
       /** Payloads of this communicator's collectives held (not its point-to-point messages). */
       held: () => (base.held?.() ?? []).flatMap((h) => {

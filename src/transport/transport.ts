@@ -33,6 +33,12 @@ export interface Transport {
    * its text.
    */
   abort(why: string | AbortInfo): void;
+  /**
+   * Tells every peer that the communicator using tag space `space` (> 0) fails: its pending and
+   * later receives, here and on the peers, fail with the info's code; the links stay up for the
+   * other spaces. (abort() ends everything.) `peers`: the ranks to tell (default every rank).
+   */
+  abortSpace?(space: number, why: AbortInfo, peers?: readonly number[]): void;
   /** Lets the layer above judge payloads that arrive before their receive, and hear of a peer's ABORT. */
   watch?(w: TransportWatcher): void;
   /** The tags of payloads held (arrived before their receive), by peer. */
@@ -47,7 +53,17 @@ export interface AbortInfo {
   /** abort() was called (rather than an op failing). */
   user?: boolean;
   details?: Record<string, unknown>;
+  /** Set when only the communicator of this tag space fails (see abortSpace). */
+  space?: number;
 }
+
+/**
+ * Spaces below this bit are communicators'; a communicator's point-to-point messages use its
+ * space with this bit set, so they never meet its collectives either.
+ */
+export const P2P_SPACE_BIT = 0x80000000;
+/** The communicator a tag's space belongs to (its collectives' and its point-to-point messages' alike). */
+export const commSpace = (t: Tag): number => (t.space ?? 0) & (P2P_SPACE_BIT - 1);
 
 export interface TransportWatcher {
   /**
@@ -82,7 +98,8 @@ export function abortError(by: number, message: string): WebcclError {
   // A rank that relays another's ABORT names that rank (details.by), the first cause.
   const origin = Number.isInteger(info.details?.by) ? (info.details!.by as number) : by;
   const what = info.user ? `rank ${origin} aborted the communicator: ${info.reason}` : `rank ${origin} failed: ${info.reason}`;
-  return new WebcclError(info.code, what, { ...(info.details ?? {}), by: origin, reason: info.reason, peer: by, ...(info.user ? { user: true } : {}) });
+  const space = Number.isInteger(info.space) && (info.space as number) > 0 ? { space: info.space } : {};
+  return new WebcclError(info.code, what, { ...(info.details ?? {}), by: origin, reason: info.reason, peer: by, ...(info.user ? { user: true } : {}), ...space });
 }
 
 export interface HoldLimits {
@@ -111,6 +128,8 @@ const slotKey = (t: Tag): string => `${t.space ?? 0}:${t.seq}:${t.step}`;
 const tagText = (t: Tag): string => `(${t.space ? `space ${t.space}, ` : ''}comm ${t.comm}, seq ${t.seq}, step ${t.step})`;
 
 interface Posted {
+  /** The communicator's tag space (see commSpace). */
+  space: number;
   into: Uint8Array;
   resolve: () => void;
   reject: (e: WebcclError) => void;
@@ -131,6 +150,8 @@ export class Mailbox {
   private heldMessages = 0;
   private heldBytes = 0;
   private failure?: WebcclError;
+  /** Communicators (by tag space) that failed: their receives fail, their payloads are dropped. */
+  private readonly failedSpaces = new Map<number, WebcclError>();
 
   /** Asked before a payload is held: true drops it (no receive of this rank can want it). */
   unexpected?: (tag: Tag) => boolean;
@@ -148,13 +169,15 @@ export class Mailbox {
   /** Posts a receive: served at once from a held payload, else when the payload arrives. */
   post(tag: Tag, into: Uint8Array): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
+    const spaceFailure = this.failedSpaces.get(commSpace(tag));
+    if (spaceFailure) return Promise.reject(spaceFailure);
     const key = tagKey(tag);
     const early = this.take(this.held, this.heldSlots, tag);
-    if (early) return new Promise((resolve, reject) => this.release(tag, early, { into, resolve, reject }));
+    if (early) return new Promise((resolve, reject) => this.release(tag, early, { space: commSpace(tag), into, resolve, reject }));
     const other = this.heldSlots.get(slotKey(tag));
     if (other !== undefined) return Promise.reject(this.disagree(tag, other));
     this.postedSlots.set(slotKey(tag), tag.comm);
-    return new Promise((resolve, reject) => push(this.posted, key, { into, resolve, reject }));
+    return new Promise((resolve, reject) => push(this.posted, key, { space: commSpace(tag), into, resolve, reject }));
   }
 
   /**
@@ -163,7 +186,7 @@ export class Mailbox {
    * a payload beyond the hold limits throws PROTOCOL_ERROR, which ends the link.
    */
   claim(tag: Tag, length: number): Sink {
-    if (this.failure) return { skip: true }; // a failed peer's bytes go nowhere
+    if (this.failure || this.failedSpaces.has(commSpace(tag))) return { skip: true }; // a failed peer's (or communicator's) bytes go nowhere
     const key = tagKey(tag);
     const p = this.take(this.posted, this.postedSlots, tag);
     if (p) {
@@ -210,6 +233,28 @@ export class Mailbox {
     this.heldSlots.clear();
     this.held.clear();
     this.heldMessages = this.heldBytes = 0;
+  }
+
+  /** Fails the receives of communicator `space` (and its point-to-point messages), now and later; drops what it held. */
+  failSpace(space: number, e: WebcclError): void {
+    if (this.failure || this.failedSpaces.has(space)) return;
+    this.failedSpaces.set(space, e);
+    const inSpace = (key: string) => (Number(key.split(':')[0]) & (P2P_SPACE_BIT - 1)) === space;
+    for (const [key, list] of [...this.posted]) {
+      if (!inSpace(key)) continue;
+      this.posted.delete(key);
+      for (const p of list) p.reject(e);
+    }
+    for (const p of [...this.filling]) if (p.space === space) p.reject(e);
+    for (const [key, list] of [...this.held]) {
+      if (!inSpace(key)) continue;
+      this.held.delete(key);
+      for (const payload of list) {
+        this.heldMessages--;
+        this.heldBytes -= payload.length;
+      }
+    }
+    for (const slots of [this.postedSlots, this.heldSlots]) for (const k of [...slots.keys()]) if (inSpace(k)) slots.delete(k);
   }
 
   /** Hands a held payload to a receive: its hold budget frees, and the lengths must match. */

@@ -204,6 +204,20 @@ export class TcpTransport implements Transport {
       [...this.outbound, ...this.inbound].flat().map((l) => l?.socket));
   }
 
+  abortSpace(space: number, why: AbortInfo, peers?: readonly number[]): void {
+    if (this.failure) return;
+    const info = { ...why, space };
+    const frame = encodeHandshake({ type: 'abort', message: encodeAbortInfo(info, MAX_ABORT_TEXT_BYTES) });
+    // One link per peer carries it: the peer fails the space on its first ABORT for it.
+    for (const [peer, ls] of this.outbound.entries()) {
+      if (peers && !peers.includes(peer)) continue;
+      const l = ls.find((x) => x && !x.closed && x.socket.writable);
+      l?.socket.write(frame);
+    }
+    const e = new WebcclError(info.code, `rank ${this.rank}: aborted: ${info.reason}`, { ...info.details, by: this.rank, reason: info.reason, space });
+    for (const box of this.boxes) box.failSpace(space, e);
+  }
+
   watch(w: TransportWatcher): void {
     this.watcher = w;
     for (const [p, box] of this.boxes.entries()) box.unexpected = (tag) => w.unexpected(p, tag);
@@ -256,7 +270,9 @@ export class TcpTransport implements Transport {
     // disagreement completes the peer's), and later ABORTs still reach the watcher.
     aborted: (peer, message) => {
       const e = abortError(peer, message);
-      this.fail(e, [...this.sockets]);
+      // A communicator's ABORT fails its space only; the links go on for the others.
+      if (typeof e.details.space === 'number') for (const box of this.boxes) box.failSpace(e.details.space, e);
+      else this.fail(e, [...this.sockets]);
       this.watcher?.aborted(e);
     },
   };
