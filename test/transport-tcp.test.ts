@@ -179,4 +179,30 @@ describe('TcpTransport', () => {
     await t0.send(1, { comm: 0, seq: 0, step: 0 }, new Uint8Array(4));
     await expect(r).rejects.toMatchObject({ code: 'SIZE_MISMATCH' });
   });
+
+  it('tag spaces: a message is received only in its space; abortSpace fails that space alone (its point-to-point too), the links go on', async () => {
+    const [t0, t1, t2] = await mesh(3);
+    const tag = (space: number) => ({ comm: 0, seq: 1, step: 0, space });
+    const [a, b] = [new Uint8Array(1), new Uint8Array(1)];
+    const inA = t1.recv(0, tag(5), a);
+    const inB = t1.recv(0, tag(6), b);
+    await t0.send(1, tag(6), Uint8Array.of(6));
+    await t0.send(1, tag(5), Uint8Array.of(5));
+    await Promise.all([inA, inB]);
+    expect([a[0], b[0]]).toEqual([5, 6]);
+    const doomed = [t1.recv(0, tag(7), new Uint8Array(1)), t1.recv(0, tag(7 + 0x80000000), new Uint8Array(1))];
+    const bystander = t2.recv(0, tag(7), new Uint8Array(1)).then(() => 'received', (e) => e.code);
+    t0.abortSpace(7, { code: 'ABORTED', reason: 'group failed', details: { missing: [1] } }, [1]);
+    for (const d of doomed) await expect(d).rejects.toMatchObject({ code: 'ABORTED', details: { space: 7, by: 0, missing: [1] } });
+    await expect(t0.recv(1, tag(7), new Uint8Array(1))).rejects.toMatchObject({ code: 'ABORTED', details: { space: 7 } });
+    // The world's space and the peer not told still work.
+    const w = new Uint8Array(1);
+    const inW = t1.recv(0, tag(0), w);
+    await t0.send(1, tag(0), Uint8Array.of(9));
+    await inW;
+    expect(w[0]).toBe(9);
+    await t0.send(2, tag(7), Uint8Array.of(1));
+    expect(await bystander).toBe('received');
+  });
 });
+
