@@ -13,6 +13,7 @@ const cases: [string, number, RegExp][] = [
   ['half-precision', 2, /bf16 sum of 1.5 over 2 ranks: 0x4040 = 3[\s\S]*f16 avg of 1.5: 0x3e00/],
   ['errors', 3, /INVALID_OP[\s\S]*MISMATCH on count: ranks 0,1 have 10,12[\s\S]*rank 2 did not arrive[\s\S]*flight record: allReduce #3 failed, waiting on rank 2, TIMEOUT/],
   ['demo', 4, /every result checked: all correct/],
+  ['groups', 4, /^(?=[\s\S]*rank 0: tp group rank 0\/2 \(world 0,1\) activations 3,30; dp group rank 0\/2 \(world 0,2\) gradients 1,101; correct)(?=[\s\S]*rank 3: tp group rank 1\/2 \(world 2,3\) activations 7,70; dp group rank 1\/2 \(world 1,3\) gradients 2,102; correct)(?![\s\S]*WRONG)/],
 ];
 
 for (const [name, n, want] of cases) {
