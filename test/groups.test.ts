@@ -66,6 +66,28 @@ describe('groups on one node', () => {
     for (const e of errs) expect(e).toMatchObject({ code: 'MISMATCH', details: { field: 'ranks', ranks: [0, 2] } });
   });
 
+  it('a rank that never calls createGroup: TIMEOUT naming it', async () => {
+    const world = inprocRanks(3, { timeoutMs: 1500 });
+    const errs = await Promise.all(world.slice(0, 2).map((c) => c.createGroup([0, 1]).then(() => undefined, (e) => e)));
+    // The first to time out says TIMEOUT; it aborts the communicator, so the other may hear that first.
+    for (const e of errs) {
+      if (e.code === 'TIMEOUT') expect(e.details.missing).toEqual([2]);
+      else expect(e).toMatchObject({ code: 'ABORTED', details: { cause: 'timeout', detail: 2 } });
+    }
+    expect(errs.map((e) => e.code)).toContain('TIMEOUT');
+    expect(errs[0].message).toMatch(/^createGroup \(its allGather over the parent communicator\)/);
+  });
+
+  it('split: null or negative colors get null; equal keys keep the parent order', async () => {
+    const world = inprocRanks(5);
+    const colors = [0, null, 1, -3, 0];
+    const gs = await formAll(world, (c, r) => c.split(colors[r], 7)); // one key for all: parent order
+    expect(gs.map((g) => (g ? membersOf(g) : null))).toEqual([[0, 4], null, [2], null, [0, 4]]);
+    await checkSum(gs, membersOf);
+    const errs = await Promise.all(world.map((c) => c.split(1.5 as any).then(() => undefined, (e) => e.code)));
+    expect(errs).toEqual(Array(5).fill('INVALID_ARGUMENT'));
+  });
+
   it('creating and destroying 100 groups leaves the heap flat', async () => {
     const world = inprocRanks(2);
     const once = async () => {
@@ -128,5 +150,13 @@ describe('shrink', () => {
     const top = () => new Int32Array(node.memory.buffer)[(NODE_BASE + N.HEAP_TOP) >> 2];
     for (const c of [...shrunk, ...live, ...ws]) c.destroy();
     expect(top()).toBe(new Int32Array(node.memory.buffer)[(NODE_BASE + N.HEAP_START) >> 2]);
+  });
+
+  it('a rank taken for dead that is alive after all is told so', async () => {
+    const node = createNode({ nranks: 2, slotBytes: 4096 });
+    const world = [0, 1].map((r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { timeoutMs: 20_000 }));
+    leaveNode(node, 1, 'died'); // still running here
+    const outcome = await Promise.all(world.map((c) => c.shrink().then((s) => s.size, (e) => [e.code, e.details.members])));
+    expect(outcome).toEqual([1, ['ABORTED', [0]]]);
   });
 });

@@ -87,9 +87,11 @@ export class ShmRunner {
       }
       if (st === ST.ERROR) throw this.errorOf(op);
       if (!block) {
-        // A caller that only polls never sleeps: it must learn here that the wait is hopeless.
+        // A caller that only polls never sleeps: it must learn here that the wait is hopeless,
+        // and that the deadline has passed.
         const gone = this.departedBehind(this.i32[(op.desc + D.WAIT_VAL) >> 2]);
         if (gone >= 0) throw this.departed(op, gone);
+        this.beforeDeadline(op);
         return false;
       }
       this.sleep(op);
