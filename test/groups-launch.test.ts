@@ -54,6 +54,14 @@ describe.each(['threads', 'procs', 'nnodes'] as Form[])('groups with webccl run 
     expect(okRanks(out)).toEqual([[0, 6], [1, 5], [2, 6], [3, 5]]);
   });
 
+  if (form === 'threads') {
+    it('8 thread ranks on 2 cores: every group shape, a 4 x 2 grid', async () => {
+      const { runs, out } = await launch(form, [], { n: 8 });
+      for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+      expect(okRanks(out)).toEqual(Array.from({ length: 8 }, (_, r) => [r, r % 2 ? 5 : 6]));
+    });
+  }
+
   it('a disagreement inside a group is a MISMATCH on both members', async () => {
     const { runs, out } = await launch(form, ['mismatch']);
     worldWentOn(runs, out);
