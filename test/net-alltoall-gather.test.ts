@@ -103,6 +103,8 @@ describe('allToAll, gather and scatter across nodes over TCP', () => {
       const outs = c.map(() => new Float32Array(4 * n));
       await all(c, (cm, r) => cm.allToAll(outs[r], ins[r], r === 0 ? undefined : { sendCounts: m[r], recvCounts: m[r] }));
       outs.forEach((o, r) => c.forEach((_, j) => expect([...o.subarray(4 * j, 4 * j + 4)]).toEqual([...ins[j].subarray(4 * r, 4 * r + 4)])));
+      // the flight record names the schedule
+      expect(c[n - 1].flightRecord().at(-1)).toMatchObject({ collective: 'allToAll', algorithm: 'pairwise', state: 'done', error: null });
       expect(wrong.slice(0, 5)).toEqual([]);
     }, 120_000);
 
@@ -132,6 +134,7 @@ describe('allToAll, gather and scatter across nodes over TCP', () => {
         release(c[root], src, zc);
       }
       expect(wrong.slice(0, 5)).toEqual([]);
+      expect(c[0].flightRecord().slice(-2)).toMatchObject([{ collective: 'gather', algorithm: 'direct', root: n - 1, state: 'done' }, { collective: 'scatter', algorithm: 'direct', state: 'done' }]);
       await all(c, (cm) => cm.barrier());
     }, 180_000);
   }
