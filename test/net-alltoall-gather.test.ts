@@ -1,8 +1,9 @@
 // allToAll (equal blocks and per-peer counts), gather and scatter across nodes over real TCP on
 // loopback, in this process: topologies (nodes × ranks per node) × dtypes × sizes (0, 1, fewer
 // elements than ranks, not divisible, several 512 KiB pieces) × plain and zero-copy buffers ×
-// every root, on closed-form data. Per-peer counts cover zeros and an uneven matrix with one
-// block of several pieces. test/net-faults-more.test.ts has the ranks that disagree.
+// every root, on closed-form data, on the SIMD build (and one topology on the scalar build).
+// Per-peer counts cover zeros and an uneven matrix with one block of several pieces.
+// test/net-faults-more.test.ts has the ranks that disagree.
 import { afterAll, describe, expect, it } from 'vitest';
 import { SIZE, firstWrong, inputArray } from './helpers/closed-form.mjs';
 import { all, destroyAll, netRanks } from './helpers/net-world.js';
@@ -65,12 +66,15 @@ async function exchange(cs: Communicator[], dtype: string, m: number[][], zc: bo
   }
 }
 
+/** The scalar build copies with its own kernel: one topology shows it. */
+const RUNS = [...TOPOLOGIES.map(([a, b]) => [a, b, 'simd'] as const), [3, 1, 'scalar'] as const];
+
 describe('allToAll, gather and scatter across nodes over TCP', () => {
-  for (const [nodes, perNode] of TOPOLOGIES) {
+  for (const [nodes, perNode, build] of RUNS) {
     const n = nodes * perNode;
-    const topo = `${nodes} node(s) × ${perNode} rank(s)`;
+    const topo = `${nodes} node(s) × ${perNode} rank(s), ${build} build`;
     let cs: Communicator[] = [];
-    const comms = async () => (cs.length ? cs : (cs = await netRanks(nodes, perNode)));
+    const comms = async () => (cs.length ? cs : (cs = await netRanks(nodes, perNode, { simd: build === 'simd' })));
     afterAll(() => destroyAll(cs));
 
     it(`allToAll with equal blocks over ${topo}`, async () => {
