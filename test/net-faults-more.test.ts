@@ -136,6 +136,24 @@ describe('allToAll whose ranks disagree', () => {
     }
   }
 
+  it('per-peer counts issued by one rank long before the other: its messages wait, and are taken (or refused) by their own counts', async () => {
+    const cs = await world(2, 1);
+    const late = () => new Promise((ok) => setTimeout(ok, 200));
+    // rank 0 sends rank 1 three elements, rank 1 sends rank 0 one
+    const w0 = cs[0].allToAll(new Float32Array(3), Float32Array.from([1, 2, 3, 4, 5]), { sendCounts: [2, 3], recvCounts: [2, 1] });
+    await late();
+    const out1 = new Float32Array(4);
+    await Promise.all([w0.wait(), cs[1].allToAll(out1, Float32Array.from([6, 7]), { sendCounts: [1, 1], recvCounts: [3, 1] }).wait()]);
+    expect([...out1]).toEqual([3, 4, 5, 7]);
+    // the same, with rank 1 expecting two from rank 0: its submit meets the held message and both fail
+    const v0 = cs[0].allToAll(new Float32Array(3), Float32Array.from([1, 2, 3, 4, 5]), { sendCounts: [2, 3], recvCounts: [2, 1] });
+    await late();
+    const os = await outcomes(cs.slice(1), (c) => c.allToAll(new Float32Array(3), Float32Array.from([6, 7]), { sendCounts: [1, 1], recvCounts: [2, 1] }));
+    const e0 = await v0.wait().catch((e) => e);
+    expect([e0.code, os[0].code]).toEqual(['MISMATCH', 'MISMATCH']);
+    expect(os[0].details).toMatchObject({ field: 'counts', ranks: [0, 1], values: ['sendCounts[1]=3', 'recvCounts[0]=2'] });
+  });
+
   it('a rank whose sendCounts and recvCounts disagree on its own block is refused before anything moves', async () => {
     const cs = await world(2, 1);
     expect(() => cs[0].allToAll(new Float32Array(3), new Float32Array(3), { sendCounts: [2, 1], recvCounts: [1, 2] }))
