@@ -101,6 +101,9 @@ describe('allToAll, gather and scatter across nodes over TCP', () => {
         if (what === 'one big block' && dtype !== 'f32') continue;
         await exchange(c, dtype, m, zc, false, wrong, `${dtype} ${what}${zc ? ' zero-copy' : ''}`);
       }
+      // the flight record gives a per-peer allToAll the elements this rank sends
+      const last = (m: number[][]) => m[n - 1].reduce((a, b) => a + b, 0);
+      expect(c[n - 1].flightRecord().at(-1)).toMatchObject({ collective: 'allToAll', count: last(matrices[2][1]), state: 'done' });
       // per-peer counts that equal the equal-blocks form interoperate with it
       const m = Array.from({ length: n }, () => Array<number>(n).fill(4));
       const ins = c.map((_, r) => Float32Array.from(dataOf('f32', r, 4 * n)));
