@@ -3,7 +3,8 @@
 // result reported as success. A disagreement on the root or the count reaches every rank (each
 // rank hears from the root, or the root from each); a disagreement on per-peer counts between
 // two ranks fails both of them with MISMATCH naming the counts, and the others either fail too
-// or complete with every block right. Also: a sender cannot run ahead of its receiver.
+// or complete with every block right. Also: abort() and a rank that never comes fail the others
+// (no hang), and a sender cannot run ahead of its receiver.
 import { afterEach, describe, expect, it } from 'vitest';
 import { netRanks } from './helpers/net-world.js';
 import type { Communicator } from '../src/comm/communicator.js';
@@ -160,6 +161,29 @@ describe('allToAll whose ranks disagree', () => {
       .toThrow(expect.objectContaining({ code: 'SIZE_MISMATCH', details: { sendCount: 2, recvCount: 1 } }));
     expect(cs[0].stats().pending).toBe(0);
   });
+});
+
+describe('a rank that aborts or never comes', () => {
+  it('abort() on one rank fails a pending allToAll on every other rank with ABORTED naming it', async () => {
+    const cs = await world(3, 1);
+    const big = 1 << 20;
+    const works = cs.slice(1).map((c) => c.allToAll(new Float32Array(3 * big), new Float32Array(3 * big)));
+    cs[0].abort('stopping on purpose');
+    for (const w of works) {
+      const e = await w.wait().catch((x) => x);
+      expect({ code: e.code, by: e.details.by }).toEqual({ code: 'ABORTED', by: 0 });
+    }
+  });
+
+  it('a gather whose rank 2 never issues it: TIMEOUT on the root naming rank 2, and rank 1 fails too', async () => {
+    open = await netRanks(3, 1, { timeoutMs: 1000 });
+    const cs = open;
+    const ws = [cs[0].gather(new Float32Array(3), new Float32Array(1), { root: 0 }), cs[1].gather(null, new Float32Array(1), { root: 0 })];
+    const [e0, e1] = await Promise.all(ws.map((w) => w.wait().catch((x) => x)));
+    expect(e0.code).toBe('TIMEOUT');
+    expect(e0.details.missing).toEqual([2]);
+    expect(['TIMEOUT', 'ABORTED']).toContain(e1.code);
+  }, 30_000);
 });
 
 describe('a sender cannot run ahead of its receiver', () => {
