@@ -237,6 +237,10 @@ export class Communicator {
     if (o.sendCounts !== undefined) {
       const send = this.perRank(o.sendCounts, 'sendCounts', ib, 'input');
       const recv = this.perRank(o.recvCounts, 'recvCounts', ob, 'output');
+      const me = this.rank;
+      if (send[me] !== recv[me]) {
+        fail('SIZE_MISMATCH', `allToAll: sendCounts[${me}] = ${send[me]} but recvCounts[${me}] = ${recv[me]}; the block a rank sends itself is one count`, { sendCount: send[me], recvCount: recv[me] });
+      }
       return this.enqueue('allToAll', undefined, ib.dtype, 'sum', 0, 0, ib, ob, o, { counts: { send, recv } });
     }
     if (ib.count % this.size !== 0 || ob.count !== ib.count) {

@@ -112,10 +112,6 @@ export class NetEngine implements Engine, WorkDriver {
   submit(spec: OpSpec): Work {
     if (this.broken) throw this.broken;
     if (['send', 'recv'].includes(spec.name)) throw new WebcclError('UNSUPPORTED', `${spec.name}: not available on this path yet`);
-    const c = spec.counts, me = this.world.rank;
-    if (c && c.send[me] !== c.recv[me]) {
-      throw new WebcclError('SIZE_MISMATCH', `allToAll: sendCounts[${me}] = ${c.send[me]} but recvCounts[${me}] = ${c.recv[me]}; the block a rank keeps is one count`, { sendCount: c.send[me], recvCount: c.recv[me] });
-    }
     const bytes = spec.count * DTYPE_SIZE[spec.dtype];
     const algo = spec.name === 'allReduce' ? chooseNetAllReduce(bytes, this.world.size, this.topo, this.standing, spec.algo)
       : spec.name === 'barrier' ? 'dissemination' : spec.name === 'broadcast' || spec.name === 'reduce' ? 'chain'
