@@ -5,7 +5,7 @@
 //   NC1HWC0  channel blocks: n, c1, hw, k with c = c1·C0 + k, C1 = ⌈C / C0⌉; the channels
 //            past C in the last block are padding, written as zero and never read back.
 // The layout codes are those of src/comm/tensor-layout.ts. dst and src must not overlap.
-import { copyRuns } from './runs';
+import { copy, copyRuns, zero } from './runs';
 import { transpose } from './transpose';
 
 export const L_NCHW: i32 = 0;
@@ -17,32 +17,63 @@ export const L_NC1HWC0: i32 = 2;
   return layout == L_NC1HWC0 ? (c + c0 - 1) / c0 * c0 * hw : c * hw;
 }
 
-function convertAs<T>(from: i32, to: i32, dst: usize, src: usize, n: usize, c: usize, hw: usize, c0: usize): void {
+/** NCHW -> NC1HWC0 for one image: a transpose per channel block (C0 rows of HW), then its padding. */
+@inline function rowsToBlocks<T>(d: usize, s: usize, c: usize, hw: usize, c0: usize): void {
   const es = sizeof<T>();
-  const srcImage = physical(from, c, hw, c0) * es;
-  const dstImage = physical(to, c, hw, c0) * es;
-  const c1n = (c + c0 - 1) / c0;
+  for (let c1: usize = 0; c1 * c0 < c; c1++) {
+    const valid = min(c0, c - c1 * c0);
+    const block = d + c1 * hw * c0 * es;
+    transpose<T>(block, s + c1 * c0 * hw * es, valid, hw, hw, c0);
+    if (valid < c0) copyRuns(block + valid * es, 0, hw, 0, 0, c0 * es, (c0 - valid) * es);
+  }
+}
+
+/** NC1HWC0 -> NCHW for one image: the inverse transposes, padding left unread. */
+@inline function blocksToRows<T>(d: usize, s: usize, c: usize, hw: usize, c0: usize): void {
+  const es = sizeof<T>();
+  for (let c1: usize = 0; c1 * c0 < c; c1++) {
+    transpose<T>(d + c1 * c0 * hw * es, s + c1 * hw * c0 * es, hw, min(c0, c - c1 * c0), c0, hw);
+  }
+}
+
+// NHWC <-> NC1HWC0 goes pixel by pixel: the NHWC side streams once and each channel block is
+// one more stream (block by block, every pass would rewrite each line of the NHWC side).
+
+/** NHWC -> NC1HWC0 for one image. */
+@inline function pixelsToBlocks<T>(d: usize, s: usize, c: usize, hw: usize, c0: usize): void {
+  const es = sizeof<T>();
+  for (let p: usize = 0; p < hw; p++) {
+    for (let c1: usize = 0; c1 * c0 < c; c1++) {
+      const valid = min(c0, c - c1 * c0);
+      const at = d + (c1 * hw + p) * c0 * es;
+      copy(at, s + (p * c + c1 * c0) * es, valid * es);
+      if (valid < c0) zero(at + valid * es, (c0 - valid) * es);
+    }
+  }
+}
+
+/** NC1HWC0 -> NHWC for one image. */
+@inline function blocksToPixels<T>(d: usize, s: usize, c: usize, hw: usize, c0: usize): void {
+  const es = sizeof<T>();
+  for (let p: usize = 0; p < hw; p++) {
+    for (let c1: usize = 0; c1 * c0 < c; c1++) {
+      copy(d + (p * c + c1 * c0) * es, s + (c1 * hw + p) * c0 * es, min(c0, c - c1 * c0) * es);
+    }
+  }
+}
+
+function convertAs<T>(from: i32, to: i32, dst: usize, src: usize, n: usize, c: usize, hw: usize, c0: usize): void {
+  const srcImage = physical(from, c, hw, c0) * sizeof<T>();
+  const dstImage = physical(to, c, hw, c0) * sizeof<T>();
   for (let i: usize = 0; i < n; i++) {
     const s = src + i * srcImage;
     const d = dst + i * dstImage;
     if (from == L_NCHW && to == L_NHWC) transpose<T>(d, s, c, hw, hw, c);
     else if (from == L_NHWC && to == L_NCHW) transpose<T>(d, s, hw, c, c, hw);
-    else {
-      for (let c1: usize = 0; c1 < c1n; c1++) {
-        const valid = min(c0, c - c1 * c0);
-        const block = c1 * hw * c0 * es; // the block's offset in the NC1HWC0 image
-        if (from == L_NCHW) {
-          transpose<T>(d + block, s + c1 * c0 * hw * es, valid, hw, hw, c0);
-          if (valid < c0) copyRuns(d + block + valid * es, 0, hw, 0, 0, c0 * es, (c0 - valid) * es);
-        } else if (to == L_NCHW) {
-          transpose<T>(d + c1 * c0 * hw * es, s + block, hw, valid, c0, hw);
-        } else if (from == L_NHWC) {
-          copyRuns(d + block, s + c1 * c0 * es, hw, valid * es, c * es, c0 * es, (c0 - valid) * es);
-        } else {
-          copyRuns(d + c1 * c0 * es, s + block, hw, valid * es, c0 * es, c * es, 0);
-        }
-      }
-    }
+    else if (from == L_NCHW) rowsToBlocks<T>(d, s, c, hw, c0);
+    else if (to == L_NCHW) blocksToRows<T>(d, s, c, hw, c0);
+    else if (from == L_NHWC) pixelsToBlocks<T>(d, s, c, hw, c0);
+    else blocksToPixels<T>(d, s, c, hw, c0);
   }
 }
 
