@@ -65,6 +65,8 @@ function optionTakers(): Record<string, (o: any) => unknown> {
     startRanks: (o) => api.startRanks({ nranks: 1, script: SCRIPT, ...o }),
     launchProcesses: (o) => api.launchProcesses({ nranks: 1, script: SCRIPT, ...o }),
     startProcesses: (o) => api.startProcesses({ nranks: 1, script: SCRIPT, ...o }),
+    convertLayout: (o) => api.convertLayout({ data: f32(4), shape: [1, 4, 1, 1], layout: 'NCHW' }, 'NHWC', o),
+    convertDtype: (o) => api.convertDtype(f32(4), 'f16', o),
     // The module-level collectives pass their options to the world's communicator (checked
     // after initCommGroup below).
   };

@@ -4,40 +4,13 @@
 // give the same bytes), round trips, zero padding, and garbage padding that must not leak.
 import { describe, expect, it } from 'vitest';
 import { createSharedMemory, loadWasm } from '../src/core/wasm.js';
-import { convertLayout, convertDtype, defaultC0, physicalCount, sameBytes, type Layout, type TensorLayout } from '../src/comm/tensor-layout.js';
+import { defaultC0, physicalCount, sameBytes, type Layout, type TensorLayout } from '../src/comm/tensor-layout.js';
+import { convertDtype, convertLayout } from '../src/comm/convert.js';
 import { caught } from './helpers/caught.js';
+import { LAYOUT_NAMES, paddingMask, refConvert } from './helpers/layout-ref.js';
 
-const LAYOUTS: Layout[] = ['NCHW', 'NHWC', 'NC1HWC0'];
+const LAYOUTS = LAYOUT_NAMES;
 const CODE: Record<Layout, number> = { NCHW: 0, NHWC: 1, NC1HWC0: 2 };
-
-/** Element offset of logical (n, c, h, w) in a layout: the definitions, written plainly. */
-function offsetOf(t: TensorLayout, n: number, c: number, h: number, w: number): number {
-  const [, C, H, W] = t.shape;
-  if (t.layout === 'NCHW') return ((n * C + c) * H + h) * W + w;
-  if (t.layout === 'NHWC') return ((n * H + h) * W + w) * C + c;
-  const C1 = Math.ceil(C / t.c0);
-  return ((((n * C1 + Math.floor(c / t.c0)) * H + h) * W + w) * t.c0) + (c % t.c0);
-}
-
-function refConvert(es: number, src: Uint8Array, from: TensorLayout, to: TensorLayout): Uint8Array {
-  const out = new Uint8Array(physicalCount(to) * es);
-  const [N, C, H, W] = from.shape;
-  for (let n = 0; n < N; n++) for (let c = 0; c < C; c++) for (let h = 0; h < H; h++) for (let w = 0; w < W; w++) {
-    const s = offsetOf(from, n, c, h, w) * es;
-    const d = offsetOf(to, n, c, h, w) * es;
-    for (let b = 0; b < es; b++) out[d + b] = src[s + b];
-  }
-  return out;
-}
-
-/** Marks the padding elements of an NC1HWC0 tensor (true where padding). */
-function paddingMask(t: TensorLayout): boolean[] {
-  const mask = new Array(physicalCount(t)).fill(t.layout === 'NC1HWC0');
-  if (t.layout !== 'NC1HWC0') return mask;
-  const [N, C, H, W] = t.shape;
-  for (let n = 0; n < N; n++) for (let c = 0; c < C; c++) for (let h = 0; h < H; h++) for (let w = 0; w < W; w++) mask[offsetOf(t, n, c, h, w)] = false;
-  return mask;
-}
 
 let seed = 12345;
 const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 8) & 0xff;

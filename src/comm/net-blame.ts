@@ -1,6 +1,6 @@
 // Naming the rank at fault when an op across nodes fails, as one node does from shared memory:
 //   Dispute    ranks disagree on an op: each rank's fields (collective, algorithm, dtype, op,
-//              count, root) travel in the ABORT frames, so every rank names the field and both
+//              layout, count, root) travel in the ABORT frames, so every rank names the field and both
 //              values once it has the fields of the two ranks that disagree.
 //   stallRoot  an op timed out: each timed-out rank publishes in the job's store whom it waits
 //              for, and follows that chain to the first rank that published nothing (stopped,
@@ -10,28 +10,29 @@ import { DTYPE_CODE, OP_CODE } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import { KIND } from '../core/layout.js';
 import type { OpSpec } from './engine.js';
+import { showLayoutSignature } from './tensor-layout.js';
 
 /** What every rank must agree on for an op, under shm-runner's field names. */
-export const FIELDS = ['collective', 'algorithm', 'dtype', 'op', 'count', 'root'] as const;
+export const FIELDS = ['collective', 'algorithm', 'dtype', 'op', 'layout', 'count', 'root'] as const;
 export type OpFields = Record<(typeof FIELDS)[number], string>;
 
 export function fieldsOf(s: OpSpec, algo: string): OpFields {
   const reduces = s.name === 'allReduce' || s.name === 'reduce' || s.name === 'reduceScatter';
-  return { collective: s.name, algorithm: algo, dtype: s.dtype, op: reduces ? s.op : '-', count: String(s.count), root: String(s.root) };
+  return { collective: s.name, algorithm: algo, dtype: s.dtype, op: reduces ? s.op : '-', layout: showLayoutSignature(s.layout ?? 0), count: String(s.count), root: String(s.root) };
 }
 
 /** Each network schedule's number in the signature. */
 const ALGO_CODE: Record<string, number> = { ring: 1, doubling: 2, hierarchical: 3, chain: 4, dissemination: 5 };
 
 /**
- * FNV-1a over the op's kind, dtype, reduction, count, root and schedule. Messages carry it in
+ * FNV-1a over the op's kind, dtype, reduction, count, root, schedule and wire layout. Messages carry it in
  * the tag's communicator field, so a receive meets a message of the same (seq, step) with a
  * different signature when ranks disagree, and both fail with MISMATCH instead of exchanging
  * data that does not fit.
  */
 export function signatureOf(s: OpSpec, algo: string): number {
   let h = 0x811c9dc5;
-  for (const v of [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], s.count, s.root, ALGO_CODE[algo] ?? 0]) {
+  for (const v of [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], s.count, s.root, ALGO_CODE[algo] ?? 0, s.layout ?? 0]) {
     for (let b = 0; b < 4; b++) h = Math.imul(h ^ ((v >>> (8 * b)) & 0xff), 0x01000193);
   }
   return h >>> 0;
