@@ -6,7 +6,7 @@ import { WebcclError, fail } from '../core/errors.js';
 import type { Kind } from '../core/layout.js';
 import { envString } from '../core/config.js';
 import { type Buf, type BufferArg, type TypedArray, overlaps, sameView, toBuf } from './buffers.js';
-import { type ConversionCounters, layoutsFit, planLayouts } from './layout-plan.js';
+import { type ConversionCounters, WIRE_SIGNATURE, layoutsFit, planLayouts } from './layout-plan.js';
 import type { Layout } from './tensor-layout.js';
 import { BuffersInFlight } from './in-flight.js';
 import { InputCheck } from './input-check.js';
@@ -232,7 +232,7 @@ export class Communicator {
   // ---------------------------------------------------------------- hand-off
 
   private enqueue(name: Kind, algo: unknown, dtype: Dtype, op: ReduceOp, count: number, root: number,
-                  input: Buf | null, output: Buf | null, o: { timeoutMs?: number; wireLayout?: unknown }): Work {
+                  input: Buf | null, output: Buf | null, o: { timeoutMs?: number; wireLayout?: unknown; [WIRE_SIGNATURE]?: number }): Work {
     if (input && output) this.noPartialOverlap(name, input, output);
     for (const b of [input, output]) {
       const busy = b && this.inFlight.heldBy(b);
@@ -241,7 +241,7 @@ export class Communicator {
     if (count > 0x7fffffff) fail('INVALID_ARGUMENT', `${name}: count ${count} exceeds 2^31-1 elements`);
     const check = this.checkInputs && input ? new InputCheck(name, input, output) : undefined;
     // Tensors with layouts may run on converted copies (layout-plan.ts); plain buffers as they are.
-    const plan = planLayouts({ core: this.ctx.core, heap: this.ctx.heap, rank: this.rank, size: this.size, counters: this.conversions }, name, input, output, o.wireLayout);
+    const plan = planLayouts({ core: this.ctx.core, heap: this.ctx.heap, rank: this.rank, size: this.size, counters: this.conversions }, name, input, output, o.wireLayout, o[WIRE_SIGNATURE]);
     let work: Work;
     try {
       work = this.engine.submit({

@@ -51,6 +51,13 @@ export interface LayoutPlan {
   finish(work: Work, error: unknown): void;
 }
 
+/**
+ * @internal Carries an op's wire layout (its signature value) into the ops of its node phase,
+ * which move plain arrays: the ranks of a node then agree on it too, not only those that meet
+ * over the network. A symbol key: option checks see only string keys.
+ */
+export const WIRE_SIGNATURE = Symbol('webccl.wireSignature');
+
 type ZeroFn = (es: number, dst: number, n: number, c: number, hw: number, c0: number) => void;
 
 const sameLayout = (a: TensorLayout, b: TensorLayout) => a.layout === b.layout && (a.layout !== 'NC1HWC0' || a.c0 === b.c0);
@@ -67,9 +74,11 @@ function outputN(name: Kind, n: number, size: number): number {
  * The plan for one op, or undefined when neither buffer has a layout and no wire layout was
  * asked for (plain buffers take no detour). Refuses layouts that do not fit before anything moves.
  */
-export function planLayouts(p: PlanContext, name: Kind, input: Buf | null, output: Buf | null, wireOption: unknown): LayoutPlan | undefined {
+export function planLayouts(p: PlanContext, name: Kind, input: Buf | null, output: Buf | null, wireOption: unknown, inherited?: number): LayoutPlan | undefined {
   const own = input?.layout ?? output?.layout;
-  if (!own && wireOption === undefined) return undefined;
+  if (!own && wireOption === undefined) {
+    return inherited ? { input, output, count: name === 'reduceScatter' ? output?.count ?? 0 : input?.count ?? 0, layout: inherited, finish: () => {} } : undefined;
+  }
   const b = (input ?? output)!;
   const dtype = b.dtype;
   if (!own) {
