@@ -4,7 +4,9 @@
 //
 // GB/s is 1e9 logical bytes per second, reads plus writes, N = bytes per buffer:
 //   in place (reduceInto) 3N, out of place (reduce2) 3N, k-way (reduceK) (k+1)N, scale 2N,
-//   copy 2N, conversions: the f32 side plus the half side (N f32 bytes + N/2 half bytes).
+//   copy 2N, conversions: the f32 side plus the half side (N f32 bytes + N/2 half bytes),
+//   layouts 2N (one image of C = 64 channels and N / (64 · element bytes) pixels, so NC1HWC0
+//   has no padding; C0 = 16, or 32 for 1-byte elements), each beside a plain-JS loop.
 // Each kernel warms up for >= 200 ms the first time it is measured (calling it on slices of at
 // most 1 MiB, since V8 only swaps in optimised wasm code between calls; 20 ms at later sizes,
 // once it is optimised), then the median of 7 samples of >= 20 ms each is taken (3 of >= 5 ms
@@ -147,6 +149,20 @@ function jsSumInPlace(dt, size) {
   return make(d, s);
 }
 
+// --- plain JS layout conversions: index loops over one image of C channels ------------------
+const LAYOUT_C = 64;
+const LAYOUT_PAIRS = [['NCHW>NHWC', 0, 1], ['NHWC>NCHW', 1, 0], ['NCHW>NC1HWC0', 0, 2], ['NC1HWC0>NCHW', 2, 0], ['NHWC>NC1HWC0', 1, 2], ['NC1HWC0>NHWC', 2, 1]];
+/** Offset of channel c of pixel p in each layout (C a multiple of C0 here). */
+const LAYOUT_INDEX = ['c * hw + p', 'p * C + c', '((c / c0 | 0) * hw + p) * c0 + c % c0'];
+function jsLayout(es, from, to, c0, size) {
+  const A = { 1: Uint8Array, 2: Uint16Array, 4: Uint32Array }[es];
+  const d = new A(memory.buffer, bufAt(0), maxSize / es);
+  const s = new A(memory.buffer, bufAt(1), maxSize / es);
+  const body = `for (let c = 0; c < C; c++) for (let p = 0; p < hw; p++) d[${LAYOUT_INDEX[to]}] = s[${LAYOUT_INDEX[from]}];`;
+  const make = new Function('d', 's', 'C', 'c0', `// ${es} ${from} ${to} ${size}\nreturn (bytes) => { const hw = bytes / ${es * LAYOUT_C}; ${body} };`);
+  return make(d, s, LAYOUT_C, c0);
+}
+
 // --- the run ----------------------------------------------------------------------------------
 const rows = [];
 const warmed = new Set();
@@ -182,6 +198,15 @@ for (const size of sizes) {
       record(conv, half, '-', 'convert', bn, size, 1.5, (n) => x[conv](d, a, n / 4));
     }
   }
+  for (const [es, dt] of [[1, 'u8'], [2, 'f16'], [4, 'f32']]) {
+    for (const [pair, from, to] of LAYOUT_PAIRS) {
+      const c0 = es === 1 ? 32 : 16;
+      for (const [bn, x] of Object.entries(builds)) {
+        record('layout', dt, pair, 'convert', bn, size, 2, (n) => x.convertLayout(es, from, to, d, a, 1, LAYOUT_C, n / (es * LAYOUT_C), c0));
+      }
+      record('layout', dt, pair, 'convert', 'js', size, 2, jsLayout(es, from, to, c0, size));
+    }
+  }
   const dst8 = new Uint8Array(memory.buffer, d, maxSize);
   const src8 = new Uint8Array(memory.buffer, a, maxSize);
   const srcFull = src8.subarray(0, size);
@@ -194,7 +219,7 @@ const pad = (s, n) => String(s).padEnd(n);
 const num = (x) => (x === undefined ? '' : x.toFixed(2)).padStart(9);
 for (const size of sizes) {
   console.log(`\n== ${fmtSize(size)} per buffer (GB/s, reads + writes) ==`);
-  console.log(`${pad('kernel', 11)}${pad('dtype', 6)}${pad('op', 6)}${pad('form', 11)}${BUILDS.map((b) => b.padStart(9)).join('')}  simd/scalar`);
+  console.log(`${pad('kernel', 11)}${pad('dtype', 6)}${pad('op', 13)}${pad('form', 11)}${BUILDS.map((b) => b.padStart(9)).join('')}  simd/scalar`);
   const groups = new Map();
   for (const r of rows.filter((r) => r.bytes === size)) {
     const key = `${r.kernel}|${r.dtype}|${r.op}|${r.form}`;
@@ -204,11 +229,17 @@ for (const size of sizes) {
   for (const [key, g] of groups) {
     const [kernel, dtype, op, form] = key.split('|');
     const ratio = g.simd && g.scalar ? `${(g.simd / g.scalar).toFixed(1)}x`.padStart(12) : '';
-    console.log(`${pad(kernel, 11)}${pad(dtype, 6)}${pad(op, 6)}${pad(form, 11)}${BUILDS.map((b) => num(g[b])).join('')}${ratio}`);
+    console.log(`${pad(kernel, 11)}${pad(dtype, 6)}${pad(op, 13)}${pad(form, 11)}${BUILDS.map((b) => num(g[b])).join('')}${ratio}`);
+  }
+  const pick = (kernel, dtype, op, build) => rows.find((r) => r.bytes === size && r.kernel === kernel && r.dtype === dtype && r.op === op && r.build === build)?.gbps;
+  const memcpy = pick('copyBytes', 'u8', '-', 'memcpy');
+  const layouts = rows.filter((r) => r.bytes === size && r.kernel === 'layout' && r.build === 'simd');
+  if (layouts.length && memcpy) {
+    console.log(`layouts (simd) vs TypedArray.set ${memcpy} GB/s and the plain-JS loop: ` +
+      layouts.map((r) => `${r.dtype} ${r.op} ${(r.gbps / memcpy).toFixed(2)}x / ${(r.gbps / pick('layout', r.dtype, r.op, 'js')).toFixed(1)}x`).join(', '));
   }
   const ref = rows.find((r) => r.bytes === size && r.kernel === 'reduceInto' && r.dtype === 'f32' && r.op === 'sum' && r.build === 'simd');
   if (!ref) continue;
-  const pick = (kernel, dtype, op, build) => rows.find((r) => r.bytes === size && r.kernel === kernel && r.dtype === dtype && r.op === op && r.build === build)?.gbps;
   console.log(`f32 sum in place: simd ${ref.gbps}, scalar ${pick('reduceInto', 'f32', 'sum', 'scalar')}, ` +
     `plain JS ${pick('reduceInto', 'f32', 'sum', 'js')}; copy: TypedArray.set ${pick('copyBytes', 'u8', '-', 'memcpy')}, ` +
     `memory.copy ${pick('copyBytes', 'u8', '-', 'simd')} GB/s`);
@@ -218,6 +249,8 @@ for (const size of sizes) {
     .sort((x, y) => x.rel - y.rel);
   console.log(`lowest simd in-place dtype×op vs f32 sum (${ref.gbps} GB/s): ` +
     rel.slice(0, 5).map((r) => `${r.dtype} ${r.op} ${r.rel.toFixed(2)}x`).join(', '));
+  const halves = rel.filter((r) => r.op === 'sum' && (r.dtype === 'f16' || r.dtype === 'bf16'));
+  if (halves.length) console.log(`halves' sum in place vs f32 sum (simd): ${halves.map((r) => `${r.dtype} ${r.rel.toFixed(2)}x`).join(', ')}`);
 }
 console.log(`\n${rows.length} measurements in ${((now() - started) / 1000).toFixed(0)} s`);
 if (jsonFile) {

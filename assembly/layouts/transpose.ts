@@ -3,12 +3,16 @@
 // NHWC is one transpose per image (C × HW), NCHW ↔ NC1HWC0 one per channel block (C0 × HW).
 //
 // The SIMD build moves whole square tiles of 16-byte rows through registers (tiles.ts), in
-// blocks of BLOCK × BLOCK elements so that the rows a block reads and the columns it writes
-// stay in cache; the rows and columns past the last whole tile, and the scalar build, copy
+// blocks of COLS columns × (BLOCK_BYTES / COLS / element bytes) rows, a tile column at a time:
+// the block's source (32 KiB) stays in cache while each of a tile's dst rows is written as one
+// run of the block's rows, so the writes stream even when dst rows lie a power of two apart
+// (square blocks wrote 16 bytes per row before moving on, and rows 4 KiB apart evict each
+// other from L1). The rows and columns past the last whole tile, and the scalar build, copy
 // element by element. Both give the same bytes: a transpose only moves them.
 import { tile16, tile32, tile64, tile8 } from './tiles';
 
-const BLOCK: usize = 64;
+const COLS: usize = 64;
+const BLOCK_BYTES: usize = 32768;
 
 @inline function tile<T>(dst: usize, src: usize, ss: usize, ds: usize): void {
   if (sizeof<T>() == 1) tile8(dst, src, ss, ds);
@@ -34,10 +38,11 @@ export function transpose<T>(dst: usize, src: usize, rows: usize, cols: usize, s
     colsDone = cols - cols % n;
     const ssb = ss * sizeof<T>();
     const dsb = ds * sizeof<T>();
-    for (let cb: usize = 0; cb < colsDone; cb += BLOCK) {
-      const ce = min(cb + BLOCK, colsDone);
-      for (let rb: usize = 0; rb < rowsDone; rb += BLOCK) {
-        const re = min(rb + BLOCK, rowsDone);
+    const rowsPerBlock: usize = BLOCK_BYTES / COLS / sizeof<T>();
+    for (let cb: usize = 0; cb < colsDone; cb += COLS) {
+      const ce = min(cb + COLS, colsDone);
+      for (let rb: usize = 0; rb < rowsDone; rb += rowsPerBlock) {
+        const re = min(rb + rowsPerBlock, rowsDone);
         for (let c = cb; c < ce; c += n) {
           for (let r = rb; r < re; r += n) {
             tile<T>(dst + (c * ds + r) * sizeof<T>(), src + (r * ss + c) * sizeof<T>(), ssb, dsb);
