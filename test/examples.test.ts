@@ -13,6 +13,7 @@ const cases: [string, number, RegExp][] = [
   ['half-precision', 2, /bf16 sum of 1.5 over 2 ranks: 0x4040 = 3[\s\S]*f16 avg of 1.5: 0x3e00/],
   ['errors', 3, /INVALID_OP[\s\S]*MISMATCH on count: ranks 0,1 have 10,12[\s\S]*rank 2 did not arrive[\s\S]*flight record: allReduce #3 failed, waiting on rank 2, TIMEOUT/],
   ['demo', 4, /every result checked: all correct/],
+  ['layouts', 2, /rank 0: NC1HWC0 \(c0 4: 32 elements for 24 values\), gathered correctly; conversions 2, 160 bytes[\s\S]*rank 1: NHWC, gathered correctly; conversions 2, 144 bytes/],
 ];
 
 for (const [name, n, want] of cases) {
