@@ -232,11 +232,12 @@ for (const size of sizes) {
     console.log(`${pad(kernel, 11)}${pad(dtype, 6)}${pad(op, 13)}${pad(form, 11)}${BUILDS.map((b) => num(g[b])).join('')}${ratio}`);
   }
   const pick = (kernel, dtype, op, build) => rows.find((r) => r.bytes === size && r.kernel === kernel && r.dtype === dtype && r.op === op && r.build === build)?.gbps;
-  const memcpy = pick('copyBytes', 'u8', '-', 'memcpy');
+  // Layouts against both copies (TypedArray.set and the wasm memory.copy) and the plain-JS loop.
+  const copies = [pick('copyBytes', 'u8', '-', 'memcpy'), pick('copyBytes', 'u8', '-', 'simd')];
   const layouts = rows.filter((r) => r.bytes === size && r.kernel === 'layout' && r.build === 'simd');
-  if (layouts.length && memcpy) {
-    console.log(`layouts (simd) vs TypedArray.set ${memcpy} GB/s and the plain-JS loop: ` +
-      layouts.map((r) => `${r.dtype} ${r.op} ${(r.gbps / memcpy).toFixed(2)}x / ${(r.gbps / pick('layout', r.dtype, r.op, 'js')).toFixed(1)}x`).join(', '));
+  if (layouts.length && copies.every(Boolean)) {
+    console.log(`layouts (simd) as × TypedArray.set ${copies[0]} GB/s / × memory.copy ${copies[1]} GB/s / × the plain-JS loop: ` +
+      layouts.map((r) => `${r.dtype} ${r.op} ${(r.gbps / copies[0]).toFixed(2)} / ${(r.gbps / copies[1]).toFixed(2)} / ${(r.gbps / pick('layout', r.dtype, r.op, 'js')).toFixed(1)}`).join(', '));
   }
   const ref = rows.find((r) => r.bytes === size && r.kernel === 'reduceInto' && r.dtype === 'f32' && r.op === 'sum' && r.build === 'simd');
   if (!ref) continue;
