@@ -39,3 +39,12 @@ it('examples/launch.mjs', () => {
   expect(r.status).toBe(0);
   expect(r.stdout).toMatch(/exit code 0/);
 });
+
+it('examples/layouts.mjs with WEBCCL_DEBUG=INFO logs every conversion with its cost', () => {
+  const r = spawnSync(process.execPath, ['bin/webccl.js', 'run', '-n', '2', 'examples/layouts.mjs'], {
+    cwd: root, encoding: 'utf8', timeout: 180_000, env: { ...process.env, WEBCCL_DEBUG: 'INFO' },
+  });
+  expect(r.status).toBe(0);
+  const logged = r.stderr.match(/webccl INFO rank \d: allGather converted its (input|output) \S+ \[[\d, ]+\] -> \S+ f32: \d+ B in [\d.]+ us/g) ?? [];
+  expect(logged.length).toBe(4); // input and output on each of the two ranks
+});
