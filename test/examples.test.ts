@@ -45,6 +45,6 @@ it('examples/layouts.mjs with WEBCCL_DEBUG=INFO logs every conversion with its c
     cwd: root, encoding: 'utf8', timeout: 180_000, env: { ...process.env, WEBCCL_DEBUG: 'INFO' },
   });
   expect(r.status).toBe(0);
-  const logged = r.stderr.match(/webccl INFO rank \d: allGather converted its (input|output) \S+ \[[\d, ]+\] -> \S+ f32: \d+ B in [\d.]+ us/g) ?? [];
+  const logged = r.stderr.match(/webccl INFO rank \d: allGather converted its (input|output) .+? \[[\d, ]+\] -> .+? f32: \d+ B in [\d.]+ us/g) ?? [];
   expect(logged.length).toBe(4); // input and output on each of the two ranks
 });
