@@ -249,10 +249,10 @@ export class Communicator {
         timeoutMs: o.timeoutMs, check, layout: plan?.layout,
       });
     } catch (e) {
-      plan?.finish(undefined as unknown as Work, e);
+      plan?.finish(e);
       throw e;
     }
-    if (plan) work.beforeSettle((e) => plan.finish(work, e));
+    if (plan) work.beforeSettle((e) => plan.finish(e));
     this.inFlight.add(work, input, output);
     this.counters.ops++;
     this.counters.bytes += count * DTYPE_SIZE[dtype];

@@ -24,7 +24,6 @@ import { convertAt } from './convert.js';
 import {
   type TensorLayout, defaultC0, layoutSignature, parseLayoutName, physicalCount, sameBytes, withN,
 } from './tensor-layout.js';
-import type { Work } from './work.js';
 
 /** What stats() reports of conversions. */
 export interface ConversionCounters {
@@ -48,7 +47,8 @@ export interface LayoutPlan {
   output: Buf | null;
   count: number;
   layout: number;
-  finish(work: Work, error: unknown): void;
+  /** When the op ends (error set if it failed): the output conversion or padding rule, then the temporaries freed. */
+  finish(error: unknown): void;
 }
 
 /**
@@ -77,7 +77,7 @@ function outputN(name: Kind, n: number, size: number): number {
 export function planLayouts(p: PlanContext, name: Kind, input: Buf | null, output: Buf | null, wireOption: unknown, inherited?: number): LayoutPlan | undefined {
   const own = input?.layout ?? output?.layout;
   if (!own && wireOption === undefined) {
-    return inherited ? { input, output, count: name === 'reduceScatter' ? output?.count ?? 0 : input?.count ?? 0, layout: inherited, finish: () => {} } : undefined;
+    return inherited ? { input, output, count: name === 'reduceScatter' ? output?.count ?? 0 : input?.count ?? 0, layout: inherited, finish: () => undefined } : undefined;
   }
   const b = (input ?? output)!;
   const dtype = b.dtype;
@@ -96,7 +96,7 @@ export function planLayouts(p: PlanContext, name: Kind, input: Buf | null, outpu
     // No conversion: the op runs on the caller's buffers; the output's padding is zeroed after.
     return {
       input, output, count, layout: signature,
-      finish: (_work, error) => { if (!error && output && outL?.layout === 'NC1HWC0') zeroPadding(p, output, outL, dtype); },
+      finish: (error) => { if (!error && output && outL?.layout === 'NC1HWC0') zeroPadding(p, output, outL, dtype); },
     };
   }
 
@@ -116,7 +116,7 @@ export function planLayouts(p: PlanContext, name: Kind, input: Buf | null, outpu
     const wOut = inPlace ? wIn : output && outL ? wireBuf(outL) : null;
     return {
       input: wIn, output: wOut, count, layout: signature,
-      finish: (_work, error) => {
+      finish: (error) => {
         try {
           if (!error && output && outL && wOut) convert(p, name, 'output', dtype, { ...wire, shape: outL.shape }, outL, wOut, output);
         } finally {

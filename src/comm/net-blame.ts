@@ -92,7 +92,7 @@ export class Dispute {
   private judge(): WebcclError {
     const from = this.by === undefined ? {} : { by: this.by };
     const p = this.pair();
-    if (!p) return new WebcclError('MISMATCH', `ranks disagree on op #${this.seq}'s collective, count, dtype, op, root or algorithm`, { seq: this.seq, ranks: [...this.fields.keys()], ...from });
+    if (!p) return new WebcclError('MISMATCH', `ranks disagree on op #${this.seq}'s collective, count, dtype, op, root, algorithm or layout`, { seq: this.seq, ranks: [...this.fields.keys()], ...from });
     const [a, b] = p.ranks;
     const values = [this.fields.get(a)![p.field], this.fields.get(b)![p.field]];
     return new WebcclError('MISMATCH', `ranks disagree on the ${p.field} of op #${this.seq}: rank ${a} has ${values[0]}, rank ${b} has ${values[1]}`, { field: p.field, ranks: [a, b], values, seq: this.seq, ...from });
