@@ -28,7 +28,11 @@ interface Scratch {
 }
 let scratch: Scratch | undefined;
 
-/** A wasm core of this thread's own for conversions of buffers outside any node memory. */
+/**
+ * A wasm core of this thread's own for conversions of buffers outside any node memory: made at
+ * the first call, grown to the largest conversion and kept (a shared memory, as the core
+ * imports one: where SharedArrayBuffer is missing, conversions fail with UNSUPPORTED).
+ */
 function scratchCore(bytes: number): Scratch {
   if (!scratch) {
     const memory = createSharedMemory(bytes + (1 << 20));
@@ -52,8 +56,8 @@ export function convertAt(exports: KernelExports, es: number, from: TensorLayout
   const run = exports.convertLayout as ConvertFn;
   if (from.layout === 'NC1HWC0' && to.layout === 'NC1HWC0' && from.c0 !== to.c0) {
     const mid = tmp ? tmp() : fail('INTERNAL', 'a C0 change needs a scratch buffer');
-    run(es, 2, 0, mid, src, n, c, h * w, from.c0);
-    run(es, 0, 2, dst, mid, n, c, h * w, to.c0);
+    run(es, LAYOUT_CODE.NC1HWC0, LAYOUT_CODE.NCHW, mid, src, n, c, h * w, from.c0);
+    run(es, LAYOUT_CODE.NCHW, LAYOUT_CODE.NC1HWC0, dst, mid, n, c, h * w, to.c0);
     return;
   }
   const c0 = from.layout === 'NC1HWC0' ? from.c0 : to.c0;
