@@ -67,9 +67,15 @@ if (heapEnd > base) throw new Error(`wasm static data ends at ${heapEnd}, above 
 {
   const v = new DataView(memory.buffer);
   for (let j = 0; j < 8; j++) v.setUint32(table + j * 4, bufAt(j + 1), true);
-  // Values in [1, 2] whichever float dtype reads them (each u32 is 0x3ff?3f??: f32 ~1.9, f64
-  // ~1.9 in the high word, and both 16-bit halves are f16 ~2 and bf16 ~1.9), so in-place
-  // products run off to Inf, never through the subnormals that slow some CPUs down.
+}
+/**
+ * Values in [1, 2] whichever float dtype reads them (each u32 is 0x3ff?3f??: f32 ~1.9, f64
+ * ~1.9 in the high word, and both 16-bit halves are f16 ~2 and bf16 ~1.9), so in-place
+ * products run off to Inf, never through the subnormals that slow some CPUs down. Written
+ * afresh before each dtype: what another dtype's in-place sums left would read as anything
+ * (f32 sums seen as f16 hold Inf and NaN patterns, which the f16 sums take a slower path for).
+ */
+function fillBuffers() {
   const w = new Uint32Array(memory.buffer, bufAt(0), (bufAt(9) - bufAt(0)) / 4);
   for (let i = 0; i < w.length; i++) w[i] = 0x3ff03f80 | ((Math.imul(i, 7) & 0xf) << 16) | (Math.imul(i, 13) & 0x7f);
 }
@@ -180,6 +186,7 @@ function record(kernel, dtype, op, form, build, size, traffic, run) {
 for (const size of sizes) {
   const d = bufAt(0), a = bufAt(1), b = bufAt(2);
   for (const [dt, [code, esz]] of Object.entries(DTYPES)) {
+    fillBuffers();
     for (const [op, oc] of Object.entries(OPS)) {
       for (const [bn, x] of Object.entries(builds)) {
         record('reduceInto', dt, op, 'inplace', bn, size, 3, (n) => x.reduceInto(code, oc, d, a, n / esz));
@@ -198,6 +205,7 @@ for (const size of sizes) {
       record(conv, half, '-', 'convert', bn, size, 1.5, (n) => x[conv](d, a, n / 4));
     }
   }
+  fillBuffers();
   for (const [es, dt] of [[1, 'u8'], [2, 'f16'], [4, 'f32']]) {
     for (const [pair, from, to] of LAYOUT_PAIRS) {
       const c0 = es === 1 ? 32 : 16;
