@@ -9,3 +9,4 @@ export function heapBase(): usize {
 }
 export { advance } from './engine/run';
 export { spinProbe, stepReached } from './engine/sync';
+export { convertLayout, zeroPadding } from './layouts/convert';

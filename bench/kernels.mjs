@@ -4,7 +4,9 @@
 //
 // GB/s is 1e9 logical bytes per second, reads plus writes, N = bytes per buffer:
 //   in place (reduceInto) 3N, out of place (reduce2) 3N, k-way (reduceK) (k+1)N, scale 2N,
-//   copy 2N, conversions: the f32 side plus the half side (N f32 bytes + N/2 half bytes).
+//   copy 2N, conversions: the f32 side plus the half side (N f32 bytes + N/2 half bytes),
+//   layouts 2N (one image of C = 64 channels and N / (64 · element bytes) pixels, so NC1HWC0
+//   has no padding; C0 = 16, or 32 for 1-byte elements), each beside a plain-JS loop.
 // Each kernel warms up for >= 200 ms the first time it is measured (calling it on slices of at
 // most 1 MiB, since V8 only swaps in optimised wasm code between calls; 20 ms at later sizes,
 // once it is optimised), then the median of 7 samples of >= 20 ms each is taken (3 of >= 5 ms
@@ -65,9 +67,15 @@ if (heapEnd > base) throw new Error(`wasm static data ends at ${heapEnd}, above 
 {
   const v = new DataView(memory.buffer);
   for (let j = 0; j < 8; j++) v.setUint32(table + j * 4, bufAt(j + 1), true);
-  // Values in [1, 2] whichever float dtype reads them (each u32 is 0x3ff?3f??: f32 ~1.9, f64
-  // ~1.9 in the high word, and both 16-bit halves are f16 ~2 and bf16 ~1.9), so in-place
-  // products run off to Inf, never through the subnormals that slow some CPUs down.
+}
+/**
+ * Values in [1, 2] whichever float dtype reads them (each u32 is 0x3ff?3f??: f32 ~1.9, f64
+ * ~1.9 in the high word, and both 16-bit halves are f16 ~2 and bf16 ~1.9), so in-place
+ * products run off to Inf, never through the subnormals that slow some CPUs down. Written
+ * afresh before each dtype: what another dtype's in-place sums left would read as anything
+ * (f32 sums seen as f16 hold Inf and NaN patterns, which the f16 sums take a slower path for).
+ */
+function fillBuffers() {
   const w = new Uint32Array(memory.buffer, bufAt(0), (bufAt(9) - bufAt(0)) / 4);
   for (let i = 0; i < w.length; i++) w[i] = 0x3ff03f80 | ((Math.imul(i, 7) & 0xf) << 16) | (Math.imul(i, 13) & 0x7f);
 }
@@ -147,6 +155,20 @@ function jsSumInPlace(dt, size) {
   return make(d, s);
 }
 
+// --- plain JS layout conversions: index loops over one image of C channels ------------------
+const LAYOUT_C = 64;
+const LAYOUT_PAIRS = [['NCHW>NHWC', 0, 1], ['NHWC>NCHW', 1, 0], ['NCHW>NC1HWC0', 0, 2], ['NC1HWC0>NCHW', 2, 0], ['NHWC>NC1HWC0', 1, 2], ['NC1HWC0>NHWC', 2, 1]];
+/** Offset of channel c of pixel p in each layout (C a multiple of C0 here). */
+const LAYOUT_INDEX = ['c * hw + p', 'p * C + c', '((c / c0 | 0) * hw + p) * c0 + c % c0'];
+function jsLayout(es, from, to, c0, size) {
+  const A = { 1: Uint8Array, 2: Uint16Array, 4: Uint32Array }[es];
+  const d = new A(memory.buffer, bufAt(0), maxSize / es);
+  const s = new A(memory.buffer, bufAt(1), maxSize / es);
+  const body = `for (let c = 0; c < C; c++) for (let p = 0; p < hw; p++) d[${LAYOUT_INDEX[to]}] = s[${LAYOUT_INDEX[from]}];`;
+  const make = new Function('d', 's', 'C', 'c0', `// ${es} ${from} ${to} ${size}\nreturn (bytes) => { const hw = bytes / ${es * LAYOUT_C}; ${body} };`);
+  return make(d, s, LAYOUT_C, c0);
+}
+
 // --- the run ----------------------------------------------------------------------------------
 const rows = [];
 const warmed = new Set();
@@ -164,6 +186,7 @@ function record(kernel, dtype, op, form, build, size, traffic, run) {
 for (const size of sizes) {
   const d = bufAt(0), a = bufAt(1), b = bufAt(2);
   for (const [dt, [code, esz]] of Object.entries(DTYPES)) {
+    fillBuffers();
     for (const [op, oc] of Object.entries(OPS)) {
       for (const [bn, x] of Object.entries(builds)) {
         record('reduceInto', dt, op, 'inplace', bn, size, 3, (n) => x.reduceInto(code, oc, d, a, n / esz));
@@ -182,6 +205,16 @@ for (const size of sizes) {
       record(conv, half, '-', 'convert', bn, size, 1.5, (n) => x[conv](d, a, n / 4));
     }
   }
+  fillBuffers();
+  for (const [es, dt] of [[1, 'u8'], [2, 'f16'], [4, 'f32']]) {
+    for (const [pair, from, to] of LAYOUT_PAIRS) {
+      const c0 = es === 1 ? 32 : 16;
+      for (const [bn, x] of Object.entries(builds)) {
+        record('layout', dt, pair, 'convert', bn, size, 2, (n) => x.convertLayout(es, from, to, d, a, 1, LAYOUT_C, n / (es * LAYOUT_C), c0));
+      }
+      record('layout', dt, pair, 'convert', 'js', size, 2, jsLayout(es, from, to, c0, size));
+    }
+  }
   const dst8 = new Uint8Array(memory.buffer, d, maxSize);
   const src8 = new Uint8Array(memory.buffer, a, maxSize);
   const srcFull = src8.subarray(0, size);
@@ -194,7 +227,7 @@ const pad = (s, n) => String(s).padEnd(n);
 const num = (x) => (x === undefined ? '' : x.toFixed(2)).padStart(9);
 for (const size of sizes) {
   console.log(`\n== ${fmtSize(size)} per buffer (GB/s, reads + writes) ==`);
-  console.log(`${pad('kernel', 11)}${pad('dtype', 6)}${pad('op', 6)}${pad('form', 11)}${BUILDS.map((b) => b.padStart(9)).join('')}  simd/scalar`);
+  console.log(`${pad('kernel', 11)}${pad('dtype', 6)}${pad('op', 13)}${pad('form', 11)}${BUILDS.map((b) => b.padStart(9)).join('')}  simd/scalar`);
   const groups = new Map();
   for (const r of rows.filter((r) => r.bytes === size)) {
     const key = `${r.kernel}|${r.dtype}|${r.op}|${r.form}`;
@@ -204,11 +237,18 @@ for (const size of sizes) {
   for (const [key, g] of groups) {
     const [kernel, dtype, op, form] = key.split('|');
     const ratio = g.simd && g.scalar ? `${(g.simd / g.scalar).toFixed(1)}x`.padStart(12) : '';
-    console.log(`${pad(kernel, 11)}${pad(dtype, 6)}${pad(op, 6)}${pad(form, 11)}${BUILDS.map((b) => num(g[b])).join('')}${ratio}`);
+    console.log(`${pad(kernel, 11)}${pad(dtype, 6)}${pad(op, 13)}${pad(form, 11)}${BUILDS.map((b) => num(g[b])).join('')}${ratio}`);
+  }
+  const pick = (kernel, dtype, op, build) => rows.find((r) => r.bytes === size && r.kernel === kernel && r.dtype === dtype && r.op === op && r.build === build)?.gbps;
+  // Layouts against both copies (TypedArray.set and the wasm memory.copy) and the plain-JS loop.
+  const copies = [pick('copyBytes', 'u8', '-', 'memcpy'), pick('copyBytes', 'u8', '-', 'simd')];
+  const layouts = rows.filter((r) => r.bytes === size && r.kernel === 'layout' && r.build === 'simd');
+  if (layouts.length && copies.every(Boolean)) {
+    console.log(`layouts (simd) as × TypedArray.set ${copies[0]} GB/s / × memory.copy ${copies[1]} GB/s / × the plain-JS loop: ` +
+      layouts.map((r) => `${r.dtype} ${r.op} ${(r.gbps / copies[0]).toFixed(2)} / ${(r.gbps / copies[1]).toFixed(2)} / ${(r.gbps / pick('layout', r.dtype, r.op, 'js')).toFixed(1)}`).join(', '));
   }
   const ref = rows.find((r) => r.bytes === size && r.kernel === 'reduceInto' && r.dtype === 'f32' && r.op === 'sum' && r.build === 'simd');
   if (!ref) continue;
-  const pick = (kernel, dtype, op, build) => rows.find((r) => r.bytes === size && r.kernel === kernel && r.dtype === dtype && r.op === op && r.build === build)?.gbps;
   console.log(`f32 sum in place: simd ${ref.gbps}, scalar ${pick('reduceInto', 'f32', 'sum', 'scalar')}, ` +
     `plain JS ${pick('reduceInto', 'f32', 'sum', 'js')}; copy: TypedArray.set ${pick('copyBytes', 'u8', '-', 'memcpy')}, ` +
     `memory.copy ${pick('copyBytes', 'u8', '-', 'simd')} GB/s`);
@@ -218,6 +258,8 @@ for (const size of sizes) {
     .sort((x, y) => x.rel - y.rel);
   console.log(`lowest simd in-place dtype×op vs f32 sum (${ref.gbps} GB/s): ` +
     rel.slice(0, 5).map((r) => `${r.dtype} ${r.op} ${r.rel.toFixed(2)}x`).join(', '));
+  const halves = rel.filter((r) => r.op === 'sum' && (r.dtype === 'f16' || r.dtype === 'bf16'));
+  if (halves.length) console.log(`halves' sum in place vs f32 sum (simd): ${halves.map((r) => `${r.dtype} ${r.rel.toFixed(2)}x`).join(', ')}`);
 }
 console.log(`\n${rows.length} measurements in ${((now() - started) / 1000).toFixed(0)} s`);
 if (jsonFile) {

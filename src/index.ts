@@ -22,7 +22,9 @@ export { createNode, abortNode, leaveNode, type NodeHandle, type NodeOptions } f
 export { joinNode, type JoinOptions } from './comm/context.js';
 export { Sum, Prod, Max, Min, Avg, DTYPES, DTYPE_ALIASES, REDUCE_OPS, type Dtype, type DtypeName, type ReduceOp } from './core/dtypes.js';
 export { ENV_VARS } from './core/config.js';
-export type { BufferArg, TensorLike, OrtTensorLike, TypedArray } from './comm/buffers.js';
+export type { BufferArg, TensorLike, OrtTensorLike, TypedArray, LayoutTensorArg } from './comm/buffers.js';
+export { convertLayout, convertDtype, type LayoutTensor } from './comm/convert.js';
+export { LAYOUTS, type Layout } from './comm/tensor-layout.js';
 
 /** Where a launcher leaves a rank's identity before the rank's script starts. */
 export const RANK_INIT = Symbol.for('webccl.rankInit');

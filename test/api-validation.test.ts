@@ -73,6 +73,8 @@ function optionTakers(): Record<string, (o: any) => unknown> {
     startRanks: (o) => api.startRanks({ nranks: 1, script: SCRIPT, ...o }),
     launchProcesses: (o) => api.launchProcesses({ nranks: 1, script: SCRIPT, ...o }),
     startProcesses: (o) => api.startProcesses({ nranks: 1, script: SCRIPT, ...o }),
+    convertLayout: (o) => api.convertLayout({ data: f32(4), shape: [1, 4, 1, 1], layout: 'NCHW' }, 'NHWC', o),
+    convertDtype: (o) => api.convertDtype(f32(4), 'f16', o),
     // The module-level collectives pass their options to the world's communicator (checked
     // after initCommGroup below).
   };
@@ -358,6 +360,23 @@ describe('module-level functions on a rank of a thread job (the built bundle)', 
 });
 
 // ---------------------------------------------------------------- tensors and dtype names
+
+describe('tensors with a layout on the collectives that take row-major data only', () => {
+  it('allToAll, gather, scatter, send and recv refuse a non-NCHW tensor, and take an NCHW one', async () => {
+    const [c] = inprocRanks(1);
+    const t = (layout: string) => ({ data: f32(4), dtype: 'f32', shape: [1, 4, 1, 1], layout }) as any;
+    for (const call of [() => c.allToAll(t('NHWC'), f32(4)), () => c.gather(f32(4), t('NHWC')), () => c.scatter(t('NHWC'), f32(4)),
+      () => c.allToAll(f32(4), t('NC1HWC0'))]) {
+      const e = thrown(call);
+      expect(e.code).toBe('INVALID_ARGUMENT');
+      expect(e.message).toMatch(/row-major data only/);
+    }
+    const out = f32(4, 0);
+    const input = { data: Float32Array.of(1, 2, 3, 4), dtype: 'f32', shape: [1, 4, 1, 1], layout: 'NCHW' } as any;
+    await settleAll([c.allToAll(out, input)]);
+    expect(Array.from(out)).toEqual([1, 2, 3, 4]);
+  });
+});
 
 describe('tensor objects and dtype names of TF.js and ONNX Runtime', () => {
   const [a, b] = inprocRanks(2);

@@ -14,6 +14,7 @@ const cases: [string, number, RegExp][] = [
   ['errors', 3, /INVALID_OP[\s\S]*MISMATCH on count: ranks 0,1 have 10,12[\s\S]*rank 2 did not arrive[\s\S]*flight record: allReduce #3 failed, waiting on rank 2, TIMEOUT/],
   ['demo', 4, /every result checked: all correct/],
   ['groups', 4, /^(?=[\s\S]*rank 0: tp group rank 0\/2 \(world 0,1\) activations 3,30; dp group rank 0\/2 \(world 0,2\) gradients 1,101; correct)(?=[\s\S]*rank 3: tp group rank 1\/2 \(world 2,3\) activations 7,70; dp group rank 1\/2 \(world 1,3\) gradients 2,102; correct)(?![\s\S]*WRONG)/],
+  ['layouts', 2, /rank 0: NC1HWC0 \(c0 4: 32 elements for 24 values\), gathered correctly; conversions 2, 160 bytes[\s\S]*rank 1: NHWC, gathered correctly; conversions 2, 144 bytes/],
 ];
 
 for (const [name, n, want] of cases) {
@@ -38,4 +39,13 @@ it('examples/launch.mjs', () => {
   const r = run(['examples/launch.mjs']);
   expect(r.status).toBe(0);
   expect(r.stdout).toMatch(/exit code 0/);
+});
+
+it('examples/layouts.mjs with WEBCCL_DEBUG=INFO logs every conversion with its cost', () => {
+  const r = spawnSync(process.execPath, ['bin/webccl.js', 'run', '-n', '2', 'examples/layouts.mjs'], {
+    cwd: root, encoding: 'utf8', timeout: 180_000, env: { ...process.env, WEBCCL_DEBUG: 'INFO' },
+  });
+  expect(r.status).toBe(0);
+  const logged = r.stderr.match(/webccl INFO rank \d: allGather converted its (input|output) .+? \[[\d, ]+\] -> .+? f32: \d+ B in [\d.]+ us/g) ?? [];
+  expect(logged.length).toBe(4); // input and output on each of the two ranks
 });

@@ -185,6 +185,38 @@ describe('reductions: both builds match the JS reference bit for bit', () => {
   }
 });
 
+describe('f16 sums: every pattern against partners from all over the range', () => {
+  // The SIMD build adds f16 in a scaled f32 domain and falls back per block on Inf / NaN: every
+  // one of the 65536 patterns meets partners of every class (sign, subnormal, normal, Inf, NaN)
+  // in blocks with and without an Inf or NaN, two-way and folded.
+  const partner = (stride: number, offset: number) => {
+    const p = new Uint16Array(65536);
+    for (let h = 0; h < 65536; h++) p[h] = (Math.imul(h, stride) + offset) & 0xffff;
+    return new Uint8Array(p.buffer);
+  };
+  for (const [stride, offset] of [[1, 0], [1, 0x8000], [40503, 7], [12345, 0x3c00], [2, 1], [65535, 0x0400]]) {
+    it(`partners h*${stride}+${offset}`, () => {
+      const a = ALL16;
+      const b = partner(stride, offset);
+      const c = partner(stride * 3 + 2, offset ^ 0x8001);
+      const n = 65536;
+      const sum = CODE.f16;
+      const cases: Case[] = [
+        { label: 'reduce2', dstSlot: 0, sources: [{ slot: 1, bytes: a }, { slot: 2, bytes: b }], run: (f, dst) => f.reduce2(sum, OP_CODE.sum, dst, addr(1), addr(2), n), expected: refFold('f16', 'sum', [a, b], n) },
+        {
+          label: 'reduceK k=3', dstSlot: 0, sources: [{ slot: 1, bytes: a }, { slot: 2, bytes: b }, { slot: 3, bytes: c }],
+          run: (f, dst) => {
+            writeTable([1, 2, 3]);
+            f.reduceK(sum, OP_CODE.sum, dst, TABLE, 3, n);
+          },
+          expected: refFold('f16', 'sum', [a, b, c], n),
+        },
+      ];
+      check(cases, 2);
+    });
+  }
+});
+
 describe('test data', () => {
   it('half inputs give exact ties under sum (so round-half-to-even is exercised)', () => {
     for (const [dt, toNum, fromNum] of [['f16', f16ToNumber, numberToF16], ['bf16', bf16ToNumber, numberToBf16]] as const) {

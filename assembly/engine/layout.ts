@@ -25,6 +25,7 @@ export const D_SEQ: u32 = 60; // op sequence number on this communicator
 export const D_IO_OFF: u32 = 64; // a copy request: element offset into the user buffer
 export const D_IO_ADDR: u32 = 68; //                 shared-memory address
 export const D_IO_LEN: u32 = 72; //                  elements
+export const D_LAYOUT: u32 = 76; // the wire layout of tensors (0: row-major or none), compared as a signature field
 export const D_WAIT_VAL: u32 = 80; // when blocked: the step every rank must reach
 export const D_ERR: u32 = 84;
 export const D_ERR_FIELD: u32 = 88;
@@ -63,12 +64,13 @@ export const S_KIND: u32 = 4;
 export const S_ALGO: u32 = 8;
 export const S_DTYPE: u32 = 12;
 export const S_OP: u32 = 16;
-export const S_COUNT: u32 = 20;
-export const S_ROOT: u32 = 24;
-export const S_CHUNK: u32 = 28;
-export const S_IN: u32 = 32;
-export const S_OUT: u32 = 36;
-export const S_COMPARED: u32 = 8; // fields S_SEQ..S_CHUNK must agree on every rank
+export const S_LAYOUT: u32 = 20; // before the count: tensors of two layouts may differ in count too
+export const S_COUNT: u32 = 24;
+export const S_ROOT: u32 = 28;
+export const S_CHUNK: u32 = 32;
+export const S_IN: u32 = 36;
+export const S_OUT: u32 = 40;
+export const S_COMPARED: u32 = 9; // fields S_SEQ..S_CHUNK must agree on every rank
 
 // step-loop results
 export const ST_DONE: i32 = 0;

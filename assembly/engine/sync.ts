@@ -9,8 +9,8 @@
 // spinning path pays no read-modify-write. Both sides store, then load the other's word
 // (sequentially consistent), so either the poster sees the sleeper or the sleeper sees the post.
 import {
-  C_ABORT, C_DOORBELL, C_NODE, C_SLEEPERS, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KIND, D_OP, D_OUT, D_ROOT,
-  S_ALGO, S_CHUNK, S_COUNT, S_DTYPE, S_IN, S_KIND, S_OP, S_OUT, S_ROOT, S_SEQ,
+  C_ABORT, C_DOORBELL, C_NODE, C_SLEEPERS, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KIND, D_LAYOUT, D_OP, D_OUT, D_ROOT,
+  S_ALGO, S_CHUNK, S_COUNT, S_DTYPE, S_IN, S_KIND, S_LAYOUT, S_OP, S_OUT, S_ROOT, S_SEQ,
   D_COMM, D_ERR, D_ERR_FIELD, D_ERR_RANK_A, D_ERR_RANK_B, D_ERR_VAL_A,
   D_ERR_VAL_B, D_NRANKS, D_RANK, D_SEQ, D_SPIN, D_STEPS_USED, D_WAIT_VAL, E_ABORTED, E_MISMATCH,
   NODE_ABORT, S_COMPARED, ST_BLOCKED, ST_DONE, ST_ERROR, field, flagAddr, setField, sigAddr,
@@ -76,6 +76,7 @@ export function writeSignature(desc: usize): void {
   store<u32>(sig + S_COUNT, field(desc, D_COUNT));
   store<u32>(sig + S_ROOT, field(desc, D_ROOT));
   store<u32>(sig + S_CHUNK, field(desc, D_CHUNK));
+  store<u32>(sig + S_LAYOUT, field(desc, D_LAYOUT));
   store<u32>(sig + S_IN, field(desc, D_IN));
   store<u32>(sig + S_OUT, field(desc, D_OUT));
 }

@@ -98,6 +98,10 @@ const HALF_F: u32 = 0x3f000000; // 0.5f
 }
 
 @final export class F16 {
+  /** Marks f16: its sums take the scaled-domain loops of f16sum.ts. */
+  @inline scaledSums(): bool {
+    return true;
+  }
   @inline lo(v: v128): v128 {
     return f16x4ToF32(i32x4.extend_low_i16x8_u(v));
   }

@@ -9,6 +9,7 @@
 // NaN among the inputs gives the canonical NaN. That is what widening, fmax / fmin and
 // narrowing give, bit for bit; the scalar tail still goes through f32.
 import { store16 } from './half';
+import { f16SumBlocks, f16SumFoldBlocks } from './f16sum';
 import { srcAt } from './loops';
 
 /** Order key of eight halves; the mapping is its own inverse. */
@@ -66,6 +67,29 @@ import { srcAt } from './loops';
   return i;
 }
 
+/** Sixteen halves of a ⊕ b at byte i (32 bytes each way), widened to f32 unless ordered. */
+@inline function pairBlock<H, K>(dst: usize, a: usize, b: usize, i: usize): void {
+  const h = changetype<H>(0);
+  const op = changetype<K>(0);
+  const x0 = v128.load(a + i);
+  const x1 = v128.load(a + i, 16);
+  const y0 = v128.load(b + i);
+  const y1 = v128.load(b + i, 16);
+  if (isDefined(op.ord)) {
+    v128.store(dst + i, pair<H, K>(x0, y0));
+    v128.store(dst + i, pair<H, K>(x1, y1), 16);
+  } else {
+    const l0 = op.v(h.lo(x0), h.lo(y0));
+    const h0 = op.v(h.hi(x0), h.hi(y0));
+    store16<H>(dst + i, l0, h0, op.v(h.lo(x1), h.lo(y1)), op.v(h.hi(x1), h.hi(y1)));
+  }
+}
+
+/** Whether H ⊕ K is an f16 sum (scaled-domain loops, f16sum.ts). */
+@inline function scaledSum<H, K>(): bool {
+  return isDefined(changetype<H>(0).scaledSums) && isDefined(changetype<K>(0).adds);
+}
+
 /** dst[i] = round(a[i] ⊕ b[i]); dst may be a or b. */
 export function halfBinary<H, K>(dst: usize, a: usize, b: usize, n: usize): void {
   const h = changetype<H>(0);
@@ -73,19 +97,13 @@ export function halfBinary<H, K>(dst: usize, a: usize, b: usize, n: usize): void
   const bytes = n << 1;
   let i: usize = 0;
   if (ASC_FEATURE_SIMD) {
-    for (; i + 32 <= bytes; i += 32) {
-      const x0 = v128.load(a + i);
-      const x1 = v128.load(a + i, 16);
-      const y0 = v128.load(b + i);
-      const y1 = v128.load(b + i, 16);
-      if (isDefined(op.ord)) {
-        v128.store(dst + i, pair<H, K>(x0, y0));
-        v128.store(dst + i, pair<H, K>(x1, y1), 16);
-      } else {
-        const l0 = op.v(h.lo(x0), h.lo(y0));
-        const h0 = op.v(h.hi(x0), h.hi(y0));
-        store16<H>(dst + i, l0, h0, op.v(h.lo(x1), h.lo(y1)), op.v(h.hi(x1), h.hi(y1)));
+    if (scaledSum<H, K>()) {
+      // Scaled-domain blocks; a block holding Inf or NaN goes the general way.
+      for (i = f16SumBlocks(dst, a, b, bytes, 0); i + 32 <= bytes; i = f16SumBlocks(dst, a, b, bytes, i + 32)) {
+        pairBlock<H, K>(dst, a, b, i);
       }
+    } else {
+      for (; i + 32 <= bytes; i += 32) pairBlock<H, K>(dst, a, b, i);
     }
     for (; i + 16 <= bytes; i += 16) v128.store(dst + i, pair<H, K>(v128.load(a + i), v128.load(b + i)));
   }
@@ -101,7 +119,10 @@ export function halfBinary<H, K>(dst: usize, a: usize, b: usize, n: usize): void
   const p0 = srcAt(table, 0);
   const p1 = srcAt(table, 1);
   let i: usize = 0;
-  for (; i + 32 <= bytes; i += 32) {
+  // f16 sums: scaled-domain blocks, each block holding Inf or NaN done the general way (once).
+  const scaled = scaledSum<H, K>();
+  if (scaled) i = f16SumFoldBlocks(dst, table, k, bytes, 0);
+  for (; i + 32 <= bytes; i = scaled ? f16SumFoldBlocks(dst, table, k, bytes, i + 32) : i + 32) {
     let x = v128.load(p0 + i);
     let y = v128.load(p1 + i);
     let l0 = op.v(h.lo(x), h.lo(y));

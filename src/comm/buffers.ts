@@ -3,6 +3,7 @@
 // node's shared memory when the buffer lives there (comm.alloc): such buffers are used in place.
 import { ARRAY_OF, DTYPE_SIZE, type Dtype, type DtypeName, dtypeOfArray, parseDtype } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
+import { type Layout, type TensorLayout, parseTensorLayout } from './tensor-layout.js';
 
 export type TypedArray =
   | Float32Array | Float64Array | Int32Array | Uint32Array | Int8Array | Uint8Array | BigInt64Array | Uint16Array;
@@ -12,13 +13,22 @@ export interface TensorLike {
   dtype: DtypeName;
   shape?: number[];
 }
+/** A tensor with a layout: `shape` is the logical [N, C, H, W]; dtype may be left out for plain TypedArrays. */
+export interface LayoutTensorArg {
+  data: TypedArray;
+  dtype?: DtypeName;
+  shape: number[];
+  layout: Layout;
+  /** NC1HWC0 only: channels per block (default 32 for 1-byte dtypes, 16 for the others). */
+  c0?: number;
+}
 /** An ONNX Runtime Tensor on the CPU, used in place: its `type` names the dtype. */
 export interface OrtTensorLike {
   data: TypedArray;
   type: DtypeName;
   dims?: readonly number[];
 }
-export type BufferArg = TypedArray | TensorLike | OrtTensorLike;
+export type BufferArg = TypedArray | TensorLike | OrtTensorLike | LayoutTensorArg;
 
 export interface Buf {
   bytes: Uint8Array; // the same memory, as bytes
@@ -26,6 +36,8 @@ export interface Buf {
   count: number;
   /** Byte address in the node memory when the buffer lives there, else 0. */
   addr: number;
+  /** The tensor's shape and layout, when it was given one (see tensor-layout.ts). */
+  layout?: TensorLayout;
 }
 
 export function describe(x: unknown): string {
@@ -42,13 +54,16 @@ export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) =
     dtype = dtypeOfArray(x);
     if (!dtype) fail('INVALID_DTYPE', `${what}: ${x.constructor.name} is not supported (use Float32Array, Float64Array, Int32Array, Uint32Array, Int8Array, Uint8Array, BigInt64Array, or { data: Uint16Array, dtype: 'bf16' | 'f16' })`);
     data = x;
-  } else if (typeof x === 'object' && x !== null && ('dataSync' in x || ('data' in x && ('dtype' in x || 'type' in x)))) {
+  } else if (typeof x === 'object' && x !== null && ('dataSync' in x || ('data' in x && ('dtype' in x || 'type' in x || 'layout' in x)))) {
     const t = tensorFields(x, what);
-    dtype = parseDtype(t.dtype, what);
-    if (!(t.data instanceof ARRAY_OF[dtype])) {
-      fail('INVALID_DTYPE', `${what}: dtype ${dtype} needs data in a ${ARRAY_OF[dtype].name}, got ${describe(t.data)}`);
+    // A tensor with a layout may leave its dtype to its array (a Uint16Array still needs one).
+    const implied = t.dtype === undefined && 'layout' in x && ArrayBuffer.isView(t.data) ? dtypeOfArray(t.data) : undefined;
+    const d = implied ?? parseDtype(t.dtype, what);
+    dtype = d;
+    if (!(t.data instanceof ARRAY_OF[d])) {
+      fail('INVALID_DTYPE', `${what}: dtype ${d} needs data in a ${ARRAY_OF[d].name}, got ${describe(t.data)}`);
     }
-    data = t.data;
+    data = t.data as ArrayBufferView;
   } else {
     return fail('INVALID_ARGUMENT', `${what}: expected a TypedArray or { data, dtype }, got ${describe(x)}`);
   }
@@ -57,7 +72,8 @@ export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) =
   }
   const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   const count = data.byteLength / DTYPE_SIZE[dtype];
-  return { bytes, dtype, count, addr: isShared(data.buffer) ? data.byteOffset : 0 };
+  const layout = 'layout' in (x as object) ? parseTensorLayout(x as Record<string, unknown>, dtype, count, what) : undefined;
+  return { bytes, dtype, count, addr: isShared(data.buffer) ? data.byteOffset : 0, ...(layout ? { layout } : {}) };
 }
 
 /**

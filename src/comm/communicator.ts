@@ -6,6 +6,8 @@ import { WebcclError, fail } from '../core/errors.js';
 import type { Kind } from '../core/layout.js';
 import { envString } from '../core/config.js';
 import { type Buf, type BufferArg, type TypedArray, overlaps, sameView, toBuf } from './buffers.js';
+import { type ConversionCounters, WIRE_SIGNATURE, layoutsFit, planLayouts } from './layout-plan.js';
+import type { Layout } from './tensor-layout.js';
 import { BuffersInFlight } from './in-flight.js';
 import { InputCheck } from './input-check.js';
 import type { Work } from './work.js';
@@ -27,6 +29,8 @@ export interface CollectiveOptions {
   /** Output buffer for an out-of-place allReduce, broadcast or reduce. */
   out?: BufferArg;
   timeoutMs?: number;
+  /** The layout tensors cross in (every rank passes the same); each rank converts its own to it and back. */
+  wireLayout?: Layout;
 }
 
 /** allToAll: with both counts, rank i sends sendCounts[j] elements to rank j (its blocks packed in rank order). */
@@ -72,6 +76,7 @@ export class Communicator {
   readonly acrossNodes: boolean;
   private readonly engine: Engine;
   private readonly counters: OpCounters = { ops: 0, bytes: 0, failed: 0, busyMs: 0 };
+  private readonly conversions: ConversionCounters = { conversions: 0, conversionBytes: 0, conversionMs: 0 };
   private readonly inFlight = new BuffersInFlight();
   /** WEBCCL_CHECK=1: fail an op whose buffers the caller writes while it is in flight. */
   private readonly checkInputs: boolean;
@@ -306,9 +311,12 @@ export class Communicator {
     this.ctx.heap.free(b.addr);
   }
 
-  /** Counters since creation: ops issued, bytes (per rank), failures, time busy, allReduce algorithms used. */
-  stats(): { ops: number; bytes: number; failed: number; busyMs: number; pending: number; allReduceAlgorithms: Record<string, number> } {
-    return { ...this.counters, pending: this.engine.pending(), allReduceAlgorithms: this.engine.algorithms() };
+  /**
+   * Counters since creation: ops issued, bytes (per rank), failures, time busy, allReduce
+   * algorithms used, and tensor layout conversions (count, bytes read, time).
+   */
+  stats(): { ops: number; bytes: number; failed: number; busyMs: number; pending: number; allReduceAlgorithms: Record<string, number> } & ConversionCounters {
+    return { ...this.counters, pending: this.engine.pending(), allReduceAlgorithms: this.engine.algorithms(), ...this.conversions };
   }
 
   /**
@@ -353,6 +361,7 @@ export class Communicator {
 
   private sameDtype(what: string, a: Buf, b: Buf): void {
     if (a.dtype !== b.dtype) fail('INVALID_DTYPE', `${what}: output is ${a.dtype} but input is ${b.dtype}`);
+    if (a.layout || b.layout) layoutsFit(what as Kind, b, a, this.size);
   }
 
   private sameShape(what: string, a: Buf, b: Buf): void {
@@ -416,7 +425,7 @@ export class Communicator {
   // ---------------------------------------------------------------- hand-off
 
   private enqueue(name: Kind, algo: unknown, dtype: Dtype, op: ReduceOp, count: number, root: number,
-                  input: Buf | null, output: Buf | null, o: { timeoutMs?: number }, extra: Partial<OpSpec> = {}): Work {
+                  input: Buf | null, output: Buf | null, o: { timeoutMs?: number; wireLayout?: unknown; [WIRE_SIGNATURE]?: number }, extra: Partial<OpSpec> = {}): Work {
     if (input && output) this.noPartialOverlap(name, input, output);
     for (const b of [input, output]) {
       const busy = b && this.inFlight.heldBy(b);
@@ -424,7 +433,19 @@ export class Communicator {
     }
     if (count > 0x7fffffff) fail('INVALID_ARGUMENT', `${name}: count ${count} exceeds 2^31-1 elements`);
     const check = this.checkInputs && input ? new InputCheck(name, input, output) : undefined;
-    const work = this.engine.submit({ name, algo, dtype, op, count, root, input, output, timeoutMs: o.timeoutMs, check, ...extra });
+    // Tensors with layouts may run on converted copies (layout-plan.ts); plain buffers as they are.
+    const plan = planLayouts({ core: this.ctx.core, heap: this.ctx.heap, rank: this.rank, size: this.size, counters: this.conversions }, name, input, output, o.wireLayout, o[WIRE_SIGNATURE]);
+    let work: Work;
+    try {
+      work = this.engine.submit({
+        name, algo, dtype, op, count: plan?.count ?? count, root, input: plan ? plan.input : input, output: plan ? plan.output : output,
+        timeoutMs: o.timeoutMs, check, layout: plan?.layout, ...extra,
+      });
+    } catch (e) {
+      plan?.finish(e);
+      throw e;
+    }
+    if (plan) work.beforeSettle((e) => plan.finish(e));
     if (this.placement.group) work.label((e) => inGroup(e, this.placement, this.rank));
     this.inFlight.add(work, input, output);
     this.counters.ops++;

@@ -36,6 +36,8 @@ export interface OpSpec {
   timeoutMs?: number;
   /** WEBCCL_CHECK=1: the engine calls atStart when the op begins and atEnd when it completes. */
   check?: InputCheck;
+  /** The layout the data crosses in (tensor-layout.ts layoutSignature; 0: row-major or none): ranks must agree. */
+  layout?: number;
 }
 
 /** Counters a communicator reports in stats(); engines add to them. */

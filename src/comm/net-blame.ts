@@ -1,8 +1,8 @@
 // Naming the rank at fault when an op across nodes fails, as one node does from shared memory:
 //   Dispute    ranks disagree on an op: each rank's fields (collective, algorithm, dtype, op,
-//              count, root, and allToAll's per-peer counts) travel in the ABORT frames, so every
-//              rank names the field and both values once it has the fields of the two ranks that
-//              disagree.
+//              layout, count, root, and allToAll's per-peer counts) travel in the ABORT frames, so
+//              every rank names the field and both values once it has the fields of the two ranks
+//              that disagree.
 //   stallRoot  an op timed out: each timed-out rank publishes in the job's store whom it waits
 //              for, and follows that chain to the first rank that published nothing (stopped,
 //              or not at the op), as torch's monitored barrier would name it.
@@ -11,15 +11,16 @@ import { DTYPE_CODE, OP_CODE } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import { KIND } from '../core/layout.js';
 import type { OpSpec } from './engine.js';
+import { showLayoutSignature } from './tensor-layout.js';
 
 /** What every rank must agree on for an op, under shm-runner's field names. */
-export const FIELDS = ['collective', 'algorithm', 'dtype', 'op', 'count', 'root', 'counts'] as const;
+export const FIELDS = ['collective', 'algorithm', 'dtype', 'op', 'layout', 'count', 'root', 'counts'] as const;
 export type OpFields = Record<(typeof FIELDS)[number], string>;
 
 export function fieldsOf(s: OpSpec, algo: string): OpFields {
   const reduces = s.name === 'allReduce' || s.name === 'reduce' || s.name === 'reduceScatter';
   const counts = s.counts ? `${s.counts.send.join(',')}/${s.counts.recv.join(',')}` : '-';
-  return { collective: s.name, algorithm: algo, dtype: s.dtype, op: reduces ? s.op : '-', count: String(s.count), root: String(s.root), counts };
+  return { collective: s.name, algorithm: algo, dtype: s.dtype, op: reduces ? s.op : '-', layout: showLayoutSignature(s.layout ?? 0), count: String(s.count), root: String(s.root), counts };
 }
 
 /** Each network schedule's number in the signature. */
@@ -34,7 +35,7 @@ function fnv(h: number, values: number[]): number {
 }
 
 /**
- * FNV-1a over the op's kind, dtype, reduction, count, root and schedule. Messages carry it in
+ * FNV-1a over the op's kind, dtype, reduction, count, root, schedule and wire layout. Messages carry it in
  * the tag's communicator field, so a receive meets a message of the same (seq, step) with a
  * different signature when ranks disagree, and both fail with MISMATCH instead of exchanging
  * data that does not fit.
@@ -43,7 +44,7 @@ export function signatureOf(s: OpSpec, algo: string): number {
   // allToAll's counts ride in each message's own signature (pairSignatures), not here: equal
   // blocks of n and per-peer counts of n everywhere are the same exchange.
   const count = s.name === 'allToAll' ? 0 : s.count;
-  return fnv(0x811c9dc5, [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], count, s.root, ALGO_CODE[algo] ?? 0]);
+  return fnv(0x811c9dc5, [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], count, s.root, ALGO_CODE[algo] ?? 0, s.layout ?? 0]);
 }
 
 /** The signature of the messages an op sends to each peer, and of those it expects from each. */
@@ -144,7 +145,7 @@ export class Dispute {
   private judge(): WebcclError {
     const from = this.by === undefined ? {} : { by: this.by };
     const p = this.pair();
-    if (!p) return new WebcclError('MISMATCH', `ranks disagree on op #${this.seq}'s collective, count, dtype, op, root, counts or algorithm`, { seq: this.seq, ranks: [...this.fields.keys()], ...from });
+    if (!p) return new WebcclError('MISMATCH', `ranks disagree on op #${this.seq}'s collective, count, dtype, op, root, counts, algorithm or layout`, { seq: this.seq, ranks: [...this.fields.keys()], ...from });
     const [a, b] = p.ranks;
     const values = p.values;
     return new WebcclError('MISMATCH', `ranks disagree on the ${p.field} of op #${this.seq}: rank ${a} has ${values[0]}, rank ${b} has ${values[1]}`, { field: p.field, ranks: [a, b], values, seq: this.seq, ...from });

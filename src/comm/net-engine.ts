@@ -414,7 +414,7 @@ export class NetEngine implements Engine, WorkDriver {
     const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size)) =>
       (algo === 'ring' ? ringAllReduce(g, mm, s) : doublingAllReduce(g, mm, s));
     if (op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling');
-    return hierarchicalAllReduce(nodePhase(this.local!, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
+    return hierarchicalAllReduce(nodePhase(this.local!, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs, op.spec.layout), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
   }
 
 }

@@ -5,12 +5,13 @@ import { WebcclError } from '../core/errors.js';
 import type { NodeLocal } from '../algorithms/hierarchical.js';
 import type { Span } from '../algorithms/group.js';
 import type { TypedArray } from './buffers.js';
-import type { Communicator } from './communicator.js';
+import type { CollectiveOptions, Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
 import type { Work } from './work.js';
+import { WIRE_SIGNATURE } from './layout-plan.js';
 
 /** This node's ranks (`nodeRanks`: their world ranks, by local rank) as the schedule's NodeLocal, under the op's deadline. */
-export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankContext, dtype: Dtype, op: string, timeoutMs: number): NodeLocal {
+export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankContext, dtype: Dtype, op: string, timeoutMs: number, layout = 0): NodeLocal {
   const memory = ctx.core.memory;
   const arr = (s: Span) => {
     const data = new ARRAY_OF[dtype](memory.buffer, s.addr, s.count);
@@ -35,9 +36,10 @@ export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankCon
   return {
     rank: local.rank,
     size: local.size,
-    // The op's own deadline holds for its node phase too.
-    reduceScatter: (out, input) => done(local.reduceScatter(arr(out), arr(input), { op: reduceOp, timeoutMs })),
-    allGather: (out, input) => done(local.allGather(arr(out), arr(input), { timeoutMs })),
+    // The op's own deadline holds for its node phase too, and its wire layout joins the node ops'
+    // signatures (layout-plan.ts WIRE_SIGNATURE).
+    reduceScatter: (out, input) => done(local.reduceScatter(arr(out), arr(input), { op: reduceOp, timeoutMs, [WIRE_SIGNATURE]: layout } as CollectiveOptions)),
+    allGather: (out, input) => done(local.allGather(arr(out), arr(input), { timeoutMs, [WIRE_SIGNATURE]: layout } as CollectiveOptions)),
   };
 }
 

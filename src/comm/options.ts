@@ -11,13 +11,15 @@ export const MAX_TAG = 0x7fffffff;
 
 /** `root` and `out` are checked by the communicator (the root's range is the communicator's size). */
 const OP = { op: string }, ROOT = { root: anything }, OUT = { out: anything }, DEADLINE = { timeoutMs };
+/** Checked against the layouts by layout-plan.ts. */
+const WIRE = { wireLayout: string };
 
 export const COLLECTIVE_OPTIONS = {
-  allReduce: { ...OP, algo: string, ...OUT, ...DEADLINE },
-  allGather: { ...DEADLINE },
-  reduceScatter: { ...OP, ...DEADLINE },
-  broadcast: { ...ROOT, ...OUT, ...DEADLINE },
-  reduce: { ...OP, ...ROOT, ...OUT, ...DEADLINE },
+  allReduce: { ...OP, algo: string, ...OUT, ...DEADLINE, ...WIRE },
+  allGather: { ...DEADLINE, ...WIRE },
+  reduceScatter: { ...OP, ...DEADLINE, ...WIRE },
+  broadcast: { ...ROOT, ...OUT, ...DEADLINE, ...WIRE },
+  reduce: { ...OP, ...ROOT, ...OUT, ...DEADLINE, ...WIRE },
   barrier: { ...DEADLINE },
   allToAll: { sendCounts: anything, recvCounts: anything, ...DEADLINE },
   gather: { ...ROOT, ...DEADLINE },

@@ -22,6 +22,8 @@ interface QueuedOp extends RunningOp {
   op: ReduceOp;
   count: number;
   root: number;
+  /** Wire layout signature value (OpSpec.layout). */
+  layout: number;
   chunk: number;
   started: boolean;
   check: InputCheck | undefined;
@@ -55,7 +57,7 @@ export class ShmEngine implements Engine, WorkDriver {
     const seq = this.seq++;
     const q: QueuedOp = {
       name: s.name, seq, desc: this.desc, elemBytes: es, input: s.input, output: s.output, deadline: Infinity, timeoutMs: s.timeoutMs ?? this.timeoutMs,
-      work: new Work(s.name, seq, this, this.ctx.canBlock), algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root,
+      work: new Work(s.name, seq, this, this.ctx.canBlock), algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, layout: s.layout ?? 0,
       chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size), started: false, check: s.check,
     };
     // An op that starts at once takes its start time as its issue time (one clock read fewer).
@@ -97,6 +99,7 @@ export class ShmEngine implements Engine, WorkDriver {
     i32[d + D.OP / 4] = OP_CODE[q.op];
     i32[d + D.COUNT / 4] = q.count;
     i32[d + D.ROOT / 4] = q.root;
+    i32[d + D.LAYOUT / 4] = q.layout;
     i32[d + D.RANK / 4] = this.ctx.rank;
     i32[d + D.NRANKS / 4] = this.ctx.size;
     i32[d + D.IN / 4] = q.input?.addr ?? 0;

@@ -3,6 +3,7 @@
 // loop has spun long enough, and turns a missed deadline or a failed check into a WebcclError.
 import { WebcclError } from '../core/errors.js';
 import { ABORT_BY_LAUNCHER, ABORT_REASON, ALGO, C, D, E, KIND, N, NODE_BASE, SIG_FIELDS, ST, flagOffset } from '../core/layout.js';
+import { showLayoutSignature } from './tensor-layout.js';
 import { DTYPES, REDUCE_OPS } from '../core/dtypes.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import type { WasmCore } from '../core/wasm.js';
@@ -277,6 +278,7 @@ function showSigValue(field: number, v: number): string {
     case 'algorithm': return name(ALGO);
     case 'dtype': return DTYPES[v] ?? String(v);
     case 'op': return REDUCE_OPS[v] ?? String(v);
+    case 'layout': return showLayoutSignature(v);
     default: return String(v);
   }
 }

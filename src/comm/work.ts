@@ -27,6 +27,7 @@ export class Work implements PromiseLike<void> {
   private promise: Promise<void> | undefined;
   private seen = false;
   private relabel: ((e: WebcclError) => WebcclError) | undefined;
+  private finisher: ((error?: WebcclError) => void) | undefined;
 
   /** `noBlock` says why waitSync() may not block, when canBlock is false. */
   constructor(name: string, seq: number, private readonly driver: WorkDriver, private readonly canBlock: boolean,
@@ -103,9 +104,34 @@ export class Work implements PromiseLike<void> {
     return this.error;
   }
 
+  /**
+   * @internal Runs `fn` when the op ends, before anyone sees it end (a layout conversion of the
+   * result); an error it throws fails the op.
+   */
+  beforeSettle(fn: (error?: WebcclError) => void): void {
+    if (this.state === 'pending') {
+      this.finisher = fn;
+      return;
+    }
+    // Ended already (inside submit): nobody has seen it yet, so finish it now.
+    try {
+      fn(this.error);
+    } catch (e) {
+      this.state = 'failed';
+      this.error ??= WebcclError.is(e) ? e : new WebcclError('INTERNAL', `${this.name} #${this.seq}: finishing the op failed: ${(e as Error).message}`);
+    }
+  }
+
   /** @internal */
   settle(error?: WebcclError): void {
     if (this.state !== 'pending') return;
+    const finish = this.finisher;
+    this.finisher = undefined;
+    try {
+      finish?.(error);
+    } catch (e) {
+      error ??= WebcclError.is(e) ? e : new WebcclError('INTERNAL', `${this.name} #${this.seq}: finishing the op failed: ${(e as Error).message}`);
+    }
     this.timing.completedAt = performance.now();
     this.state = error ? 'failed' : 'done';
     this.error = error && this.relabel ? this.relabel(error) : error;

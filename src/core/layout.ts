@@ -32,7 +32,7 @@ export const ABORT_BY_LAUNCHER = 0xffff;
 export const D = {
   KIND: 0, ALGO: 4, DTYPE: 8, OP: 12, COUNT: 16, ROOT: 20, RANK: 24, NRANKS: 28, IN: 32, OUT: 36,
   CHUNK: 40, NCHUNKS: 44, STEP: 48, PHASE: 52, BASE: 56, SEQ: 60, IO_OFF: 64, IO_ADDR: 68,
-  IO_LEN: 72, WAIT_VAL: 80, ERR: 84, ERR_FIELD: 88, ERR_RANK_A: 92,
+  IO_LEN: 72, LAYOUT: 76, WAIT_VAL: 80, ERR: 84, ERR_FIELD: 88, ERR_RANK_A: 92,
   ERR_RANK_B: 96, ERR_VAL_A: 100, ERR_VAL_B: 104, SPIN: 108, COMM: 112, IN_PLACE: 116, MODE: 120,
   STEPS_USED: 124, SUB: 128, TABLE: 192,
 } as const;
@@ -56,7 +56,7 @@ export const FLAG_STRIDE = 64;
 export const SIG_BYTES = 64;
 export const SLOT_BUFFERS = 4;
 /** Signature fields in the order checkSignatures compares them. */
-export const SIG_FIELDS = ['sequence number', 'collective', 'algorithm', 'dtype', 'op', 'count', 'root', 'chunk size'] as const;
+export const SIG_FIELDS = ['sequence number', 'collective', 'algorithm', 'dtype', 'op', 'layout', 'count', 'root', 'chunk size'] as const;
 
 export const ST = { DONE: 0, BLOCKED: 1, NEED_IN: 2, NEED_OUT: 3, ERROR: 4 } as const;
 export const E = { MISMATCH: 1, ABORTED: 2 } as const;
