@@ -6,7 +6,8 @@
  *   mpirun -np 2 ./coll_bench -o allreduce -b 8 -e 64M -f 4 [-w 5] [-n N | -t 0.2] [-c 1] [-r 1]
  *
  * Sizes (nccl-tests): allreduce, broadcast, reduce: the vector's bytes; allgather: the whole
- * output; reducescatter (MPI_Reduce_scatter_block): the whole input. At least one element per
+ * output; reducescatter (MPI_Reduce_scatter_block): the whole input; alltoall: the whole input
+ * (n blocks, as the whole output). At least one element per
  * rank block, as webccl perf rounds.
  *
  * Timing, for each size: the sweep starts with a warm-up (largest size w calls, smallest
@@ -15,7 +16,7 @@
  * that a timed block lasts -t seconds, clamped to 5..20000; then a barrier and the timed calls
  * back to back (-r R: R such blocks). time = max over ranks of the mean time per call (the
  * median over blocks of it, with -r).
- * busbw = size/time x 2(n-1)/n (allreduce), (n-1)/n (allgather, reducescatter), 1 (bcast, reduce).
+ * busbw = size/time x 2(n-1)/n (allreduce), (n-1)/n (allgather, reducescatter, alltoall), 1 (bcast, reduce).
  *
  * With -c 1, rank r fills element i with 1 + (r+i)%4 (small integers: float sums are exact),
  * runs the op once more and counts the elements that differ from the closed form; #wrong is
@@ -29,8 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE, NOPS };
-static const char *op_names[NOPS] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce"};
+enum { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE, ALLTOALL, NOPS };
+static const char *op_names[NOPS] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall"};
 
 typedef struct {
   int op;
@@ -55,7 +56,7 @@ static long parse_size(const char *s) {
 }
 
 static void usage(void) {
-  if (rank == 0) fprintf(stderr, "usage: coll_bench -o allreduce|allgather|reducescatter|broadcast|reduce [-b 8] [-e 64M] [-f 2] [-w 5] [-n 0] [-t 0.2] [-c 1] [-r 1]\n");
+  if (rank == 0) fprintf(stderr, "usage: coll_bench -o allreduce|allgather|reducescatter|broadcast|reduce|alltoall [-b 8] [-e 64M] [-f 2] [-w 5] [-n 0] [-t 0.2] [-c 1] [-r 1]\n");
   MPI_Finalize();
   exit(2);
 }
@@ -95,6 +96,7 @@ static shape shape_of(int op, long size) {
   shape s = {elems * 4, elems, elems, elems};
   if (op == ALLGATHER) { s.bytes = per * nranks * 4; s.count = per; s.send = per; s.recv = per * nranks; }
   if (op == REDUCESCATTER) { s.bytes = per * nranks * 4; s.count = per; s.send = per * nranks; s.recv = per; }
+  if (op == ALLTOALL) { s.bytes = per * nranks * 4; s.count = per; s.send = per * nranks; s.recv = per * nranks; }
   return s;
 }
 
@@ -111,6 +113,7 @@ static void run(int op, const shape *s) {
       MPI_Bcast(recvbuf, (int)s->count, MPI_FLOAT, 0, MPI_COMM_WORLD);
       break;
     case REDUCE: MPI_Reduce(sendbuf, recvbuf, (int)s->count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
+    case ALLTOALL: MPI_Alltoall(sendbuf, (int)s->count, MPI_FLOAT, recvbuf, (int)s->count, MPI_FLOAT, MPI_COMM_WORLD); break;
   }
 }
 
@@ -134,6 +137,7 @@ static long check(int op, const shape *s) {
       case ALLGATHER: want = value((int)(i / s->count), i % s->count); break;
       case REDUCESCATTER: want = sum_over_ranks(rank * s->count + i); break;
       case BROADCAST: want = value(0, i); break;
+      case ALLTOALL: want = value((int)(i / s->count), rank * s->count + i % s->count); break;
       default: want = sum_over_ranks(i);
     }
     if (recvbuf[i] != want) wrong++;
@@ -164,7 +168,7 @@ static double median(double *xs, int n) {
 
 static double bus_factor(int op) {
   if (op == ALLREDUCE) return 2.0 * (nranks - 1) / nranks;
-  if (op == ALLGATHER || op == REDUCESCATTER) return (double)(nranks - 1) / nranks;
+  if (op == ALLGATHER || op == REDUCESCATTER || op == ALLTOALL) return (double)(nranks - 1) / nranks;
   return 1.0;
 }
 
