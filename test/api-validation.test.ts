@@ -364,7 +364,7 @@ describe('module-level functions on a rank of a thread job (the built bundle)', 
 describe('tensors with a layout on the collectives that take row-major data only', () => {
   it('allToAll, gather, scatter, send and recv refuse a non-NCHW tensor, and take an NCHW one', async () => {
     const [c] = inprocRanks(1);
-    const t = (layout: string) => ({ data: f32(4), dtype: 'f32', shape: [1, 4, 1, 1], layout }) as any;
+    const t = (layout: string) => ({ data: f32(4), dtype: 'f32', shape: [1, 4, 1, 1], layout, ...(layout === 'NC1HWC0' && { c0: 4 }) }) as any;
     for (const call of [() => c.allToAll(t('NHWC'), f32(4)), () => c.gather(f32(4), t('NHWC')), () => c.scatter(t('NHWC'), f32(4)),
       () => c.allToAll(f32(4), t('NC1HWC0'))]) {
       const e = thrown(call);

@@ -143,6 +143,7 @@ static long check(int op, const shape *s) {
       case SCATTER: want = value(0, rank * s->count + i); break;
       case REDUCESCATTER: want = sum_over_ranks(rank * s->count + i); break;
       case BROADCAST: want = value(0, i); break;
+      case ALLTOALL: want = value((int)(i / s->count), rank * s->count + i % s->count); break;
       default: want = sum_over_ranks(i);
     }
     if (recvbuf[i] != want) wrong++;
