@@ -175,7 +175,7 @@ export class ShmEngine implements Engine, WorkDriver {
   private settleFailed(q: QueuedOp, e: unknown): void {
     const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
     this.counters.failed++;
-    if (err.code === 'MISMATCH' || err.code === 'SIZE_MISMATCH') {
+    if (err.code === 'MISMATCH') {
       // Every rank saw the same disagreement at the op's first step: the communicator stays usable.
       this.endSteps(q);
       this.queue.shift();

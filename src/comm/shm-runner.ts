@@ -270,8 +270,9 @@ export class ShmRunner {
     }
     if (f(D.ERR) === E.SIZE_MISMATCH) {
       const [sender, receiver, sent, expected] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
-      return new WebcclError('SIZE_MISMATCH', `${what}: rank ${sender} sends ${sent} elements to rank ${receiver} (its sendCounts[${receiver}]), which expects ${expected} (its recvCounts[${sender}])`, {
-        field: 'counts', ranks: [sender, receiver], values: [sent, expected],
+      // Ranks that disagree: MISMATCH naming the pair, with the values as across nodes.
+      return new WebcclError('MISMATCH', `${what}: ranks disagree on the counts: rank ${sender} has sendCounts[${receiver}]=${sent}, rank ${receiver} has recvCounts[${sender}]=${expected}`, {
+        field: 'counts', ranks: [sender, receiver], values: [`sendCounts[${receiver}]=${sent}`, `recvCounts[${sender}]=${expected}`],
       });
     }
     return this.abortError(what) ?? new WebcclError('INTERNAL', `${what}: step loop failed with code ${f(D.ERR)}`);
