@@ -104,6 +104,13 @@ export class ShmP2p implements WorkDriver {
       return work;
     }
     this.count++;
+    // A communicator aborted meanwhile (a peer's deadline passed): take nothing more from it.
+    if (this.runner.aborted()) {
+      this.count--;
+      this.hooks.broke(this.runner.abortError(opText(op)) ?? new WebcclError('ABORTED', `${opText(op)}: communicator aborted`));
+      work.settle(this.failure);
+      return work;
+    }
     if (name === 'send') {
       this.unposted[op.peer].push({ ...base, num: -1, staged: 0, check: s.check });
       this.pumpSends(op.peer);
