@@ -137,6 +137,15 @@ describe('send/recv across 2 nodes over TCP', () => {
     expect((e1 as WebcclError).code).toBe('ABORTED');
   });
 
+  it('a peer whose connections close: the pending recv fails with CONNECTION_CLOSED', async () => {
+    const c2 = await netRanks(2, 1, { timeoutMs: 30_000 });
+    const r0 = c2[0].recv(new Float32Array(4), 1, { tag: 8 });
+    c2[1].destroy();
+    const [e] = await awaitAll([r0]);
+    expect((e as WebcclError).code).toBe('CONNECTION_CLOSED');
+    expect(e!.message).toContain('rank 1');
+  });
+
   it('abort() on one side fails the other side\'s pending p2p op', async () => {
     const c2 = await netRanks(2, 1, { timeoutMs: 30_000 });
     const r0 = c2[0].recv(new Float32Array(4), 1);
