@@ -2,6 +2,7 @@
 // worker threads (test/ranks/scenario.mjs), and 2 nodes over TCP. The cases themselves are in
 // p2p-cases.ts; here they run per path, with the failures each path has of its own.
 import { afterAll, describe, expect, it } from 'vitest';
+import { caught } from './helpers/caught.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { destroyAll, netRanks } from './helpers/net-world.js';
 import { runScenario } from './helpers/threads.js';
@@ -61,6 +62,18 @@ describe('send/recv in one node memory (ranks sharing a thread)', () => {
     const errs = await settle([r0, s1]);
     expect(errs.map((e) => (e as WebcclError)?.code)).toEqual(['ABORTED', 'ABORTED']);
     expect((errs[0] as WebcclError).details).toMatchObject({ by: 1, reason: 'stop' });
+  });
+
+  it('a pending recv keeps its buffer busy after a later send was seen to end (p2p ops end out of order)', async () => {
+    const cs = inprocRanks(2);
+    const buf = new Float32Array(4);
+    const r0 = cs[0].recv(buf, 1, { tag: 1 });
+    const s0 = cs[0].send(new Float32Array(2), 1, { tag: 2 });
+    await settle([s0, cs[1].recv(new Float32Array(2), 0, { tag: 2 })]);
+    expect(caught(() => cs[0].allReduce(buf)).code).toBe('BUFFER_BUSY');
+    expect(caught(() => cs[0].recv(buf, 1, { tag: 1 })).code).toBe('BUFFER_BUSY');
+    await settle([r0, cs[1].send(new Float32Array(4), 0, { tag: 1 })]);
+    await settle(cs.map((c) => c.allReduce(new Float32Array(4))));
   });
 
   it('destroy() frees the channels: memory stays flat over many communicators', async () => {

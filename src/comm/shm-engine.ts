@@ -62,7 +62,7 @@ export class ShmEngine implements Engine, WorkDriver {
   submit(s: OpSpec): Work {
     if (this.broken) throw this.broken;
     if (isP2p(s.name)) {
-      const w = this.p2p.submit({ ...s, timeoutMs: s.timeoutMs ?? this.timeoutMs });
+      const w = this.p2p.submit(s, s.timeoutMs ?? this.timeoutMs);
       this.flight.submitted(w, s, 'direct');
       return w;
     }
