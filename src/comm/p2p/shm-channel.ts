@@ -16,7 +16,7 @@
 // record i itself, never a later record in the same slot.
 import { C } from '../../core/layout.js';
 
-export const RECORDS = 128;
+export const RECORDS = 256;
 export const RECORD_BYTES = 64;
 export const CHANNEL_BYTES = 64 + RECORDS * RECORD_BYTES;
 /** Payloads up to this many bytes ride inside the record (no heap block for small messages). */

@@ -46,6 +46,13 @@ export interface ShmP2pHooks {
 const SLICE_MS = 50;
 /** How often (ms) a polling loop looks at deadlines and departed peers. */
 const CHECK_EVERY_MS = 1;
+/**
+ * Staging blocks are kept for reuse (the heap's lock costs microseconds a message): blocks of up
+ * to POOL_BLOCK bytes, at most POOL_BYTES in all, by power-of-two size class.
+ */
+const POOL_BLOCK = 1 << 20;
+const POOL_BYTES = 8 << 20;
+const sizeClass = (bytes: number): number => Math.max(64, 2 ** Math.ceil(Math.log2(bytes)));
 
 export class ShmP2p implements WorkDriver {
   private readonly n: number;
@@ -64,6 +71,9 @@ export class ShmP2p implements WorkDriver {
   /** Channel addresses as found (s × n + d). */
   private readonly channels: number[];
   private lastCheck = 0;
+  /** Free staging blocks by size class, and their bytes in all. */
+  private readonly pool = new Map<number, number[]>();
+  private pooled = 0;
   private readonly sleepers: number;
   private readonly doorbell: number;
   private readonly spinMs: number;
@@ -247,7 +257,16 @@ export class ShmP2p implements WorkDriver {
         let { i32 } = this.runner.views();
         const rec = recordAt(ch, num);
         if (Atomics.load(i32, (rec >> 2) + R.STATE) !== STATE.FREE) break;
-        const addr = this.stage(s, rec);
+        let addr: number;
+        try {
+          addr = this.stage(s, rec);
+        } catch (e) {
+          // No room to stage the payload (the node memory is full): this send fails alone.
+          waiting.shift();
+          this.settle(s, WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e)));
+          moved = true;
+          continue;
+        }
         i32 = this.runner.views().i32; // staging may have grown the memory
         const w = rec >> 2;
         Atomics.store(i32, w + R.NUM, num);
@@ -280,13 +299,25 @@ export class ShmP2p implements WorkDriver {
       for (let i = 0; i < bytes; i++) u8[at + i] = s.buf.bytes[i];
       return 0;
     }
-    s.staged = this.ctx.heap.alloc(bytes);
+    const c = sizeClass(bytes);
+    const list = this.pool.get(c);
+    if (list?.length) {
+      s.staged = list.pop()!;
+      this.pooled -= c;
+    } else s.staged = this.ctx.heap.alloc(c);
     this.runner.views().u8.set(s.buf.bytes, s.staged);
     return s.staged;
   }
 
   private unstage(s: SendOp): void {
-    if (s.staged) this.ctx.heap.free(s.staged);
+    if (!s.staged) return;
+    const c = sizeClass(s.buf.bytes.byteLength);
+    if (c <= POOL_BLOCK && this.pooled + c <= POOL_BYTES) {
+      const list = this.pool.get(c);
+      if (list) list.push(s.staged);
+      else this.pool.set(c, [s.staged]);
+      this.pooled += c;
+    } else this.ctx.heap.free(s.staged);
     s.staged = 0;
   }
 
@@ -453,6 +484,9 @@ export class ShmP2p implements WorkDriver {
   /** Frees this rank's staged payloads; the last rank of the communicator to close frees the channels and their table. */
   close(): void {
     for (const l of this.posted) for (const s of l) this.unstage(s);
+    for (const list of this.pool.values()) for (const a of list) this.ctx.heap.free(a);
+    this.pool.clear();
+    this.pooled = 0;
     const i32 = this.runner.views().i32;
     if (Atomics.add(i32, closedWord(this.ctx.comm), 1) + 1 !== this.n) return;
     Atomics.store(i32, closedWord(this.ctx.comm), 0); // a communicator made later on this block starts afresh
