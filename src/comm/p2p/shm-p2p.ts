@@ -52,6 +52,8 @@ const CHECK_EVERY_MS = 1;
  */
 const POOL_BLOCK = 1 << 20;
 const POOL_BYTES = 8 << 20;
+/** Tags whose emptied recv list is kept per peer. */
+const MAX_IDLE_TAGS = 16;
 const sizeClass = (bytes: number): number => Math.max(64, 2 ** Math.ceil(Math.log2(bytes)));
 
 export class ShmP2p implements WorkDriver {
@@ -64,7 +66,7 @@ export class ShmP2p implements WorkDriver {
   private readonly unposted: SendOp[][];
   private readonly posted: SendOp[][];
   private readonly nextNum: number[];
-  /** By peer: posted recvs by tag, in issue order; and the first record not yet known taken. */
+  /** By peer: posted recvs by tag, in issue order, their number, and the first record of the peer's channel not known taken. */
   private readonly recvs: Map<number, Pending[]>[];
   private readonly recvCount: number[];
   private readonly low: number[];
@@ -114,14 +116,13 @@ export class ShmP2p implements WorkDriver {
       work.settle(this.failure);
       return work;
     }
-    this.count++;
     // A communicator aborted meanwhile (a peer's deadline passed): take nothing more from it.
     if (this.runner.aborted()) {
-      this.count--;
       this.hooks.broke(this.runner.abortError(opText(op)) ?? new WebcclError('ABORTED', `${opText(op)}: communicator aborted`));
       work.settle(this.failure);
       return work;
     }
+    this.count++;
     if (name === 'send') {
       // Literal objects of one shape (a spread makes slow dictionary objects: microseconds an op).
       this.unposted[op.peer].push({ op, work, buf, deadline, timeoutMs, num: -1, staged: 0, check: s.check });
@@ -245,7 +246,7 @@ export class ShmP2p implements WorkDriver {
           moved = true;
         } else posted[kept++] = s;
       }
-      posted.length = kept;
+      if (kept !== posted.length) posted.length = kept;
     }
     const waiting = this.unposted[peer];
     if (waiting.length) {
@@ -348,12 +349,13 @@ export class ShmP2p implements WorkDriver {
         continue;
       }
       const list = this.recvs[peer].get(i32[w + R.TAG]);
-      if (!list) {
+      if (!list?.length) {
         below = false;
         continue;
       }
       const r = list.shift()!;
-      if (!list.length) this.recvs[peer].delete(r.op.tag);
+      // An emptied list stays for the next recv of its tag (most programs use a few tags).
+      if (!list.length && this.recvs[peer].size > MAX_IDLE_TAGS) this.recvs[peer].delete(r.op.tag);
       this.recvCount[peer]--;
       const sent = i32[w + R.BYTES];
       const want = r.buf.bytes.byteLength;
