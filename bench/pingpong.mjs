@@ -2,7 +2,8 @@
 // bench/pingpong: send/recv ping-pong latency between 2 ranks, webccl against Open MPI's
 // MPI_Send/MPI_Recv on this machine, in one sitting: shared memory (webccl: 2 worker threads on
 // one node; Open MPI: btl self,vader) and TCP loopback (webccl: 2 processes, --procs; Open MPI:
-// btl self,tcp). time = one-way latency = round trip / 2, the median of --reps blocks.
+// btl self,tcp). time = one-way latency = round trip / 2, the median of --reps blocks. The TCP
+// table also notes the floor of raw Node.js sockets (bench/tcp-floor.mjs) in the same sitting.
 //
 //   npm run build && node bench/pingpong.mjs [-b 8] [-e 1M] [-f 8] [-n 20000] [--reps 3]
 //       [--only shm|tcp] [--alloc] [--quiet 30] [--json FILE]
@@ -128,6 +129,12 @@ function runMpi(mpi, transport) {
   return parseLines(r.stdout);
 }
 
+/** Raw Node.js sockets bouncing 8 bytes between 2 processes: the floor under any Node TCP ping-pong. */
+function runTcpFloor() {
+  const r = run(process.execPath, [join(root, 'bench', 'tcp-floor.mjs'), String(Math.max(500, Math.floor(opts.n / 4)))]);
+  return r.status === 0 ? parseLines(r.stdout)[0] : undefined;
+}
+
 const fmt = (x, w, d = 2) => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(d)).padStart(w);
 const mpi = findOpenMpi();
 console.log(`# bench/pingpong on ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}${mpi ? `, Open MPI ${mpi.version}` : ''}`);
@@ -140,15 +147,17 @@ for (const transport of ['shm', 'tcp'].filter((t) => !opts.only || t === opts.on
   const ours = runWebccl(transport);
   const busyMpi = mpi ? waitQuiet() : undefined;
   const theirs = mpi ? runMpi(mpi, transport) : [];
+  const floor = transport === 'tcp' ? runTcpFloor() : undefined;
   const where = transport === 'shm' ? 'shared memory (webccl: 2 threads of one node; Open MPI: vader)' : 'TCP loopback (webccl: 2 processes; Open MPI: btl tcp)';
   console.log(`#\n# ${where}; CPUs busy before: webccl ${busyWebccl ?? '?'}%, Open MPI ${busyMpi ?? '?'}%`);
+  if (floor) console.log(`# Node.js raw-socket floor (bench/tcp-floor.mjs, 8 B, no library): ${floor.us.toFixed(2)} us one-way`);
   console.log('#       size    count   type   iters   time(us)  algbw(GB/s)  mpi time(us)  ratio');
   for (const row of ours) {
     const m = theirs.find((t) => t.bytes === row.bytes);
     const ratio = m ? row.us / m.us : undefined;
     const algbw = row.bytes / (row.us * 1e3);
     console.log(`${String(row.bytes).padStart(12)} ${String(row.bytes).padStart(8)} ${'u8'.padStart(6)} ${String(row.iters).padStart(7)} ${fmt(row.us, 10)} ${fmt(algbw, 12)} ${fmt(m?.us, 13)} ${fmt(ratio, 6)}`);
-    results.push({ transport, bytes: row.bytes, iters: row.iters, us: row.us, algbwGBs: algbw, mpiUs: m?.us, ratio, busyWebccl, busyMpi });
+    results.push({ transport, bytes: row.bytes, iters: row.iters, us: row.us, algbwGBs: algbw, mpiUs: m?.us, ratio, busyWebccl, busyMpi, nodeTcpFloorUs: floor?.us });
   }
 }
 if (opts.json) writeFileSync(opts.json, JSON.stringify({ machine: cpus()[0]?.model, cores: availableParallelism(), node: process.version, mpi: mpi?.version, alloc: opts.alloc, results }, null, 2));
