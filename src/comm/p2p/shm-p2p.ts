@@ -1,6 +1,6 @@
-// Point-to-point send/recv in the node memory (layout in shm-channel.ts). A send publishes a
+// Point-to-point send/recv in the node memory (channels and their table: shm-channel.ts). A send publishes a
 // record in its channel to the peer: the payload inline for a few bytes, the sender's own
-// comm.alloc() buffer in place, or else a copy staged in a heap block; it completes once the
+// comm.alloc() buffer in place, or else a copy in a heap block (staging-pool.ts); it completes once the
 // receiver has marked the record TAKEN (or fails when it says SHORT: sizes differ). A recv
 // takes, from its peer's channel, the first record with its tag that no earlier recv took, so
 // the k-th recv with tag t takes the k-th send with tag t, whatever other tags do meanwhile.
@@ -17,7 +17,8 @@ import type { OpSpec } from '../engine.js';
 import type { InputCheck } from '../input-check.js';
 import type { ShmRunner } from '../shm-runner.js';
 import { Work, type WorkDriver } from '../work.js';
-import { CHANNEL_BYTES, INLINE, INLINE_AT, R, STATE, closedWord, recordAt, tableWord } from './shm-channel.js';
+import { ChannelTable, INLINE, INLINE_AT, R, STATE, recordAt } from './shm-channel.js';
+import { StagingPool } from './staging-pool.js';
 import { type P2pOp, opText, p2pTimeout, sizeMismatch } from './p2p-errors.js';
 
 interface Pending {
@@ -46,15 +47,8 @@ export interface ShmP2pHooks {
 const SLICE_MS = 50;
 /** How often (ms) a polling loop looks at deadlines and departed peers. */
 const CHECK_EVERY_MS = 1;
-/**
- * Staging blocks are kept for reuse (the heap's lock costs microseconds a message): blocks of up
- * to POOL_BLOCK bytes, at most POOL_BYTES in all, by power-of-two size class.
- */
-const POOL_BLOCK = 1 << 20;
-const POOL_BYTES = 8 << 20;
 /** Tags whose emptied recv list is kept per peer. */
 const MAX_IDLE_TAGS = 16;
-const sizeClass = (bytes: number): number => Math.max(64, 2 ** Math.ceil(Math.log2(bytes)));
 
 export class ShmP2p implements WorkDriver {
   private readonly n: number;
@@ -70,12 +64,9 @@ export class ShmP2p implements WorkDriver {
   private readonly recvs: Map<number, Pending[]>[];
   private readonly recvCount: number[];
   private readonly low: number[];
-  /** Channel addresses as found (s × n + d). */
-  private readonly channels: number[];
   private lastCheck = 0;
-  /** Free staging blocks by size class, and their bytes in all. */
-  private readonly pool = new Map<number, number[]>();
-  private pooled = 0;
+  private readonly staging: StagingPool;
+  private readonly table: ChannelTable;
   private readonly sleepers: number;
   private readonly doorbell: number;
   private readonly spinMs: number;
@@ -91,7 +82,8 @@ export class ShmP2p implements WorkDriver {
     this.recvs = per(() => new Map());
     this.recvCount = per(() => 0);
     this.low = per(() => 0);
-    this.channels = new Array(this.n * this.n).fill(0);
+    this.staging = new StagingPool(ctx.heap);
+    this.table = new ChannelTable(ctx, runner);
     this.sleepers = (ctx.comm + C.SLEEPERS) >> 2;
     this.doorbell = (ctx.comm + C.DOORBELL) >> 2;
     this.spinMs = ctx.spinUs / 1000;
@@ -233,7 +225,7 @@ export class ShmP2p implements WorkDriver {
     const posted = this.posted[peer];
     if (posted.length) {
       const { i32 } = this.runner.views();
-      const ch = this.channel(this.me, peer, false);
+      const ch = this.table.channel(this.me, peer, false);
       let kept = 0;
       for (const s of posted) {
         const rec = recordAt(ch, s.num) >> 2;
@@ -250,7 +242,7 @@ export class ShmP2p implements WorkDriver {
     }
     const waiting = this.unposted[peer];
     if (waiting.length) {
-      const ch = this.channel(this.me, peer, true);
+      const ch = this.table.channel(this.me, peer, true);
       let published = false;
       while (waiting.length) {
         const s = waiting[0];
@@ -300,25 +292,13 @@ export class ShmP2p implements WorkDriver {
       for (let i = 0; i < bytes; i++) u8[at + i] = s.buf.bytes[i];
       return 0;
     }
-    const c = sizeClass(bytes);
-    const list = this.pool.get(c);
-    if (list?.length) {
-      s.staged = list.pop()!;
-      this.pooled -= c;
-    } else s.staged = this.ctx.heap.alloc(c);
+    s.staged = this.staging.take(bytes);
     this.runner.views().u8.set(s.buf.bytes, s.staged);
     return s.staged;
   }
 
   private unstage(s: SendOp): void {
-    if (!s.staged) return;
-    const c = sizeClass(s.buf.bytes.byteLength);
-    if (c <= POOL_BLOCK && this.pooled + c <= POOL_BYTES) {
-      const list = this.pool.get(c);
-      if (list) list.push(s.staged);
-      else this.pool.set(c, [s.staged]);
-      this.pooled += c;
-    } else this.ctx.heap.free(s.staged);
+    if (s.staged) this.staging.give(s.staged, s.buf.bytes.byteLength);
     s.staged = 0;
   }
 
@@ -335,7 +315,7 @@ export class ShmP2p implements WorkDriver {
 
   /** Hands records from `peer` to the recvs waiting for their tags, in record order. */
   private matchRecvs(peer: number): boolean {
-    const ch = this.channel(peer, this.me, false);
+    const ch = this.table.channel(peer, this.me, false);
     if (!ch) return false;
     let { i32 } = this.runner.views();
     const published = Atomics.load(i32, ch >> 2);
@@ -384,45 +364,6 @@ export class ShmP2p implements WorkDriver {
     const u8 = this.runner.views().u8;
     if (bytes <= INLINE) for (let i = 0; i < bytes; i++) to.bytes[i] = u8[from + i];
     else to.bytes.set(u8.subarray(from, from + bytes));
-  }
-
-  // ---------------------------------------------------------------- channels
-
-  /** The channel from `s` to `d`: 0 when it does not exist and `create` is false. */
-  private channel(s: number, d: number, create: boolean): number {
-    const k = s * this.n + d;
-    if (this.channels[k]) return this.channels[k];
-    const table = this.table(create);
-    if (!table) return 0;
-    let i32 = this.runner.views().i32;
-    let ch = Atomics.load(i32, (table >> 2) + k);
-    if (!ch && create) {
-      // Only its sender creates a channel: no race for the word.
-      ch = this.zeroed(CHANNEL_BYTES);
-      i32 = this.runner.views().i32;
-      Atomics.store(i32, (table >> 2) + k, ch);
-    }
-    this.channels[k] = ch;
-    return ch;
-  }
-
-  private table(create: boolean): number {
-    let i32 = this.runner.views().i32;
-    const word = tableWord(this.ctx.comm);
-    const t = Atomics.load(i32, word);
-    if (t || !create) return t;
-    const mine = this.zeroed(this.n * this.n * 4);
-    i32 = this.runner.views().i32;
-    const had = Atomics.compareExchange(i32, word, 0, mine);
-    if (had === 0) return mine;
-    this.ctx.heap.free(mine);
-    return had;
-  }
-
-  private zeroed(bytes: number): number {
-    const a = this.ctx.heap.alloc(bytes);
-    this.runner.views().u8.fill(0, a, a + bytes);
-    return a;
   }
 
   // ---------------------------------------------------------------- deadlines and failures
@@ -483,21 +424,11 @@ export class ShmP2p implements WorkDriver {
     this.count = 0;
   }
 
-  /** Frees this rank's staged payloads; the last rank of the communicator to close frees the channels and their table. */
+  /** Frees this rank's staged payloads; the last rank of the communicator to close frees the channels. */
   close(): void {
     for (const l of this.posted) for (const s of l) this.unstage(s);
-    for (const list of this.pool.values()) for (const a of list) this.ctx.heap.free(a);
-    this.pool.clear();
-    this.pooled = 0;
-    const i32 = this.runner.views().i32;
-    if (Atomics.add(i32, closedWord(this.ctx.comm), 1) + 1 !== this.n) return;
-    Atomics.store(i32, closedWord(this.ctx.comm), 0); // a communicator made later on this block starts afresh
-    const table = Atomics.exchange(i32, tableWord(this.ctx.comm), 0);
-    if (!table) return;
-    const chans: number[] = [];
-    for (let k = 0; k < this.n * this.n; k++) if (i32[(table >> 2) + k]) chans.push(i32[(table >> 2) + k]);
-    for (const ch of chans) this.ctx.heap.free(ch);
-    this.ctx.heap.free(table);
+    this.staging.release();
+    this.table.close();
   }
 }
 
