@@ -1,9 +1,10 @@
-// Point-to-point send/recv in the node memory (channels and their table: shm-channel.ts). A send publishes a
-// record in its channel to the peer: the payload inline for a few bytes, the sender's own
-// comm.alloc() buffer in place, or else a copy in a heap block (staging-pool.ts); it completes once the
-// receiver has marked the record TAKEN (or fails when it says SHORT: sizes differ). A recv
-// takes, from its peer's channel, the first record with its tag that no earlier recv took, so
-// the k-th recv with tag t takes the k-th send with tag t, whatever other tags do meanwhile.
+// Point-to-point send/recv in the node memory (channels and their table: shm-channel.ts). A
+// send publishes a record in its channel to the peer: the payload inline for a few bytes, the
+// sender's own comm.alloc() buffer in place, or else a copy in a heap block (staging-pool.ts);
+// it completes once the receiver has marked the record TAKEN (or fails when it says SHORT:
+// sizes differ). A recv takes, from its peer's channel, the first record with its tag that no
+// earlier recv took, so the k-th recv with tag t takes the k-th send with tag t, whatever other
+// tags do meanwhile.
 //
 // These ops keep no place in the collective order: whoever waits (on a p2p op or, through the
 // engine, on a collective) moves both along, so two ranks that send to each other and then
