@@ -140,7 +140,7 @@ export class ShmEngine implements Engine, WorkDriver {
       // A peer's send or recv may wait for this rank while it waits here: serve both.
       if (this.step(q, false) || this.p2p.poll()) continue;
       try {
-        this.runner.sleep(q);
+        this.runner.sleep(q, () => this.p2p.poll());
       } catch (e) {
         this.settleFailed(q, e);
       }
@@ -150,7 +150,7 @@ export class ShmEngine implements Engine, WorkDriver {
   async progressAsync(w: Work): Promise<void> {
     while (this.queue.length && !w.settled) {
       const q = this.queue[0];
-      if (!this.step(q, false) && !this.p2p.poll()) await this.runner.sleepAsync(q).catch((e) => this.settleFailed(q, e));
+      if (!this.step(q, false) && !this.p2p.poll()) await this.runner.sleepAsync(q, () => this.p2p.poll()).catch((e) => this.settleFailed(q, e));
     }
   }
 
