@@ -101,10 +101,7 @@ export class ShmP2p implements WorkDriver {
     const seq = this.seq++;
     const op: P2pOp = { name, seq, rank: this.me, peer: s.peer!, tag: s.tag ?? 0 };
     const work = new Work(name, seq, this, this.ctx.canBlock);
-    const now = performance.now();
-    work.timing.issuedAt = work.timing.startedAt = now;
     const buf = (name === 'send' ? s.input : s.output)!;
-    const deadline = now + timeoutMs;
     if (this.failure) {
       work.settle(this.failure);
       return work;
@@ -116,20 +113,32 @@ export class ShmP2p implements WorkDriver {
       return work;
     }
     this.count++;
+    // The clock is read after the op is published or matched: a peer waits on that, not on this.
     if (name === 'send') {
       // Literal objects of one shape (a spread makes slow dictionary objects: microseconds an op).
-      this.unposted[op.peer].push({ op, work, buf, deadline, timeoutMs, num: -1, staged: 0, check: s.check });
+      const send: SendOp = { op, work, buf, deadline: Infinity, timeoutMs, num: -1, staged: 0, check: s.check };
+      this.unposted[op.peer].push(send);
       this.pumpSends(op.peer);
+      send.deadline = this.issued(work) + timeoutMs;
     } else {
       const byTag = this.recvs[op.peer];
-      const base: Pending = { op, work, buf, deadline, timeoutMs };
+      const base: Pending = { op, work, buf, deadline: Infinity, timeoutMs };
       const list = byTag.get(op.tag);
       if (list) list.push(base);
       else byTag.set(op.tag, [base]);
       this.recvCount[op.peer]++;
       this.matchRecvs(op.peer);
+      base.deadline = this.issued(work) + timeoutMs;
     }
     return work;
+  }
+
+  /** Stamps the op's issue (and start) time, unless it completed at once (settle() stamped it); returns it. */
+  private issued(work: Work): number {
+    if (work.settled) return work.timing.startedAt;
+    const now = performance.now();
+    work.timing.issuedAt = work.timing.startedAt = now;
+    return now;
   }
 
   // ---------------------------------------------------------------- progress
@@ -245,10 +254,10 @@ export class ShmP2p implements WorkDriver {
     if (waiting.length) {
       const ch = this.table.channel(this.me, peer, true);
       let published = false;
+      let { i32 } = this.runner.views();
       while (waiting.length) {
         const s = waiting[0];
         const num = this.nextNum[peer];
-        let { i32 } = this.runner.views();
         const rec = recordAt(ch, num);
         if (Atomics.load(i32, (rec >> 2) + R.STATE) !== STATE.FREE) break;
         let addr: number;
@@ -261,7 +270,7 @@ export class ShmP2p implements WorkDriver {
           moved = true;
           continue;
         }
-        i32 = this.runner.views().i32; // staging may have grown the memory
+        if (s.staged) i32 = this.runner.views().i32; // staging may have grown the memory
         const w = rec >> 2;
         Atomics.store(i32, w + R.NUM, num);
         i32[w + R.TAG] = s.op.tag;
@@ -275,7 +284,7 @@ export class ShmP2p implements WorkDriver {
         published = true;
       }
       if (published) {
-        Atomics.store(this.runner.views().i32, ch >> 2, this.nextNum[peer]);
+        Atomics.store(i32, ch >> 2, this.nextNum[peer]);
         moved = true;
       }
     }
@@ -288,7 +297,7 @@ export class ShmP2p implements WorkDriver {
     const bytes = s.buf.bytes.byteLength;
     if (s.buf.addr) return s.buf.addr;
     if (bytes <= INLINE) {
-      const u8 = this.runner.views().u8;
+      const { u8 } = this.runner.views();
       const at = rec + INLINE_AT;
       for (let i = 0; i < bytes; i++) u8[at + i] = s.buf.bytes[i];
       return 0;
@@ -319,10 +328,18 @@ export class ShmP2p implements WorkDriver {
     const ch = this.table.channel(peer, this.me, false);
     if (!ch) return false;
     let { i32 } = this.runner.views();
-    const published = Atomics.load(i32, ch >> 2);
+    // Records below `known` are published. The next record itself, posted with its number, says
+    // so without the channel's count (a cache line fewer to fetch in a ping-pong).
+    const low = this.low[peer];
+    const next = recordAt(ch, low) >> 2;
+    let known = Atomics.load(i32, next + R.STATE) === STATE.POSTED && Atomics.load(i32, next + R.NUM) === low ? low + 1 : low;
     let moved = false;
     let below = true; // every record before i is known taken
-    for (let i = this.low[peer]; i < published && this.recvCount[peer]; i++) {
+    for (let i = low; this.recvCount[peer]; i++) {
+      if (i >= known) {
+        known = Atomics.load(i32, ch >> 2);
+        if (i >= known) break;
+      }
       const w = recordAt(ch, i) >> 2;
       const st = Atomics.load(i32, w + R.STATE);
       if (st !== STATE.POSTED || Atomics.load(i32, w + R.NUM) !== i) {
@@ -409,6 +426,8 @@ export class ShmP2p implements WorkDriver {
   private settle(o: Pending, err?: WebcclError): void {
     this.count--;
     o.work.settle(err);
+    const t = o.work.timing;
+    if (Number.isNaN(t.startedAt)) t.issuedAt = t.startedAt = t.completedAt; // completed within its submit
     this.hooks.done(o.work, err !== undefined);
   }
 
