@@ -57,6 +57,9 @@ function optionTakers(): Record<string, (o: any) => unknown> {
     broadcast: (o) => c.broadcast(f32(4), o),
     reduce: (o) => c.reduce(f32(4), o),
     barrier: (o) => c.barrier(o),
+    // Options are checked first: the 1-rank communicator has no valid peer, so nothing is sent.
+    send: (o) => c.send(f32(4), 1, o),
+    recv: (o) => c.recv(f32(4), 1, o),
     Communicator: (o) => new Communicator(joinNode(node, 0, { spinUs: 0 }), o),
     createNode: (o) => createNode({ nranks: 1, ...o }),
     joinNode: (o) => joinNode(node, 0, o),
