@@ -46,6 +46,8 @@ export const C = {
   SHRINK_CLAIM: 32, // taken (0 -> 1) by the first rank of a shrink(), which writes the two words below
   SHRINK_MASK: 36, // 2 words: bit r set when rank r is a member of the shrunk communicator
   SHRINK_BLOCK: 44, // the shrunk communicator's block, published last (0 until then)
+  P2P_TABLE: 48, // JS only: address of the point-to-point channel table (0 until a rank first needs it)
+  P2P_CLOSED: 52, // JS only: ranks whose engine has closed; the last one frees the table and its channels
   DOORBELL: 64, SLEEPERS: 96,
   REASON: 128, // the text an abort(reason) gave (see core/reason-text.ts)
   HEADER_BYTES: 384,
