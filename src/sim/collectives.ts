@@ -11,6 +11,7 @@ import { type NodeLocal, hierarchicalAllReduce } from '../algorithms/hierarchica
 import { chooseNetAllReduce, flatAlgo } from '../tuner/net-tuner.js';
 import { fail } from '../core/errors.js';
 import { DataMem, SIM_DTYPES, SIM_DTYPE_SIZE, SIM_OPS, type SimDtype, type SimOp, SizeMem } from './memory.js';
+import { checkTopology } from './network.js';
 import { type RankScope, type SimOptions, type SimResult, simulate } from './world.js';
 
 export const SIM_COLLECTIVES = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce', 'barrier'] as const;
@@ -63,7 +64,8 @@ export function resolveSimAlgo(o: SimOptions, call: SimCall): string {
   return call.algo;
 }
 
-export function simulateCollective(o: SimOptions, call: SimCall, hooks?: DataHooks): Promise<SimResult> {
+export async function simulateCollective(o: SimOptions, call: SimCall, hooks?: DataHooks): Promise<SimResult> {
+  checkTopology(o);
   const algo = resolveSimAlgo(o, call);
   const dtype = call.dtype ?? 'f32';
   const op = call.op ?? 'sum';
