@@ -27,10 +27,12 @@ async function runPhases(g: Group, m: Mem, blocks: Span[], phases: Phase[]): Pro
   const lane = async (first: number): Promise<void> => {
     const scratch = phases.some((p) => p.reduce) ? m.scratch(most) : 0;
     for (let j = first; j < pieces; j += lanes) {
+      // Piece j of every block, cut once: each is sent or received at one step of each phase.
+      const cut = blocks.map((b) => subSpan(b, pieces, j, m.elemBytes));
       for (const ph of phases) {
         for (let s = 0; s < g.size - 1; s++) {
-          const out = subSpan(blocks[ph.sendBlock(s)], pieces, j, m.elemBytes);
-          const into = subSpan(blocks[ph.recvBlock(s)], pieces, j, m.elemBytes);
+          const out = cut[ph.sendBlock(s)];
+          const into = cut[ph.recvBlock(s)];
           const step = (ph.stepBase + s) * pieces + j;
           const target = ph.reduce ? scratch : into.addr;
           await Promise.all([g.send(right, step, m.view(out.addr, out.count)), g.recv(left, step, m.view(target, into.count))]);

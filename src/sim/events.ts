@@ -21,6 +21,8 @@ export interface SimEvent {
 export class EventQueue {
   private readonly heap: SimEvent[] = [];
   private seq = 0;
+  /** Fired events, reused: a run makes millions, and each lives long enough to be costly to collect. */
+  private readonly spare: SimEvent[] = [];
 
   get size(): number {
     return this.heap.length;
@@ -32,12 +34,32 @@ export class EventQueue {
   }
 
   at(t: number, fire: (e: SimEvent) => void): void {
-    this.push({ t, seq: this.seq++, fire, dst: 0, key: 0, payload: null, bytes: 0 });
+    this.push(this.event(t, fire, 0, 0, null, 0));
   }
 
-  /** A delivery, handed to the `deliver` the queue was made with. */
+  /** A delivery (fire null): the caller reads its fields when it pops it. */
   delivery(t: number, dst: number, key: number, payload: Uint8Array | null, bytes: number): void {
-    this.push({ t, seq: this.seq++, fire: null, dst, key, payload, bytes });
+    this.push(this.event(t, null, dst, key, payload, bytes));
+  }
+
+  /** Hands a popped event back for reuse, once the caller is done with its fields. */
+  release(e: SimEvent): void {
+    e.fire = null;
+    e.payload = null;
+    this.spare.push(e);
+  }
+
+  private event(t: number, fire: SimEvent['fire'], dst: number, key: number, payload: Uint8Array | null, bytes: number): SimEvent {
+    const e = this.spare.pop();
+    if (!e) return { t, seq: this.seq++, fire, dst, key, payload, bytes };
+    e.t = t;
+    e.seq = this.seq++;
+    e.fire = fire;
+    e.dst = dst;
+    e.key = key;
+    e.payload = payload;
+    e.bytes = bytes;
+    return e;
   }
 
   private push(e: SimEvent): void {

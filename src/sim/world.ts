@@ -132,6 +132,7 @@ class Simulation {
         const e = this.queue.pop()!;
         if (e.fire) e.fire(e);
         else this.deliver(e.dst, e.key, e.payload, e.bytes);
+        this.queue.release(e);
       }
     }
     const done = this.outcomes.filter((x) => x.state === 'done');
