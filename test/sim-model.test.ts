@@ -181,6 +181,12 @@ describe('faults', () => {
       else await g.recv(0, 0, new Uint8Array(8));
     });
     expect(m.outcomes[1].error).toMatchObject({ code: 'MISMATCH', details: { peer: 0, bytes: 4, expected: 8 } });
+    const twice = await simulate(flat(2), async (s) => {
+      const g = s.group(0);
+      if (s.rank === 0) await Promise.all([g.send(1, 3, new Uint8Array(4)), g.send(1, 3, new Uint8Array(4))]);
+      else await new Promise<void>(() => undefined);
+    });
+    expect(twice.outcomes[1].error).toMatchObject({ code: 'MISMATCH', details: { peer: 0 } });
   });
 });
 

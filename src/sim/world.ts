@@ -196,8 +196,14 @@ class Simulation {
       box.set(key, { into: null, resolve: ignore, payload, bytes });
       return;
     }
+    if (!slot.into) {
+      // Two messages under one tag: no receive can tell them apart.
+      const peer = key % this.n;
+      this.failed(dst, new WebcclError('MISMATCH', `rank ${peer} sent two messages under one tag to rank ${dst}`, { peer }), true);
+      return;
+    }
     box.delete(key);
-    if (slot.into) this.take(dst, key, slot.into, slot.resolve, payload, bytes);
+    this.take(dst, key, slot.into, slot.resolve, payload, bytes);
   }
 
   private recv(me: number, src: number, key: number, into: Uint8Array): Promise<void> {
