@@ -7,7 +7,9 @@ import { all, destroyAll, netRanks } from './helpers/net-world.js';
 import type { Communicator } from '../src/comm/communicator.js';
 
 const PIECE = 512 * 1024;
-const sizesFor = (dtype: string, big: boolean) => [0, 1, 3, 17, 1001, ...(big ? [Math.ceil((2.5 * 2 * PIECE) / SIZE[dtype]) + 7] : [])];
+// 200 KiB + 3 elements: halves of ~100 KiB cut into 64 KiB pieces (the trees' pipeline); the
+// big size: halves over two 512 KiB pieces.
+const sizesFor = (dtype: string, big: boolean) => [0, 1, 3, 17, 1001, Math.ceil((200 * 1024) / SIZE[dtype]) + 3, ...(big ? [Math.ceil((2.5 * 2 * PIECE) / SIZE[dtype]) + 7] : [])];
 
 for (const [nodes, perNode] of [[3, 1], [2, 2], [5, 1]] as const) {
   const n = nodes * perNode;

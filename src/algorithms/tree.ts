@@ -75,9 +75,22 @@ async function overTree(g: Group, m: Mem, half: Span, t: 0 | 1, stepBase: number
   await Promise.all(sends);
 }
 
+/** The smallest piece a half is cut into to fill the trees' pipeline. */
+export const MIN_TREE_PIECE_BYTES = 64 * 1024;
+
+/**
+ * Pieces of a half: none over PIECE_BYTES, and up to 2·depth of at least MIN_TREE_PIECE_BYTES,
+ * so that a mid-size buffer still streams down the 2·depth hops instead of crossing each whole
+ * (time ≈ (pieces + 2·depth − 1)·(α + piece/β)).
+ */
+export function treePieces(size: number, half: Span, elemBytes: number): number {
+  const depth = Math.floor(Math.log2(size));
+  return Math.max(piecesFor([half], elemBytes), Math.min(2 * depth, Math.ceil((half.count * elemBytes) / MIN_TREE_PIECE_BYTES)));
+}
+
 export async function treeAllReduce(g: Group, m: Mem, buf: Span): Promise<void> {
   if (g.size === 1) return;
   const halves = [subSpan(buf, 2, 0, m.elemBytes), subSpan(buf, 2, 1, m.elemBytes)];
-  const pieces = halves.map((h) => piecesFor([h], m.elemBytes));
+  const pieces = halves.map((h) => treePieces(g.size, h, m.elemBytes));
   await Promise.all([overTree(g, m, halves[0], 0, 0, pieces[0]), overTree(g, m, halves[1], 1, 2 * pieces[0], pieces[1])]);
 }
