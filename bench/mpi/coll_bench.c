@@ -5,9 +5,9 @@
  *   mpicc -O2 -o coll_bench coll_bench.c
  *   mpirun -np 2 ./coll_bench -o allreduce -b 8 -e 64M -f 4 [-w 5] [-n N | -t 0.2] [-c 1] [-r 1]
  *
- * Sizes (nccl-tests): allreduce, broadcast, reduce: the vector's bytes; allgather: the whole
- * output; reducescatter (MPI_Reduce_scatter_block): the whole input. At least one element per
- * rank block, as webccl perf rounds.
+ * Sizes (nccl-tests): allreduce, broadcast, reduce: the vector's bytes; allgather, gather: the
+ * whole output; reducescatter (MPI_Reduce_scatter_block), scatter, alltoall: the whole input.
+ * At least one element per rank block, as webccl perf rounds.
  *
  * Timing, for each size: the sweep starts with a warm-up (largest size w calls, smallest
  * 100 + w calls). Per size: 1 untimed call; with -n 0 (auto) the iteration count comes from
@@ -15,7 +15,8 @@
  * that a timed block lasts -t seconds, clamped to 5..20000; then a barrier and the timed calls
  * back to back (-r R: R such blocks). time = max over ranks of the mean time per call (the
  * median over blocks of it, with -r).
- * busbw = size/time x 2(n-1)/n (allreduce), (n-1)/n (allgather, reducescatter), 1 (bcast, reduce).
+ * busbw = size/time x 2(n-1)/n (allreduce), (n-1)/n (allgather, reducescatter, alltoall, gather,
+ * scatter), 1 (bcast, reduce).
  *
  * With -c 1, rank r fills element i with 1 + (r+i)%4 (small integers: float sums are exact),
  * runs the op once more and counts the elements that differ from the closed form; #wrong is
@@ -29,8 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE, NOPS };
-static const char *op_names[NOPS] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce"};
+enum { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE, ALLTOALL, GATHER, SCATTER, NOPS };
+static const char *op_names[NOPS] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter"};
 
 typedef struct {
   int op;
@@ -55,7 +56,7 @@ static long parse_size(const char *s) {
 }
 
 static void usage(void) {
-  if (rank == 0) fprintf(stderr, "usage: coll_bench -o allreduce|allgather|reducescatter|broadcast|reduce [-b 8] [-e 64M] [-f 2] [-w 5] [-n 0] [-t 0.2] [-c 1] [-r 1]\n");
+  if (rank == 0) fprintf(stderr, "usage: coll_bench -o allreduce|allgather|reducescatter|broadcast|reduce|alltoall|gather|scatter [-b 8] [-e 64M] [-f 2] [-w 5] [-n 0] [-t 0.2] [-c 1] [-r 1]\n");
   MPI_Finalize();
   exit(2);
 }
@@ -95,6 +96,9 @@ static shape shape_of(int op, long size) {
   shape s = {elems * 4, elems, elems, elems};
   if (op == ALLGATHER) { s.bytes = per * nranks * 4; s.count = per; s.send = per; s.recv = per * nranks; }
   if (op == REDUCESCATTER) { s.bytes = per * nranks * 4; s.count = per; s.send = per * nranks; s.recv = per; }
+  if (op == ALLTOALL) { s.bytes = per * nranks * 4; s.count = per; s.send = per * nranks; s.recv = per * nranks; }
+  if (op == GATHER) { s.bytes = per * nranks * 4; s.count = per; s.send = per; s.recv = per * nranks; }
+  if (op == SCATTER) { s.bytes = per * nranks * 4; s.count = per; s.send = per * nranks; s.recv = per; }
   return s;
 }
 
@@ -111,6 +115,9 @@ static void run(int op, const shape *s) {
       MPI_Bcast(recvbuf, (int)s->count, MPI_FLOAT, 0, MPI_COMM_WORLD);
       break;
     case REDUCE: MPI_Reduce(sendbuf, recvbuf, (int)s->count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
+    case ALLTOALL: MPI_Alltoall(sendbuf, (int)s->count, MPI_FLOAT, recvbuf, (int)s->count, MPI_FLOAT, MPI_COMM_WORLD); break;
+    case GATHER: MPI_Gather(sendbuf, (int)s->count, MPI_FLOAT, recvbuf, (int)s->count, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case SCATTER: MPI_Scatter(sendbuf, (int)s->count, MPI_FLOAT, recvbuf, (int)s->count, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
   }
 }
 
@@ -128,10 +135,12 @@ static long check(int op, const shape *s) {
   MPI_Barrier(MPI_COMM_WORLD);
   run(op, s);
   long wrong = 0;
-  for (long i = 0; i < s->recv && (op != REDUCE || rank == 0); i++) {
+  for (long i = 0; i < s->recv && ((op != REDUCE && op != GATHER) || rank == 0); i++) {
     float want;
     switch (op) {
-      case ALLGATHER: want = value((int)(i / s->count), i % s->count); break;
+      case ALLGATHER: case GATHER: want = value((int)(i / s->count), i % s->count); break;
+      case ALLTOALL: want = value((int)(i / s->count), rank * s->count + i % s->count); break;
+      case SCATTER: want = value(0, rank * s->count + i); break;
       case REDUCESCATTER: want = sum_over_ranks(rank * s->count + i); break;
       case BROADCAST: want = value(0, i); break;
       default: want = sum_over_ranks(i);
@@ -164,7 +173,7 @@ static double median(double *xs, int n) {
 
 static double bus_factor(int op) {
   if (op == ALLREDUCE) return 2.0 * (nranks - 1) / nranks;
-  if (op == ALLGATHER || op == REDUCESCATTER) return (double)(nranks - 1) / nranks;
+  if (op == ALLGATHER || op == REDUCESCATTER || op == ALLTOALL || op == GATHER || op == SCATTER) return (double)(nranks - 1) / nranks;
   return 1.0;
 }
 
