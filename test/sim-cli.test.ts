@@ -30,6 +30,9 @@ describe('parseSimulateArgs', () => {
     expect(parse('allreduce', '-a', 'all').algos).toEqual(['ring', 'doubling', 'tree', 'hierarchical']);
     expect(parse('broadcast', '-a', 'all', '-r', '7').algos).toEqual(['chain']);
     expect(parse('barrier').collective).toBe('barrier');
+    expect(parse('all_to_all', '-a', 'all').algos).toEqual(['pairwise']);
+    expect(parse('gather', '-a', 'direct').algos).toEqual(['direct']);
+    expect(parse('scatter').collective).toBe('scatter');
     expect(parseSimulateArgs(['allreduce', '-h'])).toBe('help');
   });
 
@@ -67,7 +70,8 @@ describe('parseSimulateArgs', () => {
     [['allreduce', '--seed', 'x'], /--seed expects an integer/],
     [['allreduce', '--jitter', '-1'], /--jitter expects a number/],
     [['allreduce', '--ranks', '8', '--ranks', '16'], /--ranks given twice/],
-    [['alltoallv'], /unknown collective "alltoallv"/],
+    [['alltoallv'], /unknown collective "alltoallv" \(expected allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, barrier\)/],
+    [['gather', '-a', 'ring'], /-a: gather has no algorithm "ring" \(expected auto, all, direct\)/],
     [['allreduce', 'broadcast'], /the collective is already allreduce/],
     [[], /which collective/],
   ])('refuses %j', (argv, message) => {
@@ -102,6 +106,17 @@ describe('simulateMain', () => {
     }
     // The table shows the JSON's numbers rounded.
     expect(rows[0].trim().split(/\s+/).slice(0, 5)).toEqual(['1024', '256', 'float', 'ring', report.rows[0].timeUs.toFixed(2)]);
+  });
+
+  it('alltoall, gather and scatter: size is all n blocks, busbw (n−1)/n of algbw', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webccl-sim-'));
+    for (const coll of ['alltoall', 'gather', 'scatter']) {
+      const json = join(dir, `${coll}.json`);
+      expect(await simulateMain([coll, '--ranks', '8', '--nodes', '2', '-b', '1K', '-e', '1M', '-f', '1024', '-r', '3', '--json', json], io().io)).toBe(0);
+      const rows = JSON.parse(readFileSync(json, 'utf8')).rows;
+      expect(rows.map((r: { size: number; count: number }) => [r.size, r.count])).toEqual([[1024, 32], [1 << 20, 32768]]);
+      for (const r of rows) expect(r.busbw).toBeCloseTo((r.algbw * 7) / 8, 9);
+    }
   });
 
   it('names the schedule the engine would pick when no -a is given', async () => {

@@ -34,6 +34,9 @@ async function wrongs(n: number, call: SimCall): Promise<string[]> {
       case 'broadcast': return value(root, i);
       case 'allgather': return value(Math.floor(i / c), i % c);
       case 'reducescatter': return reduced(rank * c + i);
+      case 'alltoall': return value(Math.floor(i / c), rank * c + (i % c));
+      case 'gather': return value(Math.floor(i / c), i % c);
+      case 'scatter': return value(root, rank * c + i);
       default: return NaN;
     }
   };
@@ -43,7 +46,7 @@ async function wrongs(n: number, call: SimCall): Promise<string[]> {
     input: (rank, x) => x.forEach((_, i) => (x[i] = value(rank, i))),
     output: (rank, x) => {
       seen.add(rank);
-      const len = coll === 'allgather' ? c * n : c;
+      const len = coll === 'allgather' || coll === 'alltoall' || (coll === 'gather' && rank === root) ? c * n : c;
       if (x.length !== len) bad.push(`rank ${rank}: ${x.length} elements, expected ${len}`);
       for (let i = 0; i < x.length && bad.length < 5; i++) {
         const w = want(rank, i);
@@ -53,7 +56,7 @@ async function wrongs(n: number, call: SimCall): Promise<string[]> {
   });
   const failed = res.outcomes.filter((o) => o.state !== 'done');
   if (failed.length) bad.push(`${failed.length} ranks did not finish: ${failed[0].error?.message ?? failed[0].state}`);
-  const outputs = coll === 'reduce' ? 1 : coll === 'barrier' ? 0 : n;
+  const outputs = coll === 'reduce' || coll === 'gather' ? 1 : coll === 'barrier' ? 0 : n;
   if (seen.size !== outputs) bad.push(`${seen.size} ranks produced a result, expected ${outputs}`);
   return bad;
 }
@@ -61,7 +64,7 @@ async function wrongs(n: number, call: SimCall): Promise<string[]> {
 const RANKS = [1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 16, 31, 64];
 const countsFor = (n: number) => [...new Set([0, 1, Math.max(0, n - 1), 3 * n + 2])];
 const OPS: [SimDtype, SimOp][] = [['i32', 'sum'], ['f64', 'max'], ['i32', 'prod'], ['f32', 'min']];
-const COLLECTIVES: SimCollective[] = ['allreduce', 'reducescatter', 'allgather', 'broadcast', 'reduce', 'barrier'];
+const COLLECTIVES: SimCollective[] = ['allreduce', 'reducescatter', 'allgather', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'barrier'];
 
 describe('every schedule over the simulated network, data mode', () => {
   for (const coll of COLLECTIVES) {
@@ -71,8 +74,7 @@ describe('every schedule over the simulated network, data mode', () => {
         for (const n of RANKS) {
           for (const count of countsFor(n)) {
             const [dtype, op] = OPS[(n + count) % OPS.length];
-            const root = (n * 7) % n;
-            const call = { collective: coll, algo, count, dtype, op, root: coll === 'broadcast' || coll === 'reduce' ? n - 1 - root : 0 };
+            const call = { collective: coll, algo, count, dtype, op, root: ['broadcast', 'reduce', 'gather', 'scatter'].includes(coll) ? (count * 7) % n : 0 };
             for (const w of await wrongs(n, call)) bad.push(`${n} ranks, count ${count}, ${dtype} ${op}: ${w}`);
           }
         }
@@ -93,6 +95,9 @@ describe('every schedule over the simulated network, data mode', () => {
     ['allreduce', 'ring', [100, 257, 1024], [1000]],
     ['allgather', 'ring', [100, 257], [3]],
     ['reducescatter', 'ring', [100, 257], [3]],
+    ['alltoall', 'pairwise', [100, 257], [0, 3]],
+    ['gather', 'direct', [257, 1024], [0, 2]],
+    ['scatter', 'direct', [257, 1024], [0, 2]],
   ];
   for (const [coll, algo, ranks, counts] of big) {
     it(`${coll} ${algo} at ${ranks.join(', ')} ranks`, async () => {

@@ -8,13 +8,15 @@ import { treeAllReduce } from '../algorithms/tree.js';
 import { chainBroadcast, chainReduce } from '../algorithms/chain.js';
 import { disseminationBarrier } from '../algorithms/dissemination.js';
 import { type NodeLocal, hierarchicalAllReduce } from '../algorithms/hierarchical.js';
+import { pairwiseAllToAll } from '../algorithms/pairwise.js';
+import { directGather, directScatter } from '../algorithms/direct.js';
 import { chooseNetAllReduce, flatAlgo } from '../tuner/net-tuner.js';
 import { fail } from '../core/errors.js';
 import { DataMem, SIM_DTYPES, SIM_DTYPE_SIZE, SIM_OPS, type SimDtype, type SimOp, SizeMem } from './memory.js';
 import { checkTopology } from './network.js';
 import { type RankScope, type SimOptions, type SimResult, simulate } from './world.js';
 
-export const SIM_COLLECTIVES = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce', 'barrier'] as const;
+export const SIM_COLLECTIVES = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'barrier'] as const;
 export type SimCollective = (typeof SIM_COLLECTIVES)[number];
 
 /** The schedules each collective can run, the engine's default first where it has no tuner. */
@@ -24,6 +26,9 @@ export const SIM_ALGORITHMS: Record<SimCollective, readonly string[]> = {
   reducescatter: ['ring'],
   broadcast: ['chain'],
   reduce: ['chain'],
+  alltoall: ['pairwise'],
+  gather: ['direct'],
+  scatter: ['direct'],
   barrier: ['dissemination'],
 };
 
@@ -31,7 +36,10 @@ export interface SimCall {
   collective: SimCollective;
   /** Default: what the engine picks (the tuner for allreduce). */
   algo?: string;
-  /** Elements per rank, as the API counts them (allgather: each rank's block; reducescatter: each rank's output). */
+  /**
+   * Elements per rank, as the API counts them: allgather each rank's block, reducescatter each
+   * rank's output, alltoall each block a rank sends to one peer, gather and scatter each rank's block.
+   */
   count: number;
   dtype?: SimDtype;
   op?: SimOp;
@@ -119,6 +127,28 @@ async function rankPart(s: RankScope, c: Required<SimCall>, hooks: DataHooks | u
       input(w);
       await ringReduceScatter(world, m, blocks(w));
       return output(blocks(w)[s.rank]);
+    }
+    case 'alltoall': {
+      const src = region(n * s.size);
+      input(src);
+      const dst = region(n * s.size);
+      await pairwiseAllToAll(world, m, blocks(src), blocks(dst));
+      return output(dst);
+    }
+    case 'gather': {
+      const mine = region(n);
+      input(mine);
+      if (s.rank !== c.root) return directGather(world, m, mine, null, c.root);
+      const w = region(n * s.size);
+      await directGather(world, m, mine, blocks(w), c.root);
+      return output(w);
+    }
+    case 'scatter': {
+      const mine = region(n);
+      const w = s.rank === c.root ? region(n * s.size) : undefined;
+      if (w) input(w);
+      await directScatter(world, m, w ? blocks(w) : null, mine, c.root);
+      return output(mine);
     }
     case 'barrier':
       return disseminationBarrier(world);

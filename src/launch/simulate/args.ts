@@ -9,7 +9,11 @@ export class SimUsageError extends Error {
   override readonly name = 'SimUsageError';
 }
 
-export type SimCollectiveName = Collective | 'barrier';
+/** Collectives webccl perf does not sweep yet, and the barrier. */
+const MORE = ['alltoall', 'gather', 'scatter', 'barrier'] as const;
+export type SimCollectiveName = Collective | (typeof MORE)[number];
+const ALL_NAMES = [...COLLECTIVES, ...MORE];
+const MORE_ALIASES: Record<string, SimCollectiveName> = { alltoall: 'alltoall', all_to_all: 'alltoall', 'all-to-all': 'alltoall', gather: 'gather', scatter: 'scatter', barrier: 'barrier' };
 
 export interface SimulateOptions {
   collective: SimCollectiveName;
@@ -35,7 +39,7 @@ export interface SimulateOptions {
 
 export const MAX_SIM_RANKS = 65536;
 
-export const SIMULATE_USAGE = `usage: webccl simulate <${[...COLLECTIVES, 'barrier'].join('|')}> [options]
+export const SIMULATE_USAGE = `usage: webccl simulate <${ALL_NAMES.join('|')}> [options]
 
 Predicts, without running anything on a network, how long the collective takes on a cluster:
 every rank is simulated, running webccl's own schedules, over a model of the links (time
@@ -49,20 +53,20 @@ virtual; no bytes are moved).
       --intra-latency T    α between ranks of one node (default 1us)
       --intra-bandwidth R  β between two ranks of one node (default 400Gbit)
   -a, --algo A             an algorithm, a comma list, or all (default: what webccl would pick);
-                           allreduce: ${SIM_ALGORITHMS.allreduce.join(' ')}
+                           allreduce: ${SIM_ALGORITHMS.allreduce.join(' ')}; the others have one each
   -b, --minbytes SIZE      smallest size (default 8); suffixes K, M, G (powers of 1024)
   -e, --maxbytes SIZE      largest size (default 64M)
   -f, --stepfactor F       multiply the size by F between rows (default 2)
   -i, --stepbytes SIZE     add SIZE between rows when -f is 1 (default 1M)
   -d, --datatype T         ${SIM_DTYPES.join(' ')} (default f32): sets the element size
-  -r, --root R             root of broadcast and reduce (default 0)
+  -r, --root R             root of broadcast, reduce, gather and scatter (default 0)
       --jitter J           scale each message's latency by 1 + J·u, u uniform in [0,1) (default 0)
       --seed S             seed of the jitter (default 1): the same seed gives the same times
       --json FILE          also write the rows as JSON (size, algorithm, timeUs, ...)
   -h, --help               show this text
 
-busbw follows nccl-tests: allreduce 2(n-1)/n, allgather and reducescatter (n-1)/n of the total
-size, broadcast and reduce 1.`;
+busbw follows nccl-tests: allreduce 2(n-1)/n, allgather, reducescatter, alltoall, gather and
+scatter (n-1)/n of the total size (all n blocks), broadcast and reduce 1.`;
 
 const FLAGS: Record<string, string> = {
   '--ranks': 'ranks', '--nodes': 'nodes', '--latency': 'latency', '--bandwidth': 'bandwidth',
@@ -115,8 +119,8 @@ export function parseSimulateArgs(argv: string[]): SimulateOptions | 'help' {
     if (arg === '-h' || arg === '--help') return 'help';
     if (!arg.startsWith('-') || arg === '-') {
       if (collective) throw new SimUsageError(`unexpected argument ${JSON.stringify(arg)} (the collective is already ${collective})`);
-      const named = arg.toLowerCase() === 'barrier' ? 'barrier' : collectiveNamed(arg);
-      if (!named) throw new SimUsageError(`unknown collective ${JSON.stringify(arg)} (expected ${[...COLLECTIVES, 'barrier'].join(', ')})`);
+      const named = MORE_ALIASES[arg.toLowerCase()] ?? collectiveNamed(arg);
+      if (!named) throw new SimUsageError(`unknown collective ${JSON.stringify(arg)} (expected ${ALL_NAMES.join(', ')})`);
       collective = named;
       continue;
     }

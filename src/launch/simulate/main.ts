@@ -3,7 +3,8 @@
 // busbw) as rows finish, and writes --json at the end.
 import { writeFileSync } from 'node:fs';
 import { type SimOptions, resolveSimAlgo, simulateCollective } from '../../sim/index.js';
-import { bandwidths, shapeOf, sweepSizes } from '../perf/collectives.js';
+import { type Collective, bandwidths, shapeOf, sweepSizes } from '../perf/collectives.js';
+import { SIM_DTYPE_SIZE } from '../../sim/memory.js';
 import { NCCL_TYPE } from '../perf/format.js';
 import { SIMULATE_USAGE, type SimulateOptions, SimUsageError, parseSimulateArgs } from './args.js';
 
@@ -65,19 +66,40 @@ export function networkOf(o: SimulateOptions): SimOptions {
   };
 }
 
+/** Sizes as webccl perf rounds them; alltoall, gather and scatter like allgather (size: all n blocks). */
+function shapeFor(o: SimulateOptions, requested: number): { bytes: number; count: number } {
+  switch (o.collective) {
+    case 'barrier':
+      return { bytes: 0, count: 0 };
+    case 'alltoall': case 'gather': case 'scatter': {
+      const per = Math.max(1, Math.floor(requested / SIM_DTYPE_SIZE[o.dtype] / o.ranks));
+      return { bytes: per * o.ranks * SIM_DTYPE_SIZE[o.dtype], count: per };
+    }
+    default:
+      return shapeOf(o.collective, o.dtype, o.ranks, requested);
+  }
+}
+
+/** nccl-tests' factors; alltoall, gather and scatter move (n−1)/n of their size across, as allgather. */
+function bandwidthsOf(o: SimulateOptions, bytes: number, timeUs: number): { algbw: number; busbw: number } {
+  if (o.collective === 'barrier') return { algbw: 0, busbw: 0 };
+  const as: Collective = o.collective === 'alltoall' || o.collective === 'gather' || o.collective === 'scatter' ? 'allgather' : o.collective;
+  return bandwidths(as, o.ranks, bytes, timeUs);
+}
+
 /** Every row of the sweep, each handed to `row` as it finishes. */
 export async function runSimulation(o: SimulateOptions, row: (r: SimulateRow) => void = () => undefined): Promise<SimulateReport> {
   const net = networkOf(o);
   const rows: SimulateRow[] = [];
   const sizes = o.collective === 'barrier' ? [0] : sweepSizes(o.minBytes, o.maxBytes, o.factor, o.stepBytes);
   for (const requested of sizes) {
-    const shape = o.collective === 'barrier' ? { bytes: 0, count: 0 } : shapeOf(o.collective, o.dtype, o.ranks, requested);
+    const shape = shapeFor(o, requested);
     const call = { collective: o.collective, count: shape.count, dtype: o.dtype, root: o.root };
     const algos = o.algos.length ? o.algos : [resolveSimAlgo(net, call)];
     for (const algorithm of algos) {
       const t0 = performance.now();
       const res = await simulateCollective(net, { ...call, algo: algorithm });
-      const bw = o.collective === 'barrier' ? { algbw: 0, busbw: 0 } : bandwidths(o.collective, o.ranks, shape.bytes, res.timeUs);
+      const bw = bandwidthsOf(o, shape.bytes, res.timeUs);
       const r = { size: shape.bytes, count: shape.count, algorithm, timeUs: res.timeUs, ...bw, messages: res.messages, wallSec: (performance.now() - t0) / 1000 };
       rows.push(r);
       row(r);
