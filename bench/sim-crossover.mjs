@@ -4,7 +4,7 @@
 // predicted time of each schedule, the winner and its lead over the runner-up.
 //
 //   node bench/sim-crossover.mjs [--ranks 8,64,512,4096] [--gbit 10,100] [--sizes 1K,32K,1M,32M,1G]
-//                                [--skip-ring-above N] [--json FILE]
+//                                [--algos ring,tree,doubling,hierarchical] [--skip-ring-above N] [--json FILE]
 // A ring over 4,096 ranks moves 33 M messages whatever the size (over a minute of simulation
 // each); --skip-ring-above N leaves the ring out above N ranks except at the smallest and
 // largest size. Build first: npm run build (this loads dist/node/sim.js).
@@ -27,7 +27,7 @@ const gbits = opt('--gbit', '10,100').split(',').map(Number);
 const sizes = opt('--sizes', '1K,32K,1M,32M,1G').split(',').map(bytesOf);
 const skipRingAbove = Number(opt('--skip-ring-above', 'Infinity'));
 const json = opt('--json', undefined);
-const ALGOS = ['ring', 'tree', 'doubling', 'hierarchical'];
+const ALGOS = opt('--algos', 'ring,tree,doubling,hierarchical').split(',');
 const label = (b) => (b >= 1 << 30 ? `${b / (1 << 30)} GiB` : b >= 1 << 20 ? `${b / (1 << 20)} MiB` : `${b / 1024} KiB`);
 const us = (t) => (t >= 1e4 ? `${(t / 1e3).toFixed(1)} ms` : `${t.toFixed(1)} us`);
 
