@@ -87,6 +87,9 @@ describe('every schedule over the simulated network, data mode', () => {
   // message count grows as n², once each at 100 and 257 ranks and allreduce at 1,024.
   const big: [SimCollective, string, number[], number[]][] = [
     ['allreduce', 'tree', [100, 257, 1024], [0, 1, 1000, 2500]],
+    // Halves of several pieces (512 KiB, and 64 KiB ones filling the pipeline), and the ring's lanes.
+    ['allreduce', 'tree', [5, 12], [40_000, 300_001]],
+    ['allreduce', 'ring', [3, 6], [600_001]],
     ['allreduce', 'doubling', [100, 257, 1024], [1, 1000]],
     ['allreduce', 'hierarchical', [100, 256, 1024], [1, 1000]],
     ['broadcast', 'chain', [257, 1024], [1, 999]],
