@@ -119,6 +119,17 @@ describe('simulateMain', () => {
     }
   });
 
+  it('--seed: the same seed prints the same times under jitter, another seed others', async () => {
+    const times = async (seed: string) => {
+      const t = io();
+      await simulateMain(['allreduce', '--ranks', '12', '--nodes', '3', '-a', 'all', '-b', '4K', '-e', '4M', '-f', '32', '--jitter', '0.5', '--seed', seed], t.io);
+      return t.out.join('').split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.trim().split(/\s+/)[4]);
+    };
+    const a = await times('3');
+    expect(await times('3')).toEqual(a);
+    expect(await times('4')).not.toEqual(a);
+  });
+
   it('names the schedule the engine would pick when no -a is given', async () => {
     const t = io();
     await simulateMain(['allreduce', '--ranks', '4', '-b', '1K', '-e', '64M', '-f', '65536'], t.io);
