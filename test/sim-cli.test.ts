@@ -17,15 +17,15 @@ const parse = (...argv: string[]) => {
 describe('parseSimulateArgs', () => {
   it('defaults: 8 ranks one per node, 5 us and 25 Gbit between nodes, 1 us and 400 Gbit inside, the engine\'s choice of algorithm', () => {
     expect(parse('allreduce')).toMatchObject({
-      collective: 'allreduce', ranks: 8, nodes: 8, latencyUs: 5, bytesPerUs: 3125, intraLatencyUs: 1, intraBytesPerUs: 50000,
+      collective: 'allreduce', ranks: 8, nodes: 8, latencyUs: 5, bytesPerUs: 3125, intraLatencyUs: 1, intraBytesPerUs: 50000, overheadUs: 0,
       algos: [], minBytes: 8, maxBytes: 64 << 20, factor: 2, dtype: 'f32', root: 0, seed: 1, jitter: 0, json: undefined,
     });
   });
 
   it('reads every flag, in both spellings', () => {
     expect(parse('all_reduce', '--ranks', '1024', '--nodes=128', '--latency', '2.5us', '--bandwidth', '100Gbit', '--intra-latency', '300ns',
-      '--intra-bandwidth', '50GB/s', '-a', 'ring,tree', '-b', '1K', '-e', '1G', '-f', '4', '--seed', '9', '--jitter', '0.25', '-d', 'double', '--json', 'x.json'))
-      .toMatchObject({ collective: 'allreduce', ranks: 1024, nodes: 128, latencyUs: 2.5, bytesPerUs: 12500, intraLatencyUs: 0.3, intraBytesPerUs: 50000,
+      '--intra-bandwidth', '50GB/s', '--overhead', '50us', '-a', 'ring,tree', '-b', '1K', '-e', '1G', '-f', '4', '--seed', '9', '--jitter', '0.25', '-d', 'double', '--json', 'x.json'))
+      .toMatchObject({ collective: 'allreduce', ranks: 1024, nodes: 128, latencyUs: 2.5, bytesPerUs: 12500, intraLatencyUs: 0.3, intraBytesPerUs: 50000, overheadUs: 50,
         algos: ['ring', 'tree'], minBytes: 1024, maxBytes: 1 << 30, factor: 4, seed: 9, jitter: 0.25, dtype: 'f64', json: 'x.json' });
     expect(parse('allreduce', '-a', 'all').algos).toEqual(['ring', 'doubling', 'tree', 'hierarchical']);
     expect(parse('broadcast', '-a', 'all', '-r', '7').algos).toEqual(['chain']);
@@ -58,6 +58,7 @@ describe('parseSimulateArgs', () => {
     [['allreduce', '--latency', '5'], /--latency expects a time such as 5us/],
     [['allreduce', '--latency', '-1us'], /--latency expects a time/],
     [['allreduce', '--bandwidth', '25'], /--bandwidth expects a rate such as 25Gbit/],
+    [['allreduce', '--overhead', 'some'], /--overhead expects a time/],
     [['allreduce', '--bandwidth', '0Gbit'], /--bandwidth expects a rate/],
     [['allreduce', '--intra-bandwidth', 'fast'], /--intra-bandwidth expects a rate/],
     [['allreduce', '-a', 'butterfly'], /-a: allreduce has no algorithm "butterfly" \(expected auto, all, ring, doubling, tree, hierarchical\)/],

@@ -21,6 +21,20 @@ describe('closed forms on an uncontended topology (one rank per node)', () => {
     }
   });
 
+  it('a per-message overhead o adds to every step: ring 2(n−1)(o + α + S/(nβ)); a rank\'s messages leave o apart', async () => {
+    const n = 8;
+    const count = n * 1024;
+    const r = await simulateCollective(flat(n, { overheadUs: 50 }), { collective: 'allreduce', algo: 'ring', count });
+    expect(r.timeUs).toBeCloseTo(2 * (n - 1) * (50 + A + (count * 4) / n / B), 6);
+    const two = await simulate(flat(3, { overheadUs: 10, trace: true }), async (s) => {
+      const g = s.group(0);
+      if (s.rank === 0) await Promise.all([g.send(1, 0, new Uint8Array(0)), g.send(2, 0, new Uint8Array(0))]);
+      else await g.recv(0, 0, new Uint8Array(0));
+    });
+    expect(two.trace!.map((m) => m.arriveUs)).toEqual([10 + A, 20 + A]);
+    await expect(simulateCollective(flat(2, { overheadUs: -1 }), { collective: 'allreduce', count: 1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+
   it('recursive doubling takes log2(n)(α + S/β) over a power of two', async () => {
     const S = 64 * 1024;
     for (const [n, steps] of [[2, 1], [8, 3], [64, 6]]) {

@@ -21,6 +21,11 @@ export interface Topology {
   inter: LinkSpec;
   /** Inside a node. */
   intra: LinkSpec;
+  /**
+   * Software cost of one message at its sender, microseconds (LogP's o; default 0): a rank's
+   * messages leave one after another, each this long after the one before (system calls, copies).
+   */
+  overheadUs?: number;
 }
 
 /** What goes wrong, and when (virtual microseconds from the op's start). */
@@ -41,6 +46,7 @@ export function checkTopology(t: Topology): void {
   if (!Number.isSafeInteger(t.nodes) || t.nodes < 1 || t.ranks % t.nodes) {
     fail('INVALID_ARGUMENT', `simulate: nodes must be a positive integer dividing ranks (${t.ranks}), got ${t.nodes}`);
   }
+  if (t.overheadUs !== undefined && !finite(t.overheadUs, 0)) fail('INVALID_ARGUMENT', `simulate: overhead must be a finite number ≥ 0 µs, got ${t.overheadUs}`);
   for (const [name, l] of [['inter', t.inter], ['intra', t.intra]] as const) {
     if (!l || !finite(l.latencyUs, 0)) fail('INVALID_ARGUMENT', `simulate: ${name} latency must be a finite number ≥ 0 µs`, { link: name });
     if (!finite(l.bytesPerUs, 0) || l.bytesPerUs <= 0) fail('INVALID_ARGUMENT', `simulate: ${name} bandwidth must be a finite number > 0`, { link: name });
@@ -55,12 +61,17 @@ export class Network {
   private readonly pairFree = new Map<number, number>();
   private readonly slow = new Map<number, number>();
   private readonly random: () => number;
+  /** When each rank has finished handing its last message over (with overheadUs). */
+  private readonly senderFree: Float64Array;
+  private readonly overhead: number;
 
   constructor(readonly topo: Topology, private readonly jitter: number, seed: number, faults: readonly Fault[]) {
     this.perNode = topo.ranks / topo.nodes;
     this.nicOut = new Float64Array(topo.nodes);
     this.nicIn = new Float64Array(topo.nodes);
     this.random = seededRandom(seed);
+    this.overhead = topo.overheadUs ?? 0;
+    this.senderFree = new Float64Array(this.overhead ? topo.ranks : 0);
     for (const f of faults) {
       if (f.kind !== 'slow') continue;
       const [a, b] = f.ranks;
@@ -79,8 +90,13 @@ export class Network {
   }
 
   /** Reserves the links `bytes` cross from `src` to `dst`, the sender starting at `now`; returns when they arrive. */
-  transmit(now: number, src: number, dst: number, bytes: number): number {
+  transmit(sentAt: number, src: number, dst: number, bytes: number): number {
     const n = this.topo.ranks;
+    let now = sentAt;
+    if (this.overhead) {
+      now = Math.max(now, this.senderFree[src]) + this.overhead;
+      this.senderFree[src] = now;
+    }
     const factor = this.slow.size ? this.slow.get(src * n + dst) ?? 1 : 1;
     const from = this.nodeOf(src);
     const to = this.nodeOf(dst);

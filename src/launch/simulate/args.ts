@@ -24,6 +24,8 @@ export interface SimulateOptions {
   bytesPerUs: number;
   intraLatencyUs: number;
   intraBytesPerUs: number;
+  /** Software cost of each message at its sender (LogP's o). */
+  overheadUs: number;
   /** Algorithms to run at every size; empty: the engine's own choice. */
   algos: string[];
   minBytes: number;
@@ -52,6 +54,8 @@ virtual; no bytes are moved).
                            a number with Kbit, Mbit, Gbit, Tbit (or Gbps, Gb/s), or bytes: GB/s, MB/s
       --intra-latency T    α between ranks of one node (default 1us)
       --intra-bandwidth R  β between two ranks of one node (default 400Gbit)
+      --overhead T         software cost of each message at its sender, one after another
+                           (default 0us; TCP on loopback costs ~50us)
   -a, --algo A             an algorithm, a comma list, or all (default: what webccl would pick);
                            allreduce: ${SIM_ALGORITHMS.allreduce.join(' ')}; the others have one each
   -b, --minbytes SIZE      smallest size (default 8); suffixes K, M, G (powers of 1024)
@@ -70,7 +74,7 @@ scatter (n-1)/n of the total size (all n blocks), broadcast and reduce 1.`;
 
 const FLAGS: Record<string, string> = {
   '--ranks': 'ranks', '--nodes': 'nodes', '--latency': 'latency', '--bandwidth': 'bandwidth',
-  '--intra-latency': 'intraLatency', '--intra-bandwidth': 'intraBandwidth', '-a': 'a', '--algo': 'a',
+  '--intra-latency': 'intraLatency', '--intra-bandwidth': 'intraBandwidth', '--overhead': 'overhead', '-a': 'a', '--algo': 'a',
   '-b': 'b', '--minbytes': 'b', '-e': 'e', '--maxbytes': 'e', '-f': 'f', '--stepfactor': 'f',
   '-i': 'i', '--stepbytes': 'i', '-d': 'd', '--datatype': 'd', '-r': 'r', '--root': 'r',
   '--seed': 'seed', '--jitter': 'jitter', '--json': 'json',
@@ -158,6 +162,7 @@ export function parseSimulateArgs(argv: string[]): SimulateOptions | 'help' {
     bytesPerUs: bw('bandwidth', '--bandwidth', '25Gbit'),
     intraLatencyUs: lat('intraLatency', '--intra-latency', 1),
     intraBytesPerUs: bw('intraBandwidth', '--intra-bandwidth', '400Gbit'),
+    overheadUs: lat('overhead', '--overhead', 0),
     algos: parseAlgos(collective, v('a')?.value),
     minBytes,
     maxBytes,

@@ -31,6 +31,7 @@ export interface SimulateReport {
   bandwidthGbit: number;
   intraLatencyUs: number;
   intraBandwidthGbit: number;
+  overheadUs: number;
   dtype: string;
   jitter: number;
   seed: number;
@@ -49,7 +50,7 @@ const gbit = (bytesPerUs: number) => +(bytesPerUs * 8e-3).toFixed(6);
 export function simulateHeader(o: SimulateOptions): string[] {
   return [
     `# webccl simulate ${o.collective}: ${o.ranks} ranks on ${o.nodes} node(s) of ${o.ranks / o.nodes}; between nodes α ${o.latencyUs} us, β ${gbit(o.bytesPerUs)} Gbit/s;` +
-      ` inside a node α ${o.intraLatencyUs} us, β ${gbit(o.intraBytesPerUs)} Gbit/s${o.jitter ? `; jitter ${o.jitter}, seed ${o.seed}` : ''}`,
+      ` inside a node α ${o.intraLatencyUs} us, β ${gbit(o.intraBytesPerUs)} Gbit/s${o.overheadUs ? `; ${o.overheadUs} us per message at its sender` : ''}${o.jitter ? `; jitter ${o.jitter}, seed ${o.seed}` : ''}`,
     '#' + cols(['size', 'count', 'type', 'algorithm', 'time', 'algbw', 'busbw', 'messages', 'wall']).slice(1),
     '#' + cols(['(B)', '(elements)', '', '', '(us)', '(GB/s)', '(GB/s)', '', '(s)']).slice(1),
   ];
@@ -61,7 +62,7 @@ export function formatSimulateRow(o: SimulateOptions, r: SimulateRow): string {
 
 export function networkOf(o: SimulateOptions): SimOptions {
   return {
-    ranks: o.ranks, nodes: o.nodes, mode: 'size', jitter: o.jitter, seed: o.seed,
+    ranks: o.ranks, nodes: o.nodes, mode: 'size', jitter: o.jitter, seed: o.seed, overheadUs: o.overheadUs,
     inter: { latencyUs: o.latencyUs, bytesPerUs: o.bytesPerUs }, intra: { latencyUs: o.intraLatencyUs, bytesPerUs: o.intraBytesPerUs },
   };
 }
@@ -107,7 +108,7 @@ export async function runSimulation(o: SimulateOptions, row: (r: SimulateRow) =>
   }
   return {
     tool: 'webccl simulate', collective: o.collective, nranks: o.ranks, nodes: o.nodes, ranksPerNode: o.ranks / o.nodes,
-    latencyUs: o.latencyUs, bandwidthGbit: gbit(o.bytesPerUs), intraLatencyUs: o.intraLatencyUs, intraBandwidthGbit: gbit(o.intraBytesPerUs),
+    latencyUs: o.latencyUs, bandwidthGbit: gbit(o.bytesPerUs), intraLatencyUs: o.intraLatencyUs, intraBandwidthGbit: gbit(o.intraBytesPerUs), overheadUs: o.overheadUs,
     dtype: o.dtype, jitter: o.jitter, seed: o.seed, rows,
   };
 }
