@@ -54,7 +54,7 @@ describe('parsePerfArgs', () => {
   it('-a takes the shared-memory algorithms with shm and the network ones with tcp', () => {
     expect(parse('allreduce', '-a', 'direct').algo).toBe('direct');
     expect(parse('allreduce', '-a', 'twoshot', '--transport', 'shm').algo).toBe('twoshot');
-    for (const a of ['ring', 'doubling', 'hierarchical']) expect(parse('allreduce', '--transport', 'tcp', '-a', a).algo).toBe(a);
+    for (const a of ['ring', 'doubling', 'hierarchical', 'tree']) expect(parse('allreduce', '--transport', 'tcp', '-a', a).algo).toBe(a);
     expect(parse('allreduce', '--transport', 'tcp', '-a', 'auto').algo).toBeUndefined();
   });
 
@@ -127,7 +127,7 @@ describe('parsePerfArgs', () => {
     [['allreduce', '-a', 'hierarchical', '--transport', 'shm'], /-a hierarchical is a network algorithm/],
     [['allreduce', '--transport', 'tcp', '-a', 'direct'], /-a direct is a shared-memory algorithm, for --transport shm; with --transport tcp use auto, ring, doubling, hierarchical/],
     [['allreduce', '--transport', 'tcp', '-a', 'twoshot'], /-a twoshot is a shared-memory algorithm/],
-    [['allreduce', '--transport', 'tcp', '-a', 'tree'], /unknown algorithm "tree" \(expected auto, ring, doubling, hierarchical with --transport tcp\)/],
+    [['allreduce', '--transport', 'tcp', '-a', 'butterfly'], /unknown algorithm "butterfly" \(expected auto, ring, doubling, hierarchical, tree with --transport tcp\)/],
     [['allreduce', '--transport', 'tcp', '--ranks', '3', '--nodes', '2'], /--ranks 3 is not a multiple of --nodes 2/],
     [['allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '8'], /--ranks 4 is not a multiple of --nodes 8/],
     [['allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '1'], /needs at least 2 nodes/],

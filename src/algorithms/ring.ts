@@ -16,21 +16,25 @@ interface Phase {
   stepBase: number;
 }
 
-/** Runs one or more phases over `blocks`, piece by piece in lanes. */
-async function runPhases(g: Group, m: Mem, blocks: Span[], phases: Phase[]): Promise<void> {
+/**
+ * Runs one or more phases over the group's `size` blocks (`block(i)` is block i; `largest`, the
+ * largest), piece by piece in lanes. Blocks are made as needed rather than held in an array:
+ * a simulation runs thousands of ranks in one process, and n arrays of n blocks add up.
+ */
+async function runPhases(g: Group, m: Mem, block: (i: number) => Span, largest: Span, phases: Phase[]): Promise<void> {
   if (g.size === 1) return;
   const right = mod(g.rank + 1, g.size);
   const left = mod(g.rank - 1, g.size);
-  const pieces = piecesFor(blocks, m.elemBytes);
+  const pieces = piecesFor([largest], m.elemBytes);
   const lanes = Math.min(LANES, pieces);
-  const most = Math.ceil(Math.max(...blocks.map((b) => b.count)) / pieces);
+  const most = Math.ceil(largest.count / pieces);
   const lane = async (first: number): Promise<void> => {
     const scratch = phases.some((p) => p.reduce) ? m.scratch(most) : 0;
     for (let j = first; j < pieces; j += lanes) {
       for (const ph of phases) {
         for (let s = 0; s < g.size - 1; s++) {
-          const out = subSpan(blocks[ph.sendBlock(s)], pieces, j, m.elemBytes);
-          const into = subSpan(blocks[ph.recvBlock(s)], pieces, j, m.elemBytes);
+          const out = subSpan(block(ph.sendBlock(s)), pieces, j, m.elemBytes);
+          const into = subSpan(block(ph.recvBlock(s)), pieces, j, m.elemBytes);
           const step = (ph.stepBase + s) * pieces + j;
           const target = ph.reduce ? scratch : into.addr;
           await Promise.all([g.send(right, step, m.view(out.addr, out.count)), g.recv(left, step, m.view(target, into.count))]);
@@ -54,16 +58,19 @@ function agPhase(g: Group, own: number, stepBase: number): Phase {
 
 /** Allreduce of `buf` in place: reduce-scatter over `size` blocks, then allgather. */
 export function ringAllReduce(g: Group, m: Mem, buf: Span): Promise<void> {
-  const blocks = Array.from({ length: g.size }, (_, i) => subSpan(buf, g.size, i, m.elemBytes));
-  return runPhases(g, m, blocks, [rsPhase(g, 0), agPhase(g, mod(g.rank + 1, g.size), g.size - 1)]);
+  // Block 0 is among the largest (the first count % size blocks hold one element more).
+  const block = (i: number) => subSpan(buf, g.size, i, m.elemBytes);
+  return runPhases(g, m, block, block(0), [rsPhase(g, 0), agPhase(g, mod(g.rank + 1, g.size), g.size - 1)]);
 }
+
+const largestOf = (blocks: Span[]): Span => blocks.reduce((a, b) => (b.count > a.count ? b : a), blocks[0]);
 
 /** Block `rank` of `blocks` ends holding the reduction of every rank's block `rank`. */
 export function ringReduceScatter(g: Group, m: Mem, blocks: Span[]): Promise<void> {
-  return runPhases(g, m, blocks, [rsPhase(g, -1)]);
+  return runPhases(g, m, (i) => blocks[i], largestOf(blocks), [rsPhase(g, -1)]);
 }
 
 /** Every rank's block `rank` of `blocks` ends in block `rank` on every rank. */
 export function ringAllGather(g: Group, m: Mem, blocks: Span[]): Promise<void> {
-  return runPhases(g, m, blocks, [agPhase(g, g.rank, 0)]);
+  return runPhases(g, m, (i) => blocks[i], largestOf(blocks), [agPhase(g, g.rank, 0)]);
 }

@@ -14,6 +14,7 @@ import type { AbortInfo, Tag, Transport } from '../transport/transport.js';
 import type { Group, Mem, Span } from '../algorithms/group.js';
 import { ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/ring.js';
 import { doublingAllReduce } from '../algorithms/doubling.js';
+import { treeAllReduce } from '../algorithms/tree.js';
 import { chainBroadcast, chainReduce } from '../algorithms/chain.js';
 import { disseminationBarrier } from '../algorithms/dissemination.js';
 import { hierarchicalAllReduce } from '../algorithms/hierarchical.js';
@@ -430,6 +431,7 @@ export class NetEngine implements Engine, WorkDriver {
   private allReduce(op: NetOp, m: Mem, world: Group, w: Span): Promise<void> {
     const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size)) =>
       (algo === 'ring' ? ringAllReduce(g, mm, s) : doublingAllReduce(g, mm, s));
+    if (op.algo === 'tree') return treeAllReduce(world, m, w);
     if (op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling');
     return hierarchicalAllReduce(nodePhase(this.local!, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs, op.spec.layout), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
   }

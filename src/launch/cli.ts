@@ -8,12 +8,15 @@ import { WebcclError } from '../core/errors.js';
 import { startProcesses } from './processes.js';
 import { type LaunchOptions, type LaunchResult, startRanks } from './threads.js';
 import { perfMain } from './perf/main.js';
+import { simulateMain } from './simulate/main.js';
 
 const USAGE = `usage: webccl <command> [options]
 
 commands:
   run [options] script.mjs [args...]   start ranks running script.mjs
   perf <collective> [options]          nccl-tests-style sweep: time, algbw, busbw, #wrong (perf --help)
+  simulate <collective> [options]      predicted time, algbw, busbw on a simulated cluster of up to
+                                       65,536 ranks (simulate --help)
   help                                 show this text
 
 run options:
@@ -194,6 +197,8 @@ export async function main(argv: string[]): Promise<number> {
         return await run(rest);
       case 'perf':
         return await perfMain(rest);
+      case 'simulate':
+        return await simulateMain(rest);
       case undefined:
       case 'help':
       case '--help':

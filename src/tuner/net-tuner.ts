@@ -4,7 +4,9 @@
 import { envString } from '../core/config.js';
 import { fail } from '../core/errors.js';
 
-export const NET_ALGORITHMS = ['ring', 'doubling', 'hierarchical'] as const;
+// tree (double binary tree, src/algorithms/tree.ts) is chosen only when named: its log n
+// latency pays at rank counts beyond what this tuner has measured.
+export const NET_ALGORITHMS = ['ring', 'doubling', 'hierarchical', 'tree'] as const;
 export type NetAlgo = (typeof NET_ALGORITHMS)[number];
 
 export const isNetAlgo = (a: unknown): a is NetAlgo => (NET_ALGORITHMS as readonly unknown[]).includes(a);

@@ -1,0 +1,42 @@
+// Speed of the network simulator itself: a ring allreduce of 1 GiB in size-only mode at 1,024
+// and 4,096 virtual ranks (8 per node, 5 us / 25 Gbit between nodes), wall time per run, beside
+// the virtual time it predicts and the messages it moved. Targets (issue 13): < 10 s at 1,024
+// ranks, < 60 s at 4,096.
+//
+//   node bench/sim-speed.mjs [--ranks 1024,4096] [--size 1G] [--algo ring] [--json FILE]
+// Build first: npm run build (this loads dist/node/sim.js).
+import { writeFileSync } from 'node:fs';
+import { simulateCollective } from '../dist/node/sim.js';
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i < 0 ? dflt : args[i + 1];
+};
+const UNITS = { '': 1, K: 1 << 10, M: 1 << 20, G: 1 << 30 };
+const bytesOf = (t) => {
+  const m = /^(\d+)([KMG]?)$/.exec(t);
+  if (!m) throw new Error(`--size expects 1G, 256M, ..., got ${t}`);
+  return Number(m[1]) * UNITS[m[2]];
+};
+const ranksList = opt('--ranks', '1024,4096').split(',').map(Number);
+const bytes = bytesOf(opt('--size', '1G'));
+const algo = opt('--algo', 'ring');
+const json = opt('--json', undefined);
+
+const rows = [];
+console.log('#   ranks   nodes        size  algorithm     virtual time (us)      messages   wall (s)   us/message');
+for (const ranks of ranksList) {
+  const nodes = Math.max(1, ranks / 8);
+  const t0 = performance.now();
+  const r = await simulateCollective(
+    { ranks, nodes, mode: 'size', inter: { latencyUs: 5, bytesPerUs: 3125 }, intra: { latencyUs: 1, bytesPerUs: 50000 } },
+    { collective: 'allreduce', algo, count: bytes / 4 },
+  );
+  const wall = (performance.now() - t0) / 1000;
+  const row = { ranks, nodes, bytes, algorithm: algo, timeUs: r.timeUs, messages: r.messages, wallSec: wall };
+  rows.push(row);
+  console.log([String(ranks).padStart(9), String(nodes).padStart(7), String(bytes).padStart(11), algo.padStart(10), r.timeUs.toFixed(1).padStart(21),
+    String(r.messages).padStart(13), wall.toFixed(2).padStart(10), ((wall * 1e6) / r.messages).toFixed(2).padStart(12)].join(' '));
+}
+if (json) writeFileSync(json, JSON.stringify({ tool: 'bench/sim-speed.mjs', node: process.version, rows }, null, 2) + '\n');

@@ -1,0 +1,188 @@
+// The command line of `webccl simulate`: nccl-tests' sweep flags (-b -e -f -i -d -r), -a for the
+// algorithm (or all), and the simulated network's shape and links.
+// Pure: parsing never touches the process, so tests can hit every branch.
+import { COLLECTIVES, type Collective, collectiveNamed } from '../perf/collectives.js';
+import { PerfUsageError, parseSize } from '../perf/args.js';
+import { SIM_ALGORITHMS, SIM_DTYPES, type SimDtype } from '../../sim/index.js';
+
+export class SimUsageError extends Error {
+  override readonly name = 'SimUsageError';
+}
+
+/** Collectives webccl perf does not sweep yet, and the barrier. */
+const MORE = ['alltoall', 'gather', 'scatter', 'barrier'] as const;
+export type SimCollectiveName = Collective | (typeof MORE)[number];
+const ALL_NAMES = [...COLLECTIVES, ...MORE];
+const MORE_ALIASES: Record<string, SimCollectiveName> = { alltoall: 'alltoall', all_to_all: 'alltoall', 'all-to-all': 'alltoall', gather: 'gather', scatter: 'scatter', barrier: 'barrier' };
+
+export interface SimulateOptions {
+  collective: SimCollectiveName;
+  ranks: number;
+  nodes: number;
+  latencyUs: number;
+  /** Bytes per microsecond. */
+  bytesPerUs: number;
+  intraLatencyUs: number;
+  intraBytesPerUs: number;
+  /** Software cost of each message at its sender (LogP's o). */
+  overheadUs: number;
+  /** Algorithms to run at every size; empty: the engine's own choice. */
+  algos: string[];
+  minBytes: number;
+  maxBytes: number;
+  factor: number;
+  stepBytes: number;
+  dtype: SimDtype;
+  root: number;
+  seed: number;
+  jitter: number;
+  json: string | undefined;
+}
+
+export const MAX_SIM_RANKS = 65536;
+
+export const SIMULATE_USAGE = `usage: webccl simulate <${ALL_NAMES.join('|')}> [options]
+
+Predicts, without running anything on a network, how long the collective takes on a cluster:
+every rank is simulated, running webccl's own schedules, over a model of the links (time
+virtual; no bytes are moved).
+
+      --ranks N            ranks in all (default 8)
+      --nodes M            nodes the ranks are spread over, N/M each (default N: one rank each)
+      --latency T          α between nodes (default 5us): a number with ns, us, ms or s
+      --bandwidth R        β of each node's network interface, each way (default 25Gbit):
+                           a number with Kbit, Mbit, Gbit, Tbit (or Gbps, Gb/s), or bytes: GB/s, MB/s
+      --intra-latency T    α between ranks of one node (default 1us)
+      --intra-bandwidth R  β between two ranks of one node (default 400Gbit)
+      --overhead T         software cost of each message at its sender, one after another
+                           (default 0us; TCP on loopback costs ~50us)
+  -a, --algo A             an algorithm, a comma list, or all (default: what webccl would pick);
+                           allreduce: ${SIM_ALGORITHMS.allreduce.join(' ')}; the others have one each
+  -b, --minbytes SIZE      smallest size (default 8); suffixes K, M, G (powers of 1024)
+  -e, --maxbytes SIZE      largest size (default 64M)
+  -f, --stepfactor F       multiply the size by F between rows (default 2)
+  -i, --stepbytes SIZE     add SIZE between rows when -f is 1 (default 1M)
+  -d, --datatype T         ${SIM_DTYPES.join(' ')} (default f32): sets the element size
+  -r, --root R             root of broadcast, reduce, gather and scatter (default 0)
+      --jitter J           scale each message's latency by 1 + J·u, u uniform in [0,1) (default 0)
+      --seed S             seed of the jitter (default 1): the same seed gives the same times
+      --json FILE          also write the rows as JSON (size, algorithm, timeUs, ...)
+  -h, --help               show this text
+
+busbw follows nccl-tests: allreduce 2(n-1)/n, allgather, reducescatter, alltoall, gather and
+scatter (n-1)/n of the total size (all n blocks), broadcast and reduce 1.`;
+
+const FLAGS: Record<string, string> = {
+  '--ranks': 'ranks', '--nodes': 'nodes', '--latency': 'latency', '--bandwidth': 'bandwidth',
+  '--intra-latency': 'intraLatency', '--intra-bandwidth': 'intraBandwidth', '--overhead': 'overhead', '-a': 'a', '--algo': 'a',
+  '-b': 'b', '--minbytes': 'b', '-e': 'e', '--maxbytes': 'e', '-f': 'f', '--stepfactor': 'f',
+  '-i': 'i', '--stepbytes': 'i', '-d': 'd', '--datatype': 'd', '-r': 'r', '--root': 'r',
+  '--seed': 'seed', '--jitter': 'jitter', '--json': 'json',
+};
+
+const TIME_UNITS: Record<string, number> = { ns: 1e-3, us: 1, 'µs': 1, ms: 1e3, s: 1e6 };
+
+/** "5us" → 5, "100ns" → 0.1, "0.5ms" → 500 (microseconds). */
+export function parseLatency(text: string, flag: string): number {
+  const m = /^(\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*(ns|us|µs|ms|s)$/i.exec(text.trim());
+  if (!m) throw new SimUsageError(`${flag} expects a time such as 5us, 800ns or 1.5ms, got ${JSON.stringify(text)}`);
+  return Number(m[1]) * TIME_UNITS[m[2].toLowerCase() === 'µs' ? 'µs' : m[2].toLowerCase()];
+}
+
+const RATE_PREFIX: Record<string, number> = { k: 1e3, m: 1e6, g: 1e9, t: 1e12 };
+
+/** "25Gbit" → 3125 (bytes per µs); bits by "bit", "bps" or "b/s", bytes by "B/s" or "Bps". */
+export function parseBandwidth(text: string, flag: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([kKmMgGtT])(bit|bps|b\/s|B\/s|Bps)$/.exec(text.trim());
+  const bad = () => new SimUsageError(`${flag} expects a rate such as 25Gbit, 100Gbps or 12.5GB/s, got ${JSON.stringify(text)}`);
+  if (!m) throw bad();
+  const perSec = Number(m[1]) * RATE_PREFIX[m[2].toLowerCase()] / (m[3].startsWith('B') ? 1 : 8);
+  if (!(perSec > 0)) throw bad();
+  return perSec / 1e6;
+}
+
+function int(text: string, flag: string, min: number, max: number): number {
+  if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) throw new SimUsageError(`${flag} expects an integer in ${min}..${max}, got ${JSON.stringify(text)}`);
+  return Number(text);
+}
+
+const size = (text: string, flag: string): number => {
+  try {
+    return parseSize(text, flag);
+  } catch (e) {
+    throw e instanceof PerfUsageError ? new SimUsageError(e.message) : e;
+  }
+};
+
+/** Parses the arguments after `simulate`; 'help' when -h is among them. Throws SimUsageError. */
+export function parseSimulateArgs(argv: string[]): SimulateOptions | 'help' {
+  const given = new Map<string, { flag: string; value: string }>();
+  let collective: SimCollectiveName | undefined;
+  for (let k = 0; k < argv.length; k++) {
+    const arg = argv[k];
+    if (arg === '-h' || arg === '--help') return 'help';
+    if (!arg.startsWith('-') || arg === '-') {
+      if (collective) throw new SimUsageError(`unexpected argument ${JSON.stringify(arg)} (the collective is already ${collective})`);
+      const named = MORE_ALIASES[arg.toLowerCase()] ?? collectiveNamed(arg);
+      if (!named) throw new SimUsageError(`unknown collective ${JSON.stringify(arg)} (expected ${ALL_NAMES.join(', ')})`);
+      collective = named;
+      continue;
+    }
+    const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
+    const flag = eq < 0 ? arg : arg.slice(0, eq);
+    const key = FLAGS[flag];
+    if (!key) throw new SimUsageError(`unknown option ${flag}`);
+    const value = eq < 0 ? argv[++k] : arg.slice(eq + 1);
+    if (value === undefined) throw new SimUsageError(`${flag} needs a value`);
+    if (given.has(key)) throw new SimUsageError(`${flag} given twice`);
+    given.set(key, { flag, value });
+  }
+  if (!collective) throw new SimUsageError('simulate: which collective? (e.g. webccl simulate allreduce --ranks 1024)');
+  const v = (key: string) => given.get(key);
+  const ranks = v('ranks') ? int(v('ranks')!.value, '--ranks', 1, MAX_SIM_RANKS) : 8;
+  const nodes = v('nodes') ? int(v('nodes')!.value, '--nodes', 1, MAX_SIM_RANKS) : ranks;
+  if (ranks % nodes) throw new SimUsageError(`--ranks ${ranks} is not a multiple of --nodes ${nodes}: every node holds --ranks / --nodes ranks`);
+  const lat = (key: string, flag: string, dflt: number) => (v(key) ? parseLatency(v(key)!.value, flag) : dflt);
+  const bw = (key: string, flag: string, dflt: string) => parseBandwidth(v(key)?.value ?? dflt, flag);
+  const minBytes = v('b') ? size(v('b')!.value, '-b') : 8;
+  const maxBytes = v('e') ? size(v('e')!.value, '-e') : 64 << 20;
+  if (maxBytes < minBytes) throw new SimUsageError(`-e ${maxBytes} is smaller than -b ${minBytes}`);
+  const factorText = v('f')?.value ?? '2';
+  if (!/^\d+(\.\d+)?$/.test(factorText) || Number(factorText) < 1) throw new SimUsageError(`-f expects a number ≥ 1, got ${JSON.stringify(factorText)}`);
+  const dtypeText = v('d')?.value ?? 'f32';
+  const dtype = ({ float: 'f32', double: 'f64', int32: 'i32', int: 'i32' } as Record<string, SimDtype>)[dtypeText] ?? dtypeText;
+  if (!(SIM_DTYPES as readonly string[]).includes(dtype)) throw new SimUsageError(`-d: unknown datatype ${JSON.stringify(dtypeText)} (expected ${SIM_DTYPES.join(', ')})`);
+  const jitterText = v('jitter')?.value ?? '0';
+  if (!/^\d+(\.\d+)?$/.test(jitterText)) throw new SimUsageError(`--jitter expects a number ≥ 0, got ${JSON.stringify(jitterText)}`);
+  return {
+    collective,
+    ranks,
+    nodes,
+    latencyUs: lat('latency', '--latency', 5),
+    bytesPerUs: bw('bandwidth', '--bandwidth', '25Gbit'),
+    intraLatencyUs: lat('intraLatency', '--intra-latency', 1),
+    intraBytesPerUs: bw('intraBandwidth', '--intra-bandwidth', '400Gbit'),
+    overheadUs: lat('overhead', '--overhead', 0),
+    algos: parseAlgos(collective, v('a')?.value),
+    minBytes,
+    maxBytes,
+    factor: Number(factorText),
+    stepBytes: v('i') ? size(v('i')!.value, '-i') : 1 << 20,
+    dtype: dtype as SimDtype,
+    root: v('r') ? int(v('r')!.value, '-r', 0, ranks - 1) : 0,
+    seed: v('seed') ? int(v('seed')!.value, '--seed', 0, 2 ** 32 - 1) : 1,
+    jitter: Number(jitterText),
+    json: v('json')?.value,
+  };
+}
+
+function parseAlgos(coll: SimCollectiveName, text: string | undefined): string[] {
+  const mine = SIM_ALGORITHMS[coll];
+  if (text === undefined || text === 'auto') return [];
+  if (text === 'all') return [...mine];
+  const names = text.split(',');
+  for (const a of names) {
+    if (!mine.includes(a)) throw new SimUsageError(`-a: ${coll} has no algorithm ${JSON.stringify(a)} (expected auto, all, ${mine.join(', ')})`);
+  }
+  return [...new Set(names)];
+}

@@ -1,0 +1,117 @@
+// The simulator's clock: a queue of events ordered by virtual time (then by the order they were
+// scheduled, so that equal times fire in a fixed order and a run is repeatable). Nothing sleeps:
+// the clock jumps from one event time to the next.
+
+/**
+ * An event: at virtual time `t` (microseconds), `fire(arg)` — or a message delivery, which
+ * carries its fields here rather than in a closure (the simulator makes millions of them).
+ */
+export interface SimEvent {
+  t: number;
+  seq: number;
+  fire: ((arg: SimEvent) => void) | null;
+  /** A delivery's receiver, mailbox key, bytes (null in size-only mode) and length. */
+  dst: number;
+  key: number;
+  payload: Uint8Array | null;
+  bytes: number;
+}
+
+/** A binary min-heap of events by (t, seq). */
+export class EventQueue {
+  private readonly heap: SimEvent[] = [];
+  private seq = 0;
+  /** Fired events, reused: a run makes millions, and each lives long enough to be costly to collect. */
+  private readonly spare: SimEvent[] = [];
+
+  get size(): number {
+    return this.heap.length;
+  }
+
+  /** The earliest event's time (Infinity when empty). */
+  get nextTime(): number {
+    return this.heap.length ? this.heap[0].t : Infinity;
+  }
+
+  at(t: number, fire: (e: SimEvent) => void): void {
+    this.push(this.event(t, fire, 0, 0, null, 0));
+  }
+
+  /** A delivery (fire null): the caller reads its fields when it pops it. */
+  delivery(t: number, dst: number, key: number, payload: Uint8Array | null, bytes: number): void {
+    this.push(this.event(t, null, dst, key, payload, bytes));
+  }
+
+  /** Hands a popped event back for reuse, once the caller is done with its fields. */
+  release(e: SimEvent): void {
+    e.fire = null;
+    e.payload = null;
+    this.spare.push(e);
+  }
+
+  private event(t: number, fire: SimEvent['fire'], dst: number, key: number, payload: Uint8Array | null, bytes: number): SimEvent {
+    const e = this.spare.pop();
+    if (!e) return { t, seq: this.seq++, fire, dst, key, payload, bytes };
+    e.t = t;
+    e.seq = this.seq++;
+    e.fire = fire;
+    e.dst = dst;
+    e.key = key;
+    e.payload = payload;
+    e.bytes = bytes;
+    return e;
+  }
+
+  private push(e: SimEvent): void {
+    const h = this.heap;
+    let i = h.push(e) - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!before(e, h[p])) break;
+      h[i] = h[p];
+      i = p;
+    }
+    h[i] = e;
+  }
+
+  pop(): SimEvent | undefined {
+    const h = this.heap;
+    const top = h[0];
+    const last = h.pop();
+    if (h.length && last) {
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        if (l >= h.length) break;
+        const c = l + 1 < h.length && before(h[l + 1], h[l]) ? l + 1 : l;
+        if (!before(h[c], last)) break;
+        h[i] = h[c];
+        i = c;
+      }
+      h[i] = last;
+    }
+    return top;
+  }
+}
+
+const before = (a: SimEvent, b: SimEvent): boolean => a.t < b.t || (a.t === b.t && a.seq < b.seq);
+
+/**
+ * Resolves after every pending microtask has run: the schedules are async code, and what an
+ * event wakes (a rank's next send or receive) happens in microtasks, which must all run before
+ * the clock moves on. A macrotask comes only after the microtask queue is empty.
+ */
+export const afterMicrotasks: () => Promise<void> = (() => {
+  const g = globalThis as { setImmediate?: (f: () => void) => unknown };
+  if (typeof g.setImmediate === 'function') return () => new Promise<void>((r) => g.setImmediate!(r));
+  if (typeof MessageChannel === 'function') {
+    const ch = new MessageChannel();
+    const waiting: (() => void)[] = [];
+    ch.port1.onmessage = () => waiting.shift()?.();
+    return () => new Promise<void>((r) => {
+      waiting.push(r);
+      ch.port2.postMessage(0);
+    });
+  }
+  return () => new Promise<void>((r) => setTimeout(r, 0));
+})();

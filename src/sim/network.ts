@@ -1,0 +1,120 @@
+// The simulated network: nodes × ranks per node, one link between every two ranks of a node
+// (shared memory or loopback: each pair its own), and one network interface per node whose
+// outgoing and incoming directions each carry one message at a time. A message of b bytes
+// takes b/β on each link it crosses, waits while a link is busy with earlier messages, and
+// arrives α after it has crossed (α times 1 + jitter·u, u uniform in [0, 1) from the seed).
+import { fail } from '../core/errors.js';
+import { seededRandom } from './prng.js';
+
+export interface LinkSpec {
+  /** α, microseconds. */
+  latencyUs: number;
+  /** β, bytes per microsecond (= MB/s). */
+  bytesPerUs: number;
+}
+
+export interface Topology {
+  ranks: number;
+  /** Nodes the ranks are spread over in order (ranks / nodes each; must divide). */
+  nodes: number;
+  /** Between nodes. */
+  inter: LinkSpec;
+  /** Inside a node. */
+  intra: LinkSpec;
+  /**
+   * Software cost of one message at its sender, microseconds (LogP's o; default 0): a rank's
+   * messages leave one after another, each this long after the one before (system calls, copies).
+   */
+  overheadUs?: number;
+}
+
+/** What goes wrong, and when (virtual microseconds from the op's start). */
+export type Fault =
+  /** The rank freezes: it sends and receives nothing more; the others meet their deadline. */
+  | { kind: 'stop'; rank: number; atUs: number }
+  /** The rank dies: its connections close, and every rank still in the op hears so. */
+  | { kind: 'crash'; rank: number; atUs: number }
+  /** The connection between two ranks closes; both ends fail, and tell the others. */
+  | { kind: 'drop'; ranks: [number, number]; atUs: number }
+  /** Messages between two ranks take `factor` times as long (both α and b/β). */
+  | { kind: 'slow'; ranks: [number, number]; factor: number };
+
+const finite = (x: unknown, min: number): x is number => typeof x === 'number' && Number.isFinite(x) && x >= min;
+
+export function checkTopology(t: Topology): void {
+  if (!Number.isSafeInteger(t.ranks) || t.ranks < 1) fail('INVALID_ARGUMENT', `simulate: ranks must be a positive integer, got ${t.ranks}`);
+  if (!Number.isSafeInteger(t.nodes) || t.nodes < 1 || t.ranks % t.nodes) {
+    fail('INVALID_ARGUMENT', `simulate: nodes must be a positive integer dividing ranks (${t.ranks}), got ${t.nodes}`);
+  }
+  if (t.overheadUs !== undefined && !finite(t.overheadUs, 0)) fail('INVALID_ARGUMENT', `simulate: overhead must be a finite number ≥ 0 µs, got ${t.overheadUs}`);
+  for (const [name, l] of [['inter', t.inter], ['intra', t.intra]] as const) {
+    if (!l || !finite(l.latencyUs, 0)) fail('INVALID_ARGUMENT', `simulate: ${name} latency must be a finite number ≥ 0 µs`, { link: name });
+    if (!finite(l.bytesPerUs, 0) || l.bytesPerUs <= 0) fail('INVALID_ARGUMENT', `simulate: ${name} bandwidth must be a finite number > 0`, { link: name });
+  }
+}
+
+export class Network {
+  readonly perNode: number;
+  private readonly nicOut: Float64Array;
+  private readonly nicIn: Float64Array;
+  /** When each intra-node pair link (src * ranks + dst) is next free. */
+  private readonly pairFree = new Map<number, number>();
+  private readonly slow = new Map<number, number>();
+  private readonly random: () => number;
+  /** When each rank has finished handing its last message over (with overheadUs). */
+  private readonly senderFree: Float64Array;
+  private readonly overhead: number;
+
+  constructor(readonly topo: Topology, private readonly jitter: number, seed: number, faults: readonly Fault[]) {
+    this.perNode = topo.ranks / topo.nodes;
+    this.nicOut = new Float64Array(topo.nodes);
+    this.nicIn = new Float64Array(topo.nodes);
+    this.random = seededRandom(seed);
+    this.overhead = topo.overheadUs ?? 0;
+    this.senderFree = new Float64Array(this.overhead ? topo.ranks : 0);
+    for (const f of faults) {
+      if (f.kind !== 'slow') continue;
+      const [a, b] = f.ranks;
+      this.slow.set(a * topo.ranks + b, f.factor);
+      this.slow.set(b * topo.ranks + a, f.factor);
+    }
+  }
+
+  nodeOf(rank: number): number {
+    return Math.floor(rank / this.perNode);
+  }
+
+  /** α from `src` to `dst` before jitter and slowness. */
+  latency(src: number, dst: number): number {
+    return (this.nodeOf(src) === this.nodeOf(dst) ? this.topo.intra : this.topo.inter).latencyUs;
+  }
+
+  /** Reserves the links `bytes` cross from `src` to `dst`, the sender starting at `now`; returns when they arrive. */
+  transmit(sentAt: number, src: number, dst: number, bytes: number): number {
+    const n = this.topo.ranks;
+    let now = sentAt;
+    if (this.overhead) {
+      now = Math.max(now, this.senderFree[src]) + this.overhead;
+      this.senderFree[src] = now;
+    }
+    const factor = this.slow.size ? this.slow.get(src * n + dst) ?? 1 : 1;
+    const from = this.nodeOf(src);
+    const to = this.nodeOf(dst);
+    const link = from === to ? this.topo.intra : this.topo.inter;
+    const wire = (bytes / link.bytesPerUs) * factor;
+    const alpha = link.latencyUs * factor * (this.jitter ? 1 + this.jitter * this.random() : 1);
+    if (from === to) {
+      const key = src * n + dst;
+      const start = Math.max(now, this.pairFree.get(key) ?? 0);
+      this.pairFree.set(key, start + wire);
+      return start + wire + alpha;
+    }
+    // Cut-through: the bytes cross the sender's interface and the receiver's at once, each
+    // starting once it is free.
+    const out = Math.max(now, this.nicOut[from]);
+    this.nicOut[from] = out + wire;
+    const inn = Math.max(out, this.nicIn[to]);
+    this.nicIn[to] = inn + wire;
+    return inn + wire + alpha;
+  }
+}

@@ -1,0 +1,317 @@
+// N virtual ranks as tasks of one event loop. Each runs its part of an op (async code over
+// Groups, exactly as on a real transport) while messages cross the simulated network; the
+// driver fires the events of one virtual instant, lets every microtask they woke run, and
+// jumps to the next instant. Faults end each rank's part the way the real engine would: a
+// crashed peer is CONNECTION_CLOSED naming it, a frozen one a TIMEOUT naming it at the virtual
+// deadline, a rank that fails tells the others (ABORTED naming it). Nothing can hang: when no
+// event is left before the deadline, every rank still waiting times out.
+import type { Group } from '../algorithms/group.js';
+import { WebcclError } from '../core/errors.js';
+import { afterMicrotasks, EventQueue } from './events.js';
+import { type Fault, Network, type Topology, checkTopology } from './network.js';
+
+export interface SimOptions extends Topology {
+  /** 'data': messages carry bytes; 'size': only their lengths (nothing is copied). */
+  mode: 'data' | 'size';
+  /** Latency jitter: each message's α is scaled by 1 + jitter·u (default 0). */
+  jitter?: number;
+  seed?: number;
+  faults?: readonly Fault[];
+  /** The op's deadline, virtual microseconds (default 300 s, WEBCCL_TIMEOUT_MS's default). */
+  timeoutUs?: number;
+  /** Keep every message in the result (for tests; a large run would keep millions). */
+  trace?: boolean;
+}
+
+export interface Message {
+  src: number;
+  dst: number;
+  bytes: number;
+  sendUs: number;
+  arriveUs: number;
+}
+
+export interface RankOutcome {
+  rank: number;
+  state: 'done' | 'failed' | 'stopped';
+  /** When it finished, failed or stopped. */
+  atUs: number;
+  error?: WebcclError;
+}
+
+export interface SimResult {
+  /** When the last rank finished (every rank that did not fail or stop). */
+  timeUs: number;
+  outcomes: RankOutcome[];
+  messages: number;
+  bytes: number;
+  /** A hash of every message's ends, size and times: equal runs have equal hashes. */
+  traceHash: number;
+  trace?: Message[];
+}
+
+/** What one rank's part of the op sees. */
+export interface RankScope {
+  readonly rank: number;
+  readonly size: number;
+  readonly perNode: number;
+  /** The group of world ranks `members` (all of them when omitted), its tags in `space` (0..3). */
+  group(space: number, members?: readonly number[]): Group;
+}
+
+export type RankPart = (scope: RankScope) => Promise<void>;
+
+/** Tag spaces: the groups of one op (the world, a node, the ranks at one place of every node). */
+const SPACES = 4;
+const DEFAULT_TIMEOUT_US = 300e6;
+const NEVER = new Promise<never>(() => undefined);
+const DONE = Promise.resolve();
+
+/** A mailbox slot: a message that came first (`into` null), or a receive that was posted first. */
+interface Slot {
+  into: Uint8Array | null;
+  resolve: () => void;
+  payload: Uint8Array | null;
+  bytes: number;
+}
+const ignore = () => undefined;
+
+type State = 'running' | RankOutcome['state'];
+
+export async function simulate(o: SimOptions, part: RankPart): Promise<SimResult> {
+  return new Simulation(o).run(part);
+}
+
+class Simulation {
+  private now = 0;
+  private readonly queue = new EventQueue();
+  private readonly net: Network;
+  private readonly n: number;
+  private readonly boxes: Map<number, Slot>[];
+  private readonly state: State[];
+  private readonly outcomes: RankOutcome[];
+  private running: number;
+  private readonly deadline: number;
+  private messages = 0;
+  private bytes = 0;
+  private hash = 0x811c9dc5;
+  private readonly trace?: Message[];
+
+  constructor(private readonly o: SimOptions) {
+    checkTopology(o);
+    const jitter = o.jitter ?? 0;
+    if (!(jitter >= 0 && Number.isFinite(jitter))) throw new WebcclError('INVALID_ARGUMENT', `simulate: jitter must be a finite number ≥ 0, got ${jitter}`);
+    for (const f of o.faults ?? []) checkFault(f, o.ranks);
+    this.n = o.ranks;
+    this.net = new Network(o, jitter, o.seed ?? 1, o.faults ?? []);
+    this.boxes = Array.from({ length: this.n }, () => new Map());
+    this.state = new Array<State>(this.n).fill('running');
+    this.outcomes = Array.from({ length: this.n }, (_, rank) => ({ rank, state: 'done' as const, atUs: 0 }));
+    this.running = this.n;
+    this.deadline = o.timeoutUs ?? DEFAULT_TIMEOUT_US;
+    if (o.trace) this.trace = [];
+  }
+
+  async run(part: RankPart): Promise<SimResult> {
+    for (const f of this.o.faults ?? []) this.schedule(f);
+    for (let r = 0; r < this.n; r++) {
+      const scope = this.scope(r);
+      part(scope).then(() => this.settle(r, 'done'), (e: unknown) => this.failed(r, asError(e), true));
+    }
+    for (;;) {
+      await afterMicrotasks();
+      if (!this.running) break;
+      const t = this.queue.nextTime;
+      if (t > this.deadline) {
+        this.now = Math.max(this.now, this.deadline);
+        this.timeOut();
+        continue;
+      }
+      this.now = t;
+      while (this.queue.nextTime === t) {
+        const e = this.queue.pop()!;
+        if (e.fire) e.fire(e);
+        else this.deliver(e.dst, e.key, e.payload, e.bytes);
+        this.queue.release(e);
+      }
+    }
+    const done = this.outcomes.filter((x) => x.state === 'done');
+    return {
+      timeUs: done.reduce((m, x) => Math.max(m, x.atUs), 0),
+      outcomes: this.outcomes,
+      messages: this.messages,
+      bytes: this.bytes,
+      traceHash: this.hash >>> 0,
+      ...(this.trace && { trace: this.trace }),
+    };
+  }
+
+  // ---------------------------------------------------------------- groups over the network
+
+  private scope(rank: number): RankScope {
+    return {
+      rank,
+      size: this.n,
+      perNode: this.net.perNode,
+      group: (space, members) => this.group(rank, space, members),
+    };
+  }
+
+  private group(me: number, space: number, members?: readonly number[]): Group {
+    const world = (r: number) => (members ? members[r] : r);
+    const rank = members ? members.indexOf(me) : me;
+    if (rank < 0 || space < 0 || space >= SPACES) throw new WebcclError('INTERNAL', `simulate: rank ${me} is not in the group it asked for`);
+    return {
+      rank,
+      size: members ? members.length : this.n,
+      send: (peer, step, data) => this.send(me, world(peer), this.key(me, space, step), data),
+      recv: (peer, step, into) => this.recv(me, world(peer), this.key(world(peer), space, step), into),
+    };
+  }
+
+  /** A message's mailbox key at its receiver: its sender, tag space and step. */
+  private key(src: number, space: number, step: number): number {
+    return (step * SPACES + space) * this.n + src;
+  }
+
+  private send(src: number, dst: number, key: number, data: Uint8Array): Promise<void> {
+    if (this.state[src] !== 'running') return NEVER;
+    if (dst < 0 || dst >= this.n || !Number.isInteger(dst)) return Promise.reject(new WebcclError('INTERNAL', `simulate: rank ${src} sent to rank ${dst}, outside the world`));
+    const bytes = data.byteLength;
+    // Copied now: the sender may reuse its buffer once the send completes, before delivery.
+    const payload = this.o.mode === 'data' ? data.slice() : null;
+    const arrives = this.net.transmit(this.now, src, dst, bytes);
+    this.note(src, dst, bytes, arrives);
+    this.queue.delivery(arrives, dst, key, payload, bytes);
+    // The send completes at once, as a socket with room in its buffer takes the bytes: the
+    // links it reserved serialize what follows, and the receiver waits for the arrival.
+    return DONE;
+  }
+
+  private deliver(dst: number, key: number, payload: Uint8Array | null, bytes: number): void {
+    if (this.state[dst] !== 'running') return;
+    const box = this.boxes[dst];
+    const slot = box.get(key);
+    if (!slot) {
+      box.set(key, { into: null, resolve: ignore, payload, bytes });
+      return;
+    }
+    if (!slot.into) {
+      // Two messages under one tag: no receive can tell them apart.
+      const peer = key % this.n;
+      this.failed(dst, new WebcclError('MISMATCH', `rank ${peer} sent two messages under one tag to rank ${dst}`, { peer }), true);
+      return;
+    }
+    box.delete(key);
+    this.take(dst, key, slot.into, slot.resolve, payload, bytes);
+  }
+
+  private recv(me: number, src: number, key: number, into: Uint8Array): Promise<void> {
+    if (this.state[me] !== 'running') return NEVER;
+    const box = this.boxes[me];
+    const slot = box.get(key);
+    if (slot && !slot.into) {
+      box.delete(key);
+      return this.take(me, key, into, ignore, slot.payload, slot.bytes) ? DONE : NEVER;
+    }
+    if (slot) return Promise.reject(new WebcclError('INTERNAL', `simulate: rank ${me} posted two receives for one message of rank ${src}`));
+    return new Promise((resolve) => box.set(key, { into, resolve, payload: null, bytes: 0 }));
+  }
+
+  /** Hands a message to its receive; a length the receiver did not expect is a disagreement. */
+  private take(me: number, key: number, into: Uint8Array, resolve: () => void, payload: Uint8Array | null, bytes: number): boolean {
+    if (bytes !== into.byteLength) {
+      const peer = key % this.n;
+      this.failed(me, new WebcclError('MISMATCH', `rank ${peer} sent ${bytes} bytes where rank ${me} expected ${into.byteLength}`, { peer, bytes, expected: into.byteLength }), true);
+      return false;
+    }
+    if (payload) into.set(payload);
+    resolve();
+    return true;
+  }
+
+  private note(src: number, dst: number, bytes: number, arrives: number): void {
+    this.messages++;
+    this.bytes += bytes;
+    let h = this.hash;
+    h = Math.imul(h ^ src, 0x01000193);
+    h = Math.imul(h ^ dst, 0x01000193);
+    h = Math.imul(h ^ (bytes | 0), 0x01000193);
+    h = Math.imul(h ^ (Math.round(this.now * 1000) | 0), 0x01000193);
+    this.hash = Math.imul(h ^ (Math.round(arrives * 1000) | 0), 0x01000193);
+    this.trace?.push({ src, dst, bytes, sendUs: this.now, arriveUs: arrives });
+  }
+
+  // ---------------------------------------------------------------- ends of a rank's part
+
+  private settle(r: number, state: RankOutcome['state'], error?: WebcclError): boolean {
+    if (this.state[r] !== 'running') return false;
+    this.state[r] = state;
+    this.outcomes[r] = { rank: r, state, atUs: this.now, ...(error && { error }) };
+    this.running--;
+    return true;
+  }
+
+  /** Rank `r` fails with `e`; when the cause is its own, the others hear it as the real engine's ABORT. */
+  private failed(r: number, e: WebcclError, tellOthers: boolean): void {
+    if (!this.settle(r, 'failed', e) || !tellOthers) return;
+    const abort = new WebcclError('ABORTED', `rank ${r} failed: ${e.reason} (${e.code})`, { by: r, reason: e.reason });
+    this.toOthers(r, () => abort);
+  }
+
+  /** Every rank but `from` still running gets `err(rank)`, one latency later. */
+  private toOthers(from: number, err: (rank: number) => WebcclError): void {
+    const node = this.net.nodeOf(from);
+    const mates = (near: boolean) => () => {
+      for (let p = 0; p < this.n; p++) if (p !== from && (this.net.nodeOf(p) === node) === near) this.failed(p, err(p), false);
+    };
+    this.queue.at(this.now + this.o.intra.latencyUs, mates(true));
+    this.queue.at(this.now + this.o.inter.latencyUs, mates(false));
+  }
+
+  private schedule(f: Fault): void {
+    if (f.kind === 'slow') return; // the network applies it to every message
+    this.queue.at(f.atUs, () => {
+      if (f.kind === 'stop') {
+        this.settle(f.rank, 'stopped');
+      } else if (f.kind === 'crash') {
+        if (!this.settle(f.rank, 'stopped')) return;
+        const c = f.rank;
+        this.toOthers(c, () => new WebcclError('CONNECTION_CLOSED', `rank ${c} closed its connections (it ended or died)`, { peer: c }));
+      } else {
+        const [a, b] = f.ranks;
+        const closed = (peer: number) => new WebcclError('CONNECTION_CLOSED', `the connection to rank ${peer} closed`, { peer });
+        this.failed(a, closed(b), true);
+        this.failed(b, closed(a), true);
+      }
+    });
+  }
+
+  /** The deadline: every rank still running fails, naming the frozen ranks (or whom it awaits). */
+  private timeOut(): void {
+    const stopped = this.outcomes.filter((x) => x.state === 'stopped').map((x) => x.rank);
+    const still = this.state.flatMap((s, r) => (s === 'running' ? [r] : []));
+    for (const r of still) {
+      const awaited = this.awaited(r);
+      const missing = stopped.length ? stopped : awaited;
+      const who = missing.length ? `; rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not arrive` : '';
+      this.settle(r, 'failed', new WebcclError('TIMEOUT', `timed out after ${this.deadline / 1000} ms waiting for ranks ${awaited.join(', ')}${who}`, { missing, awaited }));
+    }
+  }
+
+  private awaited(r: number): number[] {
+    const from = new Set<number>();
+    for (const [key, slot] of this.boxes[r]) if (slot.into) from.add(key % this.n);
+    return [...from].sort((a, b) => a - b);
+  }
+}
+
+function checkFault(f: Fault, ranks: number): void {
+  const rank = (x: unknown) => Number.isInteger(x) && (x as number) >= 0 && (x as number) < ranks;
+  const ok = f.kind === 'stop' || f.kind === 'crash' ? rank(f.rank) && f.atUs >= 0
+    : f.kind === 'drop' ? rank(f.ranks[0]) && rank(f.ranks[1]) && f.ranks[0] !== f.ranks[1] && f.atUs >= 0
+    : f.kind === 'slow' ? rank(f.ranks[0]) && rank(f.ranks[1]) && f.factor > 0 && Number.isFinite(f.factor) : false;
+  if (!ok) throw new WebcclError('INVALID_ARGUMENT', `simulate: bad fault ${JSON.stringify(f)}`, { fault: f });
+}
+
+const asError = (e: unknown): WebcclError => (WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e)));
