@@ -11,6 +11,8 @@
 //   with -c 1: refill with closed-form data, run once, count wrong elements, post them
 //
 // Buffers are allocated once, at the largest row, and every row uses a prefix of them.
+// With --group N every rank first calls createGroup([0..N−1]); the members run the sweep on the
+// group, the others wait in a world barrier at the end (blocked, not spinning).
 import { parentPort } from 'node:worker_threads';
 // The Node entry: only it can join a world across nodes (sockets).
 import { RANK_INIT, initCommGroup } from '../../node.js';
@@ -18,8 +20,10 @@ import type { Communicator } from '../../comm/communicator.js';
 import type { BufferArg, TypedArray } from '../../comm/buffers.js';
 import type { Work } from '../../comm/work.js';
 import { ARRAY_OF, DTYPE_SIZE, type Dtype } from '../../core/dtypes.js';
-import { countWrong, fill, reduced, value } from './data.js';
-import { type PlannedRow, type Placement, type RankSpec, PLACEMENTS, planRows } from './plan.js';
+import { MAX_TIMEOUT_MS } from '../../core/options.js';
+import { LEGS } from './collectives.js';
+import { countWrong, countWrongBlock, fill, fillBlock, reduced, value } from './data.js';
+import { type PlannedRow, type Placement, type RankSpec, placementsOf, planRows } from './plan.js';
 
 /** Messages a rank posts to the launcher. */
 export type RankMessage =
@@ -33,8 +37,12 @@ export const AUTO_MIN_ITERS = 5;
 export const AUTO_MAX_ITERS = 20000;
 
 interface Case {
-  /** One call of the collective. */
-  run: () => Work;
+  /**
+   * One call of the collective, as phases run one after the other: the ops a phase issues are
+   * all in flight together and all complete before the next phase (sendrecv: one phase of a
+   * recv and a send; pingpong: a send, then a recv).
+   */
+  phases: (() => Work | Work[])[];
   /** Refills the buffers with closed-form data (and clears the output) before the checked call. */
   prepare: () => void;
   /** Wrong elements on this rank after the checked call. */
@@ -64,7 +72,7 @@ function makeCase(comm: Communicator, spec: RankSpec, row: PlannedRow, place: Pl
       const o = ip ? opts : { ...opts, out: recv.arg };
       const x = ip ? recv : send;
       return {
-        run: () => comm.allReduce(x.arg, o),
+        phases: [() => comm.allReduce(x.arg, o)],
         prepare: () => { fill(x.arr, dtype, op, rank, 0); if (!ip) zero(recv.arr); },
         wrong: () => countWrong(recv.arr, dtype, op, 0, sum),
       };
@@ -72,7 +80,7 @@ function makeCase(comm: Communicator, spec: RankSpec, row: PlannedRow, place: Pl
     case 'allgather': {
       const mine = ip ? view(recvBase, dtype, rank * count, count) : send;
       return {
-        run: () => comm.allGather(recv.arg, mine.arg),
+        phases: [() => comm.allGather(recv.arg, mine.arg)],
         prepare: () => { zero(recv.arr); fill(mine.arr, dtype, 'sum', rank, 0); },
         wrong: () => {
           let w = 0;
@@ -84,7 +92,7 @@ function makeCase(comm: Communicator, spec: RankSpec, row: PlannedRow, place: Pl
     case 'reducescatter': {
       const out = ip ? view(sendBase, dtype, rank * count, count) : recv;
       return {
-        run: () => comm.reduceScatter(out.arg, send.arg, { op }),
+        phases: [() => comm.reduceScatter(out.arg, send.arg, { op })],
         prepare: () => { fill(send.arr, dtype, op, rank, 0); if (!ip) zero(recv.arr); },
         wrong: () => countWrong(out.arr, dtype, op, rank * count, sum),
       };
@@ -93,7 +101,7 @@ function makeCase(comm: Communicator, spec: RankSpec, row: PlannedRow, place: Pl
       const o = ip ? { root } : { root, out: recv.arg };
       const x = ip ? recv : send;
       return {
-        run: () => comm.broadcast(x.arg, o),
+        phases: [() => comm.broadcast(x.arg, o)],
         prepare: () => { fill(x.arr, dtype, 'sum', rank, 0); if (!ip) zero(recv.arr); },
         wrong: () => countWrong(recv.arr, dtype, 'sum', 0, (i) => value('sum', root, i)),
       };
@@ -102,9 +110,70 @@ function makeCase(comm: Communicator, spec: RankSpec, row: PlannedRow, place: Pl
       const o = ip ? { op, root } : { op, root, out: recv.arg };
       const x = ip ? recv : send;
       return {
-        run: () => comm.reduce(x.arg, o),
+        phases: [() => comm.reduce(x.arg, o)],
         prepare: () => { fill(x.arr, dtype, op, rank, 0); if (!ip) zero(recv.arr); },
         wrong: () => (rank === root ? countWrong(recv.arr, dtype, op, 0, sum) : 0),
+      };
+    }
+    case 'alltoall': {
+      // Block j of this rank's input goes to rank j; block j of its output comes from rank j.
+      const block = (a: TypedArray, j: number) => a.subarray(j * count, (j + 1) * count) as TypedArray;
+      return {
+        phases: [() => comm.allToAll(recv.arg, send.arg)],
+        prepare: () => { zero(recv.arr); for (let j = 0; j < n; j++) fillBlock(block(send.arr, j), dtype, rank, j); },
+        wrong: () => {
+          let w = 0;
+          for (let j = 0; j < n; j++) w += countWrongBlock(block(recv.arr, j), dtype, j, rank);
+          return w;
+        },
+      };
+    }
+    case 'gather': {
+      // In place (nccl-tests): each rank's input is its block of the output buffer.
+      const mine = ip ? view(recvBase, dtype, rank * count, count) : send;
+      const out = rank === root ? recv.arg : null;
+      return {
+        phases: [() => comm.gather(out, mine.arg, { root })],
+        prepare: () => { if (rank === root) zero(recv.arr); fillBlock(mine.arr, dtype, rank, root); },
+        wrong: () => {
+          if (rank !== root) return 0;
+          let w = 0;
+          for (let j = 0; j < n; j++) w += countWrongBlock(recv.arr.subarray(j * count, (j + 1) * count) as TypedArray, dtype, j, root);
+          return w;
+        },
+      };
+    }
+    case 'scatter': {
+      // In place (nccl-tests): each rank's output is its block of the input buffer.
+      const out = ip ? view(sendBase, dtype, rank * count, count) : recv;
+      const input = rank === root ? send.arg : null;
+      return {
+        phases: [() => comm.scatter(out.arg, input, { root })],
+        prepare: () => {
+          zero(out.arr);
+          if (rank === root) for (let j = 0; j < n; j++) fillBlock(send.arr.subarray(j * count, (j + 1) * count) as TypedArray, dtype, root, j);
+        },
+        wrong: () => countWrongBlock(out.arr, dtype, root, rank),
+      };
+    }
+    case 'sendrecv': {
+      const next = (rank + 1) % n;
+      const prev = (rank + n - 1) % n;
+      return {
+        phases: [() => [comm.recv(recv.arg, prev), comm.send(send.arg, next)]],
+        prepare: () => { zero(recv.arr); fillBlock(send.arr, dtype, rank, next); },
+        wrong: () => countWrongBlock(recv.arr, dtype, prev, rank),
+      };
+    }
+    case 'pingpong': {
+      // Rank 0 sends and waits for the answer; rank 1 waits for the message, then answers.
+      const peer = 1 - rank;
+      const there = () => comm.send(send.arg, peer);
+      const back = () => comm.recv(recv.arg, peer);
+      return {
+        phases: rank === 0 ? [there, back] : [back, there],
+        prepare: () => { zero(recv.arr); fillBlock(send.arr, dtype, rank, peer); },
+        wrong: () => countWrongBlock(recv.arr, dtype, peer, rank),
       };
     }
   }
@@ -124,14 +193,27 @@ interface Completion {
 
 const BLOCKING: Completion = {
   calls(c, calls) {
-    for (let k = 0; k < calls; k++) c.run().waitSync();
+    const phases = c.phases;
+    for (let k = 0; k < calls; k++) {
+      for (let p = 0; p < phases.length; p++) {
+        const w = phases[p]();
+        if (Array.isArray(w)) for (const x of w) x.waitSync();
+        else w.waitSync();
+      }
+    }
   },
   one: (w) => w.waitSync(),
 };
 
 const AWAITING: Completion = {
   async calls(c, calls) {
-    for (let k = 0; k < calls; k++) await c.run();
+    for (let k = 0; k < calls; k++) {
+      for (const phase of c.phases) {
+        const w = phase();
+        if (Array.isArray(w)) for (const x of w) await x;
+        else await w;
+      }
+    }
   },
   one: async (w) => {
     await w;
@@ -149,7 +231,7 @@ async function agreedMeanUs(comm: Communicator, how: Completion, c: Case, calls:
 
 /** Times one case; returns this rank's mean µs per call in each timed block, and the iteration count all ranks used. */
 async function timeCase(comm: Communicator, how: Completion, spec: RankSpec, c: Case): Promise<{ meanUs: number[]; iters: number }> {
-  await how.one(c.run()); // first call: buffers touched, code compiled, untimed
+  await how.calls(c, 1); // first call: buffers touched, code compiled, untimed
   let iters = spec.iters ?? 0;
   if (spec.iters === undefined) {
     // Size the timed block in two steps: the warm-up calls give a rough figure, then about
@@ -178,9 +260,31 @@ function allocate(comm: Communicator, spec: RankSpec, dtype: Dtype, count: numbe
   return { arr: ('data' in arg ? arg.data : arg) as TypedArray, arg };
 }
 
+/** How long the ranks outside a --group wait for the members' sweep (a deadline all the same). */
+const IDLE_DEADLINE_MS = MAX_TIMEOUT_MS;
+
 export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): Promise<void> {
-  const comm = await initCommGroup();
+  const world = await initCommGroup();
+  if (spec.group === undefined) {
+    await sweep(world, spec, post);
+    await world.barrier();
+    return;
+  }
+  const group = await world.createGroup(Array.from({ length: spec.group }, (_, r) => r));
+  if (group) {
+    await sweep(group, spec, post);
+    await group.barrier();
+    group.destroy();
+  }
+  // Awaited: on one node the wait blocks the thread (after a short spin), so an idle rank takes
+  // no CPU from the group's.
+  await world.barrier({ timeoutMs: IDLE_DEADLINE_MS });
+}
+
+/** The whole sweep on `comm` (the world, or the --group). */
+async function sweep(comm: Communicator, spec: RankSpec, post: (m: RankMessage) => void): Promise<void> {
   const how = comm.acrossNodes ? AWAITING : BLOCKING;
+  const legs = LEGS[spec.collective];
   const rows = planRows(spec, comm.size);
   for (const dtype of spec.dtypes) {
     const mine = rows.filter((r) => r.dtype === dtype);
@@ -193,7 +297,7 @@ export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): P
       await how.calls(makeCase(comm, spec, row, 'oop', send.arr, recv.arr), calls);
     }
     for (const row of mine) {
-      for (const place of PLACEMENTS) {
+      for (const place of placementsOf(spec.collective)) {
         if (comm.rank === 0) post({ perf: 'start', idx: row.idx, place });
         const c = makeCase(comm, spec, row, place, send.arr, recv.arr);
         c.prepare();
@@ -202,10 +306,10 @@ export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): P
         if (spec.check) {
           c.prepare();
           await how.one(comm.barrier());
-          await how.one(c.run());
+          await how.calls(c, 1);
           wrong = c.wrong();
         }
-        post({ perf: 'result', idx: row.idx, place, meanUs, iters, wrong });
+        post({ perf: 'result', idx: row.idx, place, meanUs: meanUs.map((us) => us / legs), iters, wrong });
       }
     }
     if (spec.buffers === 'shm') {
@@ -213,7 +317,6 @@ export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): P
       comm.free(recv.arg);
     }
   }
-  await comm.barrier();
 }
 
 // Started by the launcher (which leaves the rank's identity under this symbol): the spec is the
