@@ -38,7 +38,11 @@ loopback, and prints them with Gloo in a second table per collective.
 
 Before each run it waits (up to --quiet-wait s) until the CPUs are less than --quiet % busy
 with other work, and notes how busy they were.`;
-const MPI_OPS = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce'];
+const MPI_OPS = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'sendrecv', 'pingpong'];
+/** What bench_gloo.py measures (torch 1.13's Gloo has no all_to_all; gather, scatter and p2p are not in it yet). */
+const GLOO_OPS = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce'];
+/** Rank counts an op runs at: pingpong is one pair, sendrecv needs a peer. */
+const fits = (op, n) => (op === 'pingpong' ? n === 2 : op === 'sendrecv' ? n >= 2 : true);
 
 function parseArgs(argv) {
   const o = { ops: ['allreduce'], ranks: [2, 4], b: 8, e: 64 << 20, f: 4, time: 0.2, tcp: false, json: undefined, plot: undefined, quiet: 30, quietWait: 120, reps: 1 };
@@ -183,13 +187,17 @@ function runGloo(op, n) {
 const groups = [];
 for (const n of opts.ranks) {
   for (const op of opts.ops) {
+    if (!fits(op, n)) {
+      process.stderr.write(`bench/compare: ${op} does not run on ${n} rank${n === 1 ? '' : 's'}; skipped\n`);
+      continue;
+    }
     // Each table: webccl first (the base of the ratios), then the anchors on the same transport.
     const shm = [{ name: 'webccl', short: 'webccl', label: 'webccl shm', go: () => runWebccl(op, n, 'shm') }];
     if (mpi) shm.push({ name: 'ompi-shm', short: 'MPI', label: 'Open MPI vader', go: () => runMpi(op, n, 'shm') });
     const tcp = [];
     if (opts.tcp && n >= 2) tcp.push({ name: 'webccl-tcp', short: 'webccl-tcp', label: `webccl tcp (${n} processes)`, go: () => runWebccl(op, n, 'tcp') });
     if (mpi && opts.tcp) tcp.push({ name: 'ompi-tcp', short: 'MPI-tcp', label: 'Open MPI tcp', go: () => runMpi(op, n, 'tcp') });
-    if (gloo) (opts.tcp ? tcp : shm).push({ name: 'gloo', short: 'Gloo', label: 'Gloo tcp', go: () => runGloo(op, n) });
+    if (gloo && GLOO_OPS.includes(op)) (opts.tcp ? tcp : shm).push({ name: 'gloo', short: 'Gloo', label: 'Gloo tcp', go: () => runGloo(op, n) });
     const tables = opts.tcp ? [{ transport: 'shm', plan: shm }, { transport: 'tcp', plan: tcp }] : [{ plan: shm }];
     for (const { transport, plan } of tables) {
       if (!plan.length) continue;
