@@ -9,7 +9,7 @@
 // An algorithm supplies the three hooks. A hook that issues copy requests claims each piece
 // first (claim), so that when the loop resumes after JS served a request, it goes on with the
 // next piece instead of asking again.
-import { D_PHASE, D_STEP, D_SUB, ST_DONE, field, setField } from './layout';
+import { D_MODE, D_PHASE, D_STEP, D_SUB, ST_DONE, field, setField } from './layout';
 import { checkSignatures, post, stepNo, waitAll, writeSignature } from './sync';
 import { P_NEXT, P_OUT, P_POST, P_STAGE, P_WAIT, nextChunk, setPhase } from './step';
 
@@ -23,6 +23,9 @@ export function noHook(desc: usize, s: u32, t: u32): i32 {
 export function chunkLoop(desc: usize, stage: Hook, compute: Hook, out: Hook): i32 {
   while (true) {
     const s = field(desc, D_STEP);
+    // The first chunk carries the signature, unless a handshake step before the loop did (it
+    // set D_MODE): signing again could publish fields the handshake has since adapted locally.
+    const signs = s == 0 && field(desc, D_MODE) == 0;
     const t = stepNo(desc, s + 1);
     let phase = field(desc, D_PHASE);
     if (phase == P_STAGE) {
@@ -31,14 +34,14 @@ export function chunkLoop(desc: usize, stage: Hook, compute: Hook, out: Hook): i
       setPhase(desc, (phase = P_POST));
     }
     if (phase == P_POST) {
-      if (s == 0) writeSignature(desc);
+      if (signs) writeSignature(desc);
       post(desc, t);
       setPhase(desc, (phase = P_WAIT));
     }
     if (phase == P_WAIT) {
       let r = waitAll(desc, t);
       if (r != ST_DONE) return r;
-      if (s == 0) {
+      if (signs) {
         r = checkSignatures(desc);
         if (r != ST_DONE) return r;
       }

@@ -35,7 +35,7 @@ export const D_ERR_VAL_B: u32 = 104;
 export const D_SPIN: u32 = 108; // polls of a flag before the loop hands the wait to JS
 export const D_COMM: u32 = 112; // address of the communicator block
 export const D_IN_PLACE: u32 = 116; // 1: the output is the input (JS knows, even for buffers outside shared memory)
-export const D_MODE: u32 = 120; // 0 staged through slots, 1 zero-copy over every rank's own buffers
+export const D_MODE: u32 = 120; // 0 until the op decides how it reads its peers (twoshot-allreduce.ts, in-place-read.ts)
 export const D_STEPS_USED: u32 = 124; // flag steps the op consumed (set when done)
 export const D_SUB: u32 = 128; // index inside a step that issues several copy requests
 export const D_TABLE: u32 = 192; // scratch table of source addresses for reduceK (MAX_RANKS u32)
@@ -80,6 +80,7 @@ export const ST_ERROR: i32 = 4;
 // error codes in D_ERR
 export const E_MISMATCH: i32 = 1;
 export const E_ABORTED: i32 = 2;
+export const E_SIZE_MISMATCH: i32 = 3; // allToAll: a rank's recvCounts[j] is not rank j's sendCounts[i] (ranks/values in D_ERR_*)
 
 // collective kinds and algorithms
 export const K_ALLREDUCE: u32 = 1;

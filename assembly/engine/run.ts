@@ -2,14 +2,16 @@
 // Returns ST_DONE, ST_BLOCKED (JS blocks on the flag named in the descriptor), ST_NEED_IN /
 // ST_NEED_OUT (JS copies between its buffer and shared memory), or ST_ERROR.
 import {
-  A_TWOSHOT, D_ALGO, D_KIND, K_ALLGATHER, K_ALLREDUCE, K_BARRIER, K_BROADCAST, K_REDUCE,
-  K_REDUCESCATTER, ST_ERROR, field,
+  A_TWOSHOT, D_ALGO, D_KIND, K_ALLGATHER, K_ALLREDUCE, K_ALLTOALL, K_BARRIER, K_BROADCAST, K_GATHER, K_REDUCE,
+  K_REDUCESCATTER, K_SCATTER, ST_ERROR, field,
 } from './layout';
 import { directAllReduce } from './direct-allreduce';
 import { twoshotAllReduce } from './twoshot-allreduce';
 import { directAllGather } from './allgather';
 import { directReduceScatter } from './reduce-scatter';
 import { barrier, directBroadcast, directReduce } from './rooted';
+import { directAllToAll } from './alltoall';
+import { directGather, directScatter } from './gather';
 
 export function advance(desc: usize): i32 {
   switch (field(desc, D_KIND)) {
@@ -25,6 +27,12 @@ export function advance(desc: usize): i32 {
       return directReduce(desc);
     case K_BARRIER:
       return barrier(desc);
+    case K_ALLTOALL:
+      return directAllToAll(desc);
+    case K_GATHER:
+      return directGather(desc);
+    case K_SCATTER:
+      return directScatter(desc);
   }
   return ST_ERROR;
 }

@@ -12,6 +12,7 @@ import type { Engine, OpCounters, OpSpec } from './engine.js';
 import type { RankContext } from './context.js';
 import { FlightRecorder } from './flight-recorder.js';
 import { ShmRunner, type RunningOp } from './shm-runner.js';
+import { descriptorCount, writeCounts } from './shm-counts.js';
 import { Work, type WorkDriver } from './work.js';
 
 interface QueuedOp extends RunningOp {
@@ -23,6 +24,7 @@ interface QueuedOp extends RunningOp {
   count: number;
   root: number;
   chunk: number;
+  counts: OpSpec['counts'];
   started: boolean;
   check: InputCheck | undefined;
 }
@@ -49,14 +51,14 @@ export class ShmEngine implements Engine, WorkDriver {
 
   submit(s: OpSpec): Work {
     if (this.broken) throw this.broken;
-    if (['allToAll', 'gather', 'scatter', 'send', 'recv'].includes(s.name)) throw new WebcclError('UNSUPPORTED', `${s.name}: not available on this path yet`);
+    if (['send', 'recv'].includes(s.name)) throw new WebcclError('UNSUPPORTED', `${s.name}: not available on this path yet`);
     const algo = s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
     const es = DTYPE_SIZE[s.dtype];
     const seq = this.seq++;
     const q: QueuedOp = {
       name: s.name, seq, desc: this.desc, elemBytes: es, input: s.input, output: s.output, deadline: Infinity, timeoutMs: s.timeoutMs ?? this.timeoutMs,
       work: new Work(s.name, seq, this, this.ctx.canBlock), algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root,
-      chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size), started: false, check: s.check,
+      chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size), counts: s.counts, started: false, check: s.check,
     };
     // An op that starts at once takes its start time as its issue time (one clock read fewer).
     if (this.queue.length) q.work.timing.issuedAt = performance.now();
@@ -91,7 +93,8 @@ export class ShmEngine implements Engine, WorkDriver {
     i32[d + D.ALGO / 4] = ALGO[q.algo];
     i32[d + D.DTYPE / 4] = DTYPE_CODE[q.dtype];
     i32[d + D.OP / 4] = OP_CODE[q.op];
-    i32[d + D.COUNT / 4] = q.count;
+    i32[d + D.COUNT / 4] = descriptorCount(q);
+    if (q.counts) writeCounts(i32, q.counts, this.ctx.comm, this.ctx.size, this.ctx.rank, this.ctx.slotBytes);
     i32[d + D.ROOT / 4] = q.root;
     i32[d + D.RANK / 4] = this.ctx.rank;
     i32[d + D.NRANKS / 4] = this.ctx.size;
@@ -99,7 +102,7 @@ export class ShmEngine implements Engine, WorkDriver {
     i32[d + D.OUT / 4] = q.output?.addr ?? 0;
     i32[d + D.IN_PLACE / 4] = q.input !== null && q.output !== null && sameView(q.input.bytes, q.output.bytes) ? 1 : 0;
     i32[d + D.CHUNK / 4] = q.chunk;
-    i32[d + D.NCHUNKS / 4] = q.chunk ? Math.max(1, Math.ceil(q.count / q.chunk)) : 1;
+    i32[d + D.NCHUNKS / 4] = q.chunk && !q.counts ? Math.max(1, Math.ceil(q.count / q.chunk)) : 1;
     i32[d + D.STEP / 4] = 0;
     i32[d + D.PHASE / 4] = 0;
     i32[d + D.SUB / 4] = 0;
@@ -165,7 +168,7 @@ export class ShmEngine implements Engine, WorkDriver {
   private settleFailed(q: QueuedOp, e: unknown): void {
     const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
     this.counters.failed++;
-    if (err.code === 'MISMATCH') {
+    if (err.code === 'MISMATCH' || err.code === 'SIZE_MISMATCH') {
       // Every rank saw the same disagreement at the op's first step: the communicator stays usable.
       this.endSteps(q);
       this.queue.shift();

@@ -7,6 +7,7 @@ import { DTYPES, REDUCE_OPS } from '../core/dtypes.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import type { WasmCore } from '../core/wasm.js';
 import type { Buf } from './buffers.js';
+import { PER_PEER } from './shm-counts.js';
 
 export interface RunningOp {
   name: string;
@@ -261,6 +262,12 @@ export class ShmRunner {
         field, ranks: [ra, rb], values: [show(va), show(vb)],
       });
     }
+    if (f(D.ERR) === E.SIZE_MISMATCH) {
+      const [sender, receiver, sent, expected] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
+      return new WebcclError('SIZE_MISMATCH', `${what}: rank ${sender} sends ${sent} elements to rank ${receiver} (its sendCounts[${receiver}]), which expects ${expected} (its recvCounts[${sender}])`, {
+        field: 'counts', ranks: [sender, receiver], values: [sent, expected],
+      });
+    }
     return this.abortError(what) ?? new WebcclError('INTERNAL', `${what}: step loop failed with code ${f(D.ERR)}`);
   }
 }
@@ -271,6 +278,7 @@ function showSigValue(field: number, v: number): string {
     case 'collective': return name(KIND);
     case 'algorithm': return name(ALGO);
     case 'dtype': return DTYPES[v] ?? String(v);
+    case 'count': return v === PER_PEER ? 'per-peer counts' : String(v);
     case 'op': return REDUCE_OPS[v] ?? String(v);
     default: return String(v);
   }

@@ -56,7 +56,7 @@ export const SLOT_BUFFERS = 4;
 export const SIG_FIELDS = ['sequence number', 'collective', 'algorithm', 'dtype', 'op', 'count', 'root', 'chunk size'] as const;
 
 export const ST = { DONE: 0, BLOCKED: 1, NEED_IN: 2, NEED_OUT: 3, ERROR: 4 } as const;
-export const E = { MISMATCH: 1, ABORTED: 2 } as const;
+export const E = { MISMATCH: 1, ABORTED: 2, SIZE_MISMATCH: 3 } as const;
 export const KIND = { allReduce: 1, allGather: 2, reduceScatter: 3, broadcast: 4, reduce: 5, barrier: 6, allToAll: 7, gather: 8, scatter: 9, send: 10, recv: 11 } as const;
 export type Kind = keyof typeof KIND;
 export const ALGO = { direct: 0, twoshot: 1 } as const;
@@ -72,6 +72,10 @@ export function flagOffset(comm: number, rank: number): number {
 }
 export function descOffset(comm: number, nranks: number, rank: number): number {
   return comm + C.HEADER_BYTES + nranks * (FLAG_STRIDE + 2 * SIG_BYTES) + rank * DESC_BYTES;
+}
+/** A rank's private scratch area in a communicator block (slotBytes long). */
+export function scratchOffset(comm: number, nranks: number, rank: number, slotBytes: number): number {
+  return comm + C.HEADER_BYTES + nranks * (FLAG_STRIDE + 2 * SIG_BYTES + DESC_BYTES) + rank * slotBytes;
 }
 export function commBlockBytes(nranks: number, slotBytes: number): number {
   return align64(C.HEADER_BYTES + nranks * (FLAG_STRIDE + 2 * SIG_BYTES + DESC_BYTES) + nranks * slotBytes * (1 + SLOT_BUFFERS));

@@ -48,9 +48,15 @@ export function chooseAllReduceAlgo(bytes: number, t: Tuning, callAlgo?: unknown
   return t.algo ?? (bytes <= t.directMaxBytes ? 'direct' : 'twoshot');
 }
 
-/** Elements per chunk: what fits one slot (reduceScatter stages n pieces per slot). */
+/** Kinds whose chunk stages one piece for each of the n ranks in a slot. */
+const PIECES_PER_SLOT = new Set(['reduceScatter', 'allToAll', 'scatter']);
+
+/**
+ * Elements per chunk: what fits one slot (reduceScatter, allToAll and scatter stage n pieces
+ * per slot, so their chunk is a piece: per rank block).
+ */
 export function chunkElems(kind: string, slotBytes: number, elemBytes: number, nranks: number): number {
-  const per = kind === 'reduceScatter' ? Math.floor(slotBytes / (elemBytes * nranks)) : Math.floor(slotBytes / elemBytes);
+  const per = PIECES_PER_SLOT.has(kind) ? Math.floor(slotBytes / (elemBytes * nranks)) : Math.floor(slotBytes / elemBytes);
   // Whole 64-byte lines per chunk keep every slice of the kernels aligned.
   const line = 64 / elemBytes;
   return Math.max(line, Math.floor(per / line) * line);
