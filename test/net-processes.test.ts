@@ -54,7 +54,7 @@ function twoNodes(port: number, e: (k: number) => Env, wrap: (k: number) => stri
 }
 
 describe('webccl run --procs: one process per rank', () => {
-  it.each([2, 3, 4])('%i processes: allReduce (f32 sum of 1, 1000, 300000; i32 max), allGather, reduceScatter, broadcast, reduce, barrier', async (n) => {
+  it.each([2, 3, 4])('%i processes: allReduce (f32 sum of 1, 1000, 300000; i32 max), allGather, reduceScatter, broadcast, reduce, allToAll (equal and per-peer counts), gather and scatter from every root, barrier', async (n) => {
     const r = await run(node, [bin, 'run', '--procs', '-n', String(n), check], env());
     expectOk(r, range(0, n), n, `${n} processes`);
     expect(r.stderr).toBe('');

@@ -11,12 +11,7 @@
 //              completes on that ack, so a root that completes knows every rank agreed.
 //   reduce:    each receiver tells the rank it receives from that it is ready (at its start);
 //              a sender completes once its receiver said so.
-import { type Group, type Mem, type Span, awaitedLater, mod, piecesFor, subSpan } from './group.js';
-
-function pieces(m: Mem, buf: Span): Span[] {
-  const n = piecesFor([buf], m.elemBytes);
-  return Array.from({ length: n }, (_, k) => subSpan(buf, n, k, m.elemBytes));
-}
+import { type Group, type Mem, type Span, awaitedLater, mod, piecesOf } from './group.js';
 
 /** buf on every rank ends equal to buf on `root`. */
 export async function chainBroadcast(g: Group, m: Mem, buf: Span, root: number): Promise<void> {
@@ -24,7 +19,7 @@ export async function chainBroadcast(g: Group, m: Mem, buf: Span, root: number):
   const pos = mod(g.rank - root, g.size);
   const prev = mod(g.rank - 1, g.size);
   const next = mod(g.rank + 1, g.size);
-  const ps = pieces(m, buf);
+  const ps = piecesOf(buf, m.elemBytes);
   const ackStep = ps.length;
   const none = m.view(buf.addr, 0);
   const acked = pos === 0 ? awaitedLater(g.recv(prev, ackStep, none)) : undefined;
@@ -46,7 +41,7 @@ export async function chainReduce(g: Group, m: Mem, buf: Span, root: number): Pr
   const pos = mod(g.rank - root, g.size);
   const from = mod(g.rank + 1, g.size);
   const to = mod(g.rank - 1, g.size);
-  const ps = pieces(m, buf);
+  const ps = piecesOf(buf, m.elemBytes);
   const readyStep = ps.length;
   const none = m.view(buf.addr, 0);
   const receives = pos < g.size - 1;

@@ -55,6 +55,12 @@ export function piecesFor(blocks: Span[], elemBytes: number): number {
   return Math.max(1, Math.ceil((most * elemBytes) / PIECE_BYTES));
 }
 
+/** `s` cut into the pieces that travel as separate messages: at least one (empty for an empty span). */
+export function piecesOf(s: Span, elemBytes: number): Span[] {
+  const n = piecesFor([s], elemBytes);
+  return Array.from({ length: n }, (_, k) => subSpan(s, n, k, elemBytes));
+}
+
 /**
  * Marks promises that are awaited one at a time, later: one that fails before its turn is not an
  * unhandled rejection (the op fails through whichever is awaited first).

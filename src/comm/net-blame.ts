@@ -1,7 +1,8 @@
 // Naming the rank at fault when an op across nodes fails, as one node does from shared memory:
 //   Dispute    ranks disagree on an op: each rank's fields (collective, algorithm, dtype, op,
-//              count, root) travel in the ABORT frames, so every rank names the field and both
-//              values once it has the fields of the two ranks that disagree.
+//              count, root, and allToAll's per-peer counts) travel in the ABORT frames, so every
+//              rank names the field and both values once it has the fields of the two ranks that
+//              disagree.
 //   stallRoot  an op timed out: each timed-out rank publishes in the job's store whom it waits
 //              for, and follows that chain to the first rank that published nothing (stopped,
 //              or not at the op), as torch's monitored barrier would name it.
@@ -12,16 +13,25 @@ import { KIND } from '../core/layout.js';
 import type { OpSpec } from './engine.js';
 
 /** What every rank must agree on for an op, under shm-runner's field names. */
-export const FIELDS = ['collective', 'algorithm', 'dtype', 'op', 'count', 'root'] as const;
+export const FIELDS = ['collective', 'algorithm', 'dtype', 'op', 'count', 'root', 'counts'] as const;
 export type OpFields = Record<(typeof FIELDS)[number], string>;
 
 export function fieldsOf(s: OpSpec, algo: string): OpFields {
   const reduces = s.name === 'allReduce' || s.name === 'reduce' || s.name === 'reduceScatter';
-  return { collective: s.name, algorithm: algo, dtype: s.dtype, op: reduces ? s.op : '-', count: String(s.count), root: String(s.root) };
+  const counts = s.counts ? `${s.counts.send.join(',')}/${s.counts.recv.join(',')}` : '-';
+  return { collective: s.name, algorithm: algo, dtype: s.dtype, op: reduces ? s.op : '-', count: String(s.count), root: String(s.root), counts };
 }
 
 /** Each network schedule's number in the signature. */
-const ALGO_CODE: Record<string, number> = { ring: 1, doubling: 2, hierarchical: 3, chain: 4, dissemination: 5 };
+const ALGO_CODE: Record<string, number> = { ring: 1, doubling: 2, hierarchical: 3, chain: 4, dissemination: 5, pairwise: 6, direct: 7 };
+
+/** FNV-1a of `values` (u32 each, little-endian bytes), continuing from `h`. */
+function fnv(h: number, values: number[]): number {
+  for (const v of values) {
+    for (let b = 0; b < 4; b++) h = Math.imul(h ^ ((v >>> (8 * b)) & 0xff), 0x01000193);
+  }
+  return h >>> 0;
+}
 
 /**
  * FNV-1a over the op's kind, dtype, reduction, count, root and schedule. Messages carry it in
@@ -30,11 +40,51 @@ const ALGO_CODE: Record<string, number> = { ring: 1, doubling: 2, hierarchical: 
  * data that does not fit.
  */
 export function signatureOf(s: OpSpec, algo: string): number {
-  let h = 0x811c9dc5;
-  for (const v of [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], s.count, s.root, ALGO_CODE[algo] ?? 0]) {
-    for (let b = 0; b < 4; b++) h = Math.imul(h ^ ((v >>> (8 * b)) & 0xff), 0x01000193);
-  }
-  return h >>> 0;
+  // allToAll's counts ride in each message's own signature (pairSignatures), not here: equal
+  // blocks of n and per-peer counts of n everywhere are the same exchange.
+  const count = s.name === 'allToAll' ? 0 : s.count;
+  return fnv(0x811c9dc5, [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], count, s.root, ALGO_CODE[algo] ?? 0]);
+}
+
+/** The signature of the messages an op sends to each peer, and of those it expects from each. */
+export interface PairSignatures {
+  to(peer: number): number;
+  from(peer: number): number;
+}
+
+/**
+ * allToAll: ranks agree on no count as a whole, only pairwise (what rank i sends rank j is what
+ * rank j receives from i). The message from i to j carries the counts of both directions
+ * between them, (i → j, j → i), and j expects its own view of the same two; a disagreement in
+ * either direction then shows at both ends, so both ranks fail with MISMATCH (a length check
+ * alone would fail the receiver and let the sender complete).
+ */
+export function pairSignatures(s: OpSpec, base: number): PairSignatures | undefined {
+  if (s.name !== 'allToAll') return undefined;
+  const sends = (p: number) => s.counts?.send[p] ?? s.count;
+  const recvs = (p: number) => s.counts?.recv[p] ?? s.count;
+  return { to: (p) => fnv(base, [sends(p), recvs(p)]), from: (p) => fnv(base, [recvs(p), sends(p)]) };
+}
+
+/** Per-peer counts of a fields record ('-' for equal blocks). */
+function countsOf(f: OpFields): { send: string[]; recv: string[] } | undefined {
+  if (!f.counts || f.counts === '-') return undefined;
+  const [send, recv] = f.counts.split('/').map((t) => t.split(','));
+  return { send, recv };
+}
+
+/**
+ * Whether ranks a and b disagree on `field`, and the two values to name. Per-peer counts differ
+ * between ranks by design: they disagree only when what a sends b is not what b expects from a
+ * (or the other way round).
+ */
+function differ(field: (typeof FIELDS)[number], a: number, fa: OpFields, b: number, fb: OpFields): [string, string] | undefined {
+  if (field !== 'counts') return fa[field] !== fb[field] ? [fa[field], fb[field]] : undefined;
+  const ca = countsOf(fa), cb = countsOf(fb);
+  if (!ca || !cb) return fa.counts !== fb.counts ? [fa.counts, fb.counts] : undefined;
+  if (ca.send[b] !== cb.recv[a]) return [`sendCounts[${b}]=${ca.send[b]}`, `recvCounts[${a}]=${cb.recv[a]}`];
+  if (ca.recv[b] !== cb.send[a]) return [`recvCounts[${b}]=${ca.recv[b]}`, `sendCounts[${a}]=${cb.send[a]}`];
+  return undefined;
 }
 
 /** How long a rank waits for the other side's fields before it names no field. */
@@ -77,12 +127,15 @@ export class Dispute {
   }
 
   /** Two known ranks that differ, the lower first, and the first field they differ on. */
-  private pair(): { ranks: [number, number]; field: (typeof FIELDS)[number] } | undefined {
+  private pair(): { ranks: [number, number]; field: (typeof FIELDS)[number]; values: [string, string] } | undefined {
     const known = [...this.fields.keys()].sort((x, y) => x - y);
     for (const a of known) {
       for (const b of known) {
-        const field = FIELDS.find((f) => this.fields.get(a)![f] !== this.fields.get(b)![f]);
-        if (b > a && field) return { ranks: [a, b], field };
+        if (b <= a) continue;
+        for (const field of FIELDS) {
+          const values = differ(field, a, this.fields.get(a)!, b, this.fields.get(b)!);
+          if (values) return { ranks: [a, b], field, values };
+        }
       }
     }
     return undefined;
@@ -91,9 +144,9 @@ export class Dispute {
   private judge(): WebcclError {
     const from = this.by === undefined ? {} : { by: this.by };
     const p = this.pair();
-    if (!p) return new WebcclError('MISMATCH', `ranks disagree on op #${this.seq}'s collective, count, dtype, op, root or algorithm`, { seq: this.seq, ranks: [...this.fields.keys()], ...from });
+    if (!p) return new WebcclError('MISMATCH', `ranks disagree on op #${this.seq}'s collective, count, dtype, op, root, counts or algorithm`, { seq: this.seq, ranks: [...this.fields.keys()], ...from });
     const [a, b] = p.ranks;
-    const values = [this.fields.get(a)![p.field], this.fields.get(b)![p.field]];
+    const values = p.values;
     return new WebcclError('MISMATCH', `ranks disagree on the ${p.field} of op #${this.seq}: rank ${a} has ${values[0]}, rank ${b} has ${values[1]}`, { field: p.field, ranks: [a, b], values, seq: this.seq, ...from });
   }
 }

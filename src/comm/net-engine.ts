@@ -17,12 +17,14 @@ import { doublingAllReduce } from '../algorithms/doubling.js';
 import { chainBroadcast, chainReduce } from '../algorithms/chain.js';
 import { disseminationBarrier } from '../algorithms/dissemination.js';
 import { hierarchicalAllReduce } from '../algorithms/hierarchical.js';
+import { pairwiseAllToAll } from '../algorithms/pairwise.js';
+import { directGather, directScatter } from '../algorithms/direct.js';
 import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo } from '../tuner/net-tuner.js';
 import { Arena } from './arena.js';
 import { type Kernels, copyIn, copyOut, region, scale, workingMemory } from './net-memory.js';
 import { nodePhase } from './node-phase.js';
 import { FlightRecorder } from './flight-recorder.js';
-import { Dispute, type JobStore, type OpFields, fieldsOf, signatureOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
+import { Dispute, type JobStore, type OpFields, type PairSignatures, fieldsOf, pairSignatures, signatureOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
 import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
 import type { Engine, OpCounters, OpSpec } from './engine.js';
@@ -48,9 +50,11 @@ interface NetOp {
   spec: OpSpec;
   work: Work;
   seq: number;
-  algo: NetAlgo | 'chain' | 'dissemination';
+  algo: NetAlgo | 'chain' | 'dissemination' | 'pairwise' | 'direct';
   /** Hash of what every rank must agree on; it rides in every message's tag. */
   signature: number;
+  /** allToAll: each message's signature also says what its two ranks exchange (see pairSignatures). */
+  pairs?: PairSignatures;
   done: Promise<void>;
 }
 
@@ -107,14 +111,20 @@ export class NetEngine implements Engine, WorkDriver {
 
   submit(spec: OpSpec): Work {
     if (this.broken) throw this.broken;
-    if (['allToAll', 'gather', 'scatter', 'send', 'recv'].includes(spec.name)) throw new WebcclError('UNSUPPORTED', `${spec.name}: not available on this path yet`);
+    if (['send', 'recv'].includes(spec.name)) throw new WebcclError('UNSUPPORTED', `${spec.name}: not available on this path yet`);
+    const c = spec.counts, me = this.world.rank;
+    if (c && c.send[me] !== c.recv[me]) {
+      throw new WebcclError('SIZE_MISMATCH', `allToAll: sendCounts[${me}] = ${c.send[me]} but recvCounts[${me}] = ${c.recv[me]}; the block a rank keeps is one count`, { sendCount: c.send[me], recvCount: c.recv[me] });
+    }
     const bytes = spec.count * DTYPE_SIZE[spec.dtype];
     const algo = spec.name === 'allReduce' ? chooseNetAllReduce(bytes, this.world.size, this.topo, this.standing, spec.algo)
-      : spec.name === 'barrier' ? 'dissemination' : spec.name === 'broadcast' || spec.name === 'reduce' ? 'chain' : 'ring';
+      : spec.name === 'barrier' ? 'dissemination' : spec.name === 'broadcast' || spec.name === 'reduce' ? 'chain'
+      : spec.name === 'allToAll' ? 'pairwise' : spec.name === 'gather' || spec.name === 'scatter' ? 'direct' : 'ring';
     const seq = this.seq++;
     const work = new Work(spec.name, seq, this, false, 'cannot complete an op across nodes, which needs the event loop');
     work.timing.issuedAt = performance.now();
-    const op: NetOp = { spec, work, seq, algo, signature: signatureOf(spec, algo), done: Promise.resolve() };
+    const signature = signatureOf(spec, algo);
+    const op: NetOp = { spec, work, seq, algo, signature, pairs: pairSignatures(spec, signature), done: Promise.resolve() };
     this.recent.set(seq, fieldsOf(spec, algo));
     this.recent.delete(seq - RECENT_OPS);
     op.done = this.tail = this.tail.then(() => this.run(op));
@@ -122,7 +132,7 @@ export class NetEngine implements Engine, WorkDriver {
     this.flight.submitted(work, spec, algo);
     // A peer's message for this op may have come first: one with another signature means the
     // ranks disagree (a rank that takes no message in this op would never look at it).
-    const held = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0 && h.tag.comm !== op.signature);
+    const held = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0 && h.tag.comm !== expectedFrom(op, h.peer));
     if (held) this.disagreed(op.seq, held.peer);
     return work;
   }
@@ -252,7 +262,7 @@ export class NetEngine implements Engine, WorkDriver {
   private unexpected(peer: number, tag: Tag): boolean {
     if (this.broken) return true;
     const op = this.queue.find((q) => q.seq >>> 0 === tag.seq);
-    if (op ? op.signature === tag.comm : tag.seq >= this.seq >>> 0) return false;
+    if (op ? expectedFrom(op, peer) === tag.comm : tag.seq >= this.seq >>> 0) return false;
     queueMicrotask(() => this.disagreed(tag.seq, peer));
     return true;
   }
@@ -309,16 +319,16 @@ export class NetEngine implements Engine, WorkDriver {
 
   private group(members: number[], op: NetOp): Group {
     const t = this.world.transport;
-    const tag = (step: number) => ({ comm: op.signature, seq: op.seq >>> 0, step });
+    const tag = (comm: number, step: number) => ({ comm, seq: op.seq >>> 0, step });
     const awaited = this.awaited;
     return {
       rank: members.indexOf(this.world.rank),
       size: members.length,
-      send: (peer, step, data) => t.send(members[peer], tag(step), data),
+      send: (peer, step, data) => t.send(members[peer], tag(op.pairs?.to(members[peer]) ?? op.signature, step), data),
       recv: (peer, step, into) => {
         const r = members[peer];
         awaited.set(r, (awaited.get(r) ?? 0) + 1);
-        return t.recv(r, tag(step), into).finally(() => {
+        return t.recv(r, tag(expectedFrom(op, r), step), into).finally(() => {
           const n = awaited.get(r)! - 1;
           if (n) awaited.set(r, n);
           else awaited.delete(r);
@@ -373,6 +383,29 @@ export class NetEngine implements Engine, WorkDriver {
       }
       case 'barrier':
         return disseminationBarrier(world);
+      case 'allToAll': {
+        const c = op.spec.counts ?? { send: Array<number>(world.size).fill(n), recv: Array<number>(world.size).fill(n) };
+        const src = region(m, input, total(c.send));
+        copyIn(m, src, input!);
+        const dst = region(m, output, total(c.recv));
+        await pairwiseAllToAll(world, m, packed(src, c.send, m.elemBytes), packed(dst, c.recv, m.elemBytes));
+        return copyOut(m, dst, output!);
+      }
+      case 'gather': {
+        const mine = region(m, input, n);
+        copyIn(m, mine, input!);
+        if (world.rank !== root) return directGather(world, m, mine, null, root);
+        const w = region(m, output, n * world.size);
+        await directGather(world, m, mine, blocks(w), root);
+        return copyOut(m, w, output!);
+      }
+      case 'scatter': {
+        const mine = region(m, output, n);
+        const w = world.rank === root ? region(m, input, n * world.size) : undefined;
+        if (w) copyIn(m, w, input!);
+        await directScatter(world, m, w ? blocks(w) : null, mine, root);
+        return copyOut(m, mine, output!);
+      }
     }
   }
 
@@ -383,4 +416,21 @@ export class NetEngine implements Engine, WorkDriver {
     return hierarchicalAllReduce(nodePhase(this.local!, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
   }
 
+}
+
+/** The signature of the messages `op` expects from world rank `peer`. */
+function expectedFrom(op: NetOp, peer: number): number {
+  return op.pairs?.from(peer) ?? op.signature;
+}
+
+const total = (counts: number[]): number => counts.reduce((a, c) => a + c, 0);
+
+/** Blocks of `counts[i]` elements packed in rank order from `w`. */
+function packed(w: Span, counts: number[], elemBytes: number): Span[] {
+  let at = w.addr;
+  return counts.map((count) => {
+    const s = { addr: at, count };
+    at += count * elemBytes;
+    return s;
+  });
 }
