@@ -23,6 +23,8 @@ export interface RankContext {
   spinPolls: number;
   /** Polls before giving up, when a call only tries to move its op along (it must return soon). */
   tryPolls: number;
+  /** Microseconds a waiting JS loop (point-to-point) spins before blocking. */
+  spinUs: number;
   canBlock: boolean;
   cores: number;
   /** Every SharedArrayBuffer object seen for the node memory (one per growth). */
@@ -75,12 +77,13 @@ export function joinNode(node: NodeHandle, rank: number, options?: JoinOptions):
   const ctx: RankContext = {
     core, heap: new NodeHeap(node.memory, { canBlock, rank }), comm: node.world, rank, size: node.nranks, slotBytes: node.slotBytes,
     localOf: Array.from({ length: node.nranks }, (_, r) => r),
-    spinPolls: 0, tryPolls: 0, canBlock, cores, sharedBuffers: new Set([node.memory.buffer]),
+    spinPolls: 0, tryPolls: 0, spinUs: 0, canBlock, cores, sharedBuffers: new Set([node.memory.buffer]),
   };
   // Spin in time, not in polls: measure how fast this thread polls a flag.
   // With a core per rank, spinning costs nobody anything and a sleeping rank takes ~40 us to
   // wake; with more ranks than cores, a spinning rank steals the CPU from the one it waits for.
   const spinUs = opts.spinUs ?? envNumber('WEBCCL_SPIN_US') ?? (node.nranks > cores ? OVERSUBSCRIBED_SPIN_US : DEDICATED_SPIN_US);
+  ctx.spinUs = spinUs;
   const perUs = pollsPerMicrosecond(ctx);
   ctx.spinPolls = Math.round(spinUs * perUs);
   ctx.tryPolls = Math.round(Math.min(spinUs, TRY_SPIN_US) * perUs);

@@ -27,8 +27,10 @@ import { FlightRecorder } from './flight-recorder.js';
 import { Dispute, type JobStore, type OpFields, type PairSignatures, fieldsOf, pairSignatures, signatureOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
 import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
-import type { Engine, OpCounters, OpSpec } from './engine.js';
+import { type Engine, type OpCounters, type OpSpec, isP2p } from './engine.js';
 import { Work, type WorkDriver } from './work.js';
+import { NetP2p } from './p2p/net-p2p.js';
+import { isP2pSpace, p2pSpace } from './p2p/space.js';
 
 /** A rank's view of a job across nodes, as rendezvous leaves it. */
 export interface NetWorld {
@@ -92,6 +94,8 @@ export class NetEngine implements Engine, WorkDriver {
   /** The first ABORT a peer sent over the network, and who waits for one. */
   private peerAbort?: WebcclError;
   private readonly peerAbortWaiters: ((e: WebcclError) => void)[] = [];
+  /** Point-to-point ops: outside the collective order, in a tag space of their own. */
+  private readonly p2p: NetP2p;
 
   constructor(private readonly ctx: RankContext, private readonly world: NetWorld, private readonly local: Communicator | undefined,
               private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
@@ -106,12 +110,23 @@ export class NetEngine implements Engine, WorkDriver {
     this.standing = resolveNetAlgo(commAlgo, this.topo);
     this.arena = new Arena(ctx.heap);
     this.flight = new FlightRecorder(world.rank, () => [...this.awaited.keys()].sort((a, b) => a - b));
+    this.p2p = new NetP2p(world.transport, p2pSpace(), timeoutMs, {
+      broke: (e) => this.fail(e),
+      done: (w, failed) => {
+        if (failed) this.counters.failed++;
+        else this.counters.busyMs += w.durationMs;
+      },
+    });
     world.transport.watch?.({ unexpected: (peer, tag) => this.unexpected(peer, tag), aborted: (e) => this.peerAborted(e) });
   }
 
   submit(spec: OpSpec): Work {
     if (this.broken) throw this.broken;
-    if (['send', 'recv'].includes(spec.name)) throw new WebcclError('UNSUPPORTED', `${spec.name}: not available on this path yet`);
+    if (isP2p(spec.name)) {
+      const w = this.p2p.submit(spec);
+      this.flight.submitted(w, spec, 'direct');
+      return w;
+    }
     const c = spec.counts, me = this.world.rank;
     if (c && c.send[me] !== c.recv[me]) {
       throw new WebcclError('SIZE_MISMATCH', `allToAll: sendCounts[${me}] = ${c.send[me]} but recvCounts[${me}] = ${c.recv[me]}; the block a rank keeps is one count`, { sendCount: c.send[me], recvCount: c.recv[me] });
@@ -132,13 +147,13 @@ export class NetEngine implements Engine, WorkDriver {
     this.flight.submitted(work, spec, algo);
     // A peer's message for this op may have come first: one with another signature means the
     // ranks disagree (a rank that takes no message in this op would never look at it).
-    const held = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0 && h.tag.comm !== expectedFrom(op, h.peer));
+    const held = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0 && !isP2pSpace(h.tag.space) && h.tag.comm !== expectedFrom(op, h.peer));
     if (held) this.disagreed(op.seq, held.peer);
     return work;
   }
 
   pending(): number {
-    return this.queue.length;
+    return this.queue.length + this.p2p.pending();
   }
 
   algorithms(): Record<string, number> {
@@ -176,7 +191,7 @@ export class NetEngine implements Engine, WorkDriver {
       spec.check?.atEnd(op.seq);
       this.arena.reset();
       // A message of this op that no receive took: its sender disagreed (never report success).
-      const left = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0);
+      const left = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0 && !isP2pSpace(h.tag.space));
       if (left) throw new WebcclError('MISMATCH', `rank ${left.peer} sent a message for op #${op.seq} that no receive took`, { seq: op.seq, peer: left.peer });
       work.settle();
       this.counters.busyMs += work.durationMs;
@@ -231,6 +246,7 @@ export class NetEngine implements Engine, WorkDriver {
       if (this.topo.perNode > 1) this.local?.abort(`rank ${this.world.rank} failed: ${err.reason} (${err.code})`);
     }
     for (const q of this.queue) q.work.settle(err);
+    this.p2p.fail(err);
     this.flight.broke(err);
   }
 
@@ -261,6 +277,8 @@ export class NetEngine implements Engine, WorkDriver {
    */
   private unexpected(peer: number, tag: Tag): boolean {
     if (this.broken) return true;
+    if (isP2pSpace(tag.space)) return false; // held for a recv not posted yet
+
     const op = this.queue.find((q) => q.seq >>> 0 === tag.seq);
     if (op ? expectedFrom(op, peer) === tag.comm : tag.seq >= this.seq >>> 0) return false;
     queueMicrotask(() => this.disagreed(tag.seq, peer));

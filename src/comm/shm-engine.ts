@@ -8,12 +8,13 @@ import { enabled, log } from '../core/log.js';
 import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../tuner/tuner.js';
 import { sameView } from './buffers.js';
 import type { InputCheck } from './input-check.js';
-import type { Engine, OpCounters, OpSpec } from './engine.js';
+import { type Engine, type OpCounters, type OpSpec, isP2p } from './engine.js';
 import type { RankContext } from './context.js';
 import { FlightRecorder } from './flight-recorder.js';
 import { ShmRunner, type RunningOp } from './shm-runner.js';
 import { descriptorCount, writeCounts } from './shm-counts.js';
 import { Work, type WorkDriver } from './work.js';
+import { ShmP2p } from './p2p/shm-p2p.js';
 
 interface QueuedOp extends RunningOp {
   name: Kind;
@@ -40,6 +41,9 @@ export class ShmEngine implements Engine, WorkDriver {
   private seq = 0;
   private stepBase = 0;
   private broken: WebcclError | undefined;
+  private closed = false;
+  /** Point-to-point ops: outside the collective queue, moved along by every wait. */
+  private readonly p2p: ShmP2p;
   readonly flight: FlightRecorder;
 
   constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
@@ -47,11 +51,23 @@ export class ShmEngine implements Engine, WorkDriver {
     this.desc = descOffset(ctx.comm, ctx.size, ctx.rank);
     this.tuning = resolveTuning(ctx.size, commAlgo);
     this.flight = new FlightRecorder(ctx.rank, () => this.runner.missingRanks());
+    this.p2p = new ShmP2p(ctx, this.runner, {
+      serve: () => this.serveCollectives(),
+      broke: (e) => this.fail(e),
+      done: (w, failed) => {
+        if (failed) this.counters.failed++;
+        else this.counters.busyMs += w.durationMs;
+      },
+    });
   }
 
   submit(s: OpSpec): Work {
     if (this.broken) throw this.broken;
-    if (['send', 'recv'].includes(s.name)) throw new WebcclError('UNSUPPORTED', `${s.name}: not available on this path yet`);
+    if (isP2p(s.name)) {
+      const w = this.p2p.submit({ ...s, timeoutMs: s.timeoutMs ?? this.timeoutMs });
+      this.flight.submitted(w, s, 'direct');
+      return w;
+    }
     const algo = s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
     const es = DTYPE_SIZE[s.dtype];
     const seq = this.seq++;
@@ -69,7 +85,7 @@ export class ShmEngine implements Engine, WorkDriver {
   }
 
   pending(): number {
-    return this.queue.length;
+    return this.queue.length + this.p2p.pending();
   }
 
   algorithms(): Record<string, number> {
@@ -83,6 +99,8 @@ export class ShmEngine implements Engine, WorkDriver {
 
   close(): void {
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
+    if (!this.closed) this.p2p.close();
+    this.closed = true;
   }
 
   /** Fills this rank's descriptor in shared memory: from here on the op's state lives there. */
@@ -117,15 +135,30 @@ export class ShmEngine implements Engine, WorkDriver {
   progress(w: Work, block: boolean): void {
     while (this.queue.length && !w.settled) {
       const q = this.queue[0];
-      if (!this.step(q, block)) return;
+      if (!block || !this.p2p.pending()) {
+        if (!this.step(q, block)) return;
+        continue;
+      }
+      // A peer's send or recv may wait for this rank while it waits here: serve both.
+      if (this.step(q, false) || this.p2p.poll()) continue;
+      try {
+        this.runner.sleep(q);
+      } catch (e) {
+        this.settleFailed(q, e);
+      }
     }
   }
 
   async progressAsync(w: Work): Promise<void> {
     while (this.queue.length && !w.settled) {
       const q = this.queue[0];
-      if (!this.step(q, false)) await this.runner.sleepAsync(q).catch((e) => this.settleFailed(q, e));
+      if (!this.step(q, false) && !this.p2p.poll()) await this.runner.sleepAsync(q).catch((e) => this.settleFailed(q, e));
     }
+  }
+
+  /** Moves queued collectives along without blocking (a p2p wait lends its time). */
+  private serveCollectives(): void {
+    while (this.queue.length && this.step(this.queue[0], false));
   }
 
   /** Starts/advances the head op; true when it settled. */
@@ -188,6 +221,7 @@ export class ShmEngine implements Engine, WorkDriver {
   private fail(err: WebcclError): void {
     this.broken ??= err;
     for (const q of this.queue.splice(0)) q.work.settle(err);
+    this.p2p.fail(err);
     this.flight.broke(err);
   }
 }

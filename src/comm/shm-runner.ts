@@ -165,7 +165,7 @@ export class ShmRunner {
   }
 
   /** Sleeps on the doorbell until the step the loop waits for completes (or a slice ends). */
-  private sleep(op: RunningOp): void {
+  sleep(op: RunningOp): void {
     const now = this.beforeDeadline(op);
     try {
       const s = this.beforeSleep(op, now);

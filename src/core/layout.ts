@@ -43,6 +43,8 @@ export const C = {
   ABORT: 0, ABORT_CODE: 4, NRANKS: 8, SLOT_BYTES: 12, NODE: 16, ABORT_DETAIL: 20,
   ABORT_CLAIM: 24, // as N.ABORT_CLAIM, for this communicator's abort
   RELEASED: 28, // a group's block: members that have destroyed their communicator (the last frees it)
+  P2P_TABLE: 32, // JS only: address of the point-to-point channel table (0 until a rank first needs it)
+  P2P_CLOSED: 36, // JS only: ranks whose engine has closed; the last one frees the table and its channels
   DOORBELL: 64, SLEEPERS: 96,
   REASON: 128, // the text an abort(reason) gave (see core/reason-text.ts)
   HEADER_BYTES: 384,

@@ -268,6 +268,115 @@ const scenarios = {
     await comm.reduceScatter(rs.subarray(r * 10, r * 10 + 10), rs);
     report({ codes, gathered: Array.from(g.filter((_, i) => i % 10 === 0)), scattered: rs[r * 10] });
   },
+  /**
+   * send/recv on real threads: ping-pong 0 <-> 1, a ring sends-first and recvs-first, `many`
+   * messages each way issued before any wait, every dtype width at sizes 0 / 1 / 40 B / `large`
+   * in alloc() and plain buffers, a ring of wrong sizes, and a recv that rank 0 must serve
+   * while it waits in an allReduce (rank 1 waits for its send before joining it).
+   */
+  async p2p() {
+    const comm = await ccl.initCommGroup({ timeoutMs: 60_000 });
+    const { rank: r, size: n } = comm;
+    const next = (r + 1) % n, prev = (r + n - 1) % n;
+    const wrong = [];
+    const pat = (from, to, tag, k, j) => (from * 31 + to * 7 + tag * 13 + k * 3 + j) & 0xff;
+    const bytes = (d) => new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+    const fillB = (b, from, to, tag, k) => b.forEach((_, j) => (b[j] = pat(from, to, tag, k, j)));
+    const checkB = (what, b, from, to, tag, k) => {
+      const j = b.findIndex((v, i) => v !== pat(from, to, tag, k, i));
+      if (j >= 0 && wrong.length < 5) wrong.push(`${what}: rank ${r} byte ${j} of ${b.length} is ${b[j]}, expected ${pat(from, to, tag, k, j)}`);
+    };
+    for (let k = 0; k < 20 && r < 2; k++) {
+      const x = new Uint8Array(8);
+      if (r === 0) {
+        fillB(x, 0, 1, 0, k);
+        await comm.send(x, 1);
+        await comm.recv(x, 1);
+        checkB('pong', x, 1, 0, 0, k);
+      } else {
+        await comm.recv(x, 0);
+        checkB('ping', x, 0, 1, 0, k);
+        fillB(x, 1, 0, 0, k);
+        await comm.send(x, 0);
+      }
+    }
+    for (const recvFirst of [false, true]) {
+      const out = new Float32Array(300), into = new Float32Array(300);
+      fillB(bytes(out), r, next, 5, recvFirst ? 1 : 0);
+      const s = () => comm.send(out, next, { tag: 5 }), v = () => comm.recv(into, prev, { tag: 5 });
+      const ws = recvFirst ? [v(), s()] : [s(), v()];
+      for (const w of ws) await w;
+      checkB('ring', bytes(into), prev, r, 5, recvFirst ? 1 : 0);
+    }
+    const works = [], got = [];
+    for (let i = 0; i < p.many; i++) {
+      const m = new Uint8Array(1 + (i % 40));
+      fillB(m, r, next, i % 7, Math.floor(i / 7));
+      works.push(comm.send(m, next, { tag: i % 7 }));
+    }
+    for (let i = 0; i < p.many; i++) {
+      const m = new Uint8Array(1 + (i % 40));
+      got.push([m, i % 7, Math.floor(i / 7)]);
+      works.push(comm.recv(m, prev, { tag: i % 7 }));
+    }
+    for (const w of works) await w;
+    for (const [m, tag, k] of got) checkB('many', m, prev, r, tag, k);
+    const widths = { u8: 1, bf16: 2, f32: 4, f64: 8 };
+    let k = 0;
+    for (const [dtype, w] of Object.entries(widths)) {
+      for (const size of [0, w, 40, p.large]) {
+        for (const [zs, zr] of [[false, false], [true, true], [true, false], [false, true]]) {
+          const make = (z) => (z ? comm.alloc(dtype, size / w) : dtype === 'bf16' ? { data: new Uint16Array(size / w), dtype } : new { u8: Uint8Array, f32: Float32Array, f64: Float64Array }[dtype](size / w));
+          const sb = make(zs), rb = make(zr);
+          fillB(bytes(sb.data ?? sb), r, next, 9, k);
+          const ws = [comm.send(sb, next, { tag: 9 }), comm.recv(rb, prev, { tag: 9 })];
+          for (const x of ws) await x;
+          checkB(`${dtype} ${size} B ${zs ? 'alloc' : 'plain'}->${zr ? 'alloc' : 'plain'}`, bytes(rb.data ?? rb), prev, r, 9, k);
+          if (zs) comm.free(sb);
+          if (zr) comm.free(rb);
+          k++;
+        }
+      }
+    }
+    const sizeCodes = [];
+    const bad = [comm.send(new Float32Array(10), next, { tag: 4 }), comm.recv(new Float32Array(12), prev, { tag: 4 })];
+    for (const w of bad) await w.then(() => sizeCodes.push(null), (e) => sizeCodes.push(e.code));
+    if (r === 0) {
+      const y = new Float64Array(50);
+      const recv = comm.recv(y, 1, { tag: 2 });
+      const a = new Float32Array(4).fill(1);
+      await comm.allReduce(a);
+      await recv;
+      checkB('served recv', bytes(y), 1, 0, 2, 0);
+      if (a[0] !== n) wrong.push(`allReduce after a pending recv: ${a[0]}`);
+    } else {
+      if (r === 1) {
+        const y = new Float64Array(50);
+        fillB(bytes(y), 1, 0, 2, 0);
+        await comm.send(y, 0, { tag: 2 });
+      }
+      await comm.allReduce(new Float32Array(4).fill(1));
+    }
+    report({ wrong, sizeCodes });
+  },
+
+  /** Rank 0 sends to rank 1, which never posts a recv until long after rank 0's deadline. */
+  async p2pTimeout() {
+    const comm = await ccl.initCommGroup({ timeoutMs: 60_000 });
+    if (comm.rank === 1) {
+      await new Promise((res) => setTimeout(res, p.timeoutMs * 3));
+      await reportOutcome(comm.recv(new Uint8Array(4), 0));
+      return;
+    }
+    await reportOutcome(comm.send(new Uint8Array(4), 1, { timeoutMs: p.timeoutMs }));
+  },
+
+  /** Rank 1's script ends at once; rank 0 waits in a recv from it. */
+  async p2pLeave() {
+    const comm = await ccl.initCommGroup({ timeoutMs: p.timeoutMs });
+    if (comm.rank === 1) return;
+    await reportOutcome(comm.recv(new Uint8Array(4), 1));
+  },
 };
 
 await scenarios[name]();

@@ -1,0 +1,459 @@
+// Point-to-point send/recv in the node memory (layout in shm-channel.ts). A send publishes a
+// record in its channel to the peer: the payload inline for a few bytes, the sender's own
+// comm.alloc() buffer in place, or else a copy staged in a heap block; it completes once the
+// receiver has marked the record TAKEN (or fails when it says SHORT: sizes differ). A recv
+// takes, from its peer's channel, the first record with its tag that no earlier recv took, so
+// the k-th recv with tag t takes the k-th send with tag t, whatever other tags do meanwhile.
+//
+// These ops keep no place in the collective order: whoever waits (on a p2p op or, through the
+// engine, on a collective) moves both along, so two ranks that send to each other and then
+// receive never deadlock. Waiting spins for the rank's spin budget, then sleeps on the
+// communicator's doorbell, which every post rings when someone sleeps.
+import { WebcclError } from '../../core/errors.js';
+import { ABORT_REASON, C, N, NODE_BASE } from '../../core/layout.js';
+import type { RankContext } from '../context.js';
+import type { Buf } from '../buffers.js';
+import type { OpSpec } from '../engine.js';
+import type { InputCheck } from '../input-check.js';
+import type { ShmRunner } from '../shm-runner.js';
+import { Work, type WorkDriver } from '../work.js';
+import { CHANNEL_BYTES, INLINE, INLINE_AT, R, STATE, closedWord, recordAt, tableWord } from './shm-channel.js';
+import { type P2pOp, opText, p2pTimeout, sizeMismatch } from './p2p-errors.js';
+
+interface Pending {
+  op: P2pOp;
+  work: Work;
+  buf: Buf;
+  deadline: number;
+  timeoutMs: number;
+}
+interface SendOp extends Pending {
+  /** Its record's number once published. */
+  num: number;
+  /** A heap block holding a copy of the payload (0: none). */
+  staged: number;
+  check: InputCheck | undefined;
+}
+
+/** What the engine lends: moving its collectives along while a p2p op waits, and failing it all. */
+export interface ShmP2pHooks {
+  serve(): void;
+  broke(e: WebcclError): void;
+  done(work: Work, failed: boolean): void;
+}
+
+/** Longest single sleep, so deadlines, aborts and departed peers are noticed promptly. */
+const SLICE_MS = 50;
+/** How often (ms) a polling loop looks at deadlines and departed peers. */
+const CHECK_EVERY_MS = 1;
+
+export class ShmP2p implements WorkDriver {
+  private readonly n: number;
+  private readonly me: number;
+  private seq = 0;
+  private count = 0;
+  private failure?: WebcclError;
+  /** By peer: sends not yet published (the ring was full), and published ones awaiting their outcome. */
+  private readonly unposted: SendOp[][];
+  private readonly posted: SendOp[][];
+  private readonly nextNum: number[];
+  /** By peer: posted recvs by tag, in issue order; and the first record not yet known taken. */
+  private readonly recvs: Map<number, Pending[]>[];
+  private readonly recvCount: number[];
+  private readonly low: number[];
+  /** Channel addresses as found (s × n + d). */
+  private readonly channels: number[];
+  private lastCheck = 0;
+  private readonly sleepers: number;
+  private readonly doorbell: number;
+  private readonly spinMs: number;
+  private readonly copyBytes: (dst: number, src: number, bytes: number) => void;
+
+  constructor(private readonly ctx: RankContext, private readonly runner: ShmRunner, private readonly hooks: ShmP2pHooks) {
+    this.n = ctx.size;
+    this.me = ctx.rank;
+    const per = <T>(f: () => T) => Array.from({ length: this.n }, f);
+    this.unposted = per(() => []);
+    this.posted = per(() => []);
+    this.nextNum = per(() => 0);
+    this.recvs = per(() => new Map());
+    this.recvCount = per(() => 0);
+    this.low = per(() => 0);
+    this.channels = new Array(this.n * this.n).fill(0);
+    this.sleepers = (ctx.comm + C.SLEEPERS) >> 2;
+    this.doorbell = (ctx.comm + C.DOORBELL) >> 2;
+    this.spinMs = ctx.spinUs / 1000;
+    this.copyBytes = ctx.core.exports.copyBytes as (dst: number, src: number, bytes: number) => void;
+  }
+
+  pending(): number {
+    return this.count;
+  }
+
+  submit(s: OpSpec): Work {
+    const name = s.name as 'send' | 'recv';
+    const seq = this.seq++;
+    const op: P2pOp = { name, seq, rank: this.me, peer: s.peer!, tag: s.tag ?? 0 };
+    const work = new Work(name, seq, this, this.ctx.canBlock);
+    const now = performance.now();
+    work.timing.issuedAt = work.timing.startedAt = now;
+    const timeoutMs = s.timeoutMs ?? Infinity;
+    const base: Pending = { op, work, buf: (name === 'send' ? s.input : s.output)!, deadline: now + timeoutMs, timeoutMs };
+    if (this.failure) {
+      work.settle(this.failure);
+      return work;
+    }
+    this.count++;
+    // A communicator aborted meanwhile (a peer's deadline passed): take nothing more from it.
+    if (this.runner.aborted()) {
+      this.count--;
+      this.hooks.broke(this.runner.abortError(opText(op)) ?? new WebcclError('ABORTED', `${opText(op)}: communicator aborted`));
+      work.settle(this.failure);
+      return work;
+    }
+    if (name === 'send') {
+      this.unposted[op.peer].push({ ...base, num: -1, staged: 0, check: s.check });
+      this.pumpSends(op.peer);
+    } else {
+      const byTag = this.recvs[op.peer];
+      const list = byTag.get(op.tag);
+      if (list) list.push(base);
+      else byTag.set(op.tag, [base]);
+      this.recvCount[op.peer]++;
+      this.matchRecvs(op.peer);
+    }
+    return work;
+  }
+
+  // ---------------------------------------------------------------- progress
+
+  /** Moves every pending op along once; true when something changed. */
+  poll(): boolean {
+    if (this.count === 0 || this.failure) return false;
+    if (this.runner.aborted()) {
+      this.hooks.broke(this.runner.abortError('send/recv') ?? new WebcclError('ABORTED', 'communicator aborted'));
+      return true;
+    }
+    let moved = false;
+    for (let p = 0; p < this.n; p++) {
+      if (this.posted[p].length || this.unposted[p].length) moved = this.pumpSends(p) || moved;
+      if (this.recvCount[p]) moved = this.matchRecvs(p) || moved;
+    }
+    const now = performance.now();
+    if (now - this.lastCheck >= CHECK_EVERY_MS) {
+      this.lastCheck = now;
+      moved = this.checkDeadlines(now) || moved;
+    }
+    return moved;
+  }
+
+  progress(w: Work, block: boolean): void {
+    const spinEnd = performance.now() + this.spinMs;
+    for (;;) {
+      this.poll();
+      if (!w.settled) this.hooks.serve();
+      if (w.settled || !block) return;
+      if (performance.now() >= spinEnd) this.sleep(w);
+    }
+  }
+
+  async progressAsync(w: Work): Promise<void> {
+    for (;;) {
+      this.poll();
+      if (!w.settled) this.hooks.serve();
+      if (w.settled) return;
+      await this.sleepAsync(w);
+    }
+  }
+
+  /** Registers as a sleeper, then looks once more: a post after that rings the doorbell. */
+  private beforeSleep(w: Work): { bell: number; ms: number } | null {
+    const i32 = this.runner.views().i32;
+    Atomics.add(i32, this.sleepers, 1);
+    const bell = Atomics.load(i32, this.doorbell);
+    if (this.poll() || w.settled) return null;
+    return { bell, ms: Math.max(0, Math.min(SLICE_MS, this.earliestDeadline() - performance.now())) };
+  }
+
+  private sleep(w: Work): void {
+    try {
+      const s = this.beforeSleep(w);
+      if (s) Atomics.wait(this.runner.views().i32, this.doorbell, s.bell, s.ms);
+    } finally {
+      Atomics.sub(this.runner.views().i32, this.sleepers, 1);
+    }
+  }
+
+  private async sleepAsync(w: Work): Promise<void> {
+    try {
+      const s = this.beforeSleep(w);
+      if (!s) return;
+      const r = Atomics.waitAsync(this.runner.views().i32, this.doorbell, s.bell, s.ms);
+      if (!r.async) return;
+      // A pending waitAsync does not keep Node alive: hold a timer while waiting.
+      const keepAlive = setTimeout(() => undefined, s.ms);
+      await r.value.finally(() => clearTimeout(keepAlive));
+    } finally {
+      Atomics.sub(this.runner.views().i32, this.sleepers, 1);
+    }
+  }
+
+  private ring(): void {
+    const i32 = this.runner.views().i32;
+    if (Atomics.load(i32, this.sleepers) > 0) {
+      Atomics.add(i32, this.doorbell, 1);
+      Atomics.notify(i32, this.doorbell);
+    }
+  }
+
+  // ---------------------------------------------------------------- sending
+
+  /** Reads the outcome of published sends, then publishes waiting ones while the ring has room. */
+  private pumpSends(peer: number): boolean {
+    let moved = false;
+    const posted = this.posted[peer];
+    if (posted.length) {
+      const { i32 } = this.runner.views();
+      const ch = this.channel(this.me, peer, false);
+      let kept = 0;
+      for (const s of posted) {
+        const rec = recordAt(ch, s.num) >> 2;
+        const st = Atomics.load(i32, rec + R.STATE);
+        if (st === STATE.TAKEN || st === STATE.SHORT) {
+          const err = st === STATE.SHORT ? sizeMismatch(s.op, s.buf.bytes.byteLength, i32[rec + R.RECV_BYTES]) : undefined;
+          this.unstage(s);
+          Atomics.store(i32, rec + R.STATE, STATE.FREE);
+          this.settle(s, err ?? this.checkAtEnd(s));
+          moved = true;
+        } else posted[kept++] = s;
+      }
+      posted.length = kept;
+    }
+    const waiting = this.unposted[peer];
+    if (waiting.length) {
+      const ch = this.channel(this.me, peer, true);
+      let published = false;
+      while (waiting.length) {
+        const s = waiting[0];
+        const num = this.nextNum[peer];
+        let { i32 } = this.runner.views();
+        const rec = recordAt(ch, num);
+        if (Atomics.load(i32, (rec >> 2) + R.STATE) !== STATE.FREE) break;
+        const addr = this.stage(s, rec);
+        i32 = this.runner.views().i32; // staging may have grown the memory
+        const w = rec >> 2;
+        Atomics.store(i32, w + R.NUM, num);
+        i32[w + R.TAG] = s.op.tag;
+        i32[w + R.BYTES] = s.buf.bytes.byteLength;
+        i32[w + R.ADDR] = addr;
+        Atomics.store(i32, w + R.STATE, STATE.POSTED);
+        s.num = num;
+        this.nextNum[peer] = num + 1;
+        waiting.shift();
+        posted.push(s);
+        published = true;
+      }
+      if (published) {
+        Atomics.store(this.runner.views().i32, ch >> 2, this.nextNum[peer]);
+        moved = true;
+      }
+    }
+    if (moved) this.ring();
+    return moved;
+  }
+
+  /** Where the receiver finds the payload: 0 (inline, copied into the record now), the sender's alloc() buffer, or a staged copy. */
+  private stage(s: SendOp, rec: number): number {
+    const bytes = s.buf.bytes.byteLength;
+    if (s.buf.addr) return s.buf.addr;
+    if (bytes <= INLINE) {
+      const u8 = this.runner.views().u8;
+      const at = rec + INLINE_AT;
+      for (let i = 0; i < bytes; i++) u8[at + i] = s.buf.bytes[i];
+      return 0;
+    }
+    s.staged = this.ctx.heap.alloc(bytes);
+    this.runner.views().u8.set(s.buf.bytes, s.staged);
+    return s.staged;
+  }
+
+  private unstage(s: SendOp): void {
+    if (s.staged) this.ctx.heap.free(s.staged);
+    s.staged = 0;
+  }
+
+  private checkAtEnd(s: SendOp): WebcclError | undefined {
+    try {
+      s.check?.atEnd(s.op.seq);
+      return undefined;
+    } catch (e) {
+      return e as WebcclError;
+    }
+  }
+
+  // ---------------------------------------------------------------- receiving
+
+  /** Hands records from `peer` to the recvs waiting for their tags, in record order. */
+  private matchRecvs(peer: number): boolean {
+    const ch = this.channel(peer, this.me, false);
+    if (!ch) return false;
+    let { i32 } = this.runner.views();
+    const published = Atomics.load(i32, ch >> 2);
+    let moved = false;
+    let below = true; // every record before i is known taken
+    for (let i = this.low[peer]; i < published && this.recvCount[peer]; i++) {
+      const w = recordAt(ch, i) >> 2;
+      const st = Atomics.load(i32, w + R.STATE);
+      if (st !== STATE.POSTED || Atomics.load(i32, w + R.NUM) !== i) {
+        if (below) this.low[peer] = i + 1;
+        continue;
+      }
+      const list = this.recvs[peer].get(i32[w + R.TAG]);
+      if (!list) {
+        below = false;
+        continue;
+      }
+      const r = list.shift()!;
+      if (!list.length) this.recvs[peer].delete(r.op.tag);
+      this.recvCount[peer]--;
+      const sent = i32[w + R.BYTES];
+      const want = r.buf.bytes.byteLength;
+      let err: WebcclError | undefined;
+      if (sent !== want) {
+        i32[w + R.RECV_BYTES] = want;
+        err = sizeMismatch(r.op, sent, want);
+        Atomics.store(i32, w + R.STATE, STATE.SHORT);
+      } else {
+        const addr = i32[w + R.ADDR];
+        this.deliver(r.buf, addr || (w << 2) + INLINE_AT, sent);
+        i32 = this.runner.views().i32;
+        Atomics.store(i32, w + R.STATE, STATE.TAKEN);
+      }
+      if (below) this.low[peer] = i + 1;
+      this.settle(r, err);
+      moved = true;
+    }
+    if (moved) this.ring();
+    return moved;
+  }
+
+  private deliver(to: Buf, from: number, bytes: number): void {
+    if (bytes === 0) return;
+    if (to.addr) return this.copyBytes(to.addr, from, bytes);
+    const u8 = this.runner.views().u8;
+    if (bytes <= INLINE) for (let i = 0; i < bytes; i++) to.bytes[i] = u8[from + i];
+    else to.bytes.set(u8.subarray(from, from + bytes));
+  }
+
+  // ---------------------------------------------------------------- channels
+
+  /** The channel from `s` to `d`: 0 when it does not exist and `create` is false. */
+  private channel(s: number, d: number, create: boolean): number {
+    const k = s * this.n + d;
+    if (this.channels[k]) return this.channels[k];
+    const table = this.table(create);
+    if (!table) return 0;
+    let i32 = this.runner.views().i32;
+    let ch = Atomics.load(i32, (table >> 2) + k);
+    if (!ch && create) {
+      // Only its sender creates a channel: no race for the word.
+      ch = this.zeroed(CHANNEL_BYTES);
+      i32 = this.runner.views().i32;
+      Atomics.store(i32, (table >> 2) + k, ch);
+    }
+    this.channels[k] = ch;
+    return ch;
+  }
+
+  private table(create: boolean): number {
+    let i32 = this.runner.views().i32;
+    const word = tableWord(this.ctx.comm);
+    const t = Atomics.load(i32, word);
+    if (t || !create) return t;
+    const mine = this.zeroed(this.n * this.n * 4);
+    i32 = this.runner.views().i32;
+    const had = Atomics.compareExchange(i32, word, 0, mine);
+    if (had === 0) return mine;
+    this.ctx.heap.free(mine);
+    return had;
+  }
+
+  private zeroed(bytes: number): number {
+    const a = this.ctx.heap.alloc(bytes);
+    this.runner.views().u8.fill(0, a, a + bytes);
+    return a;
+  }
+
+  // ---------------------------------------------------------------- deadlines and failures
+
+  private *all(): Generator<Pending> {
+    for (let p = 0; p < this.n; p++) {
+      yield* this.unposted[p];
+      yield* this.posted[p];
+      for (const list of this.recvs[p].values()) yield* list;
+    }
+  }
+
+  private earliestDeadline(): number {
+    let t = Infinity;
+    for (const o of this.all()) t = Math.min(t, o.deadline);
+    return t;
+  }
+
+  /** Fails the communicator on a missed deadline, or when an op's peer has left. */
+  private checkDeadlines(now: number): boolean {
+    const i32 = this.runner.views().i32;
+    const world = i32[(NODE_BASE + N.WORLD) >> 2] === this.ctx.comm;
+    for (const o of this.all()) {
+      if (now >= o.deadline) {
+        this.runner.abort(ABORT_REASON.TIMEOUT, o.op.peer);
+        this.hooks.broke(p2pTimeout(o.op, o.timeoutMs));
+        return true;
+      }
+      // The LEFT words are by node rank: they speak of the world communicator's ranks only.
+      if (world && Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * o.op.peer) >> 2) !== 0) {
+        // A peer may post and then leave: take what it published before judging.
+        if (o.op.name === 'recv' && this.matchRecvs(o.op.peer) && o.work.settled) continue;
+        this.hooks.broke(new WebcclError('CONNECTION_CLOSED', `${opText(o.op)}: rank ${o.op.peer} has left the job (its script ended) without matching it`, {
+          rank: o.op.peer, peer: o.op.peer, tag: o.op.tag, seq: o.op.seq,
+        }));
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private settle(o: Pending, err?: WebcclError): void {
+    this.count--;
+    o.work.settle(err);
+    this.hooks.done(o.work, err !== undefined);
+  }
+
+  /** The communicator is unusable: every pending op fails with `err`. */
+  fail(err: WebcclError): void {
+    this.failure ??= err;
+    for (const o of this.all()) o.work.settle(err);
+    // Published payloads stay (in `posted`) until close(): a receiver may be reading one now.
+    for (let p = 0; p < this.n; p++) {
+      this.unposted[p].length = 0;
+      this.recvs[p].clear();
+      this.recvCount[p] = 0;
+    }
+    this.count = 0;
+  }
+
+  /** Frees this rank's staged payloads; the last rank of the communicator to close frees the channels and their table. */
+  close(): void {
+    for (const l of this.posted) for (const s of l) this.unstage(s);
+    const i32 = this.runner.views().i32;
+    if (Atomics.add(i32, closedWord(this.ctx.comm), 1) + 1 !== this.n) return;
+    Atomics.store(i32, closedWord(this.ctx.comm), 0); // a communicator made later on this block starts afresh
+    const table = Atomics.exchange(i32, tableWord(this.ctx.comm), 0);
+    if (!table) return;
+    const chans: number[] = [];
+    for (let k = 0; k < this.n * this.n; k++) if (i32[(table >> 2) + k]) chans.push(i32[(table >> 2) + k]);
+    for (const ch of chans) this.ctx.heap.free(ch);
+    this.ctx.heap.free(table);
+  }
+}
+
