@@ -6,11 +6,13 @@
 //   barrier, then n calls back to back, each completed with waitSync(): no promise per call
 //   (--reps R: R such blocks). Across nodes an op completes on the event loop, so there each
 //   call is awaited instead, one after the other.
-//   post this rank's mean time per call; the launcher keeps the slowest rank's (the median
-//   over blocks of the slowest rank's, with --reps)
+//   post this rank's mean time per call (pingpong: per message, half a call); the launcher
+//   keeps the slowest rank's (the median over blocks of the slowest rank's, with --reps)
 //   with -c 1: refill with closed-form data, run once, count wrong elements, post them
 //
-// Buffers are allocated once, at the largest row, and every row uses a prefix of them.
+// A call is one or more phases (cases.ts): sendrecv's recv and send complete together, pingpong's
+// send and recv one after the other. Buffers are allocated once, at the largest row, and every
+// row uses a prefix of them.
 // With --group N every rank first calls createGroup([0..N−1]); the members run the sweep on the
 // group, the others wait in a world barrier at the end (blocked, not spinning).
 import { parentPort } from 'node:worker_threads';
@@ -35,7 +37,6 @@ export type RankMessage =
 
 export const AUTO_MIN_ITERS = 5;
 export const AUTO_MAX_ITERS = 20000;
-
 
 /**
  * How this rank completes ops. On one node: waitSync(), no promise per call (what the shm
