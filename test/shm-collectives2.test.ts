@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { SIZE, encode } from './helpers/closed-form.mjs';
 import { inprocRanks, settleAll, together } from './helpers/inproc.js';
+import { runScenario } from './helpers/threads.js';
 import type { Communicator } from '../src/comm/communicator.js';
 
 const SLOT = 4096;
@@ -218,4 +219,55 @@ describe('mismatches fail every rank with a coded error, and the communicator go
       }
     });
   }
+});
+
+describe('on worker threads', () => {
+  const cases: [number, boolean, string[], string[]][] = [
+    [2, true, ['plain', 'alloc', 'mixed'], ['f32', 'u8', 'bf16', 'f64']],
+    [2, false, ['plain', 'alloc', 'mixed'], ['f32', 'i8']],
+    [3, true, ['plain', 'mixed'], ['f32', 'i8']],
+    // eight threads with alloc() buffers and rooted ops: a past heap corruption's shape
+    [8, true, ['alloc', 'mixed'], ['f32', 'bf16']],
+  ];
+  for (const [n, simd, placements, dtypes] of cases) {
+    it(`${n} thread ranks (${simd ? 'simd' : 'scalar'}): ${placements.join(', ')} buffers; mismatches on every rank`, async () => {
+      const { result, reports } = await runScenario(n, 'moreCollectives', { placements, dtypes, counts: [0, 1, 3, 700, 2100] }, { simd, slotBytes: SLOT, env: { WEBCCL_TIMEOUT_MS: '60000' } });
+      expect(result.failure?.message).toBeUndefined();
+      for (let r = 0; r < n; r++) {
+        expect({ rank: r, wrong: reports[r].at(-1)?.wrong }).toEqual({ rank: r, wrong: [] });
+        expect(reports[r].at(-1)?.codes).toEqual(['SIZE_MISMATCH', 'MISMATCH']);
+      }
+    }, 240_000);
+  }
+});
+
+describe('comm.alloc() sources are read in place', () => {
+  it('the op takes two steps (three with per-peer counts) whatever its size; plain arrays one per chunk', async () => {
+    const n = 3;
+    const cs = inprocRanks(n, { slotBytes: SLOT });
+    const steps = () => (cs[0] as any).engine.stepBase as number;
+    const count = 10 * 1024; // 40 KiB of f32 per block: ten 4 KiB slots
+    const run = async (shared: boolean, issue: (c: Communicator, r: number, mk: (k: number) => any) => any) => {
+      const before = steps();
+      await together(cs, (c, r) => issue(c, r, (k) => buffer(c, 'f32', k, shared).arg));
+      return steps() - before;
+    };
+    const ones = Array(n).fill(count);
+    const ops: [string, (c: Communicator, r: number, mk: (k: number) => any) => any][] = [
+      ['allGather', (c, r, mk) => c.allGather(mk(n * count), mk(count))],
+      ['allToAll', (c, r, mk) => c.allToAll(mk(n * count), mk(n * count))],
+      ['allToAll per-peer', (c, r, mk) => c.allToAll(mk(n * count), mk(n * count), { sendCounts: ones, recvCounts: ones })],
+      ['gather', (c, r, mk) => c.gather(r === 0 ? mk(n * count) : null, mk(count), { root: 0 })],
+      ['scatter', (c, r, mk) => c.scatter(mk(count), r === 0 ? mk(n * count) : null, { root: 0 })],
+    ];
+    const got: Record<string, [number, number]> = {};
+    for (const [name, issue] of ops) got[name] = [await run(true, issue), await run(false, issue)];
+    expect(got).toEqual({
+      allGather: [2, 10], // a slot holds 1024 f32 of each rank's block
+      allToAll: [2, 31], // a slot holds n pieces of 336 (1024 / 3, in 16s) f32
+      'allToAll per-peer': [3, 32],
+      gather: [2, 10],
+      scatter: [2, 31],
+    });
+  });
 });

@@ -44,6 +44,9 @@ it('cuts chunks to whole cache lines that fit a slot', () => {
   expect(chunkElems('allReduce', 4096, 4, 2)).toBe(1024);
   expect(chunkElems('reduceScatter', 4096, 4, 3)).toBe(336); // 1365 rounded down to 16s
   expect(chunkElems('reduceScatter', 4096, 8, 64)).toBe(8);
+  // allToAll and scatter stage a piece for each rank per slot; gather one chunk per rank
+  expect(['allToAll', 'scatter', 'gather', 'allGather'].map((k) => chunkElems(k, 4096, 4, 3))).toEqual([336, 336, 1024, 1024]);
+  expect(chunkElems('allToAll', 4096, 1, 64)).toBe(64);
 });
 
 it('across nodes: hierarchical when every node has several ranks, else doubling for small and ring for large', () => {

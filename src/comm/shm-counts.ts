@@ -1,5 +1,5 @@
-// How the shared-memory engine hands an op's geometry to the step loops beyond the descriptor:
-// the chunk size per kind, and allToAll's per-peer counts (see assembly/engine/alltoall-counts.ts).
+// allToAll's per-peer counts on shared memory: what the descriptor says and where the step loop
+// finds the counts (see assembly/engine/alltoall-counts.ts).
 import { scratchOffset } from '../core/layout.js';
 import type { OpSpec } from './engine.js';
 

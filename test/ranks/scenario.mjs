@@ -2,7 +2,7 @@
 // parameters in argv[3], and posts { ok } or { error: { code, message, details } } to the test.
 import { parentPort } from 'node:worker_threads';
 import * as ccl from 'webccl';
-import { expectedArray, fill, firstWrong, inputArray, makeBuffer, opsFor } from '../helpers/closed-form.mjs';
+import { encode, expectedArray, fill, firstWrong, inputArray, makeBuffer, opsFor } from '../helpers/closed-form.mjs';
 
 const [name, json] = process.argv.slice(2);
 const p = JSON.parse(json ?? '{}');
@@ -376,6 +376,78 @@ const scenarios = {
     const comm = await ccl.initCommGroup({ timeoutMs: p.timeoutMs });
     if (comm.rank === 1) return;
     await reportOutcome(comm.recv(new Uint8Array(4), 1));
+  },
+  /**
+   * allToAll (equal blocks and per-peer counts), gather, scatter and allGather over plain,
+   * alloc() and mixed buffers (rank 0 plain, the others alloc()), every root, with heap churn
+   * between ops; then a counts-matrix and a root disagreement (coded errors, reported) and a
+   * correct op after them.
+   */
+  async moreCollectives() {
+    const comm = await ccl.initCommGroup();
+    const { rank: r, size: n } = comm;
+    const { wrong, check } = checker(r);
+    const val = (dtype, who, i) => encode(dtype, ((who * 31 + i * 7) % 101) - (dtype === 'u8' ? 0 : 50));
+    const held = [];
+    const buffer = (dtype, count, shared) => {
+      if (!shared) return makeBuffer(dtype, count);
+      const a = comm.alloc(dtype, count);
+      held.push(a);
+      return { arg: a, data: a.data ?? a };
+    };
+    const filled = (dtype, count, shared, who) => {
+      const b = buffer(dtype, count, shared);
+      for (let i = 0; i < count; i++) b.data[i] = val(dtype, who, i);
+      return b;
+    };
+    const sum = (a) => a.reduce((x, y) => x + y, 0);
+    const offs = (a) => a.map((_, k) => sum(a.slice(0, k)));
+    for (const placement of p.placements) {
+      const shared = placement === 'alloc' || (placement === 'mixed' && r !== 0);
+      for (const dtype of p.dtypes) for (const count of p.counts) {
+        const tag = `${dtype} ${count} ${placement}`;
+        const spacer = (r + count) % 3 === 0 ? comm.alloc('u8', 1 + ((r * 37) % 200)) : null;
+        const x = filled(dtype, n * count, shared, r);
+        const y = buffer(dtype, n * count, shared);
+        if (spacer) comm.free(spacer);
+        await comm.allToAll(y.arg, x.arg);
+        check(`allToAll ${tag}`, y.data, (i) => val(dtype, Math.floor(i / count), r * count + (i % count)));
+        // per-peer: m[j][i] = elements rank j sends to rank i
+        const m = Array.from({ length: n }, (_, j) => Array.from({ length: n }, (_, i) => ((i * 7 + j * 13 + count) % 5 === 0 ? 0 : ((i + 2 * j) % 3) * count + (i % 2))));
+        const recv = m.map((row) => row[r]);
+        const xs = filled(dtype, sum(m[r]), shared, r);
+        const ys = buffer(dtype, sum(recv), shared);
+        await comm.allToAll(ys.arg, xs.arg, { sendCounts: m[r], recvCounts: recv });
+        const want = [];
+        for (let j = 0; j < n; j++) for (let k = 0; k < m[j][r]; k++) want.push(val(dtype, j, offs(m[j])[r] + k));
+        check(`allToAll per-peer ${tag}`, ys.data, (i) => want[i]);
+        for (let root = 0; root < n; root++) {
+          const g = filled(dtype, count, shared, r + root);
+          const gOut = r === root ? buffer(dtype, n * count, shared) : null;
+          await comm.gather(gOut?.arg ?? null, g.arg, { root });
+          if (gOut) check(`gather ${tag} root ${root}`, gOut.data, (i) => val(dtype, Math.floor(i / count) + root, i % count));
+          const sIn = r === root ? filled(dtype, n * count, shared, 500 + root) : null;
+          const sOut = buffer(dtype, count, shared);
+          await comm.scatter(sOut.arg, sIn?.arg ?? null, { root });
+          check(`scatter ${tag} root ${root}`, sOut.data, (i) => val(dtype, 500 + root, r * count + i));
+        }
+        await comm.allGather(y.arg, x.arg.dtype ? { data: x.data.subarray(0, count), dtype } : x.arg.subarray(0, count));
+        check(`allGather ${tag}`, y.data, (i) => val(dtype, Math.floor(i / count), i % count));
+        for (const a of held.splice(0)) comm.free(a);
+      }
+    }
+    const codes = [];
+    const send = Array(n).fill(1);
+    const recv = Array(n).fill(1);
+    if (r === n - 1) [recv[0], recv[n - 1]] = [2, 0];
+    await comm.allToAll(new Float32Array(n), new Float32Array(n), { sendCounts: send, recvCounts: recv }).then(() => codes.push(null), (e) => codes.push(e.code));
+    const root = r === n - 1 ? 1 : 0;
+    await comm.gather(r === root ? new Float32Array(n) : null, new Float32Array(1), { root }).then(() => codes.push(null), (e) => codes.push(e.code));
+    const after = new Float32Array(n).fill(r);
+    const got = new Float32Array(n);
+    await comm.allToAll(got, after);
+    check('allToAll after the mismatches', got, (i) => i);
+    report({ ok: wrong.length === 0, wrong: wrong.slice(0, 5), codes });
   },
 };
 
