@@ -1,8 +1,9 @@
 // allToAll (equal blocks and per-peer counts), gather and scatter across nodes over real TCP on
 // loopback, in this process: topologies (nodes × ranks per node) × dtypes × sizes (0, 1, fewer
 // elements than ranks, not divisible, several 512 KiB pieces) × plain and zero-copy buffers ×
-// every root, on closed-form data. Per-peer counts cover zeros and an uneven matrix with one
-// block of several pieces. test/net-faults-more.test.ts has the ranks that disagree.
+// every root, in place and not, on closed-form data, on the SIMD build (and one topology on the scalar build).
+// Per-peer counts cover zeros and an uneven matrix with one block of several pieces.
+// test/net-faults-more.test.ts has the ranks that disagree.
 import { afterAll, describe, expect, it } from 'vitest';
 import { SIZE, firstWrong, inputArray } from './helpers/closed-form.mjs';
 import { all, destroyAll, netRanks } from './helpers/net-world.js';
@@ -65,12 +66,15 @@ async function exchange(cs: Communicator[], dtype: string, m: number[][], zc: bo
   }
 }
 
+/** The scalar build copies with its own kernel: one topology shows it. */
+const RUNS = [...TOPOLOGIES.map(([a, b]) => [a, b, 'simd'] as const), [3, 1, 'scalar'] as const];
+
 describe('allToAll, gather and scatter across nodes over TCP', () => {
-  for (const [nodes, perNode] of TOPOLOGIES) {
+  for (const [nodes, perNode, build] of RUNS) {
     const n = nodes * perNode;
-    const topo = `${nodes} node(s) × ${perNode} rank(s)`;
+    const topo = `${nodes} node(s) × ${perNode} rank(s), ${build} build`;
     let cs: Communicator[] = [];
-    const comms = async () => (cs.length ? cs : (cs = await netRanks(nodes, perNode)));
+    const comms = async () => (cs.length ? cs : (cs = await netRanks(nodes, perNode, { simd: build === 'simd' })));
     afterAll(() => destroyAll(cs));
 
     it(`allToAll with equal blocks over ${topo}`, async () => {
@@ -97,6 +101,9 @@ describe('allToAll, gather and scatter across nodes over TCP', () => {
         if (what === 'one big block' && dtype !== 'f32') continue;
         await exchange(c, dtype, m, zc, false, wrong, `${dtype} ${what}${zc ? ' zero-copy' : ''}`);
       }
+      // the flight record gives a per-peer allToAll the elements this rank sends
+      const last = (m: number[][]) => m[n - 1].reduce((a, b) => a + b, 0);
+      expect(c[n - 1].flightRecord().at(-1)).toMatchObject({ collective: 'allToAll', count: last(matrices[2][1]), state: 'done' });
       // per-peer counts that equal the equal-blocks form interoperate with it
       const m = Array.from({ length: n }, () => Array<number>(n).fill(4));
       const ins = c.map((_, r) => Float32Array.from(dataOf('f32', r, 4 * n)));
@@ -132,6 +139,23 @@ describe('allToAll, gather and scatter across nodes over TCP', () => {
         c.forEach((cm, r) => [ins[r], outs[r]].forEach((b) => release(cm, b, zc)));
         release(c[root], out, zc);
         release(c[root], src, zc);
+      }
+      // in place: the root's input is its own block of the output (gather), its output its own
+      // block of the input (scatter)
+      for (const zc of [false, true]) for (const root of [0, n - 1]) {
+        const count = 1001, tag = `in place, root ${root}${zc ? ' zero-copy' : ''}`;
+        const whole = place(c[root], 'f32', n * count, zc, dataOf('f32', root, n * count));
+        const own = () => whole.data.subarray(root * count, (root + 1) * count);
+        const ins = c.map((cm, r) => (r === root ? null : place(cm, 'f32', count, zc, dataOf('f32', r, count))));
+        await all(c, (cm, r) => (r === root ? cm.gather(whole.arg, own(), { root }) : cm.gather(null, ins[r]!.arg, { root })));
+        for (let r = 0; r < n; r++) check(`gather ${tag}: block ${r}`, whole.data.subarray(r * count, (r + 1) * count), r === root ? dataOf('f32', root, n * count).slice(root * count) : dataOf('f32', r, count));
+        const outs = c.map((cm, r) => (r === root ? null : place(cm, 'f32', count, zc)));
+        const sent = [...whole.data];
+        await all(c, (cm, r) => (r === root ? cm.scatter(own(), whole.arg, { root }) : cm.scatter(outs[r]!.arg, null, { root })));
+        outs.forEach((o, r) => o && check(`scatter ${tag}: rank ${r}`, o.data, sent, r * count));
+        check(`scatter ${tag}: root`, whole.data, sent);
+        c.forEach((cm, r) => [ins[r], outs[r]].forEach((b) => release(cm, b, zc)));
+        release(c[root], whole, zc);
       }
       expect(wrong.slice(0, 5)).toEqual([]);
       expect(c[0].flightRecord().slice(-2)).toMatchObject([{ collective: 'gather', algorithm: 'direct', root: n - 1, state: 'done' }, { collective: 'scatter', algorithm: 'direct', state: 'done' }]);

@@ -3,7 +3,8 @@
 // result reported as success. A disagreement on the root or the count reaches every rank (each
 // rank hears from the root, or the root from each); a disagreement on per-peer counts between
 // two ranks fails both of them with MISMATCH naming the counts, and the others either fail too
-// or complete with every block right. Also: a sender cannot run ahead of its receiver.
+// or complete with every block right. Also: abort() and a rank that never comes fail the others
+// (no hang), and a sender cannot run ahead of its receiver.
 import { afterEach, describe, expect, it } from 'vitest';
 import { netRanks } from './helpers/net-world.js';
 import type { Communicator } from '../src/comm/communicator.js';
@@ -136,12 +137,53 @@ describe('allToAll whose ranks disagree', () => {
     }
   }
 
+  it('per-peer counts issued by one rank long before the other: its messages wait, and are taken (or refused) by their own counts', async () => {
+    const cs = await world(2, 1);
+    const late = () => new Promise((ok) => setTimeout(ok, 200));
+    // rank 0 sends rank 1 three elements, rank 1 sends rank 0 one
+    const w0 = cs[0].allToAll(new Float32Array(3), Float32Array.from([1, 2, 3, 4, 5]), { sendCounts: [2, 3], recvCounts: [2, 1] });
+    await late();
+    const out1 = new Float32Array(4);
+    await Promise.all([w0.wait(), cs[1].allToAll(out1, Float32Array.from([6, 7]), { sendCounts: [1, 1], recvCounts: [3, 1] }).wait()]);
+    expect([...out1]).toEqual([3, 4, 5, 7]);
+    // the same, with rank 1 expecting two from rank 0: its submit meets the held message and both fail
+    const v0 = cs[0].allToAll(new Float32Array(3), Float32Array.from([1, 2, 3, 4, 5]), { sendCounts: [2, 3], recvCounts: [2, 1] });
+    await late();
+    const os = await outcomes(cs.slice(1), (c) => c.allToAll(new Float32Array(3), Float32Array.from([6, 7]), { sendCounts: [1, 1], recvCounts: [2, 1] }));
+    const e0 = await v0.wait().catch((e) => e);
+    expect([e0.code, os[0].code]).toEqual(['MISMATCH', 'MISMATCH']);
+    expect(os[0].details).toMatchObject({ field: 'counts', ranks: [0, 1], values: ['sendCounts[1]=3', 'recvCounts[0]=2'] });
+  });
+
   it('a rank whose sendCounts and recvCounts disagree on its own block is refused before anything moves', async () => {
     const cs = await world(2, 1);
     expect(() => cs[0].allToAll(new Float32Array(3), new Float32Array(3), { sendCounts: [2, 1], recvCounts: [1, 2] }))
       .toThrow(expect.objectContaining({ code: 'SIZE_MISMATCH', details: { sendCount: 2, recvCount: 1 } }));
     expect(cs[0].stats().pending).toBe(0);
   });
+});
+
+describe('a rank that aborts or never comes', () => {
+  it('abort() on one rank fails a pending allToAll on every other rank with ABORTED naming it', async () => {
+    const cs = await world(3, 1);
+    const big = 1 << 20;
+    const works = cs.slice(1).map((c) => c.allToAll(new Float32Array(3 * big), new Float32Array(3 * big)));
+    cs[0].abort('stopping on purpose');
+    for (const w of works) {
+      const e = await w.wait().catch((x) => x);
+      expect({ code: e.code, by: e.details.by }).toEqual({ code: 'ABORTED', by: 0 });
+    }
+  });
+
+  it('a gather whose rank 2 never issues it: TIMEOUT on the root naming rank 2, and rank 1 fails too', async () => {
+    open = await netRanks(3, 1, { timeoutMs: 1000 });
+    const cs = open;
+    const ws = [cs[0].gather(new Float32Array(3), new Float32Array(1), { root: 0 }), cs[1].gather(null, new Float32Array(1), { root: 0 })];
+    const [e0, e1] = await Promise.all(ws.map((w) => w.wait().catch((x) => x)));
+    expect(e0.code).toBe('TIMEOUT');
+    expect(e0.details.missing).toEqual([2]);
+    expect(['TIMEOUT', 'ABORTED']).toContain(e1.code);
+  }, 30_000);
 });
 
 describe('a sender cannot run ahead of its receiver', () => {

@@ -67,6 +67,41 @@ describe('a broadcast whose ranks name different roots fails with MISMATCH on ev
   }, 60_000);
 });
 
+describe('gather, scatter and allToAll whose ranks disagree fail with MISMATCH', () => {
+  const expectMismatch = (rs: Run[], ranks: number[], field: string) => {
+    const fs = faultsIn(rs.map((r) => r.stdout).join(''));
+    for (const r of ranks) {
+      const f = fs.get(r);
+      expect({ rank: r, code: f?.code, field: f?.details.field }, f?.message ?? rs.map((x) => x.stderr).join('\n')).toEqual({ rank: r, code: 'MISMATCH', field });
+    }
+    for (const r of rs) expect(r.hung).toBe(false);
+  };
+
+  for (const [mode, n, bytes] of [['gather-roots', 2, 64], ['gather-roots', 4, 4 << 20], ['scatter-roots', 3, 64], ['scatter-roots', 4, 4 << 20]] as const) {
+    it(`${mode}, --procs -n ${n}, ${bytes} bytes: every rank`, async () => {
+      const r = await procs(n, [mode, String(bytes)]);
+      expect(r.stdout).not.toMatch(/^completed/m);
+      expectMismatch([r], Array.from({ length: n }, (_, k) => k), 'root');
+      await expectNoneLeft(r);
+    }, 60_000);
+  }
+
+  it('allToAll, rank 1 expects less from rank 0 than it sends, --procs -n 3: both fail naming the counts', async () => {
+    const r = await procs(3, ['counts', String(1 << 20)]);
+    expectMismatch([r], [0, 1], 'counts');
+    expect(faultsIn(r.stdout).get(1)?.details.values).toEqual([`sendCounts[1]=${(1 << 18) + 1}`, `recvCounts[0]=${1 << 18}`]);
+    await expectNoneLeft(r);
+  }, 60_000);
+
+  it('gather-roots and counts on --nnodes 2 --nproc-per-node 2', async () => {
+    const rs = await twoNodes(['gather-roots', String(1 << 20)]);
+    expectMismatch(rs, [0, 1, 2, 3], 'root');
+    const cs = await twoNodes(['counts', '64']);
+    expectMismatch(cs, [0, 1], 'counts');
+    await expectNoneLeft(...rs, ...cs);
+  }, 90_000);
+});
+
 describe('abort(reason) reaches every peer as ABORTED with the rank and its reason', () => {
   const expectAbortedBy1 = (f: Fault | undefined, r: number) => {
     expect({ rank: r, code: f?.code, by: f?.details.by, reason: f?.details.reason }, f?.message).toEqual({ rank: r, code: 'ABORTED', by: 1, reason: 'stopping on purpose' });

@@ -8,9 +8,12 @@
 // disagreement on the counts between two ranks reaches both (see net-blame.ts, pairSignatures).
 import { type Group, type Mem, type Span, awaitedLater, mod, piecesOf } from './group.js';
 
-/** Steps whose sends are in flight at once (all of them: on TCP each peer has its own link). */
+/**
+ * Steps whose sends are in flight at once: all of them (on TCP each peer has its own link).
+ * Measured, 4 processes over loopback, 4 MiB: 8.6–13.3 ms all at once, 14.0–27.4 ms one step at
+ * a time (bench/net/ops.mjs).
+ */
 export const PAIRWISE_WINDOW = Number.MAX_SAFE_INTEGER;
-
 
 /**
  * send[j] of this rank ends in recv[i] of rank j, where i is this rank. send[rank] and

@@ -20,6 +20,7 @@ export type FlightState = 'queued' | 'started' | 'done' | 'failed';
 export interface FlightEntry {
   collective: string;
   seq: number;
+  /** The op's count (OpSpec.count); allToAll with per-peer counts: the elements this rank sends. */
   count: number;
   dtype: string;
   op: string;
@@ -71,13 +72,14 @@ export class FlightRecorder {
     if (this.capacity === 0) return;
     const i = this.issued++ % this.capacity;
     const slot = this.slots[i];
+    const count = s.counts ? s.counts.send.reduce((a, c) => a + c, 0) : s.count;
     if (!slot) {
-      this.slots.push({ work, collective: s.name, count: s.count, dtype: s.dtype, op: s.op, root: s.root, algorithm });
+      this.slots.push({ work, collective: s.name, count, dtype: s.dtype, op: s.op, root: s.root, algorithm });
       return;
     }
     slot.work = work;
     slot.collective = s.name;
-    slot.count = s.count;
+    slot.count = count;
     slot.dtype = s.dtype;
     slot.op = s.op;
     slot.root = s.root;
