@@ -1,7 +1,14 @@
 // send/recv on every path: ranks sharing one thread over the node memory (in process), real
 // worker threads (test/ranks/scenario.mjs), and 2 nodes over TCP. The cases themselves are in
 // p2p-cases.ts; here they run per path, with the failures each path has of its own.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { freePort } from '../src/launch/children.js';
+import { cleanEnv, killAllJobs, run as runJob } from './helpers/jobs.js';
+import { caught } from './helpers/caught.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { destroyAll, netRanks } from './helpers/net-world.js';
 import { runScenario } from './helpers/threads.js';
@@ -61,6 +68,18 @@ describe('send/recv in one node memory (ranks sharing a thread)', () => {
     const errs = await settle([r0, s1]);
     expect(errs.map((e) => (e as WebcclError)?.code)).toEqual(['ABORTED', 'ABORTED']);
     expect((errs[0] as WebcclError).details).toMatchObject({ by: 1, reason: 'stop' });
+  });
+
+  it('a pending recv keeps its buffer busy after a later send was seen to end (p2p ops end out of order)', async () => {
+    const cs = inprocRanks(2);
+    const buf = new Float32Array(4);
+    const r0 = cs[0].recv(buf, 1, { tag: 1 });
+    const s0 = cs[0].send(new Float32Array(2), 1, { tag: 2 });
+    await settle([s0, cs[1].recv(new Float32Array(2), 0, { tag: 2 })]);
+    expect(caught(() => cs[0].allReduce(buf)).code).toBe('BUFFER_BUSY');
+    expect(caught(() => cs[0].recv(buf, 1, { tag: 1 })).code).toBe('BUFFER_BUSY');
+    await settle([r0, cs[1].send(new Float32Array(4), 0, { tag: 1 })]);
+    await settle(cs.map((c) => c.allReduce(new Float32Array(4))));
   });
 
   it('destroy() frees the channels: memory stays flat over many communicators', async () => {
@@ -137,6 +156,15 @@ describe('send/recv across 2 nodes over TCP', () => {
     expect((e1 as WebcclError).code).toBe('ABORTED');
   });
 
+  it('a peer whose connections close: the pending recv fails with CONNECTION_CLOSED', async () => {
+    const c2 = await netRanks(2, 1, { timeoutMs: 30_000 });
+    const r0 = c2[0].recv(new Float32Array(4), 1, { tag: 8 });
+    c2[1].destroy();
+    const [e] = await awaitAll([r0]);
+    expect((e as WebcclError).code).toBe('CONNECTION_CLOSED');
+    expect(e!.message).toContain('rank 1');
+  });
+
   it('abort() on one side fails the other side\'s pending p2p op', async () => {
     const c2 = await netRanks(2, 1, { timeoutMs: 30_000 });
     const r0 = c2[0].recv(new Float32Array(4), 1);
@@ -145,4 +173,30 @@ describe('send/recv across 2 nodes over TCP', () => {
     const errs = await awaitAll([r0, s1]);
     expect(errs.map((e) => (e as WebcclError)?.code)).toEqual(['ABORTED', 'ABORTED']);
   });
+});
+
+describe('send/recv across real processes and nodes (the built CLI)', () => {
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  const bin = join(root, 'bin', 'webccl.js');
+  const script = join(root, 'test', 'fixtures', 'p2p-check.mjs');
+  const oks = (out: string, n: number) => [...out.matchAll(/^ok rank (\d+) of (\d+)$/gm)].filter((m) => Number(m[2]) === n).map((m) => Number(m[1])).sort();
+  const home = mkdtempSync(join(tmpdir(), 'webccl-p2p-'));
+  const env = (extra: Record<string, string> = {}) => cleanEnv({ HOME: home, ...extra });
+  afterAll(() => {
+    killAllJobs();
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  it('--procs -n 3: every case, checked by each rank', async () => {
+    const r = await runJob(process.execPath, [bin, 'run', '--procs', '-n', '3', script], env(), 120_000, root);
+    expect({ code: r.code, hung: r.hung, oks: oks(r.stdout, 3) }, r.stderr).toEqual({ code: 0, hung: false, oks: [0, 1, 2] });
+  }, 180_000);
+
+  it('--nnodes 2 --nproc-per-node 2: every case, checked by each rank', async () => {
+    const port = await freePort();
+    const runs = await Promise.all([0, 1].map((k) => runJob(process.execPath, [bin, 'run', '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', '2',
+      '--master-addr', '127.0.0.1', '--master-port', String(port), script], env({ WEBCCL_TOKEN: 'p2p-test-token' }), 120_000, root)));
+    expect(runs.map((r) => ({ code: r.code, hung: r.hung })), runs.map((r) => r.stderr).join('\n')).toEqual([{ code: 0, hung: false }, { code: 0, hung: false }]);
+    expect(oks(runs.map((r) => r.stdout).join(''), 4)).toEqual([0, 1, 2, 3]);
+  }, 180_000);
 });

@@ -1,6 +1,7 @@
 // What a Communicator hands a validated op to. Two engines: shared memory (every rank on one
 // node, ops run by the wasm step loops) and network (ranks on several nodes, ops run by the
-// algorithms of src/algorithms over a transport). Both complete ops in issue order.
+// algorithms of src/algorithms over a transport). Both complete collectives in issue order;
+// send/recv (src/comm/p2p/) keep no place in that order.
 import type { Dtype, ReduceOp } from '../core/dtypes.js';
 import type { Kind } from '../core/layout.js';
 import type { Buf } from './buffers.js';

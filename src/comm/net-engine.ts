@@ -278,7 +278,6 @@ export class NetEngine implements Engine, WorkDriver {
   private unexpected(peer: number, tag: Tag): boolean {
     if (this.broken) return true;
     if (isP2pSpace(tag.space)) return false; // held for a recv not posted yet
-
     const op = this.queue.find((q) => q.seq >>> 0 === tag.seq);
     if (op ? expectedFrom(op, peer) === tag.comm : tag.seq >= this.seq >>> 0) return false;
     queueMicrotask(() => this.disagreed(tag.seq, peer));

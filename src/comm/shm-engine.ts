@@ -64,7 +64,7 @@ export class ShmEngine implements Engine, WorkDriver {
   submit(s: OpSpec): Work {
     if (this.broken) throw this.broken;
     if (isP2p(s.name)) {
-      const w = this.p2p.submit({ ...s, timeoutMs: s.timeoutMs ?? this.timeoutMs });
+      const w = this.p2p.submit(s, s.timeoutMs ?? this.timeoutMs);
       this.flight.submitted(w, s, 'direct');
       return w;
     }
@@ -142,7 +142,7 @@ export class ShmEngine implements Engine, WorkDriver {
       // A peer's send or recv may wait for this rank while it waits here: serve both.
       if (this.step(q, false) || this.p2p.poll()) continue;
       try {
-        this.runner.sleep(q);
+        this.runner.sleep(q, () => this.p2p.poll());
       } catch (e) {
         this.settleFailed(q, e);
       }
@@ -152,7 +152,7 @@ export class ShmEngine implements Engine, WorkDriver {
   async progressAsync(w: Work): Promise<void> {
     while (this.queue.length && !w.settled) {
       const q = this.queue[0];
-      if (!this.step(q, false) && !this.p2p.poll()) await this.runner.sleepAsync(q).catch((e) => this.settleFailed(q, e));
+      if (!this.step(q, false) && !this.p2p.poll()) await this.runner.sleepAsync(q, () => this.p2p.poll()).catch((e) => this.settleFailed(q, e));
     }
   }
 

@@ -120,12 +120,12 @@ export class ShmRunner {
    * check is what makes the last poster ring. The caller must call unregister() afterwards,
    * whatever happens (the count is shared by every rank).
    */
-  private beforeSleep(op: RunningOp, now: number): { bell: number; ms: number } | null {
+  private beforeSleep(op: RunningOp, now: number, moved?: () => boolean): { bell: number; ms: number } | null {
     const { i32 } = this.views();
     Atomics.add(i32, this.sleepers, 1);
     const bell = Atomics.load(i32, this.doorbell);
     const step = i32[(op.desc + D.WAIT_VAL) >> 2];
-    if (this.stepReached(op.desc, step)) return null;
+    if (this.stepReached(op.desc, step) || moved?.()) return null;
     // Read after the bell: a rank that leaves from here on rings it, and this rank looks again.
     const gone = this.departedBehind(step);
     if (gone >= 0) throw this.departed(op, gone);
@@ -164,11 +164,15 @@ export class ShmRunner {
     Atomics.sub(this.i32, this.sleepers, 1);
   }
 
-  /** Sleeps on the doorbell until the step the loop waits for completes (or a slice ends). */
-  sleep(op: RunningOp): void {
+  /**
+   * Sleeps on the doorbell until the step the loop waits for completes (or a slice ends).
+   * `moved` is asked once registered as a sleeper: other work on the doorbell (point-to-point
+   * ops) that made progress instead.
+   */
+  sleep(op: RunningOp, moved?: () => boolean): void {
     const now = this.beforeDeadline(op);
     try {
-      const s = this.beforeSleep(op, now);
+      const s = this.beforeSleep(op, now, moved);
       if (s) Atomics.wait(this.i32, this.doorbell, s.bell, s.ms);
     } finally {
       this.unregister();
@@ -176,10 +180,10 @@ export class ShmRunner {
   }
 
   /** The same without blocking the thread (a browser's main thread may not block). */
-  async sleepAsync(op: RunningOp): Promise<void> {
+  async sleepAsync(op: RunningOp, moved?: () => boolean): Promise<void> {
     const now = this.beforeDeadline(op);
     try {
-      const s = this.beforeSleep(op, now);
+      const s = this.beforeSleep(op, now, moved);
       if (!s) return;
       const r = Atomics.waitAsync(this.i32, this.doorbell, s.bell, s.ms);
       if (!r.async) return;

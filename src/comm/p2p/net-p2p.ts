@@ -86,11 +86,21 @@ export class NetP2p implements WorkDriver {
       if (!WebcclError.is(e) || e.code !== 'SIZE_MISMATCH') throw e;
       // The Mailbox skipped a payload of another length: both sides fail, naming both sizes.
       v.setUint32(0, SHORT, true);
-      await this.t.send(op.peer, answer, reply);
+      this.answer(op, answer, reply);
       throw sizeMismatch(op, e.details.got as number, into.byteLength);
     }
     v.setUint32(0, TAKEN, true);
-    await this.t.send(op.peer, answer, reply);
+    this.answer(op, answer, reply);
+  }
+
+  /**
+   * Tells the sender the outcome without waiting for the wire: the recv is complete once its
+   * buffer holds the data, and a link that fails meanwhile fails the communicator anyway.
+   */
+  private answer(op: P2pOp, tag: Tag, reply: Uint8Array): void {
+    this.t.send(op.peer, tag, reply).catch((e: unknown) => {
+      if (WebcclError.is(e) && !this.failure) this.hooks.broke(e);
+    });
   }
 
   private withDeadline(op: P2pOp, running: Promise<void>, ms: number): Promise<void> {

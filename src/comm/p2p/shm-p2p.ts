@@ -1,9 +1,10 @@
-// Point-to-point send/recv in the node memory (layout in shm-channel.ts). A send publishes a
-// record in its channel to the peer: the payload inline for a few bytes, the sender's own
-// comm.alloc() buffer in place, or else a copy staged in a heap block; it completes once the
-// receiver has marked the record TAKEN (or fails when it says SHORT: sizes differ). A recv
-// takes, from its peer's channel, the first record with its tag that no earlier recv took, so
-// the k-th recv with tag t takes the k-th send with tag t, whatever other tags do meanwhile.
+// Point-to-point send/recv in the node memory (channels and their table: shm-channel.ts). A
+// send publishes a record in its channel to the peer: the payload inline for a few bytes, the
+// sender's own comm.alloc() buffer in place, or else a copy in a heap block (staging-pool.ts);
+// it completes once the receiver has marked the record TAKEN (or fails when it says SHORT:
+// sizes differ). A recv takes, from its peer's channel, the first record with its tag that no
+// earlier recv took, so the k-th recv with tag t takes the k-th send with tag t, whatever other
+// tags do meanwhile.
 //
 // These ops keep no place in the collective order: whoever waits (on a p2p op or, through the
 // engine, on a collective) moves both along, so two ranks that send to each other and then
@@ -17,7 +18,8 @@ import type { OpSpec } from '../engine.js';
 import type { InputCheck } from '../input-check.js';
 import type { ShmRunner } from '../shm-runner.js';
 import { Work, type WorkDriver } from '../work.js';
-import { CHANNEL_BYTES, INLINE, INLINE_AT, R, STATE, closedWord, recordAt, tableWord } from './shm-channel.js';
+import { ChannelTable, INLINE, INLINE_AT, R, STATE, recordAt } from './shm-channel.js';
+import { StagingPool } from './staging-pool.js';
 import { type P2pOp, opText, p2pTimeout, sizeMismatch } from './p2p-errors.js';
 
 interface Pending {
@@ -46,6 +48,8 @@ export interface ShmP2pHooks {
 const SLICE_MS = 50;
 /** How often (ms) a polling loop looks at deadlines and departed peers. */
 const CHECK_EVERY_MS = 1;
+/** Tags whose emptied recv list is kept per peer. */
+const MAX_IDLE_TAGS = 16;
 
 export class ShmP2p implements WorkDriver {
   private readonly n: number;
@@ -57,13 +61,13 @@ export class ShmP2p implements WorkDriver {
   private readonly unposted: SendOp[][];
   private readonly posted: SendOp[][];
   private readonly nextNum: number[];
-  /** By peer: posted recvs by tag, in issue order; and the first record not yet known taken. */
+  /** By peer: posted recvs by tag, in issue order, their number, and the first record of the peer's channel not known taken. */
   private readonly recvs: Map<number, Pending[]>[];
   private readonly recvCount: number[];
   private readonly low: number[];
-  /** Channel addresses as found (s × n + d). */
-  private readonly channels: number[];
   private lastCheck = 0;
+  private readonly staging: StagingPool;
+  private readonly table: ChannelTable;
   private readonly sleepers: number;
   private readonly doorbell: number;
   private readonly spinMs: number;
@@ -79,7 +83,8 @@ export class ShmP2p implements WorkDriver {
     this.recvs = per(() => new Map());
     this.recvCount = per(() => 0);
     this.low = per(() => 0);
-    this.channels = new Array(this.n * this.n).fill(0);
+    this.staging = new StagingPool(ctx.heap);
+    this.table = new ChannelTable(ctx, runner);
     this.sleepers = (ctx.comm + C.SLEEPERS) >> 2;
     this.doorbell = (ctx.comm + C.DOORBELL) >> 2;
     this.spinMs = ctx.spinUs / 1000;
@@ -90,39 +95,50 @@ export class ShmP2p implements WorkDriver {
     return this.count;
   }
 
-  submit(s: OpSpec): Work {
+  /** `timeoutMs`: the op's deadline, from its issue. */
+  submit(s: OpSpec, timeoutMs: number): Work {
     const name = s.name as 'send' | 'recv';
     const seq = this.seq++;
     const op: P2pOp = { name, seq, rank: this.me, peer: s.peer!, tag: s.tag ?? 0 };
     const work = new Work(name, seq, this, this.ctx.canBlock);
-    const now = performance.now();
-    work.timing.issuedAt = work.timing.startedAt = now;
-    const timeoutMs = s.timeoutMs ?? Infinity;
-    const base: Pending = { op, work, buf: (name === 'send' ? s.input : s.output)!, deadline: now + timeoutMs, timeoutMs };
+    const buf = (name === 'send' ? s.input : s.output)!;
     if (this.failure) {
       work.settle(this.failure);
       return work;
     }
-    this.count++;
     // A communicator aborted meanwhile (a peer's deadline passed): take nothing more from it.
     if (this.runner.aborted()) {
-      this.count--;
       this.hooks.broke(this.runner.abortError(opText(op)) ?? new WebcclError('ABORTED', `${opText(op)}: communicator aborted`));
       work.settle(this.failure);
       return work;
     }
+    this.count++;
+    // The clock is read after the op is published or matched: a peer waits on that, not on this.
     if (name === 'send') {
-      this.unposted[op.peer].push({ ...base, num: -1, staged: 0, check: s.check });
+      // Literal objects of one shape (a spread makes slow dictionary objects: microseconds an op).
+      const send: SendOp = { op, work, buf, deadline: Infinity, timeoutMs, num: -1, staged: 0, check: s.check };
+      this.unposted[op.peer].push(send);
       this.pumpSends(op.peer);
+      send.deadline = this.issued(work) + timeoutMs;
     } else {
       const byTag = this.recvs[op.peer];
+      const base: Pending = { op, work, buf, deadline: Infinity, timeoutMs };
       const list = byTag.get(op.tag);
       if (list) list.push(base);
       else byTag.set(op.tag, [base]);
       this.recvCount[op.peer]++;
       this.matchRecvs(op.peer);
+      base.deadline = this.issued(work) + timeoutMs;
     }
     return work;
+  }
+
+  /** Stamps the op's issue (and start) time, unless it completed at once (settle() stamped it); returns it. */
+  private issued(work: Work): number {
+    if (work.settled) return work.timing.startedAt;
+    const now = performance.now();
+    work.timing.issuedAt = work.timing.startedAt = now;
+    return now;
   }
 
   // ---------------------------------------------------------------- progress
@@ -139,21 +155,26 @@ export class ShmP2p implements WorkDriver {
       if (this.posted[p].length || this.unposted[p].length) moved = this.pumpSends(p) || moved;
       if (this.recvCount[p]) moved = this.matchRecvs(p) || moved;
     }
-    const now = performance.now();
-    if (now - this.lastCheck >= CHECK_EVERY_MS) {
-      this.lastCheck = now;
-      moved = this.checkDeadlines(now) || moved;
+    // Deadlines matter only while nothing moves (and reading the clock costs a tenth of a µs).
+    if (!moved) {
+      const now = performance.now();
+      if (now - this.lastCheck >= CHECK_EVERY_MS) {
+        this.lastCheck = now;
+        moved = this.checkDeadlines(now);
+      }
     }
     return moved;
   }
 
   progress(w: Work, block: boolean): void {
-    const spinEnd = performance.now() + this.spinMs;
+    let spinEnd = 0;
     for (;;) {
       this.poll();
       if (!w.settled) this.hooks.serve();
       if (w.settled || !block) return;
-      if (performance.now() >= spinEnd) this.sleep(w);
+      const now = performance.now();
+      if (spinEnd === 0) spinEnd = now + this.spinMs;
+      else if (now >= spinEnd) this.sleep(w);
     }
   }
 
@@ -214,7 +235,7 @@ export class ShmP2p implements WorkDriver {
     const posted = this.posted[peer];
     if (posted.length) {
       const { i32 } = this.runner.views();
-      const ch = this.channel(this.me, peer, false);
+      const ch = this.table.channel(this.me, peer, false);
       let kept = 0;
       for (const s of posted) {
         const rec = recordAt(ch, s.num) >> 2;
@@ -227,20 +248,29 @@ export class ShmP2p implements WorkDriver {
           moved = true;
         } else posted[kept++] = s;
       }
-      posted.length = kept;
+      if (kept !== posted.length) posted.length = kept;
     }
     const waiting = this.unposted[peer];
     if (waiting.length) {
-      const ch = this.channel(this.me, peer, true);
+      const ch = this.table.channel(this.me, peer, true);
       let published = false;
+      let { i32 } = this.runner.views();
       while (waiting.length) {
         const s = waiting[0];
         const num = this.nextNum[peer];
-        let { i32 } = this.runner.views();
         const rec = recordAt(ch, num);
         if (Atomics.load(i32, (rec >> 2) + R.STATE) !== STATE.FREE) break;
-        const addr = this.stage(s, rec);
-        i32 = this.runner.views().i32; // staging may have grown the memory
+        let addr: number;
+        try {
+          addr = this.stage(s, rec);
+        } catch (e) {
+          // No room to stage the payload (the node memory is full): this send fails alone.
+          waiting.shift();
+          this.settle(s, WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e)));
+          moved = true;
+          continue;
+        }
+        if (s.staged) i32 = this.runner.views().i32; // staging may have grown the memory
         const w = rec >> 2;
         Atomics.store(i32, w + R.NUM, num);
         i32[w + R.TAG] = s.op.tag;
@@ -254,7 +284,7 @@ export class ShmP2p implements WorkDriver {
         published = true;
       }
       if (published) {
-        Atomics.store(this.runner.views().i32, ch >> 2, this.nextNum[peer]);
+        Atomics.store(i32, ch >> 2, this.nextNum[peer]);
         moved = true;
       }
     }
@@ -267,18 +297,18 @@ export class ShmP2p implements WorkDriver {
     const bytes = s.buf.bytes.byteLength;
     if (s.buf.addr) return s.buf.addr;
     if (bytes <= INLINE) {
-      const u8 = this.runner.views().u8;
+      const { u8 } = this.runner.views();
       const at = rec + INLINE_AT;
       for (let i = 0; i < bytes; i++) u8[at + i] = s.buf.bytes[i];
       return 0;
     }
-    s.staged = this.ctx.heap.alloc(bytes);
+    s.staged = this.staging.take(bytes);
     this.runner.views().u8.set(s.buf.bytes, s.staged);
     return s.staged;
   }
 
   private unstage(s: SendOp): void {
-    if (s.staged) this.ctx.heap.free(s.staged);
+    if (s.staged) this.staging.give(s.staged, s.buf.bytes.byteLength);
     s.staged = 0;
   }
 
@@ -295,13 +325,21 @@ export class ShmP2p implements WorkDriver {
 
   /** Hands records from `peer` to the recvs waiting for their tags, in record order. */
   private matchRecvs(peer: number): boolean {
-    const ch = this.channel(peer, this.me, false);
+    const ch = this.table.channel(peer, this.me, false);
     if (!ch) return false;
     let { i32 } = this.runner.views();
-    const published = Atomics.load(i32, ch >> 2);
+    // Records below `known` are published. The next record itself, posted with its number, says
+    // so without the channel's count (a cache line fewer to fetch in a ping-pong).
+    const low = this.low[peer];
+    const next = recordAt(ch, low) >> 2;
+    let known = Atomics.load(i32, next + R.STATE) === STATE.POSTED && Atomics.load(i32, next + R.NUM) === low ? low + 1 : low;
     let moved = false;
     let below = true; // every record before i is known taken
-    for (let i = this.low[peer]; i < published && this.recvCount[peer]; i++) {
+    for (let i = low; this.recvCount[peer]; i++) {
+      if (i >= known) {
+        known = Atomics.load(i32, ch >> 2);
+        if (i >= known) break;
+      }
       const w = recordAt(ch, i) >> 2;
       const st = Atomics.load(i32, w + R.STATE);
       if (st !== STATE.POSTED || Atomics.load(i32, w + R.NUM) !== i) {
@@ -309,12 +347,13 @@ export class ShmP2p implements WorkDriver {
         continue;
       }
       const list = this.recvs[peer].get(i32[w + R.TAG]);
-      if (!list) {
+      if (!list?.length) {
         below = false;
         continue;
       }
       const r = list.shift()!;
-      if (!list.length) this.recvs[peer].delete(r.op.tag);
+      // An emptied list stays for the next recv of its tag (most programs use a few tags).
+      if (!list.length && this.recvs[peer].size > MAX_IDLE_TAGS) this.recvs[peer].delete(r.op.tag);
       this.recvCount[peer]--;
       const sent = i32[w + R.BYTES];
       const want = r.buf.bytes.byteLength;
@@ -343,45 +382,6 @@ export class ShmP2p implements WorkDriver {
     const u8 = this.runner.views().u8;
     if (bytes <= INLINE) for (let i = 0; i < bytes; i++) to.bytes[i] = u8[from + i];
     else to.bytes.set(u8.subarray(from, from + bytes));
-  }
-
-  // ---------------------------------------------------------------- channels
-
-  /** The channel from `s` to `d`: 0 when it does not exist and `create` is false. */
-  private channel(s: number, d: number, create: boolean): number {
-    const k = s * this.n + d;
-    if (this.channels[k]) return this.channels[k];
-    const table = this.table(create);
-    if (!table) return 0;
-    let i32 = this.runner.views().i32;
-    let ch = Atomics.load(i32, (table >> 2) + k);
-    if (!ch && create) {
-      // Only its sender creates a channel: no race for the word.
-      ch = this.zeroed(CHANNEL_BYTES);
-      i32 = this.runner.views().i32;
-      Atomics.store(i32, (table >> 2) + k, ch);
-    }
-    this.channels[k] = ch;
-    return ch;
-  }
-
-  private table(create: boolean): number {
-    let i32 = this.runner.views().i32;
-    const word = tableWord(this.ctx.comm);
-    const t = Atomics.load(i32, word);
-    if (t || !create) return t;
-    const mine = this.zeroed(this.n * this.n * 4);
-    i32 = this.runner.views().i32;
-    const had = Atomics.compareExchange(i32, word, 0, mine);
-    if (had === 0) return mine;
-    this.ctx.heap.free(mine);
-    return had;
-  }
-
-  private zeroed(bytes: number): number {
-    const a = this.ctx.heap.alloc(bytes);
-    this.runner.views().u8.fill(0, a, a + bytes);
-    return a;
   }
 
   // ---------------------------------------------------------------- deadlines and failures
@@ -426,6 +426,8 @@ export class ShmP2p implements WorkDriver {
   private settle(o: Pending, err?: WebcclError): void {
     this.count--;
     o.work.settle(err);
+    const t = o.work.timing;
+    if (Number.isNaN(t.startedAt)) t.issuedAt = t.startedAt = t.completedAt; // completed within its submit
     this.hooks.done(o.work, err !== undefined);
   }
 
@@ -442,18 +444,11 @@ export class ShmP2p implements WorkDriver {
     this.count = 0;
   }
 
-  /** Frees this rank's staged payloads; the last rank of the communicator to close frees the channels and their table. */
+  /** Frees this rank's staged payloads; the last rank of the communicator to close frees the channels. */
   close(): void {
     for (const l of this.posted) for (const s of l) this.unstage(s);
-    const i32 = this.runner.views().i32;
-    if (Atomics.add(i32, closedWord(this.ctx.comm), 1) + 1 !== this.n) return;
-    Atomics.store(i32, closedWord(this.ctx.comm), 0); // a communicator made later on this block starts afresh
-    const table = Atomics.exchange(i32, tableWord(this.ctx.comm), 0);
-    if (!table) return;
-    const chans: number[] = [];
-    for (let k = 0; k < this.n * this.n; k++) if (i32[(table >> 2) + k]) chans.push(i32[(table >> 2) + k]);
-    for (const ch of chans) this.ctx.heap.free(ch);
-    this.ctx.heap.free(table);
+    this.staging.release();
+    this.table.close();
   }
 }
 
