@@ -9,13 +9,13 @@ const fmtRatio = (a, b) => (a === undefined || b === undefined || !(b > 0) ? '�
 
 /** Markdown for one (collective, rank count) group of a compare run. */
 export function compareTable(group, cores, formatSize) {
-  const { op, n, systems, transport } = group;
+  const { op, n, systems, transport, title } = group;
   const base = systems.find((s) => s.name.startsWith('webccl')) ?? { label: 'webccl (not run)', short: 'webccl' };
   const anchors = systems.filter((s) => s !== base);
   const out = [];
   const over = n > cores ? ` (${n} ranks on ${cores} cores: oversubscribed)` : '';
   const via = transport === 'tcp' ? ' over TCP loopback' : transport === 'shm' ? ', shared memory' : '';
-  out.push(`\n### ${op}, ${n} ranks${via}: busbw GB/s (time µs), ratio = webccl / anchor${over}\n`);
+  out.push(`\n### ${title ?? `${op}, ${n} ranks${via}`}: busbw GB/s (time µs), ratio = webccl / anchor${over}\n`);
   const head = ['size', base.label, ...anchors.flatMap((a) => [a.label, `webccl/${a.short}`])];
   out.push(`| ${head.join(' | ')} |`);
   out.push(`|${head.map(() => '---:').join('|')}|`);

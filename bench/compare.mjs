@@ -5,7 +5,7 @@
 // says how to install them.
 //
 //   npm run build && node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4]
-//       [-b 8] [-e 64M] [-f 4] [--time 0.2] [--reps 1] [--tcp] [--quiet 30] [--json FILE] [--plot FILE.svg|DIR/]
+//       [-b 8] [-e 64M] [-f 4] [--time 0.2] [--reps 1] [--tcp] [--group G] [--quiet 30] [--json FILE] [--plot FILE.svg|DIR/]
 //
 // Every system uses the same timing method (see bench/README.md): time = the slowest rank's
 // mean time per call over a block of about --time seconds, after a barrier (the median of
@@ -31,17 +31,24 @@ const perf = await import(perfJs);
 const { compareTable, compareSeries } = await import('./compare-table.mjs');
 
 const USAGE = `usage: node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4] [-b 8] [-e 64M] [-f 4]
-                                [--time 0.2] [--reps 1] [--tcp] [--quiet 30] [--quiet-wait 120] [--json FILE] [--plot FILE.svg|DIR/]
+                                [--time 0.2] [--reps 1] [--tcp] [--group G] [--quiet 30] [--quiet-wait 120] [--json FILE] [--plot FILE.svg|DIR/]
 
 --tcp also runs webccl with --transport tcp (one process per rank) and Open MPI over TCP
 loopback, and prints them with Gloo in a second table per collective.
 
+--group G sets webccl on a group of the first G ranks of each --ranks world (larger than G)
+beside webccl on a world of G ranks (ratio = group / world), instead of the anchors.
+
 Before each run it waits (up to --quiet-wait s) until the CPUs are less than --quiet % busy
 with other work, and notes how busy they were.`;
-const MPI_OPS = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce'];
+const MPI_OPS = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'sendrecv', 'pingpong'];
+/** What bench_gloo.py measures (torch 1.13's Gloo has no all_to_all; gather, scatter and p2p are not in it yet). */
+const GLOO_OPS = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce'];
+/** Rank counts an op runs at: pingpong is one pair, sendrecv needs a peer. */
+const fits = (op, n) => (op === 'pingpong' ? n === 2 : op === 'sendrecv' ? n >= 2 : true);
 
 function parseArgs(argv) {
-  const o = { ops: ['allreduce'], ranks: [2, 4], b: 8, e: 64 << 20, f: 4, time: 0.2, tcp: false, json: undefined, plot: undefined, quiet: 30, quietWait: 120, reps: 1 };
+  const o = { ops: ['allreduce'], ranks: [2, 4], b: 8, e: 64 << 20, f: 4, time: 0.2, tcp: false, group: undefined, json: undefined, plot: undefined, quiet: 30, quietWait: 120, reps: 1 };
   for (let k = 0; k < argv.length; k++) {
     const a = argv[k];
     const v = () => {
@@ -60,6 +67,7 @@ function parseArgs(argv) {
       case '-f': o.f = Number(v()); break;
       case '--time': o.time = Number(v()); break;
       case '--tcp': o.tcp = true; break;
+      case '--group': o.group = Number(v()); break;
       case '--quiet': o.quiet = Number(v()); break;
       case '--reps': o.reps = Number(v()); break;
       case '--quiet-wait': o.quietWait = Number(v()); break;
@@ -73,6 +81,10 @@ function parseArgs(argv) {
   if (!(o.f >= 2 && Number.isInteger(o.f))) throw new Error('-f expects an integer >= 2');
   if (!(o.time > 0)) throw new Error('--time expects seconds > 0');
   if (!(Number.isInteger(o.reps) && o.reps >= 1 && o.reps <= 100)) throw new Error('--reps expects an integer in 1..100');
+  if (o.group !== undefined && !(Number.isInteger(o.group) && o.group >= 1 && o.ranks.some((n) => n > o.group))) {
+    throw new Error('--group expects a rank count smaller than one of --ranks');
+  }
+  if (o.group !== undefined && o.tcp) throw new Error('--group compares shared-memory runs; leave out --tcp');
   return o;
 }
 
@@ -156,12 +168,12 @@ function waitQuiet() {
 const sweep = (o) => ['-b', String(o.b), '-e', String(o.e), '-f', String(o.f)];
 const parseLines = (text) => text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
 
-function runWebccl(op, n, transport) {
-  const json = join(tmpdir(), `webccl-compare-${process.pid}-${op}-${n}-${transport}.json`);
-  const r = run(process.execPath, [join(root, 'bin', 'webccl.js'), 'perf', op, ...sweep(opts), '--ranks', String(n), '--transport', transport, '--time', String(opts.time), '--reps', String(opts.reps), '-c', '1', '--json', json], { timeout: 1_800_000 });
+function runWebccl(op, n, transport, group) {
+  const json = join(tmpdir(), `webccl-compare-${process.pid}-${op}-${n}-${transport}${group ? `-g${group}` : ''}.json`);
+  const r = run(process.execPath, [join(root, 'bin', 'webccl.js'), 'perf', op, ...sweep(opts), '--ranks', String(n), ...(group ? ['--group', String(group)] : []), '--transport', transport, '--time', String(opts.time), '--reps', String(opts.reps), '-c', '1', '--json', json], { timeout: 1_800_000 });
   if (!existsSync(json)) return { error: (r.stderr || r.stdout || 'no output').trim().split('\n').slice(-3).join(' ') };
   const rep = JSON.parse(readFileSync(json, 'utf8'));
-  return { rows: rep.rows.map((x) => ({ size: x.size, time_us: x.oop.time_us, busbw: x.oop.busbw, wrong: x.oop.wrong, ip_busbw: x.ip.busbw })) };
+  return { rows: rep.rows.map((x) => ({ size: x.size, time_us: x.oop.time_us, busbw: x.oop.busbw, wrong: x.oop.wrong, ip_busbw: x.ip?.busbw })) };
 }
 
 function runMpi(op, n, transport) {
@@ -181,15 +193,40 @@ function runGloo(op, n) {
 // ------------------------------------------------------------------ the sitting
 
 const groups = [];
-for (const n of opts.ranks) {
+for (const n of opts.group === undefined ? [] : opts.ranks.filter((k) => k > opts.group)) {
   for (const op of opts.ops) {
+    const g = opts.group;
+    if (!fits(op, g)) continue;
+    const plan = [
+      { name: 'webccl-group', short: 'webccl', label: `webccl shm, group of ${g} in ${n} ranks`, go: () => runWebccl(op, n, 'shm', g) },
+      { name: 'world', short: `world${g}`, label: `webccl shm, ${g}-rank world`, go: () => runWebccl(op, g, 'shm') },
+    ];
+    const systems = [];
+    for (const p of plan) {
+      process.stderr.write(`bench/compare: ${op}: ${p.label} ...\n`);
+      const busyBefore = waitQuiet();
+      const t0 = performance.now();
+      const res = p.go();
+      systems.push({ name: p.name, short: p.short, label: p.label, busyBefore, seconds: (performance.now() - t0) / 1000, ...res });
+    }
+    const group = { op, n: g, title: `${op}, a group of ${g} ranks in a ${n}-rank world against a ${g}-rank world`, systems };
+    groups.push(group);
+    console.log(compareTable(group, availableParallelism(), perf.formatSize));
+  }
+}
+for (const n of opts.group === undefined ? opts.ranks : []) {
+  for (const op of opts.ops) {
+    if (!fits(op, n)) {
+      process.stderr.write(`bench/compare: ${op} does not run on ${n} rank${n === 1 ? '' : 's'}; skipped\n`);
+      continue;
+    }
     // Each table: webccl first (the base of the ratios), then the anchors on the same transport.
     const shm = [{ name: 'webccl', short: 'webccl', label: 'webccl shm', go: () => runWebccl(op, n, 'shm') }];
     if (mpi) shm.push({ name: 'ompi-shm', short: 'MPI', label: 'Open MPI vader', go: () => runMpi(op, n, 'shm') });
     const tcp = [];
     if (opts.tcp && n >= 2) tcp.push({ name: 'webccl-tcp', short: 'webccl-tcp', label: `webccl tcp (${n} processes)`, go: () => runWebccl(op, n, 'tcp') });
     if (mpi && opts.tcp) tcp.push({ name: 'ompi-tcp', short: 'MPI-tcp', label: 'Open MPI tcp', go: () => runMpi(op, n, 'tcp') });
-    if (gloo) (opts.tcp ? tcp : shm).push({ name: 'gloo', short: 'Gloo', label: 'Gloo tcp', go: () => runGloo(op, n) });
+    if (gloo && GLOO_OPS.includes(op)) (opts.tcp ? tcp : shm).push({ name: 'gloo', short: 'Gloo', label: 'Gloo tcp', go: () => runGloo(op, n) });
     const tables = opts.tcp ? [{ transport: 'shm', plan: shm }, { transport: 'tcp', plan: tcp }] : [{ plan: shm }];
     for (const { transport, plan } of tables) {
       if (!plan.length) continue;

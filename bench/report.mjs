@@ -46,7 +46,8 @@ for (const file of files) {
   const doc = JSON.parse(readFileSync(file, 'utf8'));
   if (doc.tool === 'webccl perf') {
     const layout = doc.nodes > 1 ? ` (${doc.nodes} processes × ${doc.ranksPerNode} threads)` : '';
-    console.log(`\n## ${file}: webccl perf ${doc.collective}, ${doc.nranks} ranks${layout}, ${doc.transport} (${doc.date})\n`);
+    const group = doc.group ? ` as a group of a ${doc.group.worldSize}-rank world` : '';
+    console.log(`\n## ${file}: webccl perf ${doc.collective}, ${doc.nranks} ranks${group}${layout}, ${doc.transport} (${doc.date})\n`);
     console.log('```');
     process.stdout.write(perf.formatTable(doc));
     console.log('```');

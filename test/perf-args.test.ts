@@ -88,6 +88,34 @@ describe('parsePerfArgs', () => {
     expect(parse('allreduce').reps).toBe(1);
   });
 
+  it('knows the new collectives by nccl-tests\' and torch\'s names', () => {
+    for (const name of ['alltoall', 'all_to_all', 'all-to-all', 'ALLTOALL']) expect(parse(name).collective).toBe('alltoall');
+    expect(parse('gather', '-r', '1').collective).toBe('gather');
+    expect(parse('scatter').collective).toBe('scatter');
+    for (const name of ['sendrecv', 'send_recv']) expect(parse(name).collective).toBe('sendrecv');
+    for (const name of ['pingpong', 'ping-pong']) expect(parse(name).collective).toBe('pingpong');
+    expect(parse('gather', '--ranks', '4', '-r', '3')).toMatchObject({ root: 3, ranks: 4 });
+    expect(parse('alltoall', '-o', 'max').ops).toEqual(['sum']);
+  });
+
+  it('--group N: the first N ranks run the collective; the root is a rank of the group', () => {
+    expect(parse('allreduce').group).toBeUndefined();
+    expect(parse('allreduce', '--ranks', '4', '--group', '2')).toMatchObject({ ranks: 4, group: 2 });
+    expect(parse('allreduce', '--ranks', '4', '--group=4').group).toBe(4);
+    expect(parse('allreduce', '--ranks', '4', '--group', '1').group).toBe(1);
+    expect(parse('scatter', '--ranks', '4', '--group', '3', '-r', '2')).toMatchObject({ group: 3, root: 2 });
+    expect(parse('pingpong', '--ranks', '4', '--group', '2')).toMatchObject({ group: 2 });
+    expect(parse('allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '2', '--group', '3')).toMatchObject({ nodes: 2, group: 3 });
+  });
+
+  it('the first line names the group and the idle ranks', () => {
+    expect(describeRun(parse('allreduce', '--ranks', '4', '--group', '2')).split('\n')[0])
+      .toBe('# webccl perf allreduce: 4 ranks (worker threads), group of 2 (world ranks 0..1; 2..3 idle), transport shm, buffers shm, algo auto');
+    expect(describeRun(parse('allreduce', '--ranks', '4', '--group', '3', '--transport', 'tcp', '--nodes', '2')).split('\n')[0])
+      .toBe('# webccl perf allreduce: 4 ranks (2 processes × 2 threads), group of 3 (world ranks 0..2; 3 idle), transport tcp, buffers shm, algo auto');
+    expect(describeRun(parse('allreduce', '--ranks', '2', '--group', '2')).split('\n')[0]).toMatch(/group of 2 \(world ranks 0\.\.1\), transport/);
+  });
+
   it('ignores -o for collectives without a reduction', () => {
     expect(parse('allgather', '-o', 'max').ops).toEqual(['sum']);
   });
@@ -103,7 +131,21 @@ describe('parsePerfArgs', () => {
 
   it.each([
     [[], /name a collective/],
-    [['alltoallx'], /unknown collective "alltoallx"/],
+    [['alltoallx'], /unknown collective "alltoallx" \(expected allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, pingpong\)/],
+    [['alltoallv'], /unknown collective "alltoallv"/],
+    [['allreduce', '--ranks', '4', '--group', '5'], /--group 5 is larger than the world: --ranks 4/],
+    [['allreduce', '--group', '3'], /--group 3 is larger than the world: --ranks 2/],
+    [['allreduce', '--ranks', '4', '--group', '0'], /--group expects an integer in 1..64, got "0"/],
+    [['allreduce', '--ranks', '4', '--group', 'half'], /--group expects an integer in 1..64, got "half"/],
+    [['allreduce', '--ranks', '4', '--group', '-1'], /--group expects an integer/],
+    [['allreduce', '--ranks', '4', '--group'], /--group needs a value/],
+    [['gather', '--ranks', '4', '--group', '2', '-r', '2'], /invalid root 2 \(root should be in the 0..1 range, a rank of the --group\)/],
+    [['scatter', '--ranks', '2', '-r', '2'], /invalid root 2 \(root should be in the 0..1 range\)/],
+    [['sendrecv', '--ranks', '1'], /sendrecv needs at least 2 ranks .*: give --ranks at least 2/],
+    [['sendrecv', '--ranks', '4', '--group', '1'], /sendrecv needs at least 2 ranks .*: give --group at least 2/],
+    [['pingpong', '--ranks', '4'], /pingpong runs between exactly 2 ranks, not 4: give --ranks 2/],
+    [['pingpong', '--ranks', '4', '--group', '3'], /pingpong runs between exactly 2 ranks, not 3: give --group 2/],
+    [['pingpong', '--ranks', '1'], /pingpong runs between exactly 2 ranks, not 1/],
     [['allreduce', 'allgather'], /unexpected argument/],
     [['allreduce', '-x', '1'], /unknown option -x/],
     [['allreduce', '--bogus=1'], /unknown option --bogus/],
@@ -169,10 +211,19 @@ describe('perfMain exit codes', () => {
     expect(c.err.join('')).toMatch(/^webccl perf: -a direct is a shared-memory algorithm/);
   });
 
+  it('a bad --group is a usage error, before anything starts', async () => {
+    const c = capture();
+    expect(await perfMain(['allreduce', '--ranks', '4', '--group', '8'], { io: c.io })).toBe(2);
+    expect(c.out.join('')).toBe('');
+    expect(c.err.join('')).toMatch(/^webccl perf: --group 8 is larger than the world: --ranks 4\n/);
+  });
+
   it('help goes to stdout with exit code 0', async () => {
     const c = capture();
     expect(await perfMain(['--help'], { io: c.io })).toBe(0);
     expect(c.out.join('')).toMatch(/-b, --minbytes SIZE/);
+    expect(c.out.join('')).toMatch(/--group N/);
+    expect(c.out.join('')).toMatch(/<allreduce\|allgather\|reducescatter\|broadcast\|reduce\|alltoall\|gather\|scatter\|sendrecv\|pingpong>/);
     expect(c.err.join('')).toBe('');
   });
 });

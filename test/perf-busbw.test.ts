@@ -1,6 +1,6 @@
 // busbw arithmetic exactly as nccl-tests' doc/PERFORMANCE.md, and how sizes map to counts.
 import { describe, expect, it } from 'vitest';
-import { COLLECTIVES, bandwidths, busBwFactor, shapeOf, sweepSizes } from '../src/launch/perf/collectives.js';
+import { COLLECTIVES, HAS_IN_PLACE, HAS_ROOT, LEGS, bandwidths, busBwFactor, shapeOf, sweepSizes } from '../src/launch/perf/collectives.js';
 
 describe('busBwFactor', () => {
   it.each([1, 2, 3, 4, 8, 64])('n = %d', (n) => {
@@ -9,6 +9,11 @@ describe('busBwFactor', () => {
     expect(busBwFactor('reducescatter', n)).toBeCloseTo((n - 1) / n, 15);
     expect(busBwFactor('broadcast', n)).toBe(1);
     expect(busBwFactor('reduce', n)).toBe(1);
+    expect(busBwFactor('alltoall', n)).toBeCloseTo((n - 1) / n, 15);
+    expect(busBwFactor('gather', n)).toBeCloseTo((n - 1) / n, 15);
+    expect(busBwFactor('scatter', n)).toBeCloseTo((n - 1) / n, 15);
+    expect(busBwFactor('sendrecv', n)).toBe(1);
+    expect(busBwFactor('pingpong', n)).toBe(1);
   });
 
   it('has the textbook values', () => {
@@ -17,6 +22,20 @@ describe('busBwFactor', () => {
     expect(busBwFactor('allgather', 4)).toBe(0.75);
     expect(busBwFactor('reducescatter', 2)).toBe(0.5);
     expect(busBwFactor('allreduce', 1)).toBe(0);
+    expect(busBwFactor('alltoall', 4)).toBe(0.75);
+    expect(busBwFactor('alltoall', 2)).toBe(0.5);
+    expect(busBwFactor('gather', 8)).toBe(0.875);
+    expect(busBwFactor('scatter', 4)).toBe(0.75);
+  });
+
+  it('pingpong reports one message per leg: a call is there and back', () => {
+    expect(LEGS.pingpong).toBe(2);
+    for (const c of COLLECTIVES.filter((x) => x !== 'pingpong')) expect(LEGS[c]).toBe(1);
+  });
+
+  it('alltoall, sendrecv and pingpong have no in-place form; the others do', () => {
+    expect(COLLECTIVES.filter((c) => !HAS_IN_PLACE[c])).toEqual(['alltoall', 'sendrecv', 'pingpong']);
+    expect(COLLECTIVES.filter((c) => HAS_ROOT[c])).toEqual(['broadcast', 'reduce', 'gather', 'scatter']);
   });
 });
 
@@ -30,6 +49,11 @@ describe('bandwidths', () => {
     expect(bandwidths('broadcast', 8, 1e9, 1e6)).toEqual({ algbw: 1, busbw: 1 });
     expect(bandwidths('allgather', 2, 2e9, 1e6)).toEqual({ algbw: 2, busbw: 1 });
     expect(bandwidths('reducescatter', 4, 4e9, 2e6)).toEqual({ algbw: 2, busbw: 1.5 });
+    expect(bandwidths('alltoall', 4, 4e9, 2e6)).toEqual({ algbw: 2, busbw: 1.5 });
+    expect(bandwidths('gather', 2, 2e9, 1e6)).toEqual({ algbw: 2, busbw: 1 });
+    expect(bandwidths('scatter', 2, 2e9, 1e6)).toEqual({ algbw: 2, busbw: 1 });
+    expect(bandwidths('sendrecv', 4, 2e9, 1e6)).toEqual({ algbw: 2, busbw: 2 });
+    expect(bandwidths('pingpong', 2, 8, 1)).toEqual({ algbw: 0.008, busbw: 0.008 });
   });
 
   it('is zero, not infinite, for a zero time', () => {
@@ -52,6 +76,24 @@ describe('shapeOf', () => {
 
   it('reducescatter: size is the whole input, count the per-rank block', () => {
     expect(shapeOf('reducescatter', 'f32', 4, 1024)).toEqual({ bytes: 1024, count: 64, sendCount: 256, recvCount: 64 });
+  });
+
+  it('alltoall: size is the whole input (n blocks, one per peer), count the block; input and output alike', () => {
+    expect(shapeOf('alltoall', 'f32', 4, 1024)).toEqual({ bytes: 1024, count: 64, sendCount: 256, recvCount: 256 });
+    expect(shapeOf('alltoall', 'f32', 4, 8)).toEqual({ bytes: 16, count: 1, sendCount: 4, recvCount: 4 });
+    expect(shapeOf('alltoall', 'f64', 3, 100)).toEqual({ bytes: 96, count: 4, sendCount: 12, recvCount: 12 });
+  });
+
+  it('gather: size is the root\'s whole output; scatter: the root\'s whole input; count the block', () => {
+    expect(shapeOf('gather', 'f32', 4, 1024)).toEqual({ bytes: 1024, count: 64, sendCount: 64, recvCount: 256 });
+    expect(shapeOf('scatter', 'f32', 4, 1024)).toEqual({ bytes: 1024, count: 64, sendCount: 256, recvCount: 64 });
+    expect(shapeOf('gather', 'u8', 3, 4)).toEqual({ bytes: 3, count: 1, sendCount: 1, recvCount: 3 });
+    expect(shapeOf('scatter', 'i64', 8, 8)).toEqual({ bytes: 64, count: 1, sendCount: 8, recvCount: 1 });
+  });
+
+  it('sendrecv and pingpong: size is one message', () => {
+    expect(shapeOf('sendrecv', 'f32', 4, 1024)).toEqual({ bytes: 1024, count: 256, sendCount: 256, recvCount: 256 });
+    expect(shapeOf('pingpong', 'f32', 2, 8)).toEqual({ bytes: 8, count: 2, sendCount: 2, recvCount: 2 });
   });
 
   it('rounds to whole elements and blocks, at least one element per block', () => {

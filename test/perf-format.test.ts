@@ -15,7 +15,9 @@ function parseTable(text: string) {
   const rows = lines.filter((l) => l.trim() && !l.startsWith('#')).map((l) => {
     const f = l.trim().split(/\s+/);
     expect(f).toHaveLength(13);
-    const place = (k: number) => ({ time: Number(f[k]), algbw: Number(f[k + 1]), busbw: Number(f[k + 2]), wrong: f[k + 3] === 'N/A' ? null : Number(f[k + 3]) });
+    const place = (k: number) => (f[k] === 'N/A'
+      ? null
+      : { time: Number(f[k]), algbw: Number(f[k + 1]), busbw: Number(f[k + 2]), wrong: f[k + 3] === 'N/A' ? null : Number(f[k + 3]) });
     return { size: Number(f[0]), count: Number(f[1]), type: f[2], redop: f[3], root: Number(f[4]), oop: place(5), ip: place(9) };
   });
   const avg = /^# Avg bus bandwidth\s+:\s+(\S+)$/m.exec(text);
@@ -30,10 +32,15 @@ function expectAgreement(report: PerfReport, text: string) {
     const p = t.rows[k];
     expect([p.size, p.count, p.type, p.redop, p.root]).toEqual([r.size, r.count, r.type, r.redop, r.root]);
     for (const place of ['oop', 'ip'] as const) {
-      expect(p[place].time).toBe(Number(r[place].time_us.toFixed(2)));
-      expect(p[place].algbw).toBe(Number(r[place].algbw.toFixed(2)));
-      expect(p[place].busbw).toBe(Number(r[place].busbw.toFixed(2)));
-      expect(p[place].wrong).toBe(r[place].wrong);
+      const want = r[place];
+      if (want === null) {
+        expect(p[place]).toBeNull();
+        continue;
+      }
+      expect(p[place]!.time).toBe(Number(want.time_us.toFixed(2)));
+      expect(p[place]!.algbw).toBe(Number(want.algbw.toFixed(2)));
+      expect(p[place]!.busbw).toBe(Number(want.busbw.toFixed(2)));
+      expect(p[place]!.wrong).toBe(want.wrong);
     }
   });
   expect(t.avgBusBw).toBe(Number(report.avgBusBw.toFixed(4)));
@@ -47,9 +54,17 @@ function row(size: number, oopUs: number, ipUs: number, wrong: number | null, n 
   };
 }
 
+/** A row of a collective with no in-place form (alltoall, sendrecv, pingpong). */
+function oopRow(size: number, oopUs: number, wrong: number | null, n = 4): ResultRow {
+  return {
+    size, count: size / 4 / n, type: 'float', dtype: 'f32', redop: 'none', root: -1,
+    oop: placeResult('alltoall', n, size, oopUs, wrong, 100), ip: null,
+  };
+}
+
 function report(rows: ResultRow[], interrupted = false): PerfReport {
   return {
-    tool: 'webccl perf', version: '0.0.0', collective: 'allreduce', nranks: 4, transport: 'shm', nodes: 1, ranksPerNode: 4, buffers: 'shm', algo: 'auto',
+    tool: 'webccl perf', version: '0.0.0', collective: 'allreduce', nranks: 4, group: null, transport: 'shm', nodes: 1, ranksPerNode: 4, buffers: 'shm', algo: 'auto',
     warmup: 5, iters: 'auto', timeSec: 0.2, reps: 1, check: true, date: '2026-01-01T00:00:00.000Z', host: { node: 'v20', cpus: 2, platform: 'linux-x64' },
     rows, avgBusBw: averageBusBw(rows), wrongTotal: wrongTotal(rows), interrupted,
   };
@@ -87,6 +102,23 @@ describe('table and JSON', () => {
 
   it('says when a sweep was interrupted', () => {
     expect(formatTable(report([row(8, 1, 1, 0)], true))).toMatch(/^# interrupted after 1 row$/m);
+  });
+
+  it('prints N/A in the in-place half where the collective has no in-place form; averages and totals skip it', () => {
+    const r = report([oopRow(1 << 20, 100, 0), oopRow(4 << 20, 400, 2)]);
+    const text = formatTable(r);
+    expect(text).toMatch(/^\s+1048576\s+65536\s+float\s+none\s+-1\s+100\.00\s+10\.49\s+7\.86\s+0\s+N\/A\s+N\/A\s+N\/A\s+N\/A$/m);
+    // busbw = 1 MiB / 100 µs × 3/4, the same for both rows: the mean of the out-of-place figures only.
+    expect(r.avgBusBw).toBeCloseTo((1048576 / 100e3) * 0.75, 12);
+    expect(r.wrongTotal).toBe(2);
+    expectAgreement(JSON.parse(JSON.stringify(r)) as PerfReport, text);
+    const series = reportSeries(r);
+    expect(series.map((x) => x.label)).toEqual(['webccl shm out-of-place']);
+  });
+
+  it('counts unchecked rows of an out-of-place-only collective as unchecked', () => {
+    expect(wrongTotal([oopRow(8, 1, null)])).toBeNull();
+    expect(wrongTotal([oopRow(8, 1, 0)])).toBe(0);
   });
 
   it('has nccl-tests column names', () => {
@@ -134,6 +166,56 @@ describe.skipIf(!built)('webccl perf (the built command)', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  /** Runs the built command with a small sweep; returns its table and JSON. */
+  const runBuilt = (args: string[]) => {
+    const dir = mkdtempSync(join(tmpdir(), 'webccl-perf-'));
+    try {
+      const json = join(dir, 'out.json');
+      const text = execFileSync(process.execPath, [cli, 'perf', ...args, '-c', '1', '-n', '3', '-w', '1', '--json', json], { encoding: 'utf8', timeout: 120_000 });
+      return { text, r: JSON.parse(readFileSync(json, 'utf8')) as PerfReport };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+
+  it.each([
+    ['alltoall', 4, [8, 256, 8192]],
+    ['gather', 3, [6, 255, 8190]],
+    ['scatter', 3, [6, 255, 8190]],
+    ['sendrecv', 3, [8, 256, 8192]],
+    ['pingpong', 2, [8, 256, 8192]],
+  ] as const)('%s on %d ranks: every row checked, #wrong 0, the table matches the JSON', (coll, n, sizes) => {
+    const root = ['gather', 'scatter'].includes(coll) ? ['-r', String(n - 1)] : [];
+    const { text, r } = runBuilt([coll, '-b', '8', '-e', '16K', '-f', '32', '--ranks', String(n), '-d', 'i8', ...root]);
+    expect(r).toMatchObject({ collective: coll, nranks: n, group: null, wrongTotal: 0, interrupted: false });
+    expect(r.rows.map((x) => x.size)).toEqual(sizes); // i8: a byte per element, whole blocks
+    for (const x of r.rows) {
+      expect(x.oop.wrong).toBe(0);
+      expect(x.ip === null).toBe(['alltoall', 'sendrecv', 'pingpong'].includes(coll));
+      if (x.ip) expect(x.ip.wrong).toBe(0);
+      expect(x.root).toBe(root.length ? n - 1 : -1);
+    }
+    expectAgreement(r, text);
+  }, 150_000);
+
+  it('--group 2 of a 4-rank world: the group\'s rows, busbw with n = 2, the idle ranks named', () => {
+    const { text, r } = runBuilt(['allreduce', '-b', '8', '-e', '64K', '-f', '64', '--ranks', '4', '--group', '2']);
+    expect(text.split('\n')[0]).toBe('# webccl perf allreduce: 4 ranks (worker threads), group of 2 (world ranks 0..1; 2..3 idle), transport shm, buffers shm, algo auto');
+    expect(r).toMatchObject({ nranks: 2, group: { worldSize: 4, worldRanks: [0, 1] }, wrongTotal: 0 });
+    expect(r.rows.map((x) => x.size)).toEqual([8, 512, 32768]);
+    // allreduce busbw at n = 2 is algbw; at n = 4 it would be 1.5 × algbw.
+    for (const x of r.rows) expect(x.oop.busbw).toBe(x.oop.algbw);
+    expectAgreement(r, text);
+  }, 150_000);
+
+  it('--group 3 of 4 with a gather rooted on the group\'s last rank, and a group of 1', () => {
+    const g3 = runBuilt(['gather', '-b', '64', '-e', '64', '--ranks', '4', '--group', '3', '-r', '2']);
+    expect(g3.r).toMatchObject({ nranks: 3, group: { worldSize: 4, worldRanks: [0, 1, 2] }, wrongTotal: 0 });
+    expect(g3.r.rows[0]).toMatchObject({ size: 60, count: 5, root: 2 });
+    const g1 = runBuilt(['allreduce', '-b', '64', '-e', '64', '--ranks', '2', '--group', '1']);
+    expect(g1.r).toMatchObject({ nranks: 1, group: { worldSize: 2, worldRanks: [0] }, wrongTotal: 0 });
+  }, 150_000);
 
   it('exits with code 2 on a bad flag', () => {
     let status = 0;

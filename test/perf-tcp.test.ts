@@ -86,6 +86,29 @@ describe('webccl perf --transport tcp', () => {
     }
   });
 
+  it('alltoall, gather, scatter, sendrecv across 2 nodes × 2 threads, and pingpong over TCP: #wrong 0', () => {
+    for (const coll of ['alltoall', 'gather', 'scatter', 'sendrecv']) {
+      const json = join(tmp, `${coll}.json`);
+      const r = perf([coll, '--transport', 'tcp', '--ranks', '4', '--nodes', '2', '-r', '2', '-b', '8', '-e', '4K', '-f', '16', '-n', '2', '-w', '0'], json);
+      expect({ coll, status: r.status, stderr: r.stderr }).toEqual({ coll, status: 0, stderr: '' });
+      expect({ coll, wrong: r.report!.wrongTotal, rows: r.report!.rows.length }).toEqual({ coll, wrong: 0, rows: 3 });
+      expect({ coll, ip: r.report!.rows[0].ip === null }).toEqual({ coll, ip: coll === 'alltoall' || coll === 'sendrecv' });
+    }
+    const json = join(tmp, 'pingpong.json');
+    const r = perf(['pingpong', '--transport', 'tcp', '-b', '8', '-e', '4K', '-f', '16', '-n', '3', '-w', '0'], json);
+    expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
+    expect(r.report).toMatchObject({ collective: 'pingpong', nranks: 2, nodes: 2, wrongTotal: 0 });
+  }, 120_000);
+
+  it('--group 3 of 2 nodes × 2 threads: the group spans both nodes, the fourth rank idles', () => {
+    const json = join(tmp, 'group.json');
+    const r = perf(['allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '2', '--group', '3', '-b', '8', '-e', '4K', '-f', '16', '-n', '2', '-w', '0'], json);
+    expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
+    expect(r.stdout.split('\n')[0]).toBe('# webccl perf allreduce: 4 ranks (2 processes × 2 threads), group of 3 (world ranks 0..2; 3 idle), transport tcp, buffers shm, algo auto');
+    expect(r.report).toMatchObject({ nranks: 3, group: { worldSize: 4, worldRanks: [0, 1, 2] }, nodes: 2, wrongTotal: 0 });
+    expect(r.report!.rows).toHaveLength(3);
+  }, 60_000);
+
   it('a rank that fails ends every node: exit 1, the rank named, the rows done so far kept', async () => {
     const o = parsePerfArgs(['allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '2', '-b', '8', '-e', '1M', '-f', '2', '--time', '0.05']) as PerfOptions;
     const c = capture();

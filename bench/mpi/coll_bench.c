@@ -5,9 +5,13 @@
  *   mpicc -O2 -o coll_bench coll_bench.c
  *   mpirun -np 2 ./coll_bench -o allreduce -b 8 -e 64M -f 4 [-w 5] [-n N | -t 0.2] [-c 1] [-r 1]
  *
- * Sizes (nccl-tests): allreduce, broadcast, reduce: the vector's bytes; allgather, gather: the
- * whole output; reducescatter (MPI_Reduce_scatter_block), scatter, alltoall: the whole input.
- * At least one element per rank block, as webccl perf rounds.
+ * Sizes (nccl-tests): allreduce, broadcast, reduce: the vector's bytes; allgather: the whole
+ * output; reducescatter (MPI_Reduce_scatter_block): the whole input; alltoall (MPI_Alltoall):
+ * the whole input (n blocks); gather (MPI_Gather) and scatter (MPI_Scatter): the root's whole
+ * buffer (n blocks); sendrecv: the bytes each rank sends to rank+1 while it receives from
+ * rank-1 (MPI_Irecv + MPI_Isend + MPI_Waitall, as nccl-tests' sendrecv); pingpong (2 ranks):
+ * one message, rank 0 MPI_Send then MPI_Recv, rank 1 the reverse, time = half the round trip
+ * (osu_latency's convention). At least one element per rank block, as webccl perf rounds.
  *
  * Timing, for each size: the sweep starts with a warm-up (largest size w calls, smallest
  * 100 + w calls). Per size: 1 untimed call; with -n 0 (auto) the iteration count comes from
@@ -15,12 +19,14 @@
  * that a timed block lasts -t seconds, clamped to 5..20000; then a barrier and the timed calls
  * back to back (-r R: R such blocks). time = max over ranks of the mean time per call (the
  * median over blocks of it, with -r).
- * busbw = size/time x 2(n-1)/n (allreduce), (n-1)/n (allgather, reducescatter, alltoall, gather,
- * scatter), 1 (bcast, reduce).
+ * busbw = size/time x 2(n-1)/n (allreduce), (n-1)/n (allgather, reducescatter, alltoall,
+ * gather, scatter), 1 (bcast, reduce, sendrecv, pingpong).
  *
  * With -c 1, rank r fills element i with 1 + (r+i)%4 (small integers: float sums are exact),
  * runs the op once more and counts the elements that differ from the closed form; #wrong is
- * the sum over ranks.
+ * the sum over ranks. The block ops (alltoall, gather, scatter, sendrecv, pingpong) fill the
+ * block from rank s to rank d with 1 + (i + s + 11 d) % 127, as webccl perf does, so a block
+ * delivered to or taken from the wrong rank counts as wrong.
  *
  * Output: one JSON object per line, from rank 0; lines starting with # are comments.
  */
@@ -30,8 +36,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE, ALLTOALL, GATHER, SCATTER, NOPS };
-static const char *op_names[NOPS] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter"};
+enum { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE, ALLTOALL, GATHER, SCATTER, SENDRECV, PINGPONG, NOPS };
+static const char *op_names[NOPS] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce",
+                                     "alltoall", "gather", "scatter", "sendrecv", "pingpong"};
 
 typedef struct {
   int op;
@@ -56,7 +63,7 @@ static long parse_size(const char *s) {
 }
 
 static void usage(void) {
-  if (rank == 0) fprintf(stderr, "usage: coll_bench -o allreduce|allgather|reducescatter|broadcast|reduce|alltoall|gather|scatter [-b 8] [-e 64M] [-f 2] [-w 5] [-n 0] [-t 0.2] [-c 1] [-r 1]\n");
+  if (rank == 0) fprintf(stderr, "usage: coll_bench -o allreduce|allgather|reducescatter|broadcast|reduce|alltoall|gather|scatter|sendrecv|pingpong [-b 8] [-e 64M] [-f 2] [-w 5] [-n 0] [-t 0.2] [-c 1] [-r 1]\n");
   MPI_Finalize();
   exit(2);
 }
@@ -85,6 +92,10 @@ static void parse_args(int argc, char **argv, options *o) {
     }
   }
   if (o->min_bytes < 1 || o->max_bytes < o->min_bytes || o->step_factor < 2 || o->reps < 1 || o->reps > 100) usage();
+  if ((o->op == SENDRECV && nranks < 2) || (o->op == PINGPONG && nranks != 2)) {
+    if (rank == 0) fprintf(stderr, "coll_bench: %s needs %s ranks\n", op_names[o->op], o->op == PINGPONG ? "exactly 2" : "at least 2");
+    usage();
+  }
 }
 
 /* Elements per call: the count argument, and the send / receive buffer lengths. */
@@ -95,10 +106,9 @@ static shape shape_of(int op, long size) {
   long per = elems / nranks > 0 ? elems / nranks : 1;
   shape s = {elems * 4, elems, elems, elems};
   if (op == ALLGATHER) { s.bytes = per * nranks * 4; s.count = per; s.send = per; s.recv = per * nranks; }
-  if (op == REDUCESCATTER) { s.bytes = per * nranks * 4; s.count = per; s.send = per * nranks; s.recv = per; }
-  if (op == ALLTOALL) { s.bytes = per * nranks * 4; s.count = per; s.send = per * nranks; s.recv = per * nranks; }
+  if (op == REDUCESCATTER || op == SCATTER) { s.bytes = per * nranks * 4; s.count = per; s.send = per * nranks; s.recv = per; }
   if (op == GATHER) { s.bytes = per * nranks * 4; s.count = per; s.send = per; s.recv = per * nranks; }
-  if (op == SCATTER) { s.bytes = per * nranks * 4; s.count = per; s.send = per * nranks; s.recv = per; }
+  if (op == ALLTOALL) { s.bytes = per * nranks * 4; s.count = per; s.send = per * nranks; s.recv = per * nranks; }
   return s;
 }
 
@@ -118,6 +128,47 @@ static void run(int op, const shape *s) {
     case ALLTOALL: MPI_Alltoall(sendbuf, (int)s->count, MPI_FLOAT, recvbuf, (int)s->count, MPI_FLOAT, MPI_COMM_WORLD); break;
     case GATHER: MPI_Gather(sendbuf, (int)s->count, MPI_FLOAT, recvbuf, (int)s->count, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
     case SCATTER: MPI_Scatter(sendbuf, (int)s->count, MPI_FLOAT, recvbuf, (int)s->count, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case SENDRECV: {
+      MPI_Request req[2];
+      MPI_Irecv(recvbuf, (int)s->count, MPI_FLOAT, (rank + nranks - 1) % nranks, 0, MPI_COMM_WORLD, &req[0]);
+      MPI_Isend(sendbuf, (int)s->count, MPI_FLOAT, (rank + 1) % nranks, 0, MPI_COMM_WORLD, &req[1]);
+      MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+      break;
+    }
+    case PINGPONG:
+      if (rank == 0) {
+        MPI_Send(sendbuf, (int)s->count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD);
+        MPI_Recv(recvbuf, (int)s->count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else {
+        MPI_Recv(recvbuf, (int)s->count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(sendbuf, (int)s->count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD);
+      }
+      break;
+  }
+}
+
+/* The block from rank src to rank dst, element i (webccl perf's blockValue). */
+static float block_value(int src, int dst, long i) { return (float)(1 + (i + src + 11L * dst) % 127); }
+
+static int is_block_op(int op) { return op == ALLTOALL || op == GATHER || op == SCATTER || op == SENDRECV || op == PINGPONG; }
+
+/* What this rank sends for a block op (block j of its send buffer goes to `dst_of(j)`). */
+static void fill_blocks(int op, const shape *s) {
+  for (long i = 0; i < s->send; i++) {
+    long j = i / s->count, k = i % s->count;
+    int dst = op == ALLTOALL || op == SCATTER ? (int)j : op == GATHER ? 0 : op == SENDRECV ? (rank + 1) % nranks : 1 - rank;
+    sendbuf[i] = block_value(rank, dst, k);
+  }
+}
+
+/* What this rank should hold after a block op, at element i of its receive buffer. */
+static float want_block(int op, const shape *s, long i) {
+  long j = i / s->count, k = i % s->count;
+  switch (op) {
+    case ALLTOALL: case GATHER: return block_value((int)j, rank, k);
+    case SCATTER: return block_value(0, rank, k);
+    case SENDRECV: return block_value((rank + nranks - 1) % nranks, rank, k);
+    default: return block_value(1 - rank, rank, k);
   }
 }
 
@@ -130,20 +181,22 @@ static float sum_over_ranks(long i) {
 }
 
 static long check(int op, const shape *s) {
-  for (long i = 0; i < s->send; i++) sendbuf[i] = value(rank, i);
+  if (is_block_op(op)) fill_blocks(op, s);
+  else for (long i = 0; i < s->send; i++) sendbuf[i] = value(rank, i);
   memset(recvbuf, 0, s->recv * sizeof(float));
   MPI_Barrier(MPI_COMM_WORLD);
   run(op, s);
   long wrong = 0;
   for (long i = 0; i < s->recv && ((op != REDUCE && op != GATHER) || rank == 0); i++) {
     float want;
+    if (is_block_op(op)) {
+      if (recvbuf[i] != want_block(op, s, i)) wrong++;
+      continue;
+    }
     switch (op) {
-      case ALLGATHER: case GATHER: want = value((int)(i / s->count), i % s->count); break;
-      case ALLTOALL: want = value((int)(i / s->count), rank * s->count + i % s->count); break;
-      case SCATTER: want = value(0, rank * s->count + i); break;
+      case ALLGATHER: want = value((int)(i / s->count), i % s->count); break;
       case REDUCESCATTER: want = sum_over_ranks(rank * s->count + i); break;
       case BROADCAST: want = value(0, i); break;
-      case ALLTOALL: want = value((int)(i / s->count), rank * s->count + i % s->count); break;
       default: want = sum_over_ranks(i);
     }
     if (recvbuf[i] != want) wrong++;
@@ -177,6 +230,9 @@ static double bus_factor(int op) {
   if (op == ALLGATHER || op == REDUCESCATTER || op == ALLTOALL || op == GATHER || op == SCATTER) return (double)(nranks - 1) / nranks;
   return 1.0;
 }
+
+/* Messages one call sends one after the other: a ping-pong's time is per message. */
+static int legs(int op) { return op == PINGPONG ? 2 : 1; }
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
@@ -217,7 +273,7 @@ int main(int argc, char **argv) {
       double mean = (MPI_Wtime() - t0) * 1e6 / (double)iters;
       MPI_Reduce(&mean, &blocks[rep], 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     }
-    double worst = median(blocks, o.reps);
+    double worst = median(blocks, o.reps) / legs(o.op);
     long wrong = o.check ? check(o.op, &s) : -1;
     if (rank == 0) {
       double algbw = (double)s.bytes / (worst * 1e3);

@@ -1,12 +1,12 @@
 // The command line of `webccl perf`: nccl-tests' flags where they exist (-b -e -f -i -n -w -c
-// -d -o -r), -a for the algorithm, and the launcher's own (--ranks, --nodes, --transport, --json,
-// --plot).
+// -d -o -r), -a for the algorithm, and the launcher's own (--ranks, --nodes, --transport, --group,
+// --json, --plot).
 // Pure: parsing never touches the process, so tests can hit every branch.
 import { DTYPES, FLOAT_DTYPES, REDUCE_OPS, type Dtype, type ReduceOp } from '../../core/dtypes.js';
 import { ALGORITHMS } from '../../tuner/tuner.js';
 import { NET_ALGORITHMS, type NetAlgo } from '../../tuner/net-tuner.js';
 import type { Algo } from '../../core/layout.js';
-import { COLLECTIVES, type Collective, HAS_OP, collectiveNamed } from './collectives.js';
+import { COLLECTIVES, type Collective, HAS_OP, collectiveNamed, ranksNeeded } from './collectives.js';
 
 export class PerfUsageError extends Error {
   override readonly name = 'PerfUsageError';
@@ -36,8 +36,10 @@ export interface PerfOptions {
   ops: ReduceOp[];
   root: number;
   algo: Algo | NetAlgo | undefined;
-  /** Ranks in all. */
+  /** Ranks in all (the world). */
   ranks: number;
+  /** --group N: the collective runs on a group of world ranks 0..N−1 (made with createGroup); the others idle. */
+  group: number | undefined;
   /** Nodes (processes) the ranks are spread over, ranks / nodes worker threads each; 1 with shm. */
   nodes: number;
   transport: Transport;
@@ -61,10 +63,14 @@ export const PERF_USAGE = `usage: webccl perf <${COLLECTIVES.join('|')}> [option
   -d, --datatype T         ${DTYPES.join(' ')} (or float, double, half, bfloat16, int32, ...), a
                            comma list, or all (default f32)
   -o, --op OP              ${REDUCE_OPS.join(' ')}, a comma list, or all (default sum)
-  -r, --root R             root of broadcast and reduce (default 0)
+  -r, --root R             root of broadcast, reduce, gather and scatter (default 0; a rank of
+                           the --group when one is given)
   -a, --algo A             allreduce algorithm (default auto): ${ALGORITHMS.join(' ')} with shm,
                            ${NET_ALGORITHMS.join(' ')} with tcp
       --ranks N            ranks in all (default 2)
+      --group N            run the collective on a group of the first N ranks (world ranks
+                           0..N-1, made with createGroup); the other ranks idle until the end;
+                           the rows are the group's (busbw with n = N)
       --transport T        shm (default): the ranks are worker threads of one process sharing
                            memory; tcp: they are spread over --nodes processes joined over TCP
                            loopback, ranks/nodes threads sharing memory in each
@@ -76,8 +82,10 @@ export const PERF_USAGE = `usage: webccl perf <${COLLECTIVES.join('|')}> [option
   -h, --help               show this text
 
 Time is the slowest rank's mean time per iteration, with a barrier before each timed block.
-busbw follows nccl-tests: allreduce 2(n-1)/n, allgather and reducescatter (n-1)/n of the total
-size, broadcast and reduce 1.`;
+busbw follows nccl-tests: allreduce 2(n-1)/n, allgather, reducescatter, alltoall, gather and
+scatter (n-1)/n of the total size, broadcast, reduce and sendrecv 1. sendrecv: each rank sends
+to rank+1 and receives from rank-1 at once. pingpong (2 ranks): rank 0 sends, rank 1 sends it
+back; time is half the round trip. alltoall, sendrecv and pingpong have no in-place form (N/A).`;
 
 const UNITS: Record<string, number> = { '': 1, b: 1, k: 1 << 10, m: 1 << 20, g: 1 << 30 };
 
@@ -135,7 +143,7 @@ const FLAGS: Record<string, string> = {
   '-i': 'i', '--stepbytes': 'i', '-n': 'n', '--iters': 'n', '-w': 'w', '--warmup_iters': 'w', '--warmup': 'w',
   '-c': 'c', '--check': 'c', '-d': 'd', '--datatype': 'd', '--dtype': 'd', '-o': 'o', '--op': 'o',
   '-r': 'r', '--root': 'r', '-a': 'a', '--algo': 'a', '--ranks': 'ranks', '--nodes': 'nodes', '--transport': 'transport',
-  '--buffers': 'buffers', '--json': 'json', '--plot': 'plot', '--time': 'time', '--reps': 'reps',
+  '--group': 'group', '--buffers': 'buffers', '--json': 'json', '--plot': 'plot', '--time': 'time', '--reps': 'reps',
 };
 
 /** Parses the arguments after `perf`; 'help' when -h is among them. Throws PerfUsageError. */
@@ -181,8 +189,15 @@ export function parsePerfArgs(argv: string[]): PerfOptions | 'help' {
   const warmup = num('w', 5, 0);
   const check = num('c', 1, 0, 1) === 1;
   const ranks = num('ranks', 2, 1, 64);
+  const group = get('group') ? int(get('group')!.value, '--group', 1, 64) : undefined;
+  if (group !== undefined && group > ranks) throw new PerfUsageError(`--group ${group} is larger than the world: --ranks ${ranks}`);
+  const participants = group ?? ranks;
   const root = num('r', 0, 0);
-  if (root >= ranks) throw new PerfUsageError(`-r: invalid root ${root} (root should be in the 0..${ranks - 1} range)`);
+  if (root >= participants) {
+    throw new PerfUsageError(`-r: invalid root ${root} (root should be in the 0..${participants - 1} range${group === undefined ? '' : ', a rank of the --group'})`);
+  }
+  const unfit = ranksNeeded(collective, participants);
+  if (unfit) throw new PerfUsageError(`${unfit}: give ${group === undefined ? '--ranks' : '--group'} ${collective === 'pingpong' ? '2' : 'at least 2'}`);
 
   const dtypes = parseDtypes(get('d')?.value ?? 'f32');
   let ops = HAS_OP[collective] ? parseOps(get('o')?.value ?? 'sum') : (['sum'] as ReduceOp[]);
@@ -207,7 +222,7 @@ export function parsePerfArgs(argv: string[]): PerfOptions | 'help' {
 
   return {
     collective, minBytes, maxBytes, factor, stepBytes, iters, timeSec, reps, warmup, check, dtypes, ops, root, algo,
-    ranks, nodes, transport: transport as Transport, buffers, json: get('json')?.value, plot,
+    ranks, group, nodes, transport: transport as Transport, buffers, json: get('json')?.value, plot,
   };
 }
 

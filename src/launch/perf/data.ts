@@ -8,6 +8,21 @@ import type { TypedArray } from '../../comm/buffers.js';
 
 export const PERIOD = 8;
 
+/**
+ * The data of a block that goes from rank `src` to rank `dst` (alltoall, gather, scatter,
+ * sendrecv, pingpong): the pattern of value() repeats over four ranks and every four elements,
+ * so a block delivered to the wrong rank, or taken from the wrong one, could still look right.
+ * This one differs for every (src, dst) pair of up to 11 ranks, and for every shift shorter than
+ * its period. Values 1..127 are exact in every dtype (bf16 holds integers to 256, i8 to 127).
+ */
+export const BLOCK_PERIOD = 127;
+const SRC_STRIDE = 1;
+const DST_STRIDE = 11;
+
+export function blockValue(src: number, dst: number, i: number): number {
+  return 1 + ((i + SRC_STRIDE * src + DST_STRIDE * dst) % BLOCK_PERIOD);
+}
+
 export function value(op: ReduceOp, rank: number, i: number): number {
   if (op === 'prod') return (rank + i) % PERIOD === 0 ? 2 : 1;
   return 1 + ((rank + i) % 4);
@@ -96,28 +111,44 @@ const ULP: Partial<Record<Dtype, number>> = { f64: 2 ** -50, f32: 2 ** -21, f16:
 
 /** Fills a[0..len) with value(rank, offset + k), by doubling one period. */
 export function fill(a: TypedArray, dtype: Dtype, op: ReduceOp, rank: number, offset: number): void {
-  const period = Math.min(PERIOD, a.length);
-  for (let k = 0; k < period; k++) (a as unknown as (number | bigint)[])[k] = encode(dtype, value(op, rank, offset + k));
-  for (let have = period; have < a.length; have *= 2) a.copyWithin(have, 0, Math.min(have, a.length - have));
+  fillPattern(a, dtype, PERIOD, (k) => value(op, rank, offset + k));
+}
+
+/** Fills a[0..len) with the block from `src` to `dst`: blockValue(src, dst, k). */
+export function fillBlock(a: TypedArray, dtype: Dtype, src: number, dst: number): void {
+  fillPattern(a, dtype, BLOCK_PERIOD, (k) => blockValue(src, dst, k));
+}
+
+/** Wrong elements of a received block that should hold blockValue(src, dst, ·). */
+export function countWrongBlock(a: TypedArray, dtype: Dtype, src: number, dst: number): number {
+  return countWrong(a, dtype, 'sum', 0, (i) => blockValue(src, dst, i), BLOCK_PERIOD);
+}
+
+/** Fills a[0..len) with at(k), a function of period `period`: one period written, then doubled. */
+function fillPattern(a: TypedArray, dtype: Dtype, period: number, at: (k: number) => number): void {
+  const first = Math.min(period, a.length);
+  for (let k = 0; k < first; k++) (a as unknown as (number | bigint)[])[k] = encode(dtype, at(k));
+  for (let have = first; have < a.length; have *= 2) a.copyWithin(have, 0, Math.min(have, a.length - have));
 }
 
 /**
  * Counts elements of a[0..len) that differ from `expect(offset + k)`; expect gives the real
- * value, one period is precomputed. avg is compared within a tolerance, everything else exactly.
+ * value and repeats every `period` elements, so one period is precomputed. avg is compared
+ * within a tolerance, everything else exactly.
  */
-export function countWrong(a: TypedArray, dtype: Dtype, op: ReduceOp, offset: number, expect: (i: number) => number): number {
-  const enc = Array.from({ length: PERIOD }, (_, k) => encode(dtype, expect(offset + k)));
+export function countWrong(a: TypedArray, dtype: Dtype, op: ReduceOp, offset: number, expect: (i: number) => number, period = PERIOD): number {
+  const enc = Array.from({ length: period }, (_, k) => encode(dtype, expect(offset + k)));
   const arr = a as unknown as ArrayLike<number | bigint>;
   let wrong = 0;
   if (op === 'avg') {
     const tol = ULP[dtype] ?? 0;
-    const exact = Array.from({ length: PERIOD }, (_, k) => expect(offset + k));
+    const exact = Array.from({ length: period }, (_, k) => expect(offset + k));
     for (let k = 0; k < arr.length; k++) {
-      const e = exact[k % PERIOD];
+      const e = exact[k % period];
       if (!(Math.abs(decode(dtype, arr[k]) - e) <= tol * Math.abs(e))) wrong++;
     }
     return wrong;
   }
-  for (let k = 0; k < arr.length; k++) if (arr[k] !== enc[k % PERIOD]) wrong++;
+  for (let k = 0; k < arr.length; k++) if (arr[k] !== enc[k % period]) wrong++;
   return wrong;
 }

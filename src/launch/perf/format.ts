@@ -23,14 +23,18 @@ export interface ResultRow {
   redop: string;
   root: number;
   oop: PlaceResult;
-  ip: PlaceResult;
+  /** null for a collective with no in-place form (alltoall, sendrecv, pingpong): the table prints N/A. */
+  ip: PlaceResult | null;
 }
 
 export interface PerfReport {
   tool: 'webccl perf';
   version: string;
   collective: Collective;
+  /** Ranks the collective ran on (the group's, with --group): busbw's n. */
   nranks: number;
+  /** With --group: the world's size, and the world ranks of the group (the others idled). */
+  group: { worldSize: number; worldRanks: number[] } | null;
   transport: string;
   /** Processes the ranks ran in (1 with shm), and the ranks (worker threads sharing memory) in each. */
   nodes: number;
@@ -73,20 +77,27 @@ export function tableHeader(): string[] {
   return ['#' + title.slice(1).trimEnd(), '#' + names.slice(1), ('#' + units.slice(1)).trimEnd()];
 }
 
-const place = (p: PlaceResult) => [p.time_us.toFixed(2), p.algbw.toFixed(2), p.busbw.toFixed(2), p.wrong === null ? 'N/A' : String(p.wrong)];
+const place = (p: PlaceResult | null) => (p === null
+  ? ['N/A', 'N/A', 'N/A', 'N/A']
+  : [p.time_us.toFixed(2), p.algbw.toFixed(2), p.busbw.toFixed(2), p.wrong === null ? 'N/A' : String(p.wrong)]);
+
+/** The placements a row was measured in. */
+const measured = (r: ResultRow): PlaceResult[] => (r.ip === null ? [r.oop] : [r.oop, r.ip]);
 
 export function formatRow(r: ResultRow): string {
   return cols([String(r.size), String(r.count), r.type, r.redop, String(r.root), ...place(r.oop), ...place(r.ip)], WIDTHS);
 }
 
+/** Mean busbw over every measured placement of every row (nccl-tests' "Avg bus bandwidth"). */
 export function averageBusBw(rows: ResultRow[]): number {
-  if (!rows.length) return 0;
-  return rows.reduce((s, r) => s + r.oop.busbw + r.ip.busbw, 0) / (2 * rows.length);
+  const all = rows.flatMap(measured);
+  return all.length ? all.reduce((s, p) => s + p.busbw, 0) / all.length : 0;
 }
 
 export function wrongTotal(rows: ResultRow[]): number | null {
-  if (rows.some((r) => r.oop.wrong === null || r.ip.wrong === null)) return null;
-  return rows.reduce((s, r) => s + (r.oop.wrong ?? 0) + (r.ip.wrong ?? 0), 0);
+  const all = rows.flatMap(measured);
+  if (all.some((p) => p.wrong === null)) return null;
+  return all.reduce((s, p) => s + (p.wrong ?? 0), 0);
 }
 
 export function tableFooter(report: Pick<PerfReport, 'rows' | 'avgBusBw' | 'wrongTotal' | 'interrupted'>): string[] {

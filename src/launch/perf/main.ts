@@ -9,7 +9,7 @@ import { type LaunchResult, startRanks } from '../threads.js';
 import { PERF_USAGE, type PerfOptions, PerfUsageError, parsePerfArgs } from './args.js';
 import { HAS_OP } from './collectives.js';
 import { NCCL_TYPE, type PerfReport, type PlaceResult, type ResultRow, averageBusBw, formatRow, placeResult, tableFooter, tableHeader, wrongTotal } from './format.js';
-import { type PlannedRow, type Placement, type RankSpec, planRows, rankSpec } from './plan.js';
+import { type PlannedRow, type Placement, type RankSpec, placementsOf, planRows, rankSpec } from './plan.js';
 import type { RankMessage } from './rank.js';
 import { type ChartSeries, PlotUnavailableError, renderBusBwChart } from './plot.js';
 import { startNodes } from './nodes.js';
@@ -50,13 +50,22 @@ function defaultCliScript(): string {
   return fileURLToPath(new URL('./cli.js', import.meta.url));
 }
 
-/** "2 ranks (worker threads)", or across nodes "4 ranks (2 processes × 2 threads)". */
-export function describeRanks(o: Pick<PerfOptions, 'ranks' | 'nodes' | 'transport'>): string {
+/**
+ * "2 ranks (worker threads)", or across nodes "4 ranks (2 processes × 2 threads)"; with --group
+ * "…, group of 2 (world ranks 0..1; 2..3 idle)".
+ */
+export function describeRanks(o: Pick<PerfOptions, 'ranks' | 'nodes' | 'transport' | 'group'>): string {
   const ranks = `${o.ranks} rank${o.ranks === 1 ? '' : 's'}`;
-  if (o.transport === 'shm') return `${ranks} (worker threads)`;
   const per = o.ranks / o.nodes;
-  return `${ranks} (${o.nodes} processes × ${per} thread${per === 1 ? '' : 's'})`;
+  const layout = o.transport === 'shm' ? `${ranks} (worker threads)` : `${ranks} (${o.nodes} processes × ${per} thread${per === 1 ? '' : 's'})`;
+  if (o.group === undefined) return layout;
+  const span = (a: number, b: number) => (a === b ? `${a}` : `${a}..${b}`);
+  const idle = o.group < o.ranks ? `; ${span(o.group, o.ranks - 1)} idle` : '';
+  return `${layout}, group of ${o.group} (world rank${o.group === 1 ? '' : 's'} ${span(0, o.group - 1)}${idle})`;
 }
+
+/** Ranks that run the collective and post results: the group's, or the world's. */
+const participants = (o: Pick<PerfOptions, 'ranks' | 'group'>) => o.group ?? o.ranks;
 
 /** The options line that opens the table, as nccl-tests' first line. */
 export function describeRun(o: PerfOptions): string {
@@ -72,10 +81,13 @@ export function median(xs: number[]): number {
   return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
 }
 
-/** Collects the ranks' posts into rows: a row is complete when every rank posted both placements. */
+/** Collects the ranks' posts into rows: a row is complete when every participating rank posted every placement. */
 class RowCollector {
   private readonly got = new Map<number, Record<Placement, { ranks: number; maxUs: number[]; wrong: number | null; iters: number }>>();
-  constructor(private readonly o: PerfOptions, private readonly planned: PlannedRow[]) {}
+  private readonly places: readonly Placement[];
+  constructor(private readonly o: PerfOptions, private readonly planned: PlannedRow[]) {
+    this.places = placementsOf(o.collective);
+  }
 
   /** The finished row, when this post completed one. */
   add(m: Extract<RankMessage, { perf: 'result' }>): ResultRow | undefined {
@@ -87,13 +99,14 @@ class RowCollector {
     m.meanUs.forEach((us, rep) => (p.maxUs[rep] = Math.max(p.maxUs[rep] ?? 0, us)));
     p.iters = m.iters;
     if (m.wrong !== null && p.wrong !== null) p.wrong += m.wrong;
-    if (entry.oop.ranks < this.o.ranks || entry.ip.ranks < this.o.ranks) return undefined;
+    const n = participants(this.o);
+    if (this.places.some((place) => entry[place].ranks < n)) return undefined;
     this.got.delete(m.idx);
     const row = this.planned[m.idx];
-    const res = (q: typeof p): PlaceResult => placeResult(this.o.collective, this.o.ranks, row.shape.bytes, median(q.maxUs), q.wrong, q.iters);
+    const res = (q: typeof p): PlaceResult => placeResult(this.o.collective, n, row.shape.bytes, median(q.maxUs), q.wrong, q.iters);
     return {
       size: row.shape.bytes, count: row.shape.count, type: NCCL_TYPE[row.dtype], dtype: row.dtype,
-      redop: HAS_OP[this.o.collective] ? row.op : 'none', root: row.root, oop: res(entry.oop), ip: res(entry.ip),
+      redop: HAS_OP[this.o.collective] ? row.op : 'none', root: row.root, oop: res(entry.oop), ip: this.places.includes('ip') ? res(entry.ip) : null,
     };
   }
 }
@@ -101,7 +114,7 @@ class RowCollector {
 export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise<{ exitCode: number; report: PerfReport }> {
   const io = run.io ?? { stdout: process.stdout, stderr: process.stderr };
   const spec: RankSpec = rankSpec(o);
-  const planned = planRows(spec, o.ranks);
+  const planned = planRows(spec, participants(o));
   const rows: ResultRow[] = [];
   const collector = new RowCollector(o, planned);
   const tty = !!io.stderr.isTTY;
@@ -170,7 +183,8 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
   clearProgress();
 
   const report: PerfReport = {
-    tool: 'webccl perf', version: packageVersion(), collective: o.collective, nranks: o.ranks, transport: o.transport,
+    tool: 'webccl perf', version: packageVersion(), collective: o.collective, nranks: participants(o),
+    group: o.group === undefined ? null : { worldSize: o.ranks, worldRanks: Array.from({ length: o.group }, (_, r) => r) }, transport: o.transport,
     nodes: o.nodes, ranksPerNode: o.ranks / o.nodes,
     buffers: o.buffers, algo: o.algo ?? 'auto', warmup: o.warmup, iters: o.iters ?? 'auto', timeSec: o.timeSec, reps: o.reps, check: o.check,
     date: new Date().toISOString(), host: { node: process.version, cpus: availableParallelism(), platform: `${process.platform}-${process.arch}` },
@@ -189,7 +203,8 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
   if (o.json) writeFileSync(o.json, JSON.stringify(report, null, 2) + '\n');
   if (o.plot && rows.length) {
     try {
-      writeFileSync(o.plot, await renderBusBwChart(reportSeries(report), `${o.collective}, ${o.transport === 'tcp' ? `${describeRanks(o)} over tcp` : `${o.ranks} ranks`}, ${report.rows[0]?.type ?? ''}: bus bandwidth`));
+      const who = o.transport === 'tcp' || o.group !== undefined ? describeRanks(o) : `${o.ranks} ranks`;
+      writeFileSync(o.plot, await renderBusBwChart(reportSeries(report), `${o.collective}, ${who}${o.transport === 'tcp' ? ' over tcp' : ''}, ${report.rows[0]?.type ?? ''}: bus bandwidth`));
     } catch (e) {
       if (!(e instanceof PlotUnavailableError)) throw e;
       io.stderr.write(`webccl perf: --plot: ${e.message}\n`);
@@ -208,10 +223,9 @@ export function reportSeries(r: PerfReport, label = `webccl ${r.transport}`): Ch
   return keys.flatMap((k) => {
     const rows = r.rows.filter((x) => `${x.type} ${x.redop}` === k);
     const tag = multi ? ` ${k}` : '';
-    return [
-      { label: `${label}${tag} out-of-place`, points: rows.map((x) => ({ size: x.size, busbw: x.oop.busbw })) },
-      { label: `${label}${tag} in-place`, points: rows.map((x) => ({ size: x.size, busbw: x.ip.busbw })) },
-    ];
+    const oop = { label: `${label}${tag} out-of-place`, points: rows.map((x) => ({ size: x.size, busbw: x.oop.busbw })) };
+    const ip = rows.filter((x) => x.ip !== null).map((x) => ({ size: x.size, busbw: x.ip!.busbw }));
+    return ip.length ? [oop, { label: `${label}${tag} in-place`, points: ip }] : [oop];
   });
 }
 

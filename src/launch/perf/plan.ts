@@ -3,7 +3,7 @@
 import { FLOAT_DTYPES, type Dtype, type ReduceOp } from '../../core/dtypes.js';
 import type { Algo } from '../../core/layout.js';
 import type { NetAlgo } from '../../tuner/net-tuner.js';
-import { type Collective, HAS_ROOT, type Shape, shapeOf, sweepSizes } from './collectives.js';
+import { type Collective, HAS_IN_PLACE, HAS_ROOT, type Shape, shapeOf, sweepSizes } from './collectives.js';
 import type { PerfOptions } from './args.js';
 
 /** What the ranks need of the options (structured-clonable, passed as one JSON argument). */
@@ -20,6 +20,8 @@ export interface RankSpec {
   warmup: number;
   check: boolean;
   buffers: 'shm' | 'js';
+  /** Ranks of the group the collective runs on (world ranks 0..group−1); undefined: the world. */
+  group: number | undefined;
 }
 
 export interface PlannedRow {
@@ -33,11 +35,16 @@ export interface PlannedRow {
 export const PLACEMENTS = ['oop', 'ip'] as const;
 export type Placement = (typeof PLACEMENTS)[number];
 
+/** The placements a collective is timed in: out-of-place, and in-place where it has that form. */
+export function placementsOf(coll: Collective): readonly Placement[] {
+  return HAS_IN_PLACE[coll] ? PLACEMENTS : ['oop'];
+}
+
 export function rankSpec(o: PerfOptions): RankSpec {
   return {
     collective: o.collective, sizes: sweepSizes(o.minBytes, o.maxBytes, o.factor, o.stepBytes), dtypes: o.dtypes,
     ops: o.ops, root: o.root, algo: o.algo, iters: o.iters, timeSec: o.timeSec, reps: o.reps, warmup: o.warmup, check: o.check,
-    buffers: o.buffers,
+    buffers: o.buffers, group: o.group,
   };
 }
 

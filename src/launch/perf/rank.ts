@@ -6,11 +6,15 @@
 //   barrier, then n calls back to back, each completed with waitSync(): no promise per call
 //   (--reps R: R such blocks). Across nodes an op completes on the event loop, so there each
 //   call is awaited instead, one after the other.
-//   post this rank's mean time per call; the launcher keeps the slowest rank's (the median
-//   over blocks of the slowest rank's, with --reps)
+//   post this rank's mean time per call (pingpong: per message, half a call); the launcher
+//   keeps the slowest rank's (the median over blocks of the slowest rank's, with --reps)
 //   with -c 1: refill with closed-form data, run once, count wrong elements, post them
 //
-// Buffers are allocated once, at the largest row, and every row uses a prefix of them.
+// A call is one or more phases (cases.ts): sendrecv's recv and send complete together, pingpong's
+// send and recv one after the other. Buffers are allocated once, at the largest row, and every
+// row uses a prefix of them.
+// With --group N every rank first calls createGroup([0..N−1]); the members run the sweep on the
+// group, the others wait in a world barrier at the end (blocked, not spinning).
 import { parentPort } from 'node:worker_threads';
 // The Node entry: only it can join a world across nodes (sockets).
 import { RANK_INIT, initCommGroup } from '../../node.js';
@@ -18,8 +22,10 @@ import type { Communicator } from '../../comm/communicator.js';
 import type { BufferArg, TypedArray } from '../../comm/buffers.js';
 import type { Work } from '../../comm/work.js';
 import { ARRAY_OF, DTYPE_SIZE, type Dtype } from '../../core/dtypes.js';
-import { countWrong, fill, reduced, value } from './data.js';
-import { type PlannedRow, type Placement, type RankSpec, PLACEMENTS, planRows } from './plan.js';
+import { MAX_TIMEOUT_MS } from '../../core/options.js';
+import { LEGS } from './collectives.js';
+import { type Case, makeCase, view } from './cases.js';
+import { type Placement, type RankSpec, placementsOf, planRows } from './plan.js';
 
 /** Messages a rank posts to the launcher. */
 export type RankMessage =
@@ -31,84 +37,6 @@ export type RankMessage =
 
 export const AUTO_MIN_ITERS = 5;
 export const AUTO_MAX_ITERS = 20000;
-
-interface Case {
-  /** One call of the collective. */
-  run: () => Work;
-  /** Refills the buffers with closed-form data (and clears the output) before the checked call. */
-  prepare: () => void;
-  /** Wrong elements on this rank after the checked call. */
-  wrong: () => number;
-}
-
-function view(base: TypedArray, dtype: Dtype, start: number, count: number): { arr: TypedArray; arg: BufferArg } {
-  const arr = base.subarray(start, start + count) as TypedArray;
-  return { arr, arg: dtype === 'bf16' || dtype === 'f16' ? { data: arr as Uint16Array, dtype } : arr };
-}
-
-/** The out-of-place or in-place case of one row on this rank. */
-function makeCase(comm: Communicator, spec: RankSpec, row: PlannedRow, place: Placement, sendBase: TypedArray, recvBase: TypedArray): Case {
-  const { rank, size: n } = comm;
-  const { dtype, op, root, shape } = row;
-  const count = shape.count;
-  // Each collective gets only the options it takes (it refuses the others); -a is allreduce's.
-  const opts = { op, algo: spec.algo };
-  const zero = (a: TypedArray) => (a instanceof BigInt64Array ? a.fill(0n) : (a as Float64Array).fill(0));
-  const sum = (i: number) => reduced(op, n, i);
-  const ip = place === 'ip';
-  const send = view(sendBase, dtype, 0, shape.sendCount);
-  const recv = view(recvBase, dtype, 0, shape.recvCount);
-
-  switch (spec.collective) {
-    case 'allreduce': {
-      const o = ip ? opts : { ...opts, out: recv.arg };
-      const x = ip ? recv : send;
-      return {
-        run: () => comm.allReduce(x.arg, o),
-        prepare: () => { fill(x.arr, dtype, op, rank, 0); if (!ip) zero(recv.arr); },
-        wrong: () => countWrong(recv.arr, dtype, op, 0, sum),
-      };
-    }
-    case 'allgather': {
-      const mine = ip ? view(recvBase, dtype, rank * count, count) : send;
-      return {
-        run: () => comm.allGather(recv.arg, mine.arg),
-        prepare: () => { zero(recv.arr); fill(mine.arr, dtype, 'sum', rank, 0); },
-        wrong: () => {
-          let w = 0;
-          for (let j = 0; j < n; j++) w += countWrong(recv.arr.subarray(j * count, (j + 1) * count) as TypedArray, dtype, 'sum', 0, (i) => value('sum', j, i));
-          return w;
-        },
-      };
-    }
-    case 'reducescatter': {
-      const out = ip ? view(sendBase, dtype, rank * count, count) : recv;
-      return {
-        run: () => comm.reduceScatter(out.arg, send.arg, { op }),
-        prepare: () => { fill(send.arr, dtype, op, rank, 0); if (!ip) zero(recv.arr); },
-        wrong: () => countWrong(out.arr, dtype, op, rank * count, sum),
-      };
-    }
-    case 'broadcast': {
-      const o = ip ? { root } : { root, out: recv.arg };
-      const x = ip ? recv : send;
-      return {
-        run: () => comm.broadcast(x.arg, o),
-        prepare: () => { fill(x.arr, dtype, 'sum', rank, 0); if (!ip) zero(recv.arr); },
-        wrong: () => countWrong(recv.arr, dtype, 'sum', 0, (i) => value('sum', root, i)),
-      };
-    }
-    case 'reduce': {
-      const o = ip ? { op, root } : { op, root, out: recv.arg };
-      const x = ip ? recv : send;
-      return {
-        run: () => comm.reduce(x.arg, o),
-        prepare: () => { fill(x.arr, dtype, op, rank, 0); if (!ip) zero(recv.arr); },
-        wrong: () => (rank === root ? countWrong(recv.arr, dtype, op, 0, sum) : 0),
-      };
-    }
-  }
-}
 
 /**
  * How this rank completes ops. On one node: waitSync(), no promise per call (what the shm
@@ -124,14 +52,27 @@ interface Completion {
 
 const BLOCKING: Completion = {
   calls(c, calls) {
-    for (let k = 0; k < calls; k++) c.run().waitSync();
+    const phases = c.phases;
+    for (let k = 0; k < calls; k++) {
+      for (let p = 0; p < phases.length; p++) {
+        const w = phases[p]();
+        if (Array.isArray(w)) for (const x of w) x.waitSync();
+        else w.waitSync();
+      }
+    }
   },
   one: (w) => w.waitSync(),
 };
 
 const AWAITING: Completion = {
   async calls(c, calls) {
-    for (let k = 0; k < calls; k++) await c.run();
+    for (let k = 0; k < calls; k++) {
+      for (const phase of c.phases) {
+        const w = phase();
+        if (Array.isArray(w)) for (const x of w) await x;
+        else await w;
+      }
+    }
   },
   one: async (w) => {
     await w;
@@ -149,7 +90,7 @@ async function agreedMeanUs(comm: Communicator, how: Completion, c: Case, calls:
 
 /** Times one case; returns this rank's mean µs per call in each timed block, and the iteration count all ranks used. */
 async function timeCase(comm: Communicator, how: Completion, spec: RankSpec, c: Case): Promise<{ meanUs: number[]; iters: number }> {
-  await how.one(c.run()); // first call: buffers touched, code compiled, untimed
+  await how.calls(c, 1); // first call: buffers touched, code compiled, untimed
   let iters = spec.iters ?? 0;
   if (spec.iters === undefined) {
     // Size the timed block in two steps: the warm-up calls give a rough figure, then about
@@ -178,9 +119,31 @@ function allocate(comm: Communicator, spec: RankSpec, dtype: Dtype, count: numbe
   return { arr: ('data' in arg ? arg.data : arg) as TypedArray, arg };
 }
 
+/** How long the ranks outside a --group wait for the members' sweep (a deadline all the same). */
+const IDLE_DEADLINE_MS = MAX_TIMEOUT_MS;
+
 export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): Promise<void> {
-  const comm = await initCommGroup();
+  const world = await initCommGroup();
+  if (spec.group === undefined) {
+    await sweep(world, spec, post);
+    await world.barrier();
+    return;
+  }
+  const group = await world.createGroup(Array.from({ length: spec.group }, (_, r) => r));
+  if (group) {
+    await sweep(group, spec, post);
+    await group.barrier();
+    group.destroy();
+  }
+  // Awaited: on one node the wait blocks the thread (after a short spin), so an idle rank takes
+  // no CPU from the group's.
+  await world.barrier({ timeoutMs: IDLE_DEADLINE_MS });
+}
+
+/** The whole sweep on `comm` (the world, or the --group). */
+async function sweep(comm: Communicator, spec: RankSpec, post: (m: RankMessage) => void): Promise<void> {
   const how = comm.acrossNodes ? AWAITING : BLOCKING;
+  const legs = LEGS[spec.collective];
   const rows = planRows(spec, comm.size);
   for (const dtype of spec.dtypes) {
     const mine = rows.filter((r) => r.dtype === dtype);
@@ -193,7 +156,7 @@ export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): P
       await how.calls(makeCase(comm, spec, row, 'oop', send.arr, recv.arr), calls);
     }
     for (const row of mine) {
-      for (const place of PLACEMENTS) {
+      for (const place of placementsOf(spec.collective)) {
         if (comm.rank === 0) post({ perf: 'start', idx: row.idx, place });
         const c = makeCase(comm, spec, row, place, send.arr, recv.arr);
         c.prepare();
@@ -202,10 +165,10 @@ export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): P
         if (spec.check) {
           c.prepare();
           await how.one(comm.barrier());
-          await how.one(c.run());
+          await how.calls(c, 1);
           wrong = c.wrong();
         }
-        post({ perf: 'result', idx: row.idx, place, meanUs, iters, wrong });
+        post({ perf: 'result', idx: row.idx, place, meanUs: meanUs.map((us) => us / legs), iters, wrong });
       }
     }
     if (spec.buffers === 'shm') {
@@ -213,7 +176,6 @@ export async function runRank(spec: RankSpec, post: (m: RankMessage) => void): P
       comm.free(recv.arg);
     }
   }
-  await comm.barrier();
 }
 
 // Started by the launcher (which leaves the rank's identity under this symbol): the spec is the

@@ -1,7 +1,7 @@
 // The command line of `webccl simulate`: nccl-tests' sweep flags (-b -e -f -i -d -r), -a for the
 // algorithm (or all), and the simulated network's shape and links.
 // Pure: parsing never touches the process, so tests can hit every branch.
-import { COLLECTIVES, type Collective, collectiveNamed } from '../perf/collectives.js';
+import { collectiveNamed } from '../perf/collectives.js';
 import { PerfUsageError, parseSize } from '../perf/args.js';
 import { SIM_ALGORITHMS, SIM_DTYPES, type SimDtype } from '../../sim/index.js';
 
@@ -9,11 +9,11 @@ export class SimUsageError extends Error {
   override readonly name = 'SimUsageError';
 }
 
-/** Collectives webccl perf does not sweep yet, and the barrier. */
-const MORE = ['alltoall', 'gather', 'scatter', 'barrier'] as const;
-export type SimCollectiveName = Collective | (typeof MORE)[number];
-const ALL_NAMES = [...COLLECTIVES, ...MORE];
-const MORE_ALIASES: Record<string, SimCollectiveName> = { alltoall: 'alltoall', all_to_all: 'alltoall', 'all-to-all': 'alltoall', gather: 'gather', scatter: 'scatter', barrier: 'barrier' };
+/** The collectives the simulator runs (perf's names; send/recv and ping-pong are not simulated). */
+export type SimCollectiveName = keyof typeof SIM_ALGORITHMS;
+const ALL_NAMES = Object.keys(SIM_ALGORITHMS) as SimCollectiveName[];
+const simulated = (name: string | undefined): SimCollectiveName | undefined => (name && (ALL_NAMES as string[]).includes(name) ? (name as SimCollectiveName) : undefined);
+const MORE_ALIASES: Record<string, SimCollectiveName> = { barrier: 'barrier' };
 
 export interface SimulateOptions {
   collective: SimCollectiveName;
@@ -123,7 +123,7 @@ export function parseSimulateArgs(argv: string[]): SimulateOptions | 'help' {
     if (arg === '-h' || arg === '--help') return 'help';
     if (!arg.startsWith('-') || arg === '-') {
       if (collective) throw new SimUsageError(`unexpected argument ${JSON.stringify(arg)} (the collective is already ${collective})`);
-      const named = MORE_ALIASES[arg.toLowerCase()] ?? collectiveNamed(arg);
+      const named = MORE_ALIASES[arg.toLowerCase()] ?? simulated(collectiveNamed(arg));
       if (!named) throw new SimUsageError(`unknown collective ${JSON.stringify(arg)} (expected ${ALL_NAMES.join(', ')})`);
       collective = named;
       continue;
