@@ -25,6 +25,10 @@ export interface RankContext {
   tryPolls: number;
   /** Microseconds a waiting JS loop (point-to-point) spins before blocking. */
   spinUs: number;
+  /** Flag polls this thread makes per microsecond (measured once, when it joins). */
+  pollsPerUs: number;
+  /** The spin budget was given (option or WEBCCL_SPIN_US) rather than chosen from ranks and cores. */
+  spinGiven: boolean;
   canBlock: boolean;
   cores: number;
   /** Every SharedArrayBuffer object seen for the node memory (one per growth). */
@@ -77,18 +81,28 @@ export function joinNode(node: NodeHandle, rank: number, options?: JoinOptions):
   const ctx: RankContext = {
     core, heap: new NodeHeap(node.memory, { canBlock, rank }), comm: node.world, rank, size: node.nranks, slotBytes: node.slotBytes,
     localOf: Array.from({ length: node.nranks }, (_, r) => r),
-    spinPolls: 0, tryPolls: 0, spinUs: 0, canBlock, cores, sharedBuffers: new Set([node.memory.buffer]),
+    spinPolls: 0, tryPolls: 0, spinUs: 0, pollsPerUs: 1, spinGiven: false, canBlock, cores, sharedBuffers: new Set([node.memory.buffer]),
   };
   // Spin in time, not in polls: measure how fast this thread polls a flag.
   // With a core per rank, spinning costs nobody anything and a sleeping rank takes ~40 us to
   // wake; with more ranks than cores, a spinning rank steals the CPU from the one it waits for.
-  const spinUs = opts.spinUs ?? envNumber('WEBCCL_SPIN_US') ?? (node.nranks > cores ? OVERSUBSCRIBED_SPIN_US : DEDICATED_SPIN_US);
-  ctx.spinUs = spinUs;
-  const perUs = pollsPerMicrosecond(ctx);
-  ctx.spinPolls = Math.round(spinUs * perUs);
-  ctx.tryPolls = Math.round(Math.min(spinUs, TRY_SPIN_US) * perUs);
+  const given = opts.spinUs ?? envNumber('WEBCCL_SPIN_US');
+  ctx.spinGiven = given !== undefined;
+  ctx.pollsPerUs = pollsPerMicrosecond(ctx);
+  setSpin(ctx, given ?? defaultSpinUs(node.nranks, cores));
+  const spinUs = ctx.spinUs;
   log('INFO', `rank ${rank}/${node.nranks}: ${core.simd ? 'simd' : 'scalar'} wasm, ${cores} cores, spin ${spinUs} us = ${ctx.spinPolls} polls, slot ${node.slotBytes} B, ${ctx.canBlock ? 'blocking' : 'async'} waits`);
   return ctx;
+}
+
+/** The spin budget for `nranks` ranks of a communicator sharing `cores` cores. */
+export const defaultSpinUs = (nranks: number, cores: number): number => (nranks > cores ? OVERSUBSCRIBED_SPIN_US : DEDICATED_SPIN_US);
+
+/** Sets the context's spin budget (µs) and the polls it takes. */
+export function setSpin(ctx: RankContext, spinUs: number): void {
+  ctx.spinUs = spinUs;
+  ctx.spinPolls = Math.round(spinUs * ctx.pollsPerUs);
+  ctx.tryPolls = Math.round(Math.min(spinUs, TRY_SPIN_US) * ctx.pollsPerUs);
 }
 
 function pollsPerMicrosecond(ctx: RankContext): number {

@@ -3,7 +3,7 @@
 // and hands its address to the others; each member releases it when it destroys its
 // communicator, and the last to do so frees it.
 import { C, NODE_BASE, commBlockBytes } from '../core/layout.js';
-import type { RankContext } from './context.js';
+import { type RankContext, defaultSpinUs, setSpin } from './context.js';
 
 /** A zeroed block for `nranks` ranks with the node's slot size, its header filled in. */
 export function allocCommBlock(ctx: RankContext, nranks: number): number {
@@ -24,7 +24,13 @@ export function releaseCommBlock(ctx: RankContext, addr: number, nranks: number)
   if (Atomics.add(i32, (addr + C.RELEASED) >> 2, 1) + 1 === nranks) ctx.heap.free(addr);
 }
 
-/** A rank's context for the group block at `addr`: its rank there and the node rank of every member. */
+/**
+ * A rank's context for the group block at `addr`: its rank there and the node rank of every
+ * member. Its spin budget is the group's own (a 2-rank group of a 4-rank world on 2 cores spins
+ * as 2 ranks do), unless one was given.
+ */
 export function groupContext(ctx: RankContext, addr: number, rank: number, localOf: number[]): RankContext {
-  return { ...ctx, comm: addr, rank, size: localOf.length, localOf };
+  const g: RankContext = { ...ctx, comm: addr, rank, size: localOf.length, localOf };
+  if (!ctx.spinGiven) setSpin(g, defaultSpinUs(g.size, ctx.cores));
+  return g;
 }
