@@ -10,7 +10,7 @@ import { COMMUNICATOR_OPTIONS } from './comm/options.js';
 import type { BufferArg } from './comm/buffers.js';
 import type { Work } from './comm/work.js';
 import { type OptionSpec, anything, checkOptions, integer, showValue } from './core/options.js';
-import { MAX_RANKS } from './core/layout.js';
+import { MAX_RANKS } from './core/shm-map.js';
 import type { WorldInit } from './bootstrap/world.js';
 import type { TlsFiles } from './core/config.js';
 

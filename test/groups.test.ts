@@ -6,7 +6,7 @@ import { netRanks, destroyAll } from './helpers/net-world.js';
 import { Communicator } from '../src/comm/communicator.js';
 import { createNode, leaveNode } from '../src/core/node.js';
 import { joinNode } from '../src/comm/context.js';
-import { N, NODE_BASE } from '../src/core/layout.js';
+import { N, NODE_BASE } from '../src/core/shm-map.js';
 
 /** Every rank forms its group at once (they share this thread). */
 const formAll = (comms: Communicator[], f: (c: Communicator, r: number) => Promise<Communicator | null>) => Promise.all(comms.map(f));

@@ -4,7 +4,7 @@
 // once lost (a view older than another rank's memory.grow) runs on 8 thread ranks at the end.
 import { afterEach, describe, expect, it } from 'vitest';
 import { HEAP_LIMIT, NodeHeap } from '../src/core/heap.js';
-import { N, NODE_BASE } from '../src/core/layout.js';
+import { N, NODE_BASE } from '../src/core/shm-map.js';
 import { createNode } from '../src/core/node.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { runScenario } from './helpers/threads.js';

@@ -11,7 +11,7 @@ import { createNode, leaveNode } from '../src/core/node.js';
 import { joinNode } from '../src/comm/context.js';
 import { Communicator } from '../src/comm/communicator.js';
 import { boundedUtf8 } from '../src/core/reason-text.js';
-import { REASON_BYTES } from '../src/core/layout.js';
+import { REASON_BYTES } from '../src/core/shm-map.js';
 import { freePort } from '../src/launch/children.js';
 import { settleAll, together } from './helpers/inproc.js';
 import { runScenario } from './helpers/threads.js';

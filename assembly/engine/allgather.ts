@@ -6,7 +6,7 @@
 // A rank whose input is a comm.alloc() buffer is read in place instead (in-place-read.ts):
 // when every input is, each rank copies the n blocks straight from the peers' inputs in one
 // step (n·S bytes copied per rank, once), then one synchronisation releases the buffers.
-import { D_COMM, D_COUNT, D_NRANKS, ST_DONE, field, slotAddr } from './layout';
+import { D_COMM, D_COUNT, D_NRANKS, ST_DONE, field, slotAddr } from './shm-map';
 import { chunkLoop, claim } from './chunk-loop';
 import { chunkLen, chunkOff } from './step';
 import { elemSize, stageOut, stageOwnChunk } from './stage';

@@ -12,7 +12,7 @@ import {
   D_BASE, D_CHUNK, D_COMM, D_COUNT, D_ERR, D_ERR_RANK_A, D_ERR_RANK_B, D_ERR_VAL_A, D_ERR_VAL_B, D_MODE, D_NCHUNKS,
   D_NRANKS, D_PHASE, D_RANK, D_STEPS_USED, D_TABLE, E_SIZE_MISMATCH, ST_DONE, ST_ERROR, field, scratchAddr,
   setField, slotAddr,
-} from './layout';
+} from './shm-map';
 import { checkSignatures, post, stepNo, waitAll, writeSignature } from './sync';
 import { P_STAGE, P_WAIT, setPhase } from './step';
 import { M_DIRECT, modeOf, setMode } from './in-place-read';

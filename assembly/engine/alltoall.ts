@@ -7,7 +7,7 @@
 // input is, each rank copies its n blocks straight from the peers' inputs in one step, then
 // one synchronisation releases the buffers (n·S/n = S bytes copied per rank, once).
 // Per-peer counts add a first step that publishes and checks them (alltoall-counts.ts).
-import { D_CHUNK, D_COMM, D_COUNT, D_MODE, D_NRANKS, D_RANK, ST_DONE, field, slotAddr } from './layout';
+import { D_CHUNK, D_COMM, D_COUNT, D_MODE, D_NRANKS, D_RANK, ST_DONE, field, slotAddr } from './shm-map';
 import { chunkLoop, claim } from './chunk-loop';
 import { elemSize, stageIn, stageOut } from './stage';
 import { M_UNDECIDED, chunksDone, finalSync, modeOf, peerInput, pieceLen, setMode, stagesOwnInput } from './in-place-read';

@@ -9,7 +9,7 @@
 // An algorithm supplies the three hooks. A hook that issues copy requests claims each piece
 // first (claim), so that when the loop resumes after JS served a request, it goes on with the
 // next piece instead of asking again.
-import { D_MODE, D_PHASE, D_STEP, D_SUB, ST_DONE, field, setField } from './layout';
+import { D_MODE, D_PHASE, D_STEP, D_SUB, ST_DONE, field, setField } from './shm-map';
 import { checkSignatures, post, stepNo, waitAll, writeSignature } from './sync';
 import { P_NEXT, P_OUT, P_POST, P_STAGE, P_WAIT, nextChunk, setPhase } from './step';
 

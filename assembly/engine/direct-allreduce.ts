@@ -4,7 +4,7 @@
 // each rank reduces all n slots in one pass (reduceK) into its own output. One
 // synchronisation per chunk, so it is the small-message algorithm. Per rank and chunk of
 // C bytes: C copied in, n·C read, C written.
-import { ST_DONE } from './layout';
+import { ST_DONE } from './shm-map';
 import { chunkLoop } from './chunk-loop';
 import { chunkLen } from './step';
 import { outputResult, reduceSlots, resultAddr, stageOwnChunk } from './stage';

@@ -8,7 +8,7 @@
 //   elements), unless its input is shared; once all have posted, rank i copies piece i to its
 //   output. Per chunk: C in at the root, C/n out on every rank. With a shared root input every
 //   rank copies its whole block from it in one step.
-import { D_COMM, D_COUNT, D_NRANKS, D_RANK, D_ROOT, ST_DONE, field, slotAddr } from './layout';
+import { D_COMM, D_COUNT, D_NRANKS, D_RANK, D_ROOT, ST_DONE, field, slotAddr } from './shm-map';
 import { chunkLoop, claim } from './chunk-loop';
 import { chunkLen, chunkOff } from './step';
 import { elemSize, stageIn, stageOut, stageOwnChunk } from './stage';

@@ -12,7 +12,7 @@
 import {
   D_CHUNK, D_COUNT, D_IN, D_MODE, D_NCHUNKS, D_PHASE, D_SEQ, D_STEP, D_STEPS_USED, S_IN, ST_DONE,
   commOf, field, setField, sigAddr,
-} from './layout';
+} from './shm-map';
 import { post, stepNo, waitAll } from './sync';
 import { P_STAGE, P_WAIT, setPhase } from './step';
 

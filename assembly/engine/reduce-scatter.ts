@@ -4,7 +4,7 @@
 // over all ranks. Per chunk (C elements of every block): every rank copies its n pieces into
 // its slot and posts; once all have posted, rank i reduces piece i of every slot into its
 // output. Per rank and chunk: n·C copied in, n·C read, C written; one synchronisation.
-import { D_COMM, D_COUNT, D_NRANKS, D_RANK, ST_DONE, field, slotAddr } from './layout';
+import { D_COMM, D_COUNT, D_NRANKS, D_RANK, ST_DONE, field, slotAddr } from './shm-map';
 import { chunkLoop, claim } from './chunk-loop';
 import { chunkLen, chunkOff } from './step';
 import { elemSize, outputResult, reduceSlots, resultAddr, stageIn } from './stage';

@@ -7,7 +7,7 @@
 // reduce: every rank copies its chunk into its slot; the root reduces all slots into its
 //   output (a direct allReduce whose result only the root keeps).
 // barrier: one step with no data.
-import { D_COMM, D_IN_PLACE, D_RANK, D_ROOT, ST_DONE, field, slotAddr } from './layout';
+import { D_COMM, D_IN_PLACE, D_RANK, D_ROOT, ST_DONE, field, slotAddr } from './shm-map';
 import { chunkLoop, claim, noHook } from './chunk-loop';
 import { chunkLen, chunkOff } from './step';
 import { outputResult, reduceSlots, resultAddr, stageOut, stageOwnChunk } from './stage';

@@ -4,7 +4,7 @@
 import {
   A_TWOSHOT, D_ALGO, D_KIND, K_ALLGATHER, K_ALLREDUCE, K_ALLTOALL, K_BARRIER, K_BROADCAST, K_GATHER, K_REDUCE,
   K_REDUCESCATTER, K_SCATTER, ST_ERROR, field,
-} from './layout';
+} from './shm-map';
 import { directAllReduce } from './direct-allreduce';
 import { twoshotAllReduce } from './twoshot-allreduce';
 import { directAllGather } from './allgather';

@@ -7,7 +7,7 @@ import { reduceK, scale } from '../kernels/api';
 import {
   D_CHUNK, D_COMM, D_DTYPE, D_IN, D_IO_ADDR, D_IO_LEN, D_IO_OFF, D_NRANKS, D_OP, D_OUT, D_RANK, D_TABLE,
   ST_DONE, ST_NEED_IN, ST_NEED_OUT, field, scratchAddr, setField, slotAddr,
-} from './layout';
+} from './shm-map';
 import { claim } from './chunk-loop';
 import { chunkLen, chunkOff } from './step';
 

@@ -1,6 +1,6 @@
 // Bookkeeping shared by the step loops: where a chunk starts and ends, moving to the next
 // step, and finishing the op.
-import { D_CHUNK, D_COUNT, D_NCHUNKS, D_PHASE, D_STEP, D_STEPS_USED, D_SUB, ST_DONE, field, setField } from './layout';
+import { D_CHUNK, D_COUNT, D_NCHUNKS, D_PHASE, D_STEP, D_STEPS_USED, D_SUB, ST_DONE, field, setField } from './shm-map';
 
 // Phases inside one step; a loop resumes at the phase it stored before handing back to JS.
 export const P_STAGE: u32 = 0; // copy this rank's contribution into its slot

@@ -14,7 +14,7 @@ import {
   D_COMM, D_ERR, D_ERR_FIELD, D_ERR_RANK_A, D_ERR_RANK_B, D_ERR_VAL_A,
   D_ERR_VAL_B, D_NRANKS, D_RANK, D_SEQ, D_SPIN, D_STEPS_USED, D_WAIT_VAL, E_ABORTED, E_MISMATCH,
   NODE_ABORT, S_COMPARED, ST_BLOCKED, ST_DONE, ST_ERROR, field, flagAddr, setField, sigAddr,
-} from './layout';
+} from './shm-map';
 
 /** Whether every rank of the communicator has posted step t (wrap-safe). */
 function allReached(comm: usize, n: u32, t: u32): bool {

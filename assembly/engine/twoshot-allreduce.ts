@@ -16,7 +16,7 @@
 import {
   D_BASE, D_COUNT, D_MODE, D_NRANKS, D_OUT, D_PHASE, D_RANK, D_STEPS_USED, D_SEQ,
   S_IN, S_OUT, ST_DONE, commOf, field, setField, sigAddr,
-} from './layout';
+} from './shm-map';
 import { checkSignatures, post, stepNo, waitAll, writeSignature } from './sync';
 import { elemSize, reduceTable, setSource } from './stage';
 import { P_OUT, P_STAGE, P_WAIT, segStart, setPhase } from './step';

@@ -3,7 +3,7 @@
 // node, the network algorithms when the group spans nodes.
 import { DTYPE_SIZE, type Dtype, type DtypeName, type ReduceOp, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
 import { WebcclError, fail } from '../core/errors.js';
-import type { Kind } from '../core/layout.js';
+import type { Kind } from '../core/shm-map.js';
 import { envString } from '../core/config.js';
 import { type Buf, type BufferArg, type TypedArray, overlaps, sameView, toBuf } from './buffers.js';
 import { type ConversionCounters, WIRE_SIGNATURE, layoutsFit, planLayouts } from './layout-plan.js';

@@ -2,7 +2,7 @@
 // its place in the world communicator, and the calibrated spin budget.
 import { envNumber } from '../core/config.js';
 import { NodeHeap } from '../core/heap.js';
-import { D, LAYOUT_VERSION, NODE_BASE, NODE_MAGIC_VALUE, descOffset } from '../core/layout.js';
+import { D, LAYOUT_VERSION, NODE_BASE, NODE_MAGIC_VALUE, descOffset } from '../core/shm-map.js';
 import { type NodeHandle, checkNodeHandle } from '../core/node.js';
 import { type OptionSpec, boolean, checkOptions, integer, number, showValue } from '../core/options.js';
 import { fail } from '../core/errors.js';

@@ -4,7 +4,7 @@
 // send/recv (src/comm/p2p/) keep no place in that order.
 import type { Dtype, ReduceOp } from '../core/dtypes.js';
 import type { WebcclError } from '../core/errors.js';
-import type { Kind } from '../core/layout.js';
+import type { Kind } from '../core/shm-map.js';
 import type { Buf } from './buffers.js';
 import type { FlightRecorder } from './flight-recorder.js';
 import type { InputCheck } from './input-check.js';

@@ -8,7 +8,7 @@
 // keeps no place in that order and is released only by seeing it end itself.
 import { type Buf, overlaps } from './buffers.js';
 import { isP2p } from './engine.js';
-import type { Kind } from '../core/layout.js';
+import type { Kind } from '../core/shm-map.js';
 import type { Work } from './work.js';
 
 interface Held {

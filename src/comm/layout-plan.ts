@@ -16,7 +16,7 @@
 import { DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
 import type { NodeHeap } from '../core/heap.js';
-import type { Kind } from '../core/layout.js';
+import type { Kind } from '../core/shm-map.js';
 import { enabled, log } from '../core/log.js';
 import type { WasmCore } from '../core/wasm.js';
 import { type Buf, sameView } from './buffers.js';

@@ -9,7 +9,7 @@
 // Both are consulted only when an op has already failed; they cost nothing on success.
 import { DTYPE_CODE, OP_CODE } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
-import { KIND } from '../core/layout.js';
+import { KIND } from '../core/shm-map.js';
 import type { OpSpec } from './engine.js';
 import { showLayoutSignature } from './tensor-layout.js';
 

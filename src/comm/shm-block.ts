@@ -2,7 +2,7 @@
 // its ranks, in the node heap (the world's block sits before the heap). One member allocates it
 // and hands its address to the others; each member releases it when it destroys its
 // communicator, and the last to do so frees it.
-import { C, NODE_BASE, commBlockBytes } from '../core/layout.js';
+import { C, NODE_BASE, commBlockBytes } from '../core/shm-map.js';
 import { type RankContext, defaultSpinUs, setSpin } from './context.js';
 
 /** A zeroed block for `nranks` ranks with the node's slot size, its header filled in. */

@@ -1,6 +1,6 @@
 // allToAll's per-peer counts on shared memory: what the descriptor says and where the step loop
 // finds the counts (see assembly/engine/alltoall-counts.ts).
-import { scratchOffset } from '../core/layout.js';
+import { scratchOffset } from '../core/shm-map.js';
 import type { OpSpec } from './engine.js';
 
 /** D_COUNT of an allToAll with per-peer counts: the step loop then reads the counts from scratch. */

@@ -3,7 +3,7 @@
 // descriptor; progress is made by whoever waits or polls.
 import { DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE, type ReduceOp } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
-import { ABORT_REASON, ALGO, D, KIND, type Algo, type Kind, descOffset } from '../core/layout.js';
+import { ABORT_REASON, ALGO, D, KIND, type Algo, type Kind, descOffset } from '../core/shm-map.js';
 import { enabled, log } from '../core/log.js';
 import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../tuner/tuner.js';
 import { sameView } from './buffers.js';

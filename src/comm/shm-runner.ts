@@ -2,7 +2,7 @@
 // serves its copy requests between JS buffers and shared memory, blocks on a flag when the
 // loop has spun long enough, and turns a missed deadline or a failed check into a WebcclError.
 import { WebcclError } from '../core/errors.js';
-import { ABORT_BY_LAUNCHER, ABORT_REASON, ALGO, C, D, E, KIND, N, NODE_BASE, SIG_FIELDS, ST, flagOffset } from '../core/layout.js';
+import { ABORT_BY_LAUNCHER, ABORT_REASON, ALGO, C, D, E, KIND, N, NODE_BASE, SIG_FIELDS, ST, flagOffset } from '../core/shm-map.js';
 import { showLayoutSignature } from './tensor-layout.js';
 import { DTYPES, REDUCE_OPS } from '../core/dtypes.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';

@@ -9,7 +9,7 @@
 //     the first to compare-and-set the member list decides it, and the members connect anew
 //     (the failure closed the old connections).
 import { WebcclError, fail } from '../core/errors.js';
-import { C, N, NODE_BASE } from '../core/layout.js';
+import { C, N, NODE_BASE } from '../core/shm-map.js';
 import type { Communicator, CommunicatorOptions } from './communicator.js';
 import { type Former, oneNodeGroup } from './groups.js';
 import type { JobStore } from './net-blame.js';

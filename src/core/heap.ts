@@ -13,7 +13,7 @@
 // the memory another rank just grew; writes through it past its end are silently dropped (that
 // once left a new block's header all zero). So views are taken after the lock is held.
 import { WebcclError, fail } from './errors.js';
-import { N, NODE_BASE } from './layout.js';
+import { N, NODE_BASE } from './shm-map.js';
 
 const HDR = 64;
 const MIN_BLOCK = 2 * HDR;

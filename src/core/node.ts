@@ -1,7 +1,7 @@
 // A node: the ranks that share one WebAssembly.Memory. Whoever starts the node's ranks (the
 // launcher, a test, a page) calls createNode once and hands the result to every rank.
 import { WebcclError, fail } from './errors.js';
-import { ABORT_BY_LAUNCHER, C, LAYOUT_VERSION, MAX_RANKS, N, NODE_BASE, NODE_MAGIC_VALUE, commBlockBytes } from './layout.js';
+import { ABORT_BY_LAUNCHER, C, LAYOUT_VERSION, MAX_RANKS, N, NODE_BASE, NODE_MAGIC_VALUE, commBlockBytes } from './shm-map.js';
 import { writeReasonText } from './reason-text.js';
 import { createSharedMemory, loadWasm } from './wasm.js';
 import { envNumber } from './config.js';

@@ -4,7 +4,7 @@
 // longer text is cut at a character boundary. The writer holds the abort's claim word and
 // writes the text before it publishes the abort word; readers read it only after they saw
 // that word, so the text they read is whole.
-import { REASON_BYTES } from './layout.js';
+import { REASON_BYTES } from './shm-map.js';
 
 const MAX_TEXT = REASON_BYTES - 4;
 const encoder = new TextEncoder();

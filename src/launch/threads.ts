@@ -7,11 +7,11 @@ import { Worker } from 'node:worker_threads';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ABORT_REASON } from '../core/layout.js';
+import { ABORT_REASON } from '../core/shm-map.js';
 import { type NodeHandle, abortNode, createNode, leaveNode } from '../core/node.js';
 import type { WorldInit } from '../bootstrap/world.js';
 import { workerEntryPath } from './paths.js';
-import { MAX_RANKS } from '../core/layout.js';
+import { MAX_RANKS } from '../core/shm-map.js';
 import { fail } from '../core/errors.js';
 import { MAX_TIMEOUT_MS, type OptionSpec, anything, boolean, checkOptions, func, integer, number, object, string, stringArray } from '../core/options.js';
 

@@ -5,7 +5,7 @@
 // twice (three times zero-copy), so direct wins while synchronisation dominates.
 import { envNumber, envString } from '../core/config.js';
 import { fail } from '../core/errors.js';
-import { ALGO, type Algo } from '../core/layout.js';
+import { ALGO, type Algo } from '../core/shm-map.js';
 import { isNetAlgo } from './net-tuner.js';
 
 export const ALGORITHMS = Object.keys(ALGO) as Algo[];

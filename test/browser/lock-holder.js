@@ -1,6 +1,6 @@
 // Rank 1 of test/browser/heap-lock.html: joins the node, then takes the node heap's lock word
 // as a rank in the middle of an alloc() would (lock word = holder's rank + 1), holds it for a
-// second and lets it go. The word's place comes from the node memory's layout (src/core/layout.ts:
+// second and lets it go. The word's place comes from the node memory's layout (src/core/shm-map.ts:
 // the node header at 64 KiB, the heap lock at byte 20 of it).
 import { initCommGroup } from '/dist/browser/index.js';
 

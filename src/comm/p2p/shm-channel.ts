@@ -14,7 +14,7 @@
 // has read the outcome; only then may record i + RECORDS take the slot). The receiver reads
 // STATE before NUM: the sender writes NUM before STATE, so a POSTED state with NUM = i is
 // record i itself, never a later record in the same slot.
-import { C } from '../../core/layout.js';
+import { C } from '../../core/shm-map.js';
 import type { RankContext } from '../context.js';
 import type { ShmRunner } from '../shm-runner.js';
 

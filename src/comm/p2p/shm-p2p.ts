@@ -11,7 +11,7 @@
 // receive never deadlock. Waiting spins for the rank's spin budget, then sleeps on the
 // communicator's doorbell, which every post rings when someone sleeps.
 import { WebcclError } from '../../core/errors.js';
-import { ABORT_REASON, C, N, NODE_BASE } from '../../core/layout.js';
+import { ABORT_REASON, C, N, NODE_BASE } from '../../core/shm-map.js';
 import type { RankContext } from '../context.js';
 import type { Buf } from '../buffers.js';
 import type { OpSpec } from '../engine.js';

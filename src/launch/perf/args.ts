@@ -5,7 +5,7 @@
 import { DTYPES, FLOAT_DTYPES, REDUCE_OPS, type Dtype, type ReduceOp } from '../../core/dtypes.js';
 import { ALGORITHMS } from '../../tuner/tuner.js';
 import { NET_ALGORITHMS, type NetAlgo } from '../../tuner/net-tuner.js';
-import type { Algo } from '../../core/layout.js';
+import type { Algo } from '../../core/shm-map.js';
 import { COLLECTIVES, type Collective, HAS_OP, collectiveNamed, ranksNeeded } from './collectives.js';
 
 export class PerfUsageError extends Error {

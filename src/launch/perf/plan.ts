@@ -1,7 +1,7 @@
 // The rows of a sweep, computed the same way by the launcher and by every rank: datatype ×
 // op × size, in nccl-tests' order (sizes innermost).
 import { FLOAT_DTYPES, type Dtype, type ReduceOp } from '../../core/dtypes.js';
-import type { Algo } from '../../core/layout.js';
+import type { Algo } from '../../core/shm-map.js';
 import type { NetAlgo } from '../../tuner/net-tuner.js';
 import { type Collective, HAS_IN_PLACE, HAS_ROOT, type Shape, shapeOf, sweepSizes } from './collectives.js';
 import type { PerfOptions } from './args.js';

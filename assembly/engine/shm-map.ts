@@ -1,4 +1,4 @@
-// Field offsets of the shared structures the step loops read and write. src/core/layout.ts
+// Field offsets of the shared structures the step loops read and write. src/core/shm-map.ts
 // mirrors every number here; a test checks that the two agree.
 
 // ---- node header (one per shared memory; at NODE_BASE, above the module's static data)

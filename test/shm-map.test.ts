@@ -1,10 +1,10 @@
-// src/core/layout.ts mirrors assembly/engine/layout.ts: every shared constant must agree.
+// src/core/shm-map.ts mirrors assembly/engine/shm-map.ts: every shared constant must agree.
 import { readFileSync } from 'node:fs';
 import { expect, it } from 'vitest';
-import { C, D, DESC_BYTES, E, FLAG_STRIDE, KIND, MAX_RANKS, N, REASON_BYTES, SIG_BYTES, SLOT_BUFFERS, ST, ALGO } from '../src/core/layout.js';
+import { C, D, DESC_BYTES, E, FLAG_STRIDE, KIND, MAX_RANKS, N, REASON_BYTES, SIG_BYTES, SLOT_BUFFERS, ST, ALGO } from '../src/core/shm-map.js';
 import { DTYPE_CODE, OP_CODE } from '../src/core/dtypes.js';
 
-const text = readFileSync(new URL('../assembly/engine/layout.ts', import.meta.url), 'utf8') + readFileSync(new URL('../assembly/kernels/codes.ts', import.meta.url), 'utf8');
+const text = readFileSync(new URL('../assembly/engine/shm-map.ts', import.meta.url), 'utf8') + readFileSync(new URL('../assembly/kernels/codes.ts', import.meta.url), 'utf8');
 const as: Record<string, number> = {};
 for (const m of text.matchAll(/export const (\w+): [iu]32 = (\d+);/g)) as[m[1]] = Number(m[2]);
 

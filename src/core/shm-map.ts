@@ -1,4 +1,4 @@
-// The shared-memory layout of a node, mirrored from assembly/engine/layout.ts (a test checks
+// The shared-memory layout of a node, mirrored from assembly/engine/shm-map.ts (a test checks
 // that both agree). All offsets are bytes; every structure starts on a 64-byte line.
 //
 //   [0, NODE_BASE)      the wasm module's static data
