@@ -8,11 +8,11 @@
 //   elements), unless its input is shared; once all have posted, rank i copies piece i to its
 //   output. Per chunk: C in at the root, C/n out on every rank. With a shared root input every
 //   rank copies its whole block from it in one step.
-import { D_COMM, D_COUNT, D_NRANKS, D_RANK, D_ROOT, ST_DONE, field, slotAddr } from './shm-map';
+import { D_COMM, D_COUNT, D_RANK, D_ROOT, ST_DONE, field, slotAddr } from './shm-map';
 import { chunkLoop, claim } from './chunk-loop';
 import { chunkLen, chunkOff } from './step';
-import { elemSize, stageIn, stageOut, stageOwnChunk } from './stage';
-import { chunksDone, finalSync, modeOf, peerInput, setMode, stagesOwnInput } from './in-place-read';
+import { elemSize, stageOut, stagePieces } from './stage';
+import { chunksDone, copyEveryBlockOut, decideEveryInput, finalSync, modeOf, peerInput, setMode, stageUnlessShared, stagesOwnInput } from './in-place-read';
 
 @inline function isRoot(desc: usize): bool {
   return field(desc, D_RANK) == field(desc, D_ROOT);
@@ -20,35 +20,13 @@ import { chunksDone, finalSync, modeOf, peerInput, setMode, stagesOwnInput } fro
 
 // ---- gather
 
-function stageUnlessShared(desc: usize, s: u32, t: u32): i32 {
-  return stagesOwnInput(desc) ? stageOwnChunk(desc, s, t) : ST_DONE;
-}
-
-function decideGather(desc: usize, s: u32, t: u32): i32 {
-  if (s == 0) setMode(desc, modeOf(desc, 0, field(desc, D_NRANKS)), field(desc, D_COUNT));
-  return ST_DONE;
-}
-
 function rootCollects(desc: usize, s: u32, t: u32): i32 {
-  if (!isRoot(desc)) return ST_DONE;
-  const comm = <usize>field(desc, D_COMM);
-  const count = field(desc, D_COUNT);
-  const off = chunkOff(desc, s);
-  const len = chunkLen(desc, s);
-  const n = field(desc, D_NRANKS);
-  const es = elemSize(desc);
-  for (let j: u32 = 0; j < n; j++) {
-    if (!claim(desc, j)) continue;
-    const peer = peerInput(desc, j);
-    const r = stageOut(desc, j * count + off, len, peer != 0 ? peer + <usize>off * es : slotAddr(comm, j, t));
-    if (r != ST_DONE) return r;
-  }
-  return ST_DONE;
+  return isRoot(desc) ? copyEveryBlockOut(desc, s, t) : ST_DONE;
 }
 
 export function directGather(desc: usize): i32 {
   if (!chunksDone(desc)) {
-    const r = chunkLoop(desc, stageUnlessShared, decideGather, rootCollects);
+    const r = chunkLoop(desc, stageUnlessShared, decideEveryInput, rootCollects);
     if (r != ST_DONE) return r;
   }
   return finalSync(desc);
@@ -57,18 +35,7 @@ export function directGather(desc: usize): i32 {
 // ---- scatter
 
 function rootStagesPieces(desc: usize, s: u32, t: u32): i32 {
-  if (!isRoot(desc) || !stagesOwnInput(desc)) return ST_DONE;
-  const slot = slotAddr(<usize>field(desc, D_COMM), field(desc, D_RANK), t);
-  const count = field(desc, D_COUNT);
-  const off = chunkOff(desc, s);
-  const len = chunkLen(desc, s);
-  const n = field(desc, D_NRANKS);
-  for (let j: u32 = 0; j < n; j++) {
-    if (!claim(desc, j)) continue;
-    const r = stageIn(desc, j * count + off, len, slot + <usize>(j * len) * elemSize(desc));
-    if (r != ST_DONE) return r;
-  }
-  return ST_DONE;
+  return isRoot(desc) && stagesOwnInput(desc) ? stagePieces(desc, s, t) : ST_DONE;
 }
 
 function decideScatter(desc: usize, s: u32, t: u32): i32 {

@@ -10,11 +10,13 @@
 // Whenever a source is read in place, the op ends with one more synchronisation: its owner
 // must not return (and let the caller reuse the buffer) while a peer may still read it.
 import {
-  D_CHUNK, D_COUNT, D_IN, D_MODE, D_NCHUNKS, D_PHASE, D_SEQ, D_STEP, D_STEPS_USED, S_IN, ST_DONE,
-  commOf, field, setField, sigAddr,
+  D_CHUNK, D_COMM, D_COUNT, D_IN, D_MODE, D_NCHUNKS, D_NRANKS, D_PHASE, D_SEQ, D_STEP, D_STEPS_USED, S_IN, ST_DONE,
+  commOf, field, setField, sigAddr, slotAddr,
 } from './shm-map';
 import { post, stepNo, waitAll } from './sync';
-import { P_STAGE, P_WAIT, setPhase } from './step';
+import { P_STAGE, P_WAIT, chunkLen, chunkOff, setPhase } from './step';
+import { claim } from './chunk-loop';
+import { elemSize, stageOut, stageOwnChunk } from './stage';
 
 export const M_UNDECIDED: u32 = 0;
 export const M_SLOTS: u32 = 1;
@@ -78,3 +80,34 @@ export function finalSync(desc: usize): i32 {
 @inline export function blockCount(desc: usize): u32 {
   return field(desc, D_COUNT);
 }
+
+// ---- chunk-loop hooks shared by allGather and gather (every rank's input goes to n blocks)
+
+/** Stages this rank's chunk unless its input is read in place. */
+export function stageUnlessShared(desc: usize, s: u32, t: u32): i32 {
+  return stagesOwnInput(desc) ? stageOwnChunk(desc, s, t) : ST_DONE;
+}
+
+/** At the first chunk: how every rank's input is read (all n ranks are sources). */
+export function decideEveryInput(desc: usize, s: u32, t: u32): i32 {
+  if (s == 0) setMode(desc, modeOf(desc, 0, field(desc, D_NRANKS)), field(desc, D_COUNT));
+  return ST_DONE;
+}
+
+/** Copies chunk s of every rank's input (from its slot, or its shared input) to that rank's block of this rank's output. */
+export function copyEveryBlockOut(desc: usize, s: u32, t: u32): i32 {
+  const comm = <usize>field(desc, D_COMM);
+  const count = field(desc, D_COUNT);
+  const off = chunkOff(desc, s);
+  const len = chunkLen(desc, s);
+  const n = field(desc, D_NRANKS);
+  const es = elemSize(desc);
+  for (let j: u32 = 0; j < n; j++) {
+    if (!claim(desc, j)) continue;
+    const peer = peerInput(desc, j);
+    const r = stageOut(desc, j * count + off, len, peer != 0 ? peer + <usize>off * es : slotAddr(comm, j, t));
+    if (r != ST_DONE) return r;
+  }
+  return ST_DONE;
+}
+

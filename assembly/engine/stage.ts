@@ -5,7 +5,7 @@
 import { OP_AVG, OP_SUM, dtypeSize } from '../kernels/codes';
 import { reduceK, scale } from '../kernels/api';
 import {
-  D_CHUNK, D_COMM, D_DTYPE, D_IN, D_IO_ADDR, D_IO_LEN, D_IO_OFF, D_NRANKS, D_OP, D_OUT, D_RANK, D_TABLE,
+  D_CHUNK, D_COMM, D_COUNT, D_DTYPE, D_IN, D_IO_ADDR, D_IO_LEN, D_IO_OFF, D_NRANKS, D_OP, D_OUT, D_RANK, D_TABLE,
   ST_DONE, ST_NEED_IN, ST_NEED_OUT, field, scratchAddr, setField, slotAddr,
 } from './shm-map';
 import { claim } from './chunk-loop';
@@ -109,3 +109,19 @@ export function outputResult(desc: usize, s: u32, t: u32): i32 {
   if (!claim(desc, 0)) return ST_DONE;
   return stageOut(desc, chunkOff(desc, s), chunkLen(desc, s), resultAddr(desc, s));
 }
+
+/** Stages chunk s of each of the n blocks of this rank's input into its slot, n pieces of the chunk's length. */
+export function stagePieces(desc: usize, s: u32, t: u32): i32 {
+  const slot = slotAddr(<usize>field(desc, D_COMM), field(desc, D_RANK), t);
+  const count = field(desc, D_COUNT);
+  const off = chunkOff(desc, s);
+  const len = chunkLen(desc, s);
+  const n = field(desc, D_NRANKS);
+  for (let j: u32 = 0; j < n; j++) {
+    if (!claim(desc, j)) continue;
+    const r = stageIn(desc, j * count + off, len, slot + <usize>(j * len) * elemSize(desc));
+    if (r != ST_DONE) return r;
+  }
+  return ST_DONE;
+}
+
