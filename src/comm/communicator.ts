@@ -2,59 +2,26 @@
 // anything moves, then hands the op to its engine: shared memory when every rank is on this
 // node, the network algorithms when the group spans nodes.
 import { DTYPE_SIZE, type Dtype, type DtypeName, type ReduceOp, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
-import { WebcclError, fail } from '../core/errors.js';
+import { fail } from '../core/errors.js';
 import type { Kind } from '../core/shm-map.js';
 import { envString } from '../core/config.js';
 import { type Buf, type BufferArg, type TypedArray, overlaps, sameView, toBuf } from './buffers.js';
-import { type ConversionCounters, WIRE_SIGNATURE, layoutsFit, planLayouts } from './layout-plan.js';
-import type { Layout } from './tensor-layout.js';
+import { type ConversionCounters, WIRE_SIGNATURE, planLayouts } from './layout-plan.js';
 import { BuffersInFlight } from './in-flight.js';
-import { InputCheck } from './input-check.js';
+import { noPartialOverlap, peerRank, perRank, rootRank, sameDtype, sameShape } from './arguments.js';
+import { InputCheck, checkMode } from './input-check.js';
 import type { Work } from './work.js';
 import type { Engine, OpCounters, OpSpec } from './engine.js';
 import type { FlightEntry } from './flight-recorder.js';
 import { ShmEngine } from './shm-engine.js';
 import type { RankContext } from './context.js';
-import { COMMUNICATOR_OPTIONS, collectiveOptions, communicatorOptions, envTimeoutMs } from './options.js';
+import { type AllToAllOptions, type CollectiveOptions, type CommunicatorOptions, type P2pOptions, type RootedOptions, COMMUNICATOR_OPTIONS, collectiveOptions, communicatorOptions, envTimeoutMs } from './options.js';
 import { checkOptions, showValue } from '../core/options.js';
 import { type Placement, inGroup, nodeWorld, spansNodes } from './placement.js';
 import { type Former, createGroup, splitGroups } from './groups.js';
 import { shrinkComm } from './shrink.js';
 
-export interface CollectiveOptions {
-  op?: ReduceOp;
-  root?: number;
-  /** An algorithm of the README's table that suits the communicator (direct, twoshot on one node; ring, doubling, hierarchical across nodes). */
-  algo?: string;
-  /** Output buffer for an out-of-place allReduce, broadcast or reduce. */
-  out?: BufferArg;
-  timeoutMs?: number;
-  /** The layout tensors cross in (every rank passes the same); each rank converts its own to it and back. */
-  wireLayout?: Layout;
-}
-
-/** allToAll: with both counts, rank i sends sendCounts[j] elements to rank j (its blocks packed in rank order). */
-export interface AllToAllOptions {
-  sendCounts?: number[];
-  recvCounts?: number[];
-  timeoutMs?: number;
-}
-
-export interface RootedOptions {
-  root?: number;
-  timeoutMs?: number;
-}
-
-/** send/recv: messages between two ranks match by (peer, tag) in issue order. */
-export interface P2pOptions {
-  tag?: number;
-  timeoutMs?: number;
-}
-
-export interface CommunicatorOptions {
-  algo?: string;
-  timeoutMs?: number;
-}
+export type { AllToAllOptions, CollectiveOptions, CommunicatorOptions, P2pOptions, RootedOptions } from './options.js';
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
 
@@ -176,7 +143,7 @@ export class Communicator {
     const o = collectiveOptions('allReduce', opts);
     const inp = this.buf(x, 'allReduce buffer');
     const out = o.out === undefined ? inp : this.buf(o.out, 'allReduce out');
-    this.sameShape('allReduce', inp, out);
+    sameShape('allReduce', inp, out, this.size);
     const op = parseOp(o.op, inp.dtype);
     return this.enqueue('allReduce', o.algo, inp.dtype, op, inp.count, 0, inp, out, o);
   }
@@ -186,7 +153,7 @@ export class Communicator {
     const o = collectiveOptions('allGather', opts);
     const ob = this.buf(out, 'allGather output');
     const ib = this.buf(input, 'allGather input');
-    this.sameDtype('allGather', ob, ib);
+    sameDtype('allGather', ob, ib, this.size);
     if (ob.count !== ib.count * this.size) {
       fail('SIZE_MISMATCH', `allGather: output holds ${ob.count} elements; it must hold size × input count = ${this.size} × ${ib.count} = ${this.size * ib.count} (every rank contributes the same count, as in NCCL)`);
     }
@@ -198,7 +165,7 @@ export class Communicator {
     const o = collectiveOptions('reduceScatter', opts);
     const ob = this.buf(out, 'reduceScatter output');
     const ib = this.buf(input, 'reduceScatter input');
-    this.sameDtype('reduceScatter', ob, ib);
+    sameDtype('reduceScatter', ob, ib, this.size);
     if (ib.count !== ob.count * this.size) {
       fail('SIZE_MISMATCH', `reduceScatter: input holds ${ib.count} elements; it must hold size × output count = ${this.size} × ${ob.count} = ${this.size * ob.count} (equal per-rank counts, as in NCCL)`);
     }
@@ -210,8 +177,8 @@ export class Communicator {
     const o = collectiveOptions('broadcast', opts);
     const xb = this.buf(x, 'broadcast buffer');
     const out = o.out === undefined ? xb : this.buf(o.out, 'broadcast out');
-    this.sameShape('broadcast', xb, out);
-    const root = this.root(o.root, 'broadcast');
+    sameShape('broadcast', xb, out, this.size);
+    const root = rootRank(o.root, 'broadcast', this.size);
     return this.enqueue('broadcast', undefined, xb.dtype, 'sum', xb.count, root, xb, out, o);
   }
 
@@ -220,9 +187,9 @@ export class Communicator {
     const o = collectiveOptions('reduce', opts);
     const xb = this.buf(x, 'reduce buffer');
     const out = o.out === undefined ? xb : this.buf(o.out, 'reduce out');
-    this.sameShape('reduce', xb, out);
+    sameShape('reduce', xb, out, this.size);
     const op = parseOp(o.op, xb.dtype);
-    const root = this.root(o.root, 'reduce');
+    const root = rootRank(o.root, 'reduce', this.size);
     return this.enqueue('reduce', undefined, xb.dtype, op, xb.count, root, xb, out, o);
   }
 
@@ -234,14 +201,14 @@ export class Communicator {
     const o = collectiveOptions('allToAll', opts) as AllToAllOptions;
     const ob = this.buf(out, 'allToAll output');
     const ib = this.buf(input, 'allToAll input');
-    this.sameDtype('allToAll', ob, ib);
+    sameDtype('allToAll', ob, ib, this.size);
     if (overlaps(ib.bytes, ob.bytes)) fail('INVALID_ARGUMENT', 'allToAll: output and input overlap; give it buffers apart (it does not run in place)', { overlap: sameView(ib.bytes, ob.bytes) ? 'same' : 'partial' });
     if ((o.sendCounts === undefined) !== (o.recvCounts === undefined)) {
       fail('INVALID_ARGUMENT', 'allToAll: give both sendCounts and recvCounts (per-peer counts), or neither (equal blocks)', { option: o.sendCounts === undefined ? 'sendCounts' : 'recvCounts' });
     }
     if (o.sendCounts !== undefined) {
-      const send = this.perRank(o.sendCounts, 'sendCounts', ib, 'input');
-      const recv = this.perRank(o.recvCounts, 'recvCounts', ob, 'output');
+      const send = perRank(o.sendCounts, 'sendCounts', ib, 'input', this.size);
+      const recv = perRank(o.recvCounts, 'recvCounts', ob, 'output', this.size);
       const me = this.rank;
       if (send[me] !== recv[me]) {
         fail('SIZE_MISMATCH', `allToAll: sendCounts[${me}] = ${send[me]} but recvCounts[${me}] = ${recv[me]}; the block a rank sends itself is one count`, { sendCount: send[me], recvCount: recv[me] });
@@ -258,7 +225,7 @@ export class Communicator {
   gather(out: BufferArg | null, input: BufferArg, opts?: RootedOptions): Work {
     const o = collectiveOptions('gather', opts) as RootedOptions;
     const ib = this.buf(input, 'gather input');
-    const root = this.root(o.root, 'gather');
+    const root = rootRank(o.root, 'gather', this.size);
     const ob = this.rootBuf(out, root, 'gather output', ib, ib.count * this.size);
     return this.enqueue('gather', undefined, ib.dtype, 'sum', ib.count, root, ib, ob, o);
   }
@@ -267,7 +234,7 @@ export class Communicator {
   scatter(out: BufferArg, input: BufferArg | null, opts?: RootedOptions): Work {
     const o = collectiveOptions('scatter', opts) as RootedOptions;
     const ob = this.buf(out, 'scatter output');
-    const root = this.root(o.root, 'scatter');
+    const root = rootRank(o.root, 'scatter', this.size);
     const ib = this.rootBuf(input, root, 'scatter input', ob, ob.count * this.size);
     return this.enqueue('scatter', undefined, ob.dtype, 'sum', ob.count, root, ib, ob, o);
   }
@@ -276,14 +243,14 @@ export class Communicator {
   send(x: BufferArg, peer: number, opts?: P2pOptions): Work {
     const o = collectiveOptions('send', opts) as P2pOptions;
     const b = this.buf(x, 'send buffer');
-    return this.enqueue('send', undefined, b.dtype, 'sum', b.count, this.peer(peer, 'send'), b, null, o, { peer, tag: o.tag ?? 0 });
+    return this.enqueue('send', undefined, b.dtype, 'sum', b.count, peerRank(peer, 'send', this.rank, this.size), b, null, o, { peer, tag: o.tag ?? 0 });
   }
 
   /** Receives into x what rank `peer` sends with the same tag (the k-th recv takes the k-th send); sizes must match. */
   recv(x: BufferArg, peer: number, opts?: P2pOptions): Work {
     const o = collectiveOptions('recv', opts) as P2pOptions;
     const b = this.buf(x, 'recv buffer');
-    return this.enqueue('recv', undefined, b.dtype, 'sum', b.count, this.peer(peer, 'recv'), null, b, o, { peer, tag: o.tag ?? 0 });
+    return this.enqueue('recv', undefined, b.dtype, 'sum', b.count, peerRank(peer, 'recv', this.rank, this.size), null, b, o, { peer, tag: o.tag ?? 0 });
   }
 
   barrier(opts?: { timeoutMs?: number }): Work {
@@ -359,74 +326,20 @@ export class Communicator {
     return b;
   }
 
-  private sameDtype(what: string, a: Buf, b: Buf): void {
-    if (a.dtype !== b.dtype) fail('INVALID_DTYPE', `${what}: output is ${a.dtype} but input is ${b.dtype}`);
-    if (a.layout || b.layout) layoutsFit(what as Kind, b, a, this.size);
-  }
-
-  private sameShape(what: string, a: Buf, b: Buf): void {
-    this.sameDtype(what, b, a);
-    if (a.count !== b.count) fail('SIZE_MISMATCH', `${what}: out holds ${b.count} elements, input ${a.count}; they must match`);
-  }
-
-  /** A count per rank: non-negative integers summing to the buffer's element count. */
-  private perRank(v: unknown, option: string, b: Buf, which: string): number[] {
-    if (!Array.isArray(v) || v.length !== this.size || !v.every((c) => Number.isSafeInteger(c) && c >= 0)) {
-      fail('INVALID_ARGUMENT', `allToAll: ${option} must be an array of ${this.size} non-negative integers (one per rank), got ${showValue(v)}`, { option, value: v });
-    }
-    const total = (v as number[]).reduce((a, c) => a + c, 0);
-    if (total !== b.count) fail('SIZE_MISMATCH', `allToAll: ${option} add up to ${total} elements but the ${which} holds ${b.count}`, { option, total, count: b.count });
-    return [...(v as number[])];
-  }
-
   /** The root's side buffer of gather/scatter: checked on the root; elsewhere null, or any buffer (unused). */
   private rootBuf(x: unknown, root: number, what: string, other: Buf, count: number): Buf | null {
     if (this.rank !== root) return x === null || x === undefined ? null : (this.buf(x, what), null);
     const b = this.buf(x, what);
-    this.sameDtype(what, b, other);
+    sameDtype(what, b, other, this.size);
     if (b.count !== count) fail('SIZE_MISMATCH', `${what} on the root holds ${b.count} elements; it must hold size × ${other.count} = ${count}`);
     return b;
-  }
-
-  private peer(peer: unknown, what: string): number {
-    if (!Number.isInteger(peer) || (peer as number) < 0 || (peer as number) >= this.size || peer === this.rank) {
-      fail('INVALID_ARGUMENT', `${what}: invalid peer ${showValue(peer)} (a rank in 0..${this.size - 1} other than this rank, ${this.rank})`, { peer });
-    }
-    return peer as number;
-  }
-
-  private root(root: unknown, what: string): number {
-    const r = root === undefined ? 0 : root; // null is no root: refused, not taken as 0
-    if (!Number.isInteger(r) || (r as number) < 0 || (r as number) >= this.size) {
-      fail('INVALID_ARGUMENT', `${what}: invalid root ${showValue(r)} (root should be in the 0..${this.size - 1} range)`, { option: 'root', value: r });
-    }
-    return r as number;
-  }
-
-  /**
-   * Input and output may be the same view (in place) or apart; allGather's input may also be
-   * exactly this rank's block of its output, and reduceScatter's output this rank's block of
-   * its input (NCCL's in-place forms). Any other overlap would let the op read what it has
-   * already overwritten.
-   */
-  private noPartialOverlap(name: string, input: Buf, output: Buf): void {
-    if (!overlaps(input.bytes, output.bytes) || sameView(input.bytes, output.bytes)) return;
-    const [small, large] = input.bytes.byteLength < output.bytes.byteLength ? [input.bytes, output.bytes] : [output.bytes, input.bytes];
-    const gathering = name === 'allGather' || name === 'gather', scattering = name === 'reduceScatter' || name === 'scatter';
-    const blockForm = (gathering && small === input.bytes) || (scattering && small === output.bytes);
-    const ownBlock = small.byteLength * this.size === large.byteLength && small.byteOffset === large.byteOffset + this.rank * small.byteLength;
-    if (blockForm && ownBlock) return;
-    const span = (b: Uint8Array) => `bytes ${b.byteOffset}..${b.byteOffset + b.byteLength}`;
-    fail('INVALID_ARGUMENT', `${name}: output (${span(output.bytes)}) and input (${span(input.bytes)}) of one ArrayBuffer overlap without being the same view; pass the same view for in place, or buffers apart`, {
-      overlap: 'partial',
-    });
   }
 
   // ---------------------------------------------------------------- hand-off
 
   private enqueue(name: Kind, algo: unknown, dtype: Dtype, op: ReduceOp, count: number, root: number,
                   input: Buf | null, output: Buf | null, o: { timeoutMs?: number; wireLayout?: unknown; [WIRE_SIGNATURE]?: number }, extra: Partial<OpSpec> = {}): Work {
-    if (input && output) this.noPartialOverlap(name, input, output);
+    if (input && output) noPartialOverlap(name, input, output, this.rank, this.size);
     for (const b of [input, output]) {
       const busy = b && this.inFlight.heldBy(b);
       if (busy) fail('BUFFER_BUSY', `${name}: a buffer is still in use by ${busy}, which has not been waited for; wait for it (or a later op) first`);
@@ -454,12 +367,4 @@ export class Communicator {
     this.counters.bytes += (extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count) * DTYPE_SIZE[dtype];
     return work;
   }
-}
-
-/** WEBCCL_CHECK: 1 turns the in-flight buffer check on, 0 (or unset) off. */
-function checkMode(): boolean {
-  const v = envString('WEBCCL_CHECK');
-  if (v === undefined || v === '0') return false;
-  if (v === '1') return true;
-  return fail('INVALID_ARGUMENT', `WEBCCL_CHECK=${JSON.stringify(v)}: expected 1 or 0`);
 }

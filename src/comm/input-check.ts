@@ -8,6 +8,8 @@
 // in slices between which the caller's code runs: only the caller can change the op's buffers
 // then (peers and the step loops write them only while this rank runs its slice), so both
 // buffers are hashed when a slice ends and compared when the next begins.
+import { fail } from '../core/errors.js';
+import { envString } from '../core/config.js';
 import { WebcclError } from '../core/errors.js';
 import { type Buf, overlaps } from './buffers.js';
 
@@ -73,4 +75,12 @@ export class InputCheck {
       op: this.name, seq, buffer, modified: true,
     });
   }
+}
+
+/** WEBCCL_CHECK: 1 turns the in-flight buffer check on, 0 (or unset) off. */
+export function checkMode(): boolean {
+  const v = envString('WEBCCL_CHECK');
+  if (v === undefined || v === '0') return false;
+  if (v === '1') return true;
+  return fail('INVALID_ARGUMENT', `WEBCCL_CHECK=${JSON.stringify(v)}: expected 1 or 0`);
 }

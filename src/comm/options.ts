@@ -4,7 +4,44 @@
 import { type OptionSpec, anything, checkOptions, integer, string, timeoutMs } from '../core/options.js';
 import { envNumber } from '../core/config.js';
 import { fail } from '../core/errors.js';
-import type { CollectiveOptions, CommunicatorOptions } from './communicator.js';
+import type { BufferArg } from './buffers.js';
+import type { Layout } from './tensor-layout.js';
+import type { ReduceOp } from '../core/dtypes.js';
+
+export interface CollectiveOptions {
+  op?: ReduceOp;
+  root?: number;
+  /** An algorithm of the README's table that suits the communicator (direct, twoshot on one node; ring, doubling, hierarchical across nodes). */
+  algo?: string;
+  /** Output buffer for an out-of-place allReduce, broadcast or reduce. */
+  out?: BufferArg;
+  timeoutMs?: number;
+  /** The layout tensors cross in (every rank passes the same); each rank converts its own to it and back. */
+  wireLayout?: Layout;
+}
+
+/** allToAll: with both counts, rank i sends sendCounts[j] elements to rank j (its blocks packed in rank order). */
+export interface AllToAllOptions {
+  sendCounts?: number[];
+  recvCounts?: number[];
+  timeoutMs?: number;
+}
+
+export interface RootedOptions {
+  root?: number;
+  timeoutMs?: number;
+}
+
+/** send/recv: messages between two ranks match by (peer, tag) in issue order. */
+export interface P2pOptions {
+  tag?: number;
+  timeoutMs?: number;
+}
+
+export interface CommunicatorOptions {
+  algo?: string;
+  timeoutMs?: number;
+}
 
 /** Largest send/recv tag (as MPI_TAG_UB must be at least 32767; ours is 2^31-1). */
 export const MAX_TAG = 0x7fffffff;
