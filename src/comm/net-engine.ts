@@ -12,17 +12,14 @@ import { WebcclError, within } from '../core/errors.js';
 import { enabled, log } from '../core/log.js';
 import type { AbortInfo, Tag, Transport } from '../transport/transport.js';
 import type { Group, Mem, Span } from '../algorithms/group.js';
-import { ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/ring.js';
+import { ringAllReduce } from '../algorithms/ring.js';
 import { doublingAllReduce } from '../algorithms/doubling.js';
 import { treeAllReduce } from '../algorithms/tree.js';
-import { chainBroadcast, chainReduce } from '../algorithms/chain.js';
-import { disseminationBarrier } from '../algorithms/dissemination.js';
 import { hierarchicalAllReduce } from '../algorithms/hierarchical.js';
-import { pairwiseAllToAll } from '../algorithms/pairwise.js';
-import { directGather, directScatter } from '../algorithms/direct.js';
 import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo } from '../tuner/net-tuner.js';
 import { Arena } from './arena.js';
-import { type Kernels, copyIn, copyOut, region, scale, workingMemory } from './net-memory.js';
+import { type Kernels, workingMemory } from './net-memory.js';
+import { runNetOp } from './net-ops.js';
 import { nodePhase } from './node-phase.js';
 import { FlightRecorder } from './flight-recorder.js';
 import { Dispute, type JobStore, type OpFields, type PairSignatures, fieldsOf, pairSignatures, signatureOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
@@ -356,76 +353,11 @@ export class NetEngine implements Engine, WorkDriver {
     };
   }
 
-  private async execute(op: NetOp): Promise<void> {
-    const { name, dtype, count: n, root, input, output } = op.spec;
-    const m = workingMemory(this.ctx.core.memory, this.kernels, this.arena, dtype, op.spec.op);
+  /** Runs the op's schedule on its working memory; the allReduce algorithm is this engine's choice. */
+  private execute(op: NetOp): Promise<void> {
+    const m = workingMemory(this.ctx.core.memory, this.kernels, this.arena, op.spec.dtype, op.spec.op);
     const world = this.group(this.worldRanks, op);
-    const blocks = (w: Span) => Array.from({ length: world.size }, (_, i) => ({ addr: w.addr + i * n * m.elemBytes, count: n }));
-    switch (name) {
-      case 'allReduce': {
-        const w = region(m, output, n);
-        copyIn(m, w, input!);
-        await this.allReduce(op, m, world, w);
-        if (op.spec.op === 'avg') scale(this.kernels, dtype, w, 1 / this.world.size);
-        return copyOut(m, w, output!);
-      }
-      case 'broadcast': {
-        const w = region(m, output, n);
-        if (world.rank === root) copyIn(m, w, input!);
-        await chainBroadcast(world, m, w, root);
-        return copyOut(m, w, output!);
-      }
-      case 'reduce': {
-        // Only the root's output changes: other ranks reduce in scratch, not in their input.
-        const w = world.rank === root ? region(m, output, n) : { addr: m.scratch(n), count: n };
-        copyIn(m, w, input!);
-        await chainReduce(world, m, w, root);
-        if (world.rank !== root) return;
-        if (op.spec.op === 'avg') scale(this.kernels, dtype, w, 1 / this.world.size);
-        return copyOut(m, w, output!);
-      }
-      case 'allGather': {
-        const w = region(m, output, n * world.size);
-        copyIn(m, blocks(w)[world.rank], input!);
-        await ringAllGather(world, m, blocks(w));
-        return copyOut(m, w, output!);
-      }
-      case 'reduceScatter': {
-        const w = { addr: m.scratch(n * world.size), count: n * world.size };
-        copyIn(m, w, input!);
-        await ringReduceScatter(world, m, blocks(w));
-        const mine = blocks(w)[world.rank];
-        if (op.spec.op === 'avg') scale(this.kernels, dtype, mine, 1 / this.world.size);
-        if (output!.addr) m.copy(output!.addr, mine.addr, n);
-        else copyOut(m, mine, output!);
-        return;
-      }
-      case 'barrier':
-        return disseminationBarrier(world);
-      case 'allToAll': {
-        const c = op.spec.counts ?? { send: Array<number>(world.size).fill(n), recv: Array<number>(world.size).fill(n) };
-        const src = region(m, input, total(c.send));
-        copyIn(m, src, input!);
-        const dst = region(m, output, total(c.recv));
-        await pairwiseAllToAll(world, m, packed(src, c.send, m.elemBytes), packed(dst, c.recv, m.elemBytes));
-        return copyOut(m, dst, output!);
-      }
-      case 'gather': {
-        const mine = region(m, input, n);
-        copyIn(m, mine, input!);
-        if (world.rank !== root) return directGather(world, m, mine, null, root);
-        const w = region(m, output, n * world.size);
-        await directGather(world, m, mine, blocks(w), root);
-        return copyOut(m, w, output!);
-      }
-      case 'scatter': {
-        const mine = region(m, output, n);
-        const w = world.rank === root ? region(m, input, n * world.size) : undefined;
-        if (w) copyIn(m, w, input!);
-        await directScatter(world, m, w ? blocks(w) : null, mine, root);
-        return copyOut(m, mine, output!);
-      }
-    }
+    return runNetOp(op.spec, { m, world, kernels: this.kernels, allReduce: (w) => this.allReduce(op, m, world, w) });
   }
 
   private allReduce(op: NetOp, m: Mem, world: Group, w: Span): Promise<void> {
@@ -441,16 +373,4 @@ export class NetEngine implements Engine, WorkDriver {
 /** The signature of the messages `op` expects from world rank `peer`. */
 function expectedFrom(op: NetOp, peer: number): number {
   return op.pairs?.from(peer) ?? op.signature;
-}
-
-const total = (counts: number[]): number => counts.reduce((a, c) => a + c, 0);
-
-/** Blocks of `counts[i]` elements packed in rank order from `w`. */
-function packed(w: Span, counts: number[], elemBytes: number): Span[] {
-  let at = w.addr;
-  return counts.map((count) => {
-    const s = { addr: at, count };
-    at += count * elemBytes;
-    return s;
-  });
 }
