@@ -236,29 +236,34 @@ export class ShmRunner {
   }
 
   /** Why the communicator or its node is aborted, or null. */
+  /**
+   * Why the communicator or its node is aborted, or null. The communicator's abort comes first
+   * when both are set: it is published before the rank that publishes it fails (a rank that
+   * timed out, then ends), and it names the first cause (the rank it waited for).
+   */
   abortError(what: string): WebcclError | null {
     const { i32 } = this.views();
-    const nodeBy = Atomics.load(i32, (NODE_BASE + N.ABORT) >> 2);
-    if (nodeBy !== 0) {
-      const by = nodeBy === ABORT_BY_LAUNCHER ? -1 : nodeBy - 1;
-      const dead = by < 0 ? 'the launcher' : `rank ${by}`;
-      const code = Atomics.load(i32, (NODE_BASE + N.ABORT_CODE) >> 2);
-      const reason = readReasonText(this.core.memory, NODE_BASE + N.REASON);
-      const why = code === ABORT_REASON.PEER_DIED ? `${dead} died` : `aborted by ${dead}`;
-      return new WebcclError('ABORTED', `${what}: ${why}${reason ? ` (${reason})` : ''}; the job is being ended`, { by, reason, via: 'shm' });
-    }
     const by = Atomics.load(i32, this.commAbort);
-    if (by === 0) return null;
-    const code = Atomics.load(i32, (this.comm + C.ABORT_CODE) >> 2);
-    const detail = Atomics.load(i32, (this.comm + C.ABORT_DETAIL) >> 2);
-    const reason = readReasonText(this.core.memory, this.comm + C.REASON);
-    const why =
-      code === ABORT_REASON.TIMEOUT ? `rank ${by - 1} timed out waiting for rank ${detail}` :
-      code === ABORT_REASON.USER ? `rank ${by - 1} called abort(${JSON.stringify(reason)})` :
-      code === ABORT_REASON.PEER_ERROR ? `rank ${by - 1} failed${reason ? `: ${reason}` : ''}` : `rank ${by - 1} aborted it`;
-    // `cause` says what `detail` means: for a timeout, the rank the aborting rank waited for.
-    const cause = Object.keys(ABORT_REASON).find((k) => ABORT_REASON[k as keyof typeof ABORT_REASON] === code)?.toLowerCase();
-    return new WebcclError('ABORTED', `${what}: communicator aborted (${why})`, { by: by - 1, reason, detail, cause, via: 'shm' });
+    if (by !== 0) {
+      const code = Atomics.load(i32, (this.comm + C.ABORT_CODE) >> 2);
+      const detail = Atomics.load(i32, (this.comm + C.ABORT_DETAIL) >> 2);
+      const reason = readReasonText(this.core.memory, this.comm + C.REASON);
+      const why =
+        code === ABORT_REASON.TIMEOUT ? `rank ${by - 1} timed out waiting for rank ${detail}` :
+        code === ABORT_REASON.USER ? `rank ${by - 1} called abort(${JSON.stringify(reason)})` :
+        code === ABORT_REASON.PEER_ERROR ? `rank ${by - 1} failed${reason ? `: ${reason}` : ''}` : `rank ${by - 1} aborted it`;
+      // `cause` says what `detail` means: for a timeout, the rank the aborting rank waited for.
+      const cause = Object.keys(ABORT_REASON).find((k) => ABORT_REASON[k as keyof typeof ABORT_REASON] === code)?.toLowerCase();
+      return new WebcclError('ABORTED', `${what}: communicator aborted (${why})`, { by: by - 1, reason, detail, cause, via: 'shm' });
+    }
+    const nodeBy = Atomics.load(i32, (NODE_BASE + N.ABORT) >> 2);
+    if (nodeBy === 0) return null;
+    const dead = nodeBy === ABORT_BY_LAUNCHER ? -1 : nodeBy - 1;
+    const who = dead < 0 ? 'the launcher' : `rank ${dead}`;
+    const code = Atomics.load(i32, (NODE_BASE + N.ABORT_CODE) >> 2);
+    const reason = readReasonText(this.core.memory, NODE_BASE + N.REASON);
+    const why = code === ABORT_REASON.PEER_DIED ? `${who} died` : `aborted by ${who}`;
+    return new WebcclError('ABORTED', `${what}: ${why}${reason ? ` (${reason})` : ''}; the job is being ended`, { by: dead, reason, via: 'shm' });
   }
 
   private errorOf(op: RunningOp): WebcclError {
