@@ -8,6 +8,7 @@ import { DTYPES, REDUCE_OPS } from '../core/dtypes.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import type { WasmCore } from '../core/wasm.js';
 import { LEFT_DIED } from '../core/node.js';
+import { Doorbell } from './doorbell.js';
 import type { Buf } from './buffers.js';
 import { PER_PEER } from './shm-counts.js';
 
@@ -37,8 +38,8 @@ export class ShmRunner {
   private growths = 0;
   private readonly nodeAbort = (NODE_BASE + N.ABORT) >> 2;
   private readonly commAbort: number;
-  private readonly doorbell: number;
-  private readonly sleepers: number;
+  /** Where a rank that has waited long enough sleeps (shared with point-to-point ops). */
+  readonly bell: Doorbell;
 
   /** `localOf[r]`: the node rank of communicator rank r (whose LEFT word says it has left); absent: not known. */
   constructor(readonly core: WasmCore, readonly comm: number, readonly rank: number, readonly nranks: number, private readonly localOf?: readonly number[]) {
@@ -47,8 +48,7 @@ export class ShmRunner {
     this.advance = core.exports.advance as (desc: number) => number;
     this.stepReached = core.exports.stepReached as (desc: number, t: number) => number;
     this.commAbort = (comm + C.ABORT) >> 2;
-    this.doorbell = (comm + C.DOORBELL) >> 2;
-    this.sleepers = (comm + C.SLEEPERS) >> 2;
+    this.bell = new Doorbell(() => this.views().i32, comm);
   }
 
   /**
@@ -119,21 +119,17 @@ export class ShmRunner {
   }
 
   /**
-   * Registers as a sleeper and decides whether to sleep: returns the doorbell value to wait on
-   * and for how long, or null when the step completed meanwhile. Registering before the last
-   * check is what makes the last poster ring. The caller must call unregister() afterwards,
-   * whatever happens (the count is shared by every rank).
+   * The last look before sleeping (taken once registered on the doorbell): null when the step
+   * completed meanwhile (or other work moved), else how long to sleep. A rank that leaves from
+   * here on rings the bell, and this rank looks again.
    */
-  private beforeSleep(op: RunningOp, now: number, moved?: () => boolean): { bell: number; ms: number } | null {
+  private lastLook(op: RunningOp, now: number, moved?: () => boolean): number | null {
     const { i32 } = this.views();
-    Atomics.add(i32, this.sleepers, 1);
-    const bell = Atomics.load(i32, this.doorbell);
     const step = i32[(op.desc + D.WAIT_VAL) >> 2];
     if (this.stepReached(op.desc, step) || moved?.()) return null;
-    // Read after the bell: a rank that leaves from here on rings it, and this rank looks again.
     const gone = this.departedBehind(step);
     if (gone >= 0) throw this.departed(op, gone);
-    return { bell, ms: Math.min(SLICE_MS, op.deadline - now) };
+    return Math.min(SLICE_MS, op.deadline - now);
   }
 
   /**
@@ -166,40 +162,20 @@ export class ShmRunner {
     return now;
   }
 
-  private unregister(): void {
-    Atomics.sub(this.i32, this.sleepers, 1);
-  }
-
   /**
    * Sleeps on the doorbell until the step the loop waits for completes (or a slice ends).
-   * `moved` is asked once registered as a sleeper: other work on the doorbell (point-to-point
-   * ops) that made progress instead.
+   * `moved` is asked at the last look: other work on the doorbell (point-to-point ops) that
+   * made progress instead.
    */
   sleep(op: RunningOp, moved?: () => boolean): void {
     const now = this.beforeDeadline(op);
-    try {
-      const s = this.beforeSleep(op, now, moved);
-      if (s) Atomics.wait(this.i32, this.doorbell, s.bell, s.ms);
-    } finally {
-      this.unregister();
-    }
+    this.bell.sleep(() => this.lastLook(op, now, moved));
   }
 
   /** The same without blocking the thread (a browser's main thread may not block). */
-  async sleepAsync(op: RunningOp, moved?: () => boolean): Promise<void> {
+  sleepAsync(op: RunningOp, moved?: () => boolean): Promise<void> {
     const now = this.beforeDeadline(op);
-    try {
-      const s = this.beforeSleep(op, now, moved);
-      if (!s) return;
-      const r = Atomics.waitAsync(this.i32, this.doorbell, s.bell, s.ms);
-      if (!r.async) return;
-      // Node does not count a pending waitAsync as work: without a timer, a process (or worker)
-      // with nothing else to do would exit in the middle of the op.
-      const keepAlive = setTimeout(() => undefined, Math.min(s.ms, 0x7fffffff));
-      await r.value.finally(() => clearTimeout(keepAlive));
-    } finally {
-      this.unregister();
-    }
+    return this.bell.sleepAsync(() => this.lastLook(op, now, moved));
   }
 
   /** Ranks whose flag is behind this rank's (every wait follows this rank's own post). */
@@ -231,8 +207,7 @@ export class ShmRunner {
       writeReasonText(this.core.memory, this.comm + C.REASON, String(text));
       Atomics.store(i32, this.commAbort, this.rank + 1);
     }
-    Atomics.add(i32, this.doorbell, 1);
-    Atomics.notify(i32, this.doorbell);
+    this.bell.ring();
   }
 
   /** Why the communicator or its node is aborted, or null. */

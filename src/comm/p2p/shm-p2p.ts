@@ -11,7 +11,7 @@
 // receive never deadlock. Waiting spins for the rank's spin budget, then sleeps on the
 // communicator's doorbell, which every post rings when someone sleeps.
 import { WebcclError } from '../../core/errors.js';
-import { ABORT_REASON, C, N, NODE_BASE } from '../../core/shm-map.js';
+import { ABORT_REASON, N, NODE_BASE } from '../../core/shm-map.js';
 import type { RankContext } from '../context.js';
 import type { Buf } from '../buffers.js';
 import type { OpSpec } from '../engine.js';
@@ -68,8 +68,6 @@ export class ShmP2p implements WorkDriver {
   private lastCheck = 0;
   private readonly staging: StagingPool;
   private readonly table: ChannelTable;
-  private readonly sleepers: number;
-  private readonly doorbell: number;
   private readonly spinMs: number;
   private readonly copyBytes: (dst: number, src: number, bytes: number) => void;
 
@@ -85,8 +83,6 @@ export class ShmP2p implements WorkDriver {
     this.low = per(() => 0);
     this.staging = new StagingPool(ctx.heap);
     this.table = new ChannelTable(ctx, runner);
-    this.sleepers = (ctx.comm + C.SLEEPERS) >> 2;
-    this.doorbell = (ctx.comm + C.DOORBELL) >> 2;
     this.spinMs = ctx.spinUs / 1000;
     this.copyBytes = ctx.core.exports.copyBytes as (dst: number, src: number, bytes: number) => void;
   }
@@ -187,44 +183,22 @@ export class ShmP2p implements WorkDriver {
     }
   }
 
-  /** Registers as a sleeper, then looks once more: a post after that rings the doorbell. */
-  private beforeSleep(w: Work): { bell: number; ms: number } | null {
-    const i32 = this.runner.views().i32;
-    Atomics.add(i32, this.sleepers, 1);
-    const bell = Atomics.load(i32, this.doorbell);
+  /** The last look before sleeping (registered on the doorbell): null when an op moved meanwhile. */
+  private lastLook(w: Work): number | null {
     if (this.poll() || w.settled) return null;
-    return { bell, ms: Math.max(0, Math.min(SLICE_MS, this.earliestDeadline() - performance.now())) };
+    return Math.max(0, Math.min(SLICE_MS, this.earliestDeadline() - performance.now()));
   }
 
   private sleep(w: Work): void {
-    try {
-      const s = this.beforeSleep(w);
-      if (s) Atomics.wait(this.runner.views().i32, this.doorbell, s.bell, s.ms);
-    } finally {
-      Atomics.sub(this.runner.views().i32, this.sleepers, 1);
-    }
+    this.runner.bell.sleep(() => this.lastLook(w));
   }
 
-  private async sleepAsync(w: Work): Promise<void> {
-    try {
-      const s = this.beforeSleep(w);
-      if (!s) return;
-      const r = Atomics.waitAsync(this.runner.views().i32, this.doorbell, s.bell, s.ms);
-      if (!r.async) return;
-      // A pending waitAsync does not keep Node alive: hold a timer while waiting.
-      const keepAlive = setTimeout(() => undefined, s.ms);
-      await r.value.finally(() => clearTimeout(keepAlive));
-    } finally {
-      Atomics.sub(this.runner.views().i32, this.sleepers, 1);
-    }
+  private sleepAsync(w: Work): Promise<void> {
+    return this.runner.bell.sleepAsync(() => this.lastLook(w));
   }
 
   private ring(): void {
-    const i32 = this.runner.views().i32;
-    if (Atomics.load(i32, this.sleepers) > 0) {
-      Atomics.add(i32, this.doorbell, 1);
-      Atomics.notify(i32, this.doorbell);
-    }
+    this.runner.bell.ringIfSleepers();
   }
 
   // ---------------------------------------------------------------- sending
