@@ -8,22 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { netRanks } from './helpers/net-world.js';
 import type { Communicator } from '../src/comm/communicator.js';
-import type { Work } from '../src/comm/work.js';
-
-interface Outcome {
-  code: string;
-  details: Record<string, any>;
-  message: string;
-  ms: number;
-}
-
-async function outcomes(comms: Communicator[], issue: (c: Communicator, r: number) => Work): Promise<Outcome[]> {
-  const t0 = performance.now();
-  return Promise.all(comms.map(async (c, r) => issue(c, r).wait().then(
-    () => ({ code: 'ok', details: {}, message: '', ms: performance.now() - t0 }),
-    (e: any) => ({ code: e.code, details: e.details, message: e.message, ms: performance.now() - t0 }),
-  )));
-}
+import { type Outcome, outcomes } from './helpers/outcomes.js';
 
 let open: Communicator[] = [];
 afterEach(() => {

@@ -10,30 +10,10 @@ import net from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { destroyAll, netRanks } from './helpers/net-world.js';
 import type { Communicator } from '../src/comm/communicator.js';
-import type { Work } from '../src/comm/work.js';
 import { TcpTransport } from '../src/transport/tcp/node/tcp-transport.js';
 import { abortError, encodeAbortInfo } from '../src/transport/transport.js';
 import { RateLimitedLog } from '../src/core/rate-log.js';
-
-interface Outcome {
-  code: string;
-  details: Record<string, any>;
-  message: string;
-  ms: number;
-}
-
-/** Issues one op per rank; each rank's outcome ('ok' or its error) and how long it took. */
-async function outcomes(comms: Communicator[], issue: (c: Communicator, r: number) => Work | undefined): Promise<Outcome[]> {
-  const t0 = performance.now();
-  return Promise.all(comms.map(async (c, r) => {
-    const w = issue(c, r);
-    if (!w) return { code: 'none', details: {}, message: '', ms: 0 };
-    return w.wait().then(
-      () => ({ code: 'ok', details: {}, message: '', ms: performance.now() - t0 }),
-      (e: any) => ({ code: e.code, details: e.details, message: e.message, ms: performance.now() - t0 }),
-    );
-  }));
-}
+import { type Outcome, outcomes } from './helpers/outcomes.js';
 
 let open: Communicator[] = [];
 afterEach(() => {
