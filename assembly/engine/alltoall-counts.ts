@@ -13,8 +13,8 @@ import {
   D_NRANKS, D_PHASE, D_RANK, D_STEPS_USED, D_TABLE, E_SIZE_MISMATCH, ST_DONE, ST_ERROR, field, scratchAddr,
   setField, slotAddr,
 } from './shm-map';
-import { checkSignatures, post, stepNo, waitAll, writeSignature } from './sync';
-import { P_STAGE, P_WAIT, setPhase } from './step';
+import { signedStep, stepNo } from './sync';
+import { P_STAGE, setPhase } from './step';
 import { M_DIRECT, modeOf, setMode } from './in-place-read';
 
 export const PER_PEER: u32 = 0xffffffff;
@@ -72,15 +72,9 @@ export function countsHandshake(desc: usize): i32 {
   const n = field(desc, D_NRANKS);
   const me = field(desc, D_RANK);
   const t = stepNo(desc, 1);
-  if (field(desc, D_PHASE) == P_STAGE) {
-    memory.copy(slotAddr(comm, me, t), tableAt(desc, T_SEND, 0), <usize>(2 * n) << 2);
-    writeSignature(desc);
-    post(desc, t);
-    setPhase(desc, P_WAIT);
-  }
-  let r = waitAll(desc, t);
-  if (r != ST_DONE) return r;
-  r = checkSignatures(desc);
+  // The counts travel in this rank's slot beside its signature.
+  if (field(desc, D_PHASE) == P_STAGE) memory.copy(slotAddr(comm, me, t), tableAt(desc, T_SEND, 0), <usize>(2 * n) << 2);
+  const r = signedStep(desc, t);
   if (r != ST_DONE) return r;
   let most: u32 = 0;
   for (let i: u32 = 0; i < n; i++) {

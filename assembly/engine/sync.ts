@@ -8,8 +8,9 @@
 // once per step, not once per late peer (which matters when ranks outnumber cores), and the
 // spinning path pays no read-modify-write. Both sides store, then load the other's word
 // (sequentially consistent), so either the poster sees the sleeper or the sleeper sees the post.
+import { P_STAGE, P_WAIT, setPhase } from './step';
 import {
-  C_ABORT, C_DOORBELL, C_NODE, C_SLEEPERS, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KIND, D_LAYOUT, D_OP, D_OUT, D_ROOT,
+  C_ABORT, D_PHASE, C_DOORBELL, C_NODE, C_SLEEPERS, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KIND, D_LAYOUT, D_OP, D_OUT, D_ROOT,
   S_ALGO, S_CHUNK, S_COUNT, S_DTYPE, S_IN, S_KIND, S_LAYOUT, S_OP, S_OUT, S_ROOT, S_SEQ,
   D_COMM, D_ERR, D_ERR_FIELD, D_ERR_RANK_A, D_ERR_RANK_B, D_ERR_VAL_A,
   D_ERR_VAL_B, D_NRANKS, D_RANK, D_SEQ, D_SPIN, D_STEPS_USED, D_WAIT_VAL, E_ABORTED, E_MISMATCH,
@@ -112,6 +113,20 @@ export function checkSignatures(desc: usize): i32 {
 }
 
 /** Whether every rank has posted step t: JS asks this just before it sleeps. */
+/**
+ * A handshake step: sign (with whatever the caller staged in its slot before) and post step t
+ * once, wait for every rank, and compare the signatures. Resumable: call again while BLOCKED.
+ */
+export function signedStep(desc: usize, t: u32): i32 {
+  if (field(desc, D_PHASE) == P_STAGE) {
+    writeSignature(desc);
+    post(desc, t);
+    setPhase(desc, P_WAIT);
+  }
+  const r = waitAll(desc, t);
+  return r != ST_DONE ? r : checkSignatures(desc);
+}
+
 export function stepReached(desc: usize, t: u32): bool {
   return allReached(<usize>field(desc, D_COMM), field(desc, D_NRANKS), t);
 }

@@ -17,7 +17,7 @@ import {
   D_BASE, D_COUNT, D_MODE, D_NRANKS, D_OUT, D_PHASE, D_RANK, D_STEPS_USED, D_SEQ,
   S_IN, S_OUT, ST_DONE, commOf, field, setField, sigAddr,
 } from './shm-map';
-import { checkSignatures, post, stepNo, waitAll, writeSignature } from './sync';
+import { post, signedStep, stepNo, waitAll } from './sync';
 import { elemSize, reduceTable, setSource } from './stage';
 import { P_OUT, P_STAGE, P_WAIT, segStart, setPhase } from './step';
 import { directAllReduce } from './direct-allreduce';
@@ -38,15 +38,7 @@ function everyBufferShared(desc: usize): bool {
 }
 
 function handshake(desc: usize): i32 {
-  const t = stepNo(desc, 1);
-  if (field(desc, D_PHASE) == P_STAGE) {
-    writeSignature(desc);
-    post(desc, t);
-    setPhase(desc, P_WAIT);
-  }
-  let r = waitAll(desc, t);
-  if (r != ST_DONE) return r;
-  r = checkSignatures(desc);
+  const r = signedStep(desc, stepNo(desc, 1));
   if (r != ST_DONE) return r;
   setField(desc, D_MODE, everyBufferShared(desc) ? MODE_ZERO_COPY : MODE_STAGED);
   setPhase(desc, P_STAGE);
