@@ -126,6 +126,18 @@ describe('groups across nodes', () => {
   });
 });
 
+describe('group formation across nodes', () => {
+  it('2 nodes x 2 ranks: disagreeing member lists are a MISMATCH naming the ranks on every rank', async () => {
+    const world = await netRanks(2, 2, { timeoutMs: 30_000 });
+    try {
+      const errs = await Promise.all(world.map((c, r) => c.createGroup(r === 3 ? [0, 3] : [0, 1]).then(() => undefined, (e) => e)));
+      for (const e of errs) expect(e).toMatchObject({ code: 'MISMATCH', details: { field: 'ranks', ranks: [0, 3], worldRanks: [0, 3] } });
+    } finally {
+      destroyAll(world);
+    }
+  });
+});
+
 describe('shrink', () => {
   it('on one node: the survivors of a dead rank get a working communicator without it', async () => {
     const node = createNode({ nranks: 4, slotBytes: 4096 });
