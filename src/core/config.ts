@@ -20,6 +20,8 @@ export const ENV_VARS: Record<string, string> = {
   WEBCCL_TLS_CA: 'with WEBCCL_TLS=1: PEM CA certificate(s) that every rank\'s certificate must chain to',
   WEBCCL_FLIGHT_RECORDER: 'ops each communicator remembers for comm.flightRecord() and prints at WARN on a TIMEOUT or ABORTED, 0..65536; 0 turns it off (default 64)',
   WEBCCL_CHECK: '1: debug mode that fails an op (BUFFER_BUSY) whose buffers the program writes while it is in flight, found by hashing them at issue, start, between slices and at completion (default 0)',
+  WEBCCL_PROGRESS: 'thread | caller | auto: who moves ops along: the node\'s progress thread (ops go on while the rank computes), the calling rank while it waits or polls, or chosen per op (default auto)',
+  WEBCCL_TRACE: 'path of a Chrome-trace / Perfetto JSON timeline to write (one track per rank and per progress thread); unset: no trace',
   WEBCCL_JOB_ID: "name every rank of a job must share at rendezvous (default: the outer launcher's job id, else MASTER_ADDR:MASTER_PORT)",
 };
 
