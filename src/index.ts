@@ -86,7 +86,7 @@ export async function initCommGroup(options?: InitOptions): Promise<Communicator
   const { node, rank } = init ?? { node: createNode({ nranks: 1 }), rank: 0 };
   if (rank === 0) unknownEnvNames(); // once per job, not once per rank
   const ctx = joinNode(node, rank, { cores: opts.cores ?? init?.cores, simd: opts.simd ?? init?.simd });
-  const comm = new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs });
+  const comm = new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs, progress: opts.progress });
   await comm.barrier();
   world = comm;
   return comm;

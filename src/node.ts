@@ -1,10 +1,15 @@
 // The Node.js entry: everything the browser build has, plus launching ranks.
 import { JOIN_WORLD } from './index.js';
 import { joinWorld } from './comm/node/join-world.js';
+import { registerProgressStarter } from './progress/start.js';
+import { startNodeProgress } from './progress/node-start.js';
 
 export * from './index.js';
 
 // Jobs across processes and machines need sockets: only this entry can join them.
 (globalThis as Record<symbol, unknown>)[JOIN_WORLD] = joinWorld;
+// A node's progress thread is a worker_threads Worker.
+registerProgressStarter(startNodeProgress);
 export { launch, startRanks, type LaunchOptions, type LaunchResult, type LaunchHandle, type RankFailure } from './launch/threads.js';
 export { launchProcesses, startProcesses, type ProcessLaunchOptions, type ProcessLaunchHandle } from './launch/processes.js';
+export { stopProgressThread } from './progress/start.js';

@@ -13,7 +13,7 @@ import { InputCheck, checkMode } from './input-check.js';
 import type { Work } from './work.js';
 import type { Engine, OpCounters, OpSpec } from './engine.js';
 import type { FlightEntry } from './flight-recorder.js';
-import { ShmEngine } from './shm-engine.js';
+import { nodeEngine } from '../progress/thread-engine.js';
 import type { RankContext } from './context.js';
 import { type AllToAllOptions, type CollectiveOptions, type CommunicatorOptions, type P2pOptions, type RootedOptions, COMMUNICATOR_OPTIONS, collectiveOptions, communicatorOptions, envTimeoutMs } from './options.js';
 import { checkOptions, showValue } from '../core/options.js';
@@ -67,7 +67,7 @@ export class Communicator {
     this.acrossNodes = spansNodes(this.placement);
     const timeoutMs = opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS;
     this.checkInputs = checkMode();
-    this.engine = world ? world.engine(this.counters, opts.algo, timeoutMs) : new ShmEngine(ctx, this.counters, opts.algo, timeoutMs);
+    this.engine = world ? world.engine(this.counters, opts.algo, timeoutMs) : nodeEngine(ctx, this.counters, opts.algo, timeoutMs, opts.progress);
   }
 
   // ---------------------------------------------------------------- groups

@@ -88,7 +88,7 @@ export function joinNode(node: NodeHandle, rank: number, options?: JoinOptions):
   // wake; with more ranks than cores, a spinning rank steals the CPU from the one it waits for.
   const given = opts.spinUs ?? envNumber('WEBCCL_SPIN_US');
   ctx.spinGiven = given !== undefined;
-  ctx.pollsPerUs = pollsPerMicrosecond(ctx);
+  ctx.pollsPerUs = pollsPerMicrosecond(ctx.core, ctx.comm, ctx.size, ctx.rank);
   setSpin(ctx, given ?? defaultSpinUs(node.nranks, cores));
   const spinUs = ctx.spinUs;
   log('INFO', `rank ${rank}/${node.nranks}: ${core.simd ? 'simd' : 'scalar'} wasm, ${cores} cores, spin ${spinUs} us = ${ctx.spinPolls} polls, slot ${node.slotBytes} B, ${ctx.canBlock ? 'blocking' : 'async'} waits`);
@@ -105,12 +105,13 @@ export function setSpin(ctx: RankContext, spinUs: number): void {
   ctx.tryPolls = Math.round(Math.min(spinUs, TRY_SPIN_US) * ctx.pollsPerUs);
 }
 
-function pollsPerMicrosecond(ctx: RankContext): number {
-  const desc = descOffset(ctx.comm, ctx.size, ctx.rank);
-  const i32 = new Int32Array(ctx.core.memory.buffer);
-  i32[(desc + D.COMM) >> 2] = ctx.comm;
-  i32[(desc + D.RANK) >> 2] = ctx.rank;
-  const probe = ctx.core.exports.spinProbe as (desc: number, polls: number) => number;
+/** Flag polls per microsecond of this thread, probing rank `rank`'s flag of the block `comm` (read only). */
+export function pollsPerMicrosecond(core: WasmCore, comm: number, nranks: number, rank: number): number {
+  const desc = descOffset(comm, nranks, rank);
+  const i32 = new Int32Array(core.memory.buffer);
+  i32[(desc + D.COMM) >> 2] = comm;
+  i32[(desc + D.RANK) >> 2] = rank;
+  const probe = core.exports.spinProbe as (desc: number, polls: number) => number;
   probe(desc, 20000); // warm-up: let the engine compile the loop
   const polls = 200000;
   const t0 = performance.now();

@@ -37,6 +37,11 @@ export interface OpSpec {
   timeoutMs?: number;
   /** WEBCCL_CHECK=1: the engine calls atStart when the op begins and atEnd when it completes. */
   check?: InputCheck;
+  /**
+   * The op's number in its communicator's collective order, when whoever issues it numbers the
+   * ops (a rank that hands some ops to the progress thread and runs others itself).
+   */
+  seq?: number;
   /** The layout the data crosses in (tensor-layout.ts layoutSignature; 0: row-major or none): ranks must agree. */
   layout?: number;
 }

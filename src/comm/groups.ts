@@ -13,7 +13,7 @@ import type { RankContext } from './context.js';
 import type { Work } from './work.js';
 import { type Placement } from './placement.js';
 import { allocCommBlock, groupContext, releaseCommBlock } from './shm-block.js';
-import { ShmEngine } from './shm-engine.js';
+import { nodeEngine } from '../progress/thread-engine.js';
 import { NetEngine } from './net-engine.js';
 
 /** What forming a group needs of its parent. */
@@ -136,7 +136,7 @@ async function form(f: Former, groups: number[][], opts: CommunicatorOptions): P
 export function oneNodeGroup(f: Former, block: number, rank: number, placement: Placement, opts: CommunicatorOptions): Communicator {
   const ctx = groupContext(f.ctx, block, rank, [...placement.localOf]);
   placement.release = () => releaseCommBlock(f.ctx, block, ctx.size);
-  return f.make(ctx, opts, { rank, size: ctx.size, placement, engine: (counters, algo, timeoutMs) => new ShmEngine(ctx, counters, algo, timeoutMs) });
+  return f.make(ctx, opts, { rank, size: ctx.size, placement, engine: (counters, algo, timeoutMs) => nodeEngine(ctx, counters, algo, timeoutMs, opts.progress) });
 }
 
 /** Every rank's `values` (numbers below 2^53), by rank: an allGather over the parent. */

@@ -37,10 +37,13 @@ export interface P2pOptions {
   tag?: number;
   timeoutMs?: number;
 }
+import { resolveProgressMode } from '../core/progress-mode.js';
 
 export interface CommunicatorOptions {
   algo?: string;
   timeoutMs?: number;
+  /** Who moves ops on one node along: 'thread' | 'caller' | 'auto' (see src/core/progress-mode.ts; default WEBCCL_PROGRESS, else auto). */
+  progress?: string;
 }
 
 /** Largest send/recv tag (as MPI_TAG_UB must be at least 32767; ours is 2^31-1). */
@@ -86,10 +89,12 @@ export function collectiveOptions(name: keyof typeof COLLECTIVE_OPTIONS, o: unkn
   return checkOptions<CollectiveOptions>(name, o, COLLECTIVE_OPTIONS[name], EXAMPLE[name], ANY_COLLECTIVE);
 }
 
-export const COMMUNICATOR_OPTIONS = { algo: string, timeoutMs } as const satisfies OptionSpec;
+export const COMMUNICATOR_OPTIONS = { algo: string, timeoutMs, progress: string } as const satisfies OptionSpec;
 
 export function communicatorOptions(o: unknown): CommunicatorOptions {
-  return checkOptions<CommunicatorOptions>('Communicator', o, COMMUNICATOR_OPTIONS, "{ timeoutMs: 60000 }");
+  const opts = checkOptions<CommunicatorOptions>('Communicator', o, COMMUNICATOR_OPTIONS, "{ timeoutMs: 60000 }");
+  if (opts.progress !== undefined) resolveProgressMode(opts.progress);
+  return opts;
 }
 
 /**

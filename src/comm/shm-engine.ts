@@ -41,19 +41,19 @@ export class ShmEngine implements Engine, WorkDriver {
   private readonly tuning: Tuning;
   private readonly byAlgorithm: Record<Algo, number> = { direct: 0, twoshot: 0 };
   private seq = 0;
-  private stepBase = 0;
   private broken: WebcclError | undefined;
   private closed = false;
-  /** Point-to-point ops: outside the collective queue, moved along by every wait. */
-  private readonly p2p: ShmP2p;
+  /** Point-to-point ops: outside the collective queue, moved along by every wait (none on a progress thread). */
+  private readonly p2p: ShmP2p | null;
   readonly flight: FlightRecorder;
 
-  constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
+  /** `withP2p` false: collectives only (the progress thread's engines; the rank keeps send/recv). */
+  constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number, withP2p = true) {
     this.runner = new ShmRunner(ctx.core, ctx.comm, ctx.rank, ctx.size, ctx.localOf);
     this.desc = descOffset(ctx.comm, ctx.size, ctx.rank);
     this.tuning = resolveTuning(ctx.size, commAlgo);
     this.flight = new FlightRecorder(ctx.rank, () => this.runner.missingRanks());
-    this.p2p = new ShmP2p(ctx, this.runner, {
+    this.p2p = !withP2p ? null : new ShmP2p(ctx, this.runner, {
       serve: () => this.serveCollectives(),
       broke: (e) => this.fail(e),
       done: (w, failed) => {
@@ -66,13 +66,14 @@ export class ShmEngine implements Engine, WorkDriver {
   submit(s: OpSpec): Work {
     if (this.broken) throw this.broken;
     if (isP2p(s.name)) {
+      if (!this.p2p) throw new WebcclError('INTERNAL', `${s.name}: this engine runs collectives only`);
       const w = this.p2p.submit(s, s.timeoutMs ?? this.timeoutMs);
       this.flight.submitted(w, s, 'direct');
       return w;
     }
     const algo = s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
     const es = DTYPE_SIZE[s.dtype];
-    const seq = this.seq++;
+    const seq = s.seq ?? this.seq++;
     const q: QueuedOp = {
       name: s.name, seq, desc: this.desc, elemBytes: es, input: s.input, output: s.output, deadline: Infinity, timeoutMs: s.timeoutMs ?? this.timeoutMs,
       work: new Work(s.name, seq, this, this.ctx.canBlock), algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, layout: s.layout ?? 0,
@@ -86,8 +87,13 @@ export class ShmEngine implements Engine, WorkDriver {
     return q.work;
   }
 
+  /** Collectives issued and not yet settled (send/recv aside). */
+  pendingCollectives(): number {
+    return this.queue.length;
+  }
+
   pending(): number {
-    return this.queue.length + this.p2p.pending();
+    return this.queue.length + (this.p2p?.pending() ?? 0);
   }
 
   algorithms(): Record<string, number> {
@@ -105,7 +111,7 @@ export class ShmEngine implements Engine, WorkDriver {
 
   close(): void {
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
-    if (!this.closed) this.p2p.close();
+    if (!this.closed) this.p2p?.close();
     this.closed = true;
   }
 
@@ -113,6 +119,10 @@ export class ShmEngine implements Engine, WorkDriver {
   private writeDescriptor(q: QueuedOp): void {
     const i32 = this.runner.views().i32;
     const d = q.desc >> 2;
+    // The op starts where the last one on this descriptor ended: its (possibly advanced) base plus
+    // the steps it used. Kept in the descriptor, so that whichever thread runs the next op (this
+    // rank, or the node's progress thread) continues the count; a fresh block holds zeros.
+    i32[d + D.BASE / 4] = i32[d + D.BASE / 4] + i32[d + D.STEPS_USED / 4];
     i32[d + D.KIND / 4] = KIND[q.name];
     i32[d + D.ALGO / 4] = ALGO[q.algo];
     i32[d + D.DTYPE / 4] = DTYPE_CODE[q.dtype];
@@ -133,7 +143,6 @@ export class ShmEngine implements Engine, WorkDriver {
     i32[d + D.SUB / 4] = 0;
     i32[d + D.MODE / 4] = 0;
     i32[d + D.STEPS_USED / 4] = 0;
-    i32[d + D.BASE / 4] = this.stepBase;
     i32[d + D.SEQ / 4] = q.seq;
     i32[d + D.COMM / 4] = this.ctx.comm;
   }
@@ -142,14 +151,14 @@ export class ShmEngine implements Engine, WorkDriver {
   progress(w: Work, block: boolean): void {
     while (this.queue.length && !w.settled) {
       const q = this.queue[0];
-      if (!block || !this.p2p.pending()) {
+      if (!block || !this.p2p?.pending()) {
         if (!this.step(q, block)) return;
         continue;
       }
       // A peer's send or recv may wait for this rank while it waits here: serve both.
-      if (this.step(q, false) || this.p2p.poll()) continue;
+      if (this.step(q, false) || this.p2p!.poll()) continue;
       try {
-        this.runner.sleep(q, () => this.p2p.poll());
+        this.runner.sleep(q, () => this.p2p!.poll());
       } catch (e) {
         this.settleFailed(q, e);
       }
@@ -159,7 +168,8 @@ export class ShmEngine implements Engine, WorkDriver {
   async progressAsync(w: Work): Promise<void> {
     while (this.queue.length && !w.settled) {
       const q = this.queue[0];
-      if (!this.step(q, false) && !this.p2p.poll()) await this.runner.sleepAsync(q, () => this.p2p.poll()).catch((e) => this.settleFailed(q, e));
+      const moved = () => this.p2p?.poll() ?? false;
+      if (!this.step(q, false) && !moved()) await this.runner.sleepAsync(q, moved).catch((e) => this.settleFailed(q, e));
     }
   }
 
@@ -187,7 +197,6 @@ export class ShmEngine implements Engine, WorkDriver {
         return false;
       }
       q.check?.atEnd(q.seq);
-      this.endSteps(q);
       this.queue.shift();
       q.work.settle();
       this.counters.busyMs += q.work.durationMs;
@@ -200,17 +209,11 @@ export class ShmEngine implements Engine, WorkDriver {
     }
   }
 
-  /** The next op starts where this one's steps ended: its (possibly advanced) base plus the steps it used. */
-  private endSteps(q: QueuedOp): void {
-    this.stepBase = this.runner.field(q.desc, D.BASE) + this.runner.field(q.desc, D.STEPS_USED);
-  }
-
   private settleFailed(q: QueuedOp, e: unknown): void {
     const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
     this.counters.failed++;
     if (err.code === 'MISMATCH') {
       // Every rank saw the same disagreement at the op's first step: the communicator stays usable.
-      this.endSteps(q);
       this.queue.shift();
       q.work.settle(err);
       return;
@@ -228,7 +231,7 @@ export class ShmEngine implements Engine, WorkDriver {
   private fail(err: WebcclError): void {
     this.broken ??= err;
     for (const q of this.queue.splice(0)) q.work.settle(err);
-    this.p2p.fail(err);
+    this.p2p?.fail(err);
     this.flight.broke(err);
   }
 }

@@ -14,6 +14,8 @@ export interface WorkDriver {
   progress(w: Work, block: boolean): void;
   /** Completes `w` without blocking the thread (for threads that may not block). */
   progressAsync(w: Work): Promise<void>;
+  /** Told when the caller starts to wait for `w` (wait(), await, waitSync()), before any progress. */
+  waiting?(w: Work): void;
 }
 
 const DONE = Promise.resolve();
@@ -49,6 +51,7 @@ export class Work implements PromiseLike<void> {
       this.seen = true;
       return DONE;
     }
+    if (!this.promise) this.driver.waiting?.(this);
     this.promise ??= this.canBlock
       ? new Promise<void>((resolve, reject) => {
           queueMicrotask(() => {
@@ -72,7 +75,10 @@ export class Work implements PromiseLike<void> {
     if (this.state === 'pending' && !this.canBlock) {
       throw new WebcclError('UNSUPPORTED', `${this.name} #${this.seq}: waitSync() ${this.noBlock}; use await or wait()`);
     }
-    if (this.state === 'pending') this.driver.progress(this, true);
+    if (this.state === 'pending') {
+      this.driver.waiting?.(this);
+      this.driver.progress(this, true);
+    }
     this.seen = this.settled;
     this.rethrow();
   }
@@ -122,8 +128,8 @@ export class Work implements PromiseLike<void> {
     }
   }
 
-  /** @internal */
-  settle(error?: WebcclError): void {
+  /** @internal `completedAt`: when it ended on the thread that ran it (default: now). */
+  settle(error?: WebcclError, completedAt?: number): void {
     if (this.state !== 'pending') return;
     const finish = this.finisher;
     this.finisher = undefined;
@@ -132,7 +138,7 @@ export class Work implements PromiseLike<void> {
     } catch (e) {
       error ??= WebcclError.is(e) ? e : new WebcclError('INTERNAL', `${this.name} #${this.seq}: finishing the op failed: ${(e as Error).message}`);
     }
-    this.timing.completedAt = performance.now();
+    this.timing.completedAt = completedAt ?? performance.now();
     this.state = error ? 'failed' : 'done';
     this.error = error && this.relabel ? this.relabel(error) : error;
   }

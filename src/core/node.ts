@@ -5,7 +5,8 @@ import { ABORT_BY_LAUNCHER, C, LAYOUT_VERSION, MAX_RANKS, N, NODE_BASE, NODE_MAG
 import { writeReasonText } from './reason-text.js';
 import { createSharedMemory, loadWasm } from './wasm.js';
 import { envNumber } from './config.js';
-import { type OptionSpec, anything, checkOptions, integer, showValue } from './options.js';
+import { type OptionSpec, anything, boolean, checkOptions, integer, showValue } from './options.js';
+import { startProgressThread } from '../progress/start.js';
 
 /** What a rank needs to join its node; structured-clonable (postMessage / workerData). */
 export interface NodeHandle {
@@ -21,11 +22,16 @@ export interface NodeOptions {
   nranks: number;
   /** Bytes of one staging slot (option > WEBCCL_BUFFSIZE > 256 KiB); chunks are at most this big. */
   slotBytes?: number;
+  /**
+   * Start the node's progress thread, which runs ops while their ranks compute (default true
+   * where the platform can: Node; a node of one rank needs none).
+   */
+  progress?: boolean;
 }
 
 export const DEFAULT_SLOT_BYTES = 256 * 1024;
 
-export const NODE_OPTIONS = { nranks: integer(1, MAX_RANKS), slotBytes: anything } as const satisfies OptionSpec;
+export const NODE_OPTIONS = { nranks: integer(1, MAX_RANKS), slotBytes: anything, progress: boolean } as const satisfies OptionSpec;
 
 export function createNode(options: NodeOptions): NodeHandle {
   const o = checkOptions<Partial<NodeOptions>>('createNode', options, NODE_OPTIONS, '{ nranks: 4 }');
@@ -51,7 +57,9 @@ export function createNode(options: NodeOptions): NodeHandle {
   i32[(world + C.NODE) >> 2] = NODE_BASE;
   const id = crypto.getRandomValues(new Uint8Array(8));
   const key = Array.from(id, (b) => b.toString(16).padStart(2, '0')).join('');
-  return { memory, nranks, world, slotBytes, key };
+  const handle = { memory, nranks, world, slotBytes, key };
+  if (nranks > 1 && o.progress !== false) startProgressThread(handle);
+  return handle;
 }
 
 /** Refuses what is not a handle createNode made (a structured clone of one is fine). */

@@ -23,6 +23,9 @@ export const N = {
   WORLD: 32, // address of the world communicator block
   GROWTHS: 36, // bumped after every memory.grow, so ranks renew their views without asking the memory
   ABORT_CLAIM: 40, // taken (0 -> 1) by whoever writes ABORT_CODE and REASON, before it publishes ABORT
+  PROGRESS: 44, // the node's progress thread (src/progress/): 0 none, 1 running, 2 gone
+  PROGRESS_BELL: 48, // bumped and notified when a rank posts an op for the progress thread (it sleeps on it)
+  LANES: 52, // address of the progress thread's lane table (0 until a rank first posts to it)
   LEFT: 64, // MAX_RANKS words: 1 once that rank's thread has ended (its launcher sets it)
   REASON: 320, // why the node was aborted: REASON_BYTES of text (see core/reason-text.ts)
   HEADER_BYTES: 576,

@@ -11,6 +11,11 @@ import { ABORT_REASON } from '../core/shm-map.js';
 import { type NodeHandle, abortNode, createNode, leaveNode } from '../core/node.js';
 import type { WorldInit } from '../bootstrap/world.js';
 import { workerEntryPath } from './paths.js';
+import { registerProgressStarter, stopProgressThread } from '../progress/start.js';
+import { startNodeProgress } from '../progress/node-start.js';
+
+// The nodes this launcher makes get a progress thread (a worker_threads Worker).
+registerProgressStarter(startNodeProgress);
 import { MAX_RANKS } from '../core/shm-map.js';
 import { fail } from '../core/errors.js';
 import { MAX_TIMEOUT_MS, type OptionSpec, anything, boolean, checkOptions, func, integer, number, object, string, stringArray } from '../core/options.js';
@@ -110,8 +115,9 @@ export function startRanks(options: LaunchOptions): LaunchHandle {
     );
   });
 
-  const done = Promise.all(exits).then((): LaunchResult => {
+  const done = Promise.all(exits).then(async (): Promise<LaunchResult> => {
     if (graceTimer) clearTimeout(graceTimer);
+    await stopProgressThread(node);
     const tolerated = o.faultTolerant && failures.every((f) => f.rank >= 0) && failures.length < o.nranks;
     return { exitCode: failures.length && !tolerated ? 1 : 0, failure: failures[0], failures };
   });

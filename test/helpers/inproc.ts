@@ -7,7 +7,7 @@ import { Communicator } from '../../src/comm/communicator.js';
 import type { Work } from '../../src/comm/work.js';
 
 export function inprocRanks(n: number, o: { slotBytes?: number; simd?: boolean; timeoutMs?: number } = {}): Communicator[] {
-  const node = createNode({ nranks: n, slotBytes: o.slotBytes ?? 4096 });
+  const node = createNode({ nranks: n, slotBytes: o.slotBytes ?? 4096, progress: false });
   return Array.from({ length: n }, (_, r) => new Communicator(joinNode(node, r, { simd: o.simd, spinUs: 0 }), { timeoutMs: o.timeoutMs ?? 20_000 }));
 }
 

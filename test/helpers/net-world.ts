@@ -22,7 +22,7 @@ export async function netRanks(nodes: number, perNode: number, o: NetRanksOption
   const masterPort = await freePort(masterAddr);
   const jobId = `test-${masterPort}-${Math.random().toString(16).slice(2)}`;
   const size = nodes * perNode;
-  const handles = Array.from({ length: nodes }, () => createNode({ nranks: perNode, slotBytes: o.slotBytes ?? 4096 }));
+  const handles = Array.from({ length: nodes }, () => createNode({ nranks: perNode, slotBytes: o.slotBytes ?? 4096, progress: false }));
   const comms = await Promise.all(
     Array.from({ length: size }, (_, r) =>
       joinWorld({

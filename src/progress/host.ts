@@ -1,0 +1,222 @@
+// The node's progress thread (NCCL's proxy thread is the model): it runs the shared-memory step
+// loops of the ops ranks hand it, so that an op goes on while its rank computes without calling
+// webccl. For each lane (one communicator rank, see lanes.ts) it keeps the same ShmEngine a rank
+// keeps for itself, on the same descriptor, so an op runs the same steps whichever thread runs
+// it. It moves every lane a little in turn (never blocking on one), and sleeps on the node's
+// progress bell only when a whole round moved nothing: at once when no lane has an op, in short
+// slices while one waits for a rank that runs its op itself (that rank's posts do not ring it).
+import { DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
+import { WebcclError } from '../core/errors.js';
+import { NodeHeap } from '../core/heap.js';
+import { N, NODE_BASE, C, flagOffset } from '../core/shm-map.js';
+import { LEFT_DIED } from '../core/node.js';
+import { type WasmCore, loadWasm } from '../core/wasm.js';
+import { writeReasonText } from '../core/reason-text.js';
+import { type RankContext, setSpin, defaultSpinUs, pollsPerMicrosecond } from '../comm/context.js';
+import type { Buf } from '../comm/buffers.js';
+import type { OpSpec } from '../comm/engine.js';
+import { ShmEngine } from '../comm/shm-engine.js';
+import { Work, type WorkDriver } from '../comm/work.js';
+import {
+  L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_GONE, PROGRESS_RUNNING, T, SLOT_TAKEN, claimSlot, laneTable, readSlot, slotAt, writeOutcome,
+} from './lanes.js';
+import type { PostedOp, OpOutcome } from './thread-engine.js';
+
+/** The driver of an op refused at once: it has settled, so nothing ever drives it. */
+const REFUSED: WorkDriver = { progress: () => undefined, progressAsync: async () => undefined };
+
+/** Longest sleep while some lane has an op (its peer may be a rank that runs its own op). */
+const BUSY_SLICE_MS = 1;
+/** Longest sleep with nothing to do: how often it looks whether every rank has left. */
+const IDLE_SLICE_MS = 200;
+
+interface Hosted {
+  addr: number;
+  rank: number;
+  comm: number;
+  engine: ShmEngine;
+  /** Ops taken from the lane and not yet ended, in order. */
+  works: Work[];
+  taken: number;
+  ended: number;
+  /** The node rank of this lane's rank (its LEFT word). */
+  local: number;
+}
+
+export interface HostOptions {
+  cores: number;
+}
+
+/** Runs the progress thread of the node in `memory` until every rank has left. */
+export function hostProgress(memory: WebAssembly.Memory, o: HostOptions): void {
+  const host = new ProgressHost(memory, o);
+  try {
+    host.run();
+  } catch (e) {
+    host.die(e);
+    throw e;
+  }
+}
+
+class ProgressHost {
+  private readonly cores = new Map<boolean, { core: WasmCore; pollsPerUs: number }>();
+  private readonly lanes = new Map<number, Hosted>();
+  private readonly heap: NodeHeap;
+  private readonly nranks: number;
+
+  constructor(private readonly memory: WebAssembly.Memory, private readonly o: HostOptions) {
+    this.heap = new NodeHeap(memory, { canBlock: true });
+    this.nranks = this.i32()[(NODE_BASE + N.NRANKS) >> 2];
+    Atomics.store(this.i32(), (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_RUNNING);
+  }
+
+  private i32(): Int32Array {
+    return new Int32Array(this.memory.buffer);
+  }
+
+  run(): void {
+    for (;;) {
+      const i32 = this.i32();
+      const bell = Atomics.load(i32, (NODE_BASE + N.PROGRESS_BELL) >> 2);
+      this.attach(i32);
+      let moved = false;
+      let busy = false;
+      for (const h of this.lanes.values()) {
+        const r = this.serve(h);
+        moved ||= r.moved;
+        busy ||= h.works.length > 0;
+      }
+      if (moved) continue;
+      if (!busy && this.lanes.size === 0 && this.everyRankLeft(i32)) break;
+      Atomics.wait(this.i32(), (NODE_BASE + N.PROGRESS_BELL) >> 2, bell, busy ? BUSY_SLICE_MS : IDLE_SLICE_MS);
+    }
+    Atomics.store(this.i32(), (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_GONE);
+  }
+
+  /** Fails every op it holds (its thread is failing) and says so to every rank. */
+  die(e: unknown): void {
+    const why = e instanceof Error ? e.message : String(e);
+    const table = laneTable(this.i32());
+    if (table) writeReasonText(this.memory, table + T.REASON, why);
+    Atomics.store(this.i32(), (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_GONE);
+    for (const h of this.lanes.values()) Atomics.notify(this.i32(), (h.addr + L.DONE) >> 2);
+    Atomics.notify(this.i32(), (NODE_BASE + N.PROGRESS_BELL) >> 2);
+  }
+
+  private everyRankLeft(i32: Int32Array): boolean {
+    for (let r = 0; r < this.nranks; r++) if (Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * r) >> 2) === 0) return false;
+    return true;
+  }
+
+  /** Takes on the lanes ranks have opened since the last look. */
+  private attach(i32: Int32Array): void {
+    const table = laneTable(i32);
+    if (!table) return;
+    const high = Atomics.load(i32, (table + T.HIGH) >> 2);
+    for (let k = 0; k < high; k++) {
+      const addr = Atomics.load(i32, (table + T.ENTRIES + 4 * k) >> 2);
+      if (addr === 0 || this.lanes.has(addr) || Atomics.load(i32, (addr + L.STATE) >> 2) !== LANE_OPEN) continue;
+      this.lanes.set(addr, this.hosted(i32, addr));
+    }
+  }
+
+  private hosted(i32: Int32Array, addr: number): Hosted {
+    const at = (f: number) => i32[(addr + f) >> 2];
+    const comm = at(L.COMM);
+    const size = at(L.SIZE);
+    const rank = at(L.RANK);
+    const localOf = Array.from(new Uint8Array(this.memory.buffer, addr + L.LOCAL_OF, size));
+    const { core, pollsPerUs } = this.core(at(L.SIMD) === 1);
+    const ctx: RankContext = {
+      core, heap: this.heap, comm, rank, size, localOf, slotBytes: i32[(comm + C.SLOT_BYTES) >> 2],
+      spinPolls: 0, tryPolls: 0, spinUs: 0, pollsPerUs, spinGiven: false, canBlock: true, cores: this.o.cores,
+      sharedBuffers: new Set([this.memory.buffer]),
+    };
+    // It never blocks inside one lane: each wait spins only its short try before the next lane.
+    setSpin(ctx, defaultSpinUs(size, this.o.cores));
+    const counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0 };
+    return { addr, rank, comm, engine: new ShmEngine(ctx, counters, undefined, 0, false), works: [], taken: 0, ended: 0, local: localOf[rank] };
+  }
+
+  private core(simd: boolean): { core: WasmCore; pollsPerUs: number } {
+    let c = this.cores.get(simd);
+    if (!c) {
+      const core = loadWasm(this.memory, simd);
+      c = { core, pollsPerUs: pollsPerMicrosecond(core, this.i32()[(NODE_BASE + N.WORLD) >> 2], this.nranks, 0) };
+      this.cores.set(simd, c);
+    }
+    return c;
+  }
+
+  /** Takes the lane's new ops, moves its head along, hands back those that ended. */
+  private serve(h: Hosted): { moved: boolean } {
+    const i32 = this.i32();
+    const state = Atomics.load(i32, (h.addr + L.STATE) >> 2);
+    if (state === LANE_CLOSING || Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * h.local) >> 2) === LEFT_DIED) {
+      // Its rank closed the communicator, or died: nobody will read these ops' outcomes.
+      h.engine.close();
+      this.lanes.delete(h.addr);
+      Atomics.store(i32, (h.addr + L.STATE) >> 2, LANE_DETACHED);
+      Atomics.notify(i32, (h.addr + L.STATE) >> 2);
+      return { moved: true };
+    }
+    let moved = false;
+    const posted = Atomics.load(i32, (h.addr + L.POSTED) >> 2);
+    for (; h.taken < posted; h.taken++) {
+      h.works.push(this.take(h, slotAt(h.addr, h.taken)));
+      moved = true;
+    }
+    if (!h.works.length) return { moved };
+    const flag = flagOffset(h.comm, h.rank) >> 2;
+    const before = Atomics.load(i32, flag);
+    h.works[0].isCompleted(); // runs the engine's queue until an op would wait
+    while (h.works.length && h.works[0].settled) {
+      this.end(h, h.works.shift()!);
+      moved = true;
+    }
+    return { moved: moved || Atomics.load(this.i32(), flag) !== before };
+  }
+
+  /** The op in `slot`, submitted to the lane's engine (or ended at once: its rank took it back to run it itself). */
+  private take(h: Hosted, slot: number): Work {
+    const { input, output, value: p } = readSlot<PostedOp>(this.memory, slot);
+    if (!claimSlot(this.memory, slot, SLOT_TAKEN)) {
+      const w = new Work(p.name, p.seq, REFUSED, true);
+      w.settle();
+      return w;
+    }
+    const view = (addr: number, count: number, dtype: Dtype): Buf => ({
+      addr, dtype, count, bytes: new Uint8Array(this.memory.buffer, addr, count * DTYPE_SIZE[dtype]),
+    });
+    const inBuf = p.input ? view(input, p.input.count, p.dtype) : null;
+    const outBuf = p.inPlace ? inBuf : p.output ? view(output, p.output.count, p.dtype) : null;
+    const spec: OpSpec = {
+      name: p.name, algo: p.algo, dtype: p.dtype, op: p.op, count: p.count, root: p.root, counts: p.counts,
+      input: inBuf, output: outBuf, timeoutMs: p.timeoutMs, layout: p.layout, seq: p.seq,
+    };
+    try {
+      return h.engine.submit(spec);
+    } catch (e) {
+      // The engine refuses ops once its communicator has failed: this one fails the same way.
+      const w = new Work(p.name, p.seq, REFUSED, true);
+      w.timing.startedAt = performance.now();
+      w.settle(WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e)));
+      return w;
+    }
+  }
+
+  private end(h: Hosted, w: Work): void {
+    const err = w.failure;
+    const outcome: OpOutcome = {
+      startedAt: performance.timeOrigin + w.timing.startedAt,
+      completedAt: performance.timeOrigin + w.timing.completedAt,
+      ...(err && { error: { code: err.code, message: err.reason, details: err.details } }),
+    };
+    writeOutcome(this.memory, slotAt(h.addr, h.ended), outcome);
+    h.ended++;
+    const i32 = this.i32();
+    Atomics.store(i32, (h.addr + L.DONE) >> 2, h.ended);
+    Atomics.notify(i32, (h.addr + L.DONE) >> 2);
+  }
+}
+

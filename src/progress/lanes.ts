@@ -1,0 +1,102 @@
+// The shared-memory mailbox between the ranks of a node and its progress thread. A lane is one
+// communicator rank's queue of ops: a block in the node heap with a ring of slots. The rank
+// writes an op into the next slot (its buffers' addresses in the node memory and a short JSON
+// of the op's fields), then bumps POSTED and rings the node's progress bell; the progress
+// thread takes it, runs it, writes the outcome into the same slot and bumps DONE (which the
+// rank may sleep on). Every lane is listed in one table per node, so the progress thread finds
+// new lanes without a message. Nothing here is posted with postMessage: it works the same
+// between Node worker threads and between a page's Web Workers.
+import { N, NODE_BASE, REASON_BYTES } from '../core/shm-map.js';
+import { boundedUtf8 } from '../core/reason-text.js';
+
+/** Lane header words (byte offsets); the slots follow at L.SLOTS. */
+export const L = {
+  STATE: 0, // LANE_OPEN, LANE_CLOSING (the rank asks to detach), LANE_DETACHED (the progress thread let go)
+  COMM: 4, // the communicator block
+  RANK: 8,
+  SIZE: 12,
+  SIMD: 16, // 1: run the lane with the SIMD build of the core (as its rank does)
+  POSTED: 20, // ops posted by the rank
+  DONE: 24, // ops the progress thread has ended (their outcome is in their slot)
+  LOCAL_OF: 64, // SIZE bytes: the node rank of each communicator rank
+  SLOTS: 128,
+} as const;
+export const LANE_OPEN = 0;
+export const LANE_CLOSING = 1;
+export const LANE_DETACHED = 2;
+
+/** Ops a lane holds at once; more wait on their rank until a slot frees. */
+export const LANE_SLOTS = 32;
+/** Bytes of one slot: its state, two addresses, then the op's (or its outcome's) JSON. */
+export const SLOT_BYTES = 4096;
+const S = { STATE: 0, IN: 4, OUT: 8, TEXT: 12 } as const;
+/** A slot's state: the rank posted the op; the progress thread took it; or the rank took it back first. */
+export const SLOT_POSTED = 1;
+export const SLOT_TAKEN = 2;
+export const SLOT_RECLAIMED = 3;
+/** The progress thread wrote the op's outcome. */
+export const SLOT_ENDED = 4;
+const TEXT_MAX = SLOT_BYTES - S.TEXT - 4;
+export const LANE_BYTES = L.SLOTS + LANE_SLOTS * SLOT_BYTES;
+
+/** The lane table: a count of entries ever used, why the progress thread ended, then lane addresses. */
+export const T = { HIGH: 0, REASON: 64, ENTRIES: 64 + REASON_BYTES } as const;
+export const MAX_LANES = 1024;
+export const TABLE_BYTES = T.ENTRIES + 4 * MAX_LANES;
+
+export const PROGRESS_NONE = 0;
+export const PROGRESS_RUNNING = 1;
+export const PROGRESS_GONE = 2;
+
+export const slotAt = (lane: number, n: number): number => lane + L.SLOTS + (n % LANE_SLOTS) * SLOT_BYTES;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** Writes a slot: its two addresses and `value` as JSON (refused when it does not fit), then its state. */
+export function writeSlot(memory: WebAssembly.Memory, slot: number, input: number, output: number, value: unknown, state = SLOT_POSTED): boolean {
+  const bytes = encoder.encode(JSON.stringify(value));
+  if (bytes.length > TEXT_MAX) return false;
+  const i32 = new Int32Array(memory.buffer, slot, 4);
+  i32[1] = input;
+  i32[2] = output;
+  i32[3] = bytes.length;
+  new Uint8Array(memory.buffer, slot + S.TEXT + 4, bytes.length).set(bytes);
+  Atomics.store(i32, 0, state);
+  return true;
+}
+
+/** Moves a slot from POSTED to `to` (TAKEN by the progress thread, RECLAIMED by its rank): whoever moves it first owns the op. */
+export function claimSlot(memory: WebAssembly.Memory, slot: number, to: number): boolean {
+  return Atomics.compareExchange(new Int32Array(memory.buffer), (slot + S.STATE) >> 2, SLOT_POSTED, to) === SLOT_POSTED;
+}
+
+/** Writes an outcome, shortening its text rather than losing it (an error's details may be long). */
+export function writeOutcome(memory: WebAssembly.Memory, slot: number, value: { error?: { message: string; details: unknown } }): void {
+  if (writeSlot(memory, slot, 0, 0, value, SLOT_ENDED) || !value.error) return;
+  const short = { ...value, error: { ...value.error, details: { truncated: true }, message: new TextDecoder().decode(boundedUtf8(value.error.message, 2048)) } };
+  writeSlot(memory, slot, 0, 0, short, SLOT_ENDED);
+}
+
+export function readSlot<T>(memory: WebAssembly.Memory, slot: number): { input: number; output: number; value: T } {
+  const i32 = new Int32Array(memory.buffer, slot, 4);
+  const len = Math.min(i32[3], TEXT_MAX);
+  // slice(): decoders may refuse views of shared memory.
+  const text = decoder.decode(new Uint8Array(memory.buffer, slot + S.TEXT + 4, len).slice());
+  return { input: i32[1], output: i32[2], value: JSON.parse(text) as T };
+}
+
+/** The node's lane table, or 0 when no rank has made one yet. */
+export function laneTable(i32: Int32Array): number {
+  return Atomics.load(i32, (NODE_BASE + N.LANES) >> 2);
+}
+
+/** Wakes the progress thread (it sleeps on the bell when it has nothing to move). */
+export function ringProgress(i32: Int32Array): void {
+  Atomics.add(i32, (NODE_BASE + N.PROGRESS_BELL) >> 2, 1);
+  Atomics.notify(i32, (NODE_BASE + N.PROGRESS_BELL) >> 2);
+}
+
+export function progressState(i32: Int32Array): number {
+  return Atomics.load(i32, (NODE_BASE + N.PROGRESS) >> 2);
+}
