@@ -14,6 +14,14 @@ describe('collectives on worker threads', () => {
       });
     }
   }
+  // The same grid run by the node's progress thread (every op handed over, none taken back).
+  for (const [n, simd] of [[2, true], [3, false], [8, true]] as const) {
+    it(`${n} ranks, ${simd ? 'simd' : 'scalar'} build, WEBCCL_PROGRESS=thread`, async () => {
+      const { result, reports } = await runScenario(n, 'grid', { dtypes: ['f32', 'i8', 'bf16', 'f64', 'i64'], counts: [0, 1, 17, 1025, 3000] }, { simd, slotBytes: 4096, env: { WEBCCL_PROGRESS: 'thread' } });
+      expect(result.failure?.message).toBeUndefined();
+      for (const [r, rep] of reports.entries()) expect({ rank: r, ...rep[0] }).toEqual({ rank: r, ok: true, wrong: [] });
+    });
+  }
 });
 
 describe('disagreements between ranks are reported on every rank', () => {

@@ -282,8 +282,8 @@ export class Communicator {
    * Counters since creation: ops issued, bytes (per rank), failures, time busy, allReduce
    * algorithms used, and tensor layout conversions (count, bytes read, time).
    */
-  stats(): { ops: number; bytes: number; failed: number; busyMs: number; pending: number; allReduceAlgorithms: Record<string, number> } & ConversionCounters {
-    return { ...this.counters, pending: this.engine.pending(), allReduceAlgorithms: this.engine.algorithms(), ...this.conversions };
+  stats(): { ops: number; bytes: number; failed: number; busyMs: number; pending: number; threadOps: number; allReduceAlgorithms: Record<string, number> } & ConversionCounters {
+    return { ...this.counters, pending: this.engine.pending(), threadOps: this.engine.threadOps?.() ?? 0, allReduceAlgorithms: this.engine.algorithms(), ...this.conversions };
   }
 
   /**

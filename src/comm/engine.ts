@@ -60,6 +60,8 @@ export interface Engine {
   submit(spec: OpSpec): Work;
   /** Ops issued and not yet settled. */
   pending(): number;
+  /** Ops the node's progress thread ran for this rank (engines that hand ops over). */
+  threadOps?(): number;
   /** Completed allReduce ops per algorithm. */
   algorithms(): Record<string, number>;
   /** Fails every pending op here and on the other ranks. */

@@ -105,6 +105,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   private readonly forwarded = new Map<Work, Work>();
   private readonly threadAlgos: Record<string, number> = {};
   private broken: WebcclError | undefined;
+  private fromThread = 0;
   readonly flight;
 
   constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number, private readonly mode: Exclude<ProgressMode, 'caller'>) {
@@ -124,6 +125,11 @@ export class ThreadEngine implements Engine, WorkDriver {
 
   pending(): number {
     return this.local.pending() + this.inThread.filter((t) => !t.work.settled && !t.reclaimed).length;
+  }
+
+  /** Ops the progress thread has ended for this rank. */
+  threadOps(): number {
+    return this.fromThread;
   }
 
   algorithms(): Record<string, number> {
@@ -234,6 +240,11 @@ export class ThreadEngine implements Engine, WorkDriver {
       return work;
     }
     if (!this.lane) this.lane = this.openLane();
+    if (progressState(this.i32()) !== PROGRESS_RUNNING) {
+      this.inThread.push({ spec: s, work, seq, algo, stagedIn: 0, stagedOut: 0, reclaimed: false });
+      this.threadGone();
+      return work;
+    }
     const stage = (b: Buf | null, copyIn: boolean): number => {
       if (!b || b.addr) return 0;
       const addr = this.ctx.heap.alloc(b.bytes.byteLength);
@@ -303,6 +314,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   }
 
   private end(t: ThreadOp, o: OpOutcome, err: WebcclError | undefined): void {
+    this.fromThread++;
     if (t.work.settled) return; // failed here already (abort)
     t.work.timing.startedAt = o.startedAt - performance.timeOrigin;
     t.work.settle(err, o.completedAt - performance.timeOrigin);

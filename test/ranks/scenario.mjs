@@ -450,6 +450,85 @@ const scenarios = {
     if (comm.rank === 1) return;
     await reportOutcome(comm.recv(new Uint8Array(4), 1));
   },
+
+  /**
+   * Every collective issued, then a compute loop that never calls webccl (p.busyMs), then a
+   * look: did the op end during the compute? Plain buffers and alloc() buffers.
+   */
+  async overlap() {
+    const comm = await ccl.initCommGroup();
+    const { rank: r, size: n } = comm;
+    const { wrong, check } = checker(r);
+    const busy = () => {
+      const end = performance.now() + p.busyMs;
+      let acc = 0;
+      while (performance.now() < end) acc += Math.sqrt(acc + 1);
+      return acc;
+    };
+    const c = p.count;
+    const during = [];
+    for (const zc of [false, true]) {
+      const buf = (k) => (zc ? comm.alloc('f32', k) : new Float32Array(k));
+      const x = buf(c), out = buf(n * c), part = buf(c), big = buf(n * c), root = buf(c);
+      const cases = [
+        ['allReduce', () => { x.fill(r + 1); return comm.allReduce(x); }, () => check('allReduce', x, () => (n * (n + 1)) / 2)],
+        ['allGather', () => { part.fill(r + 1); return comm.allGather(out, part); }, () => check('allGather', out, (i) => Math.floor(i / c) + 1)],
+        ['reduceScatter', () => { big.fill(r + 1); return comm.reduceScatter(part, big); }, () => check('reduceScatter', part, () => (n * (n + 1)) / 2)],
+        ['broadcast', () => { root.fill(r === 1 % n ? 7 : 0); return comm.broadcast(root, { root: 1 % n }); }, () => check('broadcast', root, () => 7)],
+        ['allToAll', () => { big.forEach((_, i) => { big[i] = r * 1000 + Math.floor(i / c); }); return comm.allToAll(out, big); }, () => check('allToAll', out, (i) => Math.floor(i / c) * 1000 + r)],
+        ['barrier', () => comm.barrier(), () => undefined],
+      ];
+      for (const [what, issue, verify] of cases) {
+        await comm.barrier(); // every rank issues at about the same time: the compute below outlasts the op
+        const w = issue();
+        busy();
+        during.push(`${what}${zc ? ' alloc' : ''}: ${w.isCompleted()}`);
+        await w;
+        verify();
+      }
+      if (zc) for (const b of [x, out, part, big, root]) comm.free(b);
+    }
+    report({ wrong, during, threadOps: comm.stats().threadOps });
+  },
+
+  /**
+   * Ops in flight on the world and on a group at once, issued in turn, waited for at the end:
+   * each communicator ends its ops in the order issued, with the right results.
+   */
+  async progressOrder() {
+    const comm = await ccl.initCommGroup();
+    const { rank: r, size: n } = comm;
+    const group = await comm.split(0, n - 1 - r); // every rank, numbered backwards
+    const { wrong, check } = checker(r);
+    const ops = [];
+    for (let k = 0; k < p.ops; k++) {
+      const a = new Float32Array(p.count).fill(r + k);
+      const b = new Float64Array(p.count + k).fill(r * k);
+      ops.push({ comm: 'world', w: comm.allReduce(a), a, want: n * k + (n * (n - 1)) / 2 });
+      ops.push({ comm: 'group', w: group.allReduce(b), a: b, want: (k * n * (n - 1)) / 2 });
+    }
+    const end = performance.now() + p.busyMs;
+    while (performance.now() < end);
+    await Promise.all(ops.map((o) => o.w));
+    const order = { world: [], group: [] };
+    for (const o of ops) {
+      check(`${o.comm} op`, o.a, () => o.want);
+      order[o.comm].push(o.w.timing.completedAt);
+    }
+    const inOrder = (t) => t.every((v, i) => i === 0 || v >= t[i - 1]);
+    report({ wrong, inOrder: inOrder(order.world) && inOrder(order.group), threadOps: comm.stats().threadOps + group.stats().threadOps });
+    group.destroy();
+  },
+
+  /** Rank 0 hands an op to the progress thread and says so; rank 1 issues its op only after p.lateMs. */
+  async progressHeld() {
+    const comm = await ccl.initCommGroup({ timeoutMs: 60_000 });
+    if (comm.rank === 1) await new Promise((res) => setTimeout(res, p.lateMs));
+    if (p.dies === comm.rank) throw new Error('rank 1 fails on purpose');
+    const w = comm.allReduce(new Float32Array(p.count).fill(1));
+    report({ posted: comm.rank });
+    await reportOutcome(w);
+  },
 };
 
 await scenarios[name]();

@@ -1,0 +1,133 @@
+// The node's progress thread: ops go on while their ranks compute without calling webccl,
+// in order per communicator, and every pending op fails with a coded error when the thread or
+// a peer dies while the thread holds it.
+import { describe, expect, it } from 'vitest';
+import { fileURLToPath } from 'node:url';
+import { startRanks, stopProgressThread } from '../dist/node/index.js';
+import { runScenario } from './helpers/threads.js';
+import { createNode } from '../src/core/node.js';
+import { joinNode } from '../src/comm/context.js';
+import { Communicator } from '../src/comm/communicator.js';
+import { registerProgressStarter, stopProgressThread as stopInSource } from '../src/progress/start.js';
+import { startNodeProgress } from '../src/progress/node-start.js';
+import { WebcclError } from '../src/core/errors.js';
+
+const SCRIPT = fileURLToPath(new URL('./ranks/scenario.mjs', import.meta.url));
+
+describe('ops progress while their ranks compute', () => {
+  for (const [n, mode] of [[2, 'auto'], [4, 'thread'], [8, 'auto']] as const) {
+    it(`${n} thread ranks, WEBCCL_PROGRESS=${mode}: every collective ends during a compute loop that never calls webccl`, async () => {
+      const { result, reports } = await runScenario(n, 'overlap', { count: 40_000, busyMs: n > 4 ? 3000 : 1500 }, { env: { WEBCCL_PROGRESS: mode } });
+      expect(result.failure?.message).toBeUndefined();
+      for (const [r, [rep]] of reports.entries()) {
+        expect(rep.wrong, `rank ${r}`).toEqual([]);
+        expect(rep.during.filter((d: string) => !d.endsWith('true')), `rank ${r}`).toEqual([]);
+        expect(rep.threadOps).toBeGreaterThanOrEqual(12);
+      }
+    });
+  }
+
+  it('with WEBCCL_PROGRESS=caller nothing is handed to the thread (the rank runs its ops while it waits)', async () => {
+    const { result, reports } = await runScenario(2, 'overlap', { count: 1000, busyMs: 1 }, { env: { WEBCCL_PROGRESS: 'caller' } });
+    expect(result.failure?.message).toBeUndefined();
+    for (const [rep] of reports) {
+      expect(rep.wrong).toEqual([]);
+      expect(rep.threadOps).toBe(0);
+    }
+  });
+
+  it('many ops in flight on the world and a group end in issue order per communicator, results right', async () => {
+    const { result, reports } = await runScenario(4, 'progressOrder', { ops: 20, count: 3000, busyMs: 300 }, { env: { WEBCCL_PROGRESS: 'thread' } });
+    expect(result.failure?.message).toBeUndefined();
+    for (const [rep] of reports) {
+      expect(rep).toMatchObject({ wrong: [], inOrder: true });
+      expect(rep.threadOps).toBeGreaterThanOrEqual(40); // and the ops that formed the group
+    }
+  });
+});
+
+/** Starts `nranks` ranks on `scenario`, returning the handle and each rank's reports. */
+function start(nranks: number, scenario: string, params: object, extra: object = {}) {
+  const reports: any[][] = Array.from({ length: nranks }, () => []);
+  let onPosted: (() => void) | undefined;
+  const posted = new Promise<void>((res) => (onPosted = res));
+  const h = startRanks({
+    nranks, script: SCRIPT, args: [scenario, JSON.stringify(params)], graceMs: 10_000, env: { ...process.env, WEBCCL_PROGRESS: 'thread' },
+    onMessage: (rank, m: any) => {
+      reports[rank].push(m);
+      if (m.posted === 0) onPosted!();
+    },
+    ...extra,
+  });
+  return { h, reports, posted };
+}
+
+describe('failures while the progress thread holds ops', () => {
+  it('the progress thread ends: every pending op fails ABORTED naming it, no hang', async () => {
+    const { h, reports, posted } = start(2, 'progressHeld', { count: 1000, lateMs: 3000 });
+    await posted;
+    await stopProgressThread(h.node);
+    await h.done;
+    for (const r of [0, 1]) {
+      const out = reports[r].find((m) => 'error' in m);
+      expect(out?.error?.code, JSON.stringify(reports[r])).toBe('ABORTED');
+    }
+    expect(reports[0].find((m) => 'error' in m).error.details).toMatchObject({ progressThread: true });
+  });
+
+  it('a peer dies while the thread holds this rank\'s op: ABORTED, no hang', async () => {
+    const { h, reports } = start(2, 'progressHeld', { count: 1000, lateMs: 500, dies: 1 });
+    const result = await h.done;
+    expect(result.exitCode).toBe(1);
+    expect(reports[0].find((m) => 'error' in m)?.error?.code, JSON.stringify(reports[0])).toBe('ABORTED');
+  });
+
+  it('under a fault-tolerant launch the dead peer is named: CONNECTION_CLOSED', async () => {
+    const { h, reports } = start(2, 'progressHeld', { count: 1000, lateMs: 500, dies: 1 }, { faultTolerant: true });
+    await h.done;
+    const e = reports[0].find((m) => 'error' in m)?.error;
+    expect(e?.code, JSON.stringify(reports[0])).toBe('CONNECTION_CLOSED');
+    expect(e?.details).toMatchObject({ rank: 1, died: true });
+  });
+});
+
+describe('the progress option', () => {
+  const comm = (progress: unknown, node = createNode({ nranks: 2, progress: false })) => new Communicator(joinNode(node, 0), { progress } as never);
+
+  it('is checked: an unknown mode is INVALID_ARGUMENT naming the option', () => {
+    let err: WebcclError | undefined;
+    try {
+      comm('sometimes');
+    } catch (e) {
+      err = e as WebcclError;
+    }
+    expect(err?.code).toBe('INVALID_ARGUMENT');
+    expect(err?.details).toMatchObject({ option: 'progress', value: 'sometimes' });
+  });
+
+  it("'thread' on a node without a progress thread is UNSUPPORTED, not a silent fallback", () => {
+    let err: WebcclError | undefined;
+    try {
+      comm('thread');
+    } catch (e) {
+      err = e as WebcclError;
+    }
+    expect(err?.code).toBe('UNSUPPORTED');
+    expect(err?.details).toMatchObject({ option: 'progress' });
+  });
+
+  it('in one thread: two ranks\' ops end while that thread computes, run by the node\'s progress thread', async () => {
+    registerProgressStarter(startNodeProgress);
+    const node = createNode({ nranks: 2, slotBytes: 4096 });
+    const ranks = [0, 1].map((r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { progress: 'thread', timeoutMs: 60_000 }));
+    const xs = ranks.map((_, r) => new Float32Array(5000).fill(r + 1));
+    const works = ranks.map((c, r) => c.allReduce(xs[r]));
+    const end = performance.now() + 1500;
+    while (performance.now() < end);
+    expect(works.map((w) => w.isCompleted())).toEqual([true, true]);
+    for (const x of xs) expect(x.every((v) => v === 3)).toBe(true);
+    expect(ranks.map((c) => c.stats().threadOps)).toEqual([1, 1]);
+    for (const c of ranks) c.destroy();
+    await stopInSource(node);
+  });
+});
