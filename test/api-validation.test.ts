@@ -83,7 +83,7 @@ function optionTakers(): Record<string, (o: any) => unknown> {
 
 /** Exported functions that take no options bag (or only pass one on to a function above). */
 const NO_OPTIONS_BAG = [
-  'abortNode', 'leaveNode', 'getCommunicator', 'getRank', 'getWorldSize', 'wait',
+  'abortNode', 'leaveNode', 'stopProgressThread', 'getCommunicator', 'getRank', 'getWorldSize', 'wait',
   'allReduce', 'allReduceAsync', 'allGather', 'reduceScatter', 'broadcast', 'reduce', 'barrier', // → the Communicator's
   'allToAll', 'gather', 'scatter', 'send', 'recv', 'createGroup',
   'Work', 'WebcclError',

@@ -4,6 +4,7 @@
 // alloc()) × SIMD/scalar build; mismatches (root, count, counts matrix) fail every rank with a
 // coded error and leave the communicator usable. Small slots (4 KiB) make modest sizes cross
 // chunk boundaries.
+import { D } from '../src/core/shm-map.js';
 import { describe, expect, it } from 'vitest';
 import { SIZE, encode } from './helpers/closed-form.mjs';
 import { inprocRanks, settleAll, together } from './helpers/inproc.js';
@@ -242,7 +243,11 @@ describe('comm.alloc() sources are read in place', () => {
   it('the op takes two steps (three with per-peer counts) whatever its size; plain arrays one per chunk', async () => {
     const n = 3;
     const cs = inprocRanks(n, { slotBytes: SLOT });
-    const steps = () => (cs[0] as any).engine.stepBase as number;
+    // Where rank 0's next op starts counting steps: its descriptor's base plus the steps its last op used.
+    const steps = () => {
+      const e = (cs[0] as any).engine;
+      return (e.runner.field(e.desc, D.BASE) + e.runner.field(e.desc, D.STEPS_USED)) as number;
+    };
     const count = 10 * 1024; // 40 KiB of f32 per block: ten 4 KiB slots
     const run = async (shared: boolean, issue: (c: Communicator, r: number, mk: (k: number) => any) => any) => {
       const before = steps();
