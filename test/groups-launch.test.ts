@@ -23,7 +23,7 @@ const env = (extra: Env = {}): Env => cleanEnv({ HOME: join(tmp, 'home'), WEBCCL
 type Form = 'threads' | 'procs' | 'nnodes';
 
 /** Runs the script on 4 ranks in `form`; the output of every launcher, joined. */
-async function launch(form: Form, args: string[] = [], o: { n?: number; script?: string; flags?: string[] } = {}): Promise<{ runs: Run[]; out: string }> {
+async function launch(form: Form, args: string[] = [], o: { n?: number; script?: string; flags?: string[]; env?: Env } = {}): Promise<{ runs: Run[]; out: string }> {
   const n = o.n ?? 4;
   const flags = o.flags ?? [];
   const rest = [o.script ?? script, ...args];
@@ -31,9 +31,9 @@ async function launch(form: Form, args: string[] = [], o: { n?: number; script?:
   if (form === 'nnodes') {
     const port = String(await freePort());
     runs = await Promise.all([0, 1].map((k) => run(process.execPath, [bin, 'run', ...flags, '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', String(n / 2),
-      '--master-addr', '127.0.0.1', '--master-port', port, ...rest], env(), 150_000, root)));
+      '--master-addr', '127.0.0.1', '--master-port', port, ...rest], env(o.env), 150_000, root)));
   } else {
-    runs = [await run(process.execPath, [bin, 'run', ...flags, ...(form === 'procs' ? ['--procs'] : []), '-n', String(n), ...rest], env(), 150_000, root)];
+    runs = [await run(process.execPath, [bin, 'run', ...flags, ...(form === 'procs' ? ['--procs'] : []), '-n', String(n), ...rest], env(o.env), 150_000, root)];
   }
   return { runs, out: runs.map((r) => r.stdout).join('') };
 }
@@ -57,6 +57,12 @@ describe.each(['threads', 'procs', 'nnodes'] as Form[])('groups with webccl run 
   if (form === 'threads') {
     it('8 thread ranks on 2 cores: every group shape, a 4 x 2 grid', async () => {
       const { runs, out } = await launch(form, [], { n: 8 });
+      for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+      expect(okRanks(out)).toEqual(Array.from({ length: 8 }, (_, r) => [r, r % 2 ? 5 : 6]));
+    });
+
+    it('8 thread ranks, every op run by the node\'s progress thread (WEBCCL_PROGRESS=thread)', async () => {
+      const { runs, out } = await launch(form, [], { n: 8, env: { WEBCCL_PROGRESS: 'thread' } });
       for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
       expect(okRanks(out)).toEqual(Array.from({ length: 8 }, (_, r) => [r, r % 2 ? 5 : 6]));
     });

@@ -62,6 +62,14 @@ function start(nranks: number, scenario: string, params: object, extra: object =
   return { h, reports, posted };
 }
 
+describe('the heap under thread-run ops', () => {
+  it('8 thread ranks: broadcast and reduce from every root, alloc() and plain buffers copied in and out, 5 times', async () => {
+    const { result, reports } = await runScenario(8, 'heapStress', { iters: 5, dtypes: ['f32'], counts: [0, 5, 1000] }, { env: { WEBCCL_PROGRESS: 'thread', WEBCCL_TIMEOUT_MS: '30000' } });
+    expect(result.exitCode, JSON.stringify(result)).toBe(0);
+    for (const [rep] of reports) expect(rep, JSON.stringify(rep)).toMatchObject({ ok: true, ops: 5 * 3 * 3 * 16 });
+  }, 600_000);
+});
+
 describe('failures while the progress thread holds ops', () => {
   it('the progress thread ends: every pending op fails ABORTED naming it, no hang', async () => {
     const { h, reports, posted } = start(2, 'progressHeld', { count: 1000, lateMs: 3000 });
