@@ -17,7 +17,7 @@ const SCRIPT = fileURLToPath(new URL('./ranks/scenario.mjs', import.meta.url));
 describe('ops progress while their ranks compute', () => {
   for (const [n, mode] of [[2, 'auto'], [4, 'thread'], [8, 'auto']] as const) {
     it(`${n} thread ranks, WEBCCL_PROGRESS=${mode}: every collective ends during a compute loop that never calls webccl`, async () => {
-      const { result, reports } = await runScenario(n, 'overlap', { count: 40_000, busyMs: n > 4 ? 3000 : 1500 }, { env: { WEBCCL_PROGRESS: mode } });
+      const { result, reports } = await runScenario(n, 'progressOverlap', { count: 40_000, busyMs: n > 4 ? 3000 : 1500 }, { env: { WEBCCL_PROGRESS: mode } });
       expect(result.failure?.message).toBeUndefined();
       for (const [r, [rep]] of reports.entries()) {
         expect(rep.wrong, `rank ${r}`).toEqual([]);
@@ -28,7 +28,7 @@ describe('ops progress while their ranks compute', () => {
   }
 
   it('with WEBCCL_PROGRESS=caller nothing is handed to the thread (the rank runs its ops while it waits)', async () => {
-    const { result, reports } = await runScenario(2, 'overlap', { count: 1000, busyMs: 1 }, { env: { WEBCCL_PROGRESS: 'caller' } });
+    const { result, reports } = await runScenario(2, 'progressOverlap', { count: 1000, busyMs: 1 }, { env: { WEBCCL_PROGRESS: 'caller' } });
     expect(result.failure?.message).toBeUndefined();
     for (const [rep] of reports) {
       expect(rep.wrong).toEqual([]);

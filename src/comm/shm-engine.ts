@@ -87,6 +87,11 @@ export class ShmEngine implements Engine, WorkDriver {
     return q.work;
   }
 
+  /** Whether every rank has reached step `step` of the op in descriptor `desc` (the wait it stands in). */
+  stepReached(desc: number, step: number): boolean {
+    return this.runner.stepReached(desc, step) !== 0;
+  }
+
   /** Collectives issued and not yet settled (send/recv aside). */
   pendingCollectives(): number {
     return this.queue.length;

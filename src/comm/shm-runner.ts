@@ -33,7 +33,7 @@ export class ShmRunner {
   private u8: Uint8Array;
   private i32: Int32Array;
   private readonly advance: (desc: number) => number;
-  private readonly stepReached: (desc: number, t: number) => number;
+  readonly stepReached: (desc: number, t: number) => number;
 
   private growths = 0;
   private readonly nodeAbort = (NODE_BASE + N.ABORT) >> 2;

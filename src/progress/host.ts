@@ -8,7 +8,8 @@
 import { DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import { NodeHeap } from '../core/heap.js';
-import { N, NODE_BASE, C, flagOffset } from '../core/shm-map.js';
+import { N, NODE_BASE, C, D, descOffset, flagOffset } from '../core/shm-map.js';
+import { Doorbell } from '../comm/doorbell.js';
 import { LEFT_DIED } from '../core/node.js';
 import { type WasmCore, loadWasm } from '../core/wasm.js';
 import { writeReasonText } from '../core/reason-text.js';
@@ -18,7 +19,7 @@ import type { OpSpec } from '../comm/engine.js';
 import { ShmEngine } from '../comm/shm-engine.js';
 import { Work, type WorkDriver } from '../comm/work.js';
 import {
-  L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_GONE, PROGRESS_RUNNING, T, SLOT_TAKEN, claimSlot, laneTable, readSlot, slotAt, writeOutcome,
+  L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_GONE, PROGRESS_RUNNING, T, SLOT_POSTED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
 } from './lanes.js';
 import type { PostedOp, OpOutcome } from './thread-engine.js';
 
@@ -27,13 +28,21 @@ const REFUSED: WorkDriver = { progress: () => undefined, progressAsync: async ()
 
 /** Longest sleep while some lane has an op (its peer may be a rank that runs its own op). */
 const BUSY_SLICE_MS = 1;
-/** Longest sleep with nothing to do: how often it looks whether every rank has left. */
+/** Longest sleep on a communicator's doorbell (every step it waits for rings it; deadlines are looked at between). */
+const DOORBELL_SLICE_MS = 20;
+/**
+ * Longest sleep with nothing to do while ranks have lanes open: an op a rank posted without
+ * ringing (it meant to run it itself, then went on computing) is found within this time.
+ */
+export const IDLE_LOOK_MS = 5;
+/** Longest sleep with no lane open: how often it looks whether every rank has left. */
 const IDLE_SLICE_MS = 200;
 
 interface Hosted {
   addr: number;
   rank: number;
   comm: number;
+  size: number;
   engine: ShmEngine;
   /** Ops taken from the lane and not yet ended, in order. */
   works: Work[];
@@ -63,6 +72,8 @@ class ProgressHost {
   private readonly lanes = new Map<number, Hosted>();
   private readonly heap: NodeHeap;
   private readonly nranks: number;
+  /** The soonest an op within its grace may be taken (ms from now; Infinity: none waits). */
+  private nextGrace = Infinity;
 
   constructor(private readonly memory: WebAssembly.Memory, private readonly o: HostOptions) {
     this.heap = new NodeHeap(memory, { canBlock: true });
@@ -81,16 +92,48 @@ class ProgressHost {
       this.attach(i32);
       let moved = false;
       let busy = false;
+      this.nextGrace = Infinity;
       for (const h of this.lanes.values()) {
         const r = this.serve(h);
         moved ||= r.moved;
         busy ||= h.works.length > 0;
       }
       if (moved) continue;
-      if (!busy && this.lanes.size === 0 && this.everyRankLeft(i32)) break;
-      Atomics.wait(this.i32(), (NODE_BASE + N.PROGRESS_BELL) >> 2, bell, busy ? BUSY_SLICE_MS : IDLE_SLICE_MS);
+      if (!busy && this.nextGrace === Infinity && this.lanes.size === 0 && this.everyRankLeft(i32)) break;
+      this.sleep(bell, busy);
     }
     Atomics.store(this.i32(), (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_GONE);
+  }
+
+  /**
+   * Sleeps until a rank posts (the progress bell moves past `bell`) or a slice ends. When every
+   * op it holds is of one communicator, it sleeps on that communicator's doorbell instead, as a
+   * rank would: a rank that runs its own op rings it when it posts the step awaited.
+   */
+  private sleep(bell: number, busy: boolean): void {
+    const bellAt = (NODE_BASE + N.PROGRESS_BELL) >> 2;
+    const held = [...this.lanes.values()].filter((h) => h.works.length);
+    const comm = held.length && held.every((h) => h.comm === held[0].comm) ? held[0].comm : 0;
+    if (!comm) {
+      Atomics.wait(this.i32(), bellAt, bell, Math.min(this.nextGrace, busy ? BUSY_SLICE_MS : this.lanes.size ? IDLE_LOOK_MS : IDLE_SLICE_MS));
+      return;
+    }
+    const i32 = this.i32();
+    Atomics.store(i32, (NODE_BASE + N.PROGRESS_SLEEP) >> 2, comm + C.DOORBELL);
+    try {
+      new Doorbell(() => this.i32(), comm).sleep(() => {
+        // The last look, once registered: a post, or a step reached meanwhile, means no sleep.
+        if (Atomics.load(this.i32(), bellAt) !== bell) return null;
+        for (const h of held) {
+          const desc = descOffset(h.comm, h.size, h.rank);
+          const step = this.i32()[(desc + D.WAIT_VAL) >> 2];
+          if (h.engine.stepReached(desc, step)) return null;
+        }
+        return Math.min(this.nextGrace, DOORBELL_SLICE_MS);
+      });
+    } finally {
+      Atomics.store(this.i32(), (NODE_BASE + N.PROGRESS_SLEEP) >> 2, 0);
+    }
   }
 
   /** Fails every op it holds (its thread is failing) and says so to every rank. */
@@ -135,7 +178,7 @@ class ProgressHost {
     // It never blocks inside one lane: each wait spins only its short try before the next lane.
     setSpin(ctx, defaultSpinUs(size, this.o.cores));
     const counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0 };
-    return { addr, rank, comm, engine: new ShmEngine(ctx, counters, undefined, 0, false), works: [], taken: 0, ended: 0, local: localOf[rank] };
+    return { addr, rank, comm, size, engine: new ShmEngine(ctx, counters, undefined, 0, false), works: [], taken: 0, ended: 0, local: localOf[rank] };
   }
 
   private core(simd: boolean): { core: WasmCore; pollsPerUs: number } {
@@ -163,7 +206,9 @@ class ProgressHost {
     let moved = false;
     const posted = Atomics.load(i32, (h.addr + L.POSTED) >> 2);
     for (; h.taken < posted; h.taken++) {
-      h.works.push(this.take(h, slotAt(h.addr, h.taken)));
+      const w = this.take(h, slotAt(h.addr, h.taken));
+      if (!w) break; // within its grace: its rank may still take it back
+      h.works.push(w);
       moved = true;
     }
     if (!h.works.length) return { moved };
@@ -177,9 +222,17 @@ class ProgressHost {
     return { moved: moved || Atomics.load(this.i32(), flag) !== before };
   }
 
-  /** The op in `slot`, submitted to the lane's engine (or ended at once: its rank took it back to run it itself). */
-  private take(h: Hosted, slot: number): Work {
+  /**
+   * The op in `slot`, submitted to the lane's engine (or ended at once: its rank took it back to
+   * run it itself); null while the op is within its grace (see PostedOp.graceUntil).
+   */
+  private take(h: Hosted, slot: number): Work | null {
     const { input, output, value: p } = readSlot<PostedOp>(this.memory, slot);
+    const early = p.graceUntil - (performance.timeOrigin + performance.now());
+    if (early > 0 && slotState(this.memory, slot) === SLOT_POSTED) {
+      this.nextGrace = Math.min(this.nextGrace, early);
+      return null;
+    }
     if (!claimSlot(this.memory, slot, SLOT_TAKEN)) {
       const w = new Work(p.name, p.seq, REFUSED, true);
       w.settle();

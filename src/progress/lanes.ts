@@ -66,6 +66,10 @@ export function writeSlot(memory: WebAssembly.Memory, slot: number, input: numbe
   return true;
 }
 
+export function slotState(memory: WebAssembly.Memory, slot: number): number {
+  return Atomics.load(new Int32Array(memory.buffer), (slot + S.STATE) >> 2);
+}
+
 /** Moves a slot from POSTED to `to` (TAKEN by the progress thread, RECLAIMED by its rank): whoever moves it first owns the op. */
 export function claimSlot(memory: WebAssembly.Memory, slot: number, to: number): boolean {
   return Atomics.compareExchange(new Int32Array(memory.buffer), (slot + S.STATE) >> 2, SLOT_POSTED, to) === SLOT_POSTED;
@@ -95,6 +99,12 @@ export function laneTable(i32: Int32Array): number {
 export function ringProgress(i32: Int32Array): void {
   Atomics.add(i32, (NODE_BASE + N.PROGRESS_BELL) >> 2, 1);
   Atomics.notify(i32, (NODE_BASE + N.PROGRESS_BELL) >> 2);
+  // It may sleep on a communicator's doorbell instead (waiting for a rank that runs its own op).
+  const other = Atomics.load(i32, (NODE_BASE + N.PROGRESS_SLEEP) >> 2);
+  if (other) {
+    Atomics.add(i32, other >> 2, 1);
+    Atomics.notify(i32, other >> 2);
+  }
 }
 
 export function progressState(i32: Int32Array): number {

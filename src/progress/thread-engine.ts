@@ -6,11 +6,12 @@
 // Who runs an op (WEBCCL_PROGRESS, or the communicator's `progress` option):
 // - 'caller': this rank, while it waits or polls (the engine of a node without progress thread);
 // - 'thread': the progress thread;
-// - 'auto': the progress thread, unless this rank starts to wait for the op (await, wait(),
-//   waitSync()) before the thread has taken it and nothing else of this communicator is in the
-//   thread's hands: then the rank takes it back and runs it itself, as fast as before
-//   (`await comm.allReduce(x)` of a small message never waits for a thread to wake).
-//   isCompleted() takes nothing back: a rank that polls goes on computing.
+// - 'auto': decided per op from how the rank completed its last op. A rank that waited for it
+//   at once (`await comm.allReduce(x)`, waitSync() right after the call) runs the next op itself,
+//   as fast as without a progress thread. A rank that went on with other work first (or polled
+//   with isCompleted()) hands the next op to the thread. An op handed over stays in its slot
+//   for a grace of 0.1 ms: a wait begun meanwhile takes it back to run it here.
+//   Ops issued behind ops one runner holds go to the same runner, to keep the order.
 // Send/recv always run on this rank (they keep no place in the collective order).
 import { DTYPE_SIZE } from '../core/dtypes.js';
 import { type ErrorCode, WebcclError } from '../core/errors.js';
@@ -46,6 +47,11 @@ export interface PostedOp {
   input: { count: number } | null;
   output: { count: number } | null;
   inPlace: boolean;
+  /**
+   * Epoch ms before which the progress thread leaves the op alone (auto mode): a rank that waits
+   * right after issuing takes it back in that time and runs it itself, without a thread hop.
+   */
+  graceUntil: number;
 }
 
 /** What the progress thread writes back: when the op ran (epoch ms) and how it failed, if it did. */
@@ -69,6 +75,10 @@ interface ThreadOp {
 
 /** Longest single sleep while waiting for the progress thread (it is checked for life between). */
 const SLICE_MS = 50;
+/** A wait begun this soon after the call returned counts as waiting at once (a synchronous-style call). */
+const AT_ONCE_MS = 0.5;
+/** How long the progress thread leaves a new op to its rank in auto mode (a wait right after issue takes it back). */
+const GRACE_MS = 0.1;
 /** How long closing waits for the progress thread to let go of the lane. */
 const DETACH_MS = 10_000;
 
@@ -106,6 +116,11 @@ export class ThreadEngine implements Engine, WorkDriver {
   private readonly threadAlgos: Record<string, number> = {};
   private broken: WebcclError | undefined;
   private fromThread = 0;
+  /** Auto mode: whether this rank waited for its last op right after issuing it (see submit). */
+  private waitsAtOnce = false;
+  /** The op submit() returned last, and when. */
+  private lastIssued: Work | undefined;
+  private lastReturnedAt = 0;
   readonly flight;
 
   constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number, private readonly mode: Exclude<ProgressMode, 'caller'>) {
@@ -118,9 +133,23 @@ export class ThreadEngine implements Engine, WorkDriver {
     if (this.broken) throw this.broken;
     if (isP2p(s.name)) return this.local.submit(s);
     const seq = this.seq++;
-    // Behind ops another runner holds, keep their order: same runner.
-    if (this.local.pendingCollectives() > 0) return this.local.submit({ ...s, seq });
-    return this.toThread(s, seq, new Work(s.name, seq, this, this.ctx.canBlock));
+    const work = new Work(s.name, seq, this, this.ctx.canBlock);
+    // Behind ops another runner holds, keep their order: same runner. Else, in auto mode, a rank
+    // whose last op was waited for at once is taken to do so again: it runs the op itself.
+    const threadBusy = this.inThread.some((t) => !t.reclaimed);
+    const w = this.local.pendingCollectives() > 0 ? this.runHere(s, seq, work) : this.toThread(s, seq, work, !threadBusy && this.mode === 'auto' && this.waitsAtOnce);
+    this.lastIssued = w;
+    this.lastReturnedAt = performance.now();
+    return w;
+  }
+
+  /** Runs an op on this rank (the local engine), behind the handle the caller holds. */
+  private runHere(s: OpSpec, seq: number, w: Work): Work {
+    w.timing.issuedAt = performance.now();
+    const lw = this.local.submit({ ...s, seq });
+    this.forwarded.set(w, lw);
+    this.settleForwarded(w, lw);
+    return w;
   }
 
   pending(): number {
@@ -157,10 +186,16 @@ export class ThreadEngine implements Engine, WorkDriver {
 
   /** In auto mode, a wait begun before the progress thread took the op takes it back (see the top). */
   waiting(w: Work): void {
+    // How this rank completes its ops (at once, or after other work) predicts the next one's.
+    this.waitsAtOnce = w === this.lastIssued && performance.now() - this.lastReturnedAt <= AT_ONCE_MS;
     this.collect();
-    if (this.mode !== 'auto' || this.inThread.length !== 1 || this.posted - this.read !== 1) return;
-    const t = this.inThread[0];
-    if (t.work !== w || !claimSlot(this.ctx.core.memory, slotAt(this.lane, this.read), SLOT_RECLAIMED)) return;
+    if (this.mode !== 'auto') return;
+    // Only an op with nothing of this communicator ahead of it in the thread's hands (ops taken
+    // back earlier ran here), and still in its slot untaken.
+    const i = this.inThread.findIndex((t) => t.work === w);
+    if (i < 0 || this.read + i >= this.posted || this.inThread.some((t, k) => k !== i && !t.reclaimed)) return;
+    const t = this.inThread[i];
+    if (!claimSlot(this.ctx.core.memory, slotAt(this.lane, this.read + i), SLOT_RECLAIMED)) return;
     t.reclaimed = true;
     this.unstage(t);
     try {
@@ -173,6 +208,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   }
 
   progress(w: Work, block: boolean): void {
+    if (!block) this.waitsAtOnce = false; // it polls: it goes on with other work meanwhile
     const lw = this.forwarded.get(w);
     if (lw) {
       this.local.progress(lw, block);
@@ -231,7 +267,12 @@ export class ThreadEngine implements Engine, WorkDriver {
 
   // ---------------------------------------------------------------- the lane
 
-  private toThread(s: OpSpec, seq: number, work: Work): Work {
+  /**
+   * Hands an op to the progress thread. `quiet`: the rank is expected to wait for it at once and
+   * take it back, so the thread is not woken for it (it finds it at its next look, within
+   * IDLE_LOOK_MS, if the rank went on computing after all).
+   */
+  private toThread(s: OpSpec, seq: number, work: Work, quiet = false): Work {
     const algo = this.algoOf(s);
     this.flight.submitted(work, s, algo);
     work.timing.issuedAt = performance.now();
@@ -256,12 +297,12 @@ export class ThreadEngine implements Engine, WorkDriver {
     const stagedOut = inPlace ? stagedIn : stage(s.output, false);
     s.check?.atStart(seq);
     this.inThread.push({ spec: s, work, seq, algo, stagedIn, stagedOut, reclaimed: false });
-    this.postWaiting();
+    this.postWaiting(quiet);
     return work;
   }
 
   /** Posts the ops that wait for a free slot, as far as slots allow. */
-  private postWaiting(): void {
+  private postWaiting(quiet = false): void {
     const mem = this.ctx.core.memory;
     while (this.posted < this.read + this.inThread.length && this.posted - this.read < LANE_SLOTS) {
       const t = this.inThread[this.posted - this.read];
@@ -269,6 +310,7 @@ export class ThreadEngine implements Engine, WorkDriver {
       const p: PostedOp = {
         name: s.name, algo: t.algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, counts: s.counts,
         timeoutMs: s.timeoutMs ?? this.timeoutMs, layout: s.layout ?? 0, seq: t.seq,
+        graceUntil: this.mode === 'auto' ? performance.timeOrigin + performance.now() + GRACE_MS : 0,
         input: s.input && { count: s.input.count }, output: s.output && { count: s.output.count }, inPlace: t.stagedOut !== 0 && t.stagedOut === t.stagedIn || (s.input !== null && s.output !== null && sameView(s.input.bytes, s.output.bytes)),
       };
       const inAddr = t.stagedIn || s.input?.addr || 0;
@@ -279,7 +321,7 @@ export class ThreadEngine implements Engine, WorkDriver {
       this.posted++;
       const i32 = this.i32();
       Atomics.store(i32, (this.lane + L.POSTED) >> 2, this.posted);
-      ringProgress(i32);
+      if (!quiet) ringProgress(i32);
     }
   }
 

@@ -455,7 +455,7 @@ const scenarios = {
    * Every collective issued, then a compute loop that never calls webccl (p.busyMs), then a
    * look: did the op end during the compute? Plain buffers and alloc() buffers.
    */
-  async overlap() {
+  async progressOverlap() {
     const comm = await ccl.initCommGroup();
     const { rank: r, size: n } = comm;
     const { wrong, check } = checker(r);
