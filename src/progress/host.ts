@@ -31,10 +31,13 @@ const BUSY_SLICE_MS = 1;
 /** Longest sleep on a communicator's doorbell (every step it waits for rings it; deadlines are looked at between). */
 const DOORBELL_SLICE_MS = 20;
 /**
- * Longest sleep with nothing to do while ranks have lanes open: an op a rank posted without
- * ringing (it meant to run it itself, then went on computing) is found within this time.
+ * Longest sleep with nothing to do shortly after a rank posted an op without ringing (it meant
+ * to run it itself): if it went on computing instead, the op is found within this time. Ranks
+ * that keep waiting at once keep the looks coming; QUIET_SPELL_MS after the last such post the
+ * thread sleeps until rung.
  */
 export const IDLE_LOOK_MS = 5;
+const QUIET_SPELL_MS = 200;
 /** Longest sleep with no lane open: how often it looks whether every rank has left. */
 const IDLE_SLICE_MS = 200;
 
@@ -74,6 +77,8 @@ class ProgressHost {
   private readonly nranks: number;
   /** The soonest an op within its grace may be taken (ms from now; Infinity: none waits). */
   private nextGrace = Infinity;
+  /** When it last found an op posted without ringing (performance.now()). */
+  private lastQuiet = -Infinity;
 
   constructor(private readonly memory: WebAssembly.Memory, private readonly o: HostOptions) {
     this.heap = new NodeHeap(memory, { canBlock: true });
@@ -115,7 +120,8 @@ class ProgressHost {
     const held = [...this.lanes.values()].filter((h) => h.works.length);
     const comm = held.length && held.every((h) => h.comm === held[0].comm) ? held[0].comm : 0;
     if (!comm) {
-      Atomics.wait(this.i32(), bellAt, bell, Math.min(this.nextGrace, busy ? BUSY_SLICE_MS : this.lanes.size ? IDLE_LOOK_MS : IDLE_SLICE_MS));
+      const looking = performance.now() - this.lastQuiet < QUIET_SPELL_MS;
+      Atomics.wait(this.i32(), bellAt, bell, Math.min(this.nextGrace, busy ? BUSY_SLICE_MS : looking ? IDLE_LOOK_MS : IDLE_SLICE_MS));
       return;
     }
     const i32 = this.i32();
@@ -228,6 +234,7 @@ class ProgressHost {
    */
   private take(h: Hosted, slot: number): Work | null {
     const { input, output, value: p } = readSlot<PostedOp>(this.memory, slot);
+    if (p.quiet) this.lastQuiet = performance.now();
     const early = p.graceUntil - (performance.timeOrigin + performance.now());
     if (early > 0 && slotState(this.memory, slot) === SLOT_POSTED) {
       this.nextGrace = Math.min(this.nextGrace, early);

@@ -52,6 +52,8 @@ export interface PostedOp {
    * right after issuing takes it back in that time and runs it itself, without a thread hop.
    */
   graceUntil: number;
+  /** Posted without waking the thread (the rank expects to take it back): see host.ts IDLE_LOOK_MS. */
+  quiet: boolean;
 }
 
 /** What the progress thread writes back: when the op ran (epoch ms) and how it failed, if it did. */
@@ -310,7 +312,7 @@ export class ThreadEngine implements Engine, WorkDriver {
       const p: PostedOp = {
         name: s.name, algo: t.algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, counts: s.counts,
         timeoutMs: s.timeoutMs ?? this.timeoutMs, layout: s.layout ?? 0, seq: t.seq,
-        graceUntil: this.mode === 'auto' ? performance.timeOrigin + performance.now() + GRACE_MS : 0,
+        graceUntil: this.mode === 'auto' ? performance.timeOrigin + performance.now() + GRACE_MS : 0, quiet,
         input: s.input && { count: s.input.count }, output: s.output && { count: s.output.count }, inPlace: t.stagedOut !== 0 && t.stagedOut === t.stagedIn || (s.input !== null && s.output !== null && sameView(s.input.bytes, s.output.bytes)),
       };
       const inAddr = t.stagedIn || s.input?.addr || 0;
