@@ -102,6 +102,12 @@ describe('send/recv in one node memory (ranks sharing a thread)', () => {
 });
 
 describe('send/recv on worker threads', () => {
+  it('the same with collectives run by the progress thread (WEBCCL_PROGRESS=thread) beside send/recv run by the ranks', async () => {
+    const { result, reports } = await runScenario(3, 'p2p', { large: 3 * MiB, many: 2000 }, { env: { WEBCCL_PROGRESS: 'thread' } });
+    expect(result.failure?.message).toBeUndefined();
+    expect(reports.map((r) => r.at(-1))).toEqual(reports.map(() => ({ wrong: [], sizeCodes: ['SIZE_MISMATCH', 'SIZE_MISMATCH'] })));
+  });
+
   it('ping-pong, ring, tags, many in flight, sizes, wrong size, mixed, on 2 and 3 threads', async () => {
     for (const n of [2, 3]) {
       const { result, reports } = await runScenario(n, 'p2p', { large: 3 * MiB, many: 2000 });

@@ -92,6 +92,11 @@ export class ShmEngine implements Engine, WorkDriver {
     return this.runner.stepReached(desc, step) !== 0;
   }
 
+  /** Moves pending send/recv along without blocking; true when one moved. */
+  pollP2p(): boolean {
+    return this.p2p?.poll() ?? false;
+  }
+
   /** Collectives issued and not yet settled (send/recv aside). */
   pendingCollectives(): number {
     return this.queue.length;

@@ -75,6 +75,8 @@ interface ThreadOp {
   reclaimed: boolean;
 }
 
+/** The same while this rank has send/recv pending (their peers' posts do not ring the lane). */
+const P2P_SLICE_MS = 1;
 /** Longest single sleep while waiting for the progress thread (it is checked for life between). */
 const SLICE_MS = 50;
 /** A wait begun this soon after the call returned counts as waiting at once (a synchronous-style call). */
@@ -221,9 +223,11 @@ export class ThreadEngine implements Engine, WorkDriver {
     while (block && !w.settled) {
       const i32 = this.i32();
       const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
-      if (done === this.read) {
+      // A peer may wait for this rank's send/recv while it waits here: those run on this rank.
+      const p2p = this.local.pending() > 0;
+      if (done === this.read && !(p2p && this.local.pollP2p())) {
         if (progressState(i32) !== PROGRESS_RUNNING) return this.threadGone();
-        Atomics.wait(i32, (this.lane + L.DONE) >> 2, done, SLICE_MS);
+        Atomics.wait(i32, (this.lane + L.DONE) >> 2, done, p2p ? P2P_SLICE_MS : SLICE_MS);
       }
       this.collect();
     }
@@ -240,9 +244,10 @@ export class ThreadEngine implements Engine, WorkDriver {
     while (!w.settled) {
       const i32 = this.i32();
       const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
-      if (done === this.read) {
+      const p2p = this.local.pending() > 0;
+      if (done === this.read && !(p2p && this.local.pollP2p())) {
         if (progressState(i32) !== PROGRESS_RUNNING) return this.threadGone();
-        const r = Atomics.waitAsync(i32, (this.lane + L.DONE) >> 2, done, SLICE_MS);
+        const r = Atomics.waitAsync(i32, (this.lane + L.DONE) >> 2, done, p2p ? P2P_SLICE_MS : SLICE_MS);
         if (r.async) await r.value;
       }
       this.collect();
