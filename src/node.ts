@@ -1,10 +1,13 @@
 // The Node.js entry: everything the browser build has, plus launching ranks.
 import { JOIN_WORLD } from './index.js';
 import { joinWorld } from './comm/node/join-world.js';
+import { installTraceSink } from './core/node/trace-files.js';
 
 export * from './index.js';
 
 // Jobs across processes and machines need sockets: only this entry can join them.
 (globalThis as Record<symbol, unknown>)[JOIN_WORLD] = joinWorld;
+// WEBCCL_TRACE: each thread writes its events to a part file at its end (core/node/trace-files.ts).
+installTraceSink();
 export { launch, startRanks, type LaunchOptions, type LaunchResult, type LaunchHandle, type RankFailure } from './launch/threads.js';
 export { launchProcesses, startProcesses, type ProcessLaunchOptions, type ProcessLaunchHandle } from './launch/processes.js';

@@ -13,6 +13,7 @@ import type { WorldInit } from '../bootstrap/world.js';
 import { workerEntryPath } from './paths.js';
 import { MAX_RANKS } from '../core/shm-map.js';
 import { fail } from '../core/errors.js';
+import { PROCESS_JOB, checkTracePath, mergeJobTrace, tracePath } from '../core/node/trace-files.js';
 import { MAX_TIMEOUT_MS, type OptionSpec, anything, boolean, checkOptions, func, integer, number, object, string, stringArray } from '../core/options.js';
 
 export interface LaunchOptions {
@@ -67,6 +68,9 @@ export const LAUNCH_OPTIONS = {
 
 export function startRanks(options: LaunchOptions): LaunchHandle {
   const o = checkLaunchOptions('startRanks', options, LAUNCH_OPTIONS);
+  // WEBCCL_TRACE: refused before any rank starts when no file can be written there.
+  const trace = tracePath(o.env ?? process.env);
+  if (trace) checkTracePath(trace);
   const node = createNode({ nranks: o.nranks, ...(o.slotBytes ? { slotBytes: o.slotBytes } : {}) });
   const script = /^[a-z]+:/.test(o.script) ? o.script : pathToFileURL(resolve(o.script)).href;
   const cores = availableParallelism();
@@ -113,6 +117,8 @@ export function startRanks(options: LaunchOptions): LaunchHandle {
   const done = Promise.all(exits).then((): LaunchResult => {
     if (graceTimer) clearTimeout(graceTimer);
     const tolerated = o.faultTolerant && failures.every((f) => f.rank >= 0) && failures.length < o.nranks;
+    // The ranks' parts become one file (the nodes of one job on this machine add to it).
+    if (trace) mergeJobTrace(trace, [process.pid], o.world?.jobId ?? PROCESS_JOB);
     return { exitCode: failures.length && !tolerated ? 1 : 0, failure: failures[0], failures };
   });
   return {
