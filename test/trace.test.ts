@@ -7,10 +7,14 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { launch, launchProcesses, traceSpan, traceTrack } from '../dist/node/index.js';
 import { WebcclError } from '../src/core/errors.js';
 import { bin, cleanEnv, fixture } from './helpers/procs.js';
+import { killAllJobs, run as runJob } from './helpers/jobs.js';
+import { freePort } from './helpers/net.js';
+
+afterAll(killAllJobs);
 
 const JOB = fixture('trace-job.mjs');
 const LATE_MS = 300;
@@ -63,7 +67,7 @@ function expectNested(slices: Ev[]): void {
   }
 }
 
-/** Checks a 2-rank trace of trace-job.mjs; returns its events. */
+/** Checks a trace of trace-job.mjs (`rs`: every rank's report); returns its events. */
 function checkTrace(path: string, rs: Report[]): Ev[] {
   expect(existsSync(path)).toBe(true);
   const dir = join(path, '..');
@@ -92,7 +96,7 @@ function checkTrace(path: string, rs: Report[]): Ev[] {
     expect(mine.filter((e) => e.ph === 'i' && e.name === `issue ${op}`)).toHaveLength(1);
     const slices = mine.filter((e) => e.ph === 'X');
     const [opSlice] = slices.filter((e) => e.name === op);
-    expect(opSlice.args).toMatchObject({ seq: r.seq, collective: 'allReduce', bytes: 4 << 16, dtype: 'f32', communicator: 'w', ranks: 2 });
+    expect(opSlice.args).toMatchObject({ seq: r.seq, collective: 'allReduce', bytes: 4 << 16, dtype: 'f32', communicator: 'w', ranks: rs.length });
     expect(typeof opSlice.args!.algorithm).toBe('string');
     expect(slices.filter((e) => e.name === 'warm-up')).toHaveLength(1);
     expect(slices.filter((e) => e.name === 'check')).toHaveLength(1);
@@ -108,7 +112,7 @@ function checkTrace(path: string, rs: Report[]): Ev[] {
 }
 
 function checkTimings(rs: Report[]): void {
-  expect(rs.map((r) => r.rank)).toEqual([0, 1]);
+  expect(rs.map((r) => r.rank)).toEqual(rs.map((_, i) => i));
   const early = rs[0];
   // Rank 1 came LATE_MS late: rank 0's op was mostly waiting for it.
   expect(early.waitMs).toBeGreaterThanOrEqual(0.5 * early.durationMs);
@@ -126,11 +130,14 @@ function checkTimings(rs: Report[]): void {
 describe('WEBCCL_TRACE', () => {
   it('webccl run (threads): one file, one track per rank, op slices with args, wait slices, user spans', () => {
     const path = join(tmp(), 'job.json');
+    // A file of an earlier run is replaced, not added to.
+    writeFileSync(path, JSON.stringify({ otherData: { job: 'earlier' }, traceEvents: [{ name: 'stale', ph: 'i', pid: 1, tid: 1, ts: 1 }] }));
     const r = webccl(['run', '-n', '2', JOB, String(LATE_MS)], cleanEnv({ WEBCCL_TRACE: path }));
     expect(r.status, r.stderr).toBe(0);
     const rs = reports(r.stdout);
     checkTimings(rs);
-    checkTrace(path, rs);
+    const events = checkTrace(path, rs);
+    expect(events.some((e) => e.name === 'stale')).toBe(false);
   });
 
   it('webccl run --procs: one file from two processes, on one clock', () => {
@@ -147,6 +154,20 @@ describe('WEBCCL_TRACE', () => {
     expect(b.ts - a.ts).toBeGreaterThan((LATE_MS / 3) * 1000);
     expect(b.ts).toBeLessThan(a.ts + a.dur!); // both end together: the clocks agree
   });
+
+  it('webccl run --nnodes 2 (2 ranks each, on this machine): both nodes merge into one file; node-phase ops on their rank tracks', async () => {
+    const path = join(tmp(), 'nodes.json');
+    const port = await freePort();
+    const runs = await Promise.all([0, 1].map((k) => runJob(process.execPath, [bin, 'run', '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', '2',
+      '--master-port', String(port), JOB, String(LATE_MS)], cleanEnv({ WEBCCL_TRACE: path }), 90_000)));
+    for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+    const rs = reports(runs.map((r) => r.stdout).join('\n'));
+    checkTimings(rs);
+    const events = checkTrace(path, rs);
+    expect([...rankTracks(events).values()].sort()).toEqual(['rank 0', 'rank 1', 'rank 2', 'rank 3']);
+    // The hierarchical schedule's node phase: shared-memory ops of the node communicator inside the op.
+    expect(events.some((e) => e.ph === 'X' && e.args?.communicator === 'node')).toBe(true);
+  }, 120_000);
 
   it('launchProcesses: the same file from the API', async () => {
     const path = join(tmp(), 'api.json');

@@ -347,7 +347,8 @@ export class Communicator {
   private opTrace(name: Kind, dtype: Dtype, count: number, extra: Partial<OpSpec>): OpTrace {
     const elems = extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count;
     return new OpTrace(this.track!, {
-      collective: name, bytes: elems * DTYPE_SIZE[dtype], dtype, communicator: this.placement.id, ranks: this.size,
+      // (a job across nodes also has each node's own communicator, for the hierarchical node phase)
+      collective: name, bytes: elems * DTYPE_SIZE[dtype], dtype, communicator: this.ctx.worldRank !== undefined && !this.acrossNodes ? 'node' : this.placement.id, ranks: this.size,
       ...(extra.peer !== undefined && { peer: extra.peer, tag: extra.tag }),
     });
   }

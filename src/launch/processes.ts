@@ -53,6 +53,7 @@ export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHand
   const trace = tracePath(base);
   if (trace) checkTracePath(trace);
   const pids: number[] = [];
+  const started = Date.now();
 
   const run = async (): Promise<LaunchResult> => {
     const masterAddr = o.masterAddr ?? '127.0.0.1';
@@ -74,7 +75,7 @@ export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHand
       if (child.pid !== undefined) pids.push(child.pid);
       return group.watch(child, 'exit', (failure, error) => failure && group.fail(rank, failure, error));
     }));
-    if (trace) mergeJobTrace(trace, pids, shared.WEBCCL_JOB_ID);
+    if (trace) mergeJobTrace(trace, pids, shared.WEBCCL_JOB_ID, started);
     return group.result();
   };
 

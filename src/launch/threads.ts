@@ -71,6 +71,7 @@ export function startRanks(options: LaunchOptions): LaunchHandle {
   // WEBCCL_TRACE: refused before any rank starts when no file can be written there.
   const trace = tracePath(o.env ?? process.env);
   if (trace) checkTracePath(trace);
+  const started = Date.now();
   const node = createNode({ nranks: o.nranks, ...(o.slotBytes ? { slotBytes: o.slotBytes } : {}) });
   const script = /^[a-z]+:/.test(o.script) ? o.script : pathToFileURL(resolve(o.script)).href;
   const cores = availableParallelism();
@@ -118,7 +119,7 @@ export function startRanks(options: LaunchOptions): LaunchHandle {
     if (graceTimer) clearTimeout(graceTimer);
     const tolerated = o.faultTolerant && failures.every((f) => f.rank >= 0) && failures.length < o.nranks;
     // The ranks' parts become one file (the nodes of one job on this machine add to it).
-    if (trace) mergeJobTrace(trace, [process.pid], o.world?.jobId ?? PROCESS_JOB);
+    if (trace) mergeJobTrace(trace, [process.pid], o.world?.jobId ?? PROCESS_JOB, started);
     return { exitCode: failures.length && !tolerated ? 1 : 0, failure: failures[0], failures };
   });
   return {

@@ -10,8 +10,10 @@
 //   threads left;
 // - otherwise (ranks started by torchrun, mpirun, srun) the parts stay, one per rank, and
 //   `webccl trace merge OUT PARTS...` makes one file of them.
-// A merge appends to `<path>` when `<path>` holds the same job's events (the nodes of one
-// `--nnodes` job on one machine each merge their own ranks), under a lock; else it replaces it.
+// A merge appends to `<path>` when `<path>` holds the same job's events, written since the
+// merging launcher started (the nodes of one `--nnodes` job on one machine each merge their own
+// ranks; a file left by an earlier run of the same job id is older), under a lock; else it
+// replaces it.
 import { accessSync, constants, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { isMainThread, threadId } from 'node:worker_threads';
@@ -79,14 +81,15 @@ function readEvents(file: string): { events: TraceEvent[]; job?: unknown } {
 /**
  * Writes the events of `inputs` (part files or whole traces) to `out`, metadata first, then in
  * time order (a parent slice before the children that start with it). With `job`, an `out`
- * holding that job's events already is added to, not replaced. `remove`: delete the inputs.
+ * holding that job's events already (written at `since` or later, epoch ms) is added to, not
+ * replaced. `remove`: delete the inputs.
  */
-export function mergeTraceFiles(out: string, inputs: readonly string[], opts: { job?: string; remove?: boolean } = {}): number {
+export function mergeTraceFiles(out: string, inputs: readonly string[], opts: { job?: string; since?: number; remove?: boolean } = {}): number {
   const lock = `${out}.lock`;
   const locked = takeLock(lock);
   try {
     const events: TraceEvent[] = [];
-    if (opts.job !== undefined && statSync(out, { throwIfNoEntry: false })) {
+    if (opts.job !== undefined && (statSync(out, { throwIfNoEntry: false })?.mtimeMs ?? -Infinity) >= (opts.since ?? -Infinity)) {
       try {
         const prior = readEvents(out);
         if (prior.job === opts.job) events.push(...prior.events);
@@ -142,10 +145,10 @@ function takeLock(lock: string): boolean {
  * A launcher's job ended: merges its ranks' parts (threads of the processes `pids`) into `path`.
  * A failure is reported on stderr, never raised: the job's own result stands.
  */
-export function mergeJobTrace(path: string, pids: readonly number[], job: string): void {
+export function mergeJobTrace(path: string, pids: readonly number[], job: string, since: number): void {
   try {
     const parts = partsOf(path, pids);
-    if (parts.length) mergeTraceFiles(path, parts, { job, remove: true });
+    if (parts.length) mergeTraceFiles(path, parts, { job, since, remove: true });
   } catch (e) {
     process.stderr.write(`webccl: WEBCCL_TRACE: could not merge the trace parts into ${path}: ${(e as Error).message}\n`);
   }
@@ -189,7 +192,7 @@ export function installTraceSink(): void {
   if (isMainThread) {
     process.on('exit', () => {
       if (mine) write(mine);
-      if (mergesOwnParts()) mergeJobTrace(path, [process.pid], PROCESS_JOB);
+      if (mergesOwnParts()) mergeJobTrace(path, [process.pid], PROCESS_JOB, performance.timeOrigin);
     });
   }
   (globalThis as Record<symbol, TraceSink | undefined>)[TRACE_SINK] = sink;
