@@ -92,12 +92,12 @@ export function mergeTraceFiles(out: string, inputs: readonly string[], opts: { 
     if (opts.job !== undefined && (statSync(out, { throwIfNoEntry: false })?.mtimeMs ?? -Infinity) >= (opts.since ?? -Infinity)) {
       try {
         const prior = readEvents(out);
-        if (prior.job === opts.job) events.push(...prior.events);
+        if (prior.job === opts.job) for (const e of prior.events) events.push(e);
       } catch {
         // not a trace of ours: replaced
       }
     }
-    for (const f of inputs) events.push(...readEvents(f).events);
+    for (const f of inputs) for (const e of readEvents(f).events) events.push(e); // (a spread of a million overflows the stack)
     const meta = events.filter((e) => e.ph === 'M');
     const timed = events.filter((e) => e.ph !== 'M').sort((a, b) => a.ts - b.ts || (b.dur ?? 0) - (a.dur ?? 0));
     const tmp = `${out}.${process.pid}.tmp`;
