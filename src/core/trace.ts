@@ -16,6 +16,11 @@
 //   t.span('drain', () => work());              // a slice around fn (sync or async); returns fn's result
 //   traceSpan('forward', () => model(x));       // the same on this thread's current track
 //
+// A worker that does not load webccl's Node entry (dist/node/index.js, which installs the file
+// sink) must call installTraceSink() of core/node/trace-files.ts once, or its events stay in
+// memory. A thread that may be terminated (worker.terminate() runs no exit handlers) calls
+// traceFlush() before it can be: it writes the thread's part now (and again, whole, at exit).
+//
 // With WEBCCL_TRACE unset, TRACING is false, traceTrack returns a track that records nothing and
 // traceSpan calls fn: every hook in the hot paths is one boolean (or one undefined) check.
 import { envString } from './config.js';
@@ -56,6 +61,8 @@ export interface TraceSink {
   thread: number;
   /** Called once, with the function that returns this thread's events when it ends. */
   atExit(events: () => TraceEvent[]): void;
+  /** Writes this thread's part now. */
+  flush(): void;
 }
 export const TRACE_SINK = Symbol.for('webccl.traceSink');
 
@@ -182,6 +189,11 @@ export function traceSpan<T>(name: string, fn: () => T): T {
   const s = state();
   const t = s.current ?? (s.current = traceTrack(`thread ${s.thread}`) as Track);
   return t.span(String(name), fn);
+}
+
+/** Writes this thread's events so far to its part file (see the header); nothing without WEBCCL_TRACE. */
+export function traceFlush(): void {
+  if (TRACING) (globalThis as Record<symbol, TraceSink | undefined>)[TRACE_SINK]?.flush();
 }
 
 /** Metadata naming the thread's tracks and its process, then its events. */

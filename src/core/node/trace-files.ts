@@ -184,9 +184,10 @@ export function installTraceSink(): void {
     pid: process.pid,
     thread: threadId,
     atExit(events) {
-      if (isMainThread) mine = events;
-      else process.on('exit', () => write(events));
+      mine = events;
+      if (!isMainThread) process.on('exit', () => write(events));
     },
+    flush: () => mine && write(mine),
   };
   // The main thread writes its own part first, then merges every part of this process.
   if (isMainThread) {
