@@ -177,6 +177,31 @@ describe('WEBCCL_TRACE', () => {
     expect([...rankTracks(events).values()].sort()).toEqual(['rank 0', 'rank 1']);
   });
 
+  it('a plain node process (no launcher) writes the file itself at its exit', () => {
+    const path = join(tmp(), 'plain.json');
+    const r = spawnSync(process.execPath, [JOB], { encoding: 'utf8', env: cleanEnv({ WEBCCL_TRACE: path }), timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    checkTrace(path, reports(r.stdout));
+  });
+
+  it('ranks of another launcher (torchrun variables) leave one part each; webccl trace merge makes the file', async () => {
+    const dir = tmp();
+    const path = join(dir, 'torch.json');
+    const port = await freePort();
+    const runs = await Promise.all([0, 1].map((rank) => runJob(process.execPath, [JOB, String(LATE_MS)], cleanEnv({
+      WEBCCL_TRACE: path, RANK: String(rank), WORLD_SIZE: '2', LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port),
+    }), 60_000)));
+    for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+    expect(existsSync(path)).toBe(false);
+    const parts = readdirSync(dir).filter((f) => f.endsWith('.part')).map((f) => join(dir, f));
+    expect(parts).toHaveLength(2);
+    expect(webccl(['trace', 'merge', path, ...parts], cleanEnv()).status).toBe(0);
+    const rs = reports(runs.map((r) => r.stdout).join('\n'));
+    checkTimings(rs);
+    const events = JSON.parse(readFileSync(path, 'utf8')).traceEvents as Ev[];
+    expect([...rankTracks(events).values()].sort()).toEqual(['rank 0', 'rank 1']);
+  }, 90_000);
+
   it('unset: no file is written, and the wait/move split is still reported', () => {
     const dir = tmp();
     const r = webccl(['run', '-n', '2', JOB, String(LATE_MS)], cleanEnv(), dir);

@@ -16,8 +16,9 @@ export interface WorkTiming {
    * Shared memory: the latest start of the op among its ranks (each rank stamps its start in
    * its signature record before its first step). Across nodes: when the op's first message
    * from a peer arrived (after the node phase, in the hierarchical schedule). Never before
-   * startedAt; NaN when unknown (the op failed first) or when this rank needs no peer's
-   * message (a send; across nodes, a broadcast's root): it then waited for nobody.
+   * startedAt; NaN when unknown (the op failed first), when this rank needs no peer's message
+   * (across nodes, a broadcast's root: it waited for nobody), and for send and recv, which are
+   * not split: their waitMs is then 0.
    */
   joinedAt: number;
   completedAt: number;
