@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { launch, launchProcesses, traceSpan, traceTrack } from '../dist/node/index.js';
 import { WebcclError } from '../src/core/errors.js';
+import { OpTrace, type TraceTrack } from '../src/core/trace.js';
 import { bin, cleanEnv, fixture } from './helpers/procs.js';
 import { killAllJobs, run as runJob } from './helpers/jobs.js';
 import { freePort } from './helpers/net.js';
@@ -268,5 +269,41 @@ describe('WEBCCL_TRACE', () => {
       }
       expect((e as WebcclError).code).toBe('INVALID_ARGUMENT');
     }
+  });
+
+  it("an op's slices nest: steps crossing the end of its wait are cut there, steps outside it clipped, and at most 2048 drawn", () => {
+    const got: [string, number, number, Record<string, unknown>?][] = [];
+    const fake: TraceTrack = {
+      name: 'fake',
+      instant: (n) => got.push([n, NaN, NaN]),
+      complete: (n, t0, t1, a) => got.push([n, t0, t1, a]),
+      span: (_n, fn) => fn(),
+    };
+    const work = { name: 'allReduce', seq: 3, timing: { issuedAt: 5, startedAt: 10, joinedAt: 20, completedAt: 30 } };
+    const t = new OpTrace(fake, { collective: 'allReduce', bytes: 8 }).issue(work, 'ring');
+    t.step('sleep', 12, 25);
+    t.step('copy out', 26, 29);
+    t.step('stray', 5, 40);
+    t.end(work);
+    expect(got).toEqual([
+      ['issue allReduce #3', NaN, NaN],
+      ['allReduce #3', 10, 30, { collective: 'allReduce', bytes: 8, seq: 3, algorithm: 'ring' }],
+      ['wait for peers', 10, 20, undefined],
+      ['sleep', 12, 20, undefined], ['sleep', 20, 25, undefined],
+      ['copy out', 26, 29, undefined],
+      ['stray', 10, 20, undefined], ['stray', 20, 30, undefined],
+    ]);
+    // A huge op: the first 2048 steps are drawn, the rest counted; a failed op names its error.
+    got.length = 0;
+    const big = new OpTrace(fake, {}).issue(work, 'ring');
+    for (let i = 0; i < 2050; i++) big.step('copy in', 21, 22);
+    big.end(work, { code: 'TIMEOUT' });
+    expect(got.filter(([n]) => n === 'copy in')).toHaveLength(2048);
+    expect(got[1][3]).toMatchObject({ stepsNotDrawn: 2, error: 'TIMEOUT' });
+    // An op that never started draws nothing but its issue; one that joined at once has no wait slice.
+    got.length = 0;
+    new OpTrace(fake, {}).issue({ ...work, timing: { ...work.timing, startedAt: NaN } }, 'ring').end({ ...work, timing: { ...work.timing, startedAt: NaN } });
+    new OpTrace(fake, {}).end({ ...work, timing: { ...work.timing, joinedAt: NaN } });
+    expect(got.map(([n]) => n)).toEqual(['issue allReduce #3', 'allReduce #3']);
   });
 });
