@@ -71,7 +71,7 @@ export class Communicator {
     const timeoutMs = opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS;
     this.checkInputs = checkMode();
     this.engine = world ? world.engine(this.counters, opts.algo, timeoutMs) : new ShmEngine(ctx, this.counters, opts.algo, timeoutMs);
-    if (TRACING) this.track = rankTrack(ctx.worldRank ?? this.placement.worldRanks[this.rank]);
+    if (TRACING) this.track = rankTrack(ctx.worldRank ?? this.placement.worldRanks[this.rank], this.placement.group ? this.placement.id : undefined);
   }
 
   // ---------------------------------------------------------------- groups

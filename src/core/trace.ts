@@ -172,8 +172,13 @@ export function traceTrack(name: string): TraceTrack {
   return t;
 }
 
-/** The track of world rank `rank` on this thread; traceSpan records there from now on. */
-export function rankTrack(rank: number): TraceTrack {
+/**
+ * The track of world rank `rank` on this thread (traceSpan records there from now on), or with
+ * `group`, the track of that rank's ops in a group communicator: ops of two communicators may
+ * be in flight at once, and slices on one track must nest.
+ */
+export function rankTrack(rank: number, group?: string): TraceTrack {
+  if (group !== undefined) return traceTrack(`rank ${rank} group ${group}`);
   const t = traceTrack(`rank ${rank}`);
   if (t !== OFF) state().current = t as Track;
   return t;
@@ -199,15 +204,16 @@ export function traceFlush(): void {
 /** Metadata naming the thread's tracks and its process, then its events. */
 function eventsOf(s: ThreadState): TraceEvent[] {
   const meta: TraceEvent[] = [];
-  const ranks = [...s.tracks.keys()].filter((n) => n.startsWith('rank ')).sort();
+  const ranks = [...s.tracks.keys()].filter((n) => /^rank \d+$/.test(n)).sort();
   // A process's main thread names it by its ranks (a rank process); worker threads by its pid.
   const label = s.thread === 0 && ranks.length ? `${ranks.join(', ')} (pid ${s.pid})` : `pid ${s.pid}`;
   meta.push({ name: 'process_name', ph: 'M', pid: s.pid, tid: 0, ts: 0, args: { name: `webccl ${label}` } });
   for (const t of s.tracks.values()) {
     meta.push({ name: 'thread_name', ph: 'M', pid: s.pid, tid: t.tid, ts: 0, args: { name: t.name } });
-    const rank = /^rank (\d+)$/.exec(t.name);
-    // Ranks in order, then other tracks (progress threads, plain threads) after them.
-    meta.push({ name: 'thread_sort_index', ph: 'M', pid: s.pid, tid: t.tid, ts: 0, args: { sort_index: rank ? Number(rank[1]) : 100_000 + t.tid } });
+    const rank = /^rank (\d+)( group)?/.exec(t.name);
+    // Ranks in order, each followed by its group tracks, then other tracks (progress threads, plain threads).
+    const order = rank ? Number(rank[1]) * 1000 + (rank[2] ? 1 + (t.tid % TRACKS_PER_THREAD) : 0) : 100_000_000 + t.tid;
+    meta.push({ name: 'thread_sort_index', ph: 'M', pid: s.pid, tid: t.tid, ts: 0, args: { sort_index: order } });
   }
   if (s.dropped) meta.push({ name: 'webccl_dropped_events', ph: 'M', pid: s.pid, tid: 0, ts: 0, args: { dropped: s.dropped, kept: MAX_EVENTS } });
   return s.events.length ? meta.concat(s.events) : [];
