@@ -4,11 +4,12 @@
 // The wait for peers is split from the op's duration: a rank whose peer comes 300 ms late spends
 // most of its op waiting (Work.waitMs, stats().waitMs), on threads and across processes.
 import { spawnSync } from 'node:child_process';
+import { Worker } from 'node:worker_threads';
 import { existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { launch, launchProcesses, traceSpan, traceTrack } from '../dist/node/index.js';
+import { launch, launchProcesses, traceFlush, traceSpan, traceTrack } from '../dist/node/index.js';
 import { WebcclError } from '../src/core/errors.js';
 import { OpTrace, type TraceTrack } from '../src/core/trace.js';
 import { bin, cleanEnv, fixture } from './helpers/procs.js';
@@ -256,6 +257,32 @@ describe('WEBCCL_TRACE', () => {
     expect(missing.status).toBe(1);
   });
 
+  it('traceFlush: a worker that is then terminated (no exit handler runs) leaves its part; a track of its own is named in it', async () => {
+    const dir = tmp();
+    const path = join(dir, 'w.json');
+    const lib = new URL('../dist/node/index.js', import.meta.url).href;
+    const code = `
+      const { traceTrack, traceFlush } = await import(${JSON.stringify(lib)});
+      const { parentPort } = await import('node:worker_threads');
+      const t = traceTrack('progress node 0');
+      t.instant('doorbell', { ops: 1 });
+      t.span('sweep', () => 1);
+      traceFlush();
+      parentPort.postMessage('flushed');
+      setInterval(() => {}, 1000);`;
+    const w = new Worker(code, { eval: true, env: cleanEnv({ WEBCCL_TRACE: path }) });
+    await new Promise((resolve, reject) => {
+      w.once('message', resolve);
+      w.once('error', reject);
+    });
+    await w.terminate();
+    const parts = readdirSync(dir).filter((f) => f.endsWith('.part'));
+    expect(parts).toHaveLength(1);
+    const events = JSON.parse(readFileSync(join(dir, parts[0]), 'utf8')).traceEvents as Ev[];
+    expect([...rankTracks(events).values()]).toEqual(['progress node 0']);
+    expect(events.filter((e) => e.ph !== 'M').map((e) => [e.ph, e.name])).toEqual([['i', 'doorbell'], ['X', 'sweep']]);
+  });
+
   it('without WEBCCL_TRACE, traceSpan returns what fn returns (sync or async) and traceTrack records nothing', async () => {
     expect(traceSpan('x', () => 42)).toBe(42);
     await expect(traceSpan('y', async () => 'done')).resolves.toBe('done');
@@ -266,6 +293,7 @@ describe('WEBCCL_TRACE', () => {
     expect(t.span('s', () => 7)).toBe(7);
     t.instant('i');
     t.complete('c', 0, 1);
+    traceFlush(); // nothing to write
     for (const call of [() => traceSpan('x', 3 as never), () => traceTrack('')]) {
       let e: unknown;
       try {
