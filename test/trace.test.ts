@@ -231,6 +231,11 @@ describe('WEBCCL_TRACE', () => {
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/WEBCCL_TRACE/); // the message names the variable
     expect(r.stdout).toBe(''); // no rank ran
+    // A process no launcher started warns once at startup and runs untraced.
+    const plain = spawnSync(process.execPath, [JOB], { encoding: 'utf8', env: cleanEnv({ WEBCCL_TRACE: join(dir, 'missing', 'x.json') }), timeout: 60_000 });
+    expect(plain.status, plain.stderr).toBe(0);
+    expect(plain.stderr.match(/WEBCCL_TRACE/g)).toHaveLength(1);
+    expect(readdirSync(dir)).toEqual(['folder']);
   });
 
   it('webccl trace merge: parts left by another launcher become one file', () => {
