@@ -45,6 +45,7 @@ outlives its launcher, however the launcher ends.
   --fault-tolerant        a rank that fails does not end the job: the ops of its peers that need
                           it fail naming it, and they may comm.shrink() and go on (exit 0 when
                           every other rank ends well; the failures are still reported)
+
 WEBCCL_TRACE=trace.json writes a timeline of the job (open it in ui.perfetto.dev): each rank
 thread or process leaves trace.json.<pid>-<thread>.part, and run merges them into trace.json when
 the job ends. Ranks started by another launcher (torchrun, mpirun) leave their parts: merge them
