@@ -25,6 +25,7 @@ export { ENV_VARS } from './core/config.js';
 export type { BufferArg, TensorLike, OrtTensorLike, TypedArray, LayoutTensorArg } from './comm/buffers.js';
 export { convertLayout, convertDtype, type LayoutTensor } from './comm/convert.js';
 export { LAYOUTS, type Layout } from './comm/tensor-layout.js';
+export { traceSpan, traceTrack, traceFlush, type TraceTrack, type TraceArgs } from './core/trace.js';
 
 /** Where a launcher leaves a rank's identity before the rank's script starts. */
 export const RANK_INIT = Symbol.for('webccl.rankInit');

@@ -3,6 +3,7 @@ import { JOIN_WORLD } from './index.js';
 import { joinWorld } from './comm/node/join-world.js';
 import { registerProgressStarter } from './progress/start.js';
 import { startNodeProgress } from './progress/node-start.js';
+import { installTraceSink } from './core/node/trace-files.js';
 
 export * from './index.js';
 
@@ -10,6 +11,8 @@ export * from './index.js';
 (globalThis as Record<symbol, unknown>)[JOIN_WORLD] = joinWorld;
 // A node's progress thread is a worker_threads Worker.
 registerProgressStarter(startNodeProgress);
+// WEBCCL_TRACE: each thread writes its events to a part file at its end (core/node/trace-files.ts).
+installTraceSink();
 export { launch, startRanks, type LaunchOptions, type LaunchResult, type LaunchHandle, type RankFailure } from './launch/threads.js';
 export { launchProcesses, startProcesses, type ProcessLaunchOptions, type ProcessLaunchHandle } from './launch/processes.js';
 export { stopProgressThread } from './progress/start.js';

@@ -87,6 +87,7 @@ const NO_OPTIONS_BAG = [
   'allReduce', 'allReduceAsync', 'allGather', 'reduceScatter', 'broadcast', 'reduce', 'barrier', // → the Communicator's
   'allToAll', 'gather', 'scatter', 'send', 'recv', 'createGroup',
   'Work', 'WebcclError',
+  'traceSpan', 'traceTrack', 'traceFlush', // (name, fn), (name) and (): checked in test/trace.test.ts
 ];
 
 describe('every options bag refuses an unknown key', () => {

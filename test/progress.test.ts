@@ -3,6 +3,9 @@
 // a peer dies while the thread holds it.
 import { describe, expect, it } from 'vitest';
 import { fileURLToPath } from 'node:url';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startRanks, stopProgressThread } from '../dist/node/index.js';
 import { runScenario } from './helpers/threads.js';
 import { createNode } from '../src/core/node.js';
@@ -61,6 +64,29 @@ function start(nranks: number, scenario: string, params: object, extra: object =
   });
   return { h, reports, posted };
 }
+
+describe('the timeline (WEBCCL_TRACE)', () => {
+  it('has a track for the progress thread with the ops it ran, beside each rank\'s own', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webccl-progress-trace-'));
+    const file = join(dir, 'trace.json');
+    try {
+      const { result } = await runScenario(2, 'progressOverlap', { count: 1000, busyMs: 50 }, { env: { WEBCCL_PROGRESS: 'thread', WEBCCL_TRACE: file } });
+      expect(result.failure?.message).toBeUndefined();
+      const { traceEvents } = JSON.parse(readFileSync(file, 'utf8')) as { traceEvents: { ph: string; name: string; pid: number; tid: number; args?: { name?: string; rank?: number } }[] };
+      const track = (name: string) => traceEvents.find((e) => e.ph === 'M' && e.name === 'thread_name' && e.args?.name === name);
+      const progress = track('progress thread');
+      expect(progress).toBeDefined();
+      const ops = traceEvents.filter((e) => e.ph === 'X' && e.pid === progress!.pid && e.tid === progress!.tid && /^allReduce #\d+$/.test(e.name));
+      expect(new Set(ops.map((e) => e.args?.rank))).toEqual(new Set([0, 1])); // both ranks' allReduces ran there
+      for (const r of [0, 1]) {
+        const t = track(`rank ${r}`)!;
+        expect(traceEvents.some((e) => e.ph === 'X' && e.tid === t.tid && e.pid === t.pid && /^allGather #\d+$/.test(e.name))).toBe(true);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
 
 describe('the heap under thread-run ops', () => {
   it('8 thread ranks: broadcast and reduce from every root, alloc() and plain buffers copied in and out, 5 times', async () => {

@@ -38,6 +38,13 @@ it('reports what ran in stats()', async () => {
   await together(cs, (c) => c.allReduce(new Float32Array(4), { algo: 'direct' }));
   expect(cs[0].stats().allReduceAlgorithms).toEqual({ direct: 1, twoshot: 1 });
   expect(cs[1].stats()).toMatchObject({ ops: 2, failed: 0, pending: 0, bytes: 32 });
+  // Busy time splits into waiting for the peers and moving data, each non-negative.
+  for (const c of cs) {
+    const { busyMs, waitMs, moveMs } = c.stats();
+    expect(waitMs).toBeGreaterThanOrEqual(0);
+    expect(moveMs).toBeGreaterThanOrEqual(0);
+    expect(waitMs + moveMs).toBeCloseTo(busyMs, 6);
+  }
 });
 
 it('cuts chunks to whole cache lines that fit a slot', () => {

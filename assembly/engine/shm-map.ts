@@ -70,6 +70,7 @@ export const S_ROOT: u32 = 28;
 export const S_CHUNK: u32 = 32;
 export const S_IN: u32 = 36;
 export const S_OUT: u32 = 40;
+export const S_START: u32 = 48; // JS only: f64 wall-clock ms the rank started the op (src/comm/shm-join.ts); the loops leave it alone
 export const S_COMPARED: u32 = 9; // fields S_SEQ..S_CHUNK must agree on every rank
 
 // step-loop results

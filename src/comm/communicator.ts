@@ -20,6 +20,7 @@ import { checkOptions, showValue } from '../core/options.js';
 import { type Placement, inGroup, nodeWorld, spansNodes } from './placement.js';
 import { type Former, createGroup, splitGroups } from './groups.js';
 import { shrinkComm } from './shrink.js';
+import { OpTrace, TRACING, type TraceTrack, rankTrack } from '../core/trace.js';
 
 export type { AllToAllOptions, CollectiveOptions, CommunicatorOptions, P2pOptions, RootedOptions } from './options.js';
 
@@ -42,7 +43,9 @@ export class Communicator {
   /** Whether the ranks span several nodes: ops then complete on the event loop (await them; waitSync() is refused). */
   readonly acrossNodes: boolean;
   private readonly engine: Engine;
-  private readonly counters: OpCounters = { ops: 0, bytes: 0, failed: 0, busyMs: 0 };
+  private readonly counters: OpCounters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
+  /** WEBCCL_TRACE: this rank's track (by world rank), where its ops are drawn. */
+  private readonly track: TraceTrack | undefined;
   private readonly conversions: ConversionCounters = { conversions: 0, conversionBytes: 0, conversionMs: 0 };
   private readonly inFlight = new BuffersInFlight();
   /** WEBCCL_CHECK=1: fail an op whose buffers the caller writes while it is in flight. */
@@ -68,6 +71,7 @@ export class Communicator {
     const timeoutMs = opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS;
     this.checkInputs = checkMode();
     this.engine = world ? world.engine(this.counters, opts.algo, timeoutMs) : nodeEngine(ctx, this.counters, opts.algo, timeoutMs, opts.progress);
+    if (TRACING) this.track = rankTrack(ctx.worldRank ?? this.placement.worldRanks[this.rank], this.placement.group ? this.placement.id : undefined);
   }
 
   // ---------------------------------------------------------------- groups
@@ -279,10 +283,12 @@ export class Communicator {
   }
 
   /**
-   * Counters since creation: ops issued, bytes (per rank), failures, time busy, allReduce
-   * algorithms used, and tensor layout conversions (count, bytes read, time).
+   * Counters since creation: ops issued, bytes (per rank), failures, time busy (the sum of
+   * completed ops' durationMs) split into waitMs (waiting until every rank an op needs had
+   * joined it) and moveMs (the rest: moving and reducing data), allReduce algorithms used, and
+   * tensor layout conversions (count, bytes read, time).
    */
-  stats(): { ops: number; bytes: number; failed: number; busyMs: number; pending: number; threadOps: number; allReduceAlgorithms: Record<string, number> } & ConversionCounters {
+  stats(): { ops: number; bytes: number; failed: number; busyMs: number; waitMs: number; moveMs: number; pending: number; threadOps: number; allReduceAlgorithms: Record<string, number> } & ConversionCounters {
     return { ...this.counters, pending: this.engine.pending(), threadOps: this.engine.threadOps?.() ?? 0, allReduceAlgorithms: this.engine.algorithms(), ...this.conversions };
   }
 
@@ -337,6 +343,16 @@ export class Communicator {
 
   // ---------------------------------------------------------------- hand-off
 
+  /** WEBCCL_TRACE: an op's args on this rank's track (the engine adds seq and algorithm). */
+  private opTrace(name: Kind, dtype: Dtype, count: number, extra: Partial<OpSpec>): OpTrace {
+    const elems = extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count;
+    return new OpTrace(this.track!, {
+      // (a job across nodes also has each node's own communicator, for the hierarchical node phase)
+      collective: name, bytes: elems * DTYPE_SIZE[dtype], dtype, communicator: this.ctx.worldRank !== undefined && !this.acrossNodes ? 'node' : this.placement.id, ranks: this.size,
+      ...(extra.peer !== undefined && { peer: extra.peer, tag: extra.tag }),
+    });
+  }
+
   private enqueue(name: Kind, algo: unknown, dtype: Dtype, op: ReduceOp, count: number, root: number,
                   input: Buf | null, output: Buf | null, o: { timeoutMs?: number; wireLayout?: unknown; [WIRE_SIGNATURE]?: number }, extra: Partial<OpSpec> = {}): Work {
     if (input && output) noPartialOverlap(name, input, output, this.rank, this.size);
@@ -352,7 +368,7 @@ export class Communicator {
     try {
       work = this.engine.submit({
         name, algo, dtype, op, count: plan?.count ?? count, root, input: plan ? plan.input : input, output: plan ? plan.output : output,
-        timeoutMs: o.timeoutMs, check, layout: plan?.layout,
+        timeoutMs: o.timeoutMs, check, layout: plan?.layout, trace: this.track && this.opTrace(name, dtype, count, extra),
         // Fields listed, not spread: a spread makes a slow dictionary object (microseconds an op).
         peer: extra.peer, tag: extra.tag, counts: extra.counts,
       });

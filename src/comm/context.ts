@@ -31,6 +31,8 @@ export interface RankContext {
   spinGiven: boolean;
   canBlock: boolean;
   cores: number;
+  /** This thread's rank in a job across nodes (its trace track's number); absent on one node, where node ranks are world ranks. */
+  worldRank?: number;
   /** Every SharedArrayBuffer object seen for the node memory (one per growth). */
   sharedBuffers: Set<ArrayBufferLike>;
 }

@@ -9,6 +9,7 @@ import type { Buf } from './buffers.js';
 import type { FlightRecorder } from './flight-recorder.js';
 import type { InputCheck } from './input-check.js';
 import type { Work } from './work.js';
+import type { OpTrace } from '../core/trace.js';
 
 /** Point-to-point ops: not collectives, so they keep no place in the collective order. */
 export type P2pKind = Extract<Kind, 'send' | 'recv'>;
@@ -44,6 +45,8 @@ export interface OpSpec {
   seq?: number;
   /** The layout the data crosses in (tensor-layout.ts layoutSignature; 0: row-major or none): ranks must agree. */
   layout?: number;
+  /** WEBCCL_TRACE: the op's events; the engine calls issue() when it takes the op. */
+  trace?: OpTrace;
 }
 
 /** Counters a communicator reports in stats(); engines add to them. */
@@ -51,7 +54,20 @@ export interface OpCounters {
   ops: number;
   bytes: number;
   failed: number;
+  /** Sum of completed ops' durationMs = waitMs + moveMs. */
   busyMs: number;
+  /** Of busyMs: waiting until every rank an op needs had joined it (Work.waitMs). */
+  waitMs: number;
+  /** Of busyMs: the rest, moving and reducing data (Work.moveMs). */
+  moveMs: number;
+}
+
+/** Adds a completed op's time to the counters. */
+export function countDone(c: OpCounters, w: Work): void {
+  const wait = w.waitMs;
+  c.busyMs += w.durationMs;
+  c.waitMs += wait;
+  c.moveMs += w.durationMs - wait;
 }
 
 export interface Engine {

@@ -25,7 +25,7 @@ import { FlightRecorder } from './flight-recorder.js';
 import { Dispute, type JobStore, type OpFields, type PairSignatures, fieldsOf, pairSignatures, signatureOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
 import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
-import { type Engine, type OpCounters, type OpSpec, isP2p } from './engine.js';
+import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from './engine.js';
 import { Work, type WorkDriver } from './work.js';
 import { NetP2p } from './p2p/net-p2p.js';
 import { isP2pSpace, p2pSpace } from './p2p/space.js';
@@ -112,7 +112,7 @@ export class NetEngine implements Engine, WorkDriver {
       broke: (e) => this.fail(e),
       done: (w, failed) => {
         if (failed) this.counters.failed++;
-        else this.counters.busyMs += w.durationMs;
+        else countDone(this.counters, w);
       },
     });
     world.transport.watch?.({ unexpected: (peer, tag) => this.unexpected(peer, tag), aborted: (e) => this.peerAborted(e) });
@@ -122,6 +122,7 @@ export class NetEngine implements Engine, WorkDriver {
     if (this.broken) throw this.broken;
     if (isP2p(spec.name)) {
       const w = this.p2p.submit(spec);
+      if (spec.trace) w.trace = spec.trace.issue(w, 'direct');
       this.flight.submitted(w, spec, 'direct');
       return w;
     }
@@ -132,6 +133,7 @@ export class NetEngine implements Engine, WorkDriver {
     const seq = this.seq++;
     const work = new Work(spec.name, seq, this, false, 'cannot complete an op across nodes, which needs the event loop');
     work.timing.issuedAt = performance.now();
+    if (spec.trace) work.trace = spec.trace.issue(work, algo);
     const signature = signatureOf(spec, algo);
     const op: NetOp = { spec, work, seq, algo, signature, pairs: pairSignatures(spec, signature), done: Promise.resolve() };
     this.recent.set(seq, fieldsOf(spec, algo));
@@ -192,7 +194,7 @@ export class NetEngine implements Engine, WorkDriver {
       const left = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0 && !isP2pSpace(h.tag.space));
       if (left) throw new WebcclError('MISMATCH', `rank ${left.peer} sent a message for op #${op.seq} that no receive took`, { seq: op.seq, peer: left.peer });
       work.settle();
-      this.counters.busyMs += work.durationMs;
+      countDone(this.counters, work);
       if (spec.name === 'allReduce') this.byAlgorithm[op.algo]++;
       if (trace) log('TRACE', `rank ${this.world.rank}: ${spec.name} #${op.seq} ${op.algo} ${spec.dtype} ${spec.op} count ${spec.count} done in ${(work.durationMs * 1000).toFixed(1)} us`);
     } catch (e) {
@@ -345,6 +347,7 @@ export class NetEngine implements Engine, WorkDriver {
         const r = members[peer];
         awaited.set(r, (awaited.get(r) ?? 0) + 1);
         return t.recv(r, tag(expectedFrom(op, r), step), into).finally(() => {
+          op.work.joined(); // the op's first message from a peer: its wait for peers ends
           const n = awaited.get(r)! - 1;
           if (n) awaited.set(r, n);
           else awaited.delete(r);

@@ -8,11 +8,12 @@ import { enabled, log } from '../core/log.js';
 import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../tuner/tuner.js';
 import { sameView } from './buffers.js';
 import type { InputCheck } from './input-check.js';
-import { type Engine, type OpCounters, type OpSpec, isP2p } from './engine.js';
+import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from './engine.js';
 import type { RankContext } from './context.js';
 import { FlightRecorder } from './flight-recorder.js';
 import { ShmRunner, type RunningOp } from './shm-runner.js';
 import { descriptorCount, writeCounts } from './shm-counts.js';
+import { joinTime, stampStart } from './shm-join.js';
 import { Work, type WorkDriver } from './work.js';
 import { ShmP2p } from './p2p/shm-p2p.js';
 
@@ -58,7 +59,7 @@ export class ShmEngine implements Engine, WorkDriver {
       broke: (e) => this.fail(e),
       done: (w, failed) => {
         if (failed) this.counters.failed++;
-        else this.counters.busyMs += w.durationMs;
+        else countDone(this.counters, w);
       },
     });
   }
@@ -68,6 +69,7 @@ export class ShmEngine implements Engine, WorkDriver {
     if (isP2p(s.name)) {
       if (!this.p2p) throw new WebcclError('INTERNAL', `${s.name}: this engine runs collectives only`);
       const w = this.p2p.submit(s, s.timeoutMs ?? this.timeoutMs);
+      if (s.trace) w.trace = s.trace.issue(w, 'direct');
       this.flight.submitted(w, s, 'direct');
       return w;
     }
@@ -79,6 +81,7 @@ export class ShmEngine implements Engine, WorkDriver {
       work: new Work(s.name, seq, this, this.ctx.canBlock), algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, layout: s.layout ?? 0,
       chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size), counts: s.counts, started: false, check: s.check,
     };
+    if (s.trace) q.work.trace = q.trace = s.trace.issue(q.work, algo);
     // An op that starts at once takes its start time as its issue time (one clock read fewer).
     if (this.queue.length) q.work.timing.issuedAt = performance.now();
     this.queue.push(q);
@@ -201,6 +204,7 @@ export class ShmEngine implements Engine, WorkDriver {
         if (Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = now;
         q.check?.atStart(q.seq);
         this.writeDescriptor(q);
+        stampStart(this.runner.views().i32, this.ctx.comm, this.ctx.size, this.ctx.rank, q.seq, now);
       } else q.check?.resume(q.seq);
       if (!this.runner.run(q, block, block ? this.ctx.spinPolls : this.ctx.tryPolls)) {
         q.check?.suspend();
@@ -208,8 +212,9 @@ export class ShmEngine implements Engine, WorkDriver {
       }
       q.check?.atEnd(q.seq);
       this.queue.shift();
+      q.work.timing.joinedAt = joinTime(this.runner.views().i32, this.ctx.comm, this.ctx.size, q.seq);
       q.work.settle();
-      this.counters.busyMs += q.work.durationMs;
+      countDone(this.counters, q.work);
       if (q.name === 'allReduce') this.byAlgorithm[q.algo]++;
       if (trace) log('TRACE', `rank ${this.ctx.rank}: ${q.name} #${q.seq} ${q.algo} ${q.dtype} ${q.op} count ${q.count} done in ${(q.work.durationMs * 1000).toFixed(1)} us`);
       return true;

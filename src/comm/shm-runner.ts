@@ -11,6 +11,7 @@ import { LEFT_DIED } from '../core/node.js';
 import { Doorbell } from './doorbell.js';
 import type { Buf } from './buffers.js';
 import { PER_PEER } from './shm-counts.js';
+import type { OpTrace } from '../core/trace.js';
 
 export interface RunningOp {
   name: string;
@@ -21,6 +22,8 @@ export interface RunningOp {
   output: Buf | null; // copied out when its addr is 0
   deadline: number; // performance.now() ms
   timeoutMs: number;
+  /** WEBCCL_TRACE: where the op's sleeps and copies are drawn. */
+  trace?: OpTrace;
 }
 
 /** Copies up to this many bytes element by element. */
@@ -106,6 +109,7 @@ export class ShmRunner {
     const len = this.field(op.desc, D.IO_LEN) * op.elemBytes;
     const addr = this.field(op.desc, D.IO_ADDR);
     const user = inward ? op.input!.bytes : op.output!.bytes;
+    const t0 = op.trace ? performance.now() : 0;
     if (off + len > user.byteLength) {
       // A view whose ArrayBuffer was transferred while the op was in flight reads as empty.
       throw new WebcclError('INVALID_ARGUMENT', `${op.name} #${op.seq}: its ${inward ? 'input' : 'output'} buffer was detached (transferred) while the op was in flight`, { detached: true });
@@ -116,6 +120,7 @@ export class ShmRunner {
       else for (let i = 0; i < len; i++) user[off + i] = u8[addr + i];
     } else if (inward) u8.set(user.subarray(off, off + len), addr);
     else user.set(u8.subarray(addr, addr + len), off);
+    op.trace?.step(inward ? 'copy in' : 'copy out', t0, performance.now());
   }
 
   /**
@@ -170,12 +175,14 @@ export class ShmRunner {
   sleep(op: RunningOp, moved?: () => boolean): void {
     const now = this.beforeDeadline(op);
     this.bell.sleep(() => this.lastLook(op, now, moved));
+    op.trace?.step('sleep', now, performance.now());
   }
 
   /** The same without blocking the thread (a browser's main thread may not block). */
   sleepAsync(op: RunningOp, moved?: () => boolean): Promise<void> {
     const now = this.beforeDeadline(op);
-    return this.bell.sleepAsync(() => this.lastLook(op, now, moved));
+    const slept = this.bell.sleepAsync(() => this.lastLook(op, now, moved));
+    return op.trace ? slept.finally(() => op.trace!.step('sleep', now, performance.now())) : slept;
   }
 
   /** Ranks whose flag is behind this rank's (every wait follows this rank's own post). */

@@ -1,11 +1,26 @@
 // Work: the handle every collective returns. Thenable (await comm.allReduce(x)), with wait(),
 // isCompleted() and the op's timing. Completion is driven by whoever asks for it.
 import { WebcclError } from '../core/errors.js';
+import type { OpTrace } from '../core/trace.js';
 
+/**
+ * When the op passed each point, in this thread's performance.now() ms (NaN until it has):
+ * issued (the call), started (it reached the head of its communicator's queue: issue to start
+ * is queueing behind earlier ops), joined (every rank it needs had joined it: see waitMs), and
+ * completed.
+ */
 export interface WorkTiming {
-  /** performance.now() when the op was issued (= started unless queued behind others), started and completed (ms). */
   issuedAt: number;
   startedAt: number;
+  /**
+   * Shared memory: the latest start of the op among its ranks (each rank stamps its start in
+   * its signature record before its first step). Across nodes: when the op's first message
+   * from a peer arrived (after the node phase, in the hierarchical schedule). Never before
+   * startedAt; NaN when unknown (the op failed first), when this rank needs no peer's message
+   * (across nodes, a broadcast's root: it waited for nobody), and for send and recv, which are
+   * not split: their waitMs is then 0.
+   */
+  joinedAt: number;
   completedAt: number;
 }
 
@@ -23,7 +38,9 @@ const DONE = Promise.resolve();
 export class Work implements PromiseLike<void> {
   readonly name: string;
   readonly seq: number;
-  readonly timing: WorkTiming = { issuedAt: NaN, startedAt: NaN, completedAt: NaN };
+  readonly timing: WorkTiming = { issuedAt: NaN, startedAt: NaN, joinedAt: NaN, completedAt: NaN };
+  /** @internal The op's events on its rank's trace track (WEBCCL_TRACE only). */
+  trace: OpTrace | undefined;
   private state: 'pending' | 'done' | 'failed' = 'pending';
   private error: WebcclError | undefined;
   private promise: Promise<void> | undefined;
@@ -87,9 +104,30 @@ export class Work implements PromiseLike<void> {
     return this.wait().then(onDone, onFail);
   }
 
-  /** Duration from start to completion in ms (NaN while pending). */
+  /**
+   * Duration from start to completion in ms (NaN while pending): waiting for the peers
+   * included (waitMs + moveMs); the queueing from issue to start (behind this communicator's
+   * earlier ops) is not.
+   */
   get durationMs(): number {
     return this.timing.completedAt - this.timing.startedAt;
+  }
+
+  /** Of durationMs, the time spent waiting until every rank the op needs had joined it (see WorkTiming.joinedAt); 0 when it needed nobody. NaN while pending. */
+  get waitMs(): number {
+    const { startedAt, joinedAt, completedAt } = this.timing;
+    if (Number.isNaN(completedAt)) return NaN;
+    return Number.isNaN(joinedAt) ? 0 : Math.min(Math.max(joinedAt, startedAt), completedAt) - startedAt;
+  }
+
+  /** Of durationMs, the rest: moving and reducing data once every rank had joined. NaN while pending. */
+  get moveMs(): number {
+    return this.durationMs - this.waitMs;
+  }
+
+  /** @internal The op's first message from a peer arrived (the first call counts). */
+  joined(): void {
+    if (Number.isNaN(this.timing.joinedAt)) this.timing.joinedAt = performance.now();
   }
 
   /**
@@ -141,6 +179,7 @@ export class Work implements PromiseLike<void> {
     this.timing.completedAt = completedAt ?? performance.now();
     this.state = error ? 'failed' : 'done';
     this.error = error && this.relabel ? this.relabel(error) : error;
+    this.trace?.end(this, this.error);
   }
 
   /** @internal Rewrites the error the op fails with (a group names itself): now, or when it fails. */

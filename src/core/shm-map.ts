@@ -60,6 +60,11 @@ export const C = {
 export const REASON_BYTES = 256;
 export const FLAG_STRIDE = 64;
 export const SIG_BYTES = 64;
+/**
+ * JS only, inside a signature record: the f64 wall-clock ms (performance.timeOrigin + now) at
+ * which the rank started the op, written before its first step (see comm/shm-join.ts).
+ */
+export const SIG_START = 48;
 export const SLOT_BUFFERS = 4;
 /** Signature fields in the order checkSignatures compares them. */
 export const SIG_FIELDS = ['sequence number', 'collective', 'algorithm', 'dtype', 'op', 'layout', 'count', 'root', 'chunk size'] as const;
@@ -78,6 +83,10 @@ export const align64 = (x: number): number => (x + 63) & ~63;
 
 export function flagOffset(comm: number, rank: number): number {
   return comm + C.HEADER_BYTES + rank * FLAG_STRIDE;
+}
+/** The signature record of `rank` for op `seq` (two per rank, by the sequence number's parity). */
+export function sigOffset(comm: number, nranks: number, rank: number, seq: number): number {
+  return comm + C.HEADER_BYTES + nranks * FLAG_STRIDE + (rank * 2 + (seq & 1)) * SIG_BYTES;
 }
 export function descOffset(comm: number, nranks: number, rank: number): number {
   return comm + C.HEADER_BYTES + nranks * (FLAG_STRIDE + 2 * SIG_BYTES) + rank * DESC_BYTES;

@@ -9,6 +9,7 @@ import { startProcesses } from './processes.js';
 import { type LaunchOptions, type LaunchResult, startRanks } from './threads.js';
 import { perfMain } from './perf/main.js';
 import { simulateMain } from './simulate/main.js';
+import { mergeTraceFiles } from '../core/node/trace-files.js';
 
 const USAGE = `usage: webccl <command> [options]
 
@@ -17,6 +18,8 @@ commands:
   perf <collective> [options]          nccl-tests-style sweep: time, algbw, busbw, #wrong (perf --help)
   simulate <collective> [options]      predicted time, algbw, busbw on a simulated cluster of up to
                                        65,536 ranks (simulate --help)
+  trace merge OUT PARTS...             merge WEBCCL_TRACE files (the .part files each rank left, or
+                                       whole traces) into the one Chrome-trace file OUT
   help                                 show this text
 
 run options:
@@ -42,6 +45,11 @@ outlives its launcher, however the launcher ends.
   --fault-tolerant        a rank that fails does not end the job: the ops of its peers that need
                           it fail naming it, and they may comm.shrink() and go on (exit 0 when
                           every other rank ends well; the failures are still reported)
+
+WEBCCL_TRACE=trace.json writes a timeline of the job (open it in ui.perfetto.dev): each rank
+thread or process leaves trace.json.<pid>-<thread>.part, and run merges them into trace.json when
+the job ends. Ranks started by another launcher (torchrun, mpirun) leave their parts: merge them
+with  webccl trace merge trace.json trace.json.*.part
 Environment variables: see the README (WEBCCL_ALGO, WEBCCL_TIMEOUT_MS, WEBCCL_TOKEN, ...).`;
 
 export class UsageError extends Error {}
@@ -189,6 +197,18 @@ async function run(argv: string[]): Promise<number> {
   }
 }
 
+/** webccl trace merge OUT PARTS...: one file of many; the inputs stay. */
+function traceMain(argv: string[]): number {
+  const [sub, out, ...parts] = argv;
+  if (sub !== 'merge') throw new UsageError(sub === undefined ? 'trace: missing the subcommand (merge)' : `trace: unknown subcommand ${sub} (expected merge)`);
+  if (out === undefined || out.startsWith('-')) throw new UsageError('trace merge: missing the output file (webccl trace merge OUT PARTS...)');
+  if (!parts.length) throw new UsageError('trace merge: no input files (webccl trace merge OUT PARTS...)');
+  if (parts.includes(out)) throw new UsageError(`trace merge: the output ${out} is also an input`);
+  const n = mergeTraceFiles(out, parts);
+  process.stdout.write(`webccl: ${n} events of ${parts.length} file${parts.length > 1 ? 's' : ''} written to ${out}\n`);
+  return 0;
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   try {
@@ -199,6 +219,8 @@ export async function main(argv: string[]): Promise<number> {
         return await perfMain(rest);
       case 'simulate':
         return await simulateMain(rest);
+      case 'trace':
+        return traceMain(rest);
       case undefined:
       case 'help':
       case '--help':

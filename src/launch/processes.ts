@@ -12,6 +12,7 @@ import { LAUNCHER_FD, LAUNCHER_FD_VAR } from '../bootstrap/node/launcher-pipe.js
 import { ChildGroup, freePort } from './children.js';
 import { rankGuardUrl } from './paths.js';
 import { type LaunchResult, checkLaunchOptions } from './threads.js';
+import { checkTracePath, mergeJobTrace, tracePath } from '../core/node/trace-files.js';
 import { MAX_TIMEOUT_MS, type OptionSpec, boolean, integer, number, object, string, stringArray } from '../core/options.js';
 
 export interface ProcessLaunchOptions {
@@ -48,6 +49,11 @@ export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHand
   const group = new ChildGroup(o.graceMs ?? 5000, o.faultTolerant ?? false);
   const base = o.env ?? process.env;
   const script = o.script.startsWith('file:') ? fileURLToPath(o.script) : o.script;
+  // WEBCCL_TRACE: refused before any rank starts when no file can be written there.
+  const trace = tracePath(base);
+  if (trace) checkTracePath(trace);
+  const pids: number[] = [];
+  const started = Date.now();
 
   const run = async (): Promise<LaunchResult> => {
     const masterAddr = o.masterAddr ?? '127.0.0.1';
@@ -66,8 +72,10 @@ export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHand
       // stdio[LAUNCHER_FD] is the pipe: this process holds the other end until it ends.
       const child = spawn(process.execPath, ['--import', rankGuardUrl(), script, ...(o.args ?? [])], { env, stdio: ['inherit', 'inherit', 'inherit', 'pipe'] });
       child.once('exit', () => child.stdio[LAUNCHER_FD]?.destroy()); // this end would keep the launcher running
+      if (child.pid !== undefined) pids.push(child.pid);
       return group.watch(child, 'exit', (failure, error) => failure && group.fail(rank, failure, error));
     }));
+    if (trace) mergeJobTrace(trace, pids, shared.WEBCCL_JOB_ID, started);
     return group.result();
   };
 

@@ -11,13 +11,14 @@ import { ABORT_REASON } from '../core/shm-map.js';
 import { type NodeHandle, abortNode, createNode, leaveNode } from '../core/node.js';
 import type { WorldInit } from '../bootstrap/world.js';
 import { workerEntryPath } from './paths.js';
-import { registerProgressStarter, stopProgressThread } from '../progress/start.js';
+import { registerProgressStarter, startProgressThread, stopProgressThread } from '../progress/start.js';
 import { startNodeProgress } from '../progress/node-start.js';
 
 // The nodes this launcher makes get a progress thread (a worker_threads Worker).
 registerProgressStarter(startNodeProgress);
 import { MAX_RANKS } from '../core/shm-map.js';
 import { fail } from '../core/errors.js';
+import { PROCESS_JOB, checkTracePath, mergeJobTrace, tracePath } from '../core/node/trace-files.js';
 import { MAX_TIMEOUT_MS, type OptionSpec, anything, boolean, checkOptions, func, integer, number, object, string, stringArray } from '../core/options.js';
 
 export interface LaunchOptions {
@@ -72,7 +73,13 @@ export const LAUNCH_OPTIONS = {
 
 export function startRanks(options: LaunchOptions): LaunchHandle {
   const o = checkLaunchOptions('startRanks', options, LAUNCH_OPTIONS);
-  const node = createNode({ nranks: o.nranks, ...(o.slotBytes ? { slotBytes: o.slotBytes } : {}) });
+  // WEBCCL_TRACE: refused before any rank starts when no file can be written there.
+  const trace = tracePath(o.env ?? process.env);
+  if (trace) checkTracePath(trace);
+  const started = Date.now();
+  const node = createNode({ nranks: o.nranks, ...(o.slotBytes ? { slotBytes: o.slotBytes } : {}), progress: false });
+  // The progress thread reads the ranks' environment (WEBCCL_TRACE, WEBCCL_SPIN_US...), not the launcher's.
+  if (o.nranks > 1) startProgressThread(node, o.env);
   const script = /^[a-z]+:/.test(o.script) ? o.script : pathToFileURL(resolve(o.script)).href;
   const cores = availableParallelism();
   const failures: RankFailure[] = [];
@@ -119,6 +126,8 @@ export function startRanks(options: LaunchOptions): LaunchHandle {
     if (graceTimer) clearTimeout(graceTimer);
     await stopProgressThread(node);
     const tolerated = o.faultTolerant && failures.every((f) => f.rank >= 0) && failures.length < o.nranks;
+    // The ranks' parts become one file (the nodes of one job on this machine add to it).
+    if (trace) mergeJobTrace(trace, [process.pid], o.world?.jobId ?? PROCESS_JOB, started);
     return { exitCode: failures.length && !tolerated ? 1 : 0, failure: failures[0], failures };
   });
   return {

@@ -12,14 +12,15 @@ import { N, NODE_BASE, C, D, descOffset, flagOffset } from '../core/shm-map.js';
 import { Doorbell } from '../comm/doorbell.js';
 import { LEFT_DIED } from '../core/node.js';
 import { type WasmCore, loadWasm } from '../core/wasm.js';
-import { writeReasonText } from '../core/reason-text.js';
+import { OpTrace, TRACING, traceFlush, traceTrack } from '../core/trace.js';
+import { progressEnded } from './start.js';
 import { type RankContext, setSpin, defaultSpinUs, pollsPerMicrosecond } from '../comm/context.js';
 import type { Buf } from '../comm/buffers.js';
 import type { OpSpec } from '../comm/engine.js';
 import { ShmEngine } from '../comm/shm-engine.js';
 import { Work, type WorkDriver } from '../comm/work.js';
 import {
-  L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_GONE, PROGRESS_RUNNING, T, SLOT_POSTED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
+  L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_RUNNING, PROGRESS_STOPPING, T, SLOT_POSTED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
 } from './lanes.js';
 import type { PostedOp, OpOutcome } from './thread-engine.js';
 
@@ -75,6 +76,7 @@ class ProgressHost {
   private readonly lanes = new Map<number, Hosted>();
   private readonly heap: NodeHeap;
   private readonly nranks: number;
+  private readonly track = traceTrack('progress thread');
   /** The soonest an op within its grace may be taken (ms from now; Infinity: none waits). */
   private nextGrace = Infinity;
   /** When it last found an op posted without ringing (performance.now()). */
@@ -105,9 +107,12 @@ class ProgressHost {
       }
       if (moved) continue;
       if (!busy && this.nextGrace === Infinity && this.lanes.size === 0 && this.everyRankLeft(i32)) break;
+      if (Atomics.load(i32, (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_STOPPING) break;
       this.sleep(bell, busy);
     }
-    Atomics.store(this.i32(), (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_GONE);
+    const stopped = Atomics.load(this.i32(), (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_STOPPING;
+    traceFlush();
+    progressEnded(this.memory, stopped && [...this.lanes.values()].some((h) => h.works.length) ? 'stopped by the one that started it, with ops in hand' : '');
   }
 
   /**
@@ -144,12 +149,8 @@ class ProgressHost {
 
   /** Fails every op it holds (its thread is failing) and says so to every rank. */
   die(e: unknown): void {
-    const why = e instanceof Error ? e.message : String(e);
-    const table = laneTable(this.i32());
-    if (table) writeReasonText(this.memory, table + T.REASON, why);
-    Atomics.store(this.i32(), (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_GONE);
-    for (const h of this.lanes.values()) Atomics.notify(this.i32(), (h.addr + L.DONE) >> 2);
-    Atomics.notify(this.i32(), (NODE_BASE + N.PROGRESS_BELL) >> 2);
+    traceFlush();
+    progressEnded(this.memory, e instanceof Error ? e.message : String(e));
   }
 
   private everyRankLeft(i32: Int32Array): boolean {
@@ -183,7 +184,7 @@ class ProgressHost {
     };
     // It never blocks inside one lane: each wait spins only its short try before the next lane.
     setSpin(ctx, defaultSpinUs(size, this.o.cores));
-    const counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0 };
+    const counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
     return { addr, rank, comm, size, engine: new ShmEngine(ctx, counters, undefined, 0, false), works: [], taken: 0, ended: 0, local: localOf[rank] };
   }
 
@@ -253,6 +254,8 @@ class ProgressHost {
     const spec: OpSpec = {
       name: p.name, algo: p.algo, dtype: p.dtype, op: p.op, count: p.count, root: p.root, counts: p.counts,
       input: inBuf, output: outBuf, timeoutMs: p.timeoutMs, layout: p.layout, seq: p.seq,
+      // WEBCCL_TRACE: the op's steps (sleeps, copies) on this thread's own track.
+      trace: TRACING ? new OpTrace(this.track, { collective: p.name, bytes: p.count * DTYPE_SIZE[p.dtype], dtype: p.dtype, rank: h.rank, communicator: `block ${h.comm}`, ranks: h.size }) : undefined,
     };
     try {
       return h.engine.submit(spec);
@@ -270,6 +273,7 @@ class ProgressHost {
     const outcome: OpOutcome = {
       startedAt: performance.timeOrigin + w.timing.startedAt,
       completedAt: performance.timeOrigin + w.timing.completedAt,
+      joinedAt: performance.timeOrigin + w.timing.joinedAt,
       ...(err && { error: { code: err.code, message: err.reason, details: err.details } }),
     };
     writeOutcome(this.memory, slotAt(h.addr, h.ended), outcome);

@@ -47,6 +47,8 @@ export const TABLE_BYTES = T.ENTRIES + 4 * MAX_LANES;
 export const PROGRESS_NONE = 0;
 export const PROGRESS_RUNNING = 1;
 export const PROGRESS_GONE = 2;
+/** Asked to end (its starter's stop()): it ends its loop, writes its trace, and says it is gone. */
+export const PROGRESS_STOPPING = 3;
 
 export const slotAt = (lane: number, n: number): number => lane + L.SLOTS + (n % LANE_SLOTS) * SLOT_BYTES;
 

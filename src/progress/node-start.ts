@@ -11,6 +11,9 @@ import type { ProgressThread } from './start.js';
 
 declare const __dirname: string | undefined;
 
+/** How long stop() waits for the thread to end by itself (it looks at least every 200 ms). */
+const STOP_GRACE_MS = 2000;
+
 /** The worker script: beside the bundle; from the TypeScript sources, in the built dist/. */
 function workerPath(): string | null {
   const here = typeof __dirname === 'string' ? __dirname : dirname(fileURLToPath(import.meta.url));
@@ -18,13 +21,13 @@ function workerPath(): string | null {
   return null;
 }
 
-export function startNodeProgress(node: NodeHandle, ended: (why: string) => void): ProgressThread {
+export function startNodeProgress(node: NodeHandle, ended: (why: string) => void, env?: Record<string, string | undefined>): ProgressThread {
   const path = workerPath();
   if (!path) {
     ended('the progress thread script progress-worker.js is missing (run npm run build)');
     return { stop: async () => undefined };
   }
-  const w = new Worker(path, { workerData: { memory: node.memory, cores: availableParallelism() } });
+  const w = new Worker(path, { workerData: { memory: node.memory, cores: availableParallelism() }, env: env ?? process.env });
   w.unref();
   let failure = '';
   w.on('error', (e) => {
@@ -38,8 +41,12 @@ export function startNodeProgress(node: NodeHandle, ended: (why: string) => void
     }),
   );
   return {
+    /** Waits for the thread to end after it was asked to; ends it by force after STOP_GRACE_MS. */
     async stop() {
-      await w.terminate();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const forced = new Promise<void>((done) => (timer = setTimeout(() => void w.terminate().then(() => done()), STOP_GRACE_MS)));
+      await Promise.race([exited, forced]);
+      clearTimeout(timer);
       await exited;
     },
   };

@@ -20,7 +20,7 @@ import { readReasonText } from '../core/reason-text.js';
 import { type ProgressMode, resolveProgressMode } from '../core/progress-mode.js';
 import { type Tuning, chooseAllReduceAlgo, resolveTuning } from '../tuner/tuner.js';
 import { sameView, type Buf } from '../comm/buffers.js';
-import { type Engine, type OpCounters, type OpSpec, isP2p } from '../comm/engine.js';
+import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from '../comm/engine.js';
 import type { RankContext } from '../comm/context.js';
 import { ShmEngine } from '../comm/shm-engine.js';
 import { checkMode } from '../comm/input-check.js';
@@ -60,6 +60,8 @@ export interface PostedOp {
 export interface OpOutcome {
   startedAt: number;
   completedAt: number;
+  /** When every rank the op needed had joined it (NaN: not known). */
+  joinedAt: number;
   error?: { code: ErrorCode; message: string; details: Record<string, unknown> };
 }
 
@@ -203,7 +205,8 @@ export class ThreadEngine implements Engine, WorkDriver {
     t.reclaimed = true;
     this.unstage(t);
     try {
-      const lw = this.local.submit({ ...t.spec, seq: t.seq });
+      // Its trace was issued with `w`, which ends it: the local run records no second slice.
+      const lw = this.local.submit({ ...t.spec, seq: t.seq, trace: undefined });
       this.forwarded.set(w, lw);
       this.settleForwarded(w, lw);
     } catch (e) {
@@ -261,6 +264,7 @@ export class ThreadEngine implements Engine, WorkDriver {
     this.forwarded.delete(w);
     w.timing.issuedAt = Math.min(w.timing.issuedAt, lw.timing.issuedAt) || lw.timing.issuedAt;
     w.timing.startedAt = lw.timing.startedAt;
+    w.timing.joinedAt = lw.timing.joinedAt;
     w.settle(lw.failure, lw.timing.completedAt);
   }
 
@@ -283,6 +287,7 @@ export class ThreadEngine implements Engine, WorkDriver {
     const algo = this.algoOf(s);
     this.flight.submitted(work, s, algo);
     work.timing.issuedAt = performance.now();
+    if (s.trace) work.trace = s.trace.issue(work, algo);
     if (this.broken) {
       work.settle(this.broken);
       return work;
@@ -366,13 +371,14 @@ export class ThreadEngine implements Engine, WorkDriver {
     this.fromThread++;
     if (t.work.settled) return; // failed here already (abort)
     t.work.timing.startedAt = o.startedAt - performance.timeOrigin;
+    t.work.timing.joinedAt = (o.joinedAt ?? NaN) - performance.timeOrigin; // JSON turns NaN into null
     t.work.settle(err, o.completedAt - performance.timeOrigin);
     if (err) {
       this.counters.failed++;
       if (err.code !== 'MISMATCH') this.fail(err);
       return;
     }
-    this.counters.busyMs += t.work.durationMs;
+    countDone(this.counters, t.work);
     if (t.spec.name === 'allReduce') this.threadAlgos[t.algo] = (this.threadAlgos[t.algo] ?? 0) + 1;
   }
 

@@ -1,6 +1,9 @@
 // The entry of a node's progress thread (a worker_threads Worker; see node-start.ts).
 import { workerData } from 'node:worker_threads';
 import { hostProgress } from './host.js';
+import { installTraceSink } from '../core/node/trace-files.js';
+
+installTraceSink(); // WEBCCL_TRACE: this thread's track ('progress thread') goes to a part file of its own
 
 const { memory, cores } = workerData as { memory: WebAssembly.Memory; cores: number };
 hostProgress(memory, { cores });

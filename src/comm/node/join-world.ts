@@ -51,6 +51,7 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   const { opts } = input;
   const ctx = joinNode(node, localRank, { cores: opts.cores ?? availableParallelism(), simd: opts.simd, spinUs: opts.spinUs });
   if (input.nodeMayBlock === false) ctx.canBlock = false;
+  ctx.worldRank = world.rank;
   const local = new Communicator(ctx, { timeoutMs: opts.timeoutMs });
   const nchannels = envNumber('WEBCCL_NCHANNELS') ?? DEFAULT_NCHANNELS;
   if (!Number.isInteger(nchannels) || nchannels < 1 || nchannels > 64) fail('INVALID_ARGUMENT', `WEBCCL_NCHANNELS=${nchannels}: expected an integer in 1..64`);
