@@ -218,10 +218,11 @@ export class ShmEngine implements Engine, WorkDriver {
   }
 
   private settleFailed(q: QueuedOp, e: unknown): void {
-    const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
-    if (err.details.relayout === true && q.relayout) {
-      this.relayout(q);
-      return;
+    let err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
+    if (err.details.relayout === true) {
+      if (q.relayout) return this.relayout(q);
+      // (tensors always carry their relayout) The peers run the op again: this rank must not go on as if it had failed alone.
+      err = new WebcclError('INTERNAL', `${err.reason}, and ${q.name} #${q.seq} cannot run again in row-major on rank ${this.ctx.rank}`);
     }
     this.counters.failed++;
     if (err.code === 'MISMATCH') {
