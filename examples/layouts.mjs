@@ -1,7 +1,7 @@
 // Tensors in device layouts: even ranks hold NC1HWC0 tensors (Ascend's channel blocks of C0,
-// zero-padded), odd ranks NHWC. An allGather with wireLayout 'NCHW' sends row-major data and
-// each rank converts at its end, gathering along N into its own layout; stats() counts the
-// conversions (WEBCCL_DEBUG=INFO logs each with its cost).
+// zero-padded), odd ranks NHWC. The allGather's signature check finds the layouts differ, so
+// the data crosses row-major and each rank converts at its end, gathering along N into its own
+// layout; stats() counts the conversions (WEBCCL_DEBUG=INFO logs each with its cost).
 //   node bin/webccl.js run -n 2 examples/layouts.mjs
 import * as ccl from 'webccl';
 
@@ -13,7 +13,7 @@ for (let c = 0; c < C; c++) for (let h = 0; h < H; h++) for (let w = 0; w < W; w
 const mine = comm.rank % 2 === 0 ? 'NC1HWC0' : 'NHWC';
 const input = ccl.convertLayout(rowMajor, mine, mine === 'NC1HWC0' ? { c0: 4 } : undefined);
 const output = ccl.convertLayout({ data: new Float32Array(comm.size * N * C * H * W), shape: [comm.size * N, C, H, W], layout: 'NCHW' }, mine, mine === 'NC1HWC0' ? { c0: 4 } : undefined);
-await comm.allGather(output, input, { wireLayout: 'NCHW' });
+await comm.allGather(output, input);
 
 // Read the result back row-major, whatever this rank's layout, and check it.
 const back = ccl.convertLayout(output, 'NCHW').data;

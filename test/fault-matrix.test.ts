@@ -134,7 +134,7 @@ const ROWS: Row[] = [
   mismatch('op'),
   mismatch('root'),
   mismatch('algorithm'),
-  mismatch('layout'),
+  mismatch('shape'),
   {
     what: "rank 1 calls abort(reason): the others fail ABORTED naming rank 1, with the reason's text",
     fault: 'abort',

@@ -1,7 +1,7 @@
 // Collectives on tensors with layouts, ranks in one thread over shared memory: equal layouts
 // (no conversion; the padding rule: output padding is zero whatever any rank's padding held),
 // mixed layouts with wireLayout (each rank converts at its end; stats count it), mixed layouts
-// without it (MISMATCH on the 'layout' field), and the checks at the boundary.
+// without it (row-major; shapes that disagree are a MISMATCH on 'shape'), and the checks at the boundary.
 import { describe, expect, it } from 'vitest';
 import type { Layout, TensorLayout } from '../src/comm/tensor-layout.js';
 import { inprocRanks, settleAll, together } from './helpers/inproc.js';
@@ -93,13 +93,15 @@ for (const build of ['simd', 'scalar'] as const) {
       expect(after[1].conversionBytes - before[1].conversionBytes).toBe(2 * 4 * 6 * 16);
     });
 
-    it('mixed layouts without wireLayout fail on every rank with MISMATCH on the layout field', async () => {
+    it('mixed layouts without wireLayout cross in row-major (test/layout-mixed.test.ts); disagreeing shapes fail with MISMATCH on every rank', async () => {
       const cs = inprocRanks(2, { slotBytes: 4096, simd: build === 'simd' });
-      const shape = [1, 5, 2, 2];
       for (const [a, b, c0b] of [['NCHW', 'NHWC', 16], ['NC1HWC0', 'NC1HWC0', 8], ['NC1HWC0', 'NCHW', 16]] as [Layout, Layout, number][]) {
-        const xs = [tensor('f32', a, shape, 16, () => 1), tensor('f32', b, shape, c0b, () => 1)];
-        const errs = await settleAll(cs.map((c, r) => c.allReduce(xs[r] as any)));
-        for (const e of errs) expect([(e as any)?.code, (e as any)?.details.field]).toEqual(['MISMATCH', 'layout']);
+        const xs = [tensor('f32', a, [1, 5, 2, 2], 16, () => 1), tensor('f32', b, [1, 5, 2, 2], c0b, () => 2)];
+        await together(cs, (c, r) => c.allReduce(xs[r] as any));
+        for (const x of xs) expect(wrongIn(x, () => 3)).toBeUndefined();
+        const ys = [tensor('f32', a, [1, 5, 2, 2], 16, () => 1), tensor('f32', b, [1, 5, 1, 4], c0b, () => 1)];
+        const errs = await settleAll(cs.map((c, r) => c.allReduce(ys[r] as any)));
+        for (const e of errs) expect([(e as any)?.code, (e as any)?.details.field]).toEqual(['MISMATCH', 'shape']);
       }
       const later = [new Float32Array(4).fill(1), new Float32Array(4).fill(2)];
       await together(cs, (c, r) => c.allReduce(later[r]));

@@ -39,6 +39,8 @@ export const D_IN_PLACE: u32 = 116; // 1: the output is the input (JS knows, eve
 export const D_MODE: u32 = 120; // 0 until the op decides how it reads its peers (twoshot-allreduce.ts, in-place-read.ts)
 export const D_STEPS_USED: u32 = 124; // flag steps the op consumed (set when done)
 export const D_SUB: u32 = 128; // index inside a step that issues several copy requests
+export const D_SHAPE: u32 = 132; // tensors: a hash of the logical shape behind the count (0: plain buffers), see checkSignatures
+export const D_SIG_SHIFT: u32 = 136; // JS only: added to the signed sequence number after a run again in row-major (the loops leave it alone)
 export const D_TABLE: u32 = 192; // scratch table of source addresses for reduceK (MAX_RANKS u32)
 export const DESC_BYTES: u32 = 448;
 export const MAX_RANKS: u32 = 64;
@@ -70,8 +72,10 @@ export const S_ROOT: u32 = 28;
 export const S_CHUNK: u32 = 32;
 export const S_IN: u32 = 36;
 export const S_OUT: u32 = 40;
+export const S_SHAPE: u32 = 44; // compared apart (checkSignatures): only when both ranks hold tensors
 export const S_START: u32 = 48; // JS only: f64 wall-clock ms the rank started the op (src/comm/shm-join.ts); the loops leave it alone
 export const S_COMPARED: u32 = 9; // fields S_SEQ..S_CHUNK must agree on every rank
+export const SIG_SHAPE_FIELD: u32 = 9; // D_ERR_FIELD of a disagreement on the logical shape
 
 // step-loop results
 export const ST_DONE: i32 = 0;
@@ -84,6 +88,7 @@ export const ST_ERROR: i32 = 4;
 export const E_MISMATCH: i32 = 1;
 export const E_ABORTED: i32 = 2;
 export const E_SIZE_MISMATCH: i32 = 3; // allToAll: a rank's recvCounts[j] is not rank j's sendCounts[i] (ranks/values in D_ERR_*)
+export const E_RELAYOUT: i32 = 4; // tensors of one logical shape in different layouts: JS runs the op again in row-major
 
 // collective kinds and algorithms
 export const K_ALLREDUCE: u32 = 1;

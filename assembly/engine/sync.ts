@@ -13,8 +13,8 @@ import {
   C_ABORT, D_PHASE, C_DOORBELL, C_NODE, C_SLEEPERS, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KIND, D_LAYOUT, D_OP, D_OUT, D_ROOT,
   S_ALGO, S_CHUNK, S_COUNT, S_DTYPE, S_IN, S_KIND, S_LAYOUT, S_OP, S_OUT, S_ROOT, S_SEQ,
   D_COMM, D_ERR, D_ERR_FIELD, D_ERR_RANK_A, D_ERR_RANK_B, D_ERR_VAL_A,
-  D_ERR_VAL_B, D_NRANKS, D_RANK, D_SEQ, D_SPIN, D_STEPS_USED, D_WAIT_VAL, E_ABORTED, E_MISMATCH,
-  NODE_ABORT, S_COMPARED, ST_BLOCKED, ST_DONE, ST_ERROR, field, flagAddr, setField, sigAddr,
+  D_ERR_VAL_B, D_NRANKS, D_RANK, D_SEQ, D_SHAPE, D_SPIN, D_STEPS_USED, D_WAIT_VAL, E_ABORTED, E_MISMATCH, E_RELAYOUT,
+  NODE_ABORT, S_COMPARED, S_SHAPE, SIG_SHAPE_FIELD, ST_BLOCKED, ST_DONE, ST_ERROR, field, flagAddr, setField, sigAddr,
 } from './shm-map';
 
 /** Whether every rank of the communicator has posted step t (wrap-safe). */
@@ -80,34 +80,69 @@ export function writeSignature(desc: usize): void {
   store<u32>(sig + S_LAYOUT, field(desc, D_LAYOUT));
   store<u32>(sig + S_IN, field(desc, D_IN));
   store<u32>(sig + S_OUT, field(desc, D_OUT));
+  store<u32>(sig + S_SHAPE, field(desc, D_SHAPE));
+}
+
+/** Signature field indices (u32 words) that tensors of one shape in two layouts may differ in. */
+const I_ALGO: u32 = S_ALGO >> 2;
+const I_LAYOUT: u32 = S_LAYOUT >> 2;
+const I_COUNT: u32 = S_COUNT >> 2;
+
+function disagree(desc: usize, code: i32, fieldIndex: u32, r: u32, a: u32, b: u32): i32 {
+  setField(desc, D_ERR, code);
+  setField(desc, D_ERR_FIELD, fieldIndex);
+  setField(desc, D_ERR_RANK_A, 0);
+  setField(desc, D_ERR_RANK_B, r);
+  setField(desc, D_ERR_VAL_A, a);
+  setField(desc, D_ERR_VAL_B, b);
+  setField(desc, D_STEPS_USED, 1);
+  return ST_ERROR;
 }
 
 /**
  * Compares every rank's signature with rank 0's (so that every rank reports the same pair).
  * Call after a wait that saw every rank post the op's first step: on a mismatch the op ends
  * there, having used that one step, on every rank alike.
+ *
+ * Tensors (S_SHAPE not 0) of one logical shape that differ only in layout (and so perhaps in
+ * physical count and the algorithm that count chose) are no mismatch: the op ends the same way
+ * with E_RELAYOUT, and every rank runs it again with its data converted to row-major
+ * (layout-plan.ts). A disagreement on anything else wins over it, so every rank reaches the
+ * same verdict from the same records. Two tensors of different logical shapes, or a tensor and
+ * a plain buffer (S_SHAPE 0), fail on 'shape' even in one layout, as across nodes (where the
+ * shape is part of the signature hash).
  */
 export function checkSignatures(desc: usize): i32 {
   const comm = <usize>field(desc, D_COMM);
   const n = field(desc, D_NRANKS);
   const seq = field(desc, D_SEQ);
   const ref = sigAddr(comm, 0, seq);
+  const refShape = load<u32>(ref + S_SHAPE);
+  let relayoutRank: u32 = 0;
   for (let r: u32 = 1; r < n; r++) {
     const sig = sigAddr(comm, r, seq);
+    const shape = load<u32>(sig + S_SHAPE);
+    const tensors = refShape != 0; // (and shape, once it equals refShape)
+    let first: i32 = -1;
+    let layoutOnly = true; // every differing field is the layout, the count or the algorithm
+    let layoutDiffers = false;
     for (let i: u32 = 0; i < S_COMPARED; i++) {
-      const a = load<u32>(ref + (<usize>i << 2));
-      const b = load<u32>(sig + (<usize>i << 2));
-      if (a != b) {
-        setField(desc, D_ERR, E_MISMATCH);
-        setField(desc, D_ERR_FIELD, i);
-        setField(desc, D_ERR_RANK_A, 0);
-        setField(desc, D_ERR_RANK_B, r);
-        setField(desc, D_ERR_VAL_A, a);
-        setField(desc, D_ERR_VAL_B, b);
-        setField(desc, D_STEPS_USED, 1);
-        return ST_ERROR;
-      }
+      if (load<u32>(ref + (<usize>i << 2)) == load<u32>(sig + (<usize>i << 2))) continue;
+      if (first < 0) first = <i32>i;
+      if (i == I_LAYOUT) layoutDiffers = true;
+      else if (i != I_ALGO && i != I_COUNT) layoutOnly = false;
     }
+    if (shape != refShape && (first < 0 || layoutOnly)) return disagree(desc, E_MISMATCH, SIG_SHAPE_FIELD, r, refShape, shape);
+    if (first < 0) continue;
+    if (tensors && layoutOnly && layoutDiffers) { // (the shapes are equal here)
+      if (relayoutRank == 0) relayoutRank = r;
+      continue;
+    }
+    const i = <u32>first;
+    return disagree(desc, E_MISMATCH, i, r, load<u32>(ref + (<usize>i << 2)), load<u32>(sig + (<usize>i << 2)));
+  }
+  if (relayoutRank != 0) {
+    return disagree(desc, E_RELAYOUT, I_LAYOUT, relayoutRank, load<u32>(ref + S_LAYOUT), load<u32>(sigAddr(comm, relayoutRank, seq) + S_LAYOUT));
   }
   return ST_DONE;
 }

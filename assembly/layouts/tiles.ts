@@ -114,6 +114,15 @@
 
 /** 16×16 tile of 8-bit elements. */
 @inline export function tile8(dst: usize, src: usize, ss: usize, ds: usize): void {
+  tile8Rows(dst, src, ss, ds, 0, 16);
+}
+
+/**
+ * The dst rows [from, to) of a 16×16 tile of 8-bit elements (the engine drops the shuffles of
+ * the rows not stored). transpose.ts writes a tile in two halves of 8 rows when its 16 dst rows
+ * would fall into one L1 set: 8 write streams fit the cache's 8 ways, 16 evict each other.
+ */
+@inline export function tile8Rows(dst: usize, src: usize, ss: usize, ds: usize, from: i32, to: i32): void {
   const r0 = v128.load(src);
   const r1 = v128.load(src + ss);
   const r2 = v128.load(src + 2 * ss);
@@ -194,20 +203,20 @@
   const d13 = hi8(c6, c14);
   const d14 = lo8(c7, c15);
   const d15 = hi8(c7, c15);
-  v128.store(dst, d0);
-  v128.store(dst + ds, d1);
-  v128.store(dst + 2 * ds, d2);
-  v128.store(dst + 3 * ds, d3);
-  v128.store(dst + 4 * ds, d4);
-  v128.store(dst + 5 * ds, d5);
-  v128.store(dst + 6 * ds, d6);
-  v128.store(dst + 7 * ds, d7);
-  v128.store(dst + 8 * ds, d8);
-  v128.store(dst + 9 * ds, d9);
-  v128.store(dst + 10 * ds, d10);
-  v128.store(dst + 11 * ds, d11);
-  v128.store(dst + 12 * ds, d12);
-  v128.store(dst + 13 * ds, d13);
-  v128.store(dst + 14 * ds, d14);
-  v128.store(dst + 15 * ds, d15);
+  if (from <= 0) v128.store(dst, d0);
+  if (from <= 1 && 1 < to) v128.store(dst + ds, d1);
+  if (from <= 2 && 2 < to) v128.store(dst + 2 * ds, d2);
+  if (from <= 3 && 3 < to) v128.store(dst + 3 * ds, d3);
+  if (from <= 4 && 4 < to) v128.store(dst + 4 * ds, d4);
+  if (from <= 5 && 5 < to) v128.store(dst + 5 * ds, d5);
+  if (from <= 6 && 6 < to) v128.store(dst + 6 * ds, d6);
+  if (from <= 7 && 7 < to) v128.store(dst + 7 * ds, d7);
+  if (from <= 8 && 8 < to) v128.store(dst + 8 * ds, d8);
+  if (from <= 9 && 9 < to) v128.store(dst + 9 * ds, d9);
+  if (from <= 10 && 10 < to) v128.store(dst + 10 * ds, d10);
+  if (from <= 11 && 11 < to) v128.store(dst + 11 * ds, d11);
+  if (from <= 12 && 12 < to) v128.store(dst + 12 * ds, d12);
+  if (from <= 13 && 13 < to) v128.store(dst + 13 * ds, d13);
+  if (from <= 14 && 14 < to) v128.store(dst + 14 * ds, d14);
+  if (from <= 15 && 15 < to) v128.store(dst + 15 * ds, d15);
 }

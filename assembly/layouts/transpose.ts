@@ -9,7 +9,7 @@
 // (square blocks wrote 16 bytes per row before moving on, and rows 4 KiB apart evict each
 // other from L1). The rows and columns past the last whole tile, and the scalar build, copy
 // element by element. Both give the same bytes: a transpose only moves them.
-import { tile16, tile32, tile64, tile8 } from './tiles';
+import { tile16, tile32, tile64, tile8, tile8Rows } from './tiles';
 
 const COLS: usize = 64;
 const BLOCK_BYTES: usize = 32768;
@@ -39,11 +39,20 @@ export function transpose<T>(dst: usize, src: usize, rows: usize, cols: usize, s
     const ssb = ss * sizeof<T>();
     const dsb = ds * sizeof<T>();
     const rowsPerBlock: usize = BLOCK_BYTES / COLS / sizeof<T>();
+    // 1-byte tiles write 16 dst rows: when those lie a multiple of 2 KiB apart they share an L1
+    // set (4 KiB of sets, 8 ways) and evict each other between the tile's 16-byte visits.
+    const split = (dsb & 2047) == 0;
     for (let cb: usize = 0; cb < colsDone; cb += COLS) {
       const ce = min(cb + COLS, colsDone);
       for (let rb: usize = 0; rb < rowsDone; rb += rowsPerBlock) {
         const re = min(rb + rowsPerBlock, rowsDone);
         for (let c = cb; c < ce; c += n) {
+          if (sizeof<T>() == 1 && split) {
+            // Two passes of 8 dst rows each (see tile8Rows): the second reads the block again, from cache.
+            for (let r = rb; r < re; r += n) tile8Rows(dst + c * ds + r, src + r * ss + c, ssb, dsb, 0, 8);
+            for (let r = rb; r < re; r += n) tile8Rows(dst + c * ds + r, src + r * ss + c, ssb, dsb, 8, 16);
+            continue;
+          }
           for (let r = rb; r < re; r += n) {
             tile<T>(dst + (c * ds + r) * sizeof<T>(), src + (r * ss + c) * sizeof<T>(), ssb, dsb);
           }

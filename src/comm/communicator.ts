@@ -336,7 +336,9 @@ export class Communicator {
   private rootBuf(x: unknown, root: number, what: string, other: Buf, count: number): Buf | null {
     if (this.rank !== root) return x === null || x === undefined ? null : (this.buf(x, what), null);
     const b = this.buf(x, what);
-    sameDtype(what, b, other, this.size);
+    // gather's root buffer is its output, scatter's its input: layoutsFit takes (input, output).
+    const gathers = what.startsWith('gather');
+    sameDtype(gathers ? 'gather' : 'scatter', gathers ? b : other, gathers ? other : b, this.size);
     if (b.count !== count) fail('SIZE_MISMATCH', `${what} on the root holds ${b.count} elements; it must hold size × ${other.count} = ${count}`);
     return b;
   }
@@ -363,12 +365,12 @@ export class Communicator {
     if (count > 0x7fffffff) fail('INVALID_ARGUMENT', `${name}: count ${count} exceeds 2^31-1 elements`);
     const check = this.checkInputs && input ? new InputCheck(name, input, output) : undefined;
     // Tensors with layouts may run on converted copies (layout-plan.ts); plain buffers as they are.
-    const plan = planLayouts({ core: this.ctx.core, heap: this.ctx.heap, rank: this.rank, size: this.size, counters: this.conversions }, name, input, output, o.wireLayout, o[WIRE_SIGNATURE]);
+    const plan = planLayouts({ core: this.ctx.core, heap: this.ctx.heap, rank: this.rank, size: this.size, counters: this.conversions, acrossNodes: this.acrossNodes }, name, input, output, o.wireLayout, o[WIRE_SIGNATURE]);
     let work: Work;
     try {
       work = this.engine.submit({
         name, algo, dtype, op, count: plan?.count ?? count, root, input: plan ? plan.input : input, output: plan ? plan.output : output,
-        timeoutMs: o.timeoutMs, check, layout: plan?.layout, trace: this.track && this.opTrace(name, dtype, count, extra),
+        timeoutMs: o.timeoutMs, check, layout: plan?.layout, shape: plan?.shape, relayout: plan?.relayout, trace: this.track && this.opTrace(name, dtype, count, extra),
         // Fields listed, not spread: a spread makes a slow dictionary object (microseconds an op).
         peer: extra.peer, tag: extra.tag, counts: extra.counts,
       });

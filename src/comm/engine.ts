@@ -47,6 +47,20 @@ export interface OpSpec {
   layout?: number;
   /** WEBCCL_TRACE: the op's events; the engine calls issue() when it takes the op. */
   trace?: OpTrace;
+  /** Tensors: the logical shape behind `count` (tensor-layout.ts shapeClass; 0 or absent: a plain buffer). */
+  shape?: number;
+  /**
+   * Tensors on one node: when the signature check finds ranks holding one shape in different
+   * layouts, the engine calls this and runs the op again on what it returns (row-major copies).
+   */
+  relayout?: () => Relayout;
+}
+
+/** The buffers and count an op runs on once its tensors are converted to row-major. */
+export interface Relayout {
+  input: Buf | null;
+  output: Buf | null;
+  count: number;
 }
 
 /** Counters a communicator reports in stats(); engines add to them. */

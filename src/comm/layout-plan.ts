@@ -1,18 +1,25 @@
-// Collectives on tensors with layouts. What crosses between ranks is the wire layout: the
-// tensors' own layout by default, or the call's `wireLayout`. Every rank's wire layout is part
-// of the op's signature, so ranks that disagree fail with MISMATCH on field 'layout' instead of
-// mixing layouts silently.
+// Collectives on tensors with layouts. What crosses between ranks is the wire layout, part of
+// the op's signature with the tensors' logical shape (its "layout class", tensor-layout.ts
+// shapeClass), so ranks never mix layouts or shapes silently.
 //
 //   same layout  nothing is converted: element-wise ops (sum, prod, max, min, avg, broadcast)
-//                run on the data as it lies, padding included; allGather and reduceScatter
-//                concatenate and split along N, which is the outermost dimension of every
-//                layout. The padding rule: once an op ends, the padding channels of its output
-//                are zero, whatever any rank's padding held, so no result depends on padding.
+//                run on the data as it lies, padding included; allGather, gather,
+//                reduceScatter and scatter concatenate and split along N, which is the
+//                outermost dimension of every layout. The padding rule: once an op ends, the
+//                padding channels of its output are zero, whatever any rank's padding held, so
+//                no result depends on padding.
+//   mixed        (one node) each rank signs with its own layout; the signature check finds
+//                ranks holding one shape in different layouts (no extra message), ends the op
+//                at its first step on every rank, and the engine runs it again after each rank
+//                converted to row-major (relayout below): HCCL's convert-to-row-major for the
+//                wire, paid only when layouts differ. Across nodes no check precedes the data,
+//                so a rank whose tensors are not row-major always converts (the copy into
+//                working memory it replaces costs about the same), unless wireLayout says what
+//                every rank sends.
 //   wireLayout   a rank whose tensors hold another layout converts its input into a buffer of
 //                the wire layout in its node memory before the op, runs the op there, and
-//                converts the result into its output's own layout when the op ends (HCCL's
-//                convert-to-row-major for the wire). stats() counts these conversions and their
-//                bytes; WEBCCL_DEBUG=INFO logs each with its cost.
+//                converts the result into its output's own layout when the op ends.
+// stats() counts the conversions and their bytes; WEBCCL_DEBUG=INFO logs each with its cost.
 import { DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
 import type { NodeHeap } from '../core/heap.js';
@@ -20,9 +27,10 @@ import type { Kind } from '../core/shm-map.js';
 import { enabled, log } from '../core/log.js';
 import type { WasmCore } from '../core/wasm.js';
 import { type Buf, sameView } from './buffers.js';
+import type { Relayout } from './engine.js';
 import { convertAt } from './convert.js';
 import {
-  type TensorLayout, defaultC0, layoutSignature, parseLayoutName, physicalCount, sameBytes, withN,
+  type TensorLayout, defaultC0, layoutSignature, parseLayoutName, physicalCount, sameBytes, shapeClass, withN,
 } from './tensor-layout.js';
 
 /** What stats() reports of conversions. */
@@ -39,6 +47,8 @@ export interface PlanContext {
   rank: number;
   size: number;
   counters: ConversionCounters;
+  /** Ranks on several nodes: no signature check precedes the data (see the header). */
+  acrossNodes: boolean;
 }
 
 /** The buffers and count the engine runs the op on, the wire layout, and what to do at the end. */
@@ -47,6 +57,10 @@ export interface LayoutPlan {
   output: Buf | null;
   count: number;
   layout: number;
+  /** The logical shape behind the count (shapeClass); 0 for plain buffers. */
+  shape: number;
+  /** Tensors only (with shape, always): convert to row-major for a run again (one node, mixed layouts). */
+  relayout?: () => Relayout;
   /** When the op ends (error set if it failed): the output conversion or padding rule, then the temporaries freed. */
   finish(error: unknown): void;
 }
@@ -65,17 +79,20 @@ const show = (t: TensorLayout) => `${t.layout}${t.layout === 'NC1HWC0' ? `(c0 ${
 
 /** The shape output must have, given the input's: N scales for the gathering and scattering ops. */
 function outputN(name: Kind, n: number, size: number): number {
-  if (name === 'allGather') return n * size;
-  if (name === 'reduceScatter') return n / size;
+  if (name === 'allGather' || name === 'gather') return n * size;
+  if (name === 'reduceScatter' || name === 'scatter') return n / size;
   return n;
 }
+
+/** The ops whose count is the output's (a block of the input), not the input's. */
+const countsOutput = (name: Kind) => name === 'reduceScatter' || name === 'scatter';
 
 /**
  * The plan for one op, or undefined when neither buffer has a layout and no wire layout was
  * asked for (plain buffers take no detour). Refuses layouts that do not fit before anything moves.
  */
 /** The collectives whose tensors may carry a layout; the others take row-major (NCHW) data only. */
-const LAYOUT_AWARE: readonly Kind[] = ['allReduce', 'allGather', 'reduceScatter', 'broadcast', 'reduce', 'barrier'];
+const LAYOUT_AWARE: readonly Kind[] = ['allReduce', 'allGather', 'reduceScatter', 'broadcast', 'reduce', 'gather', 'scatter', 'barrier'];
 
 export function planLayouts(p: PlanContext, name: Kind, input: Buf | null, output: Buf | null, wireOption: unknown, inherited?: number): LayoutPlan | undefined {
   const own = input?.layout ?? output?.layout;
@@ -87,7 +104,7 @@ export function planLayouts(p: PlanContext, name: Kind, input: Buf | null, outpu
     return undefined;
   }
   if (!own && wireOption === undefined) {
-    return inherited ? { input, output, count: name === 'reduceScatter' ? output?.count ?? 0 : input?.count ?? 0, layout: inherited, finish: () => undefined } : undefined;
+    return inherited ? { input, output, count: countsOutput(name) ? output?.count ?? 0 : input?.count ?? 0, layout: inherited, shape: 0, finish: () => undefined } : undefined;
   }
   const b = (input ?? output)!;
   const dtype = b.dtype;
@@ -95,21 +112,47 @@ export function planLayouts(p: PlanContext, name: Kind, input: Buf | null, outpu
     return fail('INVALID_ARGUMENT', `${name}: wireLayout needs tensors { data, shape, layout }; the buffers have no shape`, { option: 'wireLayout' });
   }
   const [inL, outL] = layoutsFit(name, input, output, p.size);
-  const wireName = wireOption === undefined ? own.layout : parseLayoutName(wireOption, `${name}: wireLayout`);
-  // Without wireLayout the tensors' own layout crosses; a wire of NC1HWC0 asked for has the dtype's default C0.
-  const wire: TensorLayout = wireOption === undefined ? own : { shape: own.shape, layout: wireName, c0: defaultC0(dtype) };
-  const signature = layoutSignature(wire);
-  const engineCount = (x: Buf | null, l: TensorLayout | null | undefined) => (x && l ? physicalCount({ ...wire, shape: l.shape }) : 0);
-  const count = name === 'reduceScatter' ? engineCount(output, outL) : engineCount(input, inL);
-
-  if (sameLayout(own, wire) || sameBytes(own, { ...wire })) {
+  const counted = (countsOutput(name) ? outL : inL) ?? inL ?? outL!;
+  const shape = shapeClass(counted.shape);
+  const rowMajor: TensorLayout = { shape: own.shape, layout: 'NCHW', c0: 1 };
+  // The wire: wireLayout's (NC1HWC0 with the dtype's default C0); else on one node the
+  // tensors' own layout (row-major when it places bytes alike, so that such ranks need no run
+  // again), across nodes row-major.
+  const wire: TensorLayout = wireOption !== undefined ? { shape: own.shape, layout: parseLayoutName(wireOption, `${name}: wireLayout`), c0: defaultC0(dtype) }
+    : p.acrossNodes || sameBytes(own, rowMajor) ? rowMajor : own;
+  const layout = layoutSignature(wire.layout === 'NCHW' ? undefined : wire);
+  const engineCount = (w: TensorLayout) => {
+    const l = countsOutput(name) ? outL : inL;
+    return (countsOutput(name) ? output : input) && l ? physicalCount({ ...w, shape: l.shape }) : 0;
+  };
+  // One node, mixed layouts: convert to row-major (unless the wire is already), then the engine
+  // runs the op again. The plan's earlier temporaries are freed, its output conversion skipped.
+  const relayout = (): Relayout => {
+    if (layout === 0) return { input: plan.input, output: plan.output, count: plan.count };
+    plan.finish(RELAYOUT);
+    const c = converting(p, name, dtype, own, rowMajor, input, output, inL, outL);
+    Object.assign(plan, { input: c.input, output: c.output, count: engineCount(rowMajor), layout: 0, finish: c.finish });
+    return { input: plan.input, output: plan.output, count: plan.count };
+  };
+  const plan: LayoutPlan = { input, output, count: engineCount(wire), layout, shape, relayout, finish: () => undefined };
+  if (sameLayout(own, wire) || sameBytes(own, wire)) {
     // No conversion: the op runs on the caller's buffers; the output's padding is zeroed after.
-    return {
-      input, output, count, layout: signature,
-      finish: (error) => { if (!error && output && outL?.layout === 'NC1HWC0') zeroPadding(p, output, outL, dtype); },
-    };
+    plan.finish = (error) => { if (!error && output && outL?.layout === 'NC1HWC0') zeroPadding(p, output, outL, dtype); };
+    return plan;
   }
+  return Object.assign(plan, converting(p, name, dtype, own, wire, input, output, inL, outL));
+}
 
+/** What a plan's finish is given when the op runs again in row-major: not an error, but no output yet. */
+const RELAYOUT = Symbol('relayout');
+
+/**
+ * Converts a rank's input into a buffer of the wire layout in its node memory now, and gives
+ * the buffers the op runs on and what to do when it ends (convert the result into the output's
+ * own layout, free the temporaries).
+ */
+function converting(p: PlanContext, name: Kind, dtype: Dtype, own: TensorLayout, wire: TensorLayout, input: Buf | null, output: Buf | null,
+                    inL: TensorLayout | null, outL: TensorLayout | null): { input: Buf | null; output: Buf | null; finish(error: unknown): void } {
   const es = DTYPE_SIZE[dtype];
   const temps: number[] = [];
   const wireBuf = (l: TensorLayout): Buf => {
@@ -119,13 +162,14 @@ export function planLayouts(p: PlanContext, name: Kind, input: Buf | null, outpu
     return { bytes: new Uint8Array(p.core.memory.buffer, addr, bytes), dtype, count: bytes / es, addr };
   };
   const release = () => { for (const a of temps.splice(0)) p.heap.free(a); };
+  if (sameLayout(own, wire) || sameBytes(own, wire)) return { input, output, finish: () => undefined };
   try {
     const inPlace = input !== null && output !== null && sameView(input.bytes, output.bytes);
     const wIn = input && inL ? wireBuf(inL) : null;
     if (input && inL && wIn) convert(p, name, 'input', dtype, inL, { ...wire, shape: inL.shape }, input, wIn);
     const wOut = inPlace ? wIn : output && outL ? wireBuf(outL) : null;
     return {
-      input: wIn, output: wOut, count, layout: signature,
+      input: wIn, output: wOut,
       finish: (error) => {
         try {
           if (!error && output && outL && wOut) convert(p, name, 'output', dtype, { ...wire, shape: outL.shape }, outL, wOut, output);

@@ -11,16 +11,16 @@ import { DTYPE_CODE, OP_CODE } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import { KIND } from '../core/shm-map.js';
 import type { OpSpec } from './engine.js';
-import { showLayoutSignature } from './tensor-layout.js';
+import { showLayoutSignature, showShapeClass } from './tensor-layout.js';
 
 /** What every rank must agree on for an op, under shm-runner's field names. */
-export const FIELDS = ['collective', 'algorithm', 'dtype', 'op', 'layout', 'count', 'root', 'counts'] as const;
+export const FIELDS = ['collective', 'algorithm', 'dtype', 'op', 'layout', 'shape', 'count', 'root', 'counts'] as const;
 export type OpFields = Record<(typeof FIELDS)[number], string>;
 
 export function fieldsOf(s: OpSpec, algo: string): OpFields {
   const reduces = s.name === 'allReduce' || s.name === 'reduce' || s.name === 'reduceScatter';
   const counts = s.counts ? `${s.counts.send.join(',')}/${s.counts.recv.join(',')}` : '-';
-  return { collective: s.name, algorithm: algo, dtype: s.dtype, op: reduces ? s.op : '-', layout: showLayoutSignature(s.layout ?? 0), count: String(s.count), root: String(s.root), counts };
+  return { collective: s.name, algorithm: algo, dtype: s.dtype, op: reduces ? s.op : '-', layout: showLayoutSignature(s.layout ?? 0), shape: showShapeClass(s.shape ?? 0), count: String(s.count), root: String(s.root), counts };
 }
 
 /** Each network schedule's number in the signature. */
@@ -35,7 +35,8 @@ function fnv(h: number, values: number[]): number {
 }
 
 /**
- * FNV-1a over the op's kind, dtype, reduction, count, root, schedule and wire layout. Messages carry it in
+ * FNV-1a over the op's kind, dtype, reduction, count, root, schedule, wire layout and (tensors) logical
+ * shape: a plain buffer beside a tensor, or tensors of two shapes, disagree. Messages carry it in
  * the tag's communicator field, so a receive meets a message of the same (seq, step) with a
  * different signature when ranks disagree, and both fail with MISMATCH instead of exchanging
  * data that does not fit.
@@ -44,7 +45,7 @@ export function signatureOf(s: OpSpec, algo: string): number {
   // allToAll's counts ride in each message's own signature (pairSignatures), not here: equal
   // blocks of n and per-peer counts of n everywhere are the same exchange.
   const count = s.name === 'allToAll' ? 0 : s.count;
-  return fnv(0x811c9dc5, [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], count, s.root, ALGO_CODE[algo] ?? 0, s.layout ?? 0]);
+  return fnv(0x811c9dc5, [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], count, s.root, ALGO_CODE[algo] ?? 0, s.layout ?? 0, s.shape ?? 0]);
 }
 
 /** The signature of the messages an op sends to each peer, and of those it expects from each. */

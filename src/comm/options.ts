@@ -62,8 +62,8 @@ export const COLLECTIVE_OPTIONS = {
   reduce: { ...OP, ...ROOT, ...OUT, ...DEADLINE, ...WIRE },
   barrier: { ...DEADLINE },
   allToAll: { sendCounts: anything, recvCounts: anything, ...DEADLINE },
-  gather: { ...ROOT, ...DEADLINE },
-  scatter: { ...ROOT, ...DEADLINE },
+  gather: { ...ROOT, ...DEADLINE, ...WIRE },
+  scatter: { ...ROOT, ...DEADLINE, ...WIRE },
   send: { tag: integer(0, MAX_TAG), ...DEADLINE },
   recv: { tag: integer(0, MAX_TAG), ...DEADLINE },
 } as const satisfies Record<string, OptionSpec>;

@@ -27,6 +27,11 @@ interface QueuedOp extends RunningOp {
   root: number;
   /** Wire layout signature value (OpSpec.layout). */
   layout: number;
+  /** Logical shape class of tensors (OpSpec.shape), and how to run again in row-major (OpSpec.relayout). */
+  shape: number;
+  relayout: OpSpec['relayout'];
+  /** The call's algorithm option, for choosing again after a relayout changed the count. */
+  algoOption: unknown;
   chunk: number;
   counts: OpSpec['counts'];
   started: boolean;
@@ -79,6 +84,7 @@ export class ShmEngine implements Engine, WorkDriver {
     const q: QueuedOp = {
       name: s.name, seq, desc: this.desc, elemBytes: es, input: s.input, output: s.output, deadline: Infinity, timeoutMs: s.timeoutMs ?? this.timeoutMs,
       work: new Work(s.name, seq, this, this.ctx.canBlock), algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, layout: s.layout ?? 0,
+      shape: s.shape ?? 0, relayout: s.relayout, algoOption: s.algo,
       chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size), counts: s.counts, started: false, check: s.check,
     };
     if (s.trace) q.work.trace = q.trace = s.trace.issue(q.work, algo);
@@ -144,6 +150,7 @@ export class ShmEngine implements Engine, WorkDriver {
     if (q.counts) writeCounts(i32, q.counts, this.ctx.comm, this.ctx.size, this.ctx.rank, this.ctx.slotBytes);
     i32[d + D.ROOT / 4] = q.root;
     i32[d + D.LAYOUT / 4] = q.layout;
+    i32[d + D.SHAPE / 4] = q.shape;
     i32[d + D.RANK / 4] = this.ctx.rank;
     i32[d + D.NRANKS / 4] = this.ctx.size;
     i32[d + D.IN / 4] = q.input?.addr ?? 0;
@@ -156,7 +163,7 @@ export class ShmEngine implements Engine, WorkDriver {
     i32[d + D.SUB / 4] = 0;
     i32[d + D.MODE / 4] = 0;
     i32[d + D.STEPS_USED / 4] = 0;
-    i32[d + D.SEQ / 4] = q.seq;
+    i32[d + D.SEQ / 4] = q.seq + i32[d + D.SIG_SHIFT / 4];
     i32[d + D.COMM / 4] = this.ctx.comm;
   }
 
@@ -225,7 +232,12 @@ export class ShmEngine implements Engine, WorkDriver {
   }
 
   private settleFailed(q: QueuedOp, e: unknown): void {
-    const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
+    let err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
+    if (err.details.relayout === true) {
+      if (q.relayout) return this.relayout(q);
+      // (tensors always carry their relayout) The peers run the op again: this rank must not go on as if it had failed alone.
+      err = new WebcclError('INTERNAL', `${err.reason}, and ${q.name} #${q.seq} cannot run again in row-major on rank ${this.ctx.rank}`);
+    }
     this.counters.failed++;
     if (err.code === 'MISMATCH') {
       // Every rank saw the same disagreement at the op's first step: the communicator stays usable.
@@ -240,6 +252,26 @@ export class ShmEngine implements Engine, WorkDriver {
       this.runner.abort(ABORT_REASON.PEER_ERROR, this.ctx.rank, `${err.reason} (${err.code})`);
     }
     this.fail(err);
+  }
+
+  /**
+   * Every rank's signature check found the op's tensors in different layouts of one shape (and
+   * nothing else amiss), and ended the op at its first step: this rank converts its data to
+   * row-major and the op runs again, still at the head of the queue, on every rank alike. It
+   * signs in the other signature record (D.SIG_SHIFT): a slower rank may still be reading the
+   * first run's, but all have finished with the op before it.
+   */
+  private relayout(q: QueuedOp): void {
+    try {
+      const r = q.relayout!();
+      Object.assign(q, { input: r.input, output: r.output, count: r.count, layout: 0, relayout: undefined, started: false });
+      if (q.name === 'allReduce') q.algo = chooseAllReduceAlgo(r.count * q.elemBytes, this.tuning, q.algoOption);
+      // Kept in the descriptor, as the step base: whichever thread runs the next op signs alike.
+      const i32 = this.runner.views().i32;
+      i32[(q.desc + D.SIG_SHIFT) >> 2]++;
+    } catch (e) {
+      this.settleFailed(q, e);
+    }
   }
 
   /** The communicator is unusable: fail every queued op with the same error. */

@@ -3,7 +3,7 @@
 // loop has spun long enough, and turns a missed deadline or a failed check into a WebcclError.
 import { WebcclError } from '../core/errors.js';
 import { ABORT_BY_LAUNCHER, ABORT_REASON, ALGO, C, D, E, KIND, N, NODE_BASE, SIG_FIELDS, ST, flagOffset } from '../core/shm-map.js';
-import { showLayoutSignature } from './tensor-layout.js';
+import { showLayoutSignature, showShapeClass } from './tensor-layout.js';
 import { DTYPES, REDUCE_OPS } from '../core/dtypes.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import type { WasmCore } from '../core/wasm.js';
@@ -259,6 +259,15 @@ export class ShmRunner {
         field, ranks: [ra, rb], values: [show(va), show(vb)],
       });
     }
+    if (f(D.ERR) === E.RELAYOUT) {
+      // Tensors of one shape in different layouts: the engine runs the op again in row-major
+      // (layout-plan.ts relayout); this error surfaces only if it cannot, as the old MISMATCH.
+      const [ra, rb, va, vb] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
+      const values = [showLayoutSignature(va), showLayoutSignature(vb)];
+      return new WebcclError('MISMATCH', `${what}: ranks hold different layouts: rank ${ra} has ${values[0]}, rank ${rb} has ${values[1]}`, {
+        field: 'layout', ranks: [ra, rb], values, relayout: true,
+      });
+    }
     if (f(D.ERR) === E.SIZE_MISMATCH) {
       const [sender, receiver, sent, expected] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
       // Ranks that disagree: MISMATCH naming the pair, with the values as across nodes.
@@ -279,6 +288,7 @@ function showSigValue(field: number, v: number): string {
     case 'count': return v === PER_PEER ? 'per-peer counts' : String(v);
     case 'op': return REDUCE_OPS[v] ?? String(v);
     case 'layout': return showLayoutSignature(v);
+    case 'shape': return showShapeClass(v);
     default: return String(v);
   }
 }

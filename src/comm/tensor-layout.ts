@@ -105,3 +105,31 @@ export function sameBytes(a: TensorLayout, b: TensorLayout): boolean {
   // One channel, or one pixel: channels-first and channels-last orders coincide.
   return (c === 1 || h * w === 1) && !x.startsWith('C0') && !y.startsWith('C0');
 }
+
+/** Logical shapes this thread has hashed, to name them in a MISMATCH on 'shape' (bounded). */
+const SHAPES_SEEN = new Map<number, string>();
+const SHAPES_KEPT = 256;
+
+/**
+ * The signature value of a tensor's logical shape (its "layout class"): FNV-1a over [N, C, H, W],
+ * never 0 (0 is a plain buffer, which carries no shape). Ranks whose tensors share it may hold
+ * them in different layouts: the op then crosses in row-major (layout-plan.ts); ranks whose
+ * shapes differ fail with MISMATCH on 'shape'.
+ */
+export function shapeClass(shape: readonly number[]): number {
+  let h = 0x811c9dc5;
+  for (const v of shape) {
+    for (let b = 0; b < 4; b++) h = Math.imul(h ^ (Math.floor(v / 2 ** (8 * b)) & 0xff), 0x01000193);
+  }
+  const c = h >>> 0 || 1;
+  if (!SHAPES_SEEN.has(c)) {
+    if (SHAPES_SEEN.size >= SHAPES_KEPT) SHAPES_SEEN.delete(SHAPES_SEEN.keys().next().value!);
+    SHAPES_SEEN.set(c, `[${shape.join(', ')}]`);
+  }
+  return c;
+}
+
+/** A shape class as a MISMATCH names it: the shape when this thread hashed it, else the hash. */
+export function showShapeClass(v: number): string {
+  return v === 0 ? 'no shape (a plain buffer)' : SHAPES_SEEN.get(v) ?? `shape #${v.toString(16).padStart(8, '0')}`;
+}

@@ -38,7 +38,9 @@ export const D = {
   CHUNK: 40, NCHUNKS: 44, STEP: 48, PHASE: 52, BASE: 56, SEQ: 60, IO_OFF: 64, IO_ADDR: 68,
   IO_LEN: 72, LAYOUT: 76, WAIT_VAL: 80, ERR: 84, ERR_FIELD: 88, ERR_RANK_A: 92,
   ERR_RANK_B: 96, ERR_VAL_A: 100, ERR_VAL_B: 104, SPIN: 108, COMM: 112, IN_PLACE: 116, MODE: 120,
-  STEPS_USED: 124, SUB: 128, TABLE: 192,
+  STEPS_USED: 124, SUB: 128, SHAPE: 132,
+  SIG_SHIFT: 136, // JS only: added to every op's signed sequence number once an op ran again in row-major (shm-engine relayout)
+  TABLE: 192,
 } as const;
 export const DESC_BYTES = 448;
 export const MAX_RANKS = 64;
@@ -66,11 +68,11 @@ export const SIG_BYTES = 64;
  */
 export const SIG_START = 48;
 export const SLOT_BUFFERS = 4;
-/** Signature fields in the order checkSignatures compares them. */
-export const SIG_FIELDS = ['sequence number', 'collective', 'algorithm', 'dtype', 'op', 'layout', 'count', 'root', 'chunk size'] as const;
+/** Signature fields in the order checkSignatures compares them ('shape' last, and only between tensors). */
+export const SIG_FIELDS = ['sequence number', 'collective', 'algorithm', 'dtype', 'op', 'layout', 'count', 'root', 'chunk size', 'shape'] as const;
 
 export const ST = { DONE: 0, BLOCKED: 1, NEED_IN: 2, NEED_OUT: 3, ERROR: 4 } as const;
-export const E = { MISMATCH: 1, ABORTED: 2, SIZE_MISMATCH: 3 } as const;
+export const E = { MISMATCH: 1, ABORTED: 2, SIZE_MISMATCH: 3, RELAYOUT: 4 } as const;
 export const KIND = { allReduce: 1, allGather: 2, reduceScatter: 3, broadcast: 4, reduce: 5, barrier: 6, allToAll: 7, gather: 8, scatter: 9, send: 10, recv: 11 } as const;
 export type Kind = keyof typeof KIND;
 export const ALGO = { direct: 0, twoshot: 1 } as const;

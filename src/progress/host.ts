@@ -253,7 +253,9 @@ class ProgressHost {
     const outBuf = p.inPlace ? inBuf : p.output ? view(output, p.output.count, p.dtype) : null;
     const spec: OpSpec = {
       name: p.name, algo: p.algo, dtype: p.dtype, op: p.op, count: p.count, root: p.root, counts: p.counts,
-      input: inBuf, output: outBuf, timeoutMs: p.timeoutMs, layout: p.layout, seq: p.seq,
+      input: inBuf, output: outBuf, timeoutMs: p.timeoutMs, layout: p.layout, seq: p.seq, shape: p.shape,
+      // Row-major already: when ranks hold different layouts, the op runs again on the same buffers.
+      relayout: p.relayout ? () => ({ input: inBuf, output: outBuf, count: p.count }) : undefined,
       // WEBCCL_TRACE: the op's steps (sleeps, copies) on this thread's own track.
       trace: TRACING ? new OpTrace(this.track, { collective: p.name, bytes: p.count * DTYPE_SIZE[p.dtype], dtype: p.dtype, rank: h.rank, communicator: `block ${h.comm}`, ranks: h.size }) : undefined,
     };

@@ -52,6 +52,10 @@ export interface PostedOp {
    * right after issuing takes it back in that time and runs it itself, without a thread hop.
    */
   graceUntil: number;
+  /** Tensors: the logical shape class behind `count` (OpSpec.shape). */
+  shape: number;
+  /** A tensor op already row-major on the wire: when ranks hold different layouts, it runs again as it is. */
+  relayout: boolean;
   /** Posted without waking the thread (the rank expects to take it back): see host.ts IDLE_LOOK_MS. */
   quiet: boolean;
 }
@@ -142,11 +146,25 @@ export class ThreadEngine implements Engine, WorkDriver {
     const work = new Work(s.name, seq, this, this.ctx.canBlock);
     // Behind ops another runner holds, keep their order: same runner. Else, in auto mode, a rank
     // whose last op was waited for at once is taken to do so again: it runs the op itself.
+    // A tensor op whose data crosses in a layout of its own must convert on this rank if ranks
+    // turn out to hold different layouts (see layout-plan.ts): it runs here, behind the ops the
+    // thread holds.
+    if (s.relayout && (s.layout ?? 0) !== 0) this.drainThread();
     const threadBusy = this.inThread.some((t) => !t.reclaimed);
+    if (s.relayout && (s.layout ?? 0) !== 0) {
+      this.lastIssued = this.runHere(s, seq, work);
+      this.lastReturnedAt = performance.now();
+      return work;
+    }
     const w = this.local.pendingCollectives() > 0 ? this.runHere(s, seq, work) : this.toThread(s, seq, work, !threadBusy && this.mode === 'auto' && this.waitsAtOnce);
     this.lastIssued = w;
     this.lastReturnedAt = performance.now();
     return w;
+  }
+
+  /** Waits until the progress thread has ended every op of this communicator it holds. */
+  private drainThread(): void {
+    for (let t = this.inThread.findLast((x) => !x.reclaimed); t && !t.work.settled; t = this.inThread.findLast((x) => !x.reclaimed)) this.progress(t.work, true);
   }
 
   /** Runs an op on this rank (the local engine), behind the handle the caller holds. */
@@ -322,6 +340,7 @@ export class ThreadEngine implements Engine, WorkDriver {
       const p: PostedOp = {
         name: s.name, algo: t.algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, counts: s.counts,
         timeoutMs: s.timeoutMs ?? this.timeoutMs, layout: s.layout ?? 0, seq: t.seq,
+        shape: s.shape ?? 0, relayout: s.relayout !== undefined,
         graceUntil: this.mode === 'auto' ? performance.timeOrigin + performance.now() + GRACE_MS : 0, quiet,
         input: s.input && { count: s.input.count }, output: s.output && { count: s.output.count }, inPlace: t.stagedOut !== 0 && t.stagedOut === t.stagedIn || (s.input !== null && s.output !== null && sameView(s.input.bytes, s.output.bytes)),
       };
