@@ -12,9 +12,9 @@ const script = fixture('layouts-mixed.mjs');
 const CASES = 2 * 6 * 5 * 7; // mixes × dtypes × shapes × collectives
 
 describe('mixed layouts without wireLayout under webccl run', () => {
-  for (const [form, args] of [['threads', []], ['processes', ['--procs']]] as const) {
+  for (const [form, args, env] of [['threads', [], {}], ['threads, ops on the progress thread', [], { WEBCCL_PROGRESS: 'thread' }], ['processes', ['--procs'], {}]] as const) {
     it(`${form}: 3 ranks, every collective checked on every rank; INFO logs each conversion with its cost`, async () => {
-      const r = await run(process.execPath, [bin, 'run', ...args, '-n', '3', script], cleanEnv({ WEBCCL_DEBUG: 'INFO' }), { guardMs: 240_000 });
+      const r = await run(process.execPath, [bin, 'run', ...args, '-n', '3', script], cleanEnv({ WEBCCL_DEBUG: 'INFO', ...env }), { guardMs: 240_000 });
       expect(r.hung).toBe(false);
       const oks = r.stdout.split('\n').filter((l) => l.startsWith('ok rank ') || l.startsWith('wrong rank '));
       expect(oks.filter((l) => l.startsWith('wrong')), r.stderr.slice(-2000)).toEqual([]);
