@@ -75,12 +75,26 @@ async function calibrateRound(perMs) {
   return median(times);
 }
 
-/** The compute of `ms` (as calibrated): fixed work, so that contention shows as a longer time. */
-async function compute(ms, perMs) {
-  if (o.regime === 'busy') return work(Math.max(1, Math.round(ms * perMs)));
-  // idle: as many rounds as last about `ms` (at least one).
-  const rounds = Math.max(1, Math.round(ms / roundMs));
-  for (let r = 0; r < rounds; r++) await round(perMs);
+/** A fixed amount of compute: `amount` work units (busy) or rounds (idle). */
+async function compute(amount, perMs) {
+  if (o.regime === 'busy') return work(amount);
+  for (let r = 0; r < amount; r++) await round(perMs);
+}
+
+/**
+ * The amount of compute that lasts about `ms` here, alone: a first guess from the calibration,
+ * then corrected twice by timing it (the loop's speed drifts with the JIT and with the load).
+ * Fixed from then on, so that contention with the op shows as a longer compute.
+ */
+async function amountFor(ms, perMs) {
+  let amount = o.regime === 'busy' ? Math.max(1, Math.round(ms * perMs)) : Math.max(1, Math.round(ms / roundMs));
+  for (let k = 0; k < 2; k++) {
+    const t0 = performance.now();
+    await compute(amount, perMs);
+    const took = performance.now() - t0;
+    amount = Math.max(1, Math.round((amount * ms) / took));
+  }
+  return amount;
 }
 
 async function timed(fn) {
@@ -107,22 +121,22 @@ for (const bytes of o.sizes) {
   // The compute is sized to the slowest rank's T_comm (every rank computes as long); fixed work from here on.
   const agreed = new Float64Array([tComm]);
   await ccl.allReduce(agreed, { op: 'max' });
-  const tCompTarget = agreed[0];
-  const tComp = await timed(() => compute(tCompTarget, perMs));
+  const amount = await amountFor(agreed[0], perMs);
+  const tComp = await timed(() => compute(amount, perMs));
   const tSerial = await timed(async () => {
-    await compute(tCompTarget, perMs);
+    await compute(amount, perMs);
     await op().wait();
   });
   let wrong = 0;
   const tOverlapped = await timed(async () => {
     const w = op();
-    await compute(tCompTarget, perMs);
+    await compute(amount, perMs);
     await w.wait();
   });
   // Check the overlapped op's result on closed-form data (every rank adds rank + 1).
   x.fill(rank + 1);
   const w = op();
-  await compute(Math.min(tCompTarget, 5), perMs);
+  await compute(1, perMs);
   await w.wait();
   const expect = (comm.size * (comm.size + 1)) / 2;
   for (let i = 0; i < count; i += 997) if (x[i] !== expect) wrong++;
