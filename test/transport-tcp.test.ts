@@ -75,6 +75,29 @@ describe('TcpTransport', () => {
     });
   }
 
+  it('a large frame leaves as one write of header and payload (never a 21-byte header alone); small frames as one buffer', async () => {
+    const [t0, t1] = await mesh(2);
+    // What each of rank 0's sockets hands the kernel, one entry per write or writev call.
+    const calls: number[][] = [];
+    for (const s of (t0 as unknown as { sockets: Set<net.Socket> }).sockets) {
+      const w = s as unknown as { _write: Function; _writev: Function };
+      const [one, many] = [w._write.bind(s), w._writev.bind(s)];
+      w._write = (chunk: Uint8Array, enc: string, cb: () => void) => (calls.push([chunk.length]), one(chunk, enc, cb));
+      w._writev = (chunks: { chunk: Uint8Array }[], cb: () => void) => (calls.push(chunks.map((c) => c.chunk.length)), many(chunks, cb));
+    }
+    const HEADER = 21;
+    for (const n of [1, 16 << 10, (16 << 10) + 1, 1 << 20]) {
+      calls.length = 0;
+      const x = fill(n, 3);
+      const got = new Uint8Array(n);
+      await Promise.all([t0.send(1, { comm: 0, seq: 1, step: n }, x), t1.recv(0, { comm: 0, seq: 1, step: n }, got)]);
+      expect(same(got, x)).toBe(true);
+      const header = calls.filter((c) => c[0] === HEADER);
+      if (n <= 16 << 10) expect(calls).toEqual([[HEADER + n]]);
+      else expect(header).toEqual([[HEADER, n]]);
+    }
+  });
+
   it.skipIf(!hasIPv6)('builds a mesh over IPv6 loopback', async () => {
     const [t0, t1] = await mesh(2, { host: '::1' });
     const got = new Uint8Array(3);

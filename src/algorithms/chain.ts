@@ -11,7 +11,7 @@
 //              completes on that ack, so a root that completes knows every rank agreed.
 //   reduce:    each receiver tells the rank it receives from that it is ready (at its start);
 //              a sender completes once its receiver said so.
-import { type Group, type Mem, type Span, awaitedLater, mod, piecesOf } from './group.js';
+import { type Group, type Mem, type Span, PIECE_BYTES, SINGLE_HOP_PIECE_BYTES, awaitedLater, mod, piecesOf } from './group.js';
 
 /** buf on every rank ends equal to buf on `root`. */
 export async function chainBroadcast(g: Group, m: Mem, buf: Span, root: number): Promise<void> {
@@ -19,7 +19,8 @@ export async function chainBroadcast(g: Group, m: Mem, buf: Span, root: number):
   const pos = mod(g.rank - root, g.size);
   const prev = mod(g.rank - 1, g.size);
   const next = mod(g.rank + 1, g.size);
-  const ps = piecesOf(buf, m.elemBytes);
+  // Between 2 ranks nothing is forwarded, so pieces would only add messages.
+  const ps = piecesOf(buf, m.elemBytes, g.size === 2 ? SINGLE_HOP_PIECE_BYTES : PIECE_BYTES);
   const ackStep = ps.length;
   const none = m.view(buf.addr, 0);
   const acked = pos === 0 ? awaitedLater(g.recv(prev, ackStep, none)) : undefined;

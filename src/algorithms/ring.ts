@@ -2,7 +2,7 @@
 // (bandwidth-optimal: each rank sends 2(n-1)/n of the buffer). Every block is cut into pieces
 // that travel independently in a few lanes, so the kernel reduces piece k while piece k+1 is
 // on the wire, and several channels carry the lanes at once.
-import { type Group, type Mem, type Span, mod, piecesFor, subSpan } from './group.js';
+import { type Group, type Mem, type Span, PIECE_BYTES, SINGLE_HOP_PIECE_BYTES, mod, piecesFor, subSpan } from './group.js';
 
 /** Lanes of pieces in flight per rank; each holds one piece of scratch. */
 const LANES = 4;
@@ -25,7 +25,9 @@ async function runPhases(g: Group, m: Mem, block: (i: number) => Span, largest: 
   if (g.size === 1) return;
   const right = mod(g.rank + 1, g.size);
   const left = mod(g.rank - 1, g.size);
-  const pieces = piecesFor([largest], m.elemBytes);
+  // Between 2 ranks a phase is one exchange: without a reduction to overlap, pieces pipeline nothing.
+  const single = g.size === 2 && !phases.some((p) => p.reduce);
+  const pieces = piecesFor([largest], m.elemBytes, single ? SINGLE_HOP_PIECE_BYTES : PIECE_BYTES);
   const lanes = Math.min(LANES, pieces);
   const most = Math.ceil(largest.count / pieces);
   const lane = async (first: number): Promise<void> => {

@@ -1,0 +1,162 @@
+#!/usr/bin/env node
+// bench/overlap: how much of an async allReduce hides behind compute that does not call webccl.
+// Each rank issues allReduceAsync of S bytes, "computes" for T_comp ≈ T_comm(S) (T_comm measured
+// alone first), then waits. Reported, per size, path and regime (the slowest rank's median):
+//   T_comm        the op alone (issue, wait)
+//   T_comp        the compute alone (fixed work, calibrated per rank to last about T_comm)
+//   T_serial      the compute, then the op
+//   T_overlapped  issue, the compute, wait
+//   efficiency    (T_comp + T_comm − T_overlapped) / min(T_comp, T_comm): 1 when the shorter
+//                 of the two hides entirely behind the longer, 0 when nothing overlaps
+// Paths: 2 ranks as worker threads of one node (shared memory), and 2 processes over TCP
+// loopback. Regimes: 'busy' (a tight loop on every rank: the CPU is saturated) and 'idle'
+// (rounds of 1 ms of that loop, then 1 ms awaiting a timer: the CPU is free half the time).
+//
+//   npm run build && node bench/overlap.mjs [--sizes 1M,16M,64M] [--paths threads,tcp]
+//       [--regimes busy,idle] [--reps 5] [--warmup 2] [--progress thread|caller|auto] [--quiet 30] [--json FILE]
+//
+// WEBCCL_PROGRESS (or --progress, which sets it) is passed to the ranks; the first line of each
+// table says which mode ran, so the same command measures before and after a change of mode.
+// Before each run it waits (up to 120 s) until the CPUs are less than --quiet % busy with other
+// work, and notes how busy they were. In the idle regime the compute is at least one round
+// (about 2 ms), so at small sizes T_comp exceeds T_comm.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const cli = join(root, 'bin', 'webccl.js');
+const rankScript = join(root, 'bench', 'overlap-rank.mjs');
+const USAGE = 'usage: node bench/overlap.mjs [--sizes 1M,16M,64M] [--paths threads,tcp] [--regimes busy,idle] [--reps 5] [--warmup 2] [--progress thread|caller|auto] [--quiet 30] [--json FILE]';
+const PATHS = ['threads', 'tcp'];
+const REGIMES = ['busy', 'idle'];
+const MODES = ['thread', 'caller', 'auto'];
+
+function size(s) {
+  const m = /^(\d+(?:\.\d+)?)([KMG]?)$/i.exec(s);
+  if (!m) throw new Error(`bad size ${s}`);
+  const b = Math.round(Number(m[1]) * { '': 1, K: 1024, M: 1 << 20, G: 1 << 30 }[m[2].toUpperCase()]);
+  if (b < 4 || b % 4) throw new Error(`size ${s} is not a positive multiple of 4 bytes (f32 elements)`);
+  return b;
+}
+
+function list(s, known, what) {
+  const xs = s.split(',').filter(Boolean);
+  for (const x of xs) if (!known.includes(x)) throw new Error(`unknown ${what} ${x} (known: ${known.join(', ')})`);
+  return xs;
+}
+
+function parseArgs(argv) {
+  const o = { sizes: [1 << 20, 16 << 20, 64 << 20], paths: PATHS, regimes: REGIMES, reps: 5, warmup: 2, progress: undefined, quiet: 30, json: undefined };
+  for (let k = 0; k < argv.length; k++) {
+    const a = argv[k];
+    const v = () => {
+      if (argv[k + 1] === undefined) throw new Error(`${a} needs a value`);
+      return argv[++k];
+    };
+    switch (a) {
+      case '--sizes': o.sizes = v().split(',').map(size); break;
+      case '--paths': o.paths = list(v(), PATHS, 'path'); break;
+      case '--regimes': o.regimes = list(v(), REGIMES, 'regime'); break;
+      case '--reps': o.reps = Number(v()); break;
+      case '--warmup': o.warmup = Number(v()); break;
+      case '--progress': o.progress = list(v(), MODES, 'progress mode')[0]; break;
+      case '--quiet': o.quiet = Number(v()); break;
+      case '--json': o.json = v(); break;
+      case '-h': case '--help': console.log(USAGE); process.exit(0); break;
+      default: throw new Error(`unknown option ${a}\n${USAGE}`);
+    }
+  }
+  if (!(Number.isInteger(o.reps) && o.reps >= 1 && Number.isInteger(o.warmup) && o.warmup >= 0 && o.sizes.length)) throw new Error(`bad --reps, --warmup or --sizes\n${USAGE}`);
+  return o;
+}
+
+let opts;
+try {
+  opts = parseArgs(process.argv.slice(2));
+} catch (e) {
+  console.error(`bench/overlap: ${e.message}`);
+  process.exit(2);
+}
+if (!existsSync(join(root, 'dist', 'node'))) {
+  console.error('bench/overlap: dist/ is missing; run `npm run build` first');
+  process.exit(2);
+}
+
+const env = { ...process.env };
+if (opts.progress) env.WEBCCL_PROGRESS = opts.progress;
+
+/** Share of the CPUs busy over 0.5 s (other work shares this machine). */
+function cpuBusy() {
+  const read = () => readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  try {
+    const a = read();
+    spawnSync('sleep', ['0.5']);
+    const d = read().map((x, k) => x - a[k]);
+    const total = d.reduce((s, x) => s + x, 0);
+    return total > 0 ? Math.round((100 * (total - d[3] - (d[4] ?? 0))) / total) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function waitQuiet() {
+  const until = performance.now() + 120_000;
+  let busy = cpuBusy();
+  while (busy !== undefined && busy > opts.quiet && performance.now() < until) {
+    spawnSync('sleep', ['2']);
+    busy = cpuBusy();
+  }
+  return busy;
+}
+
+function runRanks(path, regime) {
+  const params = { sizes: opts.sizes, reps: opts.reps, warmup: opts.warmup, regime };
+  const args = [cli, 'run', ...(path === 'tcp' ? ['--procs'] : []), '-n', '2', rankScript, JSON.stringify(params)];
+  const r = spawnSync(process.execPath, args, { encoding: 'utf8', env, maxBuffer: 64 << 20, timeout: 1_800_000 });
+  if (r.status !== 0) throw new Error(`${path} ${regime} run failed (exit ${r.status}):\n${r.stderr}`);
+  return (r.stdout ?? '').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+}
+
+const f = (x, w, d = 2) => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(d)).padStart(w);
+console.log(`# bench/overlap on ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}`);
+console.log(`# 2 ranks, f32 sum allReduceAsync of comm.alloc() buffers; times in ms, the slowest rank's median of ${opts.reps} (after ${opts.warmup} warm-up ops)`);
+console.log('# efficiency = (T_comp + T_comm - T_overlapped) / min(T_comp, T_comm); ovl/serial = T_overlapped / T_serial');
+const results = [];
+let failed = false;
+for (const path of opts.paths) {
+  for (const regime of opts.regimes) {
+    const busy = waitQuiet();
+    let lines;
+    try {
+      lines = runRanks(path, regime);
+    } catch (e) {
+      console.log(`#\n# ${path}, ${regime}: FAILED\n# ${e.message.split('\n').join('\n# ')}`);
+      failed = true;
+      continue;
+    }
+    const mode = lines.find((l) => l.kind === 'mode');
+    const where = path === 'threads' ? '2 worker threads of one node (shared memory)' : '2 processes over TCP loopback';
+    const what = regime === 'busy' ? 'busy: a tight loop on every rank' : 'idle: 1 ms of work, then 1 ms awaiting a timer, repeated';
+    console.log(`#\n# ${where}; compute ${what}`);
+    console.log(`# progress mode: ${mode?.progress ?? '?'} (WEBCCL_PROGRESS ${mode?.requested ?? '?'}); CPUs ${busy ?? '?'}% busy before the run`);
+    console.log('#       size   T_comm   T_comp  T_serial  T_overlapped  efficiency  ovl/serial  #wrong');
+    for (const row of lines.filter((l) => l.kind === 'row')) {
+      const slowest = (k) => Math.max(...row.ranks.map((r) => r[k]));
+      const tComm = slowest('tComm'), tComp = slowest('tComp'), tSerial = slowest('tSerial'), tOverlapped = slowest('tOverlapped');
+      const wrong = row.ranks.reduce((s, r) => s + r.wrong, 0);
+      const efficiency = (tComp + tComm - tOverlapped) / Math.min(tComp, tComm);
+      const ratio = tOverlapped / tSerial;
+      if (wrong) failed = true;
+      console.log(`${String(row.bytes).padStart(12)} ${f(tComm, 8)} ${f(tComp, 8)} ${f(tSerial, 9)} ${f(tOverlapped, 13)} ${f(efficiency, 11)} ${f(ratio, 11)} ${String(wrong).padStart(7)}`);
+      results.push({ path, regime, progress: mode?.progress, requested: mode?.requested, bytes: row.bytes, tCommMs: tComm, tCompMs: tComp, tSerialMs: tSerial,
+        tOverlappedMs: tOverlapped, efficiency, overlappedOverSerial: ratio, wrong, cpuBusyBefore: busy, ranks: row.ranks });
+    }
+  }
+}
+if (opts.json) {
+  writeFileSync(opts.json, JSON.stringify({ machine: cpus()[0]?.model, cores: availableParallelism(), node: process.version, reps: opts.reps, warmup: opts.warmup, results }, null, 2));
+}
+process.exit(failed ? 1 : 0);
