@@ -293,6 +293,15 @@ export class Communicator {
   }
 
   /**
+   * Who runs this communicator's collectives (see "Background progress" in the README): 'auto'
+   * or 'thread' when the node's progress thread takes them, 'caller' when the rank runs them
+   * itself (WEBCCL_PROGRESS=caller, a node without progress thread, ops across nodes).
+   */
+  get progressMode(): 'auto' | 'thread' | 'caller' {
+    return this.engine.progressMode ?? 'caller';
+  }
+
+  /**
    * The last ops of this communicator (WEBCCL_FLIGHT_RECORDER, default 64; 0: none), oldest
    * first: a copy, as plain objects. After a TIMEOUT or ABORTED it says what this rank was doing.
    */

@@ -90,6 +90,8 @@ export interface Engine {
   submit(spec: OpSpec): Work;
   /** Ops issued and not yet settled. */
   pending(): number;
+  /** Who runs this communicator's collectives: 'auto' or 'thread' (engines that hand ops to the progress thread); absent: the rank ('caller'). */
+  readonly progressMode?: 'auto' | 'thread';
   /** Ops the node's progress thread ran for this rank (engines that hand ops over). */
   threadOps?(): number;
   /** Completed allReduce ops per algorithm. */

@@ -37,7 +37,7 @@ const DOORBELL_SLICE_MS = 20;
  * that keep waiting at once keep the looks coming; QUIET_SPELL_MS after the last such post the
  * thread sleeps until rung.
  */
-export const IDLE_LOOK_MS = 5;
+export const IDLE_LOOK_MS = 1;
 const QUIET_SPELL_MS = 200;
 /** Longest sleep with no lane open: how often it looks whether every rank has left. */
 const IDLE_SLICE_MS = 200;

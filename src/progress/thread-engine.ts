@@ -133,7 +133,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   private lastReturnedAt = 0;
   readonly flight;
 
-  constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number, private readonly mode: Exclude<ProgressMode, 'caller'>) {
+  constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number, readonly mode: Exclude<ProgressMode, 'caller'>) {
     this.local = new ShmEngine(ctx, counters, commAlgo, timeoutMs);
     this.tuning = resolveTuning(ctx.size, commAlgo);
     this.flight = this.local.flight;
@@ -178,6 +178,10 @@ export class ThreadEngine implements Engine, WorkDriver {
 
   pending(): number {
     return this.local.pending() + this.inThread.filter((t) => !t.work.settled && !t.reclaimed).length;
+  }
+
+  get progressMode(): 'auto' | 'thread' {
+    return this.mode;
   }
 
   /** Ops the progress thread has ended for this rank. */
