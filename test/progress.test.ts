@@ -161,6 +161,9 @@ describe('the progress option', () => {
     expect(works.map((w) => w.isCompleted())).toEqual([true, true]);
     for (const x of xs) expect(x.every((v) => v === 3)).toBe(true);
     expect(ranks.map((c) => c.stats().threadOps)).toEqual([1, 1]);
+    expect(ranks.map((c) => c.progressMode)).toEqual(['thread', 'thread']);
+    expect(comm('caller').progressMode).toBe('caller');
+    expect(comm(undefined).progressMode).toBe('caller'); // auto, on a node without progress thread
     for (const c of ranks) c.destroy();
     await stopInSource(node);
   });
