@@ -90,8 +90,8 @@ describe.each(['threads', 'procs', 'nnodes'] as Form[])('groups with webccl run 
     expect(f.message).toMatch(/rank 0 here is world rank 1/);
   });
 
-  it('shrink after a killed rank (--fault-tolerant): the survivors go on with a correct allReduce', async () => {
-    const { runs, out } = await launch(form, ['3'], { script: shrinkScript, flags: ['--fault-tolerant'] });
+  it.each(form === 'threads' ? [{}, { WEBCCL_PROGRESS: 'thread' }] : [{}])('shrink after a killed rank (--fault-tolerant): the survivors go on with a correct allReduce (%o)', async (extra: Env) => {
+    const { runs, out } = await launch(form, ['3'], { script: shrinkScript, flags: ['--fault-tolerant'], env: extra });
     const oks = [...out.matchAll(/^ok rank (\d+) of 4 shrunk to (\d+) as rank (\d+) after (\w+)$/gm)].map((m) => [Number(m[1]), Number(m[2]), Number(m[3]), m[4]]);
     expect(oks.sort(), runs.map((r) => r.stderr).join('\n')).toEqual([0, 1, 2].map((r) => [r, 3, r, expect.stringMatching(/^(CONNECTION_CLOSED|ABORTED)$/)]));
     // The launcher reports the death it tolerated and exits 0 (the survivors all ended well).
