@@ -38,10 +38,12 @@ export function part(count: number, parts: number, i: number): { start: number; 
   return { start: i * q + Math.min(i, r), count: q + (i < r ? 1 : 0) };
 }
 
-/** Sub-span `i` of `parts` of `s`. */
+/** Sub-span `i` of `parts` of `s` (part()'s arithmetic inline: the simulator calls this millions of times). */
 export function subSpan(s: Span, parts: number, i: number, elemBytes: number): Span {
-  const p = part(s.count, parts, i);
-  return { addr: s.addr + p.start * elemBytes, count: p.count };
+  if (parts === 1) return s;
+  const q = Math.floor(s.count / parts);
+  const r = s.count % parts;
+  return { addr: s.addr + (i * q + Math.min(i, r)) * elemBytes, count: q + (i < r ? 1 : 0) };
 }
 
 export const mod = (a: number, n: number): number => ((a % n) + n) % n;
