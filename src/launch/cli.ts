@@ -9,6 +9,7 @@ import { startProcesses } from './processes.js';
 import { type LaunchOptions, type LaunchResult, startRanks } from './threads.js';
 import { perfMain } from './perf/main.js';
 import { simulateMain } from './simulate/main.js';
+import { tuneMain } from './tune/main.js';
 
 const USAGE = `usage: webccl <command> [options]
 
@@ -17,6 +18,8 @@ commands:
   perf <collective> [options]          nccl-tests-style sweep: time, algbw, busbw, #wrong (perf --help)
   simulate <collective> [options]      predicted time, algbw, busbw on a simulated cluster of up to
                                        65,536 ranks (simulate --help)
+  tune [options]                       fit the tuner's cost model on this machine from perf sweeps
+                                       and write it (tune --help)
   help                                 show this text
 
 run options:
@@ -199,6 +202,8 @@ export async function main(argv: string[]): Promise<number> {
         return await perfMain(rest);
       case 'simulate':
         return await simulateMain(rest);
+      case 'tune':
+        return await tuneMain(rest);
       case undefined:
       case 'help':
       case '--help':

@@ -71,13 +71,15 @@ export function fitRelative(x: number[][], y: number[]): number[] {
   return best;
 }
 
-/** The model that best explains `rows`, for a machine of `cores` cores. Each path needs rows of its own. */
-export function fitModel(rows: readonly PerfRow[], cores: number, source?: Record<string, unknown>): CostModel {
+/**
+ * The model that best explains `rows`, for a machine of `cores` cores. A path without rows takes
+ * `fallback`'s costs (refused when there is none).
+ */
+export function fitModel(rows: readonly PerfRow[], cores: number, source?: Record<string, unknown>, fallback?: CostModel): CostModel {
   const fitPath = (path: Path) => {
     const mine = rows.filter((r) => r.path === path && r.timeUs > 0 && r.ranks > 1);
-    if (!mine.length) fail('INVALID_ARGUMENT', `fit: no measurements on ${path}`, { path });
-    const x = fitRelative(mine.map((r) => features(rowCounts(r), r.ranks, cores)), mine.map((r) => r.timeUs));
-    return pathCosts(x);
+    if (!mine.length) return fallback?.[path] ?? fail('INVALID_ARGUMENT', `fit: no measurements on ${path}`, { path });
+    return pathCosts(fitRelative(mine.map((r) => features(rowCounts(r), r.ranks, cores)), mine.map((r) => r.timeUs)));
   };
   return { version: 1, cores, shm: fitPath('shm'), tcp: fitPath('tcp'), ...(source && { source }) };
 }
