@@ -44,17 +44,18 @@ function readModel(path: string, from: string): CostModel {
   return checkModel(json, `${from} ${path}`);
 }
 
-let cached: { model: CostModel; from: string } | undefined;
-let cachedEnv: string | undefined;
+let cached: { model: CostModel; from: string; env: string | undefined } | undefined;
 
 /** The model in force and where it came from ('built-in' or a path). */
 export function activeModel(): { model: CostModel; from: string } {
   const env = envString('WEBCCL_MODEL');
-  if (cached && cachedEnv === env) return cached;
-  cachedEnv = env;
-  if (env !== undefined) return (cached = { model: readModel(env, 'WEBCCL_MODEL'), from: env });
+  if (!cached || cached.env !== env) cached = { ...findModel(env), env };
+  return { model: cached.model, from: cached.from };
+}
+
+function findModel(env: string | undefined): { model: CostModel; from: string } {
+  if (env !== undefined) return { model: readModel(env, 'WEBCCL_MODEL'), from: env };
   const def = defaultModelPath();
-  const fs = fsModule();
-  if (def && fs?.existsSync(def)) return (cached = { model: readModel(def, 'the tuned model'), from: def });
-  return (cached = { model: DEFAULT_MODEL, from: 'built-in' });
+  if (def && fsModule()?.existsSync(def)) return { model: readModel(def, 'the tuned model'), from: def };
+  return { model: DEFAULT_MODEL, from: 'built-in' };
 }

@@ -43,13 +43,12 @@ export interface Tuning {
   cores: number;
 }
 
-export function resolveTuning(nranks: number, commAlgo?: unknown, model: CostModel = activeModel().model): Tuning {
+export function resolveTuning(nranks: number, commAlgo?: unknown, model: CostModel = activeModel().model, cores = machineCores(model)): Tuning {
   const env = envAllReduceAlgo();
   // A network algorithm named in WEBCCL_ALGO is for communicators across nodes, not this one.
   const forNode = env !== undefined && !isNetAlgo(env) ? parseAlgo(env, 'WEBCCL_ALGO') : undefined;
   const algo = commAlgo !== undefined ? parseAlgo(commAlgo, 'communicator algo option') : forNode;
   const forcedBy = commAlgo !== undefined ? 'communicator algo option' : forNode ? 'WEBCCL_ALGO' : undefined;
-  const cores = machineCores(model);
   return { algo, forcedBy, directMaxBytes: directMaxBytes(nranks, model, cores), nranks, model, cores };
 }
 
