@@ -10,6 +10,18 @@ export interface Group {
   send(peer: number, step: number, data: Uint8Array): Promise<void>;
   /** Resolves once `into` holds what `peer` sent for `step` (lengths must match). */
   recv(peer: number, step: number, into: Uint8Array): Promise<void>;
+  /**
+   * Optional: send `data` to `to` and receive `into` from `from` under one step, settling as
+   * Promise.all of the two would. A group that knows at once whether its send went (the
+   * simulator's) answers with the receive alone, without Promise.all's bookkeeping, which a
+   * 4,096-rank ring pays 33 M times in one process.
+   */
+  exchange?(to: number, from: number, step: number, data: Uint8Array, into: Uint8Array): Promise<unknown>;
+}
+
+/** Sends to `to` and receives from `from` at once (see Group.exchange). */
+export function exchange(g: Group, to: number, from: number, step: number, data: Uint8Array, into: Uint8Array): Promise<unknown> {
+  return g.exchange ? g.exchange(to, from, step, data, into) : Promise.all([g.send(to, step, data), g.recv(from, step, into)]);
 }
 
 /** The op's memory: regions are byte addresses in the wasm memory, lengths in elements. */
