@@ -8,7 +8,7 @@
 //
 // --model: the model to test (default: the one the tuner uses: WEBCCL_MODEL, ~/.webccl/model.json
 // or the built-in one). --from DIR: read perf JSON files (<path>-<ranks>-<algo>.json) instead of
-// measuring; --keep DIR: keep the ones measured. Build first: npm run build.
+// measuring; --keep DIR: keep the ones measured (and reuse those already there, to resume). Build first: npm run build.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -49,7 +49,7 @@ for (const path of paths) {
   for (const ranks of ranksList) {
     for (const algo of ALGOS[path]) {
       const file = join(dir, `${path}-${ranks}-${algo}.json`);
-      if (!from || !existsSync(file)) {
+      if (!existsSync(file)) {
         if (from) throw new Error(`--from ${from}: no ${file}`);
         process.stderr.write(`measuring ${path} ${algo} on ${ranks} ranks\n`);
         execFileSync(process.execPath, [cli, 'perf', 'allreduce', '--transport', path, '--ranks', String(ranks), '-a', algo, ...sweep, '-c', '0', '--json', file], { stdio: ['ignore', 'ignore', 'inherit'] });
