@@ -50,6 +50,16 @@ describe('choices from a model', () => {
     expect(chooseNetAllReduce(1024, 8, { nodes: 2, perNode: 0 }, undefined)).toBe('doubling');
   });
 
+  it('ranks beyond the cores cost only where they share a machine: loopback, not a cluster of one rank per machine', () => {
+    const crowded: CostModel = { ...MODEL, cores: 2, tcp: { ...MODEL.tcp, wakeUs: 100 } };
+    useNetModel(crowded, 2);
+    // 8 ranks on one machine of 2 cores: each of the ring's 14 steps wakes 6 sleepers; doubling takes 3
+    expect(doublingMaxBytes(8, 8)).toBeGreaterThan(doublingMaxBytes(8, 1));
+    expect(chooseNetAllReduce(doublingMaxBytes(8, 1) + 1, 8, { nodes: 8, perNode: 1, sharing: 1 }, undefined)).toBe('ring');
+    expect(chooseNetAllReduce(doublingMaxBytes(8, 1) + 1, 8, { nodes: 8, perNode: 1, sharing: 8 }, undefined)).toBe('doubling');
+    expect(flatAlgo(doublingMaxBytes(8, 1) + 1, 8)).toBe('doubling'); // default: every rank on this machine
+  });
+
   it('a model where ranks beyond the cores are dear favours the schedule with fewer steps', () => {
     const crowded: CostModel = { ...MODEL, cores: 2, tcp: { ...MODEL.tcp, wakeUs: 100 } };
     expect(crossoverBytes((b) => flatPredictions(crowded, 8, b, 2), 'doubling')).toBeGreaterThan(crossoverBytes((b) => flatPredictions(MODEL, 8, b, 2), 'doubling'));
@@ -75,7 +85,7 @@ describe('INFO explains each choice once per collective, size class and topology
     chooseNetAllReduce(2 << 20, 8, { nodes: 2, perNode: 4 }, undefined);
     chooseNetAllReduce(2 << 20, 8, { nodes: 2, perNode: 4 }, undefined, 'ring');
     expect(lines, lines.join('\n')).toHaveLength(4);
-    expect(lines[2]).toMatch(/2 MiB class on 8 ranks \(2 nodes x 4, tcp\): hierarchical; predicted .*hierarchical.*/);
+    expect(lines[2]).toMatch(/2 MiB class on 8 ranks \(2 nodes x 4, tcp, 8 per machine\): hierarchical; predicted .*hierarchical.*/);
     for (const a of ['ring', 'doubling', 'hierarchical']) expect(lines[2]).toContain(`${a} `);
     expect(lines[3]).toMatch(/: ring \(algo option\); predicted /);
   });

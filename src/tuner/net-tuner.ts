@@ -24,22 +24,24 @@ function model(): { model: CostModel; cores: number } {
 /** Uses `m` (and `cores`) from now on instead of the model in force (tests, the simulator). */
 export function useNetModel(m: CostModel | undefined, cores?: number): void {
   standingModel = m && { model: m, cores: cores ?? machineCores(m) };
+  crossovers.clear();
 }
 
-const crossovers = new Map<number, number>();
+const crossovers = new Map<string, number>();
 
 /**
  * Largest allReduce (bytes) that runs recursive doubling rather than the ring over a group of
- * `size` ranks: where the model predicts doubling (log2(n) exchanges of the whole buffer) no
- * slower than the ring (2(n−1) messages of 1/n of it, in pieces). On loopback each message
- * costs system calls (the model's tcp α, ~100 µs), so doubling wins up to ~1 MiB at 2 ranks.
+ * `size` ranks, `sharing` of them on each machine: where the model predicts doubling (log2(n)
+ * exchanges of the whole buffer) no slower than the ring (2(n−1) messages of 1/n of it, in
+ * pieces). On loopback each message costs system calls (the model's tcp α, ~100 µs).
  */
-export function doublingMaxBytes(size: number): number {
-  let x = crossovers.get(size);
+export function doublingMaxBytes(size: number, sharing = size): number {
+  const key = `${size}/${sharing}`;
+  let x = crossovers.get(key);
   if (x === undefined) {
     const { model: m, cores } = model();
-    x = crossoverBytes((b) => flatPredictions(m, size, b, cores), 'doubling');
-    crossovers.set(size, x);
+    x = crossoverBytes((b) => flatPredictions(m, size, b, cores, sharing), 'doubling');
+    crossovers.set(key, x);
   }
   return x;
 }
@@ -48,6 +50,11 @@ export interface NetTopology {
   nodes: number;
   /** Ranks on every node when all nodes have the same count, else 0. */
   perNode: number;
+  /**
+   * Ranks on each machine, sharing its cores (the cost model's contention): all of them when
+   * the rendezvous is on loopback, else those of one node. Default: every rank.
+   */
+  sharing?: number;
 }
 
 export function parseNetAlgo(a: unknown, from: string): NetAlgo {
@@ -68,13 +75,14 @@ export function resolveNetAlgo(commAlgo: unknown, topo: NetTopology): NetAlgo | 
 /** The model's predictions for every schedule that can run on this topology. */
 export function netPredictions(bytes: number, size: number, topo: NetTopology): Prediction[] {
   const { model: m, cores } = model();
-  const preds = flatPredictions(m, size, bytes, cores);
-  if (topo.nodes > 1 && topo.perNode > 1) preds.push(hierarchicalPrediction(m, topo.nodes, topo.perNode, bytes, cores));
+  const sharing = topo.sharing ?? size;
+  const preds = flatPredictions(m, size, bytes, cores, sharing);
+  if (topo.nodes > 1 && topo.perNode > 1) preds.push(hierarchicalPrediction(m, topo.nodes, topo.perNode, bytes, cores, sharing));
   return preds;
 }
 
 const topoText = (size: number, topo: NetTopology) =>
-  `${size} ranks (${topo.nodes} nodes${topo.perNode ? ` x ${topo.perNode}` : ', uneven'}, tcp)`;
+  `${size} ranks (${topo.nodes} nodes${topo.perNode ? ` x ${topo.perNode}` : ', uneven'}, tcp, ${topo.sharing ?? size} per machine)`;
 
 export function chooseNetAllReduce(bytes: number, size: number, topo: NetTopology, standing: NetAlgo | undefined, callAlgo?: unknown): NetAlgo {
   let algo: NetAlgo;
@@ -89,11 +97,11 @@ export function chooseNetAllReduce(bytes: number, size: number, topo: NetTopolog
   } else if (topo.nodes > 1 && topo.perNode > 1) {
     algo = fastest(netPredictions(bytes, size, topo)).algo as NetAlgo;
   } else {
-    algo = flatAlgo(bytes, size);
+    algo = flatAlgo(bytes, size, topo.sharing);
   }
   explain('allReduce', bytes, topoText(size, topo), algo, () => netPredictions(bytes, size, topo), why);
   return algo;
 }
 
-/** The flat schedule for `bytes` over a network group of `size` ranks. */
-export const flatAlgo = (bytes: number, size: number): 'ring' | 'doubling' => (bytes <= doublingMaxBytes(size) ? 'doubling' : 'ring');
+/** The flat schedule for `bytes` over a network group of `size` ranks, `sharing` of them on each machine. */
+export const flatAlgo = (bytes: number, size: number, sharing = size): 'ring' | 'doubling' => (bytes <= doublingMaxBytes(size, sharing) ? 'doubling' : 'ring');

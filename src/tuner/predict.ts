@@ -22,22 +22,21 @@ export function shmPredictions(model: CostModel, n: number, bytes: number, cores
   return (['direct', 'twoshot'] as const).map((algo) => ({ algo, us: predictUs(model, onPath('shm', shmCounts(algo, n, bytes)), n, cores) }));
 }
 
-/** A flat network allReduce over `n` ranks (each counted as sharing the machine's cores, as on loopback). */
-export function flatPredictions(model: CostModel, n: number, bytes: number, cores: number): Prediction[] {
-  return (['doubling', 'ring'] as const).map((algo) => ({ algo, us: predictUs(model, onPath('tcp', netCounts(algo, n, bytes)), n, cores) }));
+/** A flat network allReduce over `n` ranks, `sharing` of them on each machine (all of them on loopback). */
+export function flatPredictions(model: CostModel, n: number, bytes: number, cores: number, sharing = n): Prediction[] {
+  return (['doubling', 'ring'] as const).map((algo) => ({ algo, us: predictUs(model, onPath('tcp', netCounts(algo, n, bytes)), sharing, cores) }));
 }
 
 export const fastest = (ps: readonly Prediction[]): Prediction => ps.reduce((a, b) => (b.us < a.us ? b : a));
 
 /**
- * Hierarchical over `nodes` × `perNode`: the node phase on shm (perNode ranks sharing a machine)
- * and the flat schedule the model picks for the shard across nodes.
+ * Hierarchical over `nodes` × `perNode`: the node phase on shm and the flat schedule the model
+ * picks for the shard across nodes, `sharing` ranks on each machine.
  */
-export function hierarchicalPrediction(model: CostModel, nodes: number, perNode: number, bytes: number, cores: number): Prediction & { across: 'ring' | 'doubling' } {
-  const across = fastest(flatPredictions(model, nodes, bytes / perNode, cores)).algo as 'ring' | 'doubling';
+export function hierarchicalPrediction(model: CostModel, nodes: number, perNode: number, bytes: number, cores: number, sharing = perNode): Prediction & { across: 'ring' | 'doubling' } {
+  const across = fastest(flatPredictions(model, nodes, bytes / perNode, cores, sharing)).algo as 'ring' | 'doubling';
   const c = hierarchicalCounts(nodes, perNode, bytes, across);
-  const us = predictUs(model, { shm: c.shm, tcp: { steps: 0, bytes: 0, reduced: 0 } }, perNode, cores) + predictUs(model, { shm: { steps: 0, bytes: 0, reduced: 0 }, tcp: c.tcp }, nodes, cores);
-  return { algo: 'hierarchical', us, across };
+  return { algo: 'hierarchical', us: predictUs(model, c, sharing, cores), across };
 }
 
 /**
