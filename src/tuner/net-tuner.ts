@@ -3,6 +3,7 @@
 // otherwise. Names of the shared-memory algorithms in WEBCCL_ALGO are left to the node phase
 // (see tuner.ts).
 import { fail } from '../core/errors.js';
+import { enabled } from '../core/log.js';
 import type { CostModel } from './cost-model.js';
 import { envAllReduceAlgo } from './algo-env.js';
 import { activeModel } from './model-source.js';
@@ -99,7 +100,7 @@ export function chooseNetAllReduce(bytes: number, size: number, topo: NetTopolog
   } else {
     algo = flatAlgo(bytes, size, topo.sharing);
   }
-  explain('allReduce', bytes, topoText(size, topo), algo, () => netPredictions(bytes, size, topo), why);
+  if (enabled('INFO')) explain('allReduce', bytes, topoText(size, topo), algo, () => netPredictions(bytes, size, topo), why);
   return algo;
 }
 

@@ -4,6 +4,7 @@
 // needs one synchronisation per chunk but reads n·C bytes per rank; twoshot reads ~C but
 // synchronises three times, so direct wins while synchronisation dominates.
 import { envNumber } from '../core/config.js';
+import { enabled } from '../core/log.js';
 import { fail } from '../core/errors.js';
 import { ALGO, type Algo } from '../core/shm-map.js';
 import type { CostModel } from './cost-model.js';
@@ -54,8 +55,11 @@ export function resolveTuning(nranks: number, commAlgo?: unknown, model: CostMod
 
 export function chooseAllReduceAlgo(bytes: number, t: Tuning, callAlgo?: unknown): Algo {
   const algo = callAlgo !== undefined ? parseAlgo(callAlgo, 'algo option') : t.algo ?? (bytes <= t.directMaxBytes ? 'direct' : 'twoshot');
-  explain('allReduce', bytes, `${t.nranks} ranks (1 node, shm)`, algo, () => shmPredictions(t.model, t.nranks, bytes, t.cores),
-    callAlgo !== undefined ? 'algo option' : t.forcedBy);
+  // Checked here: the INFO line's text and closure are not worth building on every op.
+  if (enabled('INFO')) {
+    explain('allReduce', bytes, `${t.nranks} ranks (1 node, shm)`, algo, () => shmPredictions(t.model, t.nranks, bytes, t.cores),
+      callAlgo !== undefined ? 'algo option' : t.forcedBy);
+  }
   return algo;
 }
 
