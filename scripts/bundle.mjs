@@ -28,6 +28,8 @@ await Promise.all([
   build({ ...node, format: 'esm', entryPoints: ['src/launch/perf/index.ts'], outfile: 'dist/node/perf.js' }),
   // The network simulator (browser-safe; bundled for Node for bench/sim-speed.mjs and scripts).
   build({ ...node, format: 'esm', entryPoints: ['src/sim/index.ts'], outfile: 'dist/node/sim.js' }),
+  // The tuner's cost model (bench/model-error.mjs).
+  build({ ...node, format: 'esm', entryPoints: ['src/tuner/index.ts'], outfile: 'dist/node/tuner.js' }),
   build({ ...common, platform: 'browser', format: 'esm', target: 'es2022', entryPoints: ['src/index.ts'], outfile: 'dist/browser/index.js' }),
 ]);
 execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--emitDeclarationOnly'], { cwd: root, stdio: 'inherit' });

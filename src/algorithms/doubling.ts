@@ -3,7 +3,7 @@
 // two first fold their data into a partner and get the result back at the end. Partners combine
 // the same two values in either order, and the reductions commute exactly, so every rank ends
 // with bit-identical results.
-import { type Group, type Mem, type Span } from './group.js';
+import { type Group, type Mem, type Span, exchange } from './group.js';
 
 export async function doublingAllReduce(g: Group, m: Mem, buf: Span): Promise<void> {
   if (g.size === 1) return;
@@ -24,7 +24,7 @@ export async function doublingAllReduce(g: Group, m: Mem, buf: Span): Promise<vo
   }
   for (let mask = 1, step = 1; mask < p2; mask <<= 1, step++) {
     const partner = g.rank ^ mask;
-    await Promise.all([g.send(partner, step, data), g.recv(partner, step, into)]);
+    await exchange(g, partner, partner, step, data, into);
     m.reduce(buf.addr, scratch, buf.count);
   }
   if (g.rank < extra) await g.send(g.rank + p2, last, data);

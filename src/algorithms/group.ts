@@ -10,6 +10,18 @@ export interface Group {
   send(peer: number, step: number, data: Uint8Array): Promise<void>;
   /** Resolves once `into` holds what `peer` sent for `step` (lengths must match). */
   recv(peer: number, step: number, into: Uint8Array): Promise<void>;
+  /**
+   * Optional: send `data` to `to` and receive `into` from `from` under one step, settling as
+   * Promise.all of the two would. A group that knows at once whether its send went (the
+   * simulator's) answers with the receive alone, without Promise.all's bookkeeping, which a
+   * 4,096-rank ring pays 33 M times in one process.
+   */
+  exchange?(to: number, from: number, step: number, data: Uint8Array, into: Uint8Array): Promise<unknown>;
+}
+
+/** Sends to `to` and receives from `from` at once (see Group.exchange). */
+export function exchange(g: Group, to: number, from: number, step: number, data: Uint8Array, into: Uint8Array): Promise<unknown> {
+  return g.exchange ? g.exchange(to, from, step, data, into) : Promise.all([g.send(to, step, data), g.recv(from, step, into)]);
 }
 
 /** The op's memory: regions are byte addresses in the wasm memory, lengths in elements. */
@@ -38,10 +50,12 @@ export function part(count: number, parts: number, i: number): { start: number; 
   return { start: i * q + Math.min(i, r), count: q + (i < r ? 1 : 0) };
 }
 
-/** Sub-span `i` of `parts` of `s`. */
+/** Sub-span `i` of `parts` of `s` (part()'s arithmetic inline: the simulator calls this millions of times). */
 export function subSpan(s: Span, parts: number, i: number, elemBytes: number): Span {
-  const p = part(s.count, parts, i);
-  return { addr: s.addr + p.start * elemBytes, count: p.count };
+  if (parts === 1) return s;
+  const q = Math.floor(s.count / parts);
+  const r = s.count % parts;
+  return { addr: s.addr + (i * q + Math.min(i, r)) * elemBytes, count: q + (i < r ? 1 : 0) };
 }
 
 export const mod = (a: number, n: number): number => ((a % n) + n) % n;

@@ -2,7 +2,7 @@
 // (bandwidth-optimal: each rank sends 2(n-1)/n of the buffer). Every block is cut into pieces
 // that travel independently in a few lanes, so the kernel reduces piece k while piece k+1 is
 // on the wire, and several channels carry the lanes at once.
-import { type Group, type Mem, type Span, PIECE_BYTES, SINGLE_HOP_PIECE_BYTES, mod, piecesFor, subSpan } from './group.js';
+import { type Group, type Mem, type Span, PIECE_BYTES, SINGLE_HOP_PIECE_BYTES, exchange, mod, piecesFor, subSpan } from './group.js';
 
 /** Lanes of pieces in flight per rank; each holds one piece of scratch. */
 const LANES = 4;
@@ -39,7 +39,7 @@ async function runPhases(g: Group, m: Mem, block: (i: number) => Span, largest: 
           const into = subSpan(block(ph.recvBlock(s)), pieces, j, m.elemBytes);
           const step = (ph.stepBase + s) * pieces + j;
           const target = ph.reduce ? scratch : into.addr;
-          await Promise.all([g.send(right, step, m.view(out.addr, out.count)), g.recv(left, step, m.view(target, into.count))]);
+          await exchange(g, right, left, step, m.view(out.addr, out.count), m.view(target, into.count));
           if (ph.reduce) m.reduce(into.addr, scratch, into.count);
         }
       }

@@ -39,6 +39,8 @@ export interface NetWorld {
   nodeOf: number[];
   /** The job's rendezvous store: consulted only when an op times out, to name the rank at fault. */
   store?: JobStore;
+  /** Every rank runs on this machine (a loopback rendezvous): they share its cores. */
+  oneHost?: boolean;
 }
 
 /** Ops whose fields are kept, to name the field when a peer says it disagrees on one of them. */
@@ -99,8 +101,8 @@ export class NetEngine implements Engine, WorkDriver {
               private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
     const nodes = nodesOf(world.nodeOf);
     const perNode = nodes.every((n) => n.length === nodes[0].length) ? nodes[0].length : 0;
-    this.topo = { nodes: nodes.length, perNode };
     this.nodeRanks = nodes.find((n) => n.includes(world.rank))!;
+    this.topo = { nodes: nodes.length, perNode, sharing: world.oneHost ? world.size : this.nodeRanks.length };
     const at = this.nodeRanks.indexOf(world.rank);
     this.interRanks = perNode ? nodes.map((n) => n[at]) : [world.rank];
     this.worldRanks = world.nodeOf.map((_, r) => r);
@@ -364,7 +366,7 @@ export class NetEngine implements Engine, WorkDriver {
   }
 
   private allReduce(op: NetOp, m: Mem, world: Group, w: Span): Promise<void> {
-    const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size)) =>
+    const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size, this.topo.sharing)) =>
       (algo === 'ring' ? ringAllReduce(g, mm, s) : doublingAllReduce(g, mm, s));
     if (op.algo === 'tree') return treeAllReduce(world, m, w);
     if (op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling');

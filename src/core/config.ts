@@ -3,13 +3,14 @@
 import { WebcclError } from './errors.js';
 
 export const ENV_VARS: Record<string, string> = {
-  WEBCCL_ALGO: 'force an allReduce algorithm: direct | twoshot on one node; ring | doubling | hierarchical across nodes (default: chosen by size and topology)',
+  WEBCCL_ALGO: 'force an allReduce algorithm: direct | twoshot on one node; ring | doubling | hierarchical | tree across nodes; or per collective, e.g. allreduce:ring,allgather:ring (default: chosen by the cost model for the size and topology)',
+  WEBCCL_MODEL: 'path of a cost model (JSON, as webccl tune writes) the tuner uses (default: ~/.webccl/model.json when webccl tune wrote one, else the built-in model)',
   WEBCCL_BUFFSIZE: 'bytes of one staging slot per rank, the chunk size of pipelined copies (default 262144)',
   WEBCCL_TIMEOUT_MS: 'deadline of every wait in milliseconds (default 300000)',
   WEBCCL_SPIN_US: 'microseconds a rank spins on a flag before it blocks (default 20, or 1 when ranks outnumber cores)',
   WEBCCL_WASM: 'simd | scalar: force a build of the WebAssembly core (default: simd where supported)',
   WEBCCL_DEBUG: 'WARN | INFO | TRACE: log level on stderr (default WARN)',
-  WEBCCL_DIRECT_MAX_BYTES: 'largest allReduce, in bytes, that the tuner runs with the direct algorithm',
+  WEBCCL_DIRECT_MAX_BYTES: 'largest allReduce, in bytes, that the tuner runs with the direct algorithm (default: the cost model\'s crossover)',
   WEBCCL_TOKEN: 'secret every rank of a job proves at rendezvous, the same on every node (default: a fresh one per webccl run --procs job; else a per-user file when the master is loopback)',
   WEBCCL_NCHANNELS: 'TCP connections per pair of ranks across nodes, 1..64 (default 2)',
   WEBCCL_SOCKET_IFNAME: 'network interface whose address peers dial, e.g. eth0 (default: loopback for a job on one machine, else the interface that reaches MASTER_ADDR)',

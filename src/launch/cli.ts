@@ -10,6 +10,7 @@ import { type LaunchOptions, type LaunchResult, startRanks } from './threads.js'
 import { perfMain } from './perf/main.js';
 import { simulateMain } from './simulate/main.js';
 import { mergeTraceFiles } from '../core/node/trace-files.js';
+import { tuneMain } from './tune/main.js';
 
 const USAGE = `usage: webccl <command> [options]
 
@@ -20,6 +21,8 @@ commands:
                                        65,536 ranks (simulate --help)
   trace merge OUT PARTS...             merge WEBCCL_TRACE files (the .part files each rank left, or
                                        whole traces) into the one Chrome-trace file OUT
+  tune [options]                       fit the tuner's cost model on this machine from perf sweeps
+                                       and write it (tune --help)
   help                                 show this text
 
 run options:
@@ -221,6 +224,8 @@ export async function main(argv: string[]): Promise<number> {
         return await simulateMain(rest);
       case 'trace':
         return traceMain(rest);
+      case 'tune':
+        return await tuneMain(rest);
       case undefined:
       case 'help':
       case '--help':

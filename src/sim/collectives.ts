@@ -66,7 +66,8 @@ export function resolveSimAlgo(o: SimOptions, call: SimCall): string {
   if (!algos) fail('INVALID_ARGUMENT', `simulate: unknown collective ${JSON.stringify(call.collective)} (expected ${SIM_COLLECTIVES.join(', ')})`);
   if (call.algo === undefined) {
     if (call.collective !== 'allreduce') return algos[0];
-    return chooseNetAllReduce(call.count * SIM_DTYPE_SIZE[call.dtype ?? 'f32'], o.ranks, { nodes: o.nodes, perNode: o.ranks / o.nodes }, undefined);
+    // A simulated cluster: each node is a machine of its own.
+    return chooseNetAllReduce(call.count * SIM_DTYPE_SIZE[call.dtype ?? 'f32'], o.ranks, { nodes: o.nodes, perNode: o.ranks / o.nodes, sharing: o.ranks / o.nodes }, undefined);
   }
   if (!algos.includes(call.algo)) fail('INVALID_ARGUMENT', `simulate: ${call.collective} has no algorithm ${JSON.stringify(call.algo)} (expected ${algos.join(', ')})`);
   return call.algo;
@@ -187,5 +188,5 @@ function allReduce(s: RankScope, algo: string, m: Mem, world: Group, w: Span): P
     },
   };
   return hierarchicalAllReduce(local, s.group(ACROSS, across), m, w, (g, mm, x) =>
-    (flatAlgo(x.count * mm.elemBytes, g.size) === 'ring' ? ringAllReduce(g, mm, x) : doublingAllReduce(g, mm, x)));
+    (flatAlgo(x.count * mm.elemBytes, g.size, s.perNode) === 'ring' ? ringAllReduce(g, mm, x) : doublingAllReduce(g, mm, x)));
 }

@@ -17,20 +17,28 @@ export interface SimEvent {
   bytes: number;
 }
 
-/** A binary min-heap of events by (t, seq). */
+/**
+ * Events by (t, seq): a binary min-heap of the distinct times, and for each time its events in
+ * the order they were scheduled (which is seq order). A ring over thousands of ranks schedules
+ * a hundred or more events per instant: one heap operation per instant rather than per event.
+ */
 export class EventQueue {
-  private readonly heap: SimEvent[] = [];
+  /** Distinct times with events, as a min-heap. */
+  private readonly times: number[] = [];
+  private readonly buckets = new Map<number, Bucket>();
   private seq = 0;
+  private count = 0;
   /** Fired events, reused: a run makes millions, and each lives long enough to be costly to collect. */
   private readonly spare: SimEvent[] = [];
+  private readonly spareBuckets: Bucket[] = [];
 
   get size(): number {
-    return this.heap.length;
+    return this.count;
   }
 
   /** The earliest event's time (Infinity when empty). */
   get nextTime(): number {
-    return this.heap.length ? this.heap[0].t : Infinity;
+    return this.times.length ? this.times[0] : Infinity;
   }
 
   at(t: number, fire: (e: SimEvent) => void): void {
@@ -63,38 +71,66 @@ export class EventQueue {
   }
 
   private push(e: SimEvent): void {
-    const h = this.heap;
-    let i = h.push(e) - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!before(e, h[p])) break;
-      h[i] = h[p];
-      i = p;
+    this.count++;
+    let b = this.buckets.get(e.t);
+    if (!b) {
+      b = this.spareBuckets.pop() ?? { events: [], next: 0 };
+      this.buckets.set(e.t, b);
+      this.pushTime(e.t);
     }
-    h[i] = e;
+    b.events.push(e);
   }
 
   pop(): SimEvent | undefined {
-    const h = this.heap;
-    const top = h[0];
-    const last = h.pop();
-    if (h.length && last) {
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        if (l >= h.length) break;
-        const c = l + 1 < h.length && before(h[l + 1], h[l]) ? l + 1 : l;
-        if (!before(h[c], last)) break;
-        h[i] = h[c];
-        i = c;
-      }
-      h[i] = last;
+    if (!this.times.length) return undefined;
+    const t = this.times[0];
+    const b = this.buckets.get(t)!;
+    const e = b.events[b.next++];
+    this.count--;
+    if (b.next === b.events.length) {
+      this.buckets.delete(t);
+      this.popTime();
+      b.events.length = 0;
+      b.next = 0;
+      this.spareBuckets.push(b);
     }
-    return top;
+    return e;
+  }
+
+  private pushTime(t: number): void {
+    const h = this.times;
+    let i = h.push(t) - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (h[p] <= t) break;
+      h[i] = h[p];
+      i = p;
+    }
+    h[i] = t;
+  }
+
+  private popTime(): void {
+    const h = this.times;
+    const last = h.pop()!;
+    if (!h.length) return;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= h.length) break;
+      const c = l + 1 < h.length && h[l + 1] < h[l] ? l + 1 : l;
+      if (h[c] >= last) break;
+      h[i] = h[c];
+      i = c;
+    }
+    h[i] = last;
   }
 }
 
-const before = (a: SimEvent, b: SimEvent): boolean => a.t < b.t || (a.t === b.t && a.seq < b.seq);
+/** The events of one instant, in the order they were scheduled; `next` is the first not yet popped. */
+interface Bucket {
+  events: SimEvent[];
+  next: number;
+}
 
 /**
  * Resolves after every pending microtask has run: the schedules are async code, and what an

@@ -90,9 +90,16 @@ export class SizeMem implements Mem {
   /** Views are only lengths, so one per length serves every region. */
   private readonly views = new Map<number, Uint8Array>();
 
+  /** The last view handed out: a schedule asks for the same length step after step. */
+  private lastCount = -1;
+  private last = sizedView(0);
+
   view(_addr: number, count: number): Uint8Array {
+    if (count === this.lastCount) return this.last;
     let v = this.views.get(count);
     if (!v) this.views.set(count, (v = sizedView(count * this.elemBytes)));
+    this.lastCount = count;
+    this.last = v;
     return v;
   }
 

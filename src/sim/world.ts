@@ -166,6 +166,13 @@ class Simulation {
       size: members ? members.length : this.n,
       send: (peer, step, data) => this.send(me, world(peer), this.key(me, space, step), data),
       recv: (peer, step, into) => this.recv(me, world(peer), this.key(world(peer), space, step), into),
+      // A send here settles at once (DONE, or never, or refused): when it went, the pair
+      // settles as its receive does, which is what Promise.all would wait for.
+      exchange: (to, from, step, data, into) => {
+        const sent = this.send(me, world(to), this.key(me, space, step), data);
+        const got = this.recv(me, world(from), this.key(world(from), space, step), into);
+        return sent === DONE ? got : Promise.all([sent, got]);
+      },
     };
   }
 

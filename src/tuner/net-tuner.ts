@@ -1,32 +1,61 @@
-// Picks the allReduce schedule of a communicator whose ranks span nodes, from the message size
-// and the topology, unless the call, the communicator or WEBCCL_ALGO says otherwise. Names of
-// the shared-memory algorithms in WEBCCL_ALGO are left to the node phase (see tuner.ts).
-import { envString } from '../core/config.js';
+// Picks the allReduce schedule of a communicator whose ranks span nodes, from the cost model for
+// the message size and the topology, unless the call, the communicator or WEBCCL_ALGO says
+// otherwise. Names of the shared-memory algorithms in WEBCCL_ALGO are left to the node phase
+// (see tuner.ts).
 import { fail } from '../core/errors.js';
+import { enabled } from '../core/log.js';
+import type { CostModel } from './cost-model.js';
+import { envAllReduceAlgo } from './algo-env.js';
+import { activeModel } from './model-source.js';
+import { NET_ALGORITHMS, type NetAlgo, isNetAlgo } from './names.js';
+import { type Prediction, crossoverBytes, explain, fastest, flatPredictions, hierarchicalPrediction, machineCores } from './predict.js';
 
-// tree (double binary tree, src/algorithms/tree.ts) is chosen only when named: its log n
-// latency pays at rank counts beyond what this tuner has measured.
-export const NET_ALGORITHMS = ['ring', 'doubling', 'hierarchical', 'tree'] as const;
-export type NetAlgo = (typeof NET_ALGORITHMS)[number];
+export { NET_ALGORITHMS, type NetAlgo, isNetAlgo };
 
-export const isNetAlgo = (a: unknown): a is NetAlgo => (NET_ALGORITHMS as readonly unknown[]).includes(a);
+/** The model the network tuner uses, and the cores its ranks share; resolved once per process. */
+let standingModel: { model: CostModel; cores: number } | undefined;
+function model(): { model: CostModel; cores: number } {
+  if (!standingModel) {
+    const m = activeModel().model;
+    standingModel = { model: m, cores: machineCores(m) };
+  }
+  return standingModel;
+}
+
+/** Uses `m` (and `cores`) from now on instead of the model in force (tests, the simulator). */
+export function useNetModel(m: CostModel | undefined, cores?: number): void {
+  standingModel = m && { model: m, cores: cores ?? machineCores(m) };
+  crossovers.clear();
+}
+
+const crossovers = new Map<string, number>();
 
 /**
- * Largest allReduce (bytes) that runs recursive doubling rather than the ring, by group size:
- * doubling takes log2(n) exchanges of the whole buffer, the ring 2(n-1) of 1/n of it in
- * pipelined pieces, and on loopback each message costs a system call of ~50 µs. Measured on
- * comm.alloc() buffers, processes over TCP loopback, one sitting (README, algorithm table):
- * 2 ranks, doubling against ring: 1 MiB 611 against 1405 µs, 2 MiB 1125 against 1143 µs;
- * 4 ranks: 256 KiB 1659 against 2874 µs, 1 MiB 5222 against 4688 µs.
+ * Largest allReduce (bytes) that runs recursive doubling rather than the ring over a group of
+ * `size` ranks, `sharing` of them on each machine: where the model predicts doubling (log2(n)
+ * exchanges of the whole buffer) no slower than the ring (2(n−1) messages of 1/n of it, in
+ * pieces). On loopback each message costs system calls (the model's tcp α, ~100 µs).
  */
-export function doublingMaxBytes(size: number): number {
-  return size <= 2 ? 1024 * 1024 : 256 * 1024;
+export function doublingMaxBytes(size: number, sharing = size): number {
+  const key = `${size}/${sharing}`;
+  let x = crossovers.get(key);
+  if (x === undefined) {
+    const { model: m, cores } = model();
+    x = crossoverBytes((b) => flatPredictions(m, size, b, cores, sharing), 'doubling');
+    crossovers.set(key, x);
+  }
+  return x;
 }
 
 export interface NetTopology {
   nodes: number;
   /** Ranks on every node when all nodes have the same count, else 0. */
   perNode: number;
+  /**
+   * Ranks on each machine, sharing its cores (the cost model's contention): all of them when
+   * the rendezvous is on loopback, else those of one node. Default: every rank.
+   */
+  sharing?: number;
 }
 
 export function parseNetAlgo(a: unknown, from: string): NetAlgo {
@@ -36,7 +65,7 @@ export function parseNetAlgo(a: unknown, from: string): NetAlgo {
 
 /** The communicator's standing choice: its option, else WEBCCL_ALGO when that names a network algorithm. */
 export function resolveNetAlgo(commAlgo: unknown, topo: NetTopology): NetAlgo | undefined {
-  const env = envString('WEBCCL_ALGO');
+  const env = envAllReduceAlgo();
   const algo = commAlgo !== undefined ? parseNetAlgo(commAlgo, 'communicator algo option') : isNetAlgo(env) ? env : undefined;
   if (algo === 'hierarchical' && topo.perNode === 0) {
     fail('INVALID_ARGUMENT', 'hierarchical allReduce needs the same number of ranks on every node');
@@ -44,16 +73,36 @@ export function resolveNetAlgo(commAlgo: unknown, topo: NetTopology): NetAlgo | 
   return algo;
 }
 
-export function chooseNetAllReduce(bytes: number, size: number, topo: NetTopology, standing: NetAlgo | undefined, callAlgo?: unknown): NetAlgo {
-  if (callAlgo !== undefined) {
-    const a = parseNetAlgo(callAlgo, 'algo option');
-    if (a === 'hierarchical' && topo.perNode === 0) fail('INVALID_ARGUMENT', 'hierarchical allReduce needs the same number of ranks on every node');
-    return a;
-  }
-  if (standing) return standing;
-  if (topo.nodes > 1 && topo.perNode > 1) return 'hierarchical';
-  return flatAlgo(bytes, size);
+/** The model's predictions for every schedule that can run on this topology. */
+export function netPredictions(bytes: number, size: number, topo: NetTopology): Prediction[] {
+  const { model: m, cores } = model();
+  const sharing = topo.sharing ?? size;
+  const preds = flatPredictions(m, size, bytes, cores, sharing);
+  if (topo.nodes > 1 && topo.perNode > 1) preds.push(hierarchicalPrediction(m, topo.nodes, topo.perNode, bytes, cores, sharing));
+  return preds;
 }
 
-/** The flat schedule for `bytes` over a network group of `size` ranks. */
-export const flatAlgo = (bytes: number, size: number): 'ring' | 'doubling' => (bytes <= doublingMaxBytes(size) ? 'doubling' : 'ring');
+const topoText = (size: number, topo: NetTopology) =>
+  `${size} ranks (${topo.nodes} nodes${topo.perNode ? ` x ${topo.perNode}` : ', uneven'}, tcp, ${topo.sharing ?? size} per machine)`;
+
+export function chooseNetAllReduce(bytes: number, size: number, topo: NetTopology, standing: NetAlgo | undefined, callAlgo?: unknown): NetAlgo {
+  let algo: NetAlgo;
+  let why: string | undefined;
+  if (callAlgo !== undefined) {
+    algo = parseNetAlgo(callAlgo, 'algo option');
+    if (algo === 'hierarchical' && topo.perNode === 0) fail('INVALID_ARGUMENT', 'hierarchical allReduce needs the same number of ranks on every node');
+    why = 'algo option';
+  } else if (standing) {
+    algo = standing;
+    why = 'communicator algo option or WEBCCL_ALGO';
+  } else if (topo.nodes > 1 && topo.perNode > 1) {
+    algo = fastest(netPredictions(bytes, size, topo)).algo as NetAlgo;
+  } else {
+    algo = flatAlgo(bytes, size, topo.sharing);
+  }
+  if (enabled('INFO')) explain('allReduce', bytes, topoText(size, topo), algo, () => netPredictions(bytes, size, topo), why);
+  return algo;
+}
+
+/** The flat schedule for `bytes` over a network group of `size` ranks, `sharing` of them on each machine. */
+export const flatAlgo = (bytes: number, size: number, sharing = size): 'ring' | 'doubling' => (bytes <= doublingMaxBytes(size, sharing) ? 'doubling' : 'ring');

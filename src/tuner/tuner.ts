@@ -1,12 +1,17 @@
 // Picks the algorithm and chunk size of a collective from its size and the node, unless the
 // call, the communicator or WEBCCL_ALGO says otherwise (in that order of precedence).
-// The size threshold comes from bench/ (see the README's algorithm table): direct needs one
-// synchronisation per chunk but reads n·C bytes per rank; twoshot reads ~C but synchronises
-// twice (three times zero-copy), so direct wins while synchronisation dominates.
-import { envNumber, envString } from '../core/config.js';
+// The size threshold comes from the cost model (cost-model.ts, fitted by `webccl tune`): direct
+// needs one synchronisation per chunk but reads n·C bytes per rank; twoshot reads ~C but
+// synchronises three times, so direct wins while synchronisation dominates.
+import { envNumber } from '../core/config.js';
+import { enabled } from '../core/log.js';
 import { fail } from '../core/errors.js';
 import { ALGO, type Algo } from '../core/shm-map.js';
-import { isNetAlgo } from './net-tuner.js';
+import type { CostModel } from './cost-model.js';
+import { envAllReduceAlgo } from './algo-env.js';
+import { activeModel } from './model-source.js';
+import { isNetAlgo } from './names.js';
+import { crossoverBytes, explain, machineCores, shmPredictions } from './predict.js';
 
 export const ALGORITHMS = Object.keys(ALGO) as Algo[];
 
@@ -16,36 +21,46 @@ export function parseAlgo(a: unknown, from: string): Algo {
 }
 
 /**
- * Largest allReduce (bytes) that runs direct, by rank count. Measured with
- * `webccl perf allreduce -a direct` against `-a twoshot` on comm.alloc() buffers: twoshot's
- * zero-copy path wins from 256 KiB with 2 ranks (69 against 114 us) and from 512 KiB with 4
- * (277 against 310 us). With plain arrays twoshot falls back to direct chunks after its
- * handshake, so past the threshold they pay one synchronisation more, nothing else.
+ * Largest allReduce (bytes) that runs direct on `nranks` ranks: where the model predicts
+ * direct no slower than twoshot (on comm.alloc() buffers, where twoshot runs zero-copy; with
+ * plain arrays twoshot falls back to direct chunks after its handshake, so past the threshold
+ * it pays one synchronisation more, nothing else). WEBCCL_DIRECT_MAX_BYTES overrides it.
  */
-export function directMaxBytes(nranks: number): number {
+export function directMaxBytes(nranks: number, model: CostModel = activeModel().model, cores = machineCores(model)): number {
   const forced = envNumber('WEBCCL_DIRECT_MAX_BYTES');
   if (forced !== undefined) return forced;
-  return nranks <= 2 ? 128 * 1024 : 256 * 1024;
+  return crossoverBytes((b) => shmPredictions(model, nranks, b, cores), 'direct');
 }
 
 /** A communicator's standing choice, resolved once (environment reads are slow on hot paths). */
 export interface Tuning {
   /** Forced by the communicator's option or WEBCCL_ALGO; undefined: by size. */
   algo?: Algo;
+  /** Why `algo` is forced, for the INFO line. */
+  forcedBy?: string;
   directMaxBytes: number;
+  nranks: number;
+  model: CostModel;
+  cores: number;
 }
 
-export function resolveTuning(nranks: number, commAlgo?: unknown): Tuning {
-  const env = envString('WEBCCL_ALGO');
+export function resolveTuning(nranks: number, commAlgo?: unknown, model: CostModel = activeModel().model, cores = machineCores(model)): Tuning {
+  const env = envAllReduceAlgo();
   // A network algorithm named in WEBCCL_ALGO is for communicators across nodes, not this one.
   const forNode = env !== undefined && !isNetAlgo(env) ? parseAlgo(env, 'WEBCCL_ALGO') : undefined;
   const algo = commAlgo !== undefined ? parseAlgo(commAlgo, 'communicator algo option') : forNode;
-  return { algo, directMaxBytes: directMaxBytes(nranks) };
+  const forcedBy = commAlgo !== undefined ? 'communicator algo option' : forNode ? 'WEBCCL_ALGO' : undefined;
+  return { algo, forcedBy, directMaxBytes: directMaxBytes(nranks, model, cores), nranks, model, cores };
 }
 
 export function chooseAllReduceAlgo(bytes: number, t: Tuning, callAlgo?: unknown): Algo {
-  if (callAlgo !== undefined) return parseAlgo(callAlgo, 'algo option');
-  return t.algo ?? (bytes <= t.directMaxBytes ? 'direct' : 'twoshot');
+  const algo = callAlgo !== undefined ? parseAlgo(callAlgo, 'algo option') : t.algo ?? (bytes <= t.directMaxBytes ? 'direct' : 'twoshot');
+  // Checked here: the INFO line's text and closure are not worth building on every op.
+  if (enabled('INFO')) {
+    explain('allReduce', bytes, `${t.nranks} ranks (1 node, shm)`, algo, () => shmPredictions(t.model, t.nranks, bytes, t.cores),
+      callAlgo !== undefined ? 'algo option' : t.forcedBy);
+  }
+  return algo;
 }
 
 /** Kinds whose chunk stages one piece for each of the n ranks in a slot. */

@@ -76,9 +76,15 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   const transport = spaces.open(0, placement.worldRanks, world.rank);
   const comm = new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs }, {
     rank: world.rank, size: world.size, placement,
-    engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: rv.nodeOf, store: rv.store }, local, counters, algo, timeoutMs),
+    // A loopback rendezvous means every rank runs on this machine, sharing its cores (the tuner's cost model counts them).
+    engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: rv.nodeOf, store: rv.store, oneHost: isLoopback(world.masterAddr) }, local, counters, algo, timeoutMs),
   });
   // A rank whose launcher ended tells its peers why before it ends (webccl run --procs).
   onLauncherLost((reason) => comm.abort(reason));
   return comm;
+}
+
+/** An address only this machine answers on: every rank that reached it runs here. */
+function isLoopback(addr: string): boolean {
+  return addr === 'localhost' || addr === '::1' || /^127\./.test(addr);
 }

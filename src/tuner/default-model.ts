@@ -1,0 +1,14 @@
+// The cost model fitted on the machine webccl was developed on (2 cores, Node 20, shared with
+// other work): fitModel (fit.ts) over `webccl perf allreduce` rows of 4 KiB–64 MiB by 4, shm
+// direct and twoshot at 2–8 threads, tcp ring and doubling at 2–8 processes on loopback (the
+// sweep bench/model-error.mjs runs). `webccl tune` fits one for the machine it runs on (see
+// model-source.ts for which one the tuner uses).
+import type { CostModel } from './cost-model.js';
+
+export const DEFAULT_MODEL: CostModel = {
+  version: 1,
+  cores: 2,
+  shm: { alphaUs: 1.89, wakeUs: 14.3, betaBytesPerUs: 7836, gammaBytesPerUs: 15103 },
+  tcp: { alphaUs: 113.3, wakeUs: 39.5, betaBytesPerUs: 2087, gammaBytesPerUs: 14463 },
+  source: { fit: 'src/tuner/fit.ts fitModel', sizes: '4K..64M x4', shm: '2..8 ranks: direct, twoshot', tcp: '2..8 ranks, one per process: ring, doubling' },
+};

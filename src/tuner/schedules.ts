@@ -1,0 +1,79 @@
+// What each allReduce schedule costs one rank, counted from the schedule itself: sequential
+// steps (each pays the path's latency α), bytes it moves (sent over TCP, or copied in shared
+// memory: β) and bytes its reduction kernels read (γ). The cost model turns these counts into
+// time, and `webccl tune` fits α, β and γ by least squares over them, so one fitted model
+// predicts every schedule, including ones it was not measured on.
+import { PIECE_BYTES } from '../algorithms/group.js';
+import { DEFAULT_SLOT_BYTES } from '../core/node.js';
+
+export type Path = 'shm' | 'tcp';
+
+export interface StepCounts {
+  /** Sequential steps (synchronisations, or messages a rank sends one after another). */
+  steps: number;
+  /** Bytes one rank moves: copies through shared memory, or bytes it sends over TCP. */
+  bytes: number;
+  /** Bytes one rank's reduction kernels read. */
+  reduced: number;
+}
+
+const NONE: StepCounts = { steps: 0, bytes: 0, reduced: 0 };
+
+const add = (a: StepCounts, b: StepCounts): StepCounts => ({ steps: a.steps + b.steps, bytes: a.bytes + b.bytes, reduced: a.reduced + b.reduced });
+
+/**
+ * Shared memory (assembly/engine/): direct takes one synchronisation per chunk of a slot,
+ * copies its chunk in and reads all n slots in one reduceK pass; two-shot (zero-copy, on
+ * comm.alloc() buffers) synchronises three times, reads its segment of every input and copies
+ * the n−1 other segments of the result.
+ */
+export function shmCounts(algo: 'direct' | 'twoshot', n: number, bytes: number, slotBytes = DEFAULT_SLOT_BYTES): StepCounts {
+  if (n <= 1) return NONE;
+  if (algo === 'direct') return { steps: Math.max(1, Math.ceil(bytes / slotBytes)), bytes, reduced: n * bytes };
+  return { steps: 3, bytes: ((n - 1) / n) * bytes, reduced: bytes };
+}
+
+/** Pieces of at most PIECE_BYTES a block of `bytes` travels in (src/algorithms/group.ts piecesFor). */
+const pieces = (bytes: number): number => Math.max(1, Math.ceil(bytes / PIECE_BYTES));
+
+/**
+ * Network schedules (src/algorithms/), per rank: the ring sends 2(n−1) blocks of S/n, each in
+ * pieces; recursive doubling log2(p) whole buffers (p the largest power of two ≤ n; ranks
+ * beyond p fold in and get the result back: two steps more); the double binary tree sends
+ * about twice the buffer, pipelined up and down a tree of depth ⌈log2(n+1)⌉.
+ */
+export function netCounts(algo: 'ring' | 'doubling' | 'tree', n: number, bytes: number): StepCounts {
+  if (n <= 1) return NONE;
+  if (algo === 'ring') {
+    const block = bytes / n;
+    return { steps: 2 * (n - 1) * pieces(block), bytes: 2 * (n - 1) * block, reduced: (n - 1) * block };
+  }
+  if (algo === 'doubling') {
+    const rounds = Math.floor(Math.log2(n));
+    const extra = n > 2 ** rounds ? 2 : 0;
+    return { steps: rounds + extra, bytes: (rounds + extra) * bytes, reduced: (rounds + (extra ? 1 : 0)) * bytes };
+  }
+  const depth = Math.ceil(Math.log2(n + 1));
+  const p = pieces(bytes / 2);
+  return { steps: 2 * (depth - 1) + 2 * p, bytes: 2 * bytes, reduced: bytes };
+}
+
+/** Counts on both paths: the hierarchical schedule runs a node phase over shared memory and a network phase. */
+export interface PathCounts {
+  shm: StepCounts;
+  tcp: StepCounts;
+}
+
+/**
+ * Hierarchical (src/algorithms/hierarchical.ts): reduce-scatter and allgather inside the node
+ * (as two-shot's phases over L ranks), and between them a flat allReduce of S/L over the
+ * `nodes` ranks at the same place of every node (`across`, itself the model's choice).
+ */
+export function hierarchicalCounts(nodes: number, perNode: number, bytes: number, across: 'ring' | 'doubling'): PathCounts {
+  const local = perNode > 1 ? { steps: 2, bytes: 2 * ((perNode - 1) / perNode) * bytes, reduced: bytes } : NONE;
+  return { shm: local, tcp: netCounts(across, nodes, bytes / perNode) };
+}
+
+export const onPath = (path: Path, c: StepCounts): PathCounts => (path === 'shm' ? { shm: c, tcp: NONE } : { shm: NONE, tcp: c });
+
+export const sumCounts = add;

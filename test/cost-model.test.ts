@@ -1,0 +1,129 @@
+// The cost model: counts per schedule, fitting on synthetic perf rows (it recovers the α, wake,
+// β and γ that made them), and which model the tuner reads (WEBCCL_MODEL, checked field by field).
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type CostModel, checkModel, predictUs } from '../src/tuner/cost-model.js';
+import { type PerfRow, fitModel, fitRelative, rowCounts } from '../src/tuner/fit.js';
+import { activeModel } from '../src/tuner/model-source.js';
+import { DEFAULT_MODEL } from '../src/tuner/default-model.js';
+import { hierarchicalCounts, netCounts, onPath, shmCounts } from '../src/tuner/schedules.js';
+import { simulateCollective } from '../src/sim/index.js';
+import { caught } from './helpers/caught.js';
+
+afterEach(() => {
+  delete process.env.WEBCCL_MODEL;
+});
+
+const KNOWN: CostModel = {
+  version: 1,
+  cores: 2,
+  shm: { alphaUs: 2, wakeUs: 15, betaBytesPerUs: 8000, gammaBytesPerUs: 16000 },
+  tcp: { alphaUs: 100, wakeUs: 40, betaBytesPerUs: 2000, gammaBytesPerUs: 12000 },
+};
+
+const SIZES = [1024, 4096, 65536, 1 << 20, 16 << 20, 64 << 20];
+const synthetic = (m: CostModel, noise = () => 1): PerfRow[] =>
+  ([['shm', ['direct', 'twoshot']], ['tcp', ['ring', 'doubling']]] as const).flatMap(([path, algos]) =>
+    algos.flatMap((algo) => [2, 3, 4, 8].flatMap((ranks) => SIZES.map((bytes) => {
+      const timeUs = predictUs(m, onPath(path, rowCounts({ path, algo, ranks, bytes })), ranks) * noise();
+      return { path, algo, ranks, bytes, timeUs };
+    }))));
+
+describe('schedule counts', () => {
+  it('ring, doubling and tree send what their schedules send', () => {
+    expect(netCounts('ring', 4, 4 << 20)).toEqual({ steps: 2 * 3 * 2, bytes: 2 * 3 * (1 << 20), reduced: 3 * (1 << 20) });
+    expect(netCounts('doubling', 8, 1024)).toEqual({ steps: 3, bytes: 3 * 1024, reduced: 3 * 1024 });
+    // 6 ranks: 4 double, 2 fold in first and get the result back: two steps more, one reduction more
+    expect(netCounts('doubling', 6, 1024)).toEqual({ steps: 4, bytes: 4 * 1024, reduced: 3 * 1024 });
+    expect(netCounts('ring', 1, 1024)).toEqual({ steps: 0, bytes: 0, reduced: 0 });
+    expect(shmCounts('direct', 4, 1 << 20)).toEqual({ steps: 4, bytes: 1 << 20, reduced: 4 << 20 });
+    expect(shmCounts('twoshot', 4, 1 << 20)).toEqual({ steps: 3, bytes: 0.75 * (1 << 20), reduced: 1 << 20 });
+    expect(hierarchicalCounts(4, 2, 1 << 20, 'ring').tcp).toEqual(netCounts('ring', 4, 1 << 19));
+  });
+
+  it('the ring and doubling send as many bytes per rank as the simulator moves running them', async () => {
+    const net = { nodes: 6, inter: { latencyUs: 5, bytesPerUs: 3125 }, intra: { latencyUs: 1, bytesPerUs: 50000 }, mode: 'size' as const };
+    for (const algo of ['ring', 'doubling'] as const) {
+      const r = await simulateCollective({ ...net, ranks: 8, nodes: 8 }, { collective: 'allreduce', algo, count: 1 << 18 });
+      expect(r.bytes / 8).toBe(netCounts(algo, 8, 1 << 20).bytes);
+    }
+  });
+});
+
+describe('fitting', () => {
+  it('recovers a known α, wake, β and γ on both paths from exact rows', () => {
+    const m = fitModel(synthetic(KNOWN), 2);
+    for (const p of ['shm', 'tcp'] as const) {
+      expect(m[p].alphaUs).toBeCloseTo(KNOWN[p].alphaUs, 6);
+      expect(m[p].wakeUs).toBeCloseTo(KNOWN[p].wakeUs, 6);
+      expect(m[p].betaBytesPerUs! / KNOWN[p].betaBytesPerUs!).toBeCloseTo(1, 6);
+      expect(m[p].gammaBytesPerUs! / KNOWN[p].gammaBytesPerUs!).toBeCloseTo(1, 6);
+    }
+  });
+
+  it('recovers them within a few percent from rows with ±5% noise', () => {
+    let seed = 7;
+    const noise = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return 0.95 + 0.1 * (seed / 2 ** 31);
+    };
+    const m = fitModel(synthetic(KNOWN, noise), 2);
+    expect(Math.abs(m.tcp.alphaUs / KNOWN.tcp.alphaUs - 1)).toBeLessThan(0.1);
+    expect(Math.abs(m.shm.betaBytesPerUs! / KNOWN.shm.betaBytesPerUs! - 1)).toBeLessThan(0.1);
+    expect(Math.abs(m.tcp.betaBytesPerUs! / KNOWN.tcp.betaBytesPerUs! - 1)).toBeLessThan(0.1);
+  });
+
+  it('never returns a negative coefficient: a cost the rows do not show is 0 (rate null)', () => {
+    // time falls with steps: unconstrained least squares would give α < 0
+    expect(fitRelative([[1, 100], [10, 100], [1, 1000]], [200, 150, 2000]).every((x) => x >= 0)).toBe(true);
+    const free: CostModel = { ...KNOWN, shm: { alphaUs: 3, wakeUs: 0, betaBytesPerUs: null, gammaBytesPerUs: 10000 } };
+    const m = fitModel(synthetic(free), 2);
+    expect(m.shm.betaBytesPerUs).toBeNull();
+    expect(m.shm.wakeUs).toBeCloseTo(0, 9);
+    expect(m.shm.alphaUs).toBeCloseTo(3, 6);
+  });
+
+  it('a path without rows takes the fallback model\'s costs, or is refused', () => {
+    const shmOnly = synthetic(KNOWN).filter((r) => r.path === 'shm');
+    expect(fitModel(shmOnly, 2, undefined, DEFAULT_MODEL).tcp).toEqual(DEFAULT_MODEL.tcp);
+    const e = caught(() => fitModel(shmOnly, 2));
+    expect(e.code).toBe('INVALID_ARGUMENT');
+    expect(e.details).toMatchObject({ path: 'tcp' });
+    expect(caught(() => rowCounts({ path: 'shm', algo: 'ring', ranks: 2, bytes: 8 })).details).toMatchObject({ algo: 'ring', path: 'shm' });
+  });
+});
+
+describe('which model', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'webccl-model-'));
+
+  it('WEBCCL_MODEL names a file the tuner reads', () => {
+    const file = join(dir, 'm.json');
+    writeFileSync(file, JSON.stringify(KNOWN));
+    process.env.WEBCCL_MODEL = file;
+    expect(activeModel()).toEqual({ model: KNOWN, from: file });
+  });
+
+  it('a missing, unparsable or malformed model is INVALID_ARGUMENT naming the file or field', () => {
+    process.env.WEBCCL_MODEL = join(dir, 'none.json');
+    expect(caught(() => activeModel())).toMatchObject({ code: 'INVALID_ARGUMENT', details: { path: join(dir, 'none.json') } });
+    const bad = join(dir, 'bad.json');
+    writeFileSync(bad, '{');
+    process.env.WEBCCL_MODEL = bad;
+    expect(caught(() => activeModel())).toMatchObject({ code: 'INVALID_ARGUMENT', details: { path: bad } });
+    for (const [field, m] of [
+      ['version', { ...KNOWN, version: 2 }],
+      ['cores', { ...KNOWN, cores: 0 }],
+      ['tcp', { ...KNOWN, tcp: undefined }],
+      ['shm.alphaUs', { ...KNOWN, shm: { ...KNOWN.shm, alphaUs: -1 } }],
+      ['tcp.betaBytesPerUs', { ...KNOWN, tcp: { ...KNOWN.tcp, betaBytesPerUs: 0 } }],
+    ] as const) {
+      expect(caught(() => checkModel(JSON.parse(JSON.stringify(m)), 'x')).details).toEqual({ field });
+    }
+  });
+
+  it('the built-in model is a valid model', () => {
+    expect(checkModel(DEFAULT_MODEL, 'built-in')).toBe(DEFAULT_MODEL);
+  });
+});

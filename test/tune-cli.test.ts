@@ -1,0 +1,66 @@
+// `webccl tune`: its arguments (defaults, every refusal) and a real, tiny sweep on both paths
+// whose model the tuner then reads through WEBCCL_MODEL. Loads dist/ (npm run build first).
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterEach, describe, expect, it } from 'vitest';
+import { TuneUsageError, parseTuneArgs } from '../src/launch/tune/args.js';
+import { checkModel } from '../src/tuner/cost-model.js';
+import { activeModel } from '../src/tuner/model-source.js';
+
+const run = promisify(execFile);
+const cli = join(__dirname, '..', 'bin', 'webccl.js');
+
+afterEach(() => {
+  delete process.env.WEBCCL_MODEL;
+});
+
+const parse = (...argv: string[]) => {
+  const o = parseTuneArgs(argv);
+  if (o === 'help') throw new Error('help');
+  return o;
+};
+
+describe('parseTuneArgs', () => {
+  it('defaults: ranks 2,3,4 on shm and tcp, 4 KiB..64 MiB by 4, 0.1 s blocks, the default place', () => {
+    expect(parse()).toEqual({ ranks: [2, 3, 4], paths: ['shm', 'tcp'], minBytes: 4096, maxBytes: 64 << 20, factor: 4, timeSec: 0.1, out: undefined });
+    expect(parse('--ranks', '2,8', '--paths=tcp', '-b', '1K', '--maxbytes', '1M', '-f', '8', '--time', '0.05', '--out', 'm.json'))
+      .toEqual({ ranks: [2, 8], paths: ['tcp'], minBytes: 1024, maxBytes: 1 << 20, factor: 8, timeSec: 0.05, out: 'm.json' });
+    expect(parseTuneArgs(['--ranks', '2', '-h'])).toBe('help');
+  });
+
+  it('refuses bad values, naming the flag', () => {
+    for (const [argv, flag] of [
+      [['--ranks', '1'], '--ranks'], [['--ranks', '2,x'], '--ranks'], [['--ranks', '65'], '--ranks'],
+      [['--paths', 'ws'], '--paths'], [['-b', '1Q'], '-b'], [['-b', '1M', '-e', '1K'], '-e'], [['-f', '1'], '-f'],
+      [['--time', '0'], '--time'], [['--time', 'x'], '--time'], [['--bogus', '1'], '--bogus'], [['--out'], '--out'],
+      [['--out', 'a', '--out', 'b'], '--out'], [['stray'], 'stray'],
+    ] as const) {
+      expect(() => parseTuneArgs([...argv])).toThrow(TuneUsageError);
+      expect(() => parseTuneArgs([...argv])).toThrow(flag);
+    }
+  });
+});
+
+describe('webccl tune', () => {
+  it('sweeps both paths, fits and writes a model the tuner then uses', async () => {
+    const out = join(mkdtempSync(join(tmpdir(), 'webccl-tune-')), 'model.json');
+    const r = await run(process.execPath, [cli, 'tune', '--ranks', '2', '-b', '4K', '-e', '64K', '-f', '16', '--time', '0.02', '--out', out], { timeout: 120_000 });
+    expect(r.stdout).toMatch(/tune: shm direct on 2 ranks: 2 sizes/);
+    expect(r.stdout).toMatch(/tune: tcp doubling on 2 ranks: 2 sizes/);
+    expect(r.stdout).toContain(`tune: wrote ${out}`);
+    const model = checkModel(JSON.parse(readFileSync(out, 'utf8')), out);
+    expect(model.source).toMatchObject({ tool: 'webccl tune' });
+    expect((model.source!.rows as unknown[]).length).toBe(2 * 2 * 2);
+    process.env.WEBCCL_MODEL = out;
+    expect(activeModel().model).toEqual(model);
+  }, 150_000);
+
+  it('a bad option exits 2 with the usage', async () => {
+    const e = await run(process.execPath, [cli, 'tune', '--paths', 'ws']).catch((x: { code: number; stderr: string }) => x);
+    expect((e as { code: number }).code).toBe(2);
+    expect((e as { stderr: string }).stderr).toMatch(/--paths: unknown path "ws"[\s\S]*usage: webccl tune/);
+  });
+});
