@@ -3,13 +3,14 @@
 //   node bench/tcp-floor.mjs [N]            an 8-byte message bounced over one loopback socket
 //       each way (noDelay): prints {"bytes":8,"iters":N,"us":one-way latency} (round trip / 2,
 //       median of 3 blocks of N).
-//   node bench/tcp-floor.mjs --stream 64M [--reps 10] [--chunk 512K] [--sockets 1]
+//   node bench/tcp-floor.mjs --stream 64M [--reps 10] [--chunk 512K] [--sockets 1] [--oneway]
 //       both processes send 64 MiB to each other at once, each over its own connection(s),
 //       written in --chunk writes and read straight into one preallocated buffer (Node's onread,
 //       as webccl's links read): prints {"bytes","ms","GBs"} (the median exchange over --reps,
 //       after one warm-up). A 2-rank ring allReduce of S bytes sends and receives S bytes per
 //       rank, so S / ms is the busbw no Node.js allReduce over these sockets can pass here
-//       (before any reduction). cpuMsPerExchange is the parent's CPU time per exchange: on a
+//       (before any reduction). With --oneway only the parent sends (the child answers each
+//       transfer with one byte): the floor under a 2-rank broadcast. cpuMsPerExchange is the parent's CPU time per exchange: on a
 //       machine with as many cores as processes, that cost bounds the time even when idle waits vanish.
 import { fork } from 'node:child_process';
 import { createServer, connect } from 'node:net';
@@ -76,6 +77,7 @@ async function stream() {
   const reps = Number(arg('--reps', '10'));
   const chunk = size(arg('--chunk', '512K'));
   const nsock = Number(arg('--sockets', '1'));
+  const oneway = process.argv.includes('--oneway');
   const child = process.argv.includes('--child');
   const into = new Uint8Array(bytes);
   const out = new Uint8Array(bytes).fill(7);
@@ -119,11 +121,20 @@ async function stream() {
       });
     });
   };
-  const exchange = async (socks) => {
-    wanted += bytes;
+  const receive = (n) => {
+    wanted += n;
     const received = new Promise((r) => (arrived = () => got >= wanted && r()));
     if (got >= wanted) arrived();
-    await Promise.all([send(socks), received]);
+    return received;
+  };
+  // --oneway: the parent sends, the child receives and answers each transfer with one byte.
+  const ack = new Uint8Array(1);
+  const exchange = async (socks) => {
+    if (!oneway) return void (await Promise.all([send(socks), receive(bytes)]));
+    if (child) {
+      await receive(bytes);
+      socks[0].write(ack);
+    } else await Promise.all([send(socks), receive(1)]);
   };
   // Each side listens (its peer writes to it) and dials (it reads what its peer writes).
   const accepted = listen();
@@ -135,7 +146,7 @@ async function stream() {
     readers = await Promise.all(Array.from({ length: nsock }, () => dial(parentPort)));
   } else {
     const { fork: forkChild } = await import('node:child_process');
-    const args = ['--stream', String(bytes), '--reps', String(reps), '--chunk', String(chunk), '--sockets', String(nsock), '--child', '--port', String(listen.port)];
+    const args = ['--stream', String(bytes), '--reps', String(reps), '--chunk', String(chunk), '--sockets', String(nsock), '--child', '--port', String(listen.port), ...(oneway ? ['--oneway'] : [])];
     const c = forkChild(new URL(import.meta.url).pathname, args);
     const port = await new Promise((r) => c.once('message', (m) => r(m.port)));
     readers = await Promise.all(Array.from({ length: nsock }, () => dial(port)));
@@ -152,7 +163,7 @@ async function stream() {
   const cpu = process.cpuUsage(c0);
   times.sort((a, b) => a - b);
   const ms = times[Math.floor(times.length / 2)];
-  if (!child) console.log(JSON.stringify({ bytes, chunk, sockets: nsock, reps, ms: Number(ms.toFixed(3)), GBs: Number((bytes / ms / 1e6).toFixed(3)),
+  if (!child) console.log(JSON.stringify({ bytes, chunk, sockets: nsock, reps, oneway, ms: Number(ms.toFixed(3)), GBs: Number((bytes / ms / 1e6).toFixed(3)),
     cpuMsPerExchange: { user: Number((cpu.user / 1e3 / reps).toFixed(2)), system: Number((cpu.system / 1e3 / reps).toFixed(2)) } }));
   // Let the peer finish its last exchange before closing.
   await new Promise((r) => setTimeout(r, 200));
