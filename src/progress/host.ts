@@ -20,25 +20,21 @@ import type { OpSpec } from '../comm/engine.js';
 import { ShmEngine } from '../comm/shm-engine.js';
 import { Work, type WorkDriver } from '../comm/work.js';
 import {
-  L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_RUNNING, PROGRESS_STOPPING, T, SLOT_POSTED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
+  L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_RUNNING, PROGRESS_STOPPING, T, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
 } from './lanes.js';
 import type { PostedOp, OpOutcome } from './thread-engine.js';
 
 /** The driver of an op refused at once: it has settled, so nothing ever drives it. */
 const REFUSED: WorkDriver = { progress: () => undefined, progressAsync: async () => undefined };
 
+/** What an op its rank took back ends as: settled, with no outcome to write. */
+const RECLAIMED = new Work('allReduce', -1, REFUSED, true);
+RECLAIMED.settle();
+
 /** Longest sleep while some lane has an op (its peer may be a rank that runs its own op). */
 const BUSY_SLICE_MS = 1;
 /** Longest sleep on a communicator's doorbell (every step it waits for rings it; deadlines are looked at between). */
 const DOORBELL_SLICE_MS = 20;
-/**
- * Longest sleep with nothing to do shortly after a rank posted an op without ringing (it meant
- * to run it itself): if it went on computing instead, the op is found within this time. Ranks
- * that keep waiting at once keep the looks coming; QUIET_SPELL_MS after the last such post the
- * thread sleeps until rung.
- */
-export const IDLE_LOOK_MS = 1;
-const QUIET_SPELL_MS = 200;
 /** Longest sleep with no lane open: how often it looks whether every rank has left. */
 const IDLE_SLICE_MS = 200;
 
@@ -79,8 +75,6 @@ class ProgressHost {
   private readonly track = traceTrack('progress thread');
   /** The soonest an op within its grace may be taken (ms from now; Infinity: none waits). */
   private nextGrace = Infinity;
-  /** When it last found an op posted without ringing (performance.now()). */
-  private lastQuiet = -Infinity;
 
   constructor(private readonly memory: WebAssembly.Memory, private readonly o: HostOptions) {
     this.heap = new NodeHeap(memory, { canBlock: true });
@@ -125,8 +119,7 @@ class ProgressHost {
     const held = [...this.lanes.values()].filter((h) => h.works.length);
     const comm = held.length && held.every((h) => h.comm === held[0].comm) ? held[0].comm : 0;
     if (!comm) {
-      const looking = performance.now() - this.lastQuiet < QUIET_SPELL_MS;
-      Atomics.wait(this.i32(), bellAt, bell, Math.min(this.nextGrace, busy ? BUSY_SLICE_MS : looking ? IDLE_LOOK_MS : IDLE_SLICE_MS));
+      Atomics.wait(this.i32(), bellAt, bell, Math.min(this.nextGrace, busy ? BUSY_SLICE_MS : IDLE_SLICE_MS));
       return;
     }
     const i32 = this.i32();
@@ -234,8 +227,9 @@ class ProgressHost {
    * run it itself); null while the op is within its grace (see PostedOp.graceUntil).
    */
   private take(h: Hosted, slot: number): Work | null {
+    // Taken back already (a rank that waits at once): ends with nothing to read or write.
+    if (slotState(this.memory, slot) === SLOT_RECLAIMED) return RECLAIMED;
     const { input, output, value: p } = readSlot<PostedOp>(this.memory, slot);
-    if (p.quiet) this.lastQuiet = performance.now();
     const early = p.graceUntil - (performance.timeOrigin + performance.now());
     if (early > 0 && slotState(this.memory, slot) === SLOT_POSTED) {
       this.nextGrace = Math.min(this.nextGrace, early);
@@ -271,6 +265,15 @@ class ProgressHost {
   }
 
   private end(h: Hosted, w: Work): void {
+    if (w !== RECLAIMED) this.writeEnd(h, w);
+    h.ended++;
+    const i32 = this.i32();
+    Atomics.store(i32, (h.addr + L.DONE) >> 2, h.ended);
+    Atomics.notify(i32, (h.addr + L.DONE) >> 2);
+  }
+
+  /** Writes an op's outcome into its slot. */
+  private writeEnd(h: Hosted, w: Work): void {
     const err = w.failure;
     const outcome: OpOutcome = {
       startedAt: performance.timeOrigin + w.timing.startedAt,
@@ -279,10 +282,6 @@ class ProgressHost {
       ...(err && { error: { code: err.code, message: err.reason, details: err.details } }),
     };
     writeOutcome(this.memory, slotAt(h.addr, h.ended), outcome);
-    h.ended++;
-    const i32 = this.i32();
-    Atomics.store(i32, (h.addr + L.DONE) >> 2, h.ended);
-    Atomics.notify(i32, (h.addr + L.DONE) >> 2);
   }
 }
 

@@ -26,7 +26,7 @@ export const LANE_CLOSING = 1;
 export const LANE_DETACHED = 2;
 
 /** Ops a lane holds at once; more wait on their rank until a slot frees. */
-export const LANE_SLOTS = 32;
+export const LANE_SLOTS = 256;
 /** Bytes of one slot: its state, two addresses, then the op's (or its outcome's) JSON. */
 export const SLOT_BYTES = 4096;
 const S = { STATE: 0, IN: 4, OUT: 8, TEXT: 12 } as const;

@@ -7,10 +7,12 @@
 // - 'caller': this rank, while it waits or polls (the engine of a node without progress thread);
 // - 'thread': the progress thread;
 // - 'auto': decided per op from how the rank completed its last op. A rank that waited for it
-//   at once (`await comm.allReduce(x)`, waitSync() right after the call) runs the next op itself,
-//   as fast as without a progress thread. A rank that went on with other work first (or polled
-//   with isCompleted()) hands the next op to the thread. An op handed over stays in its slot
-//   for a grace of 0.1 ms: a wait begun meanwhile takes it back to run it here.
+//   at once (`await comm.allReduce(x)`, waitSync() right after the call) is expected to do so
+//   again: its next op is held, unstarted, until the rank calls webccl again. A wait for that
+//   op runs it on the rank itself, as fast as without a progress thread (no copy, no hand-over);
+//   any other call (the next op, a poll with isCompleted()) hands it to the thread, and the rank
+//   is then expected to go on computing: its next ops go to the thread at once. An op handed
+//   over stays untouched for 0.1 ms: a wait begun meanwhile takes it back.
 //   Ops issued behind ops one runner holds go to the same runner, to keep the order.
 // Send/recv always run on this rank (they keep no place in the collective order).
 import { DTYPE_SIZE } from '../core/dtypes.js';
@@ -56,8 +58,6 @@ export interface PostedOp {
   shape: number;
   /** A tensor op already row-major on the wire: when ranks hold different layouts, it runs again as it is. */
   relayout: boolean;
-  /** Posted without waking the thread (the rank expects to take it back): see host.ts IDLE_LOOK_MS. */
-  quiet: boolean;
 }
 
 /** What the progress thread writes back: when the op ran (epoch ms) and how it failed, if it did. */
@@ -88,7 +88,7 @@ const SLICE_MS = 50;
 /** A wait begun this soon after the call returned counts as waiting at once (a synchronous-style call). */
 const AT_ONCE_MS = 0.5;
 /** How long the progress thread leaves a new op to its rank in auto mode (a wait right after issue takes it back). */
-const GRACE_MS = 0.1;
+const GRACE_MS = 1;
 /** How long closing waits for the progress thread to let go of the lane. */
 const DETACH_MS = 10_000;
 
@@ -128,6 +128,8 @@ export class ThreadEngine implements Engine, WorkDriver {
   private fromThread = 0;
   /** Auto mode: whether this rank waited for its last op right after issuing it (see submit). */
   private waitsAtOnce = false;
+  /** Auto mode: the op held until the rank's next call says who runs it (see the top). */
+  private held: { spec: OpSpec; seq: number; work: Work } | undefined;
   /** The op submit() returned last, and when. */
   private lastIssued: Work | undefined;
   private lastReturnedAt = 0;
@@ -142,24 +144,45 @@ export class ThreadEngine implements Engine, WorkDriver {
   submit(s: OpSpec): Work {
     if (this.broken) throw this.broken;
     if (isP2p(s.name)) return this.local.submit(s);
+    this.release(undefined);
     const seq = this.seq++;
     const work = new Work(s.name, seq, this, this.ctx.canBlock);
-    // Behind ops another runner holds, keep their order: same runner. Else, in auto mode, a rank
-    // whose last op was waited for at once is taken to do so again: it runs the op itself.
     // A tensor op whose data crosses in a layout of its own must convert on this rank if ranks
     // turn out to hold different layouts (see layout-plan.ts): it runs here, behind the ops the
     // thread holds.
-    if (s.relayout && (s.layout ?? 0) !== 0) this.drainThread();
+    const convertsHere = s.relayout !== undefined && (s.layout ?? 0) !== 0;
+    if (convertsHere) this.drainThread();
     const threadBusy = this.inThread.some((t) => !t.reclaimed);
-    if (s.relayout && (s.layout ?? 0) !== 0) {
-      this.lastIssued = this.runHere(s, seq, work);
-      this.lastReturnedAt = performance.now();
-      return work;
-    }
-    const w = this.local.pendingCollectives() > 0 ? this.runHere(s, seq, work) : this.toThread(s, seq, work, !threadBusy && this.mode === 'auto' && this.waitsAtOnce);
-    this.lastIssued = w;
+    if (convertsHere || this.local.pendingCollectives() > 0) this.runHere(s, seq, work);
+    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce) this.hold(s, seq, work);
+    else this.toThread(s, seq, work);
+    this.lastIssued = work;
     this.lastReturnedAt = performance.now();
-    return w;
+    return work;
+  }
+
+  /** Keeps an op unstarted until the rank's next call (auto mode, a rank that waits at once). */
+  private hold(s: OpSpec, seq: number, work: Work): void {
+    work.timing.issuedAt = performance.now();
+    this.flight.submitted(work, s, this.algoOf(s));
+    if (s.trace) work.trace = s.trace.issue(work, this.algoOf(s));
+    this.held = { spec: s, seq, work };
+  }
+
+  /**
+   * The rank called again while an op is held: a wait for that op (`waited`) runs it here;
+   * anything else hands it to the thread, and the rank is taken to go on computing from now.
+   */
+  private release(waited: Work | undefined): void {
+    const h = this.held;
+    if (!h) return;
+    this.held = undefined;
+    if (h.work === waited) {
+      this.runHere({ ...h.spec, trace: undefined }, h.seq, h.work, false);
+      return;
+    }
+    this.waitsAtOnce = false;
+    this.toThread({ ...h.spec, trace: undefined }, h.seq, h.work, false);
   }
 
   /** Waits until the progress thread has ended every op of this communicator it holds. */
@@ -167,9 +190,9 @@ export class ThreadEngine implements Engine, WorkDriver {
     for (let t = this.inThread.findLast((x) => !x.reclaimed); t && !t.work.settled; t = this.inThread.findLast((x) => !x.reclaimed)) this.progress(t.work, true);
   }
 
-  /** Runs an op on this rank (the local engine), behind the handle the caller holds. */
-  private runHere(s: OpSpec, seq: number, w: Work): Work {
-    w.timing.issuedAt = performance.now();
+  /** Runs an op on this rank (the local engine), behind the handle the caller holds (`fresh`: not issued before). */
+  private runHere(s: OpSpec, seq: number, w: Work, fresh = true): Work {
+    if (fresh) w.timing.issuedAt = performance.now();
     const lw = this.local.submit({ ...s, seq });
     this.forwarded.set(w, lw);
     this.settleForwarded(w, lw);
@@ -177,7 +200,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   }
 
   pending(): number {
-    return this.local.pending() + this.inThread.filter((t) => !t.work.settled && !t.reclaimed).length;
+    return this.local.pending() + this.inThread.filter((t) => !t.work.settled && !t.reclaimed).length + (this.held ? 1 : 0);
   }
 
   get progressMode(): 'auto' | 'thread' {
@@ -216,6 +239,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   waiting(w: Work): void {
     // How this rank completes its ops (at once, or after other work) predicts the next one's.
     this.waitsAtOnce = w === this.lastIssued && performance.now() - this.lastReturnedAt <= AT_ONCE_MS;
+    this.release(w);
     this.collect();
     if (this.mode !== 'auto') return;
     // Only an op with nothing of this communicator ahead of it in the thread's hands (ops taken
@@ -238,6 +262,7 @@ export class ThreadEngine implements Engine, WorkDriver {
 
   progress(w: Work, block: boolean): void {
     if (!block) this.waitsAtOnce = false; // it polls: it goes on with other work meanwhile
+    this.release(block ? w : undefined);
     const lw = this.forwarded.get(w);
     if (lw) {
       this.local.progress(lw, block);
@@ -259,6 +284,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   }
 
   async progressAsync(w: Work): Promise<void> {
+    this.release(w);
     const lw = this.forwarded.get(w);
     if (lw) {
       await this.local.progressAsync(lw);
@@ -300,15 +326,13 @@ export class ThreadEngine implements Engine, WorkDriver {
 
   // ---------------------------------------------------------------- the lane
 
-  /**
-   * Hands an op to the progress thread. `quiet`: the rank is expected to wait for it at once and
-   * take it back, so the thread is not woken for it (it finds it at its next look, within
-   * IDLE_LOOK_MS, if the rank went on computing after all).
-   */
-  private toThread(s: OpSpec, seq: number, work: Work, quiet = false): Work {
+  /** Hands an op to the progress thread (`fresh`: not issued before, e.g. held). */
+  private toThread(s: OpSpec, seq: number, work: Work, fresh = true): Work {
     const algo = this.algoOf(s);
-    this.flight.submitted(work, s, algo);
-    work.timing.issuedAt = performance.now();
+    if (fresh) {
+      this.flight.submitted(work, s, algo);
+      work.timing.issuedAt = performance.now();
+    }
     if (s.trace) work.trace = s.trace.issue(work, algo);
     if (this.broken) {
       work.settle(this.broken);
@@ -331,12 +355,12 @@ export class ThreadEngine implements Engine, WorkDriver {
     const stagedOut = inPlace ? stagedIn : stage(s.output, false);
     s.check?.atStart(seq);
     this.inThread.push({ spec: s, work, seq, algo, stagedIn, stagedOut, reclaimed: false });
-    this.postWaiting(quiet);
+    this.postWaiting();
     return work;
   }
 
   /** Posts the ops that wait for a free slot, as far as slots allow. */
-  private postWaiting(quiet = false): void {
+  private postWaiting(): void {
     const mem = this.ctx.core.memory;
     while (this.posted < this.read + this.inThread.length && this.posted - this.read < LANE_SLOTS) {
       const t = this.inThread[this.posted - this.read];
@@ -345,7 +369,7 @@ export class ThreadEngine implements Engine, WorkDriver {
         name: s.name, algo: t.algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, counts: s.counts,
         timeoutMs: s.timeoutMs ?? this.timeoutMs, layout: s.layout ?? 0, seq: t.seq,
         shape: s.shape ?? 0, relayout: s.relayout !== undefined,
-        graceUntil: this.mode === 'auto' ? performance.timeOrigin + performance.now() + GRACE_MS : 0, quiet,
+        graceUntil: this.mode === 'auto' ? performance.timeOrigin + performance.now() + GRACE_MS : 0,
         input: s.input && { count: s.input.count }, output: s.output && { count: s.output.count }, inPlace: t.stagedOut !== 0 && t.stagedOut === t.stagedIn || (s.input !== null && s.output !== null && sameView(s.input.bytes, s.output.bytes)),
       };
       const inAddr = t.stagedIn || s.input?.addr || 0;
@@ -356,7 +380,7 @@ export class ThreadEngine implements Engine, WorkDriver {
       this.posted++;
       const i32 = this.i32();
       Atomics.store(i32, (this.lane + L.POSTED) >> 2, this.posted);
-      if (!quiet) ringProgress(i32);
+      ringProgress(i32);
     }
   }
 
@@ -414,6 +438,10 @@ export class ThreadEngine implements Engine, WorkDriver {
   /** The communicator is unusable: every op not yet ended fails with `err` (copies stay until the thread lets go). */
   private fail(err: WebcclError): void {
     this.broken ??= err;
+    if (this.held) {
+      this.held.work.settle(err);
+      this.held = undefined;
+    }
     for (const t of this.inThread) if (!t.work.settled && !t.reclaimed) t.work.settle(err);
     this.flight.broke(err);
   }

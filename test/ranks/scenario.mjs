@@ -480,9 +480,13 @@ const scenarios = {
       ];
       for (const [what, issue, verify] of cases) {
         await comm.barrier(); // every rank issues at about the same time: the compute below outlasts the op
+        // p.lead: the op follows an op not waited for (a burst, as a backward pass issues them):
+        // in auto mode a rank that waited at once has its next op held until its next call.
+        const lead = p.lead ? comm.barrier() : undefined;
         const w = issue();
         busy();
-        during.push(`${what}${zc ? ' alloc' : ''}: ${w.isCompleted()}`);
+        during.push(`${what}${zc ? ' alloc' : ''}: ${w.isCompleted()}${lead ? ` (lead ${lead.isCompleted()})` : ''}`);
+        await lead;
         await w;
         verify();
       }
