@@ -107,6 +107,14 @@ export function nodeEngine(ctx: RankContext, counters: OpCounters, commAlgo: unk
   return new ThreadEngine(ctx, counters, commAlgo, timeoutMs, mode);
 }
 
+/**
+ * The spec without its trace, for an op whose handle already drew its issue (it ends the
+ * op's slice): copied only when traced, since a spread makes a slow dictionary object.
+ */
+function untraced(s: OpSpec): OpSpec {
+  return s.trace ? { ...s, trace: undefined } : s;
+}
+
 /** Whether `ctx`'s node has a running progress thread. */
 export function hasProgressThread(ctx: RankContext): boolean {
   return progressState(new Int32Array(ctx.core.memory.buffer)) === PROGRESS_RUNNING;
@@ -146,6 +154,7 @@ export class ThreadEngine implements Engine, WorkDriver {
     if (isP2p(s.name)) return this.local.submit(s);
     this.release(undefined);
     const seq = this.seq++;
+    s.seq = seq; // the spec is this call's own: numbered here, whichever engine runs it
     const work = new Work(s.name, seq, this, this.ctx.canBlock);
     // A tensor op whose data crosses in a layout of its own must convert on this rank if ranks
     // turn out to hold different layouts (see layout-plan.ts): it runs here, behind the ops the
@@ -178,7 +187,7 @@ export class ThreadEngine implements Engine, WorkDriver {
     if (!h) return;
     this.held = undefined;
     if (h.work === waited) {
-      this.runHere({ ...h.spec, trace: undefined }, h.seq, h.work, false);
+      this.runHere(untraced(h.spec), h.seq, h.work, false);
       return;
     }
     this.waitsAtOnce = false;
@@ -193,7 +202,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   /** Runs an op on this rank (the local engine), behind the handle the caller holds (`fresh`: not issued before). */
   private runHere(s: OpSpec, seq: number, w: Work, fresh = true): Work {
     if (fresh) w.timing.issuedAt = performance.now();
-    const lw = this.local.submit({ ...s, seq });
+    const lw = this.local.submit(s);
     this.forwarded.set(w, lw);
     this.settleForwarded(w, lw);
     return w;
@@ -252,7 +261,7 @@ export class ThreadEngine implements Engine, WorkDriver {
     this.unstage(t);
     try {
       // Its trace was issued with `w`, which ends it: the local run records no second slice.
-      const lw = this.local.submit({ ...t.spec, seq: t.seq, trace: undefined });
+      const lw = this.local.submit(untraced(t.spec));
       this.forwarded.set(w, lw);
       this.settleForwarded(w, lw);
     } catch (e) {
