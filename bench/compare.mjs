@@ -20,6 +20,7 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { waitQuiet } from './machine.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const perfJs = join(root, 'dist', 'node', 'perf.js');
@@ -139,31 +140,7 @@ if (!gloo) console.log('# Gloo not found: apt-get install python3-torch  (or set
 
 // ------------------------------------------------------------------ running one system
 
-/** Share of the CPUs busy over 0.5 s (other sessions share this machine; noted per run). */
-function cpuBusy() {
-  const read = () => readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
-  try {
-    const a = read();
-    spawnSync('sleep', ['0.5']);
-    const b = read();
-    const d = b.map((x, k) => x - a[k]);
-    const total = d.reduce((s, x) => s + x, 0);
-    return total > 0 ? Math.round((100 * (total - d[3] - (d[4] ?? 0))) / total) : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
-/** Waits for a quiet machine (other sessions share it); returns the last busy share seen. */
-function waitQuiet() {
-  const until = performance.now() + opts.quietWait * 1000;
-  let busy = cpuBusy();
-  while (busy !== undefined && busy > opts.quiet && performance.now() < until) {
-    spawnSync('sleep', ['2']);
-    busy = cpuBusy();
-  }
-  return busy;
-}
 
 const sweep = (o) => ['-b', String(o.b), '-e', String(o.e), '-f', String(o.f)];
 const parseLines = (text) => text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
@@ -204,7 +181,7 @@ for (const n of opts.group === undefined ? [] : opts.ranks.filter((k) => k > opt
     const systems = [];
     for (const p of plan) {
       process.stderr.write(`bench/compare: ${op}: ${p.label} ...\n`);
-      const busyBefore = waitQuiet();
+      const busyBefore = waitQuiet(opts.quiet, opts.quietWait);
       const t0 = performance.now();
       const res = p.go();
       systems.push({ name: p.name, short: p.short, label: p.label, busyBefore, seconds: (performance.now() - t0) / 1000, ...res });
@@ -233,7 +210,7 @@ for (const n of opts.group === undefined ? opts.ranks : []) {
       const systems = [];
       for (const p of plan) {
         process.stderr.write(`bench/compare: ${op}, ${n} ranks: ${p.label} ...\n`);
-        const busyBefore = waitQuiet();
+        const busyBefore = waitQuiet(opts.quiet, opts.quietWait);
         const t0 = performance.now();
         const res = p.go();
         systems.push({ name: p.name, short: p.short, label: p.label, busyBefore, seconds: (performance.now() - t0) / 1000, ...res });

@@ -21,10 +21,11 @@
 // work, and notes how busy they were. In the idle regime the compute is at least one round
 // (about 2 ms), so at small sizes T_comp exceeds T_comm.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { waitQuiet } from './machine.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'bin', 'webccl.js');
@@ -88,29 +89,7 @@ if (!existsSync(join(root, 'dist', 'node'))) {
 const env = { ...process.env };
 if (opts.progress) env.WEBCCL_PROGRESS = opts.progress;
 
-/** Share of the CPUs busy over 0.5 s (other work shares this machine). */
-function cpuBusy() {
-  const read = () => readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
-  try {
-    const a = read();
-    spawnSync('sleep', ['0.5']);
-    const d = read().map((x, k) => x - a[k]);
-    const total = d.reduce((s, x) => s + x, 0);
-    return total > 0 ? Math.round((100 * (total - d[3] - (d[4] ?? 0))) / total) : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
-function waitQuiet() {
-  const until = performance.now() + 120_000;
-  let busy = cpuBusy();
-  while (busy !== undefined && busy > opts.quiet && performance.now() < until) {
-    spawnSync('sleep', ['2']);
-    busy = cpuBusy();
-  }
-  return busy;
-}
 
 function runRanks(path, regime) {
   const params = { sizes: opts.sizes, reps: opts.reps, warmup: opts.warmup, regime };
@@ -128,7 +107,7 @@ const results = [];
 let failed = false;
 for (const path of opts.paths) {
   for (const regime of opts.regimes) {
-    const busy = waitQuiet();
+    const busy = waitQuiet(opts.quiet);
     let lines;
     try {
       lines = runRanks(path, regime);

@@ -15,10 +15,11 @@
 // Before each run it waits (up to 120 s) until the CPUs are less than --quiet % busy with other
 // work, and notes how busy they were.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { waitQuiet } from './machine.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'bin', 'webccl.js');
@@ -91,29 +92,7 @@ function findOpenMpi() {
   return { exe, version: /\d+\.\d+(\.\d+)?/.exec(version)?.[0] ?? '?' };
 }
 
-/** Share of the CPUs busy over 0.5 s (other sessions share this machine). */
-function cpuBusy() {
-  const read = () => readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
-  try {
-    const a = read();
-    spawnSync('sleep', ['0.5']);
-    const d = read().map((x, k) => x - a[k]);
-    const total = d.reduce((s, x) => s + x, 0);
-    return total > 0 ? Math.round((100 * (total - d[3] - (d[4] ?? 0))) / total) : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
-function waitQuiet() {
-  const until = performance.now() + 120_000;
-  let busy = cpuBusy();
-  while (busy !== undefined && busy > opts.quiet && performance.now() < until) {
-    spawnSync('sleep', ['2']);
-    busy = cpuBusy();
-  }
-  return busy;
-}
 
 function runWebccl(transport) {
   const n = transport === 'tcp' ? Math.max(20, Math.floor(opts.n / 10)) : opts.n;
@@ -150,10 +129,10 @@ for (const transport of ['shm', 'tcp'].filter((t) => !opts.only || t === opts.on
   const best = (runs) => runs.flat().reduce((m, row) => (m.has(row.bytes) && m.get(row.bytes).us <= row.us ? m : m.set(row.bytes, row)), new Map());
   const oursAll = [], theirsAll = [], busy = { webccl: [], mpi: [] };
   for (let k = 0; k < opts.sittings; k++) {
-    busy.webccl.push(waitQuiet());
+    busy.webccl.push(waitQuiet(opts.quiet));
     oursAll.push(runWebccl(transport));
     if (!mpi) continue;
-    busy.mpi.push(waitQuiet());
+    busy.mpi.push(waitQuiet(opts.quiet));
     theirsAll.push(runMpi(mpi, transport));
   }
   const ours = [...best(oursAll).values()];

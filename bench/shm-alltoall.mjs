@@ -18,10 +18,11 @@
 // iteration count from a first rough measure, as `webccl perf`); algbw = size / time (GB/s,
 // 1e9 B); busbw = algbw · (n−1)/n for both; #wrong counted after one more checked call.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { waitQuiet } from './machine.mjs';
 import { isMainThread, parentPort } from 'node:worker_threads';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -118,24 +119,7 @@ if (!isMainThread) {
     const c = spawnSync('mpicc', ['-O2', '-o', mpiExe, join(root, 'bench', 'mpi', 'coll_bench.c'), '-lm'], { encoding: 'utf8' });
     if (c.status !== 0) throw new Error(`mpicc failed: ${c.stderr}`);
   }
-  /** Share of the CPUs busy over 0.5 s. */
-  const cpuBusy = () => {
-    const read = () => readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
-    const a = read();
-    spawnSync('sleep', ['0.5']);
-    const d = read().map((x, k) => x - a[k]);
-    const total = d.reduce((x, y) => x + y, 0);
-    return total > 0 ? Math.round((100 * (total - d[3] - (d[4] ?? 0))) / total) : 0;
-  };
-  const waitQuiet = () => {
-    const until = performance.now() + o.quietWait * 1000;
-    let busy = cpuBusy();
-    while (busy > o.quiet && performance.now() < until) {
-      spawnSync('sleep', ['2']);
-      busy = cpuBusy();
-    }
-    return busy;
-  };
+  const waitQuietHere = () => waitQuiet(o.quiet, o.quietWait) ?? 0;
   /** Keeps the fastest time of each (op, mode, size). */
   const keepBest = (best, r) => {
     const k = `${r.op}/${r.mode}/${r.size}`;
@@ -146,14 +130,14 @@ if (!isMainThread) {
     const best = new Map();
     const busy = [];
     for (let round = 0; round < o.rounds; round++) {
-      busy.push(waitQuiet());
+      busy.push(waitQuietHere());
       let got = [];
       const res = await lib.launch({ nranks: n, script: fileURLToPath(import.meta.url), args: [JSON.stringify(o)], onMessage: (_r, m) => (got = m.rows) });
       if (res.failure) throw new Error(`ranks failed: ${res.failure.message}`);
       for (const r of got) keepBest(best, r);
       if (!mpiExe) continue;
       for (const op of o.ops) {
-        busy.push(waitQuiet());
+        busy.push(waitQuietHere());
         const p = spawnSync('mpirun', ['--allow-run-as-root', '--oversubscribe', '-np', String(n), '--mca', 'pml', 'ob1', '--mca', 'btl', 'self,vader', mpiExe,
           '-o', op, '-b', String(o.b), '-e', String(o.e), '-f', String(o.f), '-t', String(o.time), '-c', '1'], { encoding: 'utf8', timeout: 600_000 });
         for (const line of p.stdout.split('\n')) if (line.startsWith('{')) {
