@@ -1,7 +1,8 @@
 // This machine's business, for the bench scripts: it is shared with other work, so each script
 // waits for a quiet moment before a run and records how busy the CPUs were.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 /** Share (percent) of the CPUs busy over 0.5 s, from /proc/stat; undefined where there is none. */
 export function cpuBusy() {
@@ -27,3 +28,23 @@ export function waitQuiet(quiet, waitSec = 120) {
   }
   return busy;
 }
+
+/**
+ * A bench script's options, from parse(argv) (which throws on bad ones): exits 2 with the
+ * message, or when the built package it runs is missing.
+ */
+export function benchOptions(name, parse, root) {
+  let o;
+  try {
+    o = parse(process.argv.slice(2));
+  } catch (e) {
+    console.error(`bench/${name}: ${e.message}`);
+    process.exit(2);
+  }
+  if (!existsSync(join(root, 'dist', 'node'))) {
+    console.error(`bench/${name}: dist/ is missing; run \`npm run build\` first`);
+    process.exit(2);
+  }
+  return o;
+}
+

@@ -21,11 +21,12 @@
 // work, and notes how busy they were. In the idle regime the compute is at least one round
 // (about 2 ms), so at small sizes T_comp exceeds T_comm.
 import { spawnSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { waitQuiet } from './machine.mjs';
+import { parseArgs as parseCliArgs } from 'node:util';
+import { benchOptions, waitQuiet } from './machine.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'bin', 'webccl.js');
@@ -50,41 +51,30 @@ function list(s, known, what) {
 }
 
 function parseArgs(argv) {
-  const o = { sizes: [1 << 20, 16 << 20, 64 << 20], paths: PATHS, regimes: REGIMES, reps: 5, warmup: 2, progress: undefined, quiet: 30, json: undefined };
-  for (let k = 0; k < argv.length; k++) {
-    const a = argv[k];
-    const v = () => {
-      if (argv[k + 1] === undefined) throw new Error(`${a} needs a value`);
-      return argv[++k];
-    };
-    switch (a) {
-      case '--sizes': o.sizes = v().split(',').map(size); break;
-      case '--paths': o.paths = list(v(), PATHS, 'path'); break;
-      case '--regimes': o.regimes = list(v(), REGIMES, 'regime'); break;
-      case '--reps': o.reps = Number(v()); break;
-      case '--warmup': o.warmup = Number(v()); break;
-      case '--progress': o.progress = list(v(), MODES, 'progress mode')[0]; break;
-      case '--quiet': o.quiet = Number(v()); break;
-      case '--json': o.json = v(); break;
-      case '-h': case '--help': console.log(USAGE); process.exit(0); break;
-      default: throw new Error(`unknown option ${a}\n${USAGE}`);
-    }
+  const { values: v } = parseCliArgs({
+    args: argv,
+    options: {
+      sizes: { type: 'string' }, paths: { type: 'string' }, regimes: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
+      progress: { type: 'string' }, quiet: { type: 'string' }, json: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (v.help) {
+    console.log(USAGE);
+    process.exit(0);
   }
+  const o = {
+    sizes: v.sizes ? v.sizes.split(',').map(size) : [1 << 20, 16 << 20, 64 << 20],
+    paths: v.paths ? list(v.paths, PATHS, 'path') : PATHS,
+    regimes: v.regimes ? list(v.regimes, REGIMES, 'regime') : REGIMES,
+    reps: Number(v.reps ?? 5), warmup: Number(v.warmup ?? 2),
+    progress: v.progress ? list(v.progress, MODES, 'progress mode')[0] : undefined,
+    quiet: Number(v.quiet ?? 30), json: v.json,
+  };
   if (!(Number.isInteger(o.reps) && o.reps >= 1 && Number.isInteger(o.warmup) && o.warmup >= 0 && o.sizes.length)) throw new Error(`bad --reps, --warmup or --sizes\n${USAGE}`);
   return o;
 }
 
-let opts;
-try {
-  opts = parseArgs(process.argv.slice(2));
-} catch (e) {
-  console.error(`bench/overlap: ${e.message}`);
-  process.exit(2);
-}
-if (!existsSync(join(root, 'dist', 'node'))) {
-  console.error('bench/overlap: dist/ is missing; run `npm run build` first');
-  process.exit(2);
-}
+const opts = benchOptions('overlap', parseArgs, root);
 
 const env = { ...process.env };
 if (opts.progress) env.WEBCCL_PROGRESS = opts.progress;

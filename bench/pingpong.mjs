@@ -19,7 +19,7 @@ import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { waitQuiet } from './machine.mjs';
+import { benchOptions, waitQuiet } from './machine.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'bin', 'webccl.js');
@@ -61,17 +61,7 @@ function parseArgs(argv) {
   return o;
 }
 
-let opts;
-try {
-  opts = parseArgs(process.argv.slice(2));
-} catch (e) {
-  console.error(`bench/pingpong: ${e.message}`);
-  process.exit(2);
-}
-if (!existsSync(join(root, 'dist', 'node'))) {
-  console.error('bench/pingpong: dist/ is missing; run `npm run build` first');
-  process.exit(2);
-}
+const opts = benchOptions('pingpong', parseArgs, root);
 
 const run = (cmd, args, o = {}) => spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, timeout: 900_000, ...o });
 const parseLines = (text) => (text ?? '').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
