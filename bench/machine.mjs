@@ -1,5 +1,6 @@
-// This machine's business, for the bench scripts: it is shared with other work, so each script
-// waits for a quiet moment before a run and records how busy the CPUs were.
+// Helpers the bench scripts share: this machine is shared with other work, so a script waits
+// for a quiet moment before a run and records how busy the CPUs were; and the small option
+// readers every script needs.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -48,3 +49,17 @@ export function benchOptions(name, parse, root) {
   return o;
 }
 
+
+/** The value after flag `name` in argv, or `dflt` (simple scripts: `--ranks 1024,4096`). */
+export function flagOf(args, name, dflt) {
+  const i = args.indexOf(name);
+  return i < 0 ? dflt : args[i + 1];
+}
+
+const UNITS = { '': 1, K: 1 << 10, M: 1 << 20, G: 1 << 30 };
+/** Bytes of a size written like 1K, 32M or 1G (`what` names the flag in the error). */
+export function bytesOf(text, what = 'sizes') {
+  const m = /^(\d+)([KMG]?)$/.exec(text);
+  if (!m) throw new Error(`${what} are like 1K, 32M, 1G; got ${text}`);
+  return Number(m[1]) * UNITS[m[2]];
+}

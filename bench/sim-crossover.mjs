@@ -10,18 +10,10 @@
 // largest size. Build first: npm run build (this loads dist/node/sim.js).
 import { writeFileSync } from 'node:fs';
 import { simulateCollective } from '../dist/node/sim.js';
+import { bytesOf, flagOf } from './machine.mjs';
 
 const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i < 0 ? dflt : args[i + 1];
-};
-const UNITS = { '': 1, K: 1 << 10, M: 1 << 20, G: 1 << 30 };
-const bytesOf = (t) => {
-  const m = /^(\d+)([KMG]?)$/.exec(t);
-  if (!m) throw new Error(`sizes are like 1K, 32M, 1G; got ${t}`);
-  return Number(m[1]) * UNITS[m[2]];
-};
+const opt = (name, dflt) => flagOf(args, name, dflt);
 const ranksList = opt('--ranks', '8,64,512,4096').split(',').map(Number);
 const gbits = opt('--gbit', '10,100').split(',').map(Number);
 const sizes = opt('--sizes', '1K,32K,1M,32M,1G').split(',').map(bytesOf);

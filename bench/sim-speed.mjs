@@ -7,20 +7,12 @@
 // Build first: npm run build (this loads dist/node/sim.js).
 import { writeFileSync } from 'node:fs';
 import { simulateCollective } from '../dist/node/sim.js';
+import { bytesOf, flagOf } from './machine.mjs';
 
 const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i < 0 ? dflt : args[i + 1];
-};
-const UNITS = { '': 1, K: 1 << 10, M: 1 << 20, G: 1 << 30 };
-const bytesOf = (t) => {
-  const m = /^(\d+)([KMG]?)$/.exec(t);
-  if (!m) throw new Error(`--size expects 1G, 256M, ..., got ${t}`);
-  return Number(m[1]) * UNITS[m[2]];
-};
+const opt = (name, dflt) => flagOf(args, name, dflt);
 const ranksList = opt('--ranks', '1024,4096').split(',').map(Number);
-const bytes = bytesOf(opt('--size', '1G'));
+const bytes = bytesOf(opt('--size', '1G'), '--size');
 const algo = opt('--algo', 'ring');
 const json = opt('--json', undefined);
 
