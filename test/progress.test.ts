@@ -135,6 +135,20 @@ describe('failures while the progress thread holds ops', () => {
   });
 });
 
+describe('deadlines on the progress thread', () => {
+  it('a rank that does not arrive: its peers\' thread-run ops fail TIMEOUT naming it, then it gets ABORTED', async () => {
+    const { reports } = await runScenario(3, 'timeout', { late: 2, timeoutMs: 1500 }, { env: { WEBCCL_PROGRESS: 'thread' } });
+    for (const r of [0, 1]) {
+      const e = reports[r][0].error;
+      expect(['TIMEOUT', 'ABORTED']).toContain(e.code);
+      if (e.code === 'TIMEOUT') expect(e.details.missing).toEqual([2]);
+      else expect(e.message).toMatch(/timed out waiting for rank 2/);
+    }
+    expect(reports.flat().some((m) => m.error?.code === 'TIMEOUT')).toBe(true);
+    expect(reports[2][0].error.code).toBe('ABORTED');
+  });
+});
+
 describe('the progress option', () => {
   const comm = (progress: unknown, node = createNode({ nranks: 2, progress: false })) => new Communicator(joinNode(node, 0), { progress } as never);
 

@@ -31,9 +31,9 @@ describe('disagreements between ranks are reported on every rank', () => {
     ['op', { count: 4, op: ['sum', 'max'] }, 'op', ['sum', 'max']],
     ['algorithm', { count: 4, algo: ['direct', 'twoshot'] }, 'algorithm', ['direct', 'twoshot']],
   ];
-  for (const [what, params, field, values] of cases) {
-    it(`${what} differs`, async () => {
-      const { result, reports } = await runScenario(3, 'mismatch', params);
+  for (const [what, params, field, values, env] of [...cases.map((c) => [...c, {}] as const), [...cases[0], { WEBCCL_PROGRESS: 'thread' }] as const]) {
+    it(`${what} differs${'WEBCCL_PROGRESS' in env ? ', ops on the progress thread (the error crosses back whole)' : ''}`, async () => {
+      const { result, reports } = await runScenario(3, 'mismatch', params, { env });
       expect(result.exitCode).toBe(0);
       for (const rep of reports) {
         expect(rep[0].error.code).toBe('MISMATCH');
