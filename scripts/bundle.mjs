@@ -19,7 +19,7 @@ await Promise.all([
   build({ ...node, format: 'cjs', entryPoints: ['src/node.ts'], outfile: 'dist/node/index.cjs', logOverride: { 'empty-import-meta': 'silent' } }),
   build({ ...node, format: 'esm', entryPoints: ['src/launch/worker-entry.ts'], outfile: 'dist/node/worker-entry.js' }),
   // A node's progress thread (src/progress/): runs ops while their ranks compute.
-  build({ ...node, format: 'esm', entryPoints: ['src/progress/worker-main.ts'], outfile: 'dist/node/progress-worker.js' }),
+  build({ ...node, format: 'esm', entryPoints: ['src/launch/progress-worker.ts'], outfile: 'dist/node/progress-worker.js' }),
   // Loaded first by every rank process of `webccl run --procs`: ends it when its launcher ends.
   build({ ...node, format: 'esm', entryPoints: ['src/launch/rank-guard.ts'], outfile: 'dist/node/rank-guard.js' }),
   build({ ...node, format: 'esm', entryPoints: ['src/launch/cli-main.ts'], outfile: 'dist/node/cli.js' }),

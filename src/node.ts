@@ -2,7 +2,7 @@
 import { JOIN_WORLD } from './index.js';
 import { joinWorld } from './comm/node/join-world.js';
 import { registerProgressStarter } from './progress/start.js';
-import { startNodeProgress } from './progress/node-start.js';
+import { startNodeProgress } from './launch/progress-thread.js';
 import { installTraceSink } from './core/node/trace-files.js';
 
 export * from './index.js';

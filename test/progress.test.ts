@@ -12,7 +12,7 @@ import { createNode } from '../src/core/node.js';
 import { joinNode } from '../src/comm/context.js';
 import { Communicator } from '../src/comm/communicator.js';
 import { registerProgressStarter, stopProgressThread as stopInSource } from '../src/progress/start.js';
-import { startNodeProgress } from '../src/progress/node-start.js';
+import { startNodeProgress } from '../src/launch/progress-thread.js';
 import { WebcclError } from '../src/core/errors.js';
 
 const SCRIPT = fileURLToPath(new URL('./ranks/scenario.mjs', import.meta.url));
@@ -132,20 +132,6 @@ describe('failures while the progress thread holds ops', () => {
     const e = reports[0].find((m) => 'error' in m)?.error;
     expect(e?.code, JSON.stringify(reports[0])).toBe('CONNECTION_CLOSED');
     expect(e?.details).toMatchObject({ rank: 1, died: true });
-  });
-});
-
-describe('deadlines on the progress thread', () => {
-  it('a rank that does not arrive: its peers\' thread-run ops fail TIMEOUT naming it, then it gets ABORTED', async () => {
-    const { reports } = await runScenario(3, 'timeout', { late: 2, timeoutMs: 1500 }, { env: { WEBCCL_PROGRESS: 'thread' } });
-    for (const r of [0, 1]) {
-      const e = reports[r][0].error;
-      expect(['TIMEOUT', 'ABORTED']).toContain(e.code);
-      if (e.code === 'TIMEOUT') expect(e.details.missing).toEqual([2]);
-      else expect(e.message).toMatch(/timed out waiting for rank 2/);
-    }
-    expect(reports.flat().some((m) => m.error?.code === 'TIMEOUT')).toBe(true);
-    expect(reports[2][0].error.code).toBe('ABORTED');
   });
 });
 

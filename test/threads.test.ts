@@ -46,8 +46,8 @@ describe('disagreements between ranks are reported on every rank', () => {
 });
 
 describe('a missing or dying rank never hangs the others', () => {
-  it('a rank that does not arrive: TIMEOUT naming it, then ABORTED for it', async () => {
-    const { reports } = await runScenario(3, 'timeout', { late: 2, timeoutMs: 1500 });
+  it.each([{}, { WEBCCL_PROGRESS: 'thread' }])('a rank that does not arrive: TIMEOUT naming it, then ABORTED for it (%o)', async (env) => {
+    const { reports } = await runScenario(3, 'timeout', { late: 2, timeoutMs: 1500 }, { env });
     for (const r of [0, 1]) {
       const e = reports[r][0].error;
       expect(['TIMEOUT', 'ABORTED']).toContain(e.code);

@@ -13,7 +13,7 @@ import { InputCheck, checkMode } from './input-check.js';
 import type { Work } from './work.js';
 import type { Engine, OpCounters, OpSpec } from './engine.js';
 import type { FlightEntry } from './flight-recorder.js';
-import { nodeEngine } from '../progress/thread-engine.js';
+import { nodeEngine } from '../progress/node-engine.js';
 import type { RankContext } from './context.js';
 import { type AllToAllOptions, type CollectiveOptions, type CommunicatorOptions, type P2pOptions, type RootedOptions, COMMUNICATOR_OPTIONS, collectiveOptions, communicatorOptions, envTimeoutMs } from './options.js';
 import { checkOptions, showValue } from '../core/options.js';

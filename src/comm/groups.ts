@@ -13,7 +13,7 @@ import type { RankContext } from './context.js';
 import type { Work } from './work.js';
 import { type Placement } from './placement.js';
 import { allocCommBlock, groupContext, releaseCommBlock } from './shm-block.js';
-import { nodeEngine } from '../progress/thread-engine.js';
+import { nodeEngine } from '../progress/node-engine.js';
 import { NetEngine } from './net-engine.js';
 
 /** What forming a group needs of its parent. */

@@ -12,7 +12,7 @@ import { type NodeHandle, abortNode, createNode, leaveNode } from '../core/node.
 import type { WorldInit } from '../bootstrap/world.js';
 import { workerEntryPath } from './paths.js';
 import { registerProgressStarter, startProgressThread, stopProgressThread } from '../progress/start.js';
-import { startNodeProgress } from '../progress/node-start.js';
+import { startNodeProgress } from './progress-thread.js';
 
 // The nodes this launcher makes get a progress thread (a worker_threads Worker).
 registerProgressStarter(startNodeProgress);

@@ -20,9 +20,8 @@ import type { OpSpec } from '../comm/engine.js';
 import { ShmEngine } from '../comm/shm-engine.js';
 import { Work, type WorkDriver } from '../comm/work.js';
 import {
-  L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_RUNNING, PROGRESS_STOPPING, T, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
+  L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_RUNNING, PROGRESS_STOPPING, T, type OpOutcome, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
 } from './lanes.js';
-import type { PostedOp, OpOutcome } from './thread-engine.js';
 
 /** The driver of an op refused at once: it has settled, so nothing ever drives it. */
 const REFUSED: WorkDriver = { progress: () => undefined, progressAsync: async () => undefined };

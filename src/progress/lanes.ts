@@ -8,6 +8,53 @@
 // between Node worker threads and between a page's Web Workers.
 import { N, NODE_BASE, REASON_BYTES } from '../core/shm-map.js';
 import { boundedUtf8 } from '../core/reason-text.js';
+import type { ErrorCode } from '../core/errors.js';
+import type { Algo, Kind } from '../core/shm-map.js';
+import type { OpSpec } from '../comm/engine.js';
+
+/** An op as the rank posts it (the slot's JSON; its buffers' addresses ride beside it). */
+export interface PostedOp {
+  name: Kind;
+  algo: Algo;
+  dtype: OpSpec['dtype'];
+  op: OpSpec['op'];
+  count: number;
+  root: number;
+  counts?: OpSpec['counts'];
+  timeoutMs: number;
+  layout: number;
+  seq: number;
+  input: { count: number } | null;
+  output: { count: number } | null;
+  inPlace: boolean;
+  /**
+   * Epoch ms before which the progress thread leaves the op alone (auto mode): a rank that waits
+   * right after issuing takes it back in that time and runs it itself, without a thread hop.
+   */
+  graceUntil: number;
+  /** Tensors: the logical shape class behind `count` (OpSpec.shape). */
+  shape: number;
+  /** A tensor op already row-major on the wire: when ranks hold different layouts, it runs again as it is. */
+  relayout: boolean;
+}
+
+/** What the progress thread writes back: when the op ran (epoch ms) and how it failed, if it did. */
+export interface OpOutcome {
+  startedAt: number;
+  completedAt: number;
+  /** When every rank the op needed had joined it (NaN: not known). */
+  joinedAt: number;
+  error?: { code: ErrorCode; message: string; details: Record<string, unknown> };
+}
+
+/** What a rank posts for `s` (its number, algorithm, deadline, grace and whether it runs in place). */
+export function postedOp(s: OpSpec, seq: number, algo: Algo, timeoutMs: number, graceUntil: number, inPlace: boolean): PostedOp {
+  return {
+    name: s.name, algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, counts: s.counts, timeoutMs, layout: s.layout ?? 0, seq,
+    shape: s.shape ?? 0, relayout: s.relayout !== undefined, graceUntil,
+    input: s.input && { count: s.input.count }, output: s.output && { count: s.output.count }, inPlace,
+  };
+}
 
 /** Lane header words (byte offsets); the slots follow at L.SLOTS. */
 export const L = {

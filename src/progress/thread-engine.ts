@@ -3,71 +3,20 @@
 // path of running an op itself. Buffers from comm.alloc() are used in place; a plain TypedArray
 // is copied into a heap block when the op is posted and out of it when its outcome is read.
 //
-// Who runs an op (WEBCCL_PROGRESS, or the communicator's `progress` option):
-// - 'caller': this rank, while it waits or polls (the engine of a node without progress thread);
-// - 'thread': the progress thread;
-// - 'auto': decided per op from how the rank completed its last op. A rank that waited for it
-//   at once (`await comm.allReduce(x)`, waitSync() right after the call) is expected to do so
-//   again: its next op is held, unstarted, until the rank calls webccl again. A wait for that
-//   op runs it on the rank itself, as fast as without a progress thread (no copy, no hand-over);
-//   any other call (the next op, a poll with isCompleted()) hands it to the thread, and the rank
-//   is then expected to go on computing: its next ops go to the thread at once. An op handed
-//   over stays untouched for 0.1 ms: a wait begun meanwhile takes it back.
-//   Ops issued behind ops one runner holds go to the same runner, to keep the order.
-// Send/recv always run on this rank (they keep no place in the collective order).
+// Which ops it hands over and which it runs itself: the modes are told in node-engine.ts.
 import { DTYPE_SIZE } from '../core/dtypes.js';
-import { type ErrorCode, WebcclError } from '../core/errors.js';
-import type { Algo, Kind } from '../core/shm-map.js';
+import { WebcclError } from '../core/errors.js';
+import type { Algo } from '../core/shm-map.js';
 import { readReasonText } from '../core/reason-text.js';
-import { type ProgressMode, resolveProgressMode } from '../core/progress-mode.js';
+import type { ProgressMode } from '../core/progress-mode.js';
 import { type Tuning, chooseAllReduceAlgo, resolveTuning } from '../tuner/tuner.js';
-import { sameView, type Buf } from '../comm/buffers.js';
+import { sameView } from '../comm/buffers.js';
 import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from '../comm/engine.js';
 import type { RankContext } from '../comm/context.js';
 import { ShmEngine } from '../comm/shm-engine.js';
-import { checkMode } from '../comm/input-check.js';
 import { Work, type WorkDriver } from '../comm/work.js';
-import {
-  L, LANE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, LANE_SLOTS, MAX_LANES, PROGRESS_GONE, PROGRESS_RUNNING, T, TABLE_BYTES,
-  SLOT_RECLAIMED, claimSlot, laneTable, progressState, readSlot, ringProgress, slotAt, writeSlot,
-} from './lanes.js';
-import { N, NODE_BASE } from '../core/shm-map.js';
-import { log } from '../core/log.js';
-
-/** An op as the rank posts it (the slot's JSON; its buffers' addresses ride beside it). */
-export interface PostedOp {
-  name: Kind;
-  algo: Algo;
-  dtype: OpSpec['dtype'];
-  op: OpSpec['op'];
-  count: number;
-  root: number;
-  counts?: OpSpec['counts'];
-  timeoutMs: number;
-  layout: number;
-  seq: number;
-  input: { count: number } | null;
-  output: { count: number } | null;
-  inPlace: boolean;
-  /**
-   * Epoch ms before which the progress thread leaves the op alone (auto mode): a rank that waits
-   * right after issuing takes it back in that time and runs it itself, without a thread hop.
-   */
-  graceUntil: number;
-  /** Tensors: the logical shape class behind `count` (OpSpec.shape). */
-  shape: number;
-  /** A tensor op already row-major on the wire: when ranks hold different layouts, it runs again as it is. */
-  relayout: boolean;
-}
-
-/** What the progress thread writes back: when the op ran (epoch ms) and how it failed, if it did. */
-export interface OpOutcome {
-  startedAt: number;
-  completedAt: number;
-  /** When every rank the op needed had joined it (NaN: not known). */
-  joinedAt: number;
-  error?: { code: ErrorCode; message: string; details: Record<string, unknown> };
-}
+import { L, LANE_SLOTS, PROGRESS_RUNNING, type OpOutcome, SLOT_RECLAIMED, postedOp, T, claimSlot, laneTable, progressState, readSlot, ringProgress, slotAt, writeSlot } from './lanes.js';
+import { closeLane, openLane, stageCopy } from './lane-life.js';
 
 interface ThreadOp {
   spec: OpSpec;
@@ -77,6 +26,8 @@ interface ThreadOp {
   /** Heap blocks that hold a copy of a plain buffer (0: the buffer is used in place). */
   stagedIn: number;
   stagedOut: number;
+  /** The output is the input (one copy, when staged). */
+  inPlace: boolean;
   /** Taken back by this rank before the progress thread took it (it runs in `forwarded`). */
   reclaimed: boolean;
 }
@@ -93,31 +44,11 @@ const GRACE_MS = 1;
 const DETACH_MS = 10_000;
 
 /**
- * The engine of a communicator whose ranks are all on `ctx`'s node: ops handed to the node's
- * progress thread where it runs (mode thread or auto), else run by the rank itself.
- */
-export function nodeEngine(ctx: RankContext, counters: OpCounters, commAlgo: unknown, timeoutMs: number, progress: unknown): Engine {
-  const mode = resolveProgressMode(progress);
-  // WEBCCL_CHECK hashes the buffers between the rank's own slices of an op: it needs the rank to run them.
-  if (mode === 'caller' || ctx.size === 1 || checkMode()) return new ShmEngine(ctx, counters, commAlgo, timeoutMs);
-  if (!hasProgressThread(ctx)) {
-    if (mode === 'auto') return new ShmEngine(ctx, counters, commAlgo, timeoutMs);
-    throw new WebcclError('UNSUPPORTED', "progress 'thread' (WEBCCL_PROGRESS): this node has no progress thread (webccl's launchers and createNode() start one in Node; createNode({ nranks, progress: false }) and pages have none)", { option: 'progress' });
-  }
-  return new ThreadEngine(ctx, counters, commAlgo, timeoutMs, mode);
-}
-
-/**
  * The spec without its trace, for an op whose handle already drew its issue (it ends the
  * op's slice): copied only when traced, since a spread makes a slow dictionary object.
  */
 function untraced(s: OpSpec): OpSpec {
   return s.trace ? { ...s, trace: undefined } : s;
-}
-
-/** Whether `ctx`'s node has a running progress thread. */
-export function hasProgressThread(ctx: RankContext): boolean {
-  return progressState(new Int32Array(ctx.core.memory.buffer)) === PROGRESS_RUNNING;
 }
 
 export class ThreadEngine implements Engine, WorkDriver {
@@ -191,7 +122,7 @@ export class ThreadEngine implements Engine, WorkDriver {
       return;
     }
     this.waitsAtOnce = false;
-    this.toThread({ ...h.spec, trace: undefined }, h.seq, h.work, false);
+    this.toThread(untraced(h.spec), h.seq, h.work, false);
   }
 
   /** Waits until the progress thread has ended every op of this communicator it holds. */
@@ -280,14 +211,9 @@ export class ThreadEngine implements Engine, WorkDriver {
     }
     this.collect();
     while (block && !w.settled) {
-      const i32 = this.i32();
-      const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
-      // A peer may wait for this rank's send/recv while it waits here: those run on this rank.
-      const p2p = this.local.pending() > 0;
-      if (done === this.read && !(p2p && this.local.pollP2p())) {
-        if (progressState(i32) !== PROGRESS_RUNNING) return this.threadGone();
-        Atomics.wait(i32, (this.lane + L.DONE) >> 2, done, p2p ? P2P_SLICE_MS : SLICE_MS);
-      }
+      const sleep = this.look();
+      if (sleep === 'gone') return this.threadGone();
+      if (sleep) Atomics.wait(this.i32(), sleep.at, sleep.value, sleep.ms);
       this.collect();
     }
   }
@@ -302,16 +228,29 @@ export class ThreadEngine implements Engine, WorkDriver {
     }
     this.collect();
     while (!w.settled) {
-      const i32 = this.i32();
-      const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
-      const p2p = this.local.pending() > 0;
-      if (done === this.read && !(p2p && this.local.pollP2p())) {
-        if (progressState(i32) !== PROGRESS_RUNNING) return this.threadGone();
-        const r = Atomics.waitAsync(i32, (this.lane + L.DONE) >> 2, done, p2p ? P2P_SLICE_MS : SLICE_MS);
+      const sleep = this.look();
+      if (sleep === 'gone') return this.threadGone();
+      if (sleep) {
+        const r = Atomics.waitAsync(this.i32(), sleep.at, sleep.value, sleep.ms);
         if (r.async) await r.value;
       }
       this.collect();
     }
+  }
+
+  /**
+   * One look while a thread-run op is awaited: undefined when something moved (collect
+   * again), 'gone' when the thread has ended, else what to sleep on (the lane's DONE word).
+   * A peer may wait for this rank's send/recv meanwhile: those run on this rank, so they are
+   * moved here, and the sleep is short while any is pending (their posts do not ring the lane).
+   */
+  private look(): { at: number; value: number; ms: number } | 'gone' | undefined {
+    const i32 = this.i32();
+    const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
+    const p2p = this.local.pending() > 0;
+    if (done !== this.read || (p2p && this.local.pollP2p())) return undefined;
+    if (progressState(i32) !== PROGRESS_RUNNING) return 'gone';
+    return { at: (this.lane + L.DONE) >> 2, value: done, ms: p2p ? P2P_SLICE_MS : SLICE_MS };
   }
 
   // ---------------------------------------------------------------- who runs what
@@ -347,23 +286,17 @@ export class ThreadEngine implements Engine, WorkDriver {
       work.settle(this.broken);
       return work;
     }
-    if (!this.lane) this.lane = this.openLane();
+    if (!this.lane) this.lane = openLane(this.ctx);
     if (progressState(this.i32()) !== PROGRESS_RUNNING) {
-      this.inThread.push({ spec: s, work, seq, algo, stagedIn: 0, stagedOut: 0, reclaimed: false });
+      this.inThread.push({ spec: s, work, seq, algo, stagedIn: 0, stagedOut: 0, inPlace: false, reclaimed: false });
       this.threadGone();
       return work;
     }
-    const stage = (b: Buf | null, copyIn: boolean): number => {
-      if (!b || b.addr) return 0;
-      const addr = this.ctx.heap.alloc(b.bytes.byteLength);
-      if (copyIn) new Uint8Array(this.ctx.core.memory.buffer, addr, b.bytes.byteLength).set(b.bytes);
-      return addr;
-    };
     const inPlace = s.input !== null && s.output !== null && sameView(s.input.bytes, s.output.bytes);
-    const stagedIn = stage(s.input, true);
-    const stagedOut = inPlace ? stagedIn : stage(s.output, false);
+    const stagedIn = stageCopy(this.ctx, s.input, true);
+    const stagedOut = inPlace ? stagedIn : stageCopy(this.ctx, s.output, false);
     s.check?.atStart(seq);
-    this.inThread.push({ spec: s, work, seq, algo, stagedIn, stagedOut, reclaimed: false });
+    this.inThread.push({ spec: s, work, seq, algo, stagedIn, stagedOut, inPlace, reclaimed: false });
     this.postWaiting();
     return work;
   }
@@ -374,13 +307,8 @@ export class ThreadEngine implements Engine, WorkDriver {
     while (this.posted < this.read + this.inThread.length && this.posted - this.read < LANE_SLOTS) {
       const t = this.inThread[this.posted - this.read];
       const s = t.spec;
-      const p: PostedOp = {
-        name: s.name, algo: t.algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, counts: s.counts,
-        timeoutMs: s.timeoutMs ?? this.timeoutMs, layout: s.layout ?? 0, seq: t.seq,
-        shape: s.shape ?? 0, relayout: s.relayout !== undefined,
-        graceUntil: this.mode === 'auto' ? performance.timeOrigin + performance.now() + GRACE_MS : 0,
-        input: s.input && { count: s.input.count }, output: s.output && { count: s.output.count }, inPlace: t.stagedOut !== 0 && t.stagedOut === t.stagedIn || (s.input !== null && s.output !== null && sameView(s.input.bytes, s.output.bytes)),
-      };
+      const grace = this.mode === 'auto' ? performance.timeOrigin + performance.now() + GRACE_MS : 0;
+      const p = postedOp(s, t.seq, t.algo, s.timeoutMs ?? this.timeoutMs, grace, t.inPlace);
       const inAddr = t.stagedIn || s.input?.addr || 0;
       const outAddr = t.stagedOut || s.output?.addr || 0;
       if (!writeSlot(mem, slotAt(this.lane, this.posted), inAddr, outAddr, p)) {
@@ -469,65 +397,12 @@ export class ThreadEngine implements Engine, WorkDriver {
     this.fail(err);
   }
 
-  /** A lane in the node heap, listed in the node's lane table (made by the first rank that needs it). */
-  private openLane(): number {
-    const { heap, core } = this.ctx;
-    let table = laneTable(this.i32());
-    if (!table) {
-      const t = heap.alloc(TABLE_BYTES);
-      new Uint8Array(core.memory.buffer, t, TABLE_BYTES).fill(0);
-      const was = Atomics.compareExchange(this.i32(), (NODE_BASE + N.LANES) >> 2, 0, t);
-      if (was === 0) table = t;
-      else {
-        heap.free(t);
-        table = was;
-      }
-    }
-    const lane = heap.alloc(LANE_BYTES);
-    const u8 = new Uint8Array(core.memory.buffer, lane, L.SLOTS);
-    u8.fill(0);
-    const i32 = this.i32();
-    i32[(lane + L.COMM) >> 2] = this.ctx.comm;
-    i32[(lane + L.RANK) >> 2] = this.ctx.rank;
-    i32[(lane + L.SIZE) >> 2] = this.ctx.size;
-    i32[(lane + L.SIMD) >> 2] = core.simd ? 1 : 0;
-    u8.set(this.ctx.localOf, L.LOCAL_OF);
-    Atomics.store(i32, (lane + L.STATE) >> 2, LANE_OPEN);
-    for (let k = 0; k < MAX_LANES; k++) {
-      if (Atomics.compareExchange(i32, (table + T.ENTRIES + 4 * k) >> 2, 0, lane) !== 0) continue;
-      for (;;) {
-        const high = Atomics.load(i32, (table + T.HIGH) >> 2);
-        if (high > k || Atomics.compareExchange(i32, (table + T.HIGH) >> 2, high, k + 1) === high) break;
-      }
-      ringProgress(i32);
-      return lane;
-    }
-    heap.free(lane);
-    throw new WebcclError('UNSUPPORTED', `the node's progress thread serves at most ${MAX_LANES} communicator ranks at once; destroy communicators no longer used, or set WEBCCL_PROGRESS=caller`, { limit: MAX_LANES });
-  }
-
-  /** Asks the progress thread to let go of the lane, then frees it (left in place if the thread does not answer). */
+  /** Asks the progress thread to let go of the lane, then frees it and the copies (left in place if the thread does not answer). */
   private detach(): void {
     const lane = this.lane;
     this.lane = 0;
-    const i32 = this.i32();
-    Atomics.store(i32, (lane + L.STATE) >> 2, LANE_CLOSING);
-    ringProgress(i32);
-    const until = performance.now() + DETACH_MS;
-    while (Atomics.load(this.i32(), (lane + L.STATE) >> 2) !== LANE_DETACHED) {
-      if (progressState(this.i32()) === PROGRESS_GONE) break;
-      const left = until - performance.now();
-      if (left <= 0 || !this.ctx.canBlock) {
-        log('WARN', `rank ${this.ctx.rank}: the progress thread did not let go of a closed communicator's lane; its memory is left in place`);
-        return;
-      }
-      Atomics.wait(this.i32(), (lane + L.STATE) >> 2, LANE_CLOSING, Math.min(left, SLICE_MS));
-    }
+    if (!closeLane(this.ctx, lane, DETACH_MS)) return;
     for (const t of this.inThread.splice(0)) this.unstage(t);
-    const table = laneTable(this.i32());
-    for (let k = 0; k < MAX_LANES; k++) {
-      if (Atomics.compareExchange(this.i32(), (table + T.ENTRIES + 4 * k) >> 2, lane, 0) === lane) break;
-    }
     this.ctx.heap.free(lane);
   }
 }

@@ -1,6 +1,6 @@
-// The entry of a node's progress thread (a worker_threads Worker; see node-start.ts).
+// The entry of a node's progress thread (a worker_threads Worker; see progress-thread.ts).
 import { workerData } from 'node:worker_threads';
-import { hostProgress } from './host.js';
+import { hostProgress } from '../progress/host.js';
 import { installTraceSink } from '../core/node/trace-files.js';
 
 installTraceSink(); // WEBCCL_TRACE: this thread's track ('progress thread') goes to a part file of its own

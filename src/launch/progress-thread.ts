@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { NodeHandle } from '../core/node.js';
 import { log } from '../core/log.js';
-import type { ProgressThread } from './start.js';
+import type { ProgressThread } from '../progress/start.js';
 
 declare const __dirname: string | undefined;
 

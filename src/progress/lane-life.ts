@@ -1,0 +1,86 @@
+// A lane's life: opened in the node heap and listed in the node's lane table by the first op a
+// rank hands to the progress thread, closed (the thread lets go first) when its communicator is
+// destroyed; and the heap copies of plain buffers that the ops it carries run on.
+import { WebcclError } from '../core/errors.js';
+import { log } from '../core/log.js';
+import { N, NODE_BASE } from '../core/shm-map.js';
+import type { RankContext } from '../comm/context.js';
+import type { Buf } from '../comm/buffers.js';
+import { L, LANE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, MAX_LANES, PROGRESS_GONE, T, TABLE_BYTES, laneTable, progressState, ringProgress } from './lanes.js';
+
+/** Longest single sleep while closing waits (the thread is checked for life between). */
+const SLICE_MS = 50;
+
+/** A lane in the node heap, listed in the node's lane table (made by the first rank that needs it). */
+export function openLane(ctx: RankContext): number {
+  const { heap, core } = ctx;
+  let table = laneTable(new Int32Array(ctx.core.memory.buffer));
+  if (!table) {
+    const t = heap.alloc(TABLE_BYTES);
+    new Uint8Array(core.memory.buffer, t, TABLE_BYTES).fill(0);
+    const was = Atomics.compareExchange(new Int32Array(ctx.core.memory.buffer), (NODE_BASE + N.LANES) >> 2, 0, t);
+    if (was === 0) table = t;
+    else {
+      heap.free(t);
+      table = was;
+    }
+  }
+  const lane = heap.alloc(LANE_BYTES);
+  const u8 = new Uint8Array(core.memory.buffer, lane, L.SLOTS);
+  u8.fill(0);
+  const i32 = new Int32Array(ctx.core.memory.buffer);
+  i32[(lane + L.COMM) >> 2] = ctx.comm;
+  i32[(lane + L.RANK) >> 2] = ctx.rank;
+  i32[(lane + L.SIZE) >> 2] = ctx.size;
+  i32[(lane + L.SIMD) >> 2] = core.simd ? 1 : 0;
+  u8.set(ctx.localOf, L.LOCAL_OF);
+  Atomics.store(i32, (lane + L.STATE) >> 2, LANE_OPEN);
+  for (let k = 0; k < MAX_LANES; k++) {
+    if (Atomics.compareExchange(i32, (table + T.ENTRIES + 4 * k) >> 2, 0, lane) !== 0) continue;
+    for (;;) {
+      const high = Atomics.load(i32, (table + T.HIGH) >> 2);
+      if (high > k || Atomics.compareExchange(i32, (table + T.HIGH) >> 2, high, k + 1) === high) break;
+    }
+    ringProgress(i32);
+    return lane;
+  }
+  heap.free(lane);
+  throw new WebcclError('UNSUPPORTED', `the node's progress thread serves at most ${MAX_LANES} communicator ranks at once; destroy communicators no longer used, or set WEBCCL_PROGRESS=caller`, { limit: MAX_LANES });
+}
+
+/**
+ * Asks the progress thread to let go of `lane` and takes it off the table: true once the
+ * thread has let go (or ended), so that the caller may free the lane and its ops' copies;
+ * false if it did not answer within `limitMs` (the memory is then left in place).
+ */
+export function closeLane(ctx: RankContext, lane: number, limitMs: number): boolean {
+  const i32 = () => new Int32Array(ctx.core.memory.buffer);
+  Atomics.store(i32(), (lane + L.STATE) >> 2, LANE_CLOSING);
+  ringProgress(i32());
+  const until = performance.now() + limitMs;
+  while (Atomics.load(i32(), (lane + L.STATE) >> 2) !== LANE_DETACHED) {
+    if (progressState(i32()) === PROGRESS_GONE) break;
+    const left = until - performance.now();
+    if (left <= 0 || !ctx.canBlock) {
+      log('WARN', `rank ${ctx.rank}: the progress thread did not let go of a closed communicator's lane; its memory is left in place`);
+      return false;
+    }
+    Atomics.wait(i32(), (lane + L.STATE) >> 2, LANE_CLOSING, Math.min(left, SLICE_MS));
+  }
+  const table = laneTable(i32());
+  for (let k = 0; k < MAX_LANES; k++) {
+    if (Atomics.compareExchange(i32(), (table + T.ENTRIES + 4 * k) >> 2, lane, 0) === lane) break;
+  }
+  return true;
+}
+
+/**
+ * A heap block holding a copy of plain buffer `b` (its bytes copied in when `copyIn`), for an
+ * op the progress thread runs; 0 when `b` is absent or already in the node memory (used in place).
+ */
+export function stageCopy(ctx: RankContext, b: Buf | null, copyIn: boolean): number {
+  if (!b || b.addr) return 0;
+  const addr = ctx.heap.alloc(b.bytes.byteLength);
+  if (copyIn) new Uint8Array(ctx.core.memory.buffer, addr, b.bytes.byteLength).set(b.bytes);
+  return addr;
+}

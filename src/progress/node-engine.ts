@@ -1,0 +1,43 @@
+// Which engine a communicator of one node gets: the rank's own (ShmEngine), or one that hands
+// ops to the node's progress thread (ThreadEngine), by WEBCCL_PROGRESS / the progress option.
+//
+// Who runs an op (WEBCCL_PROGRESS, or the communicator's `progress` option):
+// - 'caller': this rank, while it waits or polls (the engine of a node without progress thread);
+// - 'thread': the progress thread;
+// - 'auto': decided per op from how the rank completed its last op. A rank that waited for it
+//   at once (`await comm.allReduce(x)`, waitSync() right after the call) is expected to do so
+//   again: its next op is held, unstarted, until the rank calls webccl again. A wait for that
+//   op runs it on the rank itself, as fast as without a progress thread (no copy, no hand-over);
+//   any other call (the next op, a poll with isCompleted()) hands it to the thread, and the rank
+//   is then expected to go on computing: its next ops go to the thread at once. An op handed
+//   over stays untouched for 0.1 ms: a wait begun meanwhile takes it back.
+//   Ops issued behind ops one runner holds go to the same runner, to keep the order.
+// Send/recv always run on this rank (they keep no place in the collective order).
+import { WebcclError } from '../core/errors.js';
+import { resolveProgressMode } from '../core/progress-mode.js';
+import type { RankContext } from '../comm/context.js';
+import type { Engine, OpCounters } from '../comm/engine.js';
+import { checkMode } from '../comm/input-check.js';
+import { ShmEngine } from '../comm/shm-engine.js';
+import { PROGRESS_RUNNING, progressState } from './lanes.js';
+import { ThreadEngine } from './thread-engine.js';
+
+/**
+ * The engine of a communicator whose ranks are all on `ctx`'s node: ops handed to the node's
+ * progress thread where it runs (mode thread or auto), else run by the rank itself.
+ */
+export function nodeEngine(ctx: RankContext, counters: OpCounters, commAlgo: unknown, timeoutMs: number, progress: unknown): Engine {
+  const mode = resolveProgressMode(progress);
+  // WEBCCL_CHECK hashes the buffers between the rank's own slices of an op: it needs the rank to run them.
+  if (mode === 'caller' || ctx.size === 1 || checkMode()) return new ShmEngine(ctx, counters, commAlgo, timeoutMs);
+  if (!hasProgressThread(ctx)) {
+    if (mode === 'auto') return new ShmEngine(ctx, counters, commAlgo, timeoutMs);
+    throw new WebcclError('UNSUPPORTED', "progress 'thread' (WEBCCL_PROGRESS): this node has no progress thread (webccl's launchers and createNode() start one in Node; createNode({ nranks, progress: false }) and pages have none)", { option: 'progress' });
+  }
+  return new ThreadEngine(ctx, counters, commAlgo, timeoutMs, mode);
+}
+
+/** Whether `ctx`'s node has a running progress thread. */
+export function hasProgressThread(ctx: RankContext): boolean {
+  return progressState(new Int32Array(ctx.core.memory.buffer)) === PROGRESS_RUNNING;
+}
