@@ -39,7 +39,7 @@ const SLICE_MS = 50;
 /** A wait begun this soon after the call returned counts as waiting at once (a synchronous-style call). */
 const AT_ONCE_MS = 0.5;
 /** How long the progress thread leaves a new op to its rank in auto mode (a wait right after issue takes it back). */
-const GRACE_MS = 0.1;
+const GRACE_MS = 1;
 /** How long closing waits for the progress thread to let go of the lane. */
 const DETACH_MS = 10_000;
 
