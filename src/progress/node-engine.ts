@@ -10,7 +10,7 @@
 //   op runs it on the rank itself, as fast as without a progress thread (no copy, no hand-over);
 //   any other call (the next op, a poll with isCompleted()) hands it to the thread, and the rank
 //   is then expected to go on computing: its next ops go to the thread at once. An op handed
-//   over stays untouched for 0.1 ms: a wait begun meanwhile takes it back.
+//   over stays untouched for 1 ms: a wait begun meanwhile takes it back.
 //   Ops issued behind ops one runner holds go to the same runner, to keep the order.
 // Send/recv always run on this rank (they keep no place in the collective order).
 import { WebcclError } from '../core/errors.js';

@@ -38,7 +38,7 @@ const P2P_SLICE_MS = 1;
 const SLICE_MS = 50;
 /** A wait begun this soon after the call returned counts as waiting at once (a synchronous-style call). */
 const AT_ONCE_MS = 0.5;
-/** How long the progress thread leaves a new op to its rank in auto mode (a wait right after issue takes it back). */
+/** How long the progress thread leaves a new op to its rank in auto mode (a wait right after issue takes it back): 1 ms, long enough for a descheduled rank on oversubscribed cores. */
 const GRACE_MS = 1;
 /** How long closing waits for the progress thread to let go of the lane. */
 const DETACH_MS = 10_000;
