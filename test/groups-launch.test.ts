@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from '../src/launch/children.js';
+import { freePort } from './helpers/net.js';
 import { type Env, type Run, cleanEnv, killAllJobs, run } from './helpers/jobs.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));

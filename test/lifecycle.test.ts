@@ -12,7 +12,7 @@ import { joinNode } from '../src/comm/context.js';
 import { Communicator } from '../src/comm/communicator.js';
 import { boundedUtf8 } from '../src/core/reason-text.js';
 import { REASON_BYTES } from '../src/core/shm-map.js';
-import { freePort } from '../src/launch/children.js';
+import { freePort } from './helpers/net.js';
 import { settleAll, together } from './helpers/inproc.js';
 import { runScenario } from './helpers/threads.js';
 

@@ -4,7 +4,7 @@
 // one "fault rank R {code, details, message}" line. Deadlines are short; every process started
 // is gone when each test ends (checked by pid).
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from '../src/launch/children.js';
+import { freePort } from './helpers/net.js';
 import { type Env, type Run, alive, bin, cleanEnv, fixture, killAll, pidsIn, run } from './helpers/procs.js';
 
 afterAll(killAll);

@@ -4,14 +4,14 @@
 // themselves (test/fixtures/net-check.mjs); here we check that every rank said so, and that
 // jobs that cannot work fail on every side with an error naming the cause.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { type Server, type Socket, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../src/launch/children.js';
-import { type Env, type Run, cleanEnv, killAllJobs, run as runJob } from './helpers/jobs.js';
+import { freePort } from './helpers/net.js';
+import { type Env, type Run, cleanEnv, killAllJobs, run as runJob, startJob } from './helpers/jobs.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const bin = join(root, 'bin', 'webccl.js');
@@ -67,6 +67,35 @@ describe('webccl run --procs: one process per rank', () => {
       expectOk(runs[i], [0, 1, 2], 3, `WEBCCL_NCHANNELS=${c}`);
       expect(runs[i].stderr.match(new RegExp(`mesh of ${c} channel\\(s\\) per peer`, 'g'))).toHaveLength(3);
     }
+  }, 60_000);
+});
+
+describe('the rendezvous port a launcher picks', () => {
+  // The launcher binds the port and hands the listening socket to rank 0: a program that tries
+  // to take the port while rank 0 has not yet joined finds it in use, and the job is unharmed.
+  // (A port picked, released and bound later by rank 0 was taken by another job's store once.)
+  it('webccl run --procs: no other program can bind it before rank 0 serves the store; only rank 0 is handed the socket, and the variable is gone after the join', async () => {
+    const go = join(tmp, 'store-port-go');
+    const job = startJob(node, [bin, 'run', '--procs', '-n', '3', join(root, 'test', 'fixtures', 'store-port-held.mjs'), go], env(), { cwd: root });
+    const until = Date.now() + 30_000;
+    while ((job.stdout().match(/^PORT /gm)?.length ?? 0) < 3) {
+      if (Date.now() > until) break;
+      await sleep(50);
+    }
+    const ports = [...job.stdout().matchAll(/^PORT (\d+) rank (\d) handed=(\w+)/gm)].map((m) => ({ port: Number(m[1]), rank: Number(m[2]), handed: m[3] === 'true' }));
+    expect(ports.map((p) => p.rank).sort(), job.stdout()).toEqual([0, 1, 2]);
+    expect(new Set(ports.map((p) => p.port)).size).toBe(1);
+    expect(ports.filter((p) => p.handed).map((p) => p.rank)).toEqual([0]);
+    const intruder = await new Promise<string>((resolve) => {
+      const s = createServer();
+      s.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
+      s.listen(ports[0].port, '127.0.0.1', () => s.close(() => resolve('bound')));
+    });
+    expect(intruder).toBe('EADDRINUSE');
+    writeFileSync(go, '');
+    const r = await job.done;
+    expectOk(r, [0, 1, 2], 3, 'after the intruder was refused');
+    expect(r.stdout).not.toMatch(/after-join handed=true/);
   }, 60_000);
 });
 

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from '../src/launch/children.js';
+import { freePort } from './helpers/net.js';
 import { cleanEnv, killAllJobs, run as runJob } from './helpers/jobs.js';
 import { caught } from './helpers/caught.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';

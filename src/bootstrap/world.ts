@@ -10,6 +10,8 @@ export interface WorldInit {
   masterPort: number;
   token: string;
   jobId: string;
+  /** World rank 0 only: a socket already listening on masterPort, handed over by the launcher (Node: a descriptor). */
+  storeFd?: number;
 }
 
 /** torchrun's default rendezvous port, taken when a launcher gives none. */

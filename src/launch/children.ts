@@ -3,21 +3,7 @@
 // then SIGTERM, then SIGKILL a grace period later; terminate() does the same at once, and a
 // second terminate() kills. None is left behind.
 import type { ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import type { LaunchResult, RankFailure } from './threads.js';
-
-/** A port nothing listens on now. Another process may take it before rank 0 does; torchrun
- *  takes the same risk, and the rank's bind error then names the port. */
-export function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, host, () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 export class ChildGroup {
   readonly failures: RankFailure[] = [];

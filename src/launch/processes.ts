@@ -9,7 +9,8 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { randomJobId, randomToken } from '../bootstrap/node/job-secrets.js';
 import { LAUNCHER_FD, LAUNCHER_FD_VAR } from '../bootstrap/node/launcher-pipe.js';
-import { ChildGroup, freePort } from './children.js';
+import { ChildGroup } from './children.js';
+import { type ReservedPort, STORE_FD_VAR, reserveStorePort, storeHandoff } from '../bootstrap/node/store-handoff.js';
 import { rankGuardUrl } from './paths.js';
 import { type LaunchResult, checkLaunchOptions } from './threads.js';
 import { checkTracePath, mergeJobTrace, tracePath } from '../core/node/trace-files.js';
@@ -24,7 +25,7 @@ export interface ProcessLaunchOptions {
   env?: Record<string, string | undefined>;
   /** Default 127.0.0.1: every rank runs here. */
   masterAddr?: string;
-  /** Default: a port free when the launcher looked. */
+  /** Default: a port the launcher binds and hands, listening, to rank 0 (no other program can take it in between). */
   masterPort?: number;
   /** How long other ranks get to end on their own after one failed (default 5 s), and again
    *  between SIGTERM and SIGKILL. */
@@ -57,8 +58,12 @@ export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHand
 
   const run = async (): Promise<LaunchResult> => {
     const masterAddr = o.masterAddr ?? '127.0.0.1';
-    const masterPort = o.masterPort ?? (await freePort(masterAddr));
-    if (group.terminated) return group.result();
+    const reserved: ReservedPort | undefined = o.masterPort === undefined ? await reserveStorePort(masterAddr) : undefined;
+    const masterPort = o.masterPort ?? reserved!.port;
+    if (group.terminated) {
+      reserved?.release();
+      return group.result();
+    }
     const shared = {
       WORLD_SIZE: String(o.nranks),
       LOCAL_WORLD_SIZE: String(o.nranks),
@@ -68,9 +73,13 @@ export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHand
       WEBCCL_JOB_ID: base.WEBCCL_JOB_ID || randomJobId(),
     };
     await Promise.all(Array.from({ length: o.nranks }, (_, rank) => {
-      const env = { ...base, ...shared, RANK: String(rank), LOCAL_RANK: String(rank), [LAUNCHER_FD_VAR]: String(LAUNCHER_FD) };
+      // Rank 0 gets the store's listening socket at stdio[STORE_FD]; this process's copy is closed
+      // right after that spawn, before any other rank exists to connect.
+      const handoff = storeHandoff(rank === 0 ? reserved : undefined, LAUNCHER_FD + 1);
+      const env = { ...base, ...shared, RANK: String(rank), LOCAL_RANK: String(rank), [LAUNCHER_FD_VAR]: String(LAUNCHER_FD), [STORE_FD_VAR]: undefined, ...handoff.env };
       // stdio[LAUNCHER_FD] is the pipe: this process holds the other end until it ends.
-      const child = spawn(process.execPath, ['--import', rankGuardUrl(), script, ...(o.args ?? [])], { env, stdio: ['inherit', 'inherit', 'inherit', 'pipe'] });
+      const child = spawn(process.execPath, ['--import', rankGuardUrl(), script, ...(o.args ?? [])], { env, stdio: ['inherit', 'inherit', 'inherit', 'pipe', ...handoff.stdio] });
+      if (rank === 0) reserved?.release();
       child.once('exit', () => child.stdio[LAUNCHER_FD]?.destroy()); // this end would keep the launcher running
       if (child.pid !== undefined) pids.push(child.pid);
       return group.watch(child, 'exit', (failure, error) => failure && group.fail(rank, failure, error));

@@ -145,8 +145,8 @@ function firstLine(message: string): string {
   return message.split('\n', 1)[0];
 }
 
-function worldOf({ firstRank, ...job }: NonNullable<LaunchOptions['world']>, rank: number): WorldInit {
-  return { ...job, rank: firstRank + rank };
+function worldOf({ firstRank, storeFd, ...job }: NonNullable<LaunchOptions['world']>, rank: number): WorldInit {
+  return { ...job, rank: firstRank + rank, ...(firstRank + rank === 0 && storeFd !== undefined && { storeFd }) };
 }
 
 /** Runs `script` on `nranks` worker threads and resolves when all have ended. */

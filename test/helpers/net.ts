@@ -10,14 +10,20 @@ export async function canListen(host: string): Promise<boolean> {
   });
 }
 
-/** A port free right now on `host` (the OS picks it). */
+/**
+ * A port free right now on `host`, for a test that passes --master-port to launchers it starts.
+ * Picked at random below the OS's ephemeral range (32768 and up on Linux): ports the OS hands out
+ * for listen(0) and outgoing connections — every other test's stores, meshes and clients — never
+ * land there, so another test cannot take it between this check and the launcher's bind.
+ */
 export async function freePort(host = '127.0.0.1'): Promise<number> {
-  const s = net.createServer();
-  return new Promise((resolve, reject) => {
-    s.once('error', reject);
-    s.listen(0, host, () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
+  for (let tries = 0; ; tries++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const ok = await new Promise<boolean>((resolve, reject) => {
+      const s = net.createServer();
+      s.once('error', (e: NodeJS.ErrnoException) => (e.code === 'EADDRINUSE' && tries < 50 ? resolve(false) : reject(e)));
+      s.listen({ port, host, exclusive: true }, () => s.close(() => resolve(true)));
     });
-  });
+    if (ok) return port;
+  }
 }

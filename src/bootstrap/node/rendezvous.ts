@@ -72,7 +72,7 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
     refusals.warn(refusalLine(where, r));
   };
   const server = o.rank === 0
-    ? await startStoreServer({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId, tls: o.tls, onReject }).catch((e: WebcclError) => {
+    ? await startStoreServer({ host: o.masterAddr, port: o.masterPort, fd: o.storeFd, token: o.token, jobId: o.jobId, tls: o.tls, onReject }).catch((e: WebcclError) => {
         throw within(e, 'rank 0 cannot serve the rendezvous store');
       })
     : undefined;

@@ -27,6 +27,8 @@ export interface StoreServerOptions {
   host?: string;
   /** 0 picks any free port. */
   port?: number;
+  /** A socket already listening (a launcher's, see store-handoff.ts): served instead of binding host:port. */
+  fd?: number;
   token: string | Uint8Array;
   jobId: string;
   maxValueBytes?: number;
@@ -292,7 +294,8 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       if (e.code === 'EADDRINUSE') rejectListen(new WebcclError('ADDRESS_IN_USE', `store cannot listen on ${where}: address already in use`, { host, port }));
       else rejectListen(new WebcclError('INVALID_ARGUMENT', `store cannot listen on ${where}: ${e.code ?? e.message}`, { host, port }));
     });
-    server.listen({ host, port, exclusive: true }, () => resolve());
+    if (options.fd !== undefined) server.listen({ fd: options.fd }, () => resolve());
+    else server.listen({ host, port, exclusive: true }, () => resolve());
   });
   const bound = server.address() as net.AddressInfo;
   label = hostPort(bound.address, bound.port);

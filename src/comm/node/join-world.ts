@@ -16,6 +16,7 @@ import { NetEngine } from '../net-engine.js';
 import { netWorld } from '../placement.js';
 import { TransportSpaces } from '../../transport/spaces.js';
 import { DEFAULT_MASTER_PORT, type WorldInit } from '../../bootstrap/world.js';
+import { takeStoreFd } from '../../bootstrap/node/store-handoff.js';
 import { resolveWireTls } from '../../wire/node/secure-socket.js';
 import { checkSecrets } from '../../bootstrap/node/store-server.js';
 
@@ -39,7 +40,8 @@ export function worldFromEnv(env: Record<string, string | undefined>): WorldInit
   const oneMachine = id.localWorldSize === id.worldSize;
   const masterAddr = id.masterAddr ?? (oneMachine ? '127.0.0.1' : fail('INVALID_ARGUMENT', `MASTER_ADDR must be set: rank ${id.rank} of ${id.worldSize} (from ${id.source}) needs the address of rank 0's rendezvous store; it defaults to 127.0.0.1 only when the launcher says every rank is on this machine (local world size = world size)`));
   const masterPort = id.masterPort ?? DEFAULT_MASTER_PORT;
-  return { rank: id.rank, size: id.worldSize, masterAddr, masterPort, token: resolveToken(env, masterAddr), jobId: resolveJobId(env, masterAddr, masterPort) };
+  const storeFd = id.rank === 0 ? takeStoreFd(env) : undefined;
+  return { rank: id.rank, size: id.worldSize, masterAddr, masterPort, token: resolveToken(env, masterAddr), jobId: resolveJobId(env, masterAddr, masterPort), ...(storeFd !== undefined && { storeFd }) };
 }
 
 export async function joinWorld(input: JoinWorldInput): Promise<Communicator | undefined> {

@@ -9,7 +9,8 @@
 // own (and print their own message), then SIGTERM, then SIGKILL. None is left behind.
 import { spawn } from 'node:child_process';
 import { randomJobId, randomToken } from '../../bootstrap/node/job-secrets.js';
-import { ChildGroup, freePort } from '../children.js';
+import { ChildGroup } from '../children.js';
+import { STORE_FD_VAR, reserveStorePort, storeHandoff } from '../../bootstrap/node/store-handoff.js';
 import type { LaunchResult } from '../threads.js';
 
 export interface NodesLaunchOptions {
@@ -50,16 +51,23 @@ export function startNodes(o: NodesLaunchOptions): NodesLaunchHandle {
   const base = o.env ?? process.env;
 
   const run = async (): Promise<LaunchResult> => {
-    const masterPort = await freePort('127.0.0.1');
-    if (group.terminated) return group.result();
+    // Bound here and handed, listening, to node 0, whose rank 0 serves the store on it.
+    const reserved = await reserveStorePort('127.0.0.1');
+    const masterPort = reserved.port;
+    if (group.terminated) {
+      reserved.release();
+      return group.result();
+    }
     const env = { ...base, WEBCCL_TOKEN: base.WEBCCL_TOKEN || randomToken(), WEBCCL_JOB_ID: base.WEBCCL_JOB_ID || randomJobId() };
     await Promise.all(Array.from({ length: o.nodes }, (_, k) => {
       const first = k * o.perNode;
       const ranks = o.perNode === 1 ? `rank ${first}` : `ranks ${first}..${first + o.perNode - 1}`;
+      const handoff = storeHandoff(k === 0 ? reserved : undefined, 4);
       const child = spawn(process.execPath, [
         o.cliScript, 'run', '--nnodes', String(o.nodes), '--node-rank', String(k), '--nproc-per-node', String(o.perNode),
         '--master-addr', '127.0.0.1', '--master-port', String(masterPort), o.rankScript, ...o.args,
-      ], { env, stdio: ['ignore', 'inherit', o.onStderr ? 'pipe' : 'inherit', 'ipc'] });
+      ], { env: { ...env, [STORE_FD_VAR]: undefined, ...handoff.env }, stdio: ['ignore', 'inherit', o.onStderr ? 'pipe' : 'inherit', 'ipc', ...handoff.stdio] });
+      if (k === 0) reserved.release();
       if (o.onStderr) child.stderr!.setEncoding('utf8').on('data', o.onStderr);
       child.on('message', (m) => {
         if (isForwarded(m)) o.onMessage(m.rank, m.msg);
