@@ -19,3 +19,10 @@ export function rankGuardUrl(): string {
   if (!existsSync(path)) throw new WebcclError('INTERNAL', `the rank processes' guard ${path} is missing: run the built package (npm run build)`);
   return pathToFileURL(path).href;
 }
+
+/** The browser build of this package (served by `webccl serve` at /webccl.js). */
+export function browserBuildPath(): string {
+  const path = typeof __dirname === 'string' ? join(__dirname, '..', 'browser', 'index.js') : fileURLToPath(new URL('../browser/index.js', import.meta.url));
+  if (!existsSync(path)) throw new WebcclError('INTERNAL', `the browser build ${path} is missing: run the built package (npm run build)`);
+  return path;
+}

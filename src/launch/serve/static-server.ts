@@ -1,0 +1,104 @@
+// `webccl serve DIR`: a page's Web Workers can share memory (SharedArrayBuffer, one WebAssembly
+// memory per node) only when the page is cross-origin isolated, which takes two response
+// headers a plain static server does not send. This one sends them on every response, and
+// serves the browser build of this package at /webccl.js so a page needs no bundler.
+// Read-only: GET and HEAD, files under DIR only (no `..`, no symlink leading out of it).
+import { createReadStream, realpathSync, statSync } from 'node:fs';
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import { extname, join, sep } from 'node:path';
+import { WebcclError } from '../../core/errors.js';
+
+/** The headers that make a page cross-origin isolated (and let it load this server's files). */
+export const ISOLATION_HEADERS = {
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-embedder-policy': 'require-corp',
+  'cross-origin-resource-policy': 'same-origin',
+} as const;
+
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8', '.json': 'application/json', '.map': 'application/json', '.wasm': 'application/wasm',
+  '.svg': 'image/svg+xml', '.png': 'image/png', '.txt': 'text/plain; charset=utf-8', '.ico': 'image/x-icon',
+};
+
+export interface StaticServerOptions {
+  /** Directory whose files are served. */
+  dir: string;
+  /** Default 127.0.0.1; 0.0.0.0 or :: to serve other machines. */
+  host?: string;
+  /** Default 0: a free port. */
+  port?: number;
+  /** The browser build served at /webccl.js (and its source map at /webccl.js.map). */
+  browserBuild: string;
+}
+
+export interface StaticServer {
+  /** http://host:port */
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Starts serving; resolves once listening. A port in use is ADDRESS_IN_USE, a missing DIR INVALID_ARGUMENT. */
+export async function startStaticServer(o: StaticServerOptions): Promise<StaticServer> {
+  let root: string;
+  try {
+    root = realpathSync(o.dir);
+    if (!statSync(root).isDirectory()) throw new Error('not a directory');
+  } catch (e) {
+    throw new WebcclError('INVALID_ARGUMENT', `serve: ${o.dir} is not a directory (${(e as Error).message})`, { dir: o.dir });
+  }
+  const host = o.host ?? '127.0.0.1';
+  const server = createServer((req, res) => respond(req, res, root, o.browserBuild));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (e: NodeJS.ErrnoException) => reject(e.code === 'EADDRINUSE'
+      ? new WebcclError('ADDRESS_IN_USE', `serve: ${host}:${o.port ?? 0} is in use`, { host, port: o.port })
+      : new WebcclError('INVALID_ARGUMENT', `serve: cannot listen on ${host}:${o.port ?? 0}: ${e.code ?? e.message}`, { host, port: o.port })));
+    server.listen({ host, port: o.port ?? 0 }, () => resolve());
+  });
+  const { port } = server.address() as { port: number };
+  return { url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`, port, close: () => closeServer(server) };
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections(); // keep-alive connections of a page would hold close() open
+  });
+}
+
+function respond(req: IncomingMessage, res: ServerResponse, root: string, browserBuild: string): void {
+  const fail = (status: number, why: string): void => void res.writeHead(status, { ...ISOLATION_HEADERS, 'content-type': 'text/plain; charset=utf-8' }).end(`${status} ${why}\n`);
+  if (req.method !== 'GET' && req.method !== 'HEAD') return void res.writeHead(405, { ...ISOLATION_HEADERS, allow: 'GET, HEAD' }).end();
+  let path: string;
+  try {
+    path = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname);
+  } catch {
+    return fail(400, 'bad path');
+  }
+  if (path.includes('\0') || path.split('/').includes('..')) return fail(403, 'outside the served directory');
+  let file: string;
+  if (path === '/webccl.js' || path === '/webccl.js.map') file = path.endsWith('.map') ? `${browserBuild}.map` : browserBuild;
+  else {
+    file = join(root, path);
+    try {
+      file = realpathSync(file);
+      if (statSync(file).isDirectory()) file = realpathSync(join(file, 'index.html'));
+    } catch {
+      return fail(404, 'not found');
+    }
+    // A symlink may point anywhere: only what resolves inside DIR is served.
+    if (file !== root && !file.startsWith(root + sep)) return fail(403, 'outside the served directory');
+  }
+  let size: number;
+  try {
+    const s = statSync(file);
+    if (!s.isFile()) return fail(404, 'not found');
+    size = s.size;
+  } catch {
+    return fail(404, 'not found');
+  }
+  res.writeHead(200, { ...ISOLATION_HEADERS, 'content-type': TYPES[extname(file).toLowerCase()] ?? 'application/octet-stream', 'content-length': size, 'cache-control': 'no-cache' });
+  if (req.method === 'HEAD') return void res.end();
+  createReadStream(file).on('error', () => res.destroy()).pipe(res);
+}

@@ -1,0 +1,137 @@
+// `webccl serve`'s static server: every response carries the cross-origin isolation headers,
+// /webccl.js is the browser build, only files under the directory are served, and a page it
+// serves really is isolated in Chromium (its workers share one node and reduce).
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ISOLATION_HEADERS, type StaticServer, startStaticServer } from '../src/launch/serve/static-server.js';
+import { WebcclError } from '../src/core/errors.js';
+
+async function rejected(p: Promise<unknown>): Promise<WebcclError> {
+  const e = await p.then(() => undefined, (err: unknown) => err);
+  expect(WebcclError.is(e), String(e)).toBe(true);
+  return e as WebcclError;
+}
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const browserBuild = join(root, 'dist', 'browser', 'index.js');
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+const tmp = mkdtempSync(join(tmpdir(), 'webccl-serve-'));
+const dir = join(tmp, 'site');
+mkdirSync(join(dir, 'sub'), { recursive: true });
+writeFileSync(join(tmp, 'secret.txt'), 'SECRET-CONTENT');
+writeFileSync(join(dir, 'index.html'), '<!doctype html><title>home</title>');
+writeFileSync(join(dir, 'sub', 'index.html'), 'sub index');
+writeFileSync(join(dir, 'app.mjs'), 'export const x = 1;');
+symlinkSync(join(tmp, 'secret.txt'), join(dir, 'leak.txt'));
+// A page whose two module workers join one node through /webccl.js and allReduce.
+writeFileSync(join(dir, 'rank.js'), `import { initCommGroup } from '/webccl.js';
+onmessage = async ({ data: { node, rank } }) => {
+  try {
+    const comm = await initCommGroup({ node, rank });
+    const x = new Float32Array(1000).fill(rank + 1);
+    await comm.allReduce(x);
+    postMessage({ rank, sum: x[0], ok: x.every((v) => v === 3) });
+  } catch (e) { postMessage({ rank, error: String(e.code) + ' ' + e.message }); }
+};`);
+writeFileSync(join(dir, 'two.html'), `<!doctype html><script type="module">
+import { createNode } from '/webccl.js';
+const node = createNode({ nranks: 2 });
+const results = await Promise.all([0, 1].map((rank) => new Promise((resolve) => {
+  const w = new Worker('/rank.js', { type: 'module' });
+  w.onmessage = (e) => resolve(e.data);
+  w.onerror = (e) => resolve({ rank, error: String(e.message) });
+  w.postMessage({ node, rank });
+})));
+window.webcclResults = { isolated: crossOriginIsolated, results };
+</script>`);
+
+let server: StaticServer;
+beforeAll(async () => {
+  server = await startStaticServer({ dir, browserBuild });
+});
+afterAll(async () => {
+  await server?.close();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+/** A raw request (fetch would normalise `..` away before sending). */
+function get(path: string, method = 'GET'): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+  return new Promise((resolve, reject) => {
+    const r = request({ host: '127.0.0.1', port: server.port, path, method }, (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (d) => (body += d)).on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    r.on('error', reject).end();
+  });
+}
+
+describe('webccl serve: the static server', () => {
+  it('serves files with their type and the isolation headers; a directory gives its index.html', async () => {
+    const page = await get('/');
+    expect(page.status).toBe(200);
+    expect(page.body).toContain('home');
+    expect(page.headers['content-type']).toMatch(/^text\/html/);
+    for (const [k, v] of Object.entries(ISOLATION_HEADERS)) expect(page.headers[k], k).toBe(v);
+    expect((await get('/sub/')).body).toBe('sub index');
+    const mod = await get('/app.mjs');
+    expect(mod.headers['content-type']).toMatch(/^text\/javascript/);
+    expect(mod.body).toBe('export const x = 1;');
+  });
+
+  it('/webccl.js is the browser build of this package, with its source map', async () => {
+    const js = await get('/webccl.js');
+    expect(js.status).toBe(200);
+    expect(js.body).toBe(readFileSync(browserBuild, 'utf8'));
+    expect(js.headers['cross-origin-embedder-policy']).toBe('require-corp');
+    if (existsSync(`${browserBuild}.map`)) expect((await get('/webccl.js.map')).status).toBe(200);
+  });
+
+  it('refuses what lies outside the directory: .., encoded .., a symlink leading out; 404 for a missing file; 405 for POST; HEAD has no body', async () => {
+    // The URL parser resolves `..` (encoded or not) against the root, so these never leave it.
+    for (const path of ['/../secret.txt', '/%2e%2e/secret.txt', '/sub/%2E%2E/%2E%2E/secret.txt', '/..%2fsecret.txt', '/sub/..%2f..%2fsecret.txt']) {
+      const r = await get(path);
+      expect([403, 404], path).toContain(r.status);
+      expect(r.body, path).not.toContain('SECRET-CONTENT');
+    }
+    const leak = await get('/leak.txt');
+    expect(leak.status).toBe(403);
+    expect(leak.body).not.toContain('SECRET-CONTENT');
+    expect((await get('/nope.html')).status).toBe(404);
+    expect((await get('/%E0%A4%A')).status).toBe(400);
+    const post = await get('/index.html', 'POST');
+    expect(post.status).toBe(405);
+    expect(post.headers.allow).toBe('GET, HEAD');
+    const head = await get('/index.html', 'HEAD');
+    expect(head.status).toBe(200);
+    expect(head.body).toBe('');
+    expect(Number(head.headers['content-length'])).toBeGreaterThan(0);
+  });
+
+  it('a missing directory is INVALID_ARGUMENT; a port in use is ADDRESS_IN_USE', async () => {
+    expect((await rejected(startStaticServer({ dir: join(tmp, 'none'), browserBuild }))).code).toBe('INVALID_ARGUMENT');
+    expect((await rejected(startStaticServer({ dir: join(tmp, 'secret.txt'), browserBuild }))).code).toBe('INVALID_ARGUMENT');
+    const e = await rejected(startStaticServer({ dir, browserBuild, port: server.port }));
+    expect({ code: e.code, port: e.details.port }).toEqual({ code: 'ADDRESS_IN_USE', port: server.port });
+  });
+
+  it.skipIf(!existsSync(CHROMIUM))('a page it serves is cross-origin isolated in Chromium: two workers share a node through /webccl.js and allReduce', async () => {
+    const { chromium } = await import('playwright-core');
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
+    try {
+      const tab = await browser.newPage();
+      const errors: string[] = [];
+      tab.on('pageerror', (e) => errors.push(String(e)));
+      await tab.goto(`${server.url}/two.html`);
+      const got = await tab.waitForFunction(() => (window as any).webcclResults, null, { timeout: 60_000 }).then((h) => h.jsonValue());
+      expect(errors).toEqual([]);
+      expect(got).toEqual({ isolated: true, results: [{ rank: 0, sum: 3, ok: true }, { rank: 1, sum: 3, ok: true }] });
+    } finally {
+      await browser.close();
+    }
+  }, 90_000);
+});
