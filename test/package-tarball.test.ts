@@ -2,8 +2,10 @@
 // (offline: the package has no runtime dependency), then typechecked against, run under Node in
 // both module systems, and its shipped browser example served and run in Chromium. Everything
 // here reads the installed copy, never the checkout.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -156,27 +158,11 @@ describe('Node runs the installed copy', () => {
 });
 
 describe.skipIf(!haveChromium)('the shipped browser example in headless Chromium', () => {
-  let server: ChildProcess | undefined;
-  afterAll(() => {
-    server?.kill();
-  });
+  const stops: (() => void)[] = [];
+  afterAll(() => stops.forEach((stop) => stop()));
 
-  it('examples/browser/serve.mjs serves it cross-origin isolated; 3 worker ranks get every result right', async () => {
-    // The example's own server, from the installed copy, on a free port; it prints the address.
-    server = spawn(process.execPath, [join(pkgDir, 'examples/browser/serve.mjs'), '--port', '0'], { cwd: app, stdio: ['ignore', 'pipe', 'inherit'] });
-    const url = await new Promise<string>((res, rej) => {
-      let out = '';
-      const timer = setTimeout(() => rej(new Error(`serve.mjs printed no address in 30 s: ${out}`)), 30_000);
-      server!.stdout!.on('data', (d) => {
-        out += d;
-        const m = /http:\/\/\S+/.exec(out);
-        if (m) {
-          clearTimeout(timer);
-          res(m[0]);
-        }
-      });
-    });
-    expect(url).toMatch(/\/examples\/browser\/$/);
+  /** Opens the example at `url` with 3 ranks and checks what the page reports. */
+  async function visit(url: string): Promise<void> {
     const { chromium } = await import('playwright-core');
     const browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -198,5 +184,72 @@ describe.skipIf(!haveChromium)('the shipped browser example in headless Chromium
     } finally {
       await browser.close();
     }
+  }
+
+  /** Serves `dir` cross-origin isolated, as the example's README tells a bundler's user to. */
+  async function serveDir(dir: string): Promise<string> {
+    const server = createServer((req, res) => {
+      const path = new URL(req.url ?? '/', 'http://x').pathname;
+      const file = join(dir, path.endsWith('/') ? `${path}index.html` : path);
+      if (!file.startsWith(dir) || !existsSync(file)) return void res.writeHead(404).end();
+      res.writeHead(200, {
+        'content-type': file.endsWith('.html') ? 'text/html' : 'text/javascript',
+        'cross-origin-opener-policy': 'same-origin',
+        'cross-origin-embedder-policy': 'require-corp',
+      });
+      res.end(readFileSync(file));
+    });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
+    stops.push(() => server.close());
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  }
+
+  /** The example as a bundler's user copies it: its files in app/SUB/src, importing 'webccl'. */
+  function copyExample(sub: string): string {
+    const src = join(app, sub, 'src');
+    for (const f of ['index.html', 'main.js', 'rank.js']) {
+      const text = readFileSync(join(pkgDir, 'examples/browser', f), 'utf8');
+      write(join(src, f), text.replaceAll("'../../dist/browser/index.js'", "'webccl'"));
+    }
+    expect(readFileSync(join(src, 'rank.js'), 'utf8')).toContain("from 'webccl'");
+    return src;
+  }
+
+  it('examples/browser/serve.mjs serves it cross-origin isolated; 3 worker ranks get every result right', async () => {
+    // The example's own server, from the installed copy, on a free port; it prints the address.
+    const server = spawn(process.execPath, [join(pkgDir, 'examples/browser/serve.mjs'), '--port', '0'], { cwd: app, stdio: ['ignore', 'pipe', 'inherit'] });
+    stops.push(() => server.kill());
+    const url = await new Promise<string>((res, rej) => {
+      let out = '';
+      const timer = setTimeout(() => rej(new Error(`serve.mjs printed no address in 30 s: ${out}`)), 30_000);
+      server.stdout.on('data', (d) => {
+        out += d;
+        const m = /http:\/\/\S+/.exec(out);
+        if (m) {
+          clearTimeout(timer);
+          res(m[0]);
+        }
+      });
+    });
+    expect(url).toMatch(/\/examples\/browser\/$/);
+    await visit(url);
+  });
+
+  it("bundled by esbuild as the example's README says (two entry points, platform browser)", async () => {
+    const src = copyExample('esbuild');
+    const out = join(app, 'esbuild', 'out');
+    const { build } = await import('esbuild');
+    await build({ entryPoints: [join(src, 'main.js'), join(src, 'rank.js')], bundle: true, format: 'esm', platform: 'browser', outdir: out, absWorkingDir: app, logLevel: 'silent' });
+    write(join(out, 'index.html'), readFileSync(join(src, 'index.html'), 'utf8'));
+    expect(readFileSync(join(out, 'rank.js'), 'utf8')).not.toMatch(/node:worker_threads/); // the browser build was picked
+    await visit(await serveDir(out));
+  });
+
+  it("bundled by Vite as the example's README says (module workers)", async () => {
+    const src = copyExample('vite');
+    const out = join(app, 'vite', 'out');
+    const { build } = await import('vite');
+    await build({ root: src, configFile: false, logLevel: 'silent', worker: { format: 'es' }, build: { outDir: out, emptyOutDir: true } });
+    await visit(await serveDir(out));
   });
 });
