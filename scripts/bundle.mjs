@@ -1,17 +1,24 @@
 // Bundles the library: ESM + CJS for Node (with the launcher and CLI), ESM for browsers (no
-// Node module reachable), and .d.ts files. The wasm is embedded as base64 in the bundles;
-// the raw .wasm files are shipped beside them for users who prefer to fetch them.
+// Node module reachable), and .d.ts files per entry. The wasm is embedded as base64 in the
+// bundles, so no .wasm file ships and no bundler needs a plugin for it.
+//
+// No source maps by default: the bundles are not minified and esbuild marks each source file
+// in them (`// src/comm/communicator.ts`), so a stack trace already reads as the source; the
+// maps (5.7 MB, most of it the embedded sources) would triple the package for no gain.
+// `node scripts/bundle.mjs --sourcemap` makes them for debugging a checkout (they never ship:
+// package.json "files" leaves out *.map).
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, rmSync } from 'node:fs';
+import { cpSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { pruneDeclarations } from './prune-declarations.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
 rmSync(dist, { recursive: true, force: true });
 // Node 20 lacks Uint8Array.fromBase64: give esbuild an explicit target.
-const common = { bundle: true, sourcemap: true, logLevel: 'warning', absWorkingDir: root };
+const common = { bundle: true, sourcemap: process.argv.includes('--sourcemap'), logLevel: 'warning', absWorkingDir: root };
 const node = { ...common, platform: 'node', target: 'node20' };
 await Promise.all([
   build({ ...node, format: 'esm', entryPoints: ['src/node.ts'], outfile: 'dist/node/index.js' }),
@@ -33,5 +40,13 @@ await Promise.all([
   build({ ...common, platform: 'browser', format: 'esm', target: 'es2022', entryPoints: ['src/index.ts'], outfile: 'dist/browser/index.js' }),
 ]);
 execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--emitDeclarationOnly'], { cwd: root, stdio: 'inherit' });
-mkdirSync(join(dist, 'wasm'), { recursive: true });
-for (const t of ['simd', 'scalar']) cpSync(join(root, 'build', `webccl.${t}.wasm`), join(dist, 'wasm', `webccl.${t}.wasm`));
+// Types per condition (package.json "exports"): dist/types/node.d.ts for Node (launch and the
+// rest of src/node.ts), dist/types/index.d.ts for browsers and bundlers (src/index.ts). Only
+// the declaration files those two reach are kept.
+const types = join(dist, 'types');
+pruneDeclarations(types, ['index.d.ts', 'node.d.ts']);
+// CommonJS consumers (`require`, TypeScript's node16 resolution in a .cts or a package without
+// "type": "module") need declarations TypeScript reads as CommonJS: the same files under a
+// package.json that says so.
+cpSync(types, join(dist, 'types-cjs'), { recursive: true });
+writeFileSync(join(dist, 'types-cjs', 'package.json'), '{ "type": "commonjs" }\n');

@@ -1,5 +1,6 @@
-// What ships: ESM and CJS entries for Node, types, a browser ESM build that reaches no Node
-// module and carries its wasm inside, and the webccl command.
+// What ships: ESM and CJS entries for Node, types per condition, a browser ESM build that
+// reaches no Node module and carries its wasm inside, and the webccl command. The packed and
+// installed package is tested in package-tarball.test.ts.
 import { readFileSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
@@ -8,11 +9,20 @@ import { expect, it } from 'vitest';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const pkg = JSON.parse(readFileSync(`${root}/package.json`, 'utf8'));
 
-it('package.json points at files the build made', () => {
+it('package.json points at files the build made, with types for each condition', () => {
   const e = pkg.exports['.'];
-  for (const f of [e.types, e.browser, e.node.import, e.node.require, e.default, pkg.bin.webccl, 'dist/wasm/webccl.simd.wasm', 'dist/wasm/webccl.scalar.wasm']) {
-    expect(existsSync(`${root}/${f}`), f).toBe(true);
-  }
+  expect(e).toEqual({
+    browser: { types: './dist/types/index.d.ts', default: './dist/browser/index.js' },
+    node: {
+      import: { types: './dist/types/node.d.ts', default: './dist/node/index.js' },
+      require: { types: './dist/types-cjs/node.d.ts', default: './dist/node/index.cjs' },
+    },
+    default: { types: './dist/types/index.d.ts', default: './dist/browser/index.js' },
+  });
+  const targets = (x: unknown): string[] => (typeof x === 'string' ? [x] : Object.values(x as object).flatMap(targets));
+  for (const f of [...targets(e), pkg.main, pkg.module, pkg.types, pkg.browser, pkg.bin.webccl]) expect(existsSync(`${root}/${f}`), f).toBe(true);
+  // TypeScript reads the declarations under dist/types-cjs/ as CommonJS because of this file.
+  expect(JSON.parse(readFileSync(`${root}/dist/types-cjs/package.json`, 'utf8'))).toEqual({ type: 'commonjs' });
 });
 
 it('the ESM and CJS builds run a one-rank collective', async () => {
