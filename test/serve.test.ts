@@ -78,6 +78,8 @@ describe('webccl serve: the static server', () => {
     expect(page.headers['content-type']).toMatch(/^text\/html/);
     for (const [k, v] of Object.entries(ISOLATION_HEADERS)) expect(page.headers[k], k).toBe(v);
     expect((await get('/sub/')).body).toBe('sub index');
+    const bare = await get('/sub');
+    expect({ status: bare.status, location: bare.headers.location }).toEqual({ status: 301, location: '/sub/' });
     const mod = await get('/app.mjs');
     expect(mod.headers['content-type']).toMatch(/^text\/javascript/);
     expect(mod.body).toBe('export const x = 1;');

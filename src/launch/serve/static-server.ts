@@ -83,7 +83,11 @@ function respond(req: IncomingMessage, res: ServerResponse, root: string, browse
     file = join(root, path);
     try {
       file = realpathSync(file);
-      if (statSync(file).isDirectory()) file = realpathSync(join(file, 'index.html'));
+      if (statSync(file).isDirectory()) {
+        // The page's relative imports resolve against its address: a folder's must end in '/'.
+        if (!path.endsWith('/')) return void res.writeHead(301, { ...ISOLATION_HEADERS, location: `${encodeURI(path)}/` }).end();
+        file = realpathSync(join(file, 'index.html'));
+      }
     } catch {
       return fail(404, 'not found');
     }
