@@ -2,7 +2,7 @@
 // --transport tcp node processes of worker threads), gathers what each posts, prints nccl-tests'
 // table as rows finish (a progress line on a terminal), and writes --json / --plot at the end.
 // A row's time is the slowest rank's mean; its #wrong is the sum over ranks.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type LaunchResult, startRanks } from '../threads.js';
@@ -13,6 +13,7 @@ import { type PlannedRow, type Placement, type RankSpec, placementsOf, planRows,
 import type { RankMessage } from './rank.js';
 import { type ChartSeries, PlotUnavailableError, renderBusBwChart } from './plot.js';
 import { startNodes } from './nodes.js';
+import { packageVersion } from '../version.js';
 
 export interface PerfIO {
   stdout: { write(s: string): unknown; isTTY?: boolean };
@@ -32,14 +33,6 @@ interface PerfJob {
   done: Promise<LaunchResult>;
   terminate(reason?: string): void;
   fail?(rank: number, message: string): void;
-}
-
-function packageVersion(): string {
-  try {
-    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-  } catch {
-    return 'unknown';
-  }
 }
 
 function defaultRankScript(): string {
