@@ -87,6 +87,7 @@ describe('one argument parser for every subcommand', () => {
       [['perf', 'allreduce', '--bogus=1'], 'webccl perf: unknown option --bogus\n'],
       [['simulate', 'allreduce', '-z', '1'], 'webccl simulate: unknown option -z\n'],
       [['tune', '--frob'], 'webccl tune: unknown option --frob\n'],
+      [['trace', 'merge', '--frob', 'a', 'b'], 'webccl: unknown option --frob\n'],
     ];
     for (const [args, first] of cases) {
       const r = webccl(...args);
@@ -94,6 +95,8 @@ describe('one argument parser for every subcommand', () => {
       expect(r.stdout).toBe('');
     }
     expect(() => parseRunArgs(['--bogus', 's.mjs'])).toThrow(UsageError);
+    const help = webccl('trace', '--help');
+    expect([help.status, help.stdout.split('\n')[0]]).toEqual([0, 'usage: webccl trace merge OUT PARTS...']);
   });
 
   it('a missing collective is said once, without the command repeated', () => {

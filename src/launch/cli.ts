@@ -206,11 +206,21 @@ async function run(argv: string[], out: NodeJS.WritableStream): Promise<number> 
   }
 }
 
+const TRACE_USAGE = `usage: webccl trace merge OUT PARTS...
+
+Merges WEBCCL_TRACE files (the .part files each rank left, or whole traces) into the one
+Chrome-trace file OUT (open it in ui.perfetto.dev); the inputs stay.`;
+
 /** webccl trace merge OUT PARTS...: one file of many; the inputs stay. */
 function traceMain(argv: string[]): number {
-  const [sub, out, ...parts] = argv;
+  const { help, positionals } = parseFlags(argv, {}, { error: UsageError });
+  if (help) {
+    process.stdout.write(TRACE_USAGE + '\n');
+    return 0;
+  }
+  const [sub, out, ...parts] = positionals;
   if (sub !== 'merge') throw new UsageError(sub === undefined ? 'trace: missing the subcommand (merge)' : `trace: unknown subcommand ${sub} (expected merge)`);
-  if (out === undefined || out.startsWith('-')) throw new UsageError('trace merge: missing the output file (webccl trace merge OUT PARTS...)');
+  if (out === undefined) throw new UsageError('trace merge: missing the output file (webccl trace merge OUT PARTS...)');
   if (!parts.length) throw new UsageError('trace merge: no input files (webccl trace merge OUT PARTS...)');
   if (parts.includes(out)) throw new UsageError(`trace merge: the output ${out} is also an input`);
   const n = mergeTraceFiles(out, parts);
@@ -248,7 +258,7 @@ export async function main(argv: string[]): Promise<number> {
     }
   } catch (e) {
     if (e instanceof UsageError) {
-      process.stderr.write(`webccl: ${e.message}\n${cmd === 'run' ? RUN_USAGE : USAGE}\n`);
+      process.stderr.write(`webccl: ${e.message}\n${cmd === 'run' ? RUN_USAGE : cmd === 'trace' ? TRACE_USAGE : USAGE}\n`);
       return 2;
     }
     // A job that cannot start as configured (no WEBCCL_TOKEN, an unsafe token file): say why.
