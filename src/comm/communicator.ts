@@ -26,6 +26,9 @@ export type { AllToAllOptions, CollectiveOptions, CommunicatorOptions, P2pOption
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
 
+/** The barrier initCommGroup ends with (a method under a symbol: no user calls it). */
+export const SETUP_BARRIER = Symbol('webccl.setupBarrier');
+
 /** What runs a communicator's ops, given the options every engine shares. */
 export type EngineFactory = (counters: OpCounters, commAlgo: unknown, timeoutMs: number) => Engine;
 
@@ -260,6 +263,16 @@ export class Communicator {
   barrier(opts?: { timeoutMs?: number }): Work {
     const o = collectiveOptions('barrier', opts);
     return this.enqueue('barrier', undefined, 'u8', 'sum', 0, 0, null, null, o);
+  }
+
+  /**
+   * The barrier that ends initCommGroup: setup, not the caller's work, so stats() leaves it out
+   * (a fresh communicator reports ops 0; a failed setup barrier throws, counted or not).
+   */
+  async [SETUP_BARRIER](): Promise<void> {
+    const before = { ...this.counters };
+    await this.barrier();
+    Object.assign(this.counters, before);
   }
 
   // ---------------------------------------------------------------- memory and lifecycle

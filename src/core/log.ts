@@ -18,6 +18,17 @@ export function enabled(l: Level): boolean {
   return level() >= LEVELS[l];
 }
 
+/** The world rank of this thread (a worker thread or process is one rank); null once two ranks joined in it (tests). */
+let thisRank: number | null | undefined;
+
+/** Called as a rank joins: lines that name no rank (the tuner's) then name this one. */
+export function setLogRank(rank: number): void {
+  thisRank = thisRank === undefined || thisRank === rank ? rank : null;
+}
+
+/** Every line names its rank: "webccl INFO rank 3: tuner: ...". */
 export function log(l: Level, msg: string): void {
-  if (enabled(l)) console.error(`webccl ${l} ${msg}`);
+  if (!enabled(l)) return;
+  const who = typeof thisRank === 'number' && !msg.startsWith('rank ') ? `rank ${thisRank}: ` : '';
+  console.error(`webccl ${l} ${who}${msg}`);
 }
