@@ -10,21 +10,22 @@ import { opLine } from '../src/comm/op-line.js';
 const bin = fileURLToPath(new URL('../bin/webccl.js', import.meta.url));
 const fixture = fileURLToPath(new URL('./fixtures/log-ops.mjs', import.meta.url));
 
-function job(level: string, ...runArgs: string[]) {
-  const r = spawnSync(process.execPath, [bin, 'run', ...runArgs, fixture], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, WEBCCL_DEBUG: level } });
+function job(env: Record<string, string>, ...runArgs: string[]) {
+  const r = spawnSync(process.execPath, [bin, 'run', ...runArgs, fixture], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, WEBCCL_DEBUG: 'TRACE', ...env } });
   expect(r.status, r.stderr).toBe(0);
   const stats = (rank: number, when: string) => {
     const line = r.stdout.split('\n').find((l) => l.startsWith(`stats ${rank} ${when} `));
-    return JSON.parse(line!.slice(`stats ${rank} ${when} `.length)) as { ops: number; bytes: number; busyMs: number; waitMs: number; moveMs: number; failed: number };
+    return JSON.parse(line!.slice(`stats ${rank} ${when} `.length)) as { ops: number; bytes: number; busyMs: number; waitMs: number; moveMs: number; failed: number; threadOps: number };
   };
   return { lines: r.stderr.split('\n'), stats };
 }
 
 describe.each([
-  ['threads', []],
-  ['--procs', ['--procs']],
-])('WEBCCL_DEBUG with ranks as %s', (_, extra) => {
-  const { lines, stats } = job('TRACE', '-n', '2', ...extra);
+  ['threads', [], {}],
+  ['threads, ops run by the progress thread', [], { WEBCCL_PROGRESS: 'thread' }],
+  ['--procs', ['--procs'], {}],
+])('WEBCCL_DEBUG with ranks as %s', (_, extra, env) => {
+  const { lines, stats } = job(env, '-n', '2', ...extra);
 
   it('the INFO line of each rank names its world rank', () => {
     const info = lines.filter((l) => /^webccl INFO rank .*wasm, \d+ cores/.test(l)).map((l) => /^webccl INFO (rank \d+\/\d+)/.exec(l)![1]).sort();
@@ -35,13 +36,13 @@ describe.each([
   it('lines that name no rank of their own (the tuner\'s) are prefixed with this rank\'s', () => {
     const tuner = lines.filter((l) => l.includes('tuner: allReduce'));
     expect(tuner.length).toBeGreaterThan(0);
-    const who = new Set(tuner.map((l) => /^webccl INFO rank (\d+): tuner: /.exec(l)?.[1]));
-    expect(who).toEqual(new Set(['0', '1']));
+    const who = new Set(tuner.map((l) => /^webccl INFO (rank \d+|progress thread): tuner: /.exec(l)?.[1]));
+    expect(who).toEqual(new Set(['rank 0', 'rank 1', ...(env.WEBCCL_PROGRESS ? ['progress thread'] : [])]));
   });
 
   it('stats() counts no op after initCommGroup, then the caller\'s own', () => {
     for (const rank of [0, 1]) {
-      expect(stats(rank, 'init')).toMatchObject({ ops: 0, bytes: 0, busyMs: 0, waitMs: 0, moveMs: 0, failed: 0 });
+      expect(stats(rank, 'init')).toMatchObject({ ops: 0, bytes: 0, busyMs: 0, waitMs: 0, moveMs: 0, failed: 0, threadOps: 0 });
       expect(stats(rank, 'ops').ops).toBe(5);
     }
   });

@@ -51,6 +51,8 @@ export class Communicator {
   private readonly track: TraceTrack | undefined;
   private readonly conversions: ConversionCounters = { conversions: 0, conversionBytes: 0, conversionMs: 0 };
   private readonly inFlight = new BuffersInFlight();
+  /** Of the progress thread's ops, the setup barrier's (0 or 1), which stats() leaves out too. */
+  private setupThreadOps = 0;
   /** WEBCCL_CHECK=1: fail an op whose buffers the caller writes while it is in flight. */
   private readonly checkInputs: boolean;
   private destroyed = false;
@@ -271,7 +273,9 @@ export class Communicator {
    */
   async [SETUP_BARRIER](): Promise<void> {
     const before = { ...this.counters };
+    const threadBefore = this.engine.threadOps?.() ?? 0;
     await this.barrier();
+    this.setupThreadOps = (this.engine.threadOps?.() ?? 0) - threadBefore;
     Object.assign(this.counters, before);
   }
 
@@ -302,7 +306,7 @@ export class Communicator {
    * tensor layout conversions (count, bytes read, time).
    */
   stats(): { ops: number; bytes: number; failed: number; busyMs: number; waitMs: number; moveMs: number; pending: number; threadOps: number; allReduceAlgorithms: Record<string, number> } & ConversionCounters {
-    return { ...this.counters, pending: this.engine.pending(), threadOps: this.engine.threadOps?.() ?? 0, allReduceAlgorithms: this.engine.algorithms(), ...this.conversions };
+    return { ...this.counters, pending: this.engine.pending(), threadOps: (this.engine.threadOps?.() ?? 0) - this.setupThreadOps, allReduceAlgorithms: this.engine.algorithms(), ...this.conversions };
   }
 
   /**
