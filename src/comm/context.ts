@@ -72,8 +72,8 @@ export function joinNode(node: NodeHandle, rank: number, options?: JoinOptions):
 }
 
 /**
- * joinNode for a rank of a job across nodes: its log lines name its world rank, which no node
- * rank tells (every process of `webccl run --procs` is node rank 0 of 1).
+ * joinNode; given `world` (a rank of a job across nodes), its log lines name its world rank,
+ * which no node rank tells (every process of `webccl run --procs` is node rank 0 of 1).
  */
 export function joinNodeAs(node: NodeHandle, rank: number, options?: JoinOptions, world?: { rank: number; size: number }): RankContext {
   const opts = checkOptions<JoinOptions>('joinNode', options, JOIN_OPTIONS, '{ cores: 4 }');

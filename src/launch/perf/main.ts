@@ -13,10 +13,10 @@ import { type PlannedRow, type Placement, type RankSpec, placementsOf, planRows,
 import type { RankMessage } from './rank.js';
 import { type ChartModules, PlotUnavailableError, loadChartModules, renderBusBwChart } from './plot.js';
 import { chartTitle, reportSeries } from './chart.js';
-
-export { reportSeries } from './chart.js';
 import { startNodes } from './nodes.js';
 import { packageVersion } from '../version.js';
+
+export { reportSeries } from './chart.js';
 
 export interface PerfIO {
   stdout: { write(s: string): unknown; isTTY?: boolean };
