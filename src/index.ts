@@ -4,7 +4,7 @@
 import { unknownEnvNames } from './core/config.js';
 import { WebcclError, fail } from './core/errors.js';
 import { type NodeHandle, checkNodeHandle, createNode } from './core/node.js';
-import { Communicator, type AllToAllOptions, type CollectiveOptions, type CommunicatorOptions, type P2pOptions, type RootedOptions } from './comm/communicator.js';
+import { Communicator, SETUP_BARRIER, type AllToAllOptions, type CollectiveOptions, type CommunicatorOptions, type P2pOptions, type RootedOptions } from './comm/communicator.js';
 import { JOIN_OPTIONS, type JoinOptions, joinNode } from './comm/context.js';
 import { COMMUNICATOR_OPTIONS } from './comm/options.js';
 import type { BufferArg } from './comm/buffers.js';
@@ -78,7 +78,7 @@ export async function initCommGroup(options?: InitOptions): Promise<Communicator
     const c = await joiner({ node: init?.node, localRank: init?.rank, world: init?.world, opts: { cores: init?.cores, simd: init?.simd, ...opts } });
     if (c) {
       if (c.rank === 0) unknownEnvNames();
-      await c.barrier();
+      await c[SETUP_BARRIER]();
       return (world = c);
     }
   } else if (init?.world) {
@@ -88,7 +88,7 @@ export async function initCommGroup(options?: InitOptions): Promise<Communicator
   if (rank === 0) unknownEnvNames(); // once per job, not once per rank
   const ctx = joinNode(node, rank, { cores: opts.cores ?? init?.cores, simd: opts.simd ?? init?.simd });
   const comm = new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs, progress: opts.progress });
-  await comm.barrier();
+  await comm[SETUP_BARRIER]();
   world = comm;
   return comm;
 }

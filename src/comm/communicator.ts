@@ -26,6 +26,9 @@ export type { AllToAllOptions, CollectiveOptions, CommunicatorOptions, P2pOption
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
 
+/** The barrier initCommGroup ends with (a method under a symbol: no user calls it). */
+export const SETUP_BARRIER = Symbol('webccl.setupBarrier');
+
 /** What runs a communicator's ops, given the options every engine shares. */
 export type EngineFactory = (counters: OpCounters, commAlgo: unknown, timeoutMs: number) => Engine;
 
@@ -48,6 +51,8 @@ export class Communicator {
   private readonly track: TraceTrack | undefined;
   private readonly conversions: ConversionCounters = { conversions: 0, conversionBytes: 0, conversionMs: 0 };
   private readonly inFlight = new BuffersInFlight();
+  /** Of the progress thread's ops, the setup barrier's (0 or 1), which stats() leaves out too. */
+  private setupThreadOps = 0;
   /** WEBCCL_CHECK=1: fail an op whose buffers the caller writes while it is in flight. */
   private readonly checkInputs: boolean;
   private destroyed = false;
@@ -262,6 +267,18 @@ export class Communicator {
     return this.enqueue('barrier', undefined, 'u8', 'sum', 0, 0, null, null, o);
   }
 
+  /**
+   * The barrier that ends initCommGroup: setup, not the caller's work, so stats() leaves it out
+   * (a fresh communicator reports ops 0; a failed setup barrier throws, counted or not).
+   */
+  async [SETUP_BARRIER](): Promise<void> {
+    const before = { ...this.counters };
+    const threadBefore = this.engine.threadOps?.() ?? 0;
+    await this.barrier();
+    this.setupThreadOps = (this.engine.threadOps?.() ?? 0) - threadBefore;
+    Object.assign(this.counters, before);
+  }
+
   // ---------------------------------------------------------------- memory and lifecycle
 
   /** A buffer in the node's shared memory: collectives use it in place, with no copy. */
@@ -289,7 +306,7 @@ export class Communicator {
    * tensor layout conversions (count, bytes read, time).
    */
   stats(): { ops: number; bytes: number; failed: number; busyMs: number; waitMs: number; moveMs: number; pending: number; threadOps: number; allReduceAlgorithms: Record<string, number> } & ConversionCounters {
-    return { ...this.counters, pending: this.engine.pending(), threadOps: this.engine.threadOps?.() ?? 0, allReduceAlgorithms: this.engine.algorithms(), ...this.conversions };
+    return { ...this.counters, pending: this.engine.pending(), threadOps: (this.engine.threadOps?.() ?? 0) - this.setupThreadOps, allReduceAlgorithms: this.engine.algorithms(), ...this.conversions };
   }
 
   /**

@@ -6,7 +6,7 @@ import { D, LAYOUT_VERSION, NODE_BASE, NODE_MAGIC_VALUE, descOffset } from '../c
 import { type NodeHandle, checkNodeHandle } from '../core/node.js';
 import { type OptionSpec, boolean, checkOptions, integer, number, showValue } from '../core/options.js';
 import { fail } from '../core/errors.js';
-import { log } from '../core/log.js';
+import { log, setLogRank } from '../core/log.js';
 import { type WasmCore, loadWasm, preferSimd } from '../core/wasm.js';
 
 export interface RankContext {
@@ -68,6 +68,14 @@ export function threadCanBlock(): boolean {
 }
 
 export function joinNode(node: NodeHandle, rank: number, options?: JoinOptions): RankContext {
+  return joinNodeAs(node, rank, options);
+}
+
+/**
+ * joinNode; given `world` (a rank of a job across nodes), its log lines name its world rank,
+ * which no node rank tells (every process of `webccl run --procs` is node rank 0 of 1).
+ */
+export function joinNodeAs(node: NodeHandle, rank: number, options?: JoinOptions, world?: { rank: number; size: number }): RankContext {
   const opts = checkOptions<JoinOptions>('joinNode', options, JOIN_OPTIONS, '{ cores: 4 }');
   checkNodeHandle('joinNode', node);
   if (!Number.isInteger(rank) || rank < 0 || rank >= node.nranks) {
@@ -93,8 +101,15 @@ export function joinNode(node: NodeHandle, rank: number, options?: JoinOptions):
   ctx.pollsPerUs = pollsPerMicrosecond(ctx.core, ctx.comm, ctx.size, ctx.rank);
   setSpin(ctx, given ?? defaultSpinUs(node.nranks, cores));
   const spinUs = ctx.spinUs;
-  log('INFO', `rank ${rank}/${node.nranks}: ${core.simd ? 'simd' : 'scalar'} wasm, ${cores} cores, spin ${spinUs} us = ${ctx.spinPolls} polls, slot ${node.slotBytes} B, ${ctx.canBlock ? 'blocking' : 'async'} waits`);
+  setLogRank(world?.rank ?? rank);
+  const who = world ? `rank ${world.rank}/${world.size} (node rank ${rank}/${node.nranks})` : `rank ${rank}/${node.nranks}`;
+  log('INFO', `${who}: ${core.simd ? 'simd' : 'scalar'} wasm, ${cores} cores, spin ${spinUs} us = ${ctx.spinPolls} polls, slot ${node.slotBytes} B, ${ctx.canBlock ? 'blocking' : 'async'} waits`);
   return ctx;
+}
+
+/** The world rank of the thread `ctx` is: given across nodes; on one node, its node rank (a group's rank maps to it through localOf). */
+export function worldRankOf(ctx: RankContext): number {
+  return ctx.worldRank ?? ctx.localOf[ctx.rank];
 }
 
 /** The spin budget for `nranks` ranks of a communicator sharing `cores` cores. */

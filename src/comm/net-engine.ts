@@ -25,6 +25,7 @@ import { FlightRecorder } from './flight-recorder.js';
 import { Dispute, type JobStore, type OpFields, type PairSignatures, fieldsOf, pairSignatures, signatureOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
 import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
+import { opLine } from './op-line.js';
 import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from './engine.js';
 import { Work, type WorkDriver } from './work.js';
 import { NetP2p } from './p2p/net-p2p.js';
@@ -198,7 +199,7 @@ export class NetEngine implements Engine, WorkDriver {
       work.settle();
       countDone(this.counters, work);
       if (spec.name === 'allReduce') this.byAlgorithm[op.algo]++;
-      if (trace) log('TRACE', `rank ${this.world.rank}: ${spec.name} #${op.seq} ${op.algo} ${spec.dtype} ${spec.op} count ${spec.count} done in ${(work.durationMs * 1000).toFixed(1)} us`);
+      if (trace) log('TRACE', `rank ${this.world.rank}: ${opLine({ ...spec, seq: op.seq, algo: op.algo })} done in ${(work.durationMs * 1000).toFixed(1)} us`);
     } catch (e) {
       this.counters.failed++;
       let err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));

@@ -9,7 +9,8 @@ import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../
 import { sameView } from './buffers.js';
 import type { InputCheck } from './input-check.js';
 import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from './engine.js';
-import type { RankContext } from './context.js';
+import { type RankContext, worldRankOf } from './context.js';
+import { opLine } from './op-line.js';
 import { FlightRecorder } from './flight-recorder.js';
 import { ShmRunner, type RunningOp } from './shm-runner.js';
 import { descriptorCount, writeCounts } from './shm-counts.js';
@@ -223,7 +224,7 @@ export class ShmEngine implements Engine, WorkDriver {
       q.work.settle();
       countDone(this.counters, q.work);
       if (q.name === 'allReduce') this.byAlgorithm[q.algo]++;
-      if (trace) log('TRACE', `rank ${this.ctx.rank}: ${q.name} #${q.seq} ${q.algo} ${q.dtype} ${q.op} count ${q.count} done in ${(q.work.durationMs * 1000).toFixed(1)} us`);
+      if (trace) log('TRACE', `rank ${worldRankOf(this.ctx)}: ${opLine(q)} done in ${(q.work.durationMs * 1000).toFixed(1)} us`);
       return true;
     } catch (e) {
       this.settleFailed(q, e);

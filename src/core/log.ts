@@ -18,6 +18,21 @@ export function enabled(l: Level): boolean {
   return level() >= LEVELS[l];
 }
 
+/** Who this thread is: "rank 3" (a worker thread or process is one rank), or "progress thread"; null once two ranks joined in it (tests). */
+let thisThread: string | null | undefined;
+
+/** Called as a rank joins: lines that name no rank (the tuner's) then name this one. */
+export function setLogRank(rank: number): void {
+  setLogThread(`rank ${rank}`);
+}
+
+export function setLogThread(who: string): void {
+  thisThread = thisThread === undefined || thisThread === who ? who : null;
+}
+
+/** Every line says who printed it: "webccl INFO rank 3: tuner: ...". */
 export function log(l: Level, msg: string): void {
-  if (enabled(l)) console.error(`webccl ${l} ${msg}`);
+  if (!enabled(l)) return;
+  const who = thisThread && !msg.startsWith('rank ') ? `${thisThread}: ` : '';
+  console.error(`webccl ${l} ${who}${msg}`);
 }

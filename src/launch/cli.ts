@@ -12,11 +12,13 @@ import { perfMain } from './perf/main.js';
 import { simulateMain } from './simulate/main.js';
 import { mergeTraceFiles } from '../core/node/trace-files.js';
 import { tuneMain } from './tune/main.js';
+import { packageVersion } from './version.js';
+import { CliUsageError, type FlagSpec, parseFlags } from './flags.js';
 
 const USAGE = `usage: webccl <command> [options]
 
 commands:
-  run [options] script.mjs [args...]   start ranks running script.mjs
+  run [options] script.mjs [args...]   start ranks running script.mjs (run --help)
   perf <collective> [options]          nccl-tests-style sweep: time, algbw, busbw, #wrong (perf --help)
   simulate <collective> [options]      predicted time, algbw, busbw on a simulated cluster of up to
                                        65,536 ranks (simulate --help)
@@ -24,11 +26,18 @@ commands:
                                        whole traces) into the one Chrome-trace file OUT
   tune [options]                       fit the tuner's cost model on this machine from perf sweeps
                                        and write it (tune --help)
-  help                                 show this text
+  help, -h, --help                     show this text
+  --version                            print the version
 
-run options:
+Flags take their value apart or attached: -n 4, -n4, --ranks 4, --ranks=4.
+Environment variables: see the README (WEBCCL_ALGO, WEBCCL_TIMEOUT_MS, WEBCCL_TOKEN, ...).`;
+
+export const RUN_USAGE = `usage: webccl run [options] script.mjs [args...]
+
+Everything after the script is the script's own: webccl run -n 2 s.mjs -n 5 gives s.mjs "-n 5".
+
   -n, --nproc-per-node L  ranks this launcher starts, 1..64 (default 1): worker threads sharing
-                          one node memory, or processes with --procs
+                          one node memory, or processes with --procs (also --nranks)
   --procs                 one OS process per rank; each finds RANK, WORLD_SIZE, LOCAL_RANK,
                           LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, WEBCCL_TOKEN and
                           WEBCCL_JOB_ID in its environment (torchrun's convention)
@@ -37,26 +46,29 @@ run options:
                           K*L .. K*L+L-1
   --master-addr A         where world rank 0 serves the rendezvous (default 127.0.0.1)
   --master-port P         its port (default 29500; with --procs, a free port)
+  --fault-tolerant        a rank that fails does not end the job: the ops of its peers that need
+                          it fail naming it, and they may comm.shrink() and go on (exit 0 when
+                          every other rank ends well; the failures are still reported)
+  -h, --help              show this text
+torchrun's spellings (--nproc_per_node, --node_rank, --master_addr, --master_port) work too.
 
   webccl run -n 4 train.mjs               4 ranks as threads of one process
-  webccl run --procs -n 4 train.mjs       4 ranks as 4 processes
+  webccl run --procs -n4 train.mjs        4 ranks as 4 processes
   webccl run --nnodes 2 --node-rank 0 --nproc-per-node 4 --master-addr 10.0.0.1 train.mjs
                                           node 0 of 2; run it with --node-rank 1 on the other
                                           machine, both with the same WEBCCL_TOKEN
 
 Any rank's failure ends the job (exit 1, naming the rank); Ctrl-C ends every rank, and no rank
 outlives its launcher, however the launcher ends.
-  --fault-tolerant        a rank that fails does not end the job: the ops of its peers that need
-                          it fail naming it, and they may comm.shrink() and go on (exit 0 when
-                          every other rank ends well; the failures are still reported)
 
 WEBCCL_TRACE=trace.json writes a timeline of the job (open it in ui.perfetto.dev): each rank
 thread or process leaves trace.json.<pid>-<thread>.part, and run merges them into trace.json when
 the job ends. Ranks started by another launcher (torchrun, mpirun) leave their parts: merge them
-with  webccl trace merge trace.json trace.json.*.part
-Environment variables: see the README (WEBCCL_ALGO, WEBCCL_TIMEOUT_MS, WEBCCL_TOKEN, ...).`;
+with  webccl trace merge trace.json trace.json.*.part`;
 
-export class UsageError extends Error {}
+export class UsageError extends CliUsageError {
+  override readonly name = 'UsageError';
+}
 
 
 export interface RunArgs {
@@ -74,16 +86,16 @@ export interface RunArgs {
   nodes?: { nnodes: number; nodeRank: number; masterAddr: string; masterPort: number };
 }
 
-/** The option each spelling sets; torchrun's underscore spellings are folded into these. */
-const OPTIONS: Record<string, 'nranks' | 'nnodes' | 'nodeRank' | 'masterAddr' | 'masterPort'> = {
-  '-n': 'nranks',
-  '--nranks': 'nranks',
-  '--nproc-per-node': 'nranks',
-  '--nnodes': 'nnodes',
-  '--node-rank': 'nodeRank',
-  '--master-addr': 'masterAddr',
-  '--master-port': 'masterPort',
-};
+/** run's flags; torchrun's underscore spellings are folded into these. */
+const RUN_FLAGS = {
+  nranks: { names: ['n', 'nranks', 'nproc-per-node', 'nproc_per_node'] },
+  nnodes: { names: ['nnodes'] },
+  nodeRank: { names: ['node-rank', 'node_rank'] },
+  masterAddr: { names: ['master-addr', 'master_addr'] },
+  masterPort: { names: ['master-port', 'master_port'] },
+  procs: { names: ['procs'], switch: true },
+  faultTolerant: { names: ['fault-tolerant', 'fault_tolerant'], switch: true },
+} as const satisfies Record<string, FlagSpec>;
 
 function integer(flag: string, v: string | undefined, what: string, min: number, max: number): number {
   if (v === undefined || !/^\d{1,9}$/.test(v) || Number(v) < min || Number(v) > max) {
@@ -92,30 +104,16 @@ function integer(flag: string, v: string | undefined, what: string, min: number,
   return Number(v);
 }
 
-export function parseRunArgs(argv: string[]): RunArgs {
-  const raw: Partial<Record<(typeof OPTIONS)[string], { flag: string; value: string | undefined }>> = {};
-  let procs = false;
-  let faultTolerant = false;
-  let i = 0;
-  for (; i < argv.length; i++) {
-    const a = argv[i];
-    if (!a.startsWith('-')) break; // the script; everything after it is the script's
-    const eq = a.startsWith('--') ? a.indexOf('=') : -1;
-    const flag = (eq < 0 ? a : a.slice(0, eq)).replace(/_/g, '-');
-    if (flag === '--procs' && eq < 0) {
-      procs = true;
-      continue;
-    }
-    if (flag === '--fault-tolerant' && eq < 0) {
-      faultTolerant = true;
-      continue;
-    }
-    const key = OPTIONS[flag];
-    if (!key) throw new UsageError(`unknown option ${a}`);
-    raw[key] = { flag, value: eq < 0 ? argv[++i] : a.slice(eq + 1) };
-  }
-  const script = argv[i];
+/** The arguments after `run`; 'help' when -h or --help comes before the script. Throws UsageError. */
+export function parseRunArgs(argv: string[]): RunArgs | 'help' {
+  // The first argument that is no flag nor a flag's value is the script; everything after it is the script's.
+  const { given, help, positionals, rest } = parseFlags(argv, RUN_FLAGS, { error: UsageError, stopAtPositional: true });
+  if (help) return 'help';
+  const raw: Partial<Record<keyof typeof RUN_FLAGS, { flag: string; value: string }>> = Object.fromEntries(given);
+  const script = positionals[0];
   if (!script) throw new UsageError('run: missing the script to run');
+  const procs = !!raw.procs;
+  const faultTolerant = !!raw.faultTolerant;
 
   const nranks = raw.nranks ? integer(raw.nranks.flag, raw.nranks.value, 'a rank count', 1, 64) : 1;
   const nnodes = raw.nnodes ? integer(raw.nnodes.flag, raw.nnodes.value, 'a node count', 1, 1e9) : 1;
@@ -126,7 +124,7 @@ export function parseRunArgs(argv: string[]): RunArgs {
   if (raw.masterAddr && (!masterAddr || /\s/.test(masterAddr))) {
     throw new UsageError(`--master-addr needs a host name or address, got ${JSON.stringify(raw.masterAddr.value ?? 'nothing')}`);
   }
-  const base = { nranks, script, args: argv.slice(i + 1), ...(faultTolerant && { faultTolerant: true as const }) };
+  const base = { nranks, script, args: rest, ...(faultTolerant && { faultTolerant: true as const }) };
   if (procs) {
     if (nnodes > 1) {
       throw new UsageError(`--procs starts every rank on this machine and cannot be combined with --nnodes ${nnodes}; start one launcher per node without --procs`);
@@ -176,8 +174,13 @@ function report(result: LaunchResult): void {
   if (others.length) process.stderr.write(`webccl: rank${others.length > 1 ? 's' : ''} ${others.join(', ')} then ended too\n`);
 }
 
-async function run(argv: string[]): Promise<number> {
-  const job = startJob(parseRunArgs(argv));
+async function run(argv: string[], out: NodeJS.WritableStream): Promise<number> {
+  const args = parseRunArgs(argv);
+  if (args === 'help') {
+    out.write(RUN_USAGE + '\n');
+    return 0;
+  }
+  const job = startJob(args);
   let interrupted = false;
   // Stays installed after the first signal: a second one must reach the job too (for processes
   // it escalates to SIGKILL), not kill the launcher and leave ranks behind.
@@ -203,11 +206,21 @@ async function run(argv: string[]): Promise<number> {
   }
 }
 
+const TRACE_USAGE = `usage: webccl trace merge OUT PARTS...
+
+Merges WEBCCL_TRACE files (the .part files each rank left, or whole traces) into the one
+Chrome-trace file OUT (open it in ui.perfetto.dev); the inputs stay.`;
+
 /** webccl trace merge OUT PARTS...: one file of many; the inputs stay. */
 function traceMain(argv: string[]): number {
-  const [sub, out, ...parts] = argv;
+  const { help, positionals } = parseFlags(argv, {}, { error: UsageError });
+  if (help) {
+    process.stdout.write(TRACE_USAGE + '\n');
+    return 0;
+  }
+  const [sub, out, ...parts] = positionals;
   if (sub !== 'merge') throw new UsageError(sub === undefined ? 'trace: missing the subcommand (merge)' : `trace: unknown subcommand ${sub} (expected merge)`);
-  if (out === undefined || out.startsWith('-')) throw new UsageError('trace merge: missing the output file (webccl trace merge OUT PARTS...)');
+  if (out === undefined) throw new UsageError('trace merge: missing the output file (webccl trace merge OUT PARTS...)');
   if (!parts.length) throw new UsageError('trace merge: no input files (webccl trace merge OUT PARTS...)');
   if (parts.includes(out)) throw new UsageError(`trace merge: the output ${out} is also an input`);
   const n = mergeTraceFiles(out, parts);
@@ -220,7 +233,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     switch (cmd) {
       case 'run':
-        return await run(rest);
+        return await run(rest, process.stdout);
       case 'perf':
         return await perfMain(rest);
       case 'simulate':
@@ -235,12 +248,17 @@ export async function main(argv: string[]): Promise<number> {
       case '-h':
         process.stdout.write(USAGE + '\n');
         return cmd === undefined ? 2 : 0;
+      case '--version':
+      case '-V':
+      case 'version':
+        process.stdout.write(`webccl ${packageVersion()}\n`);
+        return 0;
       default:
         throw new UsageError(`unknown command ${cmd}`);
     }
   } catch (e) {
     if (e instanceof UsageError) {
-      process.stderr.write(`webccl: ${e.message}\n${USAGE}\n`);
+      process.stderr.write(`webccl: ${e.message}\n${cmd === 'run' ? RUN_USAGE : cmd === 'trace' ? TRACE_USAGE : USAGE}\n`);
       return 2;
     }
     // A job that cannot start as configured (no WEBCCL_TOKEN, an unsafe token file): say why.

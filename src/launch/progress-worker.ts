@@ -2,7 +2,9 @@
 import { workerData } from 'node:worker_threads';
 import { hostProgress } from '../progress/host.js';
 import { installTraceSink } from '../core/node/trace-files.js';
+import { setLogThread } from '../core/log.js';
 
+setLogThread('progress thread'); // it runs ops for every rank of its node: its lines (the tuner's) say so
 installTraceSink(); // WEBCCL_TRACE: this thread's track ('progress thread') goes to a part file of its own
 
 const { memory, cores } = workerData as { memory: WebAssembly.Memory; cores: number };

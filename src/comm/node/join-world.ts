@@ -11,7 +11,7 @@ import { resolveJobId, resolveToken } from '../../bootstrap/node/job-secrets.js'
 import { meshAt, rendezvous } from '../../bootstrap/node/rendezvous.js';
 import { onLauncherLost } from '../../bootstrap/node/launcher-pipe.js';
 import { Communicator, type CommunicatorOptions } from '../communicator.js';
-import { type JoinOptions, joinNode } from '../context.js';
+import { type JoinOptions, joinNodeAs } from '../context.js';
 import { NetEngine } from '../net-engine.js';
 import { netWorld } from '../placement.js';
 import { TransportSpaces } from '../../transport/spaces.js';
@@ -51,7 +51,7 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   if (world.size === node.nranks) return undefined; // every rank on this node: shared memory only
   const localRank = input.localRank ?? 0;
   const { opts } = input;
-  const ctx = joinNode(node, localRank, { cores: opts.cores ?? availableParallelism(), simd: opts.simd, spinUs: opts.spinUs });
+  const ctx = joinNodeAs(node, localRank, { cores: opts.cores ?? availableParallelism(), simd: opts.simd, spinUs: opts.spinUs }, world);
   if (input.nodeMayBlock === false) ctx.canBlock = false;
   ctx.worldRank = world.rank;
   const local = new Communicator(ctx, { timeoutMs: opts.timeoutMs });

@@ -6,9 +6,10 @@ import { DTYPES, FLOAT_DTYPES, REDUCE_OPS, type Dtype, type ReduceOp } from '../
 import { ALGORITHMS } from '../../tuner/tuner.js';
 import { NET_ALGORITHMS, type NetAlgo } from '../../tuner/net-tuner.js';
 import type { Algo } from '../../core/shm-map.js';
+import { CliUsageError, type FlagSpec, parseFlags } from '../flags.js';
 import { COLLECTIVES, type Collective, HAS_OP, collectiveNamed, ranksNeeded } from './collectives.js';
 
-export class PerfUsageError extends Error {
+export class PerfUsageError extends CliUsageError {
   override readonly name = 'PerfUsageError';
 }
 
@@ -47,6 +48,8 @@ export interface PerfOptions {
   buffers: 'shm' | 'js';
   json: string | undefined;
   plot: string | undefined;
+  /** The chart's busbw axis: linear (default), or log so that small messages' busbw shows. */
+  plotY: 'linear' | 'log';
 }
 
 export const PERF_USAGE = `usage: webccl perf <${COLLECTIVES.join('|')}> [options]
@@ -78,9 +81,12 @@ export const PERF_USAGE = `usage: webccl perf <${COLLECTIVES.join('|')}> [option
                            multiple of M
       --buffers shm|js     comm.alloc() buffers used in place (default), or plain TypedArrays
       --json FILE          also write the results as JSON
-      --plot FILE.svg      also draw busbw against size (needs the vega and vega-lite packages)
+      --plot FILE.svg      also draw busbw against size, a line per datatype, op and placement
+                           (needs the vega and vega-lite packages, checked before the sweep)
+      --plot-y linear|log  the chart's busbw axis (default linear; log shows small messages)
   -h, --help               show this text
 
+One-letter flags take their value apart or attached, as in nccl-tests: -b 8 or -b8, -n4.
 Time is the slowest rank's mean time per iteration, with a barrier before each timed block.
 busbw follows nccl-tests: allreduce 2(n-1)/n, allgather, reducescatter, alltoall, gather and
 scatter (n-1)/n of the total size, broadcast, reduce and sendrecv 1. sendrecv: each rank sends
@@ -137,41 +143,31 @@ function int(text: string, flag: string, min: number, max = Number.MAX_SAFE_INTE
   return Number(text);
 }
 
-/** Flags that take a value, by every spelling, mapped to one key. */
-const FLAGS: Record<string, string> = {
-  '-b': 'b', '--minbytes': 'b', '-e': 'e', '--maxbytes': 'e', '-f': 'f', '--stepfactor': 'f',
-  '-i': 'i', '--stepbytes': 'i', '-n': 'n', '--iters': 'n', '-w': 'w', '--warmup_iters': 'w', '--warmup': 'w',
-  '-c': 'c', '--check': 'c', '-d': 'd', '--datatype': 'd', '--dtype': 'd', '-o': 'o', '--op': 'o',
-  '-r': 'r', '--root': 'r', '-a': 'a', '--algo': 'a', '--ranks': 'ranks', '--nodes': 'nodes', '--transport': 'transport',
-  '--group': 'group', '--buffers': 'buffers', '--json': 'json', '--plot': 'plot', '--time': 'time', '--reps': 'reps',
-};
+/** perf's flags: nccl-tests' one-letter and long spellings, and the launcher's own. */
+const PERF_FLAGS = {
+  b: { names: ['b', 'minbytes'] }, e: { names: ['e', 'maxbytes'] }, f: { names: ['f', 'stepfactor'] }, i: { names: ['i', 'stepbytes'] },
+  n: { names: ['n', 'iters'] }, w: { names: ['w', 'warmup_iters', 'warmup'] }, c: { names: ['c', 'check'] },
+  d: { names: ['d', 'datatype', 'dtype'] }, o: { names: ['o', 'op'] }, r: { names: ['r', 'root'] }, a: { names: ['a', 'algo'] },
+  ranks: { names: ['ranks'] }, nodes: { names: ['nodes'] }, transport: { names: ['transport'] }, group: { names: ['group'] },
+  buffers: { names: ['buffers'] }, json: { names: ['json'] }, plot: { names: ['plot'] }, plotY: { names: ['plot-y'] },
+  time: { names: ['time'] }, reps: { names: ['reps'] },
+} as const satisfies Record<string, FlagSpec>;
 
 /** Parses the arguments after `perf`; 'help' when -h is among them. Throws PerfUsageError. */
 export function parsePerfArgs(argv: string[]): PerfOptions | 'help' {
-  const given = new Map<string, { flag: string; value: string }>();
+  const { given, help, positionals } = parseFlags(argv, PERF_FLAGS, { error: PerfUsageError });
+  if (help) return 'help';
   let collective: Collective | undefined;
-  for (let k = 0; k < argv.length; k++) {
-    const arg = argv[k];
-    if (arg === '-h' || arg === '--help') return 'help';
-    if (!arg.startsWith('-') || arg === '-') {
-      if (collective) throw new PerfUsageError(`unexpected argument ${JSON.stringify(arg)} (the collective is already ${collective})`);
-      collective = collectiveNamed(arg);
-      if (!collective) throw new PerfUsageError(`unknown collective ${JSON.stringify(arg)} (expected ${COLLECTIVES.join(', ')})`);
-      continue;
-    }
-    const eq = arg.indexOf('=');
-    const flag = arg.startsWith('--') && eq > 0 ? arg.slice(0, eq) : arg;
-    const key = FLAGS[flag];
-    if (!key) throw new PerfUsageError(`unknown option ${flag}`);
-    const value = flag !== arg ? arg.slice(eq + 1) : argv[++k];
-    if (value === undefined) throw new PerfUsageError(`${flag} needs a value`);
-    given.set(key, { flag, value });
+  if (positionals.length) {
+    collective = collectiveNamed(positionals[0]);
+    if (!collective) throw new PerfUsageError(`unknown collective ${JSON.stringify(positionals[0])} (expected ${COLLECTIVES.join(', ')})`);
+    if (positionals.length > 1) throw new PerfUsageError(`unexpected argument ${JSON.stringify(positionals[1])} (the collective is already ${collective})`);
   }
-  if (!collective) throw new PerfUsageError(`perf: name a collective (${COLLECTIVES.join(', ')})`);
+  if (!collective) throw new PerfUsageError(`name a collective (${COLLECTIVES.join(', ')})`);
 
-  const get = (key: string) => given.get(key);
-  const size = (key: string, dflt: number) => (get(key) ? parseSize(get(key)!.value, get(key)!.flag) : dflt);
-  const num = (key: string, dflt: number, min: number, max?: number) => (get(key) ? int(get(key)!.value, get(key)!.flag, min, max) : dflt);
+  const get = (key: keyof typeof PERF_FLAGS) => given.get(key);
+  const size = (key: keyof typeof PERF_FLAGS, dflt: number) => (get(key) ? parseSize(get(key)!.value, get(key)!.flag) : dflt);
+  const num = (key: keyof typeof PERF_FLAGS, dflt: number, min: number, max?: number) => (get(key) ? int(get(key)!.value, get(key)!.flag, min, max) : dflt);
 
   const minBytes = size('b', 8);
   const maxBytes = size('e', 64 << 20);
@@ -219,10 +215,13 @@ export function parsePerfArgs(argv: string[]): PerfOptions | 'help' {
   if (buffers !== 'shm' && buffers !== 'js') throw new PerfUsageError(`--buffers expects shm or js, got ${JSON.stringify(buffers)}`);
   const plot = get('plot')?.value;
   if (plot !== undefined && !/\.svg$/i.test(plot)) throw new PerfUsageError(`--plot writes SVG: give a file name ending in .svg, got ${JSON.stringify(plot)}`);
+  const plotY = get('plotY')?.value ?? 'linear';
+  if (plotY !== 'linear' && plotY !== 'log') throw new PerfUsageError(`--plot-y expects linear or log, got ${JSON.stringify(plotY)}`);
+  if (get('plotY') && plot === undefined) throw new PerfUsageError('--plot-y sets the axis of the --plot chart: give --plot FILE.svg too');
 
   return {
     collective, minBytes, maxBytes, factor, stepBytes, iters, timeSec, reps, warmup, check, dtypes, ops, root, algo,
-    ranks, group, nodes, transport: transport as Transport, buffers, json: get('json')?.value, plot,
+    ranks, group, nodes, transport: transport as Transport, buffers, json: get('json')?.value, plot, plotY,
   };
 }
 

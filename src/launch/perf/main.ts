@@ -2,7 +2,7 @@
 // --transport tcp node processes of worker threads), gathers what each posts, prints nccl-tests'
 // table as rows finish (a progress line on a terminal), and writes --json / --plot at the end.
 // A row's time is the slowest rank's mean; its #wrong is the sum over ranks.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type LaunchResult, startRanks } from '../threads.js';
@@ -11,8 +11,12 @@ import { HAS_OP } from './collectives.js';
 import { NCCL_TYPE, type PerfReport, type PlaceResult, type ResultRow, averageBusBw, formatRow, placeResult, tableFooter, tableHeader, wrongTotal } from './format.js';
 import { type PlannedRow, type Placement, type RankSpec, placementsOf, planRows, rankSpec } from './plan.js';
 import type { RankMessage } from './rank.js';
-import { type ChartSeries, PlotUnavailableError, renderBusBwChart } from './plot.js';
+import { type ChartModules, PlotUnavailableError, loadChartModules, renderBusBwChart } from './plot.js';
+import { chartTitle, reportSeries } from './chart.js';
 import { startNodes } from './nodes.js';
+import { packageVersion } from '../version.js';
+
+export { reportSeries } from './chart.js';
 
 export interface PerfIO {
   stdout: { write(s: string): unknown; isTTY?: boolean };
@@ -25,6 +29,8 @@ export interface PerfRunOptions {
   /** With --transport tcp, the webccl CLI each node process runs (default: cli.js beside this bundle). */
   cliScript?: string;
   io?: PerfIO;
+  /** The packages --plot draws with (default vega and vega-lite; tests name missing ones). */
+  chartPackages?: readonly [string, string];
 }
 
 /** The ranks as this process's threads (shm) or as node processes (tcp); only the latter hear a rank's own failure post. */
@@ -32,14 +38,6 @@ interface PerfJob {
   done: Promise<LaunchResult>;
   terminate(reason?: string): void;
   fail?(rank: number, message: string): void;
-}
-
-function packageVersion(): string {
-  try {
-    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-  } catch {
-    return 'unknown';
-  }
 }
 
 function defaultRankScript(): string {
@@ -111,6 +109,18 @@ class RowCollector {
   }
 }
 
+/** The report of a sweep (the --json file): its options, this machine, and the rows it finished. */
+function perfReport(o: PerfOptions, rows: ResultRow[], interrupted: boolean): PerfReport {
+  return {
+    tool: 'webccl perf', version: packageVersion(), collective: o.collective, nranks: participants(o),
+    group: o.group === undefined ? null : { worldSize: o.ranks, worldRanks: Array.from({ length: o.group }, (_, r) => r) }, transport: o.transport,
+    nodes: o.nodes, ranksPerNode: o.ranks / o.nodes,
+    buffers: o.buffers, algo: o.algo ?? 'auto', warmup: o.warmup, iters: o.iters ?? 'auto', timeSec: o.timeSec, reps: o.reps, check: o.check,
+    date: new Date().toISOString(), host: { node: process.version, cpus: availableParallelism(), platform: `${process.platform}-${process.arch}` },
+    rows, avgBusBw: averageBusBw(rows), wrongTotal: wrongTotal(rows), interrupted,
+  };
+}
+
 export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise<{ exitCode: number; report: PerfReport }> {
   const io = run.io ?? { stdout: process.stdout, stderr: process.stderr };
   const spec: RankSpec = rankSpec(o);
@@ -124,6 +134,18 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
     if (progress) io.stderr.write('\r\x1b[K');
     progress = '';
   };
+
+  // A chart that cannot be drawn is said before the sweep, not after minutes of it.
+  let chart: ChartModules | undefined;
+  if (o.plot) {
+    try {
+      chart = await loadChartModules(run.chartPackages);
+    } catch (e) {
+      if (!(e instanceof PlotUnavailableError)) throw e;
+      io.stderr.write(`webccl perf: --plot: ${e.message}\n`);
+      return { exitCode: 1, report: perfReport(o, [], false) };
+    }
+  }
 
   let interrupted = false;
   io.stdout.write(`${describeRun(o)}\n#\n${tableHeader().join('\n')}\n`);
@@ -182,14 +204,7 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
   process.off('SIGTERM', onSignal);
   clearProgress();
 
-  const report: PerfReport = {
-    tool: 'webccl perf', version: packageVersion(), collective: o.collective, nranks: participants(o),
-    group: o.group === undefined ? null : { worldSize: o.ranks, worldRanks: Array.from({ length: o.group }, (_, r) => r) }, transport: o.transport,
-    nodes: o.nodes, ranksPerNode: o.ranks / o.nodes,
-    buffers: o.buffers, algo: o.algo ?? 'auto', warmup: o.warmup, iters: o.iters ?? 'auto', timeSec: o.timeSec, reps: o.reps, check: o.check,
-    date: new Date().toISOString(), host: { node: process.version, cpus: availableParallelism(), platform: `${process.platform}-${process.arch}` },
-    rows, avgBusBw: averageBusBw(rows), wrongTotal: wrongTotal(rows), interrupted: interrupted || rows.length < planned.length,
-  };
+  const report = perfReport(o, rows, interrupted || rows.length < planned.length);
   io.stdout.write(tableFooter(report).join('\n') + '\n');
 
   let exitCode = 0;
@@ -200,33 +215,19 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
     if (others.length) io.stderr.write(`webccl perf: rank${others.length > 1 ? 's' : ''} ${others.join(', ')} then failed too\n`);
     exitCode = 1;
   }
-  if (o.json) writeFileSync(o.json, JSON.stringify(report, null, 2) + '\n');
-  if (o.plot && rows.length) {
-    try {
-      const who = o.transport === 'tcp' || o.group !== undefined ? describeRanks(o) : `${o.ranks} ranks`;
-      writeFileSync(o.plot, await renderBusBwChart(reportSeries(report), `${o.collective}, ${who}${o.transport === 'tcp' ? ' over tcp' : ''}, ${report.rows[0]?.type ?? ''}: bus bandwidth`));
-    } catch (e) {
-      if (!(e instanceof PlotUnavailableError)) throw e;
-      io.stderr.write(`webccl perf: --plot: ${e.message}\n`);
-      exitCode ||= 1;
-    }
+  if (o.json) {
+    writeFileSync(o.json, JSON.stringify(report, null, 2) + '\n');
+    io.stdout.write(`# wrote ${o.json}: the results as JSON\n`);
+  }
+  if (o.plot && chart && rows.length) {
+    const who = o.transport === 'tcp' || o.group !== undefined ? describeRanks(o) : `${o.ranks} ranks`;
+    const series = reportSeries(report);
+    writeFileSync(o.plot, await renderBusBwChart(series, chartTitle(report, who, o.ranks), { yScale: o.plotY, modules: chart }));
+    io.stdout.write(`# wrote ${o.plot}: busbw against size, ${series.length} line${series.length === 1 ? '' : 's'}${o.plotY === 'log' ? ', log busbw axis' : ''}\n`);
   }
   if (interrupted) return { exitCode: 130, report };
   if (report.wrongTotal) exitCode ||= 1;
   return { exitCode, report };
-}
-
-/** The chart lines of one report: out-of-place and in-place busbw per datatype/op. */
-export function reportSeries(r: PerfReport, label = `webccl ${r.transport}`): ChartSeries[] {
-  const keys = [...new Set(r.rows.map((x) => `${x.type} ${x.redop}`))];
-  const multi = keys.length > 1;
-  return keys.flatMap((k) => {
-    const rows = r.rows.filter((x) => `${x.type} ${x.redop}` === k);
-    const tag = multi ? ` ${k}` : '';
-    const oop = { label: `${label}${tag} out-of-place`, points: rows.map((x) => ({ size: x.size, busbw: x.oop.busbw })) };
-    const ip = rows.filter((x) => x.ip !== null).map((x) => ({ size: x.size, busbw: x.ip!.busbw }));
-    return ip.length ? [oop, { label: `${label}${tag} in-place`, points: ip }] : [oop];
-  });
 }
 
 /** The `perf` command: exit code 0, 1 (a rank failed or #wrong > 0), 2 (bad usage), 130 (interrupted). */

@@ -2,10 +2,11 @@
 // algorithm (or all), and the simulated network's shape and links.
 // Pure: parsing never touches the process, so tests can hit every branch.
 import { collectiveNamed } from '../perf/collectives.js';
+import { CliUsageError, type FlagSpec, parseFlags } from '../flags.js';
 import { PerfUsageError, parseSize } from '../perf/args.js';
 import { SIM_ALGORITHMS, SIM_DTYPES, type SimDtype } from '../../sim/index.js';
 
-export class SimUsageError extends Error {
+export class SimUsageError extends CliUsageError {
   override readonly name = 'SimUsageError';
 }
 
@@ -72,13 +73,13 @@ virtual; no bytes are moved).
 busbw follows nccl-tests: allreduce 2(n-1)/n, allgather, reducescatter, alltoall, gather and
 scatter (n-1)/n of the total size (all n blocks), broadcast and reduce 1.`;
 
-const FLAGS: Record<string, string> = {
-  '--ranks': 'ranks', '--nodes': 'nodes', '--latency': 'latency', '--bandwidth': 'bandwidth',
-  '--intra-latency': 'intraLatency', '--intra-bandwidth': 'intraBandwidth', '--overhead': 'overhead', '-a': 'a', '--algo': 'a',
-  '-b': 'b', '--minbytes': 'b', '-e': 'e', '--maxbytes': 'e', '-f': 'f', '--stepfactor': 'f',
-  '-i': 'i', '--stepbytes': 'i', '-d': 'd', '--datatype': 'd', '-r': 'r', '--root': 'r',
-  '--seed': 'seed', '--jitter': 'jitter', '--json': 'json',
-};
+const SIM_FLAGS = {
+  ranks: { names: ['ranks'] }, nodes: { names: ['nodes'] }, latency: { names: ['latency'] }, bandwidth: { names: ['bandwidth'] },
+  intraLatency: { names: ['intra-latency'] }, intraBandwidth: { names: ['intra-bandwidth'] }, overhead: { names: ['overhead'] },
+  a: { names: ['a', 'algo'] }, b: { names: ['b', 'minbytes'] }, e: { names: ['e', 'maxbytes'] }, f: { names: ['f', 'stepfactor'] },
+  i: { names: ['i', 'stepbytes'] }, d: { names: ['d', 'datatype'] }, r: { names: ['r', 'root'] },
+  seed: { names: ['seed'] }, jitter: { names: ['jitter'] }, json: { names: ['json'] },
+} as const satisfies Record<string, FlagSpec>;
 
 const TIME_UNITS: Record<string, number> = { ns: 1e-3, us: 1, 'µs': 1, ms: 1e3, s: 1e6 };
 
@@ -116,34 +117,22 @@ const size = (text: string, flag: string): number => {
 
 /** Parses the arguments after `simulate`; 'help' when -h is among them. Throws SimUsageError. */
 export function parseSimulateArgs(argv: string[]): SimulateOptions | 'help' {
-  const given = new Map<string, { flag: string; value: string }>();
+  const { given, help, positionals } = parseFlags(argv, SIM_FLAGS, { error: SimUsageError, once: true });
+  if (help) return 'help';
   let collective: SimCollectiveName | undefined;
-  for (let k = 0; k < argv.length; k++) {
-    const arg = argv[k];
-    if (arg === '-h' || arg === '--help') return 'help';
-    if (!arg.startsWith('-') || arg === '-') {
-      if (collective) throw new SimUsageError(`unexpected argument ${JSON.stringify(arg)} (the collective is already ${collective})`);
-      const named = MORE_ALIASES[arg.toLowerCase()] ?? simulated(collectiveNamed(arg));
-      if (!named) throw new SimUsageError(`unknown collective ${JSON.stringify(arg)} (expected ${ALL_NAMES.join(', ')})`);
-      collective = named;
-      continue;
-    }
-    const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
-    const flag = eq < 0 ? arg : arg.slice(0, eq);
-    const key = FLAGS[flag];
-    if (!key) throw new SimUsageError(`unknown option ${flag}`);
-    const value = eq < 0 ? argv[++k] : arg.slice(eq + 1);
-    if (value === undefined) throw new SimUsageError(`${flag} needs a value`);
-    if (given.has(key)) throw new SimUsageError(`${flag} given twice`);
-    given.set(key, { flag, value });
+  if (positionals.length) {
+    const arg = positionals[0];
+    collective = MORE_ALIASES[arg.toLowerCase()] ?? simulated(collectiveNamed(arg));
+    if (!collective) throw new SimUsageError(`unknown collective ${JSON.stringify(arg)} (expected ${ALL_NAMES.join(', ')})`);
+    if (positionals.length > 1) throw new SimUsageError(`unexpected argument ${JSON.stringify(positionals[1])} (the collective is already ${collective})`);
   }
-  if (!collective) throw new SimUsageError('simulate: which collective? (e.g. webccl simulate allreduce --ranks 1024)');
-  const v = (key: string) => given.get(key);
+  if (!collective) throw new SimUsageError('which collective? (e.g. webccl simulate allreduce --ranks 1024)');
+  const v = (key: keyof typeof SIM_FLAGS) => given.get(key);
   const ranks = v('ranks') ? int(v('ranks')!.value, '--ranks', 1, MAX_SIM_RANKS) : 8;
   const nodes = v('nodes') ? int(v('nodes')!.value, '--nodes', 1, MAX_SIM_RANKS) : ranks;
   if (ranks % nodes) throw new SimUsageError(`--ranks ${ranks} is not a multiple of --nodes ${nodes}: every node holds --ranks / --nodes ranks`);
-  const lat = (key: string, flag: string, dflt: number) => (v(key) ? parseLatency(v(key)!.value, flag) : dflt);
-  const bw = (key: string, flag: string, dflt: string) => parseBandwidth(v(key)?.value ?? dflt, flag);
+  const lat = (key: keyof typeof SIM_FLAGS, flag: string, dflt: number) => (v(key) ? parseLatency(v(key)!.value, flag) : dflt);
+  const bw = (key: keyof typeof SIM_FLAGS, flag: string, dflt: string) => parseBandwidth(v(key)?.value ?? dflt, flag);
   const minBytes = v('b') ? size(v('b')!.value, '-b') : 8;
   const maxBytes = v('e') ? size(v('e')!.value, '-e') : 64 << 20;
   if (maxBytes < minBytes) throw new SimUsageError(`-e ${maxBytes} is smaller than -b ${minBytes}`);

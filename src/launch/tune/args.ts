@@ -1,8 +1,9 @@
 // The command line of `webccl tune`: which perf sweeps to run (ranks, paths, sizes, length of a
 // timed block) and where to write the fitted model. Pure, so tests can hit every branch.
 import { PerfUsageError, parseSize } from '../perf/args.js';
+import { CliUsageError, type FlagSpec, parseFlags } from '../flags.js';
 
-export class TuneUsageError extends Error {
+export class TuneUsageError extends CliUsageError {
   override readonly name = 'TuneUsageError';
 }
 
@@ -42,10 +43,10 @@ that WEBCCL_MODEL names, else ~/.webccl/model.json, else its built-in model.
 
 The default sweep takes about 3 to 5 minutes on a 2-core machine.`;
 
-const FLAGS: Record<string, string> = {
-  '--ranks': 'ranks', '--paths': 'paths', '-b': 'b', '--minbytes': 'b', '-e': 'e', '--maxbytes': 'e',
-  '-f': 'f', '--stepfactor': 'f', '--time': 'time', '--out': 'out',
-};
+const TUNE_FLAGS = {
+  ranks: { names: ['ranks'] }, paths: { names: ['paths'] }, b: { names: ['b', 'minbytes'] }, e: { names: ['e', 'maxbytes'] },
+  f: { names: ['f', 'stepfactor'] }, time: { names: ['time'] }, out: { names: ['out'] },
+} as const satisfies Record<string, FlagSpec>;
 
 function size(text: string, flag: string): number {
   try {
@@ -58,20 +59,10 @@ function size(text: string, flag: string): number {
 
 /** Parses the arguments after `tune`; 'help' when -h is among them. Throws TuneUsageError. */
 export function parseTuneArgs(argv: string[]): TuneOptions | 'help' {
-  const given = new Map<string, { flag: string; value: string }>();
-  for (let k = 0; k < argv.length; k++) {
-    const arg = argv[k];
-    if (arg === '-h' || arg === '--help') return 'help';
-    const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
-    const flag = eq < 0 ? arg : arg.slice(0, eq);
-    const key = FLAGS[flag];
-    if (!key) throw new TuneUsageError(arg.startsWith('-') ? `unknown option ${flag}` : `unexpected argument ${JSON.stringify(arg)}`);
-    const value = eq < 0 ? argv[++k] : arg.slice(eq + 1);
-    if (value === undefined) throw new TuneUsageError(`${flag} needs a value`);
-    if (given.has(key)) throw new TuneUsageError(`${flag} given twice`);
-    given.set(key, { flag, value });
-  }
-  const v = (key: string) => given.get(key)?.value;
+  const { given, help, positionals } = parseFlags(argv, TUNE_FLAGS, { error: TuneUsageError, once: true });
+  if (help) return 'help';
+  if (positionals.length) throw new TuneUsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
+  const v = (key: keyof typeof TUNE_FLAGS) => given.get(key)?.value;
   const ranks = (v('ranks') ?? '2,3,4').split(',').map((t) => {
     if (!/^\d+$/.test(t) || Number(t) < 2 || Number(t) > 64) throw new TuneUsageError(`--ranks expects rank counts in 2..64, got ${JSON.stringify(t)}`);
     return Number(t);
