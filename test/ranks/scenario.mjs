@@ -467,6 +467,7 @@ const scenarios = {
     };
     const c = p.count;
     const during = [];
+    const startedAfterCall = [];
     for (const zc of [false, true]) {
       const buf = (k) => (zc ? comm.alloc('f32', k) : new Float32Array(k));
       const x = buf(c), out = buf(n * c), part = buf(c), big = buf(n * c), root = buf(c);
@@ -485,14 +486,17 @@ const scenarios = {
         const lead = p.lead ? comm.barrier() : undefined;
         const w = issue();
         busy();
+        const calledAt = performance.now();
         during.push(`${what}${zc ? ' alloc' : ''}: ${w.isCompleted()}${lead ? ` (lead ${lead.isCompleted()})` : ''}`);
         await lead;
         await w;
+        // When this rank's part started, from the first call after the compute (< 0: during it).
+        startedAfterCall.push(`${what}${zc ? ' alloc' : ''}: ${(w.timing.startedAt - calledAt).toFixed(2)}`);
         verify();
       }
       if (zc) for (const b of [x, out, part, big, root]) comm.free(b);
     }
-    report({ wrong, during, threadOps: comm.stats().threadOps });
+    report({ wrong, during, startedAfterCall, threadOps: comm.stats().threadOps });
   },
 
   /**
