@@ -4,8 +4,6 @@
 // here reads the installed copy, never the checkout.
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -67,7 +65,7 @@ describe('the tarball', () => {
   it('holds every file package.json names, the browser example, and only the bundles something loads', () => {
     const pkg = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8'));
     for (const f of [...targets(pkg.exports), pkg.main, pkg.module, pkg.types, pkg.browser, pkg.bin.webccl]) expect(existsSync(join(pkgDir, f)), f).toBe(true);
-    for (const f of ['index.html', 'main.js', 'rank.js', 'serve.mjs', 'README.md']) expect(packed, f).toContain(`examples/browser/${f}`);
+    for (const f of ['index.html', 'main.js', 'rank.js', 'README.md']) expect(packed, f).toContain(`examples/browser/${f}`);
     // The Node entries, the scripts they start as threads or processes, the CLI, the browser build.
     const js = packed.filter((f) => /^dist\/.*\.c?js$/.test(f)).sort();
     expect(js).toEqual(['dist/browser/index.js', 'dist/node/cli.js', 'dist/node/index.cjs', 'dist/node/index.js', 'dist/node/perf-rank.js', 'dist/node/progress-worker.js', 'dist/node/rank-guard.js', 'dist/node/worker-entry.js']);
@@ -186,22 +184,22 @@ describe.skipIf(!haveChromium)('the shipped browser example in headless Chromium
     }
   }
 
-  /** Serves `dir` cross-origin isolated, as the example's README tells a bundler's user to. */
+  /** `webccl serve DIR --port 0` from the installed copy, as the READMEs say; resolves to the address it prints. */
   async function serveDir(dir: string): Promise<string> {
-    const server = createServer((req, res) => {
-      const path = new URL(req.url ?? '/', 'http://x').pathname;
-      const file = join(dir, path.endsWith('/') ? `${path}index.html` : path);
-      if (!file.startsWith(dir) || !existsSync(file)) return void res.writeHead(404).end();
-      res.writeHead(200, {
-        'content-type': file.endsWith('.html') ? 'text/html' : 'text/javascript',
-        'cross-origin-opener-policy': 'same-origin',
-        'cross-origin-embedder-policy': 'require-corp',
+    const server = spawn(process.execPath, [join(pkgDir, 'bin/webccl.js'), 'serve', dir, '--port', '0'], { cwd: app, stdio: ['ignore', 'pipe', 'inherit'] });
+    stops.push(() => server.kill());
+    return new Promise<string>((res, rej) => {
+      let out = '';
+      const timer = setTimeout(() => rej(new Error(`webccl serve printed no address in 30 s: ${out}`)), 30_000);
+      server.stdout.on('data', (d) => {
+        out += d;
+        const m = /http:\/\/\S+\//.exec(out);
+        if (m) {
+          clearTimeout(timer);
+          res(m[0]);
+        }
       });
-      res.end(readFileSync(file));
     });
-    await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
-    stops.push(() => server.close());
-    return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
   }
 
   /** The example as a bundler's user copies it: its files in app/SUB/src, importing 'webccl'. */
@@ -215,24 +213,9 @@ describe.skipIf(!haveChromium)('the shipped browser example in headless Chromium
     return src;
   }
 
-  it('examples/browser/serve.mjs serves it cross-origin isolated; 3 worker ranks get every result right', async () => {
-    // The example's own server, from the installed copy, on a free port; it prints the address.
-    const server = spawn(process.execPath, [join(pkgDir, 'examples/browser/serve.mjs'), '--port', '0'], { cwd: app, stdio: ['ignore', 'pipe', 'inherit'] });
-    stops.push(() => server.kill());
-    const url = await new Promise<string>((res, rej) => {
-      let out = '';
-      const timer = setTimeout(() => rej(new Error(`serve.mjs printed no address in 30 s: ${out}`)), 30_000);
-      server.stdout.on('data', (d) => {
-        out += d;
-        const m = /http:\/\/\S+/.exec(out);
-        if (m) {
-          clearTimeout(timer);
-          res(m[0]);
-        }
-      });
-    });
-    expect(url).toMatch(/\/examples\/browser\/$/);
-    await visit(url);
+  it('webccl serve (the installed command) serves the example cross-origin isolated; 3 worker ranks get every result right', async () => {
+    const url = await serveDir(pkgDir);
+    await visit(`${url}examples/browser/`);
   });
 
   it("bundled by esbuild as the example's README says (two entry points, platform browser)", async () => {

@@ -2,6 +2,7 @@
 // /webccl.js is the browser build, only files under the directory are served, and a page it
 // serves really is isolated in Chromium (its workers share one node and reduce).
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -136,4 +137,49 @@ describe('webccl serve: the static server', () => {
       await browser.close();
     }
   }, 90_000);
+});
+
+describe('webccl serve: the command', () => {
+  const bin = join(root, 'bin', 'webccl.js');
+  const cli = (args: string[]) => spawnSync(process.execPath, [bin, 'serve', ...args], { encoding: 'utf8', timeout: 30_000 });
+
+  it('serves DIR on the port asked for, prints its address, and ends with code 0 on SIGTERM', async () => {
+    const child = spawn(process.execPath, [bin, 'serve', dir, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let out = '';
+        const timer = setTimeout(() => reject(new Error(`no address in 30 s: ${out}`)), 30_000);
+        child.stdout.setEncoding('utf8').on('data', (d) => {
+          out += d;
+          const m = /(http:\/\/127\.0\.0\.1:\d+)\//.exec(out);
+          if (m) {
+            clearTimeout(timer);
+            resolve(m[1]);
+          }
+        });
+      });
+      const res = await fetch(`${url}/app.mjs`);
+      expect(res.headers.get('cross-origin-opener-policy')).toBe('same-origin');
+      expect(await res.text()).toBe('export const x = 1;');
+      expect(await (await fetch(`${url}/webccl.js`)).text()).toBe(readFileSync(browserBuild, 'utf8'));
+    } finally {
+      child.kill('SIGTERM');
+    }
+    const code = await new Promise((r) => child.once('exit', (c) => r(c)));
+    expect(code).toBe(0);
+  }, 60_000);
+
+  it('refuses a bad port, two directories and unknown options with its usage (exit 2); a missing directory exits 1 naming it', () => {
+    for (const args of [['--port', 'x'], ['-p', '70000'], [dir, dir], ['--token', 't'], ['--port']]) {
+      const r = cli(args);
+      expect({ args, status: r.status }).toEqual({ args, status: 2 });
+      expect(r.stderr).toMatch(/^webccl serve: /);
+      expect(r.stderr).toContain('usage: webccl serve');
+    }
+    const r = cli([join(tmp, 'none'), '--port', '0']);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(join(tmp, 'none'));
+    const help = cli(['--help']);
+    expect({ status: help.status, usage: help.stdout.startsWith('usage: webccl serve') }).toEqual({ status: 0, usage: true });
+  });
 });

@@ -12,6 +12,7 @@ import { perfMain } from './perf/main.js';
 import { simulateMain } from './simulate/main.js';
 import { mergeTraceFiles } from '../core/node/trace-files.js';
 import { tuneMain } from './tune/main.js';
+import { serveMain } from './serve/main.js';
 import { packageVersion } from './version.js';
 import { CliUsageError, type FlagSpec, parseFlags } from './flags.js';
 
@@ -26,6 +27,8 @@ commands:
                                        whole traces) into the one Chrome-trace file OUT
   tune [options]                       fit the tuner's cost model on this machine from perf sweeps
                                        and write it (tune --help)
+  serve [DIR] [options]                serve DIR's pages cross-origin isolated, webccl at /webccl.js
+                                       (serve --help)
   help, -h, --help                     show this text
   --version                            print the version
 
@@ -242,6 +245,8 @@ export async function main(argv: string[]): Promise<number> {
         return traceMain(rest);
       case 'tune':
         return await tuneMain(rest);
+      case 'serve':
+        return await serveMain(rest);
       case undefined:
       case 'help':
       case '--help':
