@@ -1,7 +1,7 @@
 // The TCP transport's wire format, as pure functions (browser-safe, no node:): encode the
 // handshake and data frames, and FrameReader, a named-state loop that checks each frame's kind
 // and length before it allocates a byte; a data payload is written straight into the buffer the
-// matching receive posted. HMAC itself is computed by the caller over authPayload().
+// matching receive posted. The proofs are wire/auth.ts's Challenge over the bytes authPayload() lays out.
 //
 // Every frame: u8 kind | u32 body length (little-endian) | body. Connector C, acceptor A:
 //   C -> A  HELLO   magic "WCTP", u16 version, job id, u32 rank, u32 size, u16 channel, u16 nchannels, nonce
@@ -11,10 +11,9 @@
 // then DATA frames (body = u32 comm | u32 seq | u32 step | u32 space | payload), and at most one ABORT each way
 // (a rank that fails tells its peers why before it closes: u16 length | message).
 import { WebcclError } from '../../core/errors.js';
-import {
-  Cursor, MAC_BYTES, MAX_JOB_ID_BYTES, MAX_MESSAGE_BYTES, NONCE_BYTES, HEADER_BYTES,
-  concat, frame, protocolError, str, textBytes, u8, u16, u32,
-} from '../../bootstrap/store-protocol.js';
+import { Cursor, HEADER_BYTES, concat, frame, protocolError, readHeader, str, textBytes, u8, u16, u32 } from '../../wire/bytes.js';
+import { MAC_BYTES, MAX_ABORT_TEXT_BYTES, MAX_JOB_ID_BYTES, MAX_MESSAGE_BYTES, NONCE_BYTES, clipText, overLimit } from '../../wire/limits.js';
+import { AuthFail, signedBytes } from '../../wire/auth.js';
 import type { Sink, Tag } from '../transport.js';
 
 export const MAGIC = 0x50544357; // "WCTP" read as a little-endian u32
@@ -29,7 +28,7 @@ const KIND_NAMES: Record<number, string> = { 1: 'HELLO', 2: 'PROOF', 3: 'REFUSE'
 
 /** Why a handshake was refused; each maps to the error code both sides raise. */
 export const Refusal = {
-  jobId: 1, token: 2, rank: 3, duplicate: 4, version: 5, world: 6,
+  jobId: AuthFail.jobId, token: AuthFail.token, rank: 3, duplicate: 4, version: 5, world: 6,
   /** Not sent as a refusal: the frame a secure end sends before TLS, which a plain peer shows. */
   tls: 7,
 } as const;
@@ -52,9 +51,9 @@ export type Handshake =
   | { type: 'refuse'; reason: number; message: string }
   | { type: 'abort'; message: string };
 
-
-/** The longest text an ABORT frame carries whole. */
-export const MAX_ABORT_TEXT_BYTES = MAX_MESSAGE_BYTES;
+export { MAX_ABORT_TEXT_BYTES };
+/** What both ends sign before their role (see wire/auth.ts). */
+export const AUTH_LABEL = `webccl-tcp/${VERSION}`;
 
 export function encodeHandshake(m: Handshake): Uint8Array {
   switch (m.type) {
@@ -65,9 +64,8 @@ export function encodeHandshake(m: Handshake): Uint8Array {
       return concat(frame(Kind.refuse, [u8(m.reason), ...str(text)]));
     }
     case 'abort': {
-      // Whole when it fits (an ASCII text of up to MAX_MESSAGE_BYTES), else cut to a safe length.
-      const whole = textBytes(m.message);
-      return concat(frame(Kind.abort, str(whole.length <= MAX_MESSAGE_BYTES ? whole : textBytes(m.message.slice(0, MAX_MESSAGE_BYTES / 4)))));
+      // Whole when it fits (an ASCII text of up to MAX_ABORT_TEXT_BYTES), else cut to a safe length.
+      return concat(frame(Kind.abort, str(clipText(m.message))));
     }
   }
 }
@@ -88,7 +86,12 @@ export function encodeDataHeader(tag: Tag, length: number): Uint8Array {
 
 /** The bytes each side signs: its role, the peer's nonce, job, ranks, channel, its own nonce. */
 export function authPayload(role: 'connect' | 'accept', peerNonce: Uint8Array, jobId: string, connector: number, acceptor: number, channel: number, ownNonce: Uint8Array): Uint8Array {
-  return concat([textBytes(`webccl-tcp/${VERSION} ${role}`), peerNonce, ...str(textBytes(jobId)), u32(connector), u32(acceptor), u16(channel), ownNonce]);
+  return signedBytes(AUTH_LABEL, role, peerNonce, concat([...str(jobId), ...authContext(connector, acceptor, channel)]), ownNonce);
+}
+
+/** What a link's proofs bind after the job id: which rank dialled, which accepted, the channel. */
+export function authContext(connector: number, acceptor: number, channel: number): Uint8Array[] {
+  return [u32(connector), u32(acceptor), u16(channel)];
 }
 
 /** The largest body a handshake (or ABORT) frame of `kind` may announce; -1 for other kinds. */
@@ -142,6 +145,9 @@ export class FrameReader {
   private handshaking = true;
   /** Payload length of the last data frame. */
   private lastLength = 0;
+  /** The link is checking a handshake frame (asynchronously): later bytes wait in `stash`. */
+  private held = false;
+  private stash: Uint8Array[] = [];
 
   constructor(private readonly on: ReaderEvents) {}
 
@@ -152,6 +158,20 @@ export class FrameReader {
 
   close(): void {
     this.state = 'closed';
+    this.stash = [];
+  }
+
+  /** Parses nothing more (after the handshake frame being delivered) until release(). */
+  hold(): void {
+    this.held = true;
+  }
+
+  /** Parses what arrived while held; throws as push() does. */
+  release(): void {
+    this.held = false;
+    const waiting = this.stash;
+    this.stash = [];
+    for (const chunk of waiting) this.push(chunk);
   }
 
   /**
@@ -159,6 +179,7 @@ export class FrameReader {
    * payload is being filled (the kernel copies into it; nothing is copied again), else `spare`.
    */
   target(spare: Uint8Array): Uint8Array {
+    if (this.held) return spare;
     if (this.state === 'payload') return this.into.subarray(this.have);
     // After a large payload, read just the next frame's header (one more small read) so that a
     // large payload after it lands in place too, rather than its start through `spare`.
@@ -173,13 +194,19 @@ export class FrameReader {
       if (this.have === this.length) this.step();
       return;
     }
-    this.push(buf.subarray(0, n));
+    this.push(buf.subarray(0, n), true);
   }
 
-  /** Feeds bytes; throws PROTOCOL_ERROR (and closes) on a frame that breaks a limit. */
-  push(chunk: Uint8Array): void {
+  /**
+   * Feeds bytes; throws PROTOCOL_ERROR (and closes) on a frame that breaks a limit. `reused`:
+   * the caller will overwrite `chunk` (a read's spare buffer), so bytes held back are copied.
+   */
+  push(chunk: Uint8Array, reused = false): void {
+    const keep = (b: Uint8Array) => { if (b.length && this.state !== 'closed') this.stash.push(reused ? b.slice() : b); };
+    if (this.held) return keep(chunk);
     let at = 0;
     while (at < chunk.length && this.state !== 'closed') {
+      if (this.held) return keep(chunk.subarray(at));
       const want = this.want();
       const n = Math.min(want - this.have, chunk.length - at);
       if (this.state === 'header' || this.state === 'tag') this.head.set(chunk.subarray(at, at + n), this.have);
@@ -203,8 +230,8 @@ export class FrameReader {
     const v = new DataView(this.head.buffer);
     switch (this.state) {
       case 'header': {
-        this.kind = this.head[0];
-        const len = v.getUint32(1, true);
+        const { kind, length: len } = readHeader(this.head);
+        this.kind = kind;
         const name = KIND_NAMES[this.kind] ?? `kind ${this.kind}`;
         if (this.kind === Kind.data && !this.handshaking) {
           if (len < TAG_BYTES) this.violation(`a DATA frame of ${len} bytes is shorter than its tag`);
@@ -214,7 +241,7 @@ export class FrameReader {
         }
         const max = this.handshaking || this.kind === Kind.abort ? maxHandshakeBody(this.kind) : -1;
         if (max < 0) this.violation(`a ${name} frame is not expected ${this.handshaking ? 'during the handshake' : 'after it'}`);
-        if (len > max) this.violation(`a ${name} frame announces ${len} bytes, over its limit of ${max}`);
+        if (len > max) this.violation(overLimit(name, len, max));
         return this.begin('handshake', new Uint8Array(len), len);
       }
       case 'tag': {

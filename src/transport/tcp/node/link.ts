@@ -1,15 +1,14 @@
 // One TCP connection of the mesh (Node only): the handshake of frame.ts from either end, with
-// mutual HMAC proof of the job's token before any data frame is accepted, then ordered writes
+// mutual HMAC proof of the job's token (wire/auth.ts) before any data frame is accepted, then ordered writes
 // that honour backpressure (a write that returns false waits for 'drain' before the next).
 // A refused handshake is a WebcclError on this side and a REFUSE frame naming it on the other.
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import * as net from 'node:net';
 import { WebcclError } from '../../../core/errors.js';
-import { NONCE_BYTES } from '../../../bootstrap/store-protocol.js';
+import { AUTH_FAIL_REASONS, Challenge, Refused, type Proofs } from '../../../wire/auth.js';
 import { TLS_NOTICE } from '../../../wire/node/secure-socket.js';
 import type { Sink, Tag } from '../../transport.js';
 import {
-  FrameReader, Refusal, VERSION, authPayload, encodeDataHeader, encodeHandshake, refusalCode,
+  AUTH_LABEL, FrameReader, Refusal, VERSION, authContext, encodeDataHeader, encodeHandshake, refusalCode,
   type Handshake, type Hello,
 } from '../frame.js';
 
@@ -22,7 +21,7 @@ export interface Identity {
 }
 
 const REFUSAL_TEXT: Record<number, string> = {
-  [Refusal.jobId]: 'job id mismatch', [Refusal.token]: 'token mismatch (the HMAC proof did not verify)',
+  [Refusal.jobId]: AUTH_FAIL_REASONS[Refusal.jobId], [Refusal.token]: AUTH_FAIL_REASONS[Refusal.token],
   [Refusal.rank]: 'rank not expected', [Refusal.duplicate]: 'duplicate connection',
   [Refusal.version]: 'protocol version mismatch', [Refusal.world]: 'world size or channel count mismatch',
 };
@@ -32,12 +31,6 @@ export const LINK_TLS_NOTICE = encodeHandshake({ type: 'refuse', reason: Refusal
 
 /** Payloads up to this size are copied behind their header and written once. */
 const SMALL = 16 * 1024;
-
-class Refused extends Error {
-  constructor(readonly reason: number, readonly detail: string) {
-    super(detail);
-  }
-}
 
 /** Bytes a dialled socket reads while no payload is being filled (headers, handshake). */
 const SPARE_BYTES = 64 * 1024;
@@ -137,20 +130,19 @@ export function handshake(socket: net.Socket, id: Identity, expect: { peer: numb
                           direct?: (f: Feed) => void): Promise<Link> {
   const admit = hooks.admit;
   const connector = expect !== undefined;
-  const nonce = randomBytes(NONCE_BYTES);
-  const mac = (p: Uint8Array) => createHmac('sha256', id.token).update(p).digest();
-  const own = (channel: number): Hello => ({ version: VERSION, jobId: id.jobId, rank: id.rank, size: id.size, channel, nchannels: id.nchannels, nonce });
+  const challenge = new Challenge(id.token, id.jobId, AUTH_LABEL, connector ? ['connect', 'accept'] : ['accept', 'connect']);
+  const own = (channel: number): Hello => ({ version: VERSION, jobId: id.jobId, rank: id.rank, size: id.size, channel, nchannels: id.nchannels, nonce: challenge.nonce });
   let peer: Hello | undefined;
   const who = () => (peer ? `rank ${peer.rank} (channel ${peer.channel})` : expect ? `rank ${expect.peer} (channel ${expect.channel})` : 'a peer');
-  const signs = (role: 'connect' | 'accept', p: Hello) => {
-    const [c, a] = connector ? [id.rank, p.rank] : [p.rank, id.rank];
-    return role === (connector ? 'connect' : 'accept') ? mac(authPayload(role, p.nonce, id.jobId, c, a, p.channel, nonce)) : mac(authPayload(role, nonce, id.jobId, c, a, p.channel, p.nonce));
-  };
+  /** Both proofs of this link, bound to who dialled, who accepted, and the channel. */
+  const proofs = (p: Hello) => challenge.proofs(p.nonce, connector ? authContext(id.rank, p.rank, p.channel) : authContext(p.rank, id.rank, p.channel));
 
   return new Promise<Link>((resolve, reject) => {
     let finished = false;
     let linked = false; // the handshake succeeded: failures now break the link
     let link: Link | undefined;
+    /** Both proofs, once computed: ours to send, and the peer's to check. */
+    let mine: Proofs | undefined;
     const finish = (e?: WebcclError, link?: Link) => {
       if (finished) return;
       finished = true;
@@ -172,7 +164,7 @@ export function handshake(socket: net.Socket, id: Identity, expect: { peer: numb
     const checkHello = (h: Hello): void => {
       peer = h;
       if (h.version !== VERSION) throw new Refused(Refusal.version, `we speak version ${VERSION}, the peer ${h.version}`);
-      if (h.jobId !== id.jobId) throw new Refused(Refusal.jobId, `job "${h.jobId}" is not the job here`);
+      challenge.checkJob(h.jobId);
       if (h.size !== id.size || h.nchannels !== id.nchannels) throw new Refused(Refusal.world, `we have size ${id.size} x ${id.nchannels} channels, the peer ${h.size} x ${h.nchannels}`);
       if (connector && (h.rank !== expect.peer || h.channel !== expect.channel)) throw new Refused(Refusal.rank, `dialled rank ${expect.peer} channel ${expect.channel}, reached rank ${h.rank} channel ${h.channel}`);
       if (!connector) {
@@ -192,36 +184,63 @@ export function handshake(socket: net.Socket, id: Identity, expect: { peer: numb
       if (!peer) {
         if (m.type !== 'hello') throw new WebcclError('PROTOCOL_ERROR', `${m.type} before HELLO`);
         checkHello(m);
-        if (connector) socket.write(encodeHandshake({ type: 'proof', mac: signs('connect', m) }));
-        else socket.write(encodeHandshake({ type: 'hello', ...own(m.channel) }));
+        if (!connector) socket.write(encodeHandshake({ type: 'hello', ...own(m.channel) }));
+        // Both proofs are computed now, asynchronously; what the peer sends meanwhile waits in
+        // the reader, so its PROOF (and any DATA right behind it) is checked the moment it is read.
+        hold();
+        proofs(m).then((p) => {
+          if (finished) return;
+          mine = p;
+          if (connector) socket.write(encodeHandshake({ type: 'proof', mac: p.mine }));
+          release();
+        }, (e: unknown) => fail(e));
         return;
       }
       if (m.type !== 'proof') throw new WebcclError('PROTOCOL_ERROR', `a second HELLO from ${who()}`);
-      if (!timingSafeEqual(m.mac, signs(connector ? 'accept' : 'connect', peer))) throw new Refused(Refusal.token, `${who()} did not prove the job's token`);
+      Challenge.check(mine!.theirs, m.mac, who());
       if (!connector) {
         const why = admit(peer.rank, peer.channel);
         if (why) throw new Refused(Refusal.duplicate, `rank ${peer.rank} channel ${peer.channel}: ${why}`);
-        socket.write(encodeHandshake({ type: 'proof', mac: signs('accept', peer) }));
+        socket.write(encodeHandshake({ type: 'proof', mac: mine!.mine }));
       }
+      linkUp(peer);
+    };
+    const hold = () => {
+      reader.hold();
+      socket.pause();
+    };
+    const release = () => {
+      socket.resume();
+      try {
+        reader.release();
+      } catch (e) {
+        fail(e);
+      }
+    };
+    const linkUp = (p: Hello) => {
       reader.ready();
       linked = true;
-      finish(undefined, (link = new Link(socket, reader, peer.rank, peer.channel, connector)));
+      finish(undefined, (link = new Link(socket, reader, p.rank, p.channel, connector)));
     };
     const reader = new FrameReader({
       handshake: onFrame,
       data: (tag, length) => hooks.sink(peer!.rank, tag, length),
     });
+    /** Ends the handshake (or breaks the link) with `e`, telling the peer why if we refuse it. */
+    const fail = (e: unknown) => {
+      if (e instanceof Refused) return refuse(e.reason, e.detail);
+      const err = WebcclError.is(e) ? e : new WebcclError('PROTOCOL_ERROR', String(e));
+      const wrapped = new WebcclError(err.code, `${linked ? 'link to' : 'handshake with'} ${who()}: ${err.reason}`, { ...err.details, peer: peer?.rank });
+      if (!linked) return finish(wrapped);
+      reader.close();
+      socket.destroy();
+      hooks.broken(peer!.rank, wrapped);
+    };
     const onBytes = (buf: Uint8Array, n: number) => {
       try {
         reader.received(buf, n);
       } catch (e) {
-        if (e instanceof Refused) return refuse(e.reason, e.detail);
-        const err = WebcclError.is(e) ? e : new WebcclError('PROTOCOL_ERROR', String(e));
-        const wrapped = new WebcclError(err.code, `${linked ? 'link to' : 'handshake with'} ${who()}: ${err.reason}`, { ...err.details, peer: peer?.rank });
-        if (!linked) return finish(wrapped);
-        reader.close();
-        socket.destroy();
-        hooks.broken(peer!.rank, wrapped);
+        fail(e);
       }
     };
     const onClose = () => {

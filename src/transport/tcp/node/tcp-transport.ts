@@ -11,7 +11,7 @@ import * as net from 'node:net';
 import { WebcclError } from '../../../core/errors.js';
 import { log } from '../../../core/log.js';
 import { RateLimitedLog } from '../../../core/rate-log.js';
-import { checkSecrets, hostPort } from '../../../bootstrap/node/store-server.js';
+import { checkSecrets, hostPort } from '../../../wire/secrets.js';
 import {
   DEFAULT_HOLD_LIMITS, Mailbox, abortError, checkTag, encodeAbortInfo,
   type AbortInfo, type HoldLimits, type Tag, type Transport, type TransportWatcher,
