@@ -8,9 +8,10 @@ import { AUTH_FAIL_REASONS, Challenge, Refused, type Proofs } from '../../../wir
 import { TLS_NOTICE } from '../../../wire/node/secure-socket.js';
 import type { Sink, Tag } from '../../transport.js';
 import {
-  AUTH_LABEL, FrameReader, Refusal, VERSION, authContext, encodeDataHeader, encodeHandshake, refusalCode,
+  AUTH_LABEL, Refusal, VERSION, authContext, encodeDataHeader, encodeHandshake, refusalCode,
   type Handshake, type Hello,
 } from '../frame.js';
+import { FrameReader } from '../frame-reader.js';
 
 export interface Identity {
   jobId: string;
