@@ -1,4 +1,4 @@
-// Property-based fuzzing of the TCP transport's frame reader (frame-reader.ts) and of how a link
+// Property-based fuzzing of the TCP transport's frame reader (src/wire/link-reader.ts) and of how a link
 // (link.ts) feeds it: through push() as a 'data' event does, and through target()/received() as
 // a dialled socket's reads do (a payload landing straight in its receive). Valid frames
 // round-trip whatever the cuts in the stream; random and mutated streams are accepted or refused
@@ -12,8 +12,8 @@ import { describe, expect, it } from 'vitest';
 import { WebcclError } from '../src/core/errors.js';
 import {
   Kind, VERSION, authPayload, decodeHandshake, encodeDataHeader, encodeHandshake, maxHandshakeBody, type Handshake,
-} from '../src/transport/tcp/frame.js';
-import { FrameReader } from '../src/transport/tcp/frame-reader.js';
+} from '../src/wire/link-frames.js';
+import { FrameReader } from '../src/wire/link-reader.js';
 import { handshake, type Hooks, type Link } from '../src/transport/tcp/node/link.js';
 import { Mailbox, type HoldLimits, type Sink, type Tag } from '../src/transport/transport.js';
 import { concatAll, cuts, expectCoded, fuzzSettings, longRun, mutate, mutation, split, until, watchAllocations } from './helpers/fuzz.js';

@@ -14,7 +14,7 @@ import { FrameParser } from '../src/wire/frames.js';
 import { sameBytes } from '../src/wire/hmac.js';
 import { checkSecrets, hostPort } from '../src/wire/secrets.js';
 import { AUTH_LABEL as STORE_LABEL, authPayload as storePayload } from '../src/bootstrap/store-protocol.js';
-import { AUTH_LABEL as LINK_LABEL, Kind, authContext, authPayload as linkPayload, maxHandshakeBody } from '../src/transport/tcp/frame.js';
+import { AUTH_LABEL as LINK_LABEL, Kind, authContext, authPayload as linkPayload, maxHandshakeBody } from '../src/wire/link-frames.js';
 import { handshake, type Hooks, type Identity, type Link } from '../src/transport/tcp/node/link.js';
 import { watchAllocations } from './helpers/fuzz.js';
 

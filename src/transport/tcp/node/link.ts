@@ -1,4 +1,4 @@
-// One TCP connection of the mesh (Node only): the handshake of frame.ts from either end, with
+// One TCP connection of the mesh (Node only): the handshake of wire/link-frames.ts from either end, with
 // mutual HMAC proof of the job's token (wire/auth.ts) before any data frame is accepted, then ordered writes
 // that honour backpressure (a write that returns false waits for 'drain' before the next).
 // A refused handshake is a WebcclError on this side and a REFUSE frame naming it on the other.
@@ -10,8 +10,8 @@ import type { Sink, Tag } from '../../transport.js';
 import {
   AUTH_LABEL, Refusal, VERSION, authContext, encodeDataHeader, encodeHandshake, refusalCode,
   type Handshake, type Hello,
-} from '../frame.js';
-import { FrameReader } from '../frame-reader.js';
+} from '../../../wire/link-frames.js';
+import { FrameReader } from '../../../wire/link-reader.js';
 
 export interface Identity {
   jobId: string;

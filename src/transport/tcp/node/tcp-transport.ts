@@ -18,7 +18,7 @@ import {
 } from '../../transport.js';
 import { LINK_TLS_NOTICE, dialDirect, handshake, type Hooks, type Identity, type Link } from './link.js';
 import { type WireTls, createListener, secureDialled } from '../../../wire/node/secure-socket.js';
-import { MAX_ABORT_TEXT_BYTES, encodeHandshake } from '../frame.js';
+import { MAX_ABORT_TEXT_BYTES, encodeHandshake } from '../../../wire/link-frames.js';
 
 export interface Address {
   host: string;

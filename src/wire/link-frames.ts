@@ -1,6 +1,8 @@
-// The TCP transport's wire format, as pure functions (browser-safe, no node:): encode and decode
-// the handshake and data frames (frame-reader.ts splits a stream into them, landing each data
-// payload straight in the buffer the matching receive posted). The proofs are wire/auth.ts's Challenge over the bytes authPayload() lays out.
+// The frames of a connection between two ranks, as pure functions (browser-safe, no node:):
+// encode and decode the handshake and data frames (link-reader.ts splits a stream into them,
+// landing each data payload straight in the buffer the matching receive posted). The TCP
+// transport speaks them; they sit here, below the transports, so that any other carries the
+// same frames (its label still says "webccl-tcp": those bytes are signed, and kept as they were). The proofs are wire/auth.ts's Challenge over the bytes authPayload() lays out.
 //
 // Every frame: u8 kind | u32 body length (little-endian) | body. Connector C, acceptor A:
 //   C -> A  HELLO   magic "WCTP", u16 version, job id, u32 rank, u32 size, u16 channel, u16 nchannels, nonce
@@ -9,11 +11,18 @@
 //   A -> C  PROOF   HMAC(token, authPayload('accept', ...))    C checks it
 // then DATA frames (body = u32 comm | u32 seq | u32 step | u32 space | payload), and at most one ABORT each way
 // (a rank that fails tells its peers why before it closes: u16 length | message).
-import { WebcclError } from '../../core/errors.js';
-import { Cursor, HEADER_BYTES, concat, frame, protocolError, str, textBytes, u8, u16, u32 } from '../../wire/bytes.js';
-import { MAC_BYTES, MAX_ABORT_TEXT_BYTES, MAX_JOB_ID_BYTES, MAX_MESSAGE_BYTES, NONCE_BYTES, clipText } from '../../wire/limits.js';
-import { AuthFail, signedBytes } from '../../wire/auth.js';
-import type { Tag } from '../transport.js';
+import { WebcclError } from '../core/errors.js';
+import { Cursor, HEADER_BYTES, concat, frame, protocolError, str, textBytes, u8, u16, u32 } from './bytes.js';
+import { MAC_BYTES, MAX_ABORT_TEXT_BYTES, MAX_JOB_ID_BYTES, MAX_MESSAGE_BYTES, NONCE_BYTES, clipText } from './limits.js';
+import { AuthFail, signedBytes } from './auth.js';
+
+/** What a data frame carries before its payload: the op's signature, sequence, step and tag space. */
+export interface FrameTag {
+  comm: number;
+  seq: number;
+  step: number;
+  space?: number;
+}
 
 export const MAGIC = 0x50544357; // "WCTP" read as a little-endian u32
 export const VERSION = 2;
@@ -68,7 +77,7 @@ export function encodeHandshake(m: Handshake): Uint8Array {
 }
 
 /** A data frame's header (kind, length, tag); the payload follows it on the wire uncopied. */
-export function encodeDataHeader(tag: Tag, length: number): Uint8Array {
+export function encodeDataHeader(tag: FrameTag, length: number): Uint8Array {
   if (length > MAX_PAYLOAD_BYTES) throw new WebcclError('INVALID_ARGUMENT', `a payload of ${length} bytes is over the frame limit of ${MAX_PAYLOAD_BYTES}`);
   const b = new Uint8Array(HEADER_BYTES + TAG_BYTES);
   const v = new DataView(b.buffer);

@@ -1,11 +1,13 @@
-// Reading the TCP transport's frames (frame.ts) from a byte stream (browser-safe, no node:): a
+// Reading a connection's frames (link-frames.ts) from a byte stream (browser-safe, no node:): a
 // named-state loop that checks each frame's kind and length against its limit before it
 // allocates a byte, and writes a data payload straight into the buffer the matching receive
 // posted.
-import { HEADER_BYTES, protocolError, readHeader } from '../../wire/bytes.js';
-import { overLimit } from '../../wire/limits.js';
-import type { Sink, Tag } from '../transport.js';
-import { KIND_NAMES, Kind, TAG_BYTES, decodeHandshake, maxHandshakeBody, type Handshake } from './frame.js';
+import { HEADER_BYTES, protocolError, readHeader } from './bytes.js';
+import { overLimit } from './limits.js';
+import { KIND_NAMES, Kind, TAG_BYTES, decodeHandshake, maxHandshakeBody, type FrameTag, type Handshake } from './link-frames.js';
+
+/** Where a data frame's payload goes: into a posted receive's buffer (then `done`), or nowhere. */
+export type Sink = { into: Uint8Array; done: () => void } | { skip: true };
 
 /** A payload this large is worth an extra read to land in place from its first byte. */
 const LARGE_PAYLOAD = 64 * 1024;
@@ -14,7 +16,7 @@ export interface ReaderEvents {
   /** A whole handshake frame (while the handshake is on), or an ABORT (after it). */
   handshake(m: Handshake): void;
   /** A data frame's tag and payload length: where to put it (may throw to end the link). */
-  data(tag: Tag, length: number): Sink;
+  data(tag: FrameTag, length: number): Sink;
 }
 
 /**
