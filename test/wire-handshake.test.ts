@@ -1,8 +1,9 @@
 // The wire module's one handshake (src/wire/auth.ts) and its limits, in process: the proofs on
 // their own (right and wrong token, wrong job, the exact bytes both protocols have always put on
-// the wire), then the TCP transport's handshake, which runs on it, over a pair of in-memory
-// duplex streams: both ends authenticated, or both refused with the reason, a frame over its
-// limit refused before anything is allocated for it, a handshake cut short ended by its deadline.
+// the wire), then the link handshake built on them (wire/link-handshake.ts) over a pair of
+// in-memory pipes, no socket in sight: both ends authenticated, or both refused with the reason,
+// a frame over its limit refused before anything is allocated for it, a handshake cut short
+// ended by its deadline; and once through the TCP transport's Node adapter (link.ts).
 import { createHmac } from 'node:crypto';
 import type * as net from 'node:net';
 import { Duplex } from 'node:stream';
@@ -15,7 +16,8 @@ import { sameBytes } from '../src/wire/hmac.js';
 import { checkSecrets, hostPort } from '../src/wire/secrets.js';
 import { AUTH_LABEL as STORE_LABEL, authPayload as storePayload } from '../src/bootstrap/store-protocol.js';
 import { AUTH_LABEL as LINK_LABEL, Kind, authContext, authPayload as linkPayload, maxHandshakeBody } from '../src/wire/link-frames.js';
-import { handshake, type Hooks, type Identity, type Link } from '../src/transport/tcp/node/link.js';
+import { handshake, type Hooks } from '../src/transport/tcp/node/link.js';
+import { type Identity, type LinkHooks, type Opening, type Pipe, openLink } from '../src/wire/link-handshake.js';
 import { watchAllocations } from './helpers/fuzz.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -111,20 +113,56 @@ describe('FrameParser: limits checked before allocation', () => {
   });
 });
 
-/** Two in-memory stream ends: what one writes the other reads; ending or destroying one closes both. */
-function duplexPair(): [Duplex, Duplex] {
-  const ends: Duplex[] = [];
-  const make = (other: () => Duplex) => new Duplex({
-    read() {},
-    write(chunk, _encoding, done) { other().push(chunk); done(); },
-    final(done) { other().push(null); done(); },
-    destroy(err, done) { other().destroy(); done(err); },
-  });
-  ends.push(make(() => ends[1]), make(() => ends[0]));
-  return [ends[0], ends[1]];
+/**
+ * One end of an in-memory connection, as a carrier gives it to openLink: what one end writes
+ * reaches the other on a later turn of the event loop (in order); a paused end queues what
+ * arrives; ending or destroying one end closes both, after what was written has arrived.
+ */
+class MemoryPipe implements Pipe {
+  destroyed = false;
+  private paused = false;
+  private queue: Uint8Array[] = [];
+  peer!: MemoryPipe;
+  opening?: Opening<unknown>;
+  write(bytes: Uint8Array): void {
+    if (this.destroyed) return;
+    const copy = bytes.slice();
+    setTimeout(() => this.peer.arrive(copy), 0);
+  }
+  end(bytes: Uint8Array): void {
+    this.write(bytes);
+    setTimeout(() => this.destroy(), 0);
+  }
+  destroy(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.opening?.closed();
+    setTimeout(() => this.peer.destroy(), 0);
+  }
+  pause(): void {
+    this.paused = true;
+  }
+  resume(): void {
+    this.paused = false;
+    for (const b of this.queue.splice(0)) this.arrive(b);
+  }
+  /** A write of the peer arrives. */
+  arrive(bytes: Uint8Array): void {
+    if (this.destroyed) return;
+    if (this.paused) this.queue.push(bytes);
+    else this.opening?.received(bytes, bytes.length);
+  }
 }
 
-const hooks = (): Hooks => ({
+function pipePair(): [MemoryPipe, MemoryPipe] {
+  const a = new MemoryPipe();
+  const b = new MemoryPipe();
+  a.peer = b;
+  b.peer = a;
+  return [a, b];
+}
+
+const hooks = (): LinkHooks<string> => ({
   admit: () => undefined,
   sink: () => ({ skip: true }),
   broken: () => {},
@@ -134,19 +172,26 @@ const hooks = (): Hooks => ({
 const identity = (rank: number, o: Partial<Identity> = {}): Identity => ({ jobId: JOB, token: TOKEN, rank, size: 2, nchannels: 1, ...o });
 const DEADLINE = 30_000;
 
+/** Opens one end of a link on `pipe` (the link it makes is the string "rank R channel C"). */
+function open(pipe: MemoryPipe, id: Identity, expect: { peer: number; channel: number } | undefined, timeoutMs = DEADLINE): Promise<string> {
+  const opening = openLink(pipe, id, expect, hooks(), timeoutMs, (peer, channel) => `rank ${peer} channel ${channel}`);
+  pipe.opening = opening;
+  return opening.linked;
+}
+
 /** Rank 0 dials rank 1 over an in-memory pair; resolves with both ends' outcomes. */
 async function link(dialler: Partial<Identity>, acceptor: Partial<Identity>) {
-  const [a, b] = duplexPair();
-  const dialled = handshake(a as unknown as net.Socket, identity(0, dialler), { peer: 1, channel: 0 }, hooks(), DEADLINE);
-  const accepted = handshake(b as unknown as net.Socket, identity(1, acceptor), undefined, hooks(), DEADLINE);
-  const both = await Promise.all([outcome(dialled), outcome(accepted)]);
-  for (const p of [dialled, accepted]) p.then((l: Link) => l.socket.destroy(), () => {});
+  const [a, b] = pipePair();
+  const both = await Promise.all([outcome(open(a, identity(0, dialler), { peer: 1, channel: 0 })), outcome(open(b, identity(1, acceptor), undefined))]);
+  a.destroy();
   return both;
 }
 
-describe('the TCP link handshake on the shared one, over in-memory duplex streams', () => {
-  it('right token: both ends authenticated', async () => {
-    expect(await link({}, {})).toEqual(['resolved', 'resolved']);
+describe('openLink (wire/link-handshake.ts) over an in-memory pipe pair', () => {
+  it('right token: both ends authenticated, each knowing the other', async () => {
+    const [a, b] = pipePair();
+    expect(await Promise.all([open(a, identity(0), { peer: 1, channel: 0 }), open(b, identity(1), undefined)])).toEqual(['rank 1 channel 0', 'rank 0 channel 0']);
+    a.destroy();
   });
 
   it('wrong token: AUTH_FAILED on both ends, with the token reason', async () => {
@@ -160,20 +205,44 @@ describe('the TCP link handshake on the shared one, over in-memory duplex stream
   });
 
   it('a HELLO announcing more than its limit is refused (PROTOCOL_ERROR) before its body is read', async () => {
-    const [a, b] = duplexPair();
-    const accepted = outcome(handshake(b as unknown as net.Socket, identity(1), undefined, hooks(), DEADLINE));
-    a.on('data', () => {});
+    const [a, b] = pipePair();
+    const accepted = outcome(open(b, identity(1), undefined));
     a.write(Uint8Array.of(Kind.hello, ...u32(maxHandshakeBody(Kind.hello) + 1)));
     expect(await accepted).toEqual({ code: 'PROTOCOL_ERROR', reason: undefined });
     a.destroy();
   });
 
   it('a handshake cut short (half a HELLO, then silence) ends at its deadline with CONNECT_FAILED', async () => {
-    const [a, b] = duplexPair();
-    const accepted = outcome(handshake(b as unknown as net.Socket, identity(1), undefined, hooks(), 300));
-    a.on('data', () => {});
+    const [a, b] = pipePair();
+    const accepted = outcome(open(b, identity(1), undefined, 300));
     a.write(Uint8Array.of(Kind.hello, ...u32(maxHandshakeBody(Kind.hello)), 1, 2, 3));
     expect(await accepted).toEqual({ code: 'CONNECT_FAILED', reason: undefined });
     a.destroy();
+  });
+});
+
+describe('the TCP link on it, over in-memory Node duplex streams', () => {
+  /** Two in-memory stream ends: what one writes the other reads; destroying one closes both. */
+  function duplexPair(): [Duplex, Duplex] {
+    const ends: Duplex[] = [];
+    const make = (other: () => Duplex) => new Duplex({
+      read() {},
+      write(chunk, _encoding, done) { other().push(chunk); done(); },
+      final(done) { other().push(null); done(); },
+      destroy(err, done) { other().destroy(); done(err); },
+    });
+    ends.push(make(() => ends[1]), make(() => ends[0]));
+    return [ends[0], ends[1]];
+  }
+  const tcpHooks = (): Hooks => ({ ...hooks(), closed: () => {} });
+
+  it('right token links both ends; a wrong token is AUTH_FAILED on both with the reason', async () => {
+    for (const [token, want] of [[TOKEN, 'resolved'], [enc('wrong'), { code: 'AUTH_FAILED', reason: AuthFail.token }]] as const) {
+      const [a, b] = duplexPair();
+      const dialled = handshake(a as unknown as net.Socket, identity(0, { token }), { peer: 1, channel: 0 }, tcpHooks(), DEADLINE);
+      const accepted = handshake(b as unknown as net.Socket, identity(1), undefined, tcpHooks(), DEADLINE);
+      expect(await Promise.all([outcome(dialled), outcome(accepted)])).toEqual([want, want]);
+      a.destroy();
+    }
   });
 });
