@@ -1,8 +1,9 @@
 // The rendezvous store's server (Node only): an in-memory key-value map served over TCP, like
 // torch's TCPStore, started by rank 0 or the launcher at MASTER_ADDR:MASTER_PORT. Each
 // connection must pass the HMAC challenge-response (wire/auth.ts, framed as store-protocol.ts
-// says) before any request is parsed; a peer that fails it, or breaks a frame limit, is told why and disconnected, and the
-// rejection is counted (stats()) and reported (onReject, else a WARN log line).
+// says) before any request is parsed; a peer that fails it, or breaks a frame limit, is told why
+// and disconnected, and the rejection is counted (stats()) and reported (onReject, else a WARN
+// log line).
 import * as net from 'node:net';
 import { WebcclError } from '../../core/errors.js';
 import { log } from '../../core/log.js';
@@ -238,8 +239,8 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
         ready = true;
         counts.authenticated++;
         parser.accept(ACCEPTS.serverReady);
+        socket.resume(); // before send(), which may pause the socket again for backpressure
         send({ type: 'authOk', mac: p.mine });
-        socket.resume();
         guarded(() => parser.release());
       }, (e: unknown) => {
         reject(remote, 'protocol', WebcclError.is(e) ? e.reason : String(e));
