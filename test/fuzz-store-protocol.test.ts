@@ -17,7 +17,7 @@ import { WebcclError } from '../src/core/errors.js';
 import {
   ACCEPTS, FrameParser, Kind, MAX_KEY_BYTES, VERSION, authPayload, decode, encode, maxBodyBytes, type Message,
 } from '../src/bootstrap/store-protocol.js';
-import { concatAll, cuts, expectCoded, fuzzSettings, longRun, mutate, mutation, split, watchAllocations } from './helpers/fuzz.js';
+import { concatAll, cuts, expectCoded, fuzzSettings, longRun, mutate, mutation, split, until, watchAllocations } from './helpers/fuzz.js';
 
 const MAX_VALUE = 1024;
 const DEADLINE = longRun ? 3_600_000 : 60_000;
@@ -216,7 +216,19 @@ describe('store server fuzzing over loopback', () => {
 /** A socket that records what the client writes; the test plays the server. */
 class FakeSocket extends EventEmitter {
   destroyed = false;
+  /** The client pauses reading while it computes its proofs, and resumes once AUTH is sent. */
+  paused = false;
   readonly written: Uint8Array[] = [];
+  pause(): void {
+    this.paused = true;
+  }
+  resume(): void {
+    this.paused = false;
+  }
+  /** Until the client has finished what it computes asynchronously (or has given up). */
+  idle(): Promise<void> {
+    return until(() => !this.paused || this.destroyed);
+  }
   write(b: Uint8Array): boolean {
     this.written.push(b);
     return true;
@@ -234,6 +246,7 @@ describe('store client fuzzing', () => {
     const serverNonce = new Uint8Array(32).fill(4);
     const connecting = StoreClient.handshake(socket as unknown as net.Socket, { token: new TextEncoder().encode(TOKEN), jobId: JOB, where: 'fake:1', maxValue: MAX_VALUE, timeoutMs: 60_000 });
     socket.emit('data', Buffer.from(frameOf({ type: 'hello', version: VERSION, maxValueBytes: MAX_VALUE, nonce: serverNonce })));
+    await socket.idle();
     const auth = decode(Kind.auth, concatAll(socket.written).subarray(5), MAX_VALUE);
     if (auth.type !== 'auth') throw new Error('no AUTH');
     socket.emit('data', Buffer.from(frameOf({ type: 'authOk', mac: hmac(authPayload('server', auth.nonce, JOB, serverNonce)) })));
@@ -256,6 +269,7 @@ describe('store client fuzzing', () => {
       const connecting = StoreClient.handshake(socket as unknown as net.Socket, o).then((c) => (outcome = c), (e) => (outcome = e));
       const feed = (b: Uint8Array) => { for (const piece of split(b, at)) if (!socket.destroyed) socket.emit('data', Buffer.from(piece)); };
       feed(mutate([frameOf({ type: 'hello', version: VERSION, maxValueBytes: MAX_VALUE, nonce: serverNonce })], helloMuts));
+      await socket.idle();
       const auth = socket.written.length ? decode(Kind.auth, concatAll(socket.written).subarray(5), MAX_VALUE) : undefined;
       const pending: Promise<unknown>[] = [];
       if (auth?.type === 'auth') {

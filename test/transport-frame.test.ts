@@ -3,7 +3,8 @@
 // tag's payload to its receive whatever the order, within its hold limits.
 import { describe, expect, it } from 'vitest';
 import { WebcclError } from '../src/core/errors.js';
-import { FrameReader, Kind, Refusal, VERSION, authPayload, encodeDataHeader, encodeHandshake, type Handshake } from '../src/transport/tcp/frame.js';
+import { Kind, Refusal, VERSION, authPayload, encodeDataHeader, encodeHandshake, type Handshake } from '../src/wire/link-frames.js';
+import { FrameReader } from '../src/wire/link-reader.js';
 import { Mailbox, type Sink, type Tag } from '../src/transport/transport.js';
 
 const nonce = new Uint8Array(32).fill(7);

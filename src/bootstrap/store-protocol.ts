@@ -1,7 +1,8 @@
 // The rendezvous store's wire protocol, as pure functions: encode(message) -> bytes,
-// decode(kind, body) -> message, and FrameParser, a named-state loop that checks each frame's
-// kind and length against hard limits before it allocates a byte. Browser-safe (no node:), so a
-// WebSocket client can reuse it; HMAC itself is computed by the caller.
+// decode(kind, body) -> message, and FrameParser, the wire's frame splitter (src/wire/frames.ts)
+// told each kind's limit, checked before it allocates a byte. Browser-safe (no node:), so a
+// WebSocket client can reuse it; the proofs are wire/auth.ts's Challenge, shared with the
+// transports.
 //
 // Every frame: u8 kind | u32 body length (little-endian) | body. Strings are UTF-8 with a u16
 // length, values carry a u32 length, request ids are u32 and answers echo them (so a blocked
@@ -11,16 +12,19 @@
 //   server -> AUTH_OK  HMAC(token, authPayload('server', cn, job, sn))   or AUTH_FAIL reason
 // Either side may instead send PROTOCOL_ERROR (a message) and hang up: the server when a frame
 // breaks the protocol, a client that will not go on (one that uses TLS meeting a plain store).
-import { WebcclError } from '../core/errors.js';
+import {
+  Cursor, blob, concat, frame, i64, protocolError, str, u8, u16, u32,
+} from '../wire/bytes.js';
+import { FrameParser as WireFrameParser } from '../wire/frames.js';
+import { MAC_BYTES, MAX_JOB_ID_BYTES, MAX_MESSAGE_BYTES, NONCE_BYTES, clipText } from '../wire/limits.js';
+import { signedBytes } from '../wire/auth.js';
 
+export { AUTH_FAIL_REASONS } from '../wire/auth.js';
 export const MAGIC = 0x54534357; // "WCST" read as a little-endian u32
 export const VERSION = 1;
-export const HEADER_BYTES = 5;
-export const NONCE_BYTES = 32;
-export const MAC_BYTES = 32;
+/** What both ends sign before their role (see wire/auth.ts). */
+export const AUTH_LABEL = `webccl-store/${VERSION}`;
 export const MAX_KEY_BYTES = 4096;
-export const MAX_JOB_ID_BYTES = 256;
-export const MAX_MESSAGE_BYTES = 1024;
 export const MAX_KEYS_FRAME_BYTES = 1 << 20; // the largest WAIT request or TIMEOUT answer
 export const MAX_VALUE_LIMIT = 1 << 30; // the largest maxValueBytes either side may configure
 export const NO_DEADLINE = 0xffffffff; // a get/wait timeout meaning "no deadline"
@@ -32,10 +36,6 @@ export const Kind = {
 } as const;
 const KIND_NAMES = Object.fromEntries(Object.entries(Kind).map(([name, k]) => [k, name]));
 
-export const AUTH_FAIL_REASONS: Record<number, string> = {
-  1: 'job id mismatch',
-  2: 'token mismatch (the HMAC proof did not verify)',
-};
 
 export type Message =
   | { type: 'hello'; version: number; maxValueBytes: number; nonce: Uint8Array }
@@ -86,53 +86,6 @@ export function maxBodyBytes(kind: number, maxValue: number): number {
   }
 }
 
-export function protocolError(message: string): never {
-  throw new WebcclError('PROTOCOL_ERROR', message);
-}
-
-const utf8 = new TextEncoder();
-// ignoreBOM keeps a leading U+FEFF in the text: by default the decoder drops it, and a key that
-// starts with one would be stored under another key (its bytes would not be what was sent).
-const utf8Strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-export const textBytes = (s: string): Uint8Array => utf8.encode(s);
-
-/** Fields shorter than this are copied into one buffer with the header; longer ones are sent as is. */
-const COPY_LIMIT = 16 * 1024;
-
-export function num(bytes: number, write: (v: DataView) => void): Uint8Array {
-  const b = new Uint8Array(bytes);
-  write(new DataView(b.buffer));
-  return b;
-}
-export const u8 = (n: number) => Uint8Array.of(n);
-export const u16 = (n: number) => num(2, (v) => v.setUint16(0, n, true));
-export const u32 = (n: number) => num(4, (v) => v.setUint32(0, n, true));
-const i64 = (n: bigint) => num(8, (v) => v.setBigInt64(0, n, true));
-export const str = (s: string | Uint8Array) => { const b = typeof s === 'string' ? textBytes(s) : s; return [u16(b.length), b]; };
-const blob = (b: Uint8Array) => [u32(b.length), b];
-
-export function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) { out.set(p, at); at += p.length; }
-  return out;
-}
-
-/** A frame as a list of buffers to write in order (large values are not copied). */
-export function frame(kind: number, fields: Uint8Array[]): Uint8Array[] {
-  const len = fields.reduce((n, f) => n + f.length, 0);
-  const out: Uint8Array[] = [];
-  let run: Uint8Array[] = [concat([u8(kind), u32(len)])];
-  for (const f of fields) {
-    if (f.length < COPY_LIMIT) { run.push(f); continue; }
-    if (run.length) out.push(concat(run));
-    out.push(f);
-    run = [];
-  }
-  if (run.length) out.push(concat(run));
-  return out;
-}
-
 export function encode(m: Message): Uint8Array[] {
   const k = Kind[m.type];
   switch (m.type) {
@@ -140,7 +93,7 @@ export function encode(m: Message): Uint8Array[] {
     case 'auth': return frame(k, [...str(m.jobId), m.nonce, m.mac]);
     case 'authOk': return frame(k, [m.mac]);
     case 'authFail': return frame(k, [u8(m.reason)]);
-    case 'protocolError': return frame(k, [...str(clip(m.message))]);
+    case 'protocolError': return frame(k, [...str(clipText(m.message))]);
     case 'set': return frame(k, [u32(m.id), ...str(m.key), ...blob(m.value)]);
     case 'get': return frame(k, [u32(m.id), ...str(m.key), u32(m.timeoutMs)]);
     case 'add': return frame(k, [u32(m.id), ...str(m.key), i64(m.delta)]);
@@ -154,64 +107,25 @@ export function encode(m: Message): Uint8Array[] {
     case 'value': return frame(k, [u32(m.id), ...(m.value === null ? [u8(0)] : [u8(1), ...blob(m.value)])]);
     case 'number': return frame(k, [u32(m.id), i64(m.value)]);
     case 'timeout': return frame(k, [u32(m.id), u16(m.keys.length), ...m.keys.flatMap(str)]);
-    case 'error': return frame(k, [u32(m.id), ...str(clip(m.message))]);
+    case 'error': return frame(k, [u32(m.id), ...str(clipText(m.message))]);
   }
 }
 
-function clip(message: string): Uint8Array {
-  const b = textBytes(message);
-  return b.length <= MAX_MESSAGE_BYTES ? b : textBytes(message.slice(0, MAX_MESSAGE_BYTES / 4));
-}
 
 /** The bytes a side signs: who signs, the peer's nonce first, the job, its own nonce last. */
 export function authPayload(role: 'client' | 'server', first: Uint8Array, jobId: string, second: Uint8Array): Uint8Array {
-  return concat([textBytes(`webccl-store/${VERSION} ${role}`), first, ...str(jobId), second]);
+  return signedBytes(AUTH_LABEL, role, first, concat(str(jobId)), second);
 }
 
-/** Reads fields from one frame body; every read is bounds-checked. */
-export class Cursor {
-  private at = 0;
-  private readonly view: DataView;
-  constructor(private readonly b: Uint8Array, private readonly what: string) {
-    this.view = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  }
-  private take(n: number): number {
-    if (this.at + n > this.b.length) protocolError(`${this.what} frame truncated`);
-    this.at += n;
-    return this.at - n;
-  }
-  u8 = () => this.view.getUint8(this.take(1));
-  u16 = () => this.view.getUint16(this.take(2), true);
-  u32 = () => this.view.getUint32(this.take(4), true);
-  i64 = () => this.view.getBigInt64(this.take(8), true);
-  bytes = (n: number) => { const s = this.take(n); return this.b.subarray(s, s + n); };
-  text(max: number, field: string): string {
-    const n = this.u16();
-    if (n > max) protocolError(`${this.what} ${field} of ${n} bytes exceeds ${max}`);
-    try { return utf8Strict.decode(this.bytes(n)); } catch { return protocolError(`${this.what} ${field} is not UTF-8`); }
-  }
+/** A body reader that also knows the store's keys. */
+class StoreCursor extends Cursor {
   key = () => { const k = this.text(MAX_KEY_BYTES, 'key'); if (k === '') protocolError(`${this.what} with an empty key`); return k; };
   keys = () => Array.from({ length: this.u16() }, this.key);
-  /** A presence flag: 0 or 1, nothing else (one meaning, one encoding). */
-  flag(field: string): boolean {
-    const f = this.u8();
-    if (f > 1) protocolError(`${this.what} ${field} flag is ${f}, not 0 or 1`);
-    return f === 1;
-  }
-  value(max: number): Uint8Array {
-    const n = this.u32();
-    if (n > max) protocolError(`${this.what} value of ${n} bytes exceeds the limit of ${max}`);
-    return this.bytes(n);
-  }
-  end<T>(m: T): T {
-    if (this.at !== this.b.length) protocolError(`${this.what} frame has ${this.b.length - this.at} trailing bytes`);
-    return m;
-  }
 }
 
 /** Decodes one frame body; the parser has already checked kind and length. */
 export function decode(kind: number, body: Uint8Array, maxValue: number): Message {
-  const c = new Cursor(body, KIND_NAMES[kind] ?? `kind ${kind}`);
+  const c = new StoreCursor(body, KIND_NAMES[kind] ?? `kind ${kind}`);
   switch (kind) {
     case Kind.hello: {
       if (c.u32() !== MAGIC) protocolError('not a webccl store (bad magic in HELLO)');
@@ -243,66 +157,21 @@ export function decode(kind: number, body: Uint8Array, maxValue: number): Messag
   }
 }
 
-/**
- * Splits a byte stream into frames. Named states: `header` gathers 5 bytes, then checks the
- * kind against the accepted set and the length against maxBodyBytes before allocating the body;
- * `body` fills it; `closed` ignores everything (after a violation, or once the owner closes).
- */
-export class FrameParser {
-  private state: 'header' | 'body' | 'closed' = 'header';
-  private readonly header = new Uint8Array(HEADER_BYTES);
-  private have = 0;
-  private kind = 0;
-  private body = new Uint8Array(0);
+/** The wire's frame splitter, told the store's limits and which kinds each phase accepts. */
+export class FrameParser extends WireFrameParser {
+  private readonly phase: { accepted: readonly number[] };
 
-  constructor(
-    private readonly maxValue: number,
-    private accepted: readonly number[],
-    private readonly onFrame: (kind: number, body: Uint8Array) => void,
-  ) {}
+  constructor(maxValue: number, accepted: readonly number[], onFrame: (kind: number, body: Uint8Array) => void) {
+    const phase = { accepted };
+    super({
+      maxBody: (kind) => (phase.accepted.includes(kind) ? maxBodyBytes(kind, maxValue) : -1),
+      name: (kind) => KIND_NAMES[kind] ?? `kind ${kind}`,
+    }, onFrame);
+    this.phase = phase;
+  }
 
   /** Changes the accepted kinds (the handshake's end); applies to the next frame header. */
   accept(kinds: readonly number[]): void {
-    this.accepted = kinds;
-  }
-
-  close(): void {
-    this.state = 'closed';
-  }
-
-  /** Feeds bytes; throws PROTOCOL_ERROR (and closes) on a frame that breaks a limit. */
-  push(chunk: Uint8Array): void {
-    let at = 0;
-    while (at < chunk.length && this.state !== 'closed') {
-      const into = this.state === 'header' ? this.header : this.body;
-      const n = Math.min(into.length - this.have, chunk.length - at);
-      into.set(chunk.subarray(at, at + n), this.have);
-      this.have += n;
-      at += n;
-      if (this.state === 'header' && this.have === HEADER_BYTES) this.startBody();
-      if (this.state === 'body' && this.have === this.body.length) {
-        this.state = 'header';
-        this.have = 0;
-        this.onFrame(this.kind, this.body);
-      }
-    }
-  }
-
-  private startBody(): void {
-    const kind = this.header[0];
-    const len = new DataView(this.header.buffer).getUint32(1, true);
-    const name = KIND_NAMES[kind] ?? `kind ${kind}`;
-    if (!this.accepted.includes(kind)) this.violation(`a ${name} frame is not expected here`);
-    const max = maxBodyBytes(kind, this.maxValue);
-    if (len > max) this.violation(`a ${name} frame announces ${len} bytes, over its limit of ${max}`);
-    this.kind = kind;
-    this.body = new Uint8Array(len);
-    this.have = 0;
-    this.state = 'body';
-  }
-
-  private violation(message: string): never {
-    this.state = 'closed';
-    return protocolError(message);
+    this.phase.accepted = kinds;
   }
 }

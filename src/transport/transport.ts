@@ -4,6 +4,7 @@
 // step), so many collectives can be in flight at once; a receive gets exactly its tag's payload
 // whatever order frames arrive in, and payloads that come first are held within hard limits.
 import { type ErrorCode, WebcclError } from '../core/errors.js';
+import type { Sink } from '../wire/link-reader.js';
 
 export interface Tag {
   /** What the ranks of the op must agree on (the op's signature): a payload with another in its slot means they disagree. */
@@ -136,7 +137,7 @@ interface Posted {
 }
 
 /** Where an arriving payload goes: `into` (then call done), or nowhere (skip its bytes). */
-export type Sink = { into: Uint8Array; done: () => void } | { skip: true };
+export type { Sink };
 
 /** Matches one peer's payloads to receives by tag. */
 export class Mailbox {

@@ -158,3 +158,13 @@ export function expectCoded(e: unknown, codes: readonly string[]): void {
   if (!WebcclError.is(e)) throw new Error(`not a WebcclError: ${e instanceof Error ? `${e.name}: ${e.message}\n${e.stack}` : String(e)}`);
   if (!codes.includes(e.code)) throw new Error(`code ${e.code} is not one of ${codes.join(', ')}: ${e.message}`);
 }
+
+/**
+ * Resolves once `done()` holds, looking after each turn of the event loop (and giving up after
+ * `ms`, leaving the caller's own checks to fail). A handshake proves the token asynchronously
+ * (WebCrypto), so a test that plays the peer waits for it this way before it answers.
+ */
+export async function until(done: () => boolean, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!done() && Date.now() < end) await new Promise((r) => setTimeout(r, 1));
+}

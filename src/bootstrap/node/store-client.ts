@@ -2,14 +2,17 @@
 // server may start later), prove the job's token and check that the server proves it too, then
 // send requests tagged with ids so a blocked get never holds up a later set. A broken or closed
 // connection fails every pending request with one error that lists them.
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import * as net from 'node:net';
 import { WebcclError } from '../../core/errors.js';
+import { textBytes } from '../../wire/bytes.js';
+import { AUTH_FAIL_REASONS, Challenge } from '../../wire/auth.js';
+import { sameBytes } from '../../wire/hmac.js';
+import { checkSecrets, hostPort } from '../../wire/secrets.js';
 import {
-  ACCEPTS, AUTH_FAIL_REASONS, MAX_KEY_BYTES, MAX_KEYS_FRAME_BYTES, MAX_VALUE_LIMIT, NO_DEADLINE, NONCE_BYTES, VERSION,
-  FrameParser, authPayload, decode, encode, textBytes, type Message,
+  ACCEPTS, AUTH_LABEL, MAX_KEY_BYTES, MAX_KEYS_FRAME_BYTES, MAX_VALUE_LIMIT, NO_DEADLINE, VERSION,
+  FrameParser, decode, encode, type Message,
 } from '../store-protocol.js';
-import { STORE_TLS_NOTICE, checkSecrets, hostPort } from './store-server.js';
+import { STORE_TLS_NOTICE } from './store-server.js';
 import { type WireTls, secureDialled } from '../../wire/node/secure-socket.js';
 
 export type StoreValue = Uint8Array | string;
@@ -233,9 +236,10 @@ export class StoreClient {
   /** One connection attempt: handshake, or Retry / AUTH_FAILED / PROTOCOL_ERROR. */
   static handshake(socket: net.Socket, o: { token: Uint8Array; jobId: string; where: string; maxValue: number; timeoutMs: number }): Promise<StoreClient> {
     return new Promise((resolve, reject) => {
-      const mac = (payload: Uint8Array) => createHmac('sha256', o.token).update(payload).digest();
-      const cnonce = randomBytes(NONCE_BYTES);
+      const challenge = new Challenge(o.token, o.jobId, AUTH_LABEL, ['client', 'server']);
       let snonce: Uint8Array | undefined;
+      /** The server's AUTH_OK proof, computed with ours before AUTH leaves (wire/auth.ts). */
+      let expected: Uint8Array | undefined;
       let maxValue = o.maxValue;
       let client: StoreClient | undefined;
       const finish = (e: Error) => { socket.destroy(); reject(e); };
@@ -247,26 +251,37 @@ export class StoreClient {
           if (m.version !== VERSION) return finish(new WebcclError('PROTOCOL_ERROR', `store at ${o.where} speaks protocol version ${m.version}, we speak ${VERSION}`));
           snonce = m.nonce;
           maxValue = Math.min(maxValue, m.maxValueBytes);
-          for (const p of encode({ type: 'auth', jobId: o.jobId, nonce: cnonce, mac: mac(authPayload('client', snonce, o.jobId, cnonce)) })) socket.write(p);
+          // The proofs are computed asynchronously; what the server sends meanwhile waits in the parser.
+          parser.hold();
+          socket.pause();
+          challenge.proofs(m.nonce).then((p) => {
+            if (socket.destroyed) return;
+            expected = p.theirs;
+            for (const part of encode({ type: 'auth', jobId: o.jobId, nonce: challenge.nonce, mac: p.mine })) socket.write(part);
+            socket.resume();
+            feed(() => parser.release());
+          }, (e: Error) => finish(e));
         } else if (m.type === 'authFail') refused(`refused us: ${AUTH_FAIL_REASONS[m.reason] ?? `reason ${m.reason}`}`);
-        else if (m.type === 'authOk' && snonce) {
-          if (!timingSafeEqual(mac(authPayload('server', cnonce, o.jobId, snonce)), m.mac)) return refused('did not prove it holds the job token (wrong token or an impostor)');
+        else if (m.type === 'authOk' && expected) {
+          if (!sameBytes(expected, m.mac)) return refused('did not prove it holds the job token (wrong token or an impostor)');
           parser.accept(ACCEPTS.clientReady);
           socket.removeListener('close', early);
           resolve((client = new StoreClient(socket, parser, o.where, o.timeoutMs, maxValue)));
         } else if (m.type === 'protocolError') finish(new WebcclError('PROTOCOL_ERROR', `store at ${o.where} hung up: ${m.message}`));
         else finish(new WebcclError('PROTOCOL_ERROR', `store at ${o.where} sent ${m.type} during the handshake`));
       });
-      socket.on('data', (chunk: Buffer) => {
+      /** Runs `f` (which feeds the parser); a frame it cannot parse ends the connection. */
+      const feed = (f: () => void) => {
         try {
-          parser.push(chunk);
+          f();
         } catch (e) {
           if (client) return client.fail(e as WebcclError);
           // A frame we cannot parse before the handshake: something else listens there.
           const why = WebcclError.is(e) ? e.reason : String(e);
           finish(new WebcclError('PROTOCOL_ERROR', `the server at ${o.where} does not speak the webccl store protocol (${why}); is another program using MASTER_PORT?`));
         }
-      });
+      };
+      socket.on('data', (chunk: Buffer) => feed(() => parser.push(chunk)));
       const early = () => finish(new Retry('the connection closed during the handshake'));
       socket.on('close', early);
     });

@@ -1,17 +1,20 @@
 // The rendezvous store's server (Node only): an in-memory key-value map served over TCP, like
 // torch's TCPStore, started by rank 0 or the launcher at MASTER_ADDR:MASTER_PORT. Each
-// connection must pass the HMAC challenge-response of store-protocol.ts before any request is
-// parsed; a peer that fails it, or breaks a frame limit, is told why and disconnected, and the
-// rejection is counted (stats()) and reported (onReject, else a WARN log line).
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+// connection must pass the HMAC challenge-response (wire/auth.ts, framed as store-protocol.ts
+// says) before any request is parsed; a peer that fails it, or breaks a frame limit, is told why
+// and disconnected, and the rejection is counted (stats()) and reported (onReject, else a WARN
+// log line).
 import * as net from 'node:net';
 import { WebcclError } from '../../core/errors.js';
 import { log } from '../../core/log.js';
 import { TLS_NOTICE, type WireTls, createListener } from '../../wire/node/secure-socket.js';
 import { RateLimitedLog } from '../../core/rate-log.js';
+import { concat, textBytes } from '../../wire/bytes.js';
+import { AUTH_FAIL_REASONS, AuthFail, Challenge, Refused } from '../../wire/auth.js';
+import { sameBytes } from '../../wire/hmac.js';
+import { checkSecrets, hostPort } from '../../wire/secrets.js';
 import {
-  ACCEPTS, AUTH_FAIL_REASONS, MAX_JOB_ID_BYTES, MAX_VALUE_LIMIT, NO_DEADLINE, NONCE_BYTES, VERSION,
-  FrameParser, authPayload, concat, decode, encode, textBytes, type Message,
+  ACCEPTS, AUTH_LABEL, MAX_VALUE_LIMIT, NO_DEADLINE, VERSION, FrameParser, decode, encode, type Message,
 } from '../store-protocol.js';
 
 /** What a secure end sends before TLS: a plain peer shows it as the store's parting error. */
@@ -69,22 +72,9 @@ interface Waiter {
   timer?: ReturnType<typeof setTimeout>;
 }
 
-/** Checks the shared secret and job id at the API boundary; returns the token's bytes. */
-export function checkSecrets(token: string | Uint8Array, jobId: string): Uint8Array {
-  const t = typeof token === 'string' ? textBytes(token) : token;
-  if (!(t instanceof Uint8Array) || t.length === 0) throw new WebcclError('INVALID_ARGUMENT', 'store token must be a non-empty string or Uint8Array');
-  const j = typeof jobId === 'string' ? textBytes(jobId).length : 0;
-  if (j < 1 || j > MAX_JOB_ID_BYTES) throw new WebcclError('INVALID_ARGUMENT', `store jobId must be a string of 1..${MAX_JOB_ID_BYTES} UTF-8 bytes`);
-  return t;
-}
-
 const SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
-export function hostPort(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-}
-
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+function equalValues(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && Buffer.from(a.buffer, a.byteOffset, a.length).equals(b);
 }
 
@@ -149,7 +139,7 @@ class Table {
       }
       case 'compareSet': {
         const cur = data.get(m.key);
-        const match = cur === undefined ? m.expected === null : m.expected !== null && sameBytes(cur, m.expected);
+        const match = cur === undefined ? m.expected === null : m.expected !== null && equalValues(cur, m.expected);
         if (match) this.put(m.key, m.desired.slice());
         return reply({ type: 'value', id: m.id, value: data.get(m.key) ?? null });
       }
@@ -187,7 +177,6 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   const counts = { authenticated: 0, authFailures: 0, protocolErrors: 0 };
   let label = hostPort(host, port); // the bound port once listening
   let refusals: RateLimitedLog | undefined; // made once the label has the bound port
-  const mac = (payload: Uint8Array) => createHmac('sha256', token).update(payload).digest();
   const reject = (remote: string, kind: 'auth' | 'protocol', reason: string) => {
     counts[kind === 'auth' ? 'authFailures' : 'protocolErrors']++;
     if (options.onReject) options.onReject({ remote, kind, reason });
@@ -199,7 +188,7 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     if (unrefd) socket.unref();
     socket.setNoDelay(true);
     const remote = hostPort(socket.remoteAddress ?? '?', socket.remotePort ?? 0);
-    const nonce = randomBytes(NONCE_BYTES);
+    const challenge = new Challenge(token, options.jobId, AUTH_LABEL, ['server', 'client']);
     const parked = new Set<Waiter>();
     let ready = false;
     let paused = false;
@@ -234,14 +223,29 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
         return hangUp();
       }
       if (m.type !== 'auth') throw new WebcclError('PROTOCOL_ERROR', `${m.type} before authentication`);
-      if (m.jobId !== options.jobId) return authFail(1);
-      const expected = mac(authPayload('client', nonce, options.jobId, m.nonce));
-      if (!timingSafeEqual(expected, m.mac)) return authFail(2);
-      clearTimeout(authTimer);
-      ready = true;
-      counts.authenticated++;
-      parser.accept(ACCEPTS.serverReady);
-      send({ type: 'authOk', mac: mac(authPayload('server', m.nonce, options.jobId, nonce)) });
+      try {
+        challenge.checkJob(m.jobId);
+      } catch (e) {
+        return authFail((e as Refused).reason);
+      }
+      // The proof is checked asynchronously: requests the client sent behind its AUTH wait,
+      // unparsed, and are served only if it passes (dropped with the connection if not).
+      parser.hold();
+      socket.pause();
+      challenge.proofs(m.nonce).then((p) => {
+        if (socket.destroyed || socket.writableEnded) return;
+        if (!sameBytes(p.theirs, m.mac)) return authFail(AuthFail.token);
+        clearTimeout(authTimer);
+        ready = true;
+        counts.authenticated++;
+        parser.accept(ACCEPTS.serverReady);
+        socket.resume(); // before send(), which may pause the socket again for backpressure
+        send({ type: 'authOk', mac: p.mine });
+        guarded(() => parser.release());
+      }, (e: unknown) => {
+        reject(remote, 'protocol', WebcclError.is(e) ? e.reason : String(e));
+        hangUp();
+      });
     };
     const parser = new FrameParser(maxValue, ACCEPTS.serverHandshake, (kind, body) => {
       const m = decode(kind, body, maxValue);
@@ -258,9 +262,10 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       hangUp();
     }, options.authTimeoutMs ?? 10_000);
 
-    socket.on('data', (chunk: Buffer) => {
+    /** Runs `f` (which feeds the parser); a frame that breaks the protocol ends the connection. */
+    const guarded = (f: () => void) => {
       try {
-        parser.push(chunk);
+        f();
       } catch (e) {
         // The client wraps this text in its own PROTOCOL_ERROR: send it without our code suffix.
         const reason = WebcclError.is(e) ? e.reason : e instanceof Error ? e.message : String(e);
@@ -268,7 +273,8 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
         send({ type: 'protocolError', message: reason });
         hangUp();
       }
-    });
+    };
+    socket.on('data', (chunk: Buffer) => guarded(() => parser.push(chunk)));
     socket.on('error', () => {}); // 'close' follows and cleans up
     socket.on('close', () => {
       clearTimeout(authTimer);
@@ -277,7 +283,7 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       for (const w of parked) table.finish(w);
       parked.clear();
     });
-    send({ type: 'hello', version: VERSION, maxValueBytes: maxValue, nonce });
+    send({ type: 'hello', version: VERSION, maxValueBytes: maxValue, nonce: challenge.nonce });
   }
 
   const server = createListener(options.tls, {
@@ -285,7 +291,7 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     // A dialler that claimed this job and failed the TLS proof of the token is refused as the
     // plain store refuses a wrong HMAC proof, so that rank 0 learns of it the same way.
     onRefused: (e, remote) => (e.details.claimedJob
-      ? reject(remote, 'auth', AUTH_FAIL_REASONS[2])
+      ? reject(remote, 'auth', AUTH_FAIL_REASONS[AuthFail.token])
       : reject(remote, e.code === 'AUTH_FAILED' ? 'auth' : 'protocol', e.reason)),
   });
   await new Promise<void>((resolve, rejectListen) => {

@@ -18,7 +18,7 @@ import { TransportSpaces } from '../../transport/spaces.js';
 import { DEFAULT_MASTER_PORT, type WorldInit } from '../../bootstrap/world.js';
 import { takeStoreFd } from '../../bootstrap/node/store-handoff.js';
 import { resolveWireTls } from '../../wire/node/secure-socket.js';
-import { checkSecrets } from '../../bootstrap/node/store-server.js';
+import { checkSecrets } from '../../wire/secrets.js';
 
 export const DEFAULT_NCHANNELS = 2;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 120_000;

@@ -1,43 +1,22 @@
-// One TCP connection of the mesh (Node only): the handshake of frame.ts from either end, with
-// mutual HMAC proof of the job's token before any data frame is accepted, then ordered writes
-// that honour backpressure (a write that returns false waits for 'drain' before the next).
-// A refused handshake is a WebcclError on this side and a REFUSE frame naming it on the other.
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+// One TCP connection of the mesh (Node only): a socket, dialled or accepted, opened by the
+// handshake of wire/link-handshake.ts (mutual proof of the job's token before any data frame is
+// accepted), then ordered writes that honour backpressure (a write that returns false waits for
+// 'drain' before the next).
 import * as net from 'node:net';
 import { WebcclError } from '../../../core/errors.js';
-import { NONCE_BYTES } from '../../../bootstrap/store-protocol.js';
 import { TLS_NOTICE } from '../../../wire/node/secure-socket.js';
-import type { Sink, Tag } from '../../transport.js';
-import {
-  FrameReader, Refusal, VERSION, authPayload, encodeDataHeader, encodeHandshake, refusalCode,
-  type Handshake, type Hello,
-} from '../frame.js';
+import type { Tag } from '../../transport.js';
+import { Refusal, encodeDataHeader, encodeHandshake } from '../../../wire/link-frames.js';
+import type { FrameReader } from '../../../wire/link-reader.js';
+import { type Identity, type LinkHooks, openLink } from '../../../wire/link-handshake.js';
 
-export interface Identity {
-  jobId: string;
-  token: Uint8Array;
-  rank: number;
-  size: number;
-  nchannels: number;
-}
-
-const REFUSAL_TEXT: Record<number, string> = {
-  [Refusal.jobId]: 'job id mismatch', [Refusal.token]: 'token mismatch (the HMAC proof did not verify)',
-  [Refusal.rank]: 'rank not expected', [Refusal.duplicate]: 'duplicate connection',
-  [Refusal.version]: 'protocol version mismatch', [Refusal.world]: 'world size or channel count mismatch',
-};
+export type { Identity };
 
 /** What a secure end sends before TLS: a plain peer takes it for a REFUSE and shows why. */
 export const LINK_TLS_NOTICE = encodeHandshake({ type: 'refuse', reason: Refusal.tls, message: TLS_NOTICE });
 
 /** Payloads up to this size are copied behind their header and written once. */
 const SMALL = 16 * 1024;
-
-class Refused extends Error {
-  constructor(readonly reason: number, readonly detail: string) {
-    super(detail);
-  }
-}
 
 /** Bytes a dialled socket reads while no payload is being filled (headers, handshake). */
 const SPARE_BYTES = 64 * 1024;
@@ -116,124 +95,21 @@ export class Link {
 }
 
 /** What the transport tells a link: who may connect, where data goes, whom to tell of a break. */
-export interface Hooks {
-  /** Why `peer` may not connect on `channel` ('duplicate', or another reason), or undefined. */
-  admit(peer: number, channel: number): string | undefined;
-  sink(peer: number, tag: Tag, length: number): Sink;
-  broken(peer: number, e: WebcclError): void;
-  /** The peer closed this connection (after everything it sent on it has arrived). */
-  closed(link: Link, e: WebcclError): void;
-  /** The peer failed and says why before it closes. */
-  aborted(peer: number, message: string): void;
-}
+export type Hooks = LinkHooks<Link>;
 
 /**
- * Runs the handshake on a fresh socket. `expect` is the peer we dialled (connector) or
- * undefined (acceptor, which learns the peer from HELLO and asks `admit`). Resolves with the
- * Link, whose data then flows to hooks.sink and whose failure goes to hooks.broken; rejects with
- * AUTH_FAILED / PROTOCOL_ERROR / CONNECTION_CLOSED / CONNECT_FAILED, after telling the peer why.
+ * Runs the handshake (wire/link-handshake.ts) on a fresh socket. `expect` is the peer we dialled
+ * (connector) or undefined (acceptor). Resolves with the Link, whose data then flows to
+ * hooks.sink and whose failure goes to hooks.broken; rejects with AUTH_FAILED / PROTOCOL_ERROR /
+ * CONNECTION_CLOSED / CONNECT_FAILED, after telling the peer why. `direct` hands a dialled
+ * socket's reads to the handshake's reader (see dialDirect).
  */
 export function handshake(socket: net.Socket, id: Identity, expect: { peer: number; channel: number } | undefined, hooks: Hooks, timeoutMs: number,
                           direct?: (f: Feed) => void): Promise<Link> {
-  const admit = hooks.admit;
-  const connector = expect !== undefined;
-  const nonce = randomBytes(NONCE_BYTES);
-  const mac = (p: Uint8Array) => createHmac('sha256', id.token).update(p).digest();
-  const own = (channel: number): Hello => ({ version: VERSION, jobId: id.jobId, rank: id.rank, size: id.size, channel, nchannels: id.nchannels, nonce });
-  let peer: Hello | undefined;
-  const who = () => (peer ? `rank ${peer.rank} (channel ${peer.channel})` : expect ? `rank ${expect.peer} (channel ${expect.channel})` : 'a peer');
-  const signs = (role: 'connect' | 'accept', p: Hello) => {
-    const [c, a] = connector ? [id.rank, p.rank] : [p.rank, id.rank];
-    return role === (connector ? 'connect' : 'accept') ? mac(authPayload(role, p.nonce, id.jobId, c, a, p.channel, nonce)) : mac(authPayload(role, nonce, id.jobId, c, a, p.channel, p.nonce));
-  };
-
-  return new Promise<Link>((resolve, reject) => {
-    let finished = false;
-    let linked = false; // the handshake succeeded: failures now break the link
-    let link: Link | undefined;
-    const finish = (e?: WebcclError, link?: Link) => {
-      if (finished) return;
-      finished = true;
-      clearTimeout(timer);
-      if (e) {
-        reader.close();
-        socket.destroy();
-        reject(e);
-      } else resolve(link!);
-    };
-    const refuse = (reason: number, detail: string) => {
-      if (!socket.destroyed) socket.end(encodeHandshake({ type: 'refuse', reason, message: `${REFUSAL_TEXT[reason]}: ${detail}` }));
-      finished = true; // the socket ends gracefully so the REFUSE reaches the peer
-      clearTimeout(timer);
-      reader.close();
-      setTimeout(() => socket.destroy(), 1000).unref();
-      reject(new WebcclError(refusalCode(reason), `refused ${who()}: ${REFUSAL_TEXT[reason]}: ${detail}`, { peer: peer?.rank, reason }));
-    };
-    const checkHello = (h: Hello): void => {
-      peer = h;
-      if (h.version !== VERSION) throw new Refused(Refusal.version, `we speak version ${VERSION}, the peer ${h.version}`);
-      if (h.jobId !== id.jobId) throw new Refused(Refusal.jobId, `job "${h.jobId}" is not the job here`);
-      if (h.size !== id.size || h.nchannels !== id.nchannels) throw new Refused(Refusal.world, `we have size ${id.size} x ${id.nchannels} channels, the peer ${h.size} x ${h.nchannels}`);
-      if (connector && (h.rank !== expect.peer || h.channel !== expect.channel)) throw new Refused(Refusal.rank, `dialled rank ${expect.peer} channel ${expect.channel}, reached rank ${h.rank} channel ${h.channel}`);
-      if (!connector) {
-        if (h.channel >= id.nchannels) throw new Refused(Refusal.rank, `channel ${h.channel} is not in 0..${id.nchannels - 1}`);
-        const why = admit(h.rank, h.channel);
-        if (why) throw new Refused(why === 'duplicate' ? Refusal.duplicate : Refusal.rank, `rank ${h.rank} channel ${h.channel}: ${why}`);
-      }
-    };
-    const onFrame = (m: Handshake): void => {
-      if (m.type === 'abort') {
-        if (!linked) throw new WebcclError('PROTOCOL_ERROR', `an ABORT from ${who()} during the handshake`);
-        return hooks.aborted(peer!.rank, m.message);
-      }
-      if (m.type === 'refuse') {
-        return finish(new WebcclError(refusalCode(m.reason), `${who()} refused the connection: ${m.message}`, { peer: peer?.rank ?? expect?.peer, reason: m.reason }));
-      }
-      if (!peer) {
-        if (m.type !== 'hello') throw new WebcclError('PROTOCOL_ERROR', `${m.type} before HELLO`);
-        checkHello(m);
-        if (connector) socket.write(encodeHandshake({ type: 'proof', mac: signs('connect', m) }));
-        else socket.write(encodeHandshake({ type: 'hello', ...own(m.channel) }));
-        return;
-      }
-      if (m.type !== 'proof') throw new WebcclError('PROTOCOL_ERROR', `a second HELLO from ${who()}`);
-      if (!timingSafeEqual(m.mac, signs(connector ? 'accept' : 'connect', peer))) throw new Refused(Refusal.token, `${who()} did not prove the job's token`);
-      if (!connector) {
-        const why = admit(peer.rank, peer.channel);
-        if (why) throw new Refused(Refusal.duplicate, `rank ${peer.rank} channel ${peer.channel}: ${why}`);
-        socket.write(encodeHandshake({ type: 'proof', mac: signs('accept', peer) }));
-      }
-      reader.ready();
-      linked = true;
-      finish(undefined, (link = new Link(socket, reader, peer.rank, peer.channel, connector)));
-    };
-    const reader = new FrameReader({
-      handshake: onFrame,
-      data: (tag, length) => hooks.sink(peer!.rank, tag, length),
-    });
-    const onBytes = (buf: Uint8Array, n: number) => {
-      try {
-        reader.received(buf, n);
-      } catch (e) {
-        if (e instanceof Refused) return refuse(e.reason, e.detail);
-        const err = WebcclError.is(e) ? e : new WebcclError('PROTOCOL_ERROR', String(e));
-        const wrapped = new WebcclError(err.code, `${linked ? 'link to' : 'handshake with'} ${who()}: ${err.reason}`, { ...err.details, peer: peer?.rank });
-        if (!linked) return finish(wrapped);
-        reader.close();
-        socket.destroy();
-        hooks.broken(peer!.rank, wrapped);
-      }
-    };
-    const onClose = () => {
-      const e = new WebcclError('CONNECTION_CLOSED', `${who()} closed the connection${linked ? '' : ' during the handshake'}`, { peer: peer?.rank });
-      if (linked && link) hooks.closed(link, e);
-      else finish(e);
-    };
-    const timer = setTimeout(() => finish(new WebcclError('CONNECT_FAILED', `no handshake with ${who()} within ${timeoutMs} ms`)), Math.max(1, Math.min(timeoutMs, 0x7fffffff)));
-    if (direct) direct({ target: (spare) => reader.target(spare), received: onBytes });
-    else socket.on('data', (chunk: Buffer) => onBytes(chunk, chunk.length));
-    socket.on('close', onClose);
-    socket.on('error', () => {}); // 'close' follows
-    if (connector) socket.write(encodeHandshake({ type: 'hello', ...own(expect.channel) }));
-  });
+  const opening = openLink(socket, id, expect, hooks, timeoutMs, (peer, channel, reader) => new Link(socket, reader, peer, channel, expect !== undefined));
+  if (direct) direct(opening);
+  else socket.on('data', (chunk: Buffer) => opening.received(chunk, chunk.length));
+  socket.on('close', () => opening.closed());
+  socket.on('error', () => {}); // 'close' follows
+  return opening.linked;
 }

@@ -11,14 +11,14 @@ import * as net from 'node:net';
 import { WebcclError } from '../../../core/errors.js';
 import { log } from '../../../core/log.js';
 import { RateLimitedLog } from '../../../core/rate-log.js';
-import { checkSecrets, hostPort } from '../../../bootstrap/node/store-server.js';
+import { checkSecrets, hostPort } from '../../../wire/secrets.js';
 import {
   DEFAULT_HOLD_LIMITS, Mailbox, abortError, checkTag, encodeAbortInfo,
   type AbortInfo, type HoldLimits, type Tag, type Transport, type TransportWatcher,
 } from '../../transport.js';
 import { LINK_TLS_NOTICE, dialDirect, handshake, type Hooks, type Identity, type Link } from './link.js';
 import { type WireTls, createListener, secureDialled } from '../../../wire/node/secure-socket.js';
-import { MAX_ABORT_TEXT_BYTES, encodeHandshake } from '../frame.js';
+import { MAX_ABORT_TEXT_BYTES, encodeHandshake } from '../../../wire/link-frames.js';
 
 export interface Address {
   host: string;
