@@ -61,6 +61,17 @@ describe('Challenge: the proofs of wire/auth.ts', () => {
     expect(refusal(() => us.checkJob(JOB))).toBeUndefined();
   });
 
+  it("an end's own proof sent back to it is refused, even when the peer echoed its nonce (the role is in the signed bytes)", async () => {
+    const server = new Challenge(TOKEN, JOB, STORE_LABEL, ['server', 'client']);
+    const client = new Challenge(TOKEN, JOB, STORE_LABEL, ['client', 'server']);
+    const s = await server.proofs(client.nonce);
+    expect(() => Challenge.check(s.theirs, s.mine, 'the client')).toThrow(Refused);
+    // A peer without the token that sends the server's own nonce back as its nonce, then the
+    // server's proof as its answer: the two proofs still differ, by role.
+    const echoed = await server.proofs(server.nonce);
+    expect(() => Challenge.check(echoed.theirs, echoed.mine, 'the client')).toThrow(Refused);
+  });
+
   it('draws a fresh nonce for every exchange', () => {
     const a = new Challenge(TOKEN, JOB, STORE_LABEL, ['client', 'server']);
     const b = new Challenge(TOKEN, JOB, STORE_LABEL, ['client', 'server']);
