@@ -19,7 +19,8 @@ const dist = join(root, 'dist');
 rmSync(dist, { recursive: true, force: true });
 // Node 20 lacks Uint8Array.fromBase64: give esbuild an explicit target.
 const common = { bundle: true, sourcemap: process.argv.includes('--sourcemap'), logLevel: 'warning', absWorkingDir: root };
-const node = { ...common, platform: 'node', target: 'node20' };
+// `ws` is a runtime dependency of the package (the store over WebSocket): loaded, not bundled.
+const node = { ...common, platform: 'node', target: 'node20', external: ['ws'] };
 await Promise.all([
   build({ ...node, format: 'esm', entryPoints: ['src/node.ts'], outfile: 'dist/node/index.js' }),
   // The CJS bundle finds its worker entry through __dirname; import.meta is unused there.

@@ -26,6 +26,9 @@ export type { BufferArg, TensorLike, OrtTensorLike, TypedArray, LayoutTensorArg 
 export { convertLayout, convertDtype, type LayoutTensor } from './comm/convert.js';
 export { LAYOUTS, type Layout } from './comm/tensor-layout.js';
 export { traceSpan, traceTrack, traceFlush, type TraceTrack, type TraceArgs } from './core/trace.js';
+// The job's rendezvous store over WebSocket (`webccl serve --token`): the page's own WebSocket here.
+export { connectStore, type ConnectStoreOptions, type WebSocketStore } from './bootstrap/store-websocket-client.js';
+export type { StoreValue } from './bootstrap/store-session.js';
 
 /** Where a launcher leaves a rank's identity before the rank's script starts. */
 export const RANK_INIT = Symbol.for('webccl.rankInit');

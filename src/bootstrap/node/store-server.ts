@@ -1,5 +1,6 @@
 // The rendezvous store's server (Node only): an in-memory key-value map served over TCP, like
-// torch's TCPStore, started by rank 0 or the launcher at MASTER_ADDR:MASTER_PORT. Each
+// torch's TCPStore, started by rank 0 or the launcher at MASTER_ADDR:MASTER_PORT, and to any
+// other carrier of the same byte stream through serve() (WebSockets: store-websocket.ts). Each
 // connection must pass the HMAC challenge-response (wire/auth.ts, framed as store-protocol.ts
 // says) before any request is parsed; a peer that fails it, or breaks a frame limit, is told why
 // and disconnected, and the rejection is counted (stats()) and reported (onReject, else a WARN
@@ -16,6 +17,7 @@ import { checkSecrets, hostPort } from '../../wire/secrets.js';
 import {
   ACCEPTS, AUTH_LABEL, MAX_VALUE_LIMIT, NO_DEADLINE, VERSION, FrameParser, decode, encode, type Message,
 } from '../store-protocol.js';
+import type { ConnEvents } from '../store-session.js';
 
 /** What a secure end sends before TLS: a plain peer shows it as the store's parting error. */
 export const STORE_TLS_NOTICE = concat(encode({ type: 'protocolError', message: TLS_NOTICE }));
@@ -51,10 +53,37 @@ export interface StoreServerStats {
   keys: number;
 }
 
+/**
+ * A connection the store serves, whatever carries it: a TCP socket here, a WebSocket in
+ * store-websocket.ts. The carrier delivers what it reads, and its close, to the ConnEvents
+ * that serve() returns.
+ */
+export interface ServedConn {
+  /** The peer, as refusals name it. */
+  readonly remote: string;
+  /** Closed or closing: nothing more is sent. */
+  readonly ended: boolean;
+  /** Sends one frame's parts in order; false when the carrier asks us to wait for onceDrain. */
+  write(parts: Uint8Array[]): boolean;
+  onceDrain(f: () => void): void;
+  pause(): void;
+  resume(): void;
+  /** Closes after what was sent has left (and destroys the connection if that takes long). */
+  end(): void;
+  destroy(): void;
+  unref(): void;
+}
+
 export interface StoreServer {
   port: number;
   address: string;
+  /** The largest value a client may store. */
+  maxValueBytes: number;
   stats(): StoreServerStats;
+  /** Serves a connection of another carrier (a WebSocket) from the same table, with the same checks. */
+  serve(conn: ServedConn): ConnEvents;
+  /** Counts and reports a peer refused by its carrier before the store protocol saw it (a WebSocket message over the size limit). */
+  refuse(remote: string, reason: string): void;
   /** Lets the process exit while the store still serves (a rank's script may end first). */
   unref(): void;
   close(): Promise<void>;
@@ -172,7 +201,7 @@ function checkOptions(o: StoreServerOptions): { host: string; port: number; maxV
 export async function startStoreServer(options: StoreServerOptions): Promise<StoreServer> {
   const { host, port, maxValue, token } = checkOptions(options);
   const table = new Table();
-  const sockets = new Set<net.Socket>();
+  const conns = new Set<ServedConn>();
   let unrefd = false;
   const counts = { authenticated: 0, authFailures: 0, protocolErrors: 0 };
   let label = hostPort(host, port); // the bound port once listening
@@ -183,25 +212,22 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     else (refusals ??= new RateLimitedLog(`store ${label}: refused connections`)).warn(refusalLine(label, { remote, kind, reason }));
   };
 
-  function serveConnection(socket: net.Socket): void {
-    sockets.add(socket);
-    if (unrefd) socket.unref();
-    socket.setNoDelay(true);
-    const remote = hostPort(socket.remoteAddress ?? '?', socket.remotePort ?? 0);
+  function serveConnection(conn: ServedConn): ConnEvents {
+    conns.add(conn);
+    if (unrefd) conn.unref();
+    const { remote } = conn;
     const challenge = new Challenge(token, options.jobId, AUTH_LABEL, ['server', 'client']);
     const parked = new Set<Waiter>();
     let ready = false;
     let paused = false;
 
     const send = (m: Message) => {
-      if (socket.destroyed || socket.writableEnded) return;
-      let ok = true;
-      for (const part of encode(m)) ok = socket.write(part);
+      if (conn.ended) return;
       // Backpressure: stop reading requests until the peer has taken our answers.
-      if (!ok && !paused) {
+      if (!conn.write(encode(m)) && !paused) {
         paused = true;
-        socket.pause();
-        socket.once('drain', () => { paused = false; socket.resume(); });
+        conn.pause();
+        conn.onceDrain(() => { paused = false; conn.resume(); });
       }
     };
     const hangUp = () => {
@@ -209,8 +235,7 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       parser.close();
       for (const w of parked) table.finish(w);
       parked.clear();
-      socket.end();
-      setTimeout(() => socket.destroy(), 1000).unref();
+      conn.end();
     };
     const authFail = (reason: number) => {
       reject(remote, 'auth', AUTH_FAIL_REASONS[reason]);
@@ -231,15 +256,15 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       // The proof is checked asynchronously: requests the client sent behind its AUTH wait,
       // unparsed, and are served only if it passes (dropped with the connection if not).
       parser.hold();
-      socket.pause();
+      conn.pause();
       challenge.proofs(m.nonce).then((p) => {
-        if (socket.destroyed || socket.writableEnded) return;
+        if (conn.ended) return;
         if (!sameBytes(p.theirs, m.mac)) return authFail(AuthFail.token);
         clearTimeout(authTimer);
         ready = true;
         counts.authenticated++;
         parser.accept(ACCEPTS.serverReady);
-        socket.resume(); // before send(), which may pause the socket again for backpressure
+        conn.resume(); // before send(), which may pause the connection again for backpressure
         send({ type: 'authOk', mac: p.mine });
         guarded(() => parser.release());
       }, (e: unknown) => {
@@ -274,20 +299,48 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
         hangUp();
       }
     };
-    socket.on('data', (chunk: Buffer) => guarded(() => parser.push(chunk)));
-    socket.on('error', () => {}); // 'close' follows and cleans up
-    socket.on('close', () => {
-      clearTimeout(authTimer);
-      parser.close();
-      sockets.delete(socket);
-      for (const w of parked) table.finish(w);
-      parked.clear();
-    });
     send({ type: 'hello', version: VERSION, maxValueBytes: maxValue, nonce: challenge.nonce });
+    return {
+      data: (chunk) => guarded(() => parser.push(chunk)),
+      close: () => {
+        clearTimeout(authTimer);
+        parser.close();
+        conns.delete(conn);
+        for (const w of parked) table.finish(w);
+        parked.clear();
+      },
+    };
+  }
+
+  /** A TCP (or TLS) socket as a served connection. */
+  function serveSocket(socket: net.Socket): void {
+    socket.setNoDelay(true);
+    const conn: ServedConn = {
+      remote: hostPort(socket.remoteAddress ?? '?', socket.remotePort ?? 0),
+      get ended() { return socket.destroyed || socket.writableEnded; },
+      write: (parts) => {
+        let ok = true;
+        for (const part of parts) ok = socket.write(part);
+        return ok;
+      },
+      onceDrain: (f) => void socket.once('drain', f),
+      pause: () => void socket.pause(),
+      resume: () => void socket.resume(),
+      end: () => {
+        socket.end();
+        setTimeout(() => socket.destroy(), 1000).unref();
+      },
+      destroy: () => void socket.destroy(),
+      unref: () => void socket.unref(),
+    };
+    const events = serveConnection(conn);
+    socket.on('data', (chunk: Buffer) => events.data(chunk));
+    socket.on('error', () => {}); // 'close' follows and cleans up
+    socket.on('close', () => events.close());
   }
 
   const server = createListener(options.tls, {
-    notice: STORE_TLS_NOTICE, timeoutMs: options.authTimeoutMs ?? 10_000, onSocket: serveConnection,
+    notice: STORE_TLS_NOTICE, timeoutMs: options.authTimeoutMs ?? 10_000, onSocket: serveSocket,
     // A dialler that claimed this job and failed the TLS proof of the token is refused as the
     // plain store refuses a wrong HMAC proof, so that rank 0 learns of it the same way.
     onRefused: (e, remote) => (e.details.claimedJob
@@ -309,16 +362,19 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   return {
     port: bound.port,
     address: bound.address,
-    stats: () => ({ connections: sockets.size, ...counts, keys: table.data.size }),
+    maxValueBytes: maxValue,
+    stats: () => ({ connections: conns.size, ...counts, keys: table.data.size }),
+    serve: serveConnection,
+    refuse: (remote, reason) => reject(remote, 'protocol', reason),
     unref: () => {
       unrefd = true;
       server.unref();
-      for (const s of sockets) s.unref();
+      for (const c of conns) c.unref();
     },
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
-        for (const s of sockets) s.destroy();
+        for (const c of conns) c.destroy();
       }),
   };
 }
