@@ -1,8 +1,14 @@
 // The rendezvous store on loopback: the pure wire protocol, request semantics (over IPv4 and,
 // where the machine has it, IPv6), authentication on both sides, hostile peers sending
 // oversize or premature frames, deadlines, connect retries and closing. Small and bounded.
+// The behaviour that does not depend on the carrier runs over TCP and over WebSocket (the same
+// server, its WebSocket face on an HTTP server's /store; the client connectStore over `ws`).
 import { createHmac } from 'node:crypto';
+import { createServer } from 'node:http';
 import * as net from 'node:net';
+import { connectStore } from '../src/bootstrap/node/connect-store.js';
+import { attachStoreWebSocket } from '../src/bootstrap/node/store-websocket.js';
+import type { StoreSession } from '../src/bootstrap/store-session.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StoreClient, type StoreClientOptions } from '../src/bootstrap/node/store-client.js';
 import { startStoreServer, type StoreServer, type StoreServerOptions } from '../src/bootstrap/node/store-server.js';
@@ -31,6 +37,29 @@ async function server(o: Partial<StoreServerOptions> = {}): Promise<StoreServer 
 
 async function client(port: number, o: Partial<StoreClientOptions> = {}): Promise<StoreClient> {
   const c = await StoreClient.connect({ host: '127.0.0.1', port, token: TOKEN, jobId: JOB, timeoutMs: 5000, ...o });
+  open.push(c);
+  return c;
+}
+
+type Carrier = 'tcp' | 'ws';
+
+/** A store whose WebSocket face, for the ws carrier, listens on an HTTP server of its own. */
+async function storeOver(carrier: Carrier, o: Partial<StoreServerOptions> = {}): Promise<StoreServer & { rejects: string[]; url: string }> {
+  const s = await server(o);
+  if (carrier === 'tcp') return Object.assign(s, { url: '' });
+  const http = createServer();
+  const upgrades = attachStoreWebSocket(http, s);
+  const host = o.host ?? '127.0.0.1';
+  await new Promise<void>((r) => http.listen(0, host, r));
+  open.push({ close: () => new Promise<void>((r) => { upgrades.close(); http.close(() => r()); http.closeAllConnections(); }) });
+  const port = (http.address() as net.AddressInfo).port;
+  return Object.assign(s, { url: `ws://${host.includes(':') ? `[${host}]` : host}:${port}/store` });
+}
+
+/** A client of `s` over `carrier` (StoreClient over TCP, connectStore over WebSocket). */
+async function clientOver(carrier: Carrier, s: StoreServer & { url: string }, o: Partial<StoreClientOptions> = {}): Promise<StoreSession> {
+  if (carrier === 'tcp') return client(s.port, o);
+  const c = await connectStore({ url: s.url, token: o.token ?? TOKEN, jobId: o.jobId ?? JOB, timeoutMs: o.timeoutMs ?? 5000, maxValueBytes: o.maxValueBytes });
   open.push(c);
   return c;
 }
@@ -108,13 +137,15 @@ describe('wire protocol (pure)', () => {
 });
 
 describe.each([
-  ['127.0.0.1', true],
-  ['::1', hasIPv6],
-])('store over %s', (host, available) => {
+  ['127.0.0.1', true, 'tcp'],
+  ['::1', hasIPv6, 'tcp'],
+  ['127.0.0.1', true, 'ws'],
+  ['::1', hasIPv6, 'ws'],
+] as const)('store over %s (%s, %s)', (host, available, carrier) => {
   it.skipIf(!available)('serves set, get, add, wait, compareSet, delete and numKeys', async () => {
-    const s = await server({ host });
+    const s = await storeOver(carrier, { host });
     expect(s.address).toBe(host);
-    const c = await client(s.port, { host });
+    const c = await clientOver(carrier, s, { host });
     await c.set('a', 'one');
     await c.set('bin', Uint8Array.of(0, 255));
     expect(text(await c.get('a'))).toBe('one');
@@ -141,50 +172,6 @@ describe.each([
 });
 
 describe('store', () => {
-  it('blocks get until another client sets, without holding up later requests', async () => {
-    const s = await server();
-    const [a, b] = [await client(s.port), await client(s.port)];
-    const pending = a.get('late');
-    await a.set('other', '1'); // same connection, answered while the get waits
-    await b.set('late', 'here');
-    expect(text(await pending)).toBe('here');
-    const w = a.wait(['w1', 'w2']);
-    await b.set('w1', '');
-    await b.set('w2', '');
-    await w;
-  });
-
-  it('gives 8 concurrent adders distinct results', async () => {
-    const s = await server();
-    const cs = await Promise.all(Array.from({ length: 8 }, () => client(s.port)));
-    const got = await Promise.all(cs.map((c) => c.add('counter', 1)));
-    expect([...got].sort((x, y) => x - y)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
-  });
-
-  it('times out get and wait naming the missing keys', async () => {
-    const s = await server();
-    const c = await client(s.port);
-    await c.set('here', '1');
-    const e = await rejection(c.wait(['here', 'gone1', 'gone2'], 50));
-    expect(e.code).toBe('STORE_TIMEOUT');
-    expect(e.details.keys).toEqual(['gone1', 'gone2']);
-    expect(e.message).toContain('gone1, gone2');
-    expect((await rejection(c.get('nope', { timeoutMs: 0 }))).message).toContain('nope');
-    expect(await c.numKeys()).toBe(1); // the connection is still good
-  });
-
-  it('rejects a wrong token or job id on both sides', async () => {
-    const s = await server();
-    const e1 = await rejection(client(s.port, { token: 'wrong' }));
-    expect(e1.code).toBe('AUTH_FAILED');
-    expect(e1.message).toContain('token');
-    const e2 = await rejection(client(s.port, { jobId: 'other-job' }));
-    expect(e2.code).toBe('AUTH_FAILED');
-    expect(e2.message).toContain('job id');
-    expect(s.rejects).toEqual([expect.stringMatching(/^auth: token/), expect.stringMatching(/^auth: job id/)]);
-    expect(s.stats()).toMatchObject({ authFailures: 2, authenticated: 0 });
-  });
-
   it('rejects a server that cannot prove the token', async () => {
     const fake = net.createServer((sock) => {
       for (const p of encode({ type: 'hello', version: 1, maxValueBytes: 1024, nonce: new Uint8Array(32) })) sock.write(p);
@@ -254,17 +241,67 @@ describe('store', () => {
     expect(e.message).toContain(`127.0.0.1:${free}`);
   });
 
+});
+
+describe.each(['tcp', 'ws'] as const)('store over %s', (carrier) => {
+  it('blocks get until another client sets, without holding up later requests', async () => {
+    const s = await storeOver(carrier);
+    const [a, b] = [await clientOver(carrier, s), await clientOver(carrier, s)];
+    const pending = a.get('late');
+    await a.set('other', '1'); // same connection, answered while the get waits
+    await b.set('late', 'here');
+    expect(text(await pending)).toBe('here');
+    const w = a.wait(['w1', 'w2']);
+    await b.set('w1', '');
+    await b.set('w2', '');
+    await w;
+  });
+
+  it('gives 8 concurrent adders distinct results', async () => {
+    const s = await storeOver(carrier);
+    const cs = await Promise.all(Array.from({ length: 8 }, () => clientOver(carrier, s)));
+    const got = await Promise.all(cs.map((c) => c.add('counter', 1)));
+    expect([...got].sort((x, y) => x - y)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
+  it('times out get and wait naming the missing keys', async () => {
+    const s = await storeOver(carrier);
+    const c = await clientOver(carrier, s);
+    await c.set('here', '1');
+    const e = await rejection(c.wait(['here', 'gone1', 'gone2'], 50));
+    expect(e.code).toBe('STORE_TIMEOUT');
+    expect(e.details.keys).toEqual(['gone1', 'gone2']);
+    expect(e.message).toContain('gone1, gone2');
+    expect((await rejection(c.get('nope', { timeoutMs: 0 }))).message).toContain('nope');
+    expect(await c.numKeys()).toBe(1); // the connection is still good
+  });
+
+  it('rejects a wrong token or job id on both sides', async () => {
+    const s = await storeOver(carrier);
+    const e1 = await rejection(clientOver(carrier, s, { token: 'wrong' }));
+    expect(e1.code).toBe('AUTH_FAILED');
+    expect(e1.message).toContain('token');
+    expect(e1.details.reason).toMatch(/^token mismatch/);
+    const e2 = await rejection(clientOver(carrier, s, { jobId: 'other-job' }));
+    expect(e2.code).toBe('AUTH_FAILED');
+    expect(e2.message).toContain('job id');
+    expect(e2.details.reason).toBe('job id mismatch');
+    expect(s.rejects).toEqual([expect.stringMatching(/^auth: token/), expect.stringMatching(/^auth: job id/)]);
+    expect(s.stats()).toMatchObject({ authFailures: 2, authenticated: 0 });
+  });
+
   it('fails pending gets with a clear error on close(), and when the server goes away', async () => {
-    const s = await server();
-    const c = await client(s.port);
+    const s = await storeOver(carrier);
+    const c = await clientOver(carrier, s);
     const g = c.get('never', { timeoutMs: Infinity });
     await c.numKeys(); // the get is on the wire
+    const failed = rejection(g); // handled before close() ends (a WebSocket's closing handshake takes a while)
     await c.close();
-    const e = await rejection(g);
+    const e = await failed;
     expect(e.code).toBe('CONNECTION_CLOSED');
     expect(e.message).toContain('get(never)');
     expect((await rejection(c.set('x', '1'))).code).toBe('CONNECTION_CLOSED');
-    const d = await client(s.port);
+    const d = await clientOver(carrier, s);
     const w = d.wait(['never']);
     await d.numKeys();
     await s.close();

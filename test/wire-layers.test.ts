@@ -111,4 +111,14 @@ describe('layers of src/', () => {
     expect(wire.length).toBeGreaterThan(0);
     expect(wire.filter(([, d]) => d.node.length > 0).map(([f, d]) => `${f}: ${d.node.join(', ')}`)).toEqual([]);
   });
+
+  it('has nothing browser-safe in bootstrap/ (outside bootstrap/node/) importing node:, ws or a node/ directory', () => {
+    // The store protocol and its client session run in pages too (connectStore over the native WebSocket).
+    const safe = sources(join(SRC, 'bootstrap')).filter((f) => !relative(SRC, f).startsWith('bootstrap/node/'));
+    expect(safe.map((f) => relative(SRC, f))).toContain('bootstrap/store-session.ts');
+    const bad = safe.flatMap((f) => importsOf(readFileSync(f, 'utf8'))
+      .filter(({ spec }) => spec.startsWith('node:') || spec === 'ws' || /(^|\/)node\//.test(spec))
+      .map(({ spec }) => `${relative(SRC, f)}: ${spec}`));
+    expect(bad).toEqual([]);
+  });
 });

@@ -36,6 +36,8 @@ export interface StaticServer {
   /** http://host:port */
   url: string;
   port: number;
+  /** The HTTP server itself (webccl serve adds the store's WebSocket upgrades to it). */
+  http: Server;
   close(): Promise<void>;
 }
 
@@ -57,7 +59,7 @@ export async function startStaticServer(o: StaticServerOptions): Promise<StaticS
     server.listen({ host, port: o.port ?? 0 }, () => resolve());
   });
   const { port } = server.address() as { port: number };
-  return { url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`, port, close: () => closeServer(server) };
+  return { url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`, port, http: server, close: () => closeServer(server) };
 }
 
 function closeServer(server: Server): Promise<void> {

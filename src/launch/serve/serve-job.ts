@@ -1,0 +1,66 @@
+// What `webccl serve` runs: the static server (static-server.ts) and, given a job token, the
+// job's rendezvous store, one table with two kinds of connections: WebSocket upgrades on
+// /store of the HTTP port (pages), and plain TCP on the store port (Node ranks, which join with
+// MASTER_ADDR/MASTER_PORT as from any store). Without a token every upgrade gets a 404.
+//
+// Why two ports, where the issue asks for one: in the store protocol the server speaks first
+// (HELLO, with its nonce), while an HTTP client speaks first. One listener could tell them apart
+// only by waiting for a first byte and taking silence for a store client, and Chromium opens
+// speculative connections that stay silent until a page needs them: such a socket would get the
+// store's HELLO and then answer it with a GET. Making store clients speak first would change the
+// TCP store's bytes for every other server. So the store's TCP face gets its own port.
+import { type StoreServer, startStoreServer } from '../../bootstrap/node/store-server.js';
+import { type StoreWebSocket, attachStoreWebSocket } from '../../bootstrap/node/store-websocket.js';
+import { type StaticServer, type StaticServerOptions, startStaticServer } from './static-server.js';
+
+export const STORE_PATH = '/store';
+
+export interface ServeOptions extends StaticServerOptions {
+  /** Host the job's rendezvous store; absent: pages only. */
+  store?: {
+    token: string;
+    jobId: string;
+    /** The store's TCP port (0: a free one). */
+    port: number;
+    /** Called for each refused peer (both carriers); without it, the store logs them at WARN. */
+    onReject?: (info: { remote: string; kind: 'auth' | 'protocol'; reason: string }) => void;
+  };
+}
+
+export interface Served {
+  http: StaticServer;
+  store?: {
+    server: StoreServer;
+    /** ws://host:port/store, for pages (connectStore). */
+    url: string;
+    /** The TCP face, for Node ranks (MASTER_ADDR, MASTER_PORT). */
+    host: string;
+    port: number;
+  };
+  close(): Promise<void>;
+}
+
+/** Starts the static server and, with `store`, the job's store on both carriers. */
+export async function startServe(o: ServeOptions): Promise<Served> {
+  const host = o.host ?? '127.0.0.1';
+  let store: StoreServer | undefined;
+  if (o.store) {
+    store = await startStoreServer({ host, port: o.store.port, token: o.store.token, jobId: o.store.jobId, onReject: o.store.onReject });
+  }
+  let http: StaticServer;
+  try {
+    http = await startStaticServer(o);
+  } catch (e) {
+    await store?.close();
+    throw e;
+  }
+  const upgrades: StoreWebSocket = attachStoreWebSocket(http.http, store, STORE_PATH);
+  return {
+    http,
+    store: store && { server: store, url: `${http.url.replace(/^http/, 'ws')}${STORE_PATH}`, host, port: store.port },
+    close: async () => {
+      upgrades.close();
+      await Promise.all([http.close(), store?.close()]);
+    },
+  };
+}
