@@ -141,7 +141,8 @@ describe('webccl serve: the static server', () => {
 
 describe('webccl serve: the command', () => {
   const bin = join(root, 'bin', 'webccl.js');
-  const cli = (args: string[]) => spawnSync(process.execPath, [bin, 'serve', ...args], { encoding: 'utf8', timeout: 30_000 });
+  const env = { ...process.env, WEBCCL_TOKEN: undefined, WEBCCL_JOB_ID: undefined };
+  const cli = (args: string[]) => spawnSync(process.execPath, [bin, 'serve', ...args], { encoding: 'utf8', timeout: 30_000, env });
 
   it('serves DIR on the port asked for, prints its address, and ends with code 0 on SIGTERM', async () => {
     const child = spawn(process.execPath, [bin, 'serve', dir, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -169,8 +170,10 @@ describe('webccl serve: the command', () => {
     expect(code).toBe(0);
   }, 60_000);
 
-  it('refuses a bad port, two directories and unknown options with its usage (exit 2); a missing directory exits 1 naming it', () => {
-    for (const args of [['--port', 'x'], ['-p', '70000'], [dir, dir], ['--token', 't'], ['--port']]) {
+  it('refuses a bad port, two directories, unknown options and store flags without a token with its usage (exit 2); a missing directory exits 1 naming it', () => {
+    // --job-id and --store-port mean nothing without a token (no store is served).
+    for (const args of [['--port', 'x'], ['-p', '70000'], [dir, dir], ['--tokn', 't'], ['--port'], ['--job-id', 'j'], ['--store-port', '0'],
+      ['--token', ''], ['--token', 't', '--store-port', 'x'], ['--token', 't', '-p', '65535']]) {
       const r = cli(args);
       expect({ args, status: r.status }).toEqual({ args, status: 2 });
       expect(r.stderr).toMatch(/^webccl serve: /);
