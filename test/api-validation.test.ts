@@ -76,6 +76,7 @@ function optionTakers(): Record<string, (o: any) => unknown> {
     startProcesses: (o) => api.startProcesses({ nranks: 1, script: SCRIPT, ...o }),
     convertLayout: (o) => api.convertLayout({ data: f32(4), shape: [1, 4, 1, 1], layout: 'NCHW' }, 'NHWC', o),
     convertDtype: (o) => api.convertDtype(f32(4), 'f16', o),
+    connectStore: (o) => api.connectStore({ url: 'ws://127.0.0.1:1/store', token: 't', jobId: 'j', ...o }),
     // The module-level collectives pass their options to the world's communicator (checked
     // after initCommGroup below).
   };

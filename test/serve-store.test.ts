@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connectStore } from '../src/bootstrap/node/connect-store.js';
 import { StoreClient } from '../src/bootstrap/node/store-client.js';
+import { connectStoreWith } from '../src/bootstrap/store-websocket-client.js';
 import { startStoreServer } from '../src/bootstrap/node/store-server.js';
 import { attachStoreWebSocket, maxStoreMessage } from '../src/bootstrap/node/store-websocket.js';
 import { ACCEPTS, FrameParser, Kind, decode, type Message } from '../src/bootstrap/store-protocol.js';
@@ -164,6 +165,25 @@ describe('webccl serve --token: one store, two carriers', () => {
       expect({ option, code: e.code, at: e.details.option }).toEqual({ option, code: 'INVALID_ARGUMENT', at: option });
     }
     expect((await rejected(connectStore({ url: 'ws://127.0.0.1:1/store', token: '', jobId: 'j' }))).code).toBe('INVALID_ARGUMENT');
+  });
+
+  it('without WebCrypto (a page outside a secure context) or without a WebSocket, connectStore is UNSUPPORTED saying why', async () => {
+    const o = { url: served.store!.url, token: TOKEN, jobId: JOB, timeoutMs: 10_000 };
+    const real = globalThis.crypto;
+    Object.defineProperty(globalThis, 'crypto', { value: { getRandomValues: real.getRandomValues.bind(real) }, configurable: true, writable: true });
+    let e: WebcclError;
+    try {
+      e = await rejected(connectStore(o));
+    } finally {
+      Object.defineProperty(globalThis, 'crypto', { value: real, configurable: true, writable: true });
+    }
+    expect(e.code).toBe('UNSUPPORTED');
+    expect(e.message).toMatch(/secure context/);
+    const none = await rejected(connectStoreWith(undefined, o));
+    expect(none.code).toBe('UNSUPPORTED');
+    expect(none.message).toMatch(/WebSocket/);
+    const c = await ws(); // and with both, it connects
+    await c.close();
   });
 });
 
