@@ -14,7 +14,7 @@ import {
 
 export type StoreValue = Uint8Array | string;
 
-/** What the client needs of a connection, whatever carries it (the carrier calls `opened`' hooks). */
+/** What the client needs of a connection, whatever carries it (the carrier feeds it ConnEvents). */
 export interface StoreConn {
   readonly destroyed: boolean;
   /** Sends one frame's parts in order; false when the carrier asks us to wait for `onceDrain`. */

@@ -79,6 +79,8 @@ export class WebSocketStore extends StoreSession {
       const conn: StoreConn = {
         get destroyed() { return gone || ws.readyState >= CLOSING; },
         // One message per frame: the server reads messages as chunks of one stream, however split.
+        // No backpressure: a page's WebSocket has no drain event, and store requests are small
+        // and answered one by one (the WebSocket buffers what the network has not taken yet).
         write: (parts) => {
           if (!conn.destroyed) ws.send(concat(parts));
           return true;
