@@ -5,12 +5,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { extname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { haveChromium, warnIfNoChromium, withTab } from './helpers/chromium.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) console.warn(`browser tests skipped: no Chromium at ${CHROMIUM} (apt-get install chromium)`);
+warnIfNoChromium('browser tests');
 
 const TYPES: Record<string, string> = { '.html': 'text/html', '.js': 'text/javascript', '.map': 'application/json' };
 
@@ -41,23 +40,14 @@ describe.skipIf(!haveChromium)('in headless Chromium', () => {
 
   /** Loads a page of test/browser/ and returns what it left in window.webcclResults. */
   async function visit(page: string): Promise<any> {
-    const { chromium } = await import('playwright-core');
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-    try {
-      const tab = await browser.newPage();
-      const errors: string[] = [];
-      tab.on('pageerror', (e) => errors.push(String(e)));
+    return withTab(async (tab, errors) => {
       await tab.goto(`${origin}/test/browser/${page}`);
       const got = await tab.waitForFunction(() => (window as any).webcclResults, null, { timeout: 60_000 }).then((h) => h.jsonValue());
       expect(errors).toEqual([]);
       return got;
-    } finally {
-      await browser.close();
-    }
+    });
   }
+
 
   it('three Web Workers share one node and every collective is right', async () => {
     const got = await visit('page.html?n=3');

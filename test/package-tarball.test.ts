@@ -8,13 +8,12 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { haveChromium, warnIfNoChromium, withTab } from './helpers/chromium.js';
 import { reachedDeclarations } from '../scripts/prune-declarations.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const TSC = join(root, 'node_modules/typescript/bin/tsc');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) console.warn(`packed browser example test skipped: no Chromium at ${CHROMIUM} (apt-get install chromium)`);
+warnIfNoChromium('packed browser example test');
 
 interface Ran { code: number | null; stdout: string; stderr: string }
 /** Runs a command to its end (deadline 120 s) and returns what it printed, failing or not. */
@@ -161,15 +160,7 @@ describe.skipIf(!haveChromium)('the shipped browser example in headless Chromium
 
   /** Opens the example at `url` with 3 ranks and checks what the page reports. */
   async function visit(url: string): Promise<void> {
-    const { chromium } = await import('playwright-core');
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-    try {
-      const tab = await browser.newPage();
-      const errors: string[] = [];
-      tab.on('pageerror', (e) => errors.push(String(e)));
+    await withTab(async (tab, errors) => {
       tab.on('requestfailed', (r) => errors.push(`request failed: ${r.url()}`));
       tab.on('response', (r) => void (r.status() >= 400 && errors.push(`${r.status()} ${r.url()}`)));
       await tab.goto(`${url}?ranks=3`);
@@ -179,9 +170,7 @@ describe.skipIf(!haveChromium)('the shipped browser example in headless Chromium
       expect(log).toContain('cross-origin isolated: true');
       for (const rank of [0, 1, 2]) expect(log).toContain(`rank ${rank}/3: allReduce sum 6, allGather 0,1,2, broadcast from rank 0: 42`);
       expect(errors).toEqual([]);
-    } finally {
-      await browser.close();
-    }
+    });
   }
 
   /** `webccl serve DIR --port 0` from the installed copy, as the READMEs say; resolves to the address it prints. */

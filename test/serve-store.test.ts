@@ -3,8 +3,9 @@
 // A value set over one is read over the other, a blocked wait is released from the other, and a
 // wrong token, a wrong job id or an oversized frame is refused on both ends, counted and named.
 // In Chromium, a page served by it joins the store through /webccl.js.
+import { haveChromium, warnIfNoChromium, withTab } from './helpers/chromium.js';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -25,8 +26,7 @@ const TOKEN = 'serve-token';
 const JOB = 'serve-job';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const browserBuild = join(root, 'dist', 'browser', 'index.js');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-if (!existsSync(CHROMIUM)) console.warn(`serve-store: no Chromium at ${CHROMIUM} (set CHROMIUM_PATH); skipping the page tests`);
+warnIfNoChromium('the page tests of serve-store');
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
 async function rejected(p: Promise<unknown>): Promise<WebcclError> {
@@ -274,33 +274,29 @@ describe('webccl serve --token: the built command', () => {
   }, 60_000);
 });
 
-describe.skipIf(!existsSync(CHROMIUM))('webccl serve --token: a page joins the store (Chromium)', () => {
+describe.skipIf(!haveChromium)('webccl serve --token: a page joins the store (Chromium)', () => {
   it('a page sets a key a Node TCP client reads and waits for a key the Node client sets; a wrong token is AUTH_FAILED on both ends', async () => {
-    const { chromium } = await import('playwright-core');
-    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
     const node = await tcp();
     try {
-      const tab = await browser.newPage();
-      const errors: string[] = [];
-      tab.on('pageerror', (e) => errors.push(String(e)));
-      await tab.goto(`${served.http.url}/store.html?token=${TOKEN}&job=${JOB}`);
-      expect(text(await node.get('from-page', { timeoutMs: 60_000 }))).toBe('hello from the page');
-      await node.set('from-node', 'hello from node');
-      const got = await tab.waitForFunction(() => (window as any).storeResult, null, { timeout: 60_000 }).then((h) => h.jsonValue());
-      expect(errors).toEqual([]);
-      expect(got).toEqual({ got: 'hello from node' });
+      await withTab(async (tab, errors) => {
+        await tab.goto(`${served.http.url}/store.html?token=${TOKEN}&job=${JOB}`);
+        expect(text(await node.get('from-page', { timeoutMs: 60_000 }))).toBe('hello from the page');
+        await node.set('from-node', 'hello from node');
+        const got = await tab.waitForFunction(() => (window as any).storeResult, null, { timeout: 60_000 }).then((h) => h.jsonValue());
+        expect(errors).toEqual([]);
+        expect(got).toEqual({ got: 'hello from node' });
 
-      const before = served.store!.server.stats().authFailures;
-      const from = refusals.length;
-      const wrong = await browser.newPage();
-      await wrong.goto(`${served.http.url}/store.html?token=wrong&job=${JOB}`);
-      const refused = await wrong.waitForFunction(() => (window as any).storeResult, null, { timeout: 60_000 }).then((h) => h.jsonValue());
-      expect(refused).toEqual({ code: 'AUTH_FAILED', reason: expect.stringMatching(/^token mismatch/) });
-      expect(served.store!.server.stats().authFailures - before).toBe(1);
-      expect(refusals.slice(from)).toEqual([{ remote: expect.stringMatching(/^ws 127\.0\.0\.1:/), kind: 'auth', reason: expect.stringMatching(/^token mismatch/) }]);
+        const before = served.store!.server.stats().authFailures;
+        const from = refusals.length;
+        const wrong = await tab.context().newPage();
+        await wrong.goto(`${served.http.url}/store.html?token=wrong&job=${JOB}`);
+        const refused = await wrong.waitForFunction(() => (window as any).storeResult, null, { timeout: 60_000 }).then((h) => h.jsonValue());
+        expect(refused).toEqual({ code: 'AUTH_FAILED', reason: expect.stringMatching(/^token mismatch/) });
+        expect(served.store!.server.stats().authFailures - before).toBe(1);
+        expect(refusals.slice(from)).toEqual([{ remote: expect.stringMatching(/^ws 127\.0\.0\.1:/), kind: 'auth', reason: expect.stringMatching(/^token mismatch/) }]);
+      });
     } finally {
       await node.close();
-      await browser.close();
     }
   }, 120_000);
 });

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { haveChromium, warnIfNoChromium, withTab } from './helpers/chromium.js';
 import { ISOLATION_HEADERS, type StaticServer, startStaticServer } from '../src/launch/serve/static-server.js';
 import { WebcclError } from '../src/core/errors.js';
 
@@ -19,7 +20,7 @@ async function rejected(p: Promise<unknown>): Promise<WebcclError> {
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const browserBuild = join(root, 'dist', 'browser', 'index.js');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+warnIfNoChromium('the Chromium test of webccl serve');
 
 const tmp = mkdtempSync(join(tmpdir(), 'webccl-serve-'));
 const dir = join(tmp, 'site');
@@ -122,20 +123,13 @@ describe('webccl serve: the static server', () => {
     expect({ code: e.code, port: e.details.port }).toEqual({ code: 'ADDRESS_IN_USE', port: server.port });
   });
 
-  it.skipIf(!existsSync(CHROMIUM))('a page it serves is cross-origin isolated in Chromium: two workers share a node through /webccl.js and allReduce', async () => {
-    const { chromium } = await import('playwright-core');
-    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
-    try {
-      const tab = await browser.newPage();
-      const errors: string[] = [];
-      tab.on('pageerror', (e) => errors.push(String(e)));
+  it.skipIf(!haveChromium)('a page it serves is cross-origin isolated in Chromium: two workers share a node through /webccl.js and allReduce', async () => {
+    await withTab(async (tab, errors) => {
       await tab.goto(`${server.url}/two.html`);
       const got = await tab.waitForFunction(() => (window as any).webcclResults, null, { timeout: 60_000 }).then((h) => h.jsonValue());
       expect(errors).toEqual([]);
       expect(got).toEqual({ isolated: true, results: [{ rank: 0, sum: 3, ok: true }, { rank: 1, sum: 3, ok: true }] });
-    } finally {
-      await browser.close();
-    }
+    });
   }, 90_000);
 });
 

@@ -7,6 +7,7 @@
 // reader, which lands payloads in posted receives, has its own loop over the same checks.
 import { HEADER_BYTES, protocolError, readHeader } from './bytes.js';
 import { overLimit } from './limits.js';
+import { HeldBytes } from './held-bytes.js';
 
 /** What the parser asks of the protocol above it. */
 export interface FrameRules {
@@ -22,28 +23,24 @@ export class FrameParser {
   private have = 0;
   private kind = 0;
   private body = new Uint8Array(0);
-  private held = false;
   /** Bytes that arrived while held, in order (kept by reference: pushed chunks are not reused). */
-  private stash: Uint8Array[] = [];
+  private readonly waiting = new HeldBytes();
 
   constructor(private readonly rules: FrameRules, private readonly onFrame: (kind: number, body: Uint8Array) => void) {}
 
   close(): void {
     this.state = 'closed';
-    this.stash = [];
+    this.waiting.clear();
   }
 
   /** Parses nothing more (after the frame being delivered) until release(). */
   hold(): void {
-    this.held = true;
+    this.waiting.hold();
   }
 
   /** Parses what arrived while held; throws as push() does. */
   release(): void {
-    this.held = false;
-    const waiting = this.stash;
-    this.stash = [];
-    for (const chunk of waiting) this.push(chunk);
+    for (const chunk of this.waiting.release()) this.push(chunk);
   }
 
   /**
@@ -51,8 +48,8 @@ export class FrameParser {
    * must not reuse `chunk`: while held, the parser keeps it as it is.
    */
   push(chunk: Uint8Array): void {
-    if (this.held) {
-      if (chunk.length && this.state !== 'closed') this.stash.push(chunk);
+    if (this.waiting.held) {
+      if (this.state !== 'closed') this.waiting.keep(chunk);
       return;
     }
     let at = 0;
@@ -68,7 +65,7 @@ export class FrameParser {
         this.have = 0;
         this.onFrame(this.kind, this.body);
         // The owner may have held (or closed) the parser while it took the frame.
-        if (this.held) return this.push(chunk.subarray(at));
+        if (this.waiting.held) return this.push(chunk.subarray(at));
       }
     }
   }

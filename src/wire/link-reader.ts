@@ -2,6 +2,7 @@
 // named-state loop that checks each frame's kind and length against its limit before it
 // allocates a byte, and writes a data payload straight into the buffer the matching receive
 // posted.
+import { HeldBytes } from './held-bytes.js';
 import { HEADER_BYTES, protocolError, readHeader } from './bytes.js';
 import { overLimit } from './limits.js';
 import { KIND_NAMES, Kind, TAG_BYTES, decodeHandshake, maxHandshakeBody, type FrameTag, type Handshake } from './link-frames.js';
@@ -36,9 +37,8 @@ export class FrameReader {
   private handshaking = true;
   /** Payload length of the last data frame. */
   private lastLength = 0;
-  /** The link is checking a handshake frame (asynchronously): later bytes wait in `stash`. */
-  private held = false;
-  private stash: Uint8Array[] = [];
+  /** The link is checking a handshake frame (asynchronously): later bytes wait here. */
+  private readonly waiting = new HeldBytes();
 
   constructor(private readonly on: ReaderEvents) {}
 
@@ -49,20 +49,17 @@ export class FrameReader {
 
   close(): void {
     this.state = 'closed';
-    this.stash = [];
+    this.waiting.clear();
   }
 
   /** Parses nothing more (after the handshake frame being delivered) until release(). */
   hold(): void {
-    this.held = true;
+    this.waiting.hold();
   }
 
   /** Parses what arrived while held; throws as push() does. */
   release(): void {
-    this.held = false;
-    const waiting = this.stash;
-    this.stash = [];
-    for (const chunk of waiting) this.push(chunk);
+    for (const chunk of this.waiting.release()) this.push(chunk);
   }
 
   /**
@@ -70,7 +67,7 @@ export class FrameReader {
    * payload is being filled (the kernel copies into it; nothing is copied again), else `spare`.
    */
   target(spare: Uint8Array): Uint8Array {
-    if (this.held) return spare;
+    if (this.waiting.held) return spare;
     if (this.state === 'payload') return this.into.subarray(this.have);
     // After a large payload, read just the next frame's header (one more small read) so that a
     // large payload after it lands in place too, rather than its start through `spare`.
@@ -93,11 +90,11 @@ export class FrameReader {
    * the caller will overwrite `chunk` (a read's spare buffer), so bytes held back are copied.
    */
   push(chunk: Uint8Array, reused = false): void {
-    const keep = (b: Uint8Array) => { if (b.length && this.state !== 'closed') this.stash.push(reused ? b.slice() : b); };
-    if (this.held) return keep(chunk);
+    const keep = (b: Uint8Array) => { if (this.state !== 'closed') this.waiting.keep(reused ? b.slice() : b); };
+    if (this.waiting.held) return keep(chunk);
     let at = 0;
     while (at < chunk.length && this.state !== 'closed') {
-      if (this.held) return keep(chunk.subarray(at));
+      if (this.waiting.held) return keep(chunk.subarray(at));
       const want = this.want();
       const n = Math.min(want - this.have, chunk.length - at);
       if (this.state === 'header' || this.state === 'tag') this.head.set(chunk.subarray(at, at + n), this.have);

@@ -7,6 +7,7 @@ import { checkSecrets, hostPort } from '../../wire/secrets.js';
 import type { FrameParser } from '../store-protocol.js';
 import { type SessionOptions, type StoreConn, Retry, StoreSession, clientLimits, retrying } from '../store-session.js';
 import { STORE_TLS_NOTICE } from './store-server.js';
+import { socketFlow } from './socket-flow.js';
 import { type WireTls, secureDialled } from '../../wire/node/secure-socket.js';
 
 export type { StoreValue } from '../store-session.js';
@@ -27,16 +28,8 @@ export interface StoreClientOptions {
 /** A TCP socket as the session's byte pipe. */
 function socketConn(socket: net.Socket): StoreConn {
   return {
+    ...socketFlow(socket),
     get destroyed() { return socket.destroyed; },
-    write: (parts) => {
-      let ok = true;
-      for (const part of parts) ok = socket.write(part);
-      return ok;
-    },
-    onceDrain: (f) => void socket.once('drain', f),
-    pause: () => void socket.pause(),
-    resume: () => void socket.resume(),
-    destroy: () => void socket.destroy(),
     whenClosed: () => new Promise((resolve) => (socket.closed ? resolve() : socket.once('close', () => resolve()))),
   };
 }

@@ -9,6 +9,7 @@ import * as net from 'node:net';
 import { WebcclError } from '../../core/errors.js';
 import { log } from '../../core/log.js';
 import { TLS_NOTICE, type WireTls, createListener } from '../../wire/node/secure-socket.js';
+import { socketFlow } from './socket-flow.js';
 import { RateLimitedLog } from '../../core/rate-log.js';
 import { concat, textBytes } from '../../wire/bytes.js';
 import { AUTH_FAIL_REASONS, AuthFail, Challenge, Refused } from '../../wire/auth.js';
@@ -316,21 +317,13 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   function serveSocket(socket: net.Socket): void {
     socket.setNoDelay(true);
     const conn: ServedConn = {
+      ...socketFlow(socket),
       remote: hostPort(socket.remoteAddress ?? '?', socket.remotePort ?? 0),
       get ended() { return socket.destroyed || socket.writableEnded; },
-      write: (parts) => {
-        let ok = true;
-        for (const part of parts) ok = socket.write(part);
-        return ok;
-      },
-      onceDrain: (f) => void socket.once('drain', f),
-      pause: () => void socket.pause(),
-      resume: () => void socket.resume(),
       end: () => {
         socket.end();
         setTimeout(() => socket.destroy(), 1000).unref();
       },
-      destroy: () => void socket.destroy(),
       unref: () => void socket.unref(),
     };
     const events = serveConnection(conn);
