@@ -11,7 +11,9 @@ import { runScenario } from './helpers/threads.js';
 import { createNode } from '../src/core/node.js';
 import { joinNode } from '../src/comm/context.js';
 import { Communicator } from '../src/comm/communicator.js';
-import { registerProgressStarter, stopProgressThread as stopInSource } from '../src/progress/start.js';
+import { registerProgressStarter, startProgressThread as startProgressThreadInSource, stopProgressThread as stopInSource } from '../src/progress/start.js';
+import { closeLane, openLane } from '../src/progress/lane-life.js';
+import { L, LANE_CLOSING, LANE_DETACHED } from '../src/progress/lanes.js';
 import { startNodeProgress } from '../src/launch/progress-thread.js';
 import { WebcclError } from '../src/core/errors.js';
 
@@ -163,6 +165,29 @@ describe('the progress option', () => {
     }
     expect(err?.code).toBe('UNSUPPORTED');
     expect(err?.details).toMatchObject({ option: 'progress' });
+  });
+
+  it('a lane opened and closed before the progress thread looked at it is let go at once (no wait, no warning, its memory freed)', async () => {
+    const node = createNode({ nranks: 2, slotBytes: 4096, progress: false });
+    const ctx = joinNode(node, 0);
+    const lane = openLane(ctx);
+    const i32 = new Int32Array(node.memory.buffer);
+    // What closeLane does first, before the thread has ever run: the thread then finds a closing lane it never hosted.
+    Atomics.store(i32, (lane + L.STATE) >> 2, LANE_CLOSING);
+    registerProgressStarter(startNodeProgress);
+    startProgressThreadInSource(node);
+    const warned: string[] = [];
+    const warn = console.error;
+    console.error = (line: string) => void warned.push(line);
+    let closed: boolean;
+    try {
+      closed = closeLane(ctx, lane, 30_000);
+    } finally {
+      console.error = warn;
+    }
+    expect({ closed, warned }).toEqual({ closed: true, warned: [] });
+    expect(Atomics.load(i32, (lane + L.STATE) >> 2)).toBe(LANE_DETACHED);
+    await stopInSource(node);
   });
 
   it('in one thread: two ranks\' ops end while that thread computes, run by the node\'s progress thread', async () => {

@@ -157,7 +157,16 @@ class ProgressHost {
     const high = Atomics.load(i32, (table + T.HIGH) >> 2);
     for (let k = 0; k < high; k++) {
       const addr = Atomics.load(i32, (table + T.ENTRIES + 4 * k) >> 2);
-      if (addr === 0 || this.lanes.has(addr) || Atomics.load(i32, (addr + L.STATE) >> 2) !== LANE_OPEN) continue;
+      if (addr === 0 || this.lanes.has(addr)) continue;
+      const state = Atomics.load(i32, (addr + L.STATE) >> 2);
+      if (state === LANE_CLOSING) {
+        // Opened and closed again before this thread looked (its ops, if any, were taken back):
+        // there is nothing to let go of, but its rank waits to hear so.
+        Atomics.store(i32, (addr + L.STATE) >> 2, LANE_DETACHED);
+        Atomics.notify(i32, (addr + L.STATE) >> 2);
+        continue;
+      }
+      if (state !== LANE_OPEN) continue;
       this.lanes.set(addr, this.hosted(i32, addr));
     }
   }
