@@ -75,6 +75,7 @@ export class WsCarrier implements Carrier {
       maxPayload: MAX_MESSAGE, perMessageDeflate: false, handshakeTimeout: Math.max(1, deadline - Date.now()),
     });
     this.track(ws);
+    ws.on('error', () => {}); // reported through 'close' (or the handshake), as over TCP
     const up = await new Promise<string | undefined>((resolve) => {
       ws.once('open', () => resolve(undefined));
       ws.once('unexpected-response', (_req, res) => resolve(`HTTP ${res.statusCode} on ${LINK_PATH} (not a webccl ws rank?)`));
