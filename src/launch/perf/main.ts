@@ -180,8 +180,9 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
   };
   const script = run.rankScript ?? defaultRankScript();
   const args = [JSON.stringify(spec)];
-  const job: PerfJob = o.transport === 'tcp'
-    ? startNodes({ nodes: o.nodes, perNode: o.ranks / o.nodes, cliScript: run.cliScript ?? defaultCliScript(), rankScript: script, args, onMessage, onStderr })
+  // tcp and ws: the same node processes, their mesh carried by WEBCCL_TRANSPORT.
+  const job: PerfJob = o.transport !== 'shm'
+    ? startNodes({ nodes: o.nodes, perNode: o.ranks / o.nodes, cliScript: run.cliScript ?? defaultCliScript(), rankScript: script, args, onMessage, onStderr, env: { ...process.env, WEBCCL_TRANSPORT: o.transport } })
     : startRanks({ nranks: o.ranks, script, args, onMessage });
 
   // `webccl perf … | head`: a closed stdout ends the sweep quietly.
@@ -220,7 +221,7 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
     io.stdout.write(`# wrote ${o.json}: the results as JSON\n`);
   }
   if (o.plot && chart && rows.length) {
-    const who = o.transport === 'tcp' || o.group !== undefined ? describeRanks(o) : `${o.ranks} ranks`;
+    const who = o.transport !== 'shm' || o.group !== undefined ? describeRanks(o) : `${o.ranks} ranks`;
     const series = reportSeries(report);
     writeFileSync(o.plot, await renderBusBwChart(series, chartTitle(report, who, o.ranks), { yScale: o.plotY, modules: chart }));
     io.stdout.write(`# wrote ${o.plot}: busbw against size, ${series.length} line${series.length === 1 ? '' : 's'}${o.plotY === 'log' ? ', log busbw axis' : ''}\n`);
