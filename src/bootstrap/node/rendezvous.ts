@@ -98,7 +98,7 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
     const cards = await gather(store, o, deadline, where, () => wrongToken);
     const keys = [...new Set(cards.map((c) => c.node))];
     const addresses: Address[] = cards.map((c) => ({ host: c.host, port: c.port }));
-    log('INFO', `rank ${o.rank}/${o.size}: ${keys.length} node(s), mesh of ${o.nchannels} ${transport.carrierName} channel(s) per peer, listening on ${hostPort(card.host, card.port)}${o.tls ? `, TLS keyed by the ${o.tls.keyedBy === 'token' ? 'job token' : 'certificates'}` : ''}`);
+    log('INFO', `rank ${o.rank}/${o.size}: ${keys.length} node(s), mesh of ${o.nchannels} channel(s) per peer over ${transport.carrierName}, listening on ${hostPort(card.host, card.port)}${o.tls ? `, TLS keyed by the ${o.tls.keyedBy === 'token' ? 'job token' : 'certificates'}` : ''}`);
     await transport.connect(addresses);
     // From here the job's ops keep the process alive (their deadline timers); an idle mesh or
     // store must not keep a rank whose script has ended.
