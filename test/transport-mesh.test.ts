@@ -147,11 +147,11 @@ describe('mesh over ws: the carrier itself', () => {
     expect(LINK_PATH).toBe('/webccl-link');
   });
 
-  it('refuses a message over its limit before buffering it, and a data frame before the handshake', async () => {
+  it('refuses a message over its limit before buffering it, a data frame before the handshake, a huge HELLO, a text message', async () => {
     const rejects: WebcclError[] = [];
     const t = await WsTransport.listen({ rank: 0, size: 2, jobId: JOB, token: TOKEN, onReject: (e) => rejects.push(e) });
     open.push(t);
-    for (const bytes of [new Uint8Array(MAX_MESSAGE + 1), Uint8Array.of(16, 0, 0, 0, 1), Uint8Array.of(1, 0xff, 0xff, 0xff, 0xff)]) {
+    for (const bytes of [new Uint8Array(MAX_MESSAGE + 1), Uint8Array.of(16, 0, 0, 0, 1), Uint8Array.of(1, 0xff, 0xff, 0xff, 0xff), 'hello']) {
       const ws = connectRaw(`ws://127.0.0.1:${t.address.port}${LINK_PATH}`);
       ws.on('error', () => {});
       await new Promise((r) => ws.once('open', r));
@@ -160,6 +160,8 @@ describe('mesh over ws: the carrier itself', () => {
       if (bytes.length > MAX_MESSAGE) expect(code).toBe(1009); // message too big
     }
     await new Promise((r) => setTimeout(r, 50));
-    expect(rejects.map((e) => e.code)).toEqual(['CONNECTION_CLOSED', 'PROTOCOL_ERROR', 'PROTOCOL_ERROR']);
+    expect(rejects.map((e) => e.code)).toEqual(['PROTOCOL_ERROR', 'PROTOCOL_ERROR', 'PROTOCOL_ERROR', 'PROTOCOL_ERROR']);
+    expect(rejects[0].message).toMatch(new RegExp(`over the limit of ${MAX_MESSAGE} bytes`));
+    expect(rejects[3].message).toMatch(/text WebSocket message/);
   });
 });

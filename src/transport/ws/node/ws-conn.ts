@@ -110,11 +110,15 @@ export function wsHandshake(ws: WebSocket, id: Identity, expect: { peer: number;
     return new Link(conn, reader, peer, channel, expect !== undefined);
   });
   ws.on('message', (data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) => {
-    if (!isBinary) return void ws.terminate();
+    if (!isBinary) return opening.violated('a text WebSocket message (links speak binary messages only)');
     const chunk = Array.isArray(data) ? Buffer.concat(data) : data instanceof ArrayBuffer ? new Uint8Array(data) : data;
     opening.received(chunk, chunk.length);
   });
   ws.on('close', () => opening.closed());
-  ws.on('error', () => {}); // 'close' follows
+  // `ws` refuses a message over maxPayload from its announced length (before buffering it) with
+  // an error, then closes; other errors are the socket's, and 'close' follows.
+  ws.on('error', (e: Error & { code?: string }) => {
+    if (e.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') opening.violated(`a WebSocket message over the limit of ${MAX_MESSAGE} bytes`);
+  });
   return opening.linked;
 }
