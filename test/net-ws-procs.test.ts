@@ -1,7 +1,7 @@
 // WEBCCL_TRANSPORT=ws across real processes, on the built package (dist/): every collective
 // checked by the ranks over `webccl run --procs` and two `webccl run --nnodes 2` launchers; a
 // wrong token; a rank SIGKILLed mid-job; a rank with WEBCCL_TRANSPORT=tcp among ws ranks; ws with
-// WEBCCL_TLS=1. Every job ends on its own (no hang) with the error naming the cause.
+// WEBCCL_TLS=1; a shrink after a death (its new mesh over ws too). Every job ends on its own (no hang) with the error naming the cause.
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from './helpers/net.js';
 import { type Env, type Run, alive, bin, cleanEnv, fixture, killAll, run } from './helpers/procs.js';
@@ -38,6 +38,15 @@ describe('WEBCCL_TRANSPORT=ws: jobs that work', () => {
       '--master-addr', '127.0.0.1', '--master-port', String(port), fixture('net-check.mjs'), '--expect-default', 'hierarchical', '--algo', 'ring'], cleanEnv(WS))));
     expectOk(rs, 4);
   }, 90_000);
+});
+
+describe('WEBCCL_TRANSPORT=ws: shrink builds its new mesh over ws too', () => {
+  it('--procs -n 4 --fault-tolerant, rank 3 killed: the survivors shrink to 3 and their allReduce is right', async () => {
+    const r = await run(node, [bin, 'run', '--fault-tolerant', '--procs', '-n', '4', fixture('shrink-check.mjs'), '3'], cleanEnv({ ...WS, WEBCCL_TOKEN: 'shrink-ws' }), { guardMs: 150_000 });
+    const oks = [...r.stdout.matchAll(/^ok rank (\d+) of 4 shrunk to (\d+) as rank (\d+) after (\w+)$/gm)].map((m) => [Number(m[1]), Number(m[2]), Number(m[3]), m[4]]);
+    expect(oks.sort(), r.stderr).toEqual([0, 1, 2].map((k) => [k, 3, k, expect.stringMatching(/^(CONNECTION_CLOSED|ABORTED)$/)]));
+    expect({ code: r.code, hung: r.hung }).toEqual({ code: 0, hung: false });
+  }, 180_000);
 });
 
 describe('WEBCCL_TRANSPORT=ws: jobs that fail, on every rank, naming the cause', () => {
