@@ -1,5 +1,5 @@
 // `webccl perf <collective>`: starts the ranks (worker threads of this process, or with
-// --transport tcp node processes of worker threads), gathers what each posts, prints nccl-tests'
+// --transport tcp or ws node processes of worker threads), gathers what each posts, prints nccl-tests'
 // table as rows finish (a progress line on a terminal), and writes --json / --plot at the end.
 // A row's time is the slowest rank's mean; its #wrong is the sum over ranks.
 import { writeFileSync } from 'node:fs';
@@ -26,14 +26,14 @@ export interface PerfIO {
 export interface PerfRunOptions {
   /** The rank script (default: perf-rank.js beside this bundle). */
   rankScript?: string;
-  /** With --transport tcp, the webccl CLI each node process runs (default: cli.js beside this bundle). */
+  /** With --transport tcp or ws, the webccl CLI each node process runs (default: cli.js beside this bundle). */
   cliScript?: string;
   io?: PerfIO;
   /** The packages --plot draws with (default vega and vega-lite; tests name missing ones). */
   chartPackages?: readonly [string, string];
 }
 
-/** The ranks as this process's threads (shm) or as node processes (tcp); only the latter hear a rank's own failure post. */
+/** The ranks as this process's threads (shm) or as node processes (tcp, ws); only the latter hear a rank's own failure post. */
 interface PerfJob {
   done: Promise<LaunchResult>;
   terminate(reason?: string): void;
