@@ -164,7 +164,9 @@ describe('parsePerfArgs', () => {
     [['allreduce', '--ranks', '0'], /--ranks expects an integer in 1..64/],
     [['allreduce', '--ranks', '65'], /--ranks expects an integer in 1..64/],
     [['broadcast', '--ranks', '2', '-r', '2'], /invalid root 2/],
-    [['allreduce', '--transport', 'ws'], /--transport ws is not available yet/],
+    [['allreduce', '--transport', 'ws', '--ranks', '1'], /--transport ws needs at least 2 ranks/],
+    [['allreduce', '--transport', 'ws', '--ranks', '4', '--nodes', '1'], /no byte crosses a WebSocket/],
+    [['allreduce', '--transport', 'ws', '-a', 'direct'], /with --transport ws use auto, ring, doubling, hierarchical/],
     [['allreduce', '-a', 'ring'], /-a ring is a network algorithm, for --transport tcp; with --transport shm use auto, direct, twoshot/],
     [['allreduce', '-a', 'hierarchical', '--transport', 'shm'], /-a hierarchical is a network algorithm/],
     [['allreduce', '--transport', 'tcp', '-a', 'direct'], /-a direct is a shared-memory algorithm, for --transport shm; with --transport tcp use auto, ring, doubling, hierarchical/],
@@ -198,10 +200,15 @@ describe('perfMain exit codes', () => {
     expect(err).toMatch(/usage: webccl perf/);
   });
 
-  it('an unavailable transport is a usage error too', async () => {
+  it('an unknown transport is a usage error too', async () => {
     const c = capture();
-    expect(await perfMain(['allreduce', '--transport', 'ws'], { io: c.io })).toBe(2);
-    expect(c.err.join('')).toMatch(/not available yet/);
+    expect(await perfMain(['allreduce', '--transport', 'pigeon'], { io: c.io })).toBe(2);
+    expect(c.err.join('')).toMatch(/unknown transport "pigeon"/);
+  });
+
+  it('--transport ws: node processes as with tcp (one per rank by default)', () => {
+    expect(parsePerfArgs(['allreduce', '--transport', 'ws', '--ranks', '4'])).toMatchObject({ transport: 'ws', nodes: 4 });
+    expect(parsePerfArgs(['allreduce', '--transport', 'ws', '--ranks', '4', '--nodes', '2', '-a', 'ring'])).toMatchObject({ transport: 'ws', nodes: 2, algo: 'ring' });
   });
 
   it('an algorithm of the other transport is a usage error, before anything starts', async () => {

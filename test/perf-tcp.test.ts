@@ -1,7 +1,7 @@
 // `webccl perf --transport tcp`: the ranks as node processes on this machine (worker threads
 // sharing memory within each) joined over TCP loopback. The sweep runs end to end through the
 // built CLI, results are checked (#wrong 0), the JSON records the layout; a rank that fails and
-// Ctrl-C end every node. Needs `npm run build` (dist/).
+// Ctrl-C end every node; --transport ws runs the same launch over WebSocket. Needs `npm run build` (dist/).
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -67,6 +67,21 @@ describe('webccl perf --transport tcp', () => {
       expect(row.oop.time_us).toBeGreaterThan(0);
     }
   });
+
+  it('--transport ws: the same launch with WEBCCL_TRANSPORT=ws in every node process; every row checked, #wrong 0', () => {
+    const json = join(tmp, 'ws.json');
+    const r = spawnSync(process.execPath, [bin, 'perf', 'allreduce', '--transport', 'ws', '--ranks', '4', '--nodes', '2', '-b', '8', '-e', '256K', '-f', '8', '-n', '2', '-w', '1', '--json', json],
+      { encoding: 'utf8', timeout: 90_000, env: { ...process.env, WEBCCL_DEBUG: 'INFO' } });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout.split('\n')[0]).toBe('# webccl perf allreduce: 4 ranks (2 processes × 2 threads), transport ws, buffers shm, algo auto');
+    expect(r.stdout).toMatch(/# Wrong values\s+: 0 OK/);
+    // Every rank of both nodes says its mesh runs over ws.
+    expect(r.stderr.match(/channel\(s\) per peer over ws,/g), r.stderr).toHaveLength(4);
+    expect(r.stderr).not.toMatch(/over tcp,/);
+    const rep = JSON.parse(readFileSync(json, 'utf8')) as PerfReport;
+    expect(rep).toMatchObject({ transport: 'ws', nranks: 4, nodes: 2, wrongTotal: 0 });
+    expect(rep.rows.map((x) => x.size)).toEqual([8, 64, 512, 4096, 32768, 262144]);
+  }, 120_000);
 
   it('4 ranks as 2 processes × 2 threads, hierarchical allreduce', () => {
     const json = join(tmp, 'four.json');

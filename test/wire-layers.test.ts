@@ -112,6 +112,15 @@ describe('layers of src/', () => {
     expect(wire.filter(([, d]) => d.node.length > 0).map(([f, d]) => `${f}: ${d.node.join(', ')}`)).toEqual([]);
   });
 
+  it('has the mesh of transport/mesh/ browser-safe: no node:, ws or node/ directory import (a page\'s carrier builds on it)', () => {
+    const mesh = sources(join(SRC, 'transport', 'mesh'));
+    expect(mesh.map((f) => relative(SRC, f))).toContain('transport/mesh/mesh.ts');
+    const bad = mesh.flatMap((f) => importsOf(readFileSync(f, 'utf8'))
+      .filter(({ spec }) => spec.startsWith('node:') || spec === 'ws' || /(^|\/)node\//.test(spec))
+      .map(({ spec }) => `${relative(SRC, f)}: ${spec}`));
+    expect(bad).toEqual([]);
+  });
+
   it('has nothing browser-safe in bootstrap/ (outside bootstrap/node/) importing node:, ws or a node/ directory', () => {
     // The store protocol and its client session run in pages too (connectStore over the native WebSocket).
     const safe = sources(join(SRC, 'bootstrap')).filter((f) => !relative(SRC, f).startsWith('bootstrap/node/'));

@@ -54,6 +54,8 @@ export interface Opening<L> {
   received(buf: Uint8Array, n: number): void;
   /** The pipe closed. */
   closed(): void;
+  /** The carrier found a violation below the frames (a WebSocket message over its limit, a text one). */
+  violated(message: string): void;
 }
 
 const REFUSAL_TEXT: Record<number, string> = {
@@ -191,6 +193,7 @@ export function openLink<L>(pipe: Pipe, id: Identity, expect: { peer: number; ch
         fail(e);
       }
     },
+    violated: (message) => fail(new WebcclError('PROTOCOL_ERROR', message)),
     closed: () => {
       const e = new WebcclError('CONNECTION_CLOSED', `${who()} closed the connection${linked ? '' : ' during the handshake'}`, { peer: peer?.rank });
       if (linked && link !== undefined) hooks.closed(link, e);

@@ -1,7 +1,8 @@
 // Rendezvous of a job across nodes (Node only): world rank 0 serves the store at
 // MASTER_ADDR:MASTER_PORT; every rank checks that all agree on the world size, publishes where
 // its transport listens and which node memory it shares, waits for everyone (naming the ranks
-// that have not come when the connect deadline passes), then builds the TCP mesh.
+// that have not come when the connect deadline passes), then builds the mesh over TCP or
+// WebSocket (WEBCCL_TRANSPORT, on which every rank must agree).
 // Knows nothing of collectives: it returns a connected transport and the node of every rank.
 import { networkInterfaces } from 'node:os';
 import { WebcclError, within } from '../../core/errors.js';
@@ -9,7 +10,9 @@ import { log } from '../../core/log.js';
 import { RateLimitedLog } from '../../core/rate-log.js';
 import { AUTH_FAIL_REASONS } from '../../wire/auth.js';
 import { hostPort } from '../../wire/secrets.js';
-import { type Address, TcpTransport } from '../../transport/tcp/node/tcp-transport.js';
+import type { Address } from '../../transport/mesh/carrier.js';
+import type { Mesh } from '../../transport/mesh/mesh.js';
+import { type CarrierName, listenMesh } from './mesh-carrier.js';
 import { StoreClient } from './store-client.js';
 import { type StoreServer, refusalLine, startStoreServer } from './store-server.js';
 import { isLoopback } from './job-secrets.js';
@@ -27,10 +30,12 @@ export interface RendezvousOptions extends WorldInit {
   connectTimeoutMs: number;
   /** Run the store and the mesh over TLS (WEBCCL_TLS); plain when absent. */
   tls?: WireTls;
+  /** What carries the mesh (WEBCCL_TRANSPORT; default tcp). */
+  carrier?: CarrierName;
 }
 
 export interface Rendezvous {
-  transport: TcpTransport;
+  transport: Mesh;
   /** Node index of every world rank (ranks with the same index share memory). */
   nodeOf: number[];
   store: StoreClient;
@@ -80,10 +85,11 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
   const store = await StoreClient.connect({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId, timeoutMs: o.connectTimeoutMs, tls: o.tls }).catch((e: WebcclError) => {
     throw within(e, `rank ${o.rank} cannot reach the rendezvous store at ${where}`);
   });
-  let transport: TcpTransport | undefined;
+  let transport: Mesh | undefined;
   try {
     await agreeOnSize(store, o);
-    transport = await TcpTransport.listen({
+    await agreeOnCarrier(store, o);
+    transport = await listenMesh(o.carrier ?? 'tcp', {
       rank: o.rank, size: o.size, jobId: o.jobId, token: o.token, nchannels: o.nchannels, timeoutMs: o.connectTimeoutMs, tls: o.tls,
       host: listenHost(o.masterAddr, o.ifname, store.localAddress),
     });
@@ -92,7 +98,7 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
     const cards = await gather(store, o, deadline, where, () => wrongToken);
     const keys = [...new Set(cards.map((c) => c.node))];
     const addresses: Address[] = cards.map((c) => ({ host: c.host, port: c.port }));
-    log('INFO', `rank ${o.rank}/${o.size}: ${keys.length} node(s), mesh of ${o.nchannels} channel(s) per peer, listening on ${hostPort(card.host, card.port)}${o.tls ? `, TLS keyed by the ${o.tls.keyedBy === 'token' ? 'job token' : 'certificates'}` : ''}`);
+    log('INFO', `rank ${o.rank}/${o.size}: ${keys.length} node(s), mesh of ${o.nchannels} channel(s) per peer over ${transport.carrierName}, listening on ${hostPort(card.host, card.port)}${o.tls ? `, TLS keyed by the ${o.tls.keyedBy === 'token' ? 'job token' : 'certificates'}` : ''}`);
     await transport.connect(addresses);
     // From here the job's ops keep the process alive (their deadline timers); an idle mesh or
     // store must not keep a rank whose script has ended.
@@ -121,6 +127,8 @@ export interface MeshOptions {
   masterAddr: string;
   ifname?: string;
   tls?: WireTls;
+  /** What carries the mesh (WEBCCL_TRANSPORT; default tcp). */
+  carrier?: CarrierName;
   timeoutMs: number;
 }
 
@@ -129,8 +137,8 @@ export interface MeshOptions {
  * failure): each listens, publishes its address under `prefix`, waits for the others' (naming
  * the ranks that do not come within the deadline) and connects.
  */
-export async function meshAt(store: StoreClient, o: MeshOptions, prefix: string): Promise<TcpTransport> {
-  const transport = await TcpTransport.listen({
+export async function meshAt(store: StoreClient, o: MeshOptions, prefix: string): Promise<Mesh> {
+  const transport = await listenMesh(o.carrier ?? 'tcp', {
     rank: o.rank, size: o.size, jobId: o.jobId, token: o.token, nchannels: o.nchannels, timeoutMs: o.timeoutMs, tls: o.tls,
     host: listenHost(o.masterAddr, o.ifname, store.localAddress),
   });
@@ -160,6 +168,19 @@ async function agreeOnSize(store: StoreClient, o: RendezvousOptions): Promise<vo
     throw new WebcclError('INVALID_ARGUMENT', `rank ${o.rank} was started with world size ${o.size}, but the job's ranks agreed on ${text(agreed)} (check WORLD_SIZE / -n on every node)`, { mine: o.size, agreed: Number(text(agreed)) });
   }
   if (o.rank >= o.size) throw new WebcclError('INVALID_ARGUMENT', `rank ${o.rank} is outside world size ${o.size}`);
+}
+
+/**
+ * The first rank to arrive sets the carrier (WEBCCL_TRANSPORT); a rank with another fails naming
+ * both, and the others fail on its ABORT (quoting it) rather than dialling a port that speaks
+ * another protocol until the deadline.
+ */
+async function agreeOnCarrier(store: StoreClient, o: RendezvousOptions): Promise<void> {
+  const mine = o.carrier ?? 'tcp';
+  const agreed = await store.compareSet('transport', null, mine);
+  if (agreed !== null && text(agreed) !== mine) {
+    throw new WebcclError('INVALID_ARGUMENT', `rank ${o.rank} was started with WEBCCL_TRANSPORT=${mine}, but the job's ranks agreed on WEBCCL_TRANSPORT=${text(agreed)} (every rank of a job must use the same transport)`, { mine, agreed: text(agreed) });
+  }
 }
 
 /** Every rank's card, polling for another rank's failure between waits. */

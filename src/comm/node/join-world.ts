@@ -1,6 +1,6 @@
 // Joining a job whose ranks span nodes (Node only): from a launcher's worker data or from the
 // environment a launcher left (torchrun, Open MPI, MPICH, Slurm, webccl run --procs), meet
-// every rank at the rendezvous store, connect the TCP mesh, and return the world communicator.
+// every rank at the rendezvous store, connect the mesh (TCP or WebSocket), and return the world communicator.
 // A job whose ranks all share one node never touches the network.
 import { availableParallelism } from 'node:os';
 import { type TlsFiles, envNumber, envString } from '../../core/config.js';
@@ -9,6 +9,7 @@ import { type NodeHandle, createNode } from '../../core/node.js';
 import { resolveIdentity } from '../../bootstrap/identity.js';
 import { resolveJobId, resolveToken } from '../../bootstrap/node/job-secrets.js';
 import { meshAt, rendezvous } from '../../bootstrap/node/rendezvous.js';
+import { carrierFromEnv } from '../../bootstrap/node/mesh-carrier.js';
 import { onLauncherLost } from '../../bootstrap/node/launcher-pipe.js';
 import { Communicator, type CommunicatorOptions } from '../communicator.js';
 import { type JoinOptions, joinNodeAs } from '../context.js';
@@ -58,8 +59,9 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   const nchannels = envNumber('WEBCCL_NCHANNELS') ?? DEFAULT_NCHANNELS;
   if (!Number.isInteger(nchannels) || nchannels < 1 || nchannels > 64) fail('INVALID_ARGUMENT', `WEBCCL_NCHANNELS=${nchannels}: expected an integer in 1..64`);
   const tls = resolveWireTls(opts.tls, checkSecrets(world.token, world.jobId), world.jobId);
+  const carrier = carrierFromEnv(tls);
   const rv = await rendezvous({
-    ...world, tls, nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'),
+    ...world, tls, carrier, nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'),
     connectTimeoutMs: envNumber('WEBCCL_CONNECT_TIMEOUT_MS') ?? DEFAULT_CONNECT_TIMEOUT_MS,
   });
   const mates = rv.nodeOf.flatMap((n, r) => (n === rv.nodeOf[world.rank] ? [r] : []));
@@ -71,7 +73,7 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   // Every communicator of the job (the world, its groups) shares these connections, each in its own tag space.
   const spaces = new TransportSpaces(rv.transport);
   const remesh = (prefix: string, rank: number, size: number) => meshAt(rv.store, {
-    rank, size, jobId: world.jobId, token: world.token, nchannels, masterAddr: world.masterAddr, ifname: envString('WEBCCL_SOCKET_IFNAME'), tls,
+    rank, size, jobId: world.jobId, token: world.token, nchannels, masterAddr: world.masterAddr, ifname: envString('WEBCCL_SOCKET_IFNAME'), tls, carrier,
     timeoutMs: envNumber('WEBCCL_CONNECT_TIMEOUT_MS') ?? DEFAULT_CONNECT_TIMEOUT_MS,
   }, prefix);
   const placement = netWorld(rv.nodeOf, { spaces, store: rv.store, remesh });

@@ -13,12 +13,12 @@ export class PerfUsageError extends CliUsageError {
   override readonly name = 'PerfUsageError';
 }
 
-export const TRANSPORTS_AVAILABLE = ['shm', 'tcp'] as const;
-const TRANSPORTS_PLANNED = ['ws'];
+export const TRANSPORTS_AVAILABLE = ['shm', 'tcp', 'ws'] as const;
+const TRANSPORTS_PLANNED: string[] = [];
 export type Transport = (typeof TRANSPORTS_AVAILABLE)[number];
 
 /** The allreduce algorithms -a accepts, by transport: one node's, or the network's. */
-export const ALGORITHMS_OF: Record<Transport, readonly string[]> = { shm: ALGORITHMS, tcp: NET_ALGORITHMS };
+export const ALGORITHMS_OF: Record<Transport, readonly string[]> = { shm: ALGORITHMS, tcp: NET_ALGORITHMS, ws: NET_ALGORITHMS };
 
 export interface PerfOptions {
   collective: Collective;
@@ -69,15 +69,16 @@ export const PERF_USAGE = `usage: webccl perf <${COLLECTIVES.join('|')}> [option
   -r, --root R             root of broadcast, reduce, gather and scatter (default 0; a rank of
                            the --group when one is given)
   -a, --algo A             allreduce algorithm (default auto): ${ALGORITHMS.join(' ')} with shm,
-                           ${NET_ALGORITHMS.join(' ')} with tcp
+                           ${NET_ALGORITHMS.join(' ')} with tcp and ws
       --ranks N            ranks in all (default 2)
       --group N            run the collective on a group of the first N ranks (world ranks
                            0..N-1, made with createGroup); the other ranks idle until the end;
                            the rows are the group's (busbw with n = N)
       --transport T        shm (default): the ranks are worker threads of one process sharing
                            memory; tcp: they are spread over --nodes processes joined over TCP
-                           loopback, ranks/nodes threads sharing memory in each
-      --nodes M            with tcp: processes (default: one per rank); --ranks must be a
+                           loopback, ranks/nodes threads sharing memory in each; ws: as tcp,
+                           the processes joined over WebSocket (WEBCCL_TRANSPORT=ws)
+      --nodes M            with tcp or ws: processes (default: one per rank); --ranks must be a
                            multiple of M
       --buffers shm|js     comm.alloc() buffers used in place (default), or plain TypedArrays
       --json FILE          also write the results as JSON
@@ -225,17 +226,17 @@ export function parsePerfArgs(argv: string[]): PerfOptions | 'help' {
   };
 }
 
-/** --nodes: with tcp, a divisor of the rank count, at least 2 (default: one node per rank). */
+/** --nodes: with tcp or ws, a divisor of the rank count, at least 2 (default: one node per rank). */
 function parseNodes(transport: Transport, ranks: number, given: { flag: string; value: string } | undefined): number {
   if (transport === 'shm') {
-    if (given && given.value !== '1') throw new PerfUsageError(`--nodes ${given.value} needs --transport tcp (with shm every rank is a thread of one process)`);
+    if (given && given.value !== '1') throw new PerfUsageError(`--nodes ${given.value} needs --transport tcp or ws (with shm every rank is a thread of one process)`);
     return 1;
   }
   const nodes = given ? int(given.value, given.flag, 1, 64) : ranks;
   if (nodes < 2) {
     throw new PerfUsageError(given
-      ? `--transport tcp needs at least 2 nodes: with --nodes 1 every rank shares one process's memory and no byte crosses TCP (use --transport shm)`
-      : `--transport tcp needs at least 2 ranks (one process each by default), got --ranks ${ranks}`);
+      ? `--transport ${transport} needs at least 2 nodes: with --nodes 1 every rank shares one process's memory and no byte crosses ${transport === 'ws' ? 'a WebSocket' : 'TCP'} (use --transport shm)`
+      : `--transport ${transport} needs at least 2 ranks (one process each by default), got --ranks ${ranks}`);
   }
   if (ranks % nodes) {
     throw new PerfUsageError(`--ranks ${ranks} is not a multiple of --nodes ${nodes}: every node runs --ranks / --nodes ranks`);

@@ -31,5 +31,5 @@ export function chartTitle(r: PerfReport, who: string, worldRanks: number): stri
   const types = distinct(r.rows.map((x) => x.type));
   const ops = distinct(r.rows.map((x) => x.redop)).filter((op) => op !== 'none');
   const shared = [types.length === 1 && types[0], ops.length === 1 && ops[0]].filter(Boolean).join(' ');
-  return `${r.collective}, ${who}${over}${r.transport === 'tcp' ? ' over tcp' : ''}${shared ? `, ${shared}` : ''}: bus bandwidth`;
+  return `${r.collective}, ${who}${over}${r.transport === 'tcp' || r.transport === 'ws' ? ` over ${r.transport}` : ''}${shared ? `, ${shared}` : ''}: bus bandwidth`;
 }

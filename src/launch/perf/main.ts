@@ -1,5 +1,5 @@
 // `webccl perf <collective>`: starts the ranks (worker threads of this process, or with
-// --transport tcp node processes of worker threads), gathers what each posts, prints nccl-tests'
+// --transport tcp or ws node processes of worker threads), gathers what each posts, prints nccl-tests'
 // table as rows finish (a progress line on a terminal), and writes --json / --plot at the end.
 // A row's time is the slowest rank's mean; its #wrong is the sum over ranks.
 import { writeFileSync } from 'node:fs';
@@ -26,14 +26,14 @@ export interface PerfIO {
 export interface PerfRunOptions {
   /** The rank script (default: perf-rank.js beside this bundle). */
   rankScript?: string;
-  /** With --transport tcp, the webccl CLI each node process runs (default: cli.js beside this bundle). */
+  /** With --transport tcp or ws, the webccl CLI each node process runs (default: cli.js beside this bundle). */
   cliScript?: string;
   io?: PerfIO;
   /** The packages --plot draws with (default vega and vega-lite; tests name missing ones). */
   chartPackages?: readonly [string, string];
 }
 
-/** The ranks as this process's threads (shm) or as node processes (tcp); only the latter hear a rank's own failure post. */
+/** The ranks as this process's threads (shm) or as node processes (tcp, ws); only the latter hear a rank's own failure post. */
 interface PerfJob {
   done: Promise<LaunchResult>;
   terminate(reason?: string): void;
@@ -180,8 +180,9 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
   };
   const script = run.rankScript ?? defaultRankScript();
   const args = [JSON.stringify(spec)];
-  const job: PerfJob = o.transport === 'tcp'
-    ? startNodes({ nodes: o.nodes, perNode: o.ranks / o.nodes, cliScript: run.cliScript ?? defaultCliScript(), rankScript: script, args, onMessage, onStderr })
+  // tcp and ws: the same node processes, their mesh carried by WEBCCL_TRANSPORT.
+  const job: PerfJob = o.transport !== 'shm'
+    ? startNodes({ nodes: o.nodes, perNode: o.ranks / o.nodes, cliScript: run.cliScript ?? defaultCliScript(), rankScript: script, args, onMessage, onStderr, env: { ...process.env, WEBCCL_TRANSPORT: o.transport } })
     : startRanks({ nranks: o.ranks, script, args, onMessage });
 
   // `webccl perf … | head`: a closed stdout ends the sweep quietly.
@@ -220,7 +221,7 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
     io.stdout.write(`# wrote ${o.json}: the results as JSON\n`);
   }
   if (o.plot && chart && rows.length) {
-    const who = o.transport === 'tcp' || o.group !== undefined ? describeRanks(o) : `${o.ranks} ranks`;
+    const who = o.transport !== 'shm' || o.group !== undefined ? describeRanks(o) : `${o.ranks} ranks`;
     const series = reportSeries(report);
     writeFileSync(o.plot, await renderBusBwChart(series, chartTitle(report, who, o.ranks), { yScale: o.plotY, modules: chart }));
     io.stdout.write(`# wrote ${o.plot}: busbw against size, ${series.length} line${series.length === 1 ? '' : 's'}${o.plotY === 'log' ? ', log busbw axis' : ''}\n`);

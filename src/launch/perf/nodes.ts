@@ -1,4 +1,4 @@
-// `webccl perf --transport tcp`: the job as M node processes on this machine. Node k is
+// `webccl perf --transport tcp` (and ws): the job as M node processes on this machine. Node k is
 //
 //   node cli.js run --nnodes M --node-rank k --nproc-per-node L --master-port P perf-rank.js SPEC
 //

@@ -6,11 +6,12 @@ import * as net from 'node:net';
 import { WebcclError } from '../../../core/errors.js';
 import { TLS_NOTICE } from '../../../wire/node/secure-socket.js';
 import type { Tag } from '../../transport.js';
+import { type Conn, type Hooks, Link } from '../../mesh/carrier.js';
 import { Refusal, encodeDataHeader, encodeHandshake } from '../../../wire/link-frames.js';
-import type { FrameReader } from '../../../wire/link-reader.js';
-import { type Identity, type LinkHooks, openLink } from '../../../wire/link-handshake.js';
+import { type Identity, openLink } from '../../../wire/link-handshake.js';
 
-export type { Identity };
+export type { Identity, Hooks };
+export { Link };
 
 /** What a secure end sends before TLS: a plain peer takes it for a REFUSE and shows why. */
 export const LINK_TLS_NOTICE = encodeHandshake({ type: 'refuse', reason: Refusal.tls, message: TLS_NOTICE });
@@ -52,13 +53,23 @@ export function dialDirect(host: string, port: number, direct = true): { socket:
   return { socket, attach: (f) => (feed = f) };
 }
 
-/** An authenticated connection to `peer` on `channel`; `dialled` when this end connected. */
-export class Link {
+/** A TCP socket as the mesh writes to it. */
+export class TcpConn implements Conn {
   private queue: Promise<void> = Promise.resolve();
-  /** The peer closed it. */
-  closed = false;
 
-  constructor(readonly socket: net.Socket, readonly reader: FrameReader, readonly peer: number, readonly channel: number, readonly dialled: boolean) {}
+  constructor(readonly socket: net.Socket, private readonly peer: number) {}
+
+  get writable(): boolean {
+    return this.socket.writable;
+  }
+
+  post(frame: Uint8Array): void {
+    this.socket.write(frame);
+  }
+
+  end(frame: Uint8Array): void {
+    this.socket.end(frame);
+  }
 
   /** Writes one data frame after those before it; resolves once the socket has taken it. */
   write(tag: Tag, payload: Uint8Array): Promise<void> {
@@ -94,9 +105,6 @@ export class Link {
   }
 }
 
-/** What the transport tells a link: who may connect, where data goes, whom to tell of a break. */
-export type Hooks = LinkHooks<Link>;
-
 /**
  * Runs the handshake (wire/link-handshake.ts) on a fresh socket. `expect` is the peer we dialled
  * (connector) or undefined (acceptor). Resolves with the Link, whose data then flows to
@@ -106,7 +114,7 @@ export type Hooks = LinkHooks<Link>;
  */
 export function handshake(socket: net.Socket, id: Identity, expect: { peer: number; channel: number } | undefined, hooks: Hooks, timeoutMs: number,
                           direct?: (f: Feed) => void): Promise<Link> {
-  const opening = openLink(socket, id, expect, hooks, timeoutMs, (peer, channel, reader) => new Link(socket, reader, peer, channel, expect !== undefined));
+  const opening = openLink(socket, id, expect, hooks, timeoutMs, (peer, channel, reader) => new Link(new TcpConn(socket, peer), reader, peer, channel, expect !== undefined));
   if (direct) direct(opening);
   else socket.on('data', (chunk: Buffer) => opening.received(chunk, chunk.length));
   socket.on('close', () => opening.closed());

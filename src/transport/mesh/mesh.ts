@@ -1,0 +1,314 @@
+// Mesh (browser-safe, no node:): the Transport interface over a full mesh of authenticated links,
+// whatever carries them (carrier.ts). listen() binds through the carrier and starts answering
+// handshakes; connect(addresses) dials every other rank on each of `nchannels` channels and waits
+// for every other rank to dial in. Data flows one way on each connection, from the accepting end
+// to the dialling end (the TCP carrier reads a dialled socket straight into the posted receive).
+// Data frames of a tag always ride one channel (chosen from the tag, so tags spread over
+// channels and one tag keeps its order). A protocol violation fails every pending and later send
+// and recv and closes the mesh; a peer that closes all its connections (it ended or died) fails
+// what is pending or later with that peer only.
+import { WebcclError } from '../../core/errors.js';
+import { RateLimitedLog } from '../../core/rate-log.js';
+import { checkSecrets, hostPort } from '../../wire/secrets.js';
+import type { Identity } from '../../wire/link-handshake.js';
+import { MAX_ABORT_TEXT_BYTES, encodeHandshake } from '../../wire/link-frames.js';
+import {
+  DEFAULT_HOLD_LIMITS, Mailbox, abortError, checkTag, encodeAbortInfo,
+  type AbortInfo, type HoldLimits, type Tag, type Transport, type TransportWatcher,
+} from '../transport.js';
+import type { Address, Carrier, Conn, Hooks, Link, MeshSide } from './carrier.js';
+
+export interface MeshOptions {
+  rank: number;
+  size: number;
+  jobId: string;
+  token: string | Uint8Array;
+  /** Connections per pair of ranks (default 1). */
+  nchannels?: number;
+  /** Interface to listen on (default 127.0.0.1; '::1' for IPv6 loopback). */
+  host?: string;
+  /** 0 (default) picks a free port. */
+  port?: number;
+  /** Deadline for the whole mesh, and for each handshake (default 30 s). */
+  timeoutMs?: number;
+  /** Payloads that arrive before their receive are held within these limits (per peer). */
+  limits?: HoldLimits;
+  /** Called for each refused incoming connection; without it, refusals are logged at WARN (a few per interval). */
+  onReject?: (e: WebcclError, remote: string) => void;
+  /** How long an accepted connection may take to prove the token before it is closed (default 5 s). */
+  handshakeTimeoutMs?: number;
+}
+
+/** A legitimate peer proves itself within milliseconds of connecting; idle strangers are closed. */
+export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 5000;
+/**
+ * How long a failed write waits before it fails the send: a peer that aborted has sent its
+ * ABORT (on another connection) before it closed, and its reason is the better account.
+ */
+const WRITE_FAILURE_GRACE_MS = 500;
+
+const bad = (message: string) => new WebcclError('INVALID_ARGUMENT', message);
+
+export class Mesh implements Transport {
+  readonly rank: number;
+  readonly size: number;
+  /** The bound listen address; publish it to the other ranks. */
+  address: Address = { host: '', port: 0 };
+  private readonly id: Identity;
+  private readonly timeoutMs: number;
+  /** inbound[peer][channel]: dialled by this rank, carries the peer's data here. */
+  private readonly inbound: (Link | undefined)[][];
+  /** outbound[peer][channel]: dialled by the peer, carries this rank's data there. */
+  private readonly outbound: (Link | undefined)[][];
+  /** Why a peer is gone (it closed every connection), for its later operations. */
+  private readonly gone: (WebcclError | undefined)[];
+  private readonly boxes: Mailbox[];
+  private readonly sending = new Set<(e: WebcclError) => void>();
+  private readonly rejections: WebcclError[] = [];
+  /** The last reason a dial to each peer failed, for the connect deadline's message. */
+  private readonly dialFailures = new Map<number, string>();
+  private failure?: WebcclError;
+  private waitIncoming?: () => void;
+  private watcher?: TransportWatcher;
+  private abortSent = false;
+  private readonly refusals: RateLimitedLog;
+
+  protected constructor(private readonly o: MeshOptions, protected readonly carrier: Carrier) {
+    const nchannels = o.nchannels ?? 1;
+    if (!Number.isInteger(o.size) || o.size < 1) throw bad(`size must be a positive integer, got ${o.size}`);
+    if (!Number.isInteger(o.rank) || o.rank < 0 || o.rank >= o.size) throw bad(`rank ${o.rank} is not in 0..${o.size - 1}`);
+    if (!Number.isInteger(nchannels) || nchannels < 1 || nchannels > 64) throw bad(`nchannels must be in 1..64, got ${nchannels}`);
+    this.rank = o.rank;
+    this.size = o.size;
+    this.timeoutMs = o.timeoutMs ?? 30_000;
+    this.id = { jobId: o.jobId, token: checkSecrets(o.token, o.jobId), rank: o.rank, size: o.size, nchannels };
+    const none = () => Array.from({ length: o.size }, () => new Array<Link | undefined>(nchannels).fill(undefined));
+    this.inbound = none();
+    this.outbound = none();
+    this.gone = new Array(o.size).fill(undefined);
+    this.boxes = Array.from({ length: o.size }, (_, p) => new Mailbox(p, o.limits ?? DEFAULT_HOLD_LIMITS));
+    this.refusals = new RateLimitedLog(`rank ${o.rank}: refused connections`);
+  }
+
+  /** The carrier's name: 'tcp' or 'ws'. */
+  get carrierName(): string {
+    return this.carrier.name;
+  }
+
+  /** Binds the carrier's listener and starts answering handshakes. */
+  protected async bind(): Promise<void> {
+    this.address = await this.carrier.listen(this.o.host ?? '127.0.0.1', this.o.port ?? 0, this.side);
+  }
+
+  /** Builds the mesh: dials every other rank, waits for each to dial in. `addresses[r]` is rank r's. */
+  async connect(addresses: Address[]): Promise<void> {
+    if (!Array.isArray(addresses) || addresses.length !== this.size) throw bad(`connect needs ${this.size} addresses, got ${addresses?.length}`);
+    const deadline = Date.now() + this.timeoutMs;
+    const dials: Promise<void>[] = [];
+    for (let p = 0; p < this.size; p++) {
+      if (p === this.rank) continue;
+      for (let c = 0; c < this.id.nchannels; c++) dials.push(this.dial(p, c, addresses[p], deadline));
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const incoming = new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (this.failure) return reject(this.failure);
+        if (this.missing().length === 0) return resolve();
+      };
+      this.waitIncoming = check;
+      timer = setTimeout(() => {
+        const missing = this.missing();
+        const last = this.rejections.at(-1);
+        const dials = missing.flatMap((p) => (this.dialFailures.has(p) ? [this.dialFailures.get(p)!] : []));
+        const why = [...dials, ...(last ? [`last refusal: ${last.message}`] : [])];
+        reject(new WebcclError('CONNECT_FAILED', `rank ${this.rank}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not connect within ${this.timeoutMs} ms${why.length ? ` (${why.join('; ')})` : ''}`, { missing }));
+      }, Math.max(1, deadline - Date.now()));
+      check();
+    });
+    try {
+      await Promise.all([...dials, incoming]);
+    } catch (e) {
+      this.fail(e as WebcclError);
+      throw e;
+    } finally {
+      clearTimeout(timer);
+      this.waitIncoming = undefined;
+    }
+  }
+
+  send(peer: number, tag: Tag, data: Uint8Array): Promise<void> {
+    const link = this.route(peer, tag, data, this.outbound);
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.gone[peer]) return Promise.reject(this.gone[peer]);
+    let rejectSend!: (e: WebcclError) => void;
+    const failed = new Promise<never>((_, reject) => { rejectSend = reject; });
+    this.sending.add(rejectSend);
+    const written = link.write(tag, data).catch((e: WebcclError) => new Promise<never>((_, reject) => {
+      setTimeout(() => reject(this.failure ?? this.gone[peer] ?? e), WRITE_FAILURE_GRACE_MS);
+    }));
+    return Promise.race([written, failed]).finally(() => this.sending.delete(rejectSend));
+  }
+
+  recv(peer: number, tag: Tag, into: Uint8Array): Promise<void> {
+    this.route(peer, tag, into, this.inbound);
+    return this.boxes[peer].post(tag, into);
+  }
+
+  /** Lets the process exit while links are open (ops in flight keep it alive with their deadline timers). */
+  unref(): void {
+    this.carrier.unref();
+  }
+
+  abort(why: string | AbortInfo): void {
+    // Once: after failing on a peer's ABORT this rank still tells the others its own account.
+    if (this.abortSent) return;
+    this.abortSent = true;
+    const info: AbortInfo = typeof why === 'string' ? { code: 'ABORTED', reason: why } : why;
+    // End (not destroy) the links this rank sends on, so the ABORT reaches each peer first, and
+    // keep reading the links peers send on: destroying them would fail the peers' writes
+    // (EPIPE, ECONNRESET) before they read why. The ABORT goes on those too: nothing of ours is
+    // queued there, so it leaves at once (the outbound ones may hold a payload before it, lost if
+    // the process exits right after failing).
+    const frame = encodeHandshake({ type: 'abort', message: encodeAbortInfo(info, MAX_ABORT_TEXT_BYTES) });
+    for (const ls of this.inbound) for (const l of ls) if (l && !l.closed && l.conn.writable) l.conn.post(frame);
+    for (const ls of this.outbound) for (const l of ls) if (l && !l.closed && l.conn.writable) l.conn.end(frame);
+    const links = [...this.outbound, ...this.inbound].flat().flatMap((l) => (l ? [l.conn] : []));
+    this.fail(new WebcclError(info.code, `rank ${this.rank}: aborted: ${info.reason}`, { ...info.details, by: this.rank, reason: info.reason }), new Set(links));
+  }
+
+  abortSpace(space: number, why: AbortInfo, peers?: readonly number[]): void {
+    if (this.failure) return;
+    const info = { ...why, space };
+    const frame = encodeHandshake({ type: 'abort', message: encodeAbortInfo(info, MAX_ABORT_TEXT_BYTES) });
+    // One link per peer carries it: the peer fails the space on its first ABORT for it.
+    for (const [peer, ls] of this.outbound.entries()) {
+      if (peers && !peers.includes(peer)) continue;
+      const l = ls.find((x) => x && !x.closed && x.conn.writable);
+      l?.conn.post(frame);
+    }
+    const e = new WebcclError(info.code, `rank ${this.rank}: aborted: ${info.reason}`, { ...info.details, by: this.rank, reason: info.reason, space });
+    for (const box of this.boxes) box.failSpace(space, e);
+  }
+
+  watch(w: TransportWatcher): void {
+    this.watcher = w;
+    for (const [p, box] of this.boxes.entries()) box.unexpected = (tag) => w.unexpected(p, tag);
+  }
+
+  held(): { peer: number; tag: Tag }[] {
+    return this.boxes.flatMap((box, peer) => box.heldTags().map((tag) => ({ peer, tag })));
+  }
+
+  close(): void {
+    this.fail(new WebcclError('CONNECTION_CLOSED', `rank ${this.rank}: transport closed`));
+  }
+
+  /** The ranks whose links are not all up yet. */
+  private missing(): number[] {
+    return this.inbound.flatMap((ls, p) => (p !== this.rank && (ls.some((l) => !l) || this.outbound[p].some((l) => !l)) ? [p] : []));
+  }
+
+  private route(peer: number, tag: Tag, data: Uint8Array, links: (Link | undefined)[][]): Link {
+    if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) throw bad(`peer ${peer} is not another rank in 0..${this.size - 1}`);
+    if (!(data instanceof Uint8Array)) throw bad('data must be a Uint8Array');
+    checkTag(tag);
+    const c = (tag.seq + tag.step) % this.id.nchannels;
+    const link = links[peer][c];
+    if (!link && !this.failure) throw new WebcclError('NOT_INITIALIZED', `rank ${this.rank} has no link to rank ${peer} yet (call connect first)`);
+    return link!;
+  }
+
+  private hooks: Hooks = {
+    admit: (peer, channel) => {
+      if (peer === this.rank || peer >= this.size) return `rank ${this.rank} accepts the other ranks of 0..${this.size - 1} only`;
+      return this.outbound[peer][channel] ? 'duplicate' : undefined;
+    },
+    sink: (peer, tag, length) => this.boxes[peer].claim(tag, length),
+    broken: (peer, e) => this.fail(new WebcclError(e.code, `rank ${this.rank}: ${e.reason}`, { peer })),
+    // A peer that ends (or dies) closes its connections; what it sent before arrives first, so
+    // a receive from it fails only once every channel is closed and nothing more can come.
+    // Other peers' messages keep flowing: a rank that finished its last op may exit while
+    // the others still complete theirs.
+    closed: (link) => {
+      if (this.failure || link.closed) return;
+      link.closed = true;
+      const peer = link.peer;
+      if (this.gone[peer] || ![...this.inbound[peer], ...this.outbound[peer]].every((l) => !l || l.closed)) return;
+      const e = new WebcclError('CONNECTION_CLOSED', `rank ${this.rank}: rank ${peer} closed its connections (it ended or died)`, { peer });
+      this.gone[peer] = e;
+      this.boxes[peer].fail(e);
+    },
+    // Links stay open a while: this rank may still send its own ABORT (its account of a
+    // disagreement completes the peer's), and later ABORTs still reach the watcher.
+    aborted: (peer, message) => {
+      const e = abortError(peer, message);
+      // A communicator's ABORT fails its space only; the links go on for the others.
+      if (typeof e.details.space === 'number') for (const box of this.boxes) box.failSpace(e.details.space, e);
+      else this.fail(e, 'all');
+      this.watcher?.aborted(e);
+    },
+  };
+
+  /** What the carrier sees of this mesh. */
+  private get side(): MeshSide {
+    return {
+      id: this.id,
+      hooks: this.hooks,
+      handshakeMs: this.handshakeMs,
+      failed: () => this.failure !== undefined,
+      attach: (link) => this.attach(link),
+      refused: (e, remote) => this.refused(e, remote),
+    };
+  }
+
+  private async dial(peer: number, channel: number, a: Address, deadline: number): Promise<void> {
+    for (let delay = 20; ; delay = Math.min(delay * 2, 500)) {
+      if (this.failure) throw this.failure;
+      const up = await this.carrier.dial(a, { peer, channel }, deadline, this.side);
+      if (typeof up !== 'string') return this.attach(up);
+      const why = `could not reach rank ${peer} at ${hostPort(a.host, a.port)}: ${up}`;
+      this.dialFailures.set(peer, why);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new WebcclError('CONNECT_FAILED', `rank ${this.rank} ${why}`, { peer });
+      await new Promise((r) => setTimeout(r, Math.min(delay, left)));
+    }
+  }
+
+  /** How long an accepted connection may take to prove itself (TLS and token), before it is closed. */
+  private get handshakeMs(): number {
+    return Math.min(this.timeoutMs, this.o.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS);
+  }
+
+  private refused(e: WebcclError, remote: string): void {
+    if (this.rejections.length < 16) this.rejections.push(e);
+    else this.rejections[this.rejections.length - 1] = e; // the last one is what the deadline reports
+    if (this.o.onReject) this.o.onReject(e, remote);
+    else this.refusals.warn(`rank ${this.rank}: refused ${remote}: ${e.message}`);
+  }
+
+  private attach(link: Link): void {
+    const links = link.dialled ? this.inbound : this.outbound;
+    if (this.failure || links[link.peer][link.channel]) {
+      this.carrier.drop(link.conn);
+      return;
+    }
+    links[link.peer][link.channel] = link;
+    this.waitIncoming?.();
+  }
+
+  /**
+   * Fails every pending and later operation with `e`, and closes every link. `lingering` ones
+   * stay open a while: the peer reads this rank's ABORT and closes first, and what it still sends
+   * meanwhile is read and dropped (the mailboxes have failed).
+   */
+  private fail(e: WebcclError, lingering: ReadonlySet<Conn> | 'all' = new Set()): void {
+    if (this.failure) return;
+    this.failure = e;
+    for (const box of this.boxes) box.fail(e);
+    for (const reject of this.sending) reject(e);
+    this.sending.clear();
+    for (const ls of [...this.inbound, ...this.outbound]) for (const l of ls) if (l && lingering !== 'all' && !lingering.has(l.conn)) l.reader.close();
+    this.carrier.shutdown(lingering);
+    this.waitIncoming?.();
+  }
+}
