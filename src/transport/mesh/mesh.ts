@@ -128,8 +128,9 @@ export class Mesh implements Transport {
     try {
       await Promise.all([...dials, incoming]);
     } catch (e) {
-      this.fail(e as WebcclError);
-      throw e;
+      const err = this.rootCause(e as WebcclError);
+      this.fail(err);
+      throw err;
     } finally {
       clearTimeout(timer);
       this.waitIncoming = undefined;
@@ -277,6 +278,17 @@ export class Mesh implements Transport {
   /** How long an accepted connection may take to prove itself (TLS and token), before it is closed. */
   private get handshakeMs(): number {
     return Math.min(this.timeoutMs, this.o.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS);
+  }
+
+  /**
+   * A peer that failed the token proof here has usually also been refused by us on its own
+   * dial, and may close every connection before its refusal of ours arrives: our dial then
+   * sees a close during the handshake. The refusal is the cause; the close, its consequence.
+   */
+  private rootCause(e: WebcclError): WebcclError {
+    if (e.code !== 'CONNECTION_CLOSED' || e.details.peer === undefined) return e;
+    const cause = this.rejections.find((r) => r.code === 'AUTH_FAILED' && r.details.peer === e.details.peer);
+    return cause ? new WebcclError('AUTH_FAILED', `rank ${this.rank}: ${cause.reason}`, { ...cause.details }) : e;
   }
 
   private refused(e: WebcclError, remote: string): void {
