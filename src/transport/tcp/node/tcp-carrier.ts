@@ -3,8 +3,8 @@
 // handshake on each new socket, and the sockets' lingering close after an ABORT.
 import * as net from 'node:net';
 import { WebcclError } from '../../../core/errors.js';
-import { log } from '../../../core/log.js';
 import { hostPort } from '../../../wire/secrets.js';
+import { listenCoded } from '../../../wire/node/listen.js';
 import { type WireTls, createListener, secureDialled } from '../../../wire/node/secure-socket.js';
 import type { Address, Carrier, Conn, Link, MeshSide } from '../../mesh/carrier.js';
 import { LINK_TLS_NOTICE, TcpConn, dialDirect, handshake } from './link.js';
@@ -26,17 +26,7 @@ export class TcpCarrier implements Carrier {
   async listen(host: string, port: number, side: MeshSide): Promise<Address> {
     const server = createListener(this.tls, { notice: LINK_TLS_NOTICE, timeoutMs: side.handshakeMs, onSocket: (s) => this.accept(s, side), onRefused: (e, remote) => side.refused(e, remote) });
     this.server = server;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', (e: NodeJS.ErrnoException) => {
-        const where = hostPort(host, port);
-        if (e.code === 'EADDRINUSE') reject(new WebcclError('ADDRESS_IN_USE', `rank ${this.rank} cannot listen on ${where}: address already in use`, { host, port }));
-        else reject(new WebcclError('INVALID_ARGUMENT', `rank ${this.rank} cannot listen on ${where}: ${e.code ?? e.message}`, { host, port }));
-      });
-      server.listen({ host, port, exclusive: true }, () => resolve());
-    });
-    const a = server.address() as net.AddressInfo;
-    server.on('error', (e) => log('WARN', `rank ${this.rank} listener: ${e.message}`));
-    return { host: a.address, port: a.port };
+    return listenCoded(server, host, port, `rank ${this.rank}`);
   }
 
   async dial(a: Address, expect: { peer: number; channel: number }, deadline: number, side: MeshSide): Promise<Link | string> {

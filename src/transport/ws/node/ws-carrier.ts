@@ -6,8 +6,8 @@ import * as http from 'node:http';
 import type * as net from 'node:net';
 import type { WebSocket, WebSocketServer } from 'ws';
 import { WebcclError } from '../../../core/errors.js';
-import { log } from '../../../core/log.js';
 import { hostPort } from '../../../wire/secrets.js';
+import { listenCoded } from '../../../wire/node/listen.js';
 import type { Address, Carrier, Conn, Link, MeshSide } from '../../mesh/carrier.js';
 import { MAX_MESSAGE, WsConn, wsHandshake } from './ws-conn.js';
 
@@ -56,17 +56,7 @@ export class WsCarrier implements Carrier {
     // A stranger that never finishes its HTTP request is closed with the handshake's deadline.
     server.headersTimeout = side.handshakeMs;
     server.requestTimeout = side.handshakeMs;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', (e: NodeJS.ErrnoException) => {
-        const where = hostPort(host, port);
-        if (e.code === 'EADDRINUSE') reject(new WebcclError('ADDRESS_IN_USE', `rank ${this.rank} cannot listen on ${where}: address already in use`, { host, port }));
-        else reject(new WebcclError('INVALID_ARGUMENT', `rank ${this.rank} cannot listen on ${where}: ${e.code ?? e.message}`, { host, port }));
-      });
-      server.listen({ host, port, exclusive: true }, () => resolve());
-    });
-    const a = server.address() as net.AddressInfo;
-    server.on('error', (e) => log('WARN', `rank ${this.rank} listener: ${e.message}`));
-    return { host: a.address, port: a.port };
+    return listenCoded(server, host, port, `rank ${this.rank}`);
   }
 
   async dial(a: Address, expect: { peer: number; channel: number }, deadline: number, side: MeshSide): Promise<Link | string> {
