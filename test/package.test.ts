@@ -3,6 +3,7 @@
 // installed package is tested in package-tarball.test.ts.
 import { readFileSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
 
@@ -48,4 +49,37 @@ it('the browser build imports no Node module, embeds the wasm and runs', async (
   const x = new Int8Array([3, -4]);
   await comm.allReduce(x);
   expect(Array.from(x)).toEqual([3, -4]);
+});
+
+it('importing the Node build and running a one-rank job loads no ws; connectStore loads it on its first call', () => {
+  // A resolve hook in the child tells it, through a port, each time "ws" is resolved.
+  const hook = `data:text/javascript,${encodeURIComponent(`
+    let port;
+    export async function initialize(data) { port = data.port; }
+    export async function resolve(spec, ctx, next) {
+      if (spec === 'ws') port.postMessage('ws');
+      return next(spec, ctx);
+    }`)}`;
+  const script = `
+    import { register } from 'node:module';
+    import { MessageChannel } from 'node:worker_threads';
+    const { port1, port2 } = new MessageChannel();
+    let seen = false;
+    port1.on('message', () => { seen = true; });
+    port1.unref();
+    register(${JSON.stringify(hook)}, { data: { port: port2 }, transferList: [port2] });
+    const settle = () => new Promise((r) => setTimeout(r, 200));
+    const m = await import(${JSON.stringify(`${root}/dist/node/index.js`)});
+    const comm = await m.initCommGroup();
+    const x = new Float32Array([2]);
+    await comm.allReduce(x);
+    await settle();
+    console.log('after a job: ws ' + seen);
+    const e = await m.connectStore({ url: 'ws://127.0.0.1:1/store', token: 't', jobId: 'j', timeoutMs: 300 }).catch((err) => err);
+    await settle();
+    console.log('after connectStore (' + e.code + '): ws ' + seen);
+    comm.destroy();
+  `;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000 });
+  expect(r.stdout.trim().split('\n'), r.stderr).toEqual(['after a job: ws false', 'after connectStore (CONNECT_FAILED): ws true']);
 });
