@@ -179,4 +179,35 @@ describe('webccl serve: the command', () => {
     const help = cli(['--help']);
     expect({ status: help.status, usage: help.stdout.startsWith('usage: webccl serve') }).toEqual({ status: 0, usage: true });
   });
+
+  it.skipIf(!haveChromium)('--demo serves the live benchmark: rows arrive for every size with #wrong 0, drawn as they come; with a directory it is a usage error', async () => {
+    expect(cli(['--demo', dir]).status).toBe(2);
+    const child = spawn(process.execPath, [bin, 'serve', '--demo', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let out = '';
+        const timer = setTimeout(() => reject(new Error(`no benchmark address in 30 s: ${out}`)), 30_000);
+        child.stdout.setEncoding('utf8').on('data', (d) => {
+          out += d;
+          const m = /live benchmark at (http:\/\/\S+perf\.html)/.exec(out);
+          if (m) {
+            clearTimeout(timer);
+            resolve(m[1]);
+          }
+        });
+      });
+      await withTab(async (tab, errors) => {
+        await tab.goto(`${url}?ranks=2&max=65536`);
+        await tab.waitForSelector('#status:not([data-state="running"])', { timeout: 90_000 });
+        expect({ state: await tab.getAttribute('#status', 'data-state'), text: await tab.textContent('#status') }).toEqual({ state: 'done', text: '2 ranks, 4 sizes: every result right' });
+        const rows = await tab.$$eval('#rows tr', (trs) => trs.slice(1).map((tr) => [...tr.children].map((td) => td.textContent)));
+        expect(rows.map((r) => [r[0], r[4]])).toEqual([['1024', '0'], ['4096', '0'], ['16384', '0'], ['65536', '0']]);
+        expect(rows.every((r) => Number(r[1]) > 0 && Number(r[3]) > 0)).toBe(true);
+        expect(await tab.$$eval('#chart circle', (c) => c.length)).toBe(4);
+        expect(errors).toEqual([]);
+      });
+    } finally {
+      child.kill('SIGTERM');
+    }
+  }, 120_000);
 });

@@ -26,3 +26,8 @@ export function browserBuildPath(): string {
   if (!existsSync(path)) throw new WebcclError('INTERNAL', `the browser build ${path} is missing: run the built package (npm run build)`);
   return path;
 }
+
+/** The package's own root (where bin/, dist/ and examples/ are). */
+export function packageRoot(): string {
+  return typeof __dirname === 'string' ? join(__dirname, '..', '..') : fileURLToPath(new URL('../..', import.meta.url));
+}

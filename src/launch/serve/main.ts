@@ -6,7 +6,7 @@ import { envString } from '../../core/config.js';
 import { textBytes } from '../../wire/bytes.js';
 import { MAX_JOB_ID_BYTES } from '../../wire/limits.js';
 import { CliUsageError, parseFlags } from '../flags.js';
-import { browserBuildPath } from '../paths.js';
+import { browserBuildPath, packageRoot } from '../paths.js';
 import { type ServeOptions, startServe } from './serve-job.js';
 
 export const SERVE_USAGE = `usage: webccl serve [DIR] [options]
@@ -26,6 +26,9 @@ its Web Workers can share memory as ranks of one node; the browser build of webc
                       MASTER_ADDR=HOST MASTER_PORT=<store port>
   --job-id J          the job's id (default WEBCCL_JOB_ID, else a fresh random one, printed)
   --store-port S      the store's TCP port (default P + 1; 0: a free one)
+  --demo              serve this package's live benchmark instead of DIR: allReduce across the
+                      page's Web Workers, busbw against size drawn as the rows arrive (its
+                      address is printed)
   -h, --help          show this text
 
   webccl serve node_modules/webccl --port 8080   then open http://127.0.0.1:8080/examples/browser/`;
@@ -39,16 +42,20 @@ export async function serveMain(argv: string[], until: Promise<unknown> = signal
   let port: number;
   let host: string;
   let store: ServeOptions['store'];
+  let demo: boolean;
   try {
     const { given, help, positionals } = parseFlags(argv, {
       port: { names: ['p', 'port'] }, host: { names: ['host'] }, token: { names: ['token'] }, jobId: { names: ['job-id'] }, storePort: { names: ['store-port'] },
+      demo: { names: ['demo'], switch: true },
     }, { error: ServeUsageError, once: true });
     if (help) {
       process.stdout.write(SERVE_USAGE + '\n');
       return 0;
     }
     if (positionals.length > 1) throw new ServeUsageError(`one directory only, got ${positionals.join(', ')}`);
-    dir = positionals[0] ?? '.';
+    demo = given.has('demo');
+    if (demo && positionals.length) throw new ServeUsageError(`--demo serves this package's own pages: give no directory (got ${positionals[0]})`);
+    dir = demo ? packageRoot() : positionals[0] ?? '.';
     const p = given.get('port');
     port = p === undefined ? 8080 : Number(p.value);
     if (p && (!/^\d+$/.test(p.value) || port > 65535)) throw new ServeUsageError(`${p.flag} needs a port in 0..65535, got ${JSON.stringify(p.value)}`);
@@ -62,6 +69,7 @@ export async function serveMain(argv: string[], until: Promise<unknown> = signal
   }
   const server = await startServe({ dir, host, port, browserBuild: browserBuildPath(), store });
   process.stdout.write(`webccl serve: ${dir} at ${server.http.url}/ (cross-origin isolated; webccl at ${server.http.url}/webccl.js)\n`);
+  if (demo) process.stdout.write(`webccl serve: the live benchmark at ${server.http.url}/examples/browser/perf.html (?ranks=N, ?max=BYTES)\n`);
   if (server.store) {
     const { url, host: h, port: p } = server.store;
     process.stdout.write(`webccl serve: job ${JSON.stringify(store!.jobId)} store at ${url} (pages: connectStore) and tcp ${h}:${p} (Node ranks: MASTER_ADDR=${h} MASTER_PORT=${p} WEBCCL_JOB_ID=${store!.jobId})\n`);
