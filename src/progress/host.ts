@@ -20,7 +20,7 @@ import type { OpSpec } from '../comm/engine.js';
 import { ShmEngine } from '../comm/shm-engine.js';
 import { Work, type WorkDriver } from '../comm/work.js';
 import {
-  L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_RUNNING, PROGRESS_STOPPING, T, type OpOutcome, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
+  L, LANE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_RUNNING, PROGRESS_STOPPING, T, type OpOutcome, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
 } from './lanes.js';
 
 /** The driver of an op refused at once: it has settled, so nothing ever drives it. */
@@ -89,7 +89,7 @@ class ProgressHost {
     for (;;) {
       const i32 = this.i32();
       const bell = Atomics.load(i32, (NODE_BASE + N.PROGRESS_BELL) >> 2);
-      this.attach(i32);
+      this.attach();
       let moved = false;
       let busy = false;
       this.nextGrace = Infinity;
@@ -151,13 +151,17 @@ class ProgressHost {
   }
 
   /** Takes on the lanes ranks have opened since the last look. */
-  private attach(i32: Int32Array): void {
+  private attach(): void {
+    // Views made now: the ranks' allocations may have grown the memory since the loop's own.
+    let i32 = this.i32();
     const table = laneTable(i32);
     if (!table) return;
     const high = Atomics.load(i32, (table + T.HIGH) >> 2);
     for (let k = 0; k < high; k++) {
       const addr = Atomics.load(i32, (table + T.ENTRIES + 4 * k) >> 2);
       if (addr === 0 || this.lanes.has(addr)) continue;
+      // A lane allocated after `i32` was made may lie beyond it (the memory grew for it).
+      if (addr + LANE_BYTES > i32.byteLength) i32 = this.i32();
       const state = Atomics.load(i32, (addr + L.STATE) >> 2);
       if (state === LANE_CLOSING) {
         // Opened and closed again before this thread looked (its ops, if any, were taken back):
