@@ -20,7 +20,7 @@ import type { OpSpec } from '../comm/engine.js';
 import { ShmEngine } from '../comm/shm-engine.js';
 import { Work, type WorkDriver } from '../comm/work.js';
 import {
-  L, LANE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_RUNNING, PROGRESS_STOPPING, T, type OpOutcome, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
+  L, LANE_BYTES, TABLE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_RUNNING, PROGRESS_STOPPING, T, type OpOutcome, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
 } from './lanes.js';
 
 /** The driver of an op refused at once: it has settled, so nothing ever drives it. */
@@ -89,7 +89,7 @@ class ProgressHost {
     for (;;) {
       const i32 = this.i32();
       const bell = Atomics.load(i32, (NODE_BASE + N.PROGRESS_BELL) >> 2);
-      this.attach();
+      this.attach(i32);
       let moved = false;
       let busy = false;
       this.nextGrace = Infinity;
@@ -151,11 +151,12 @@ class ProgressHost {
   }
 
   /** Takes on the lanes ranks have opened since the last look. */
-  private attach(): void {
-    // Views made now: the ranks' allocations may have grown the memory since the loop's own.
-    let i32 = this.i32();
+  private attach(loopView: Int32Array): void {
+    // The loop's view, unless the memory grew past it for the table or a lane (a new view then).
+    let i32 = loopView;
     const table = laneTable(i32);
     if (!table) return;
+    if (table + TABLE_BYTES > i32.byteLength) i32 = this.i32();
     const high = Atomics.load(i32, (table + T.HIGH) >> 2);
     for (let k = 0; k < high; k++) {
       const addr = Atomics.load(i32, (table + T.ENTRIES + 4 * k) >> 2);
