@@ -9,10 +9,12 @@ import { JOIN_OPTIONS, type JoinOptions, joinNode } from './comm/context.js';
 import { COMMUNICATOR_OPTIONS } from './comm/options.js';
 import type { BufferArg } from './comm/buffers.js';
 import type { Work } from './comm/work.js';
-import { type OptionSpec, anything, checkOptions, integer, showValue } from './core/options.js';
-import { MAX_RANKS } from './core/shm-map.js';
+import { type OptionSpec, anything, checkOptions, integer, showValue, string } from './core/options.js';
 import type { WorldInit } from './bootstrap/world.js';
 import type { TlsFiles } from './core/config.js';
+import { type MasterOptions, pageJob } from './bootstrap/page-job.js';
+import { joinPageWorld } from './comm/page-join.js';
+import type { PageSocketClass } from './transport/ws/page-carrier.js';
 
 export { Communicator, type CollectiveOptions, type CommunicatorOptions, type AllToAllOptions, type RootedOptions, type P2pOptions } from './comm/communicator.js';
 export { Work, type WorkTiming } from './comm/work.js';
@@ -46,9 +48,10 @@ export type { WorldInit } from './bootstrap/world.js';
 
 let world: Communicator | undefined;
 
-export interface InitOptions extends CommunicatorOptions, JoinOptions {
+export interface InitOptions extends CommunicatorOptions, JoinOptions, MasterOptions {
   /** Join this node as `rank` instead of the identity a launcher left. */
   node?: NodeHandle;
+  /** With `node`: this rank's place in the node; with `master` alone: its world rank. */
   rank?: number;
   /** A job across nodes: encrypt its connections with TLS, keyed by the job token (true) or by
    *  these certificate files (mutual TLS); overrides WEBCCL_TLS and WEBCCL_TLS_CERT/KEY/CA. */
@@ -59,11 +62,17 @@ export interface InitOptions extends CommunicatorOptions, JoinOptions {
 const tlsOption = (v: unknown) => (typeof v === 'boolean' || (typeof v === 'object' && v !== null && !Array.isArray(v)) ? undefined : 'true, false or { cert, key, ca }');
 
 /** Every key initCommGroup knows: the communicator's, joinNode's, an explicit identity, and TLS. */
-const INIT_OPTIONS = { ...COMMUNICATOR_OPTIONS, ...JOIN_OPTIONS, node: anything, rank: integer(0, MAX_RANKS - 1), tls: tlsOption } as const satisfies OptionSpec;
+const INIT_OPTIONS = {
+  ...COMMUNICATOR_OPTIONS, ...JOIN_OPTIONS, node: anything, rank: integer(0, 0x7fffffff), tls: tlsOption,
+  master: string, worldSize: integer(1, 0x7fffffff), token: string, jobId: string,
+} as const satisfies OptionSpec;
 
 /** Joins a job across nodes; the Node entry leaves it here (a page has no sockets). */
 export const JOIN_WORLD = Symbol.for('webccl.joinWorld');
 type WorldJoiner = (i: { node?: NodeHandle; localRank?: number; world?: WorldInit; opts: InitOptions }) => Promise<Communicator | undefined>;
+/** The WebSocket class a rank that dials only uses where the runtime has none (Node 20: the Node entry loads `ws`). */
+export const PAGE_WEBSOCKET = Symbol.for('webccl.pageWebSocket');
+type SocketLoader = () => Promise<PageSocketClass>;
 
 /**
  * Joins the default world group and waits until every rank has joined. The identity comes from
@@ -73,8 +82,16 @@ type WorldJoiner = (i: { node?: NodeHandle; localRank?: number; world?: WorldIni
 export async function initCommGroup(options?: InitOptions): Promise<Communicator> {
   const opts = checkOptions<InitOptions>('initCommGroup', options, INIT_OPTIONS, '{ timeoutMs: 60000 }');
   if (opts.node !== undefined) checkNodeHandle('initCommGroup', opts.node);
-  else if (opts.rank !== undefined) fail('INVALID_ARGUMENT', 'initCommGroup: option rank needs option node (the handle createNode returned); without node the rank comes from the launcher', { option: 'rank' });
+  else if (opts.rank !== undefined && opts.master === undefined) fail('INVALID_ARGUMENT', 'initCommGroup: option rank needs option node (the handle createNode returned) or master; without either the rank comes from the launcher', { option: 'rank' });
   if (world) return world;
+  const dialling = dialOnlyJoin(opts);
+  if (dialling) {
+    const Ws = (globalThis as { WebSocket?: PageSocketClass }).WebSocket ?? (await (globalThis as Record<symbol, SocketLoader | undefined>)[PAGE_WEBSOCKET]?.());
+    const c = await joinPageWorld({ ...dialling, opts, WebSocket: Ws });
+    if (c.rank === 0) unknownEnvNames();
+    await c[SETUP_BARRIER]();
+    return (world = c);
+  }
   const init = opts.node ? { node: opts.node, rank: opts.rank ?? 0 } : (globalThis as Record<symbol, RankInit | undefined>)[RANK_INIT];
   const joiner = (globalThis as Record<symbol, WorldJoiner | undefined>)[JOIN_WORLD];
   if ((init?.world || !init) && joiner) {
@@ -94,6 +111,23 @@ export async function initCommGroup(options?: InitOptions): Promise<Communicator
   await comm[SETUP_BARRIER]();
   world = comm;
   return comm;
+}
+
+/**
+ * A rank that joins its job by dialling (a page's): `master` in the options (a node of one rank,
+ * whose world rank is `rank`), or a node createNode made with `master`. Undefined otherwise.
+ */
+function dialOnlyJoin(opts: InitOptions): { node: NodeHandle; localRank: number; job: ReturnType<typeof pageJob> } | undefined {
+  if (opts.master !== undefined) {
+    if (opts.node !== undefined) fail('INVALID_ARGUMENT', 'initCommGroup: give master either to createNode (a node of several ranks: its workers call initCommGroup({ node, rank })) or here (a rank alone), not both', { option: 'master' });
+    if (opts.rank === undefined) fail('INVALID_ARGUMENT', 'initCommGroup: option rank (this rank\'s world rank) is required with master', { option: 'rank' });
+    const job = pageJob('initCommGroup', opts, opts.rank, 1);
+    return { node: createNode({ nranks: 1 }), localRank: 0, job };
+  }
+  const stray = (['worldSize', 'token', 'jobId'] as const).find((k) => opts[k] !== undefined);
+  if (stray) fail('INVALID_ARGUMENT', `initCommGroup: option ${stray} names a job to join by its master, which needs option master (ws://HOST:P of webccl serve)`, { option: stray });
+  if (opts.node?.job) return { node: opts.node, localRank: opts.rank ?? 0, job: opts.node.job };
+  return undefined;
 }
 
 function requireWorld(what: string): Communicator {

@@ -1,5 +1,5 @@
 // The Node.js entry: everything the browser build has, plus launching ranks.
-import { JOIN_WORLD } from './index.js';
+import { JOIN_WORLD, PAGE_WEBSOCKET } from './index.js';
 import { joinWorld } from './comm/node/join-world.js';
 import { registerProgressStarter } from './progress/start.js';
 import { startNodeProgress } from './launch/progress-thread.js';
@@ -9,6 +9,9 @@ export * from './index.js';
 
 // Jobs across processes and machines need sockets: only this entry can join them.
 (globalThis as Record<symbol, unknown>)[JOIN_WORLD] = joinWorld;
+// A rank that joins by dialling (initCommGroup or createNode with master) needs a WebSocket,
+// which Node 20 lacks: the ws package's, loaded only then.
+(globalThis as Record<symbol, unknown>)[PAGE_WEBSOCKET] = async () => (await import('ws')).WebSocket;
 // A node's progress thread is a worker_threads Worker.
 registerProgressStarter(startNodeProgress);
 // WEBCCL_TRACE: each thread writes its events to a part file at its end (core/node/trace-files.ts).

@@ -26,6 +26,8 @@ export interface StoreConn {
   destroy(): void;
   /** Resolves once the connection is closed. */
   whenClosed(): Promise<void>;
+  /** Lets a Node process exit while the connection is open (absent where there is nothing to keep alive). */
+  unref?(): void;
 }
 
 /** How the carrier delivers what it reads, and tells of the close. */
@@ -117,6 +119,11 @@ export class StoreSession {
 
   get closed(): boolean {
     return this.failure !== undefined;
+  }
+
+  /** Lets a Node process exit while the store connection is open. */
+  unref(): void {
+    this.conn.unref?.();
   }
 
   async set(key: string, value: StoreValue): Promise<void> {

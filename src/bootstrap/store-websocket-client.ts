@@ -6,6 +6,7 @@
 import { WebcclError, fail } from '../core/errors.js';
 import { type OptionSpec, checkOptions, integer, string, timeoutMs as timeoutCheck } from '../core/options.js';
 import { concat, textBytes } from '../wire/bytes.js';
+import { unrefSocket } from '../wire/unref-socket.js';
 import { checkSecrets } from '../wire/secrets.js';
 import type { FrameParser } from './store-protocol.js';
 import { MAX_VALUE_LIMIT } from './store-protocol.js';
@@ -94,6 +95,7 @@ export class WebSocketStore extends StoreSession {
           if (ws.readyState < CLOSING) ws.close();
         },
         whenClosed: () => closed,
+        unref: () => unrefSocket(ws),
       };
       ws.onopen = () => {
         const opened = StoreSession.open(conn, { ...o, where: url }, (c, parser, where, t, mv) => new WebSocketStore(c, parser, where, t, mv));

@@ -12,6 +12,8 @@ export interface WorldInit {
   jobId: string;
   /** World rank 0 only: a socket already listening on masterPort, handed over by the launcher (Node: a descriptor). */
   storeFd?: number;
+  /** The store is served by another process (webccl serve): rank 0 joins it as a client. */
+  storeServed?: boolean;
 }
 
 /** torchrun's default rendezvous port, taken when a launcher gives none. */

@@ -4,7 +4,6 @@
 import { DTYPE_SIZE, type Dtype, type DtypeName, type ReduceOp, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
 import type { Kind } from '../core/shm-map.js';
-import { envString } from '../core/config.js';
 import { type Buf, type BufferArg, type TypedArray, overlaps, sameView, toBuf } from './buffers.js';
 import { type ConversionCounters, WIRE_SIGNATURE, planLayouts } from './layout-plan.js';
 import { BuffersInFlight } from './in-flight.js';

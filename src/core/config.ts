@@ -24,6 +24,7 @@ export const ENV_VARS: Record<string, string> = {
   WEBCCL_CHECK: '1: debug mode that fails an op (BUFFER_BUSY) whose buffers the program writes while it is in flight, found by hashing them at issue, start, between slices and at completion (default 0)',
   WEBCCL_PROGRESS: 'thread | caller | auto: who moves ops along: the node\'s progress thread (ops go on while the rank computes), the calling rank while it waits or polls, or chosen per op (default auto)',
   WEBCCL_TRACE: 'path of a Chrome-trace / Perfetto JSON timeline to write (one track per rank and per progress thread); unset: no trace',
+  WEBCCL_STORE_SERVED: '1: the job\'s rendezvous store is already served at MASTER_ADDR:MASTER_PORT (by webccl serve, for a job with browser ranks): world rank 0 joins it as a client instead of serving it; each run of the job finds it empty (default 0)',
   WEBCCL_JOB_ID: "name every rank of a job must share at rendezvous (default: the outer launcher's job id, else MASTER_ADDR:MASTER_PORT)",
 };
 

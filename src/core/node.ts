@@ -5,7 +5,8 @@ import { ABORT_BY_LAUNCHER, C, LAYOUT_VERSION, MAX_RANKS, N, NODE_BASE, NODE_MAG
 import { writeReasonText } from './reason-text.js';
 import { createSharedMemory, loadWasm } from './wasm.js';
 import { envNumber } from './config.js';
-import { type OptionSpec, anything, boolean, checkOptions, integer, showValue } from './options.js';
+import { type OptionSpec, anything, boolean, checkOptions, integer, showValue, string } from './options.js';
+import { type MasterOptions, type PageJob, pageJob } from '../bootstrap/page-job.js';
 import { startProgressThread } from '../progress/start.js';
 
 /** What a rank needs to join its node; structured-clonable (postMessage / workerData). */
@@ -16,10 +17,14 @@ export interface NodeHandle {
   slotBytes: number;
   /** Random id of this node's memory: ranks that report the same key share memory. */
   key: string;
+  /** The job across nodes this node's ranks join (createNode's `master`): its ranks dial, as a page's must. */
+  job?: PageJob;
 }
 
-export interface NodeOptions {
+export interface NodeOptions extends MasterOptions {
   nranks: number;
+  /** With `master`: the world rank of this node's rank 0 (its ranks are world ranks firstRank.. in order). */
+  firstRank?: number;
   /** Bytes of one staging slot (option > WEBCCL_BUFFSIZE > 256 KiB); chunks are at most this big. */
   slotBytes?: number;
   /**
@@ -31,11 +36,15 @@ export interface NodeOptions {
 
 export const DEFAULT_SLOT_BYTES = 256 * 1024;
 
-export const NODE_OPTIONS = { nranks: integer(1, MAX_RANKS), slotBytes: anything, progress: boolean } as const satisfies OptionSpec;
+export const NODE_OPTIONS = {
+  nranks: integer(1, MAX_RANKS), slotBytes: anything, progress: boolean,
+  master: string, firstRank: integer(0, 0x7fffffff), worldSize: integer(1, 0x7fffffff), token: string, jobId: string,
+} as const satisfies OptionSpec;
 
 export function createNode(options: NodeOptions): NodeHandle {
   const o = checkOptions<Partial<NodeOptions>>('createNode', options, NODE_OPTIONS, '{ nranks: 4 }');
   const nranks = o.nranks ?? fail('INVALID_ARGUMENT', `createNode: option nranks is required (an integer in 1..${MAX_RANKS})`, { option: 'nranks' });
+  const job = nodeJob(o, nranks);
   const slotBytes = o.slotBytes ?? envNumber('WEBCCL_BUFFSIZE') ?? DEFAULT_SLOT_BYTES;
   if (!Number.isInteger(slotBytes) || slotBytes < 4096 || slotBytes % 64 !== 0 || slotBytes > 64 << 20) {
     fail('INVALID_ARGUMENT', `createNode: slot size must be a multiple of 64 bytes in 4 KiB..64 MiB, got ${showValue(slotBytes)}`, { option: 'slotBytes', value: slotBytes });
@@ -57,9 +66,20 @@ export function createNode(options: NodeOptions): NodeHandle {
   i32[(world + C.NODE) >> 2] = NODE_BASE;
   const id = crypto.getRandomValues(new Uint8Array(8));
   const key = Array.from(id, (b) => b.toString(16).padStart(2, '0')).join('');
-  const handle = { memory, nranks, world, slotBytes, key };
+  const handle: NodeHandle = { memory, nranks, world, slotBytes, key, ...(job && { job }) };
   if (nranks > 1 && o.progress !== false) startProgressThread(handle);
   return handle;
+}
+
+/** The job `master` names, or undefined; the job's other options without master are refused. */
+function nodeJob(o: Partial<NodeOptions>, nranks: number): PageJob | undefined {
+  if (o.master === undefined) {
+    const stray = (['firstRank', 'worldSize', 'token', 'jobId'] as const).find((k) => o[k] !== undefined);
+    if (stray) fail('INVALID_ARGUMENT', `createNode: option ${stray} names a job across nodes, which needs option master (ws://HOST:P of webccl serve)`, { option: stray });
+    return undefined;
+  }
+  if (o.firstRank === undefined) fail('INVALID_ARGUMENT', 'createNode: option firstRank (the world rank of this node\'s rank 0) is required with master', { option: 'firstRank' });
+  return pageJob('createNode', o, o.firstRank, nranks);
 }
 
 /** Refuses what is not a handle createNode made (a structured clone of one is fine). */

@@ -31,6 +31,7 @@ function socketConn(socket: net.Socket): StoreConn {
     ...socketFlow(socket),
     get destroyed() { return socket.destroyed; },
     whenClosed: () => new Promise((resolve) => (socket.closed ? resolve() : socket.once('close', () => resolve()))),
+    unref: () => socket.unref(),
   };
 }
 
@@ -51,11 +52,6 @@ export class StoreClient extends StoreSession {
   /** This end's address: the interface that reaches the store. */
   get localAddress(): string {
     return this.socket.localAddress ?? '';
-  }
-
-  /** Lets the process exit while this client is connected. */
-  unref(): void {
-    this.socket.unref();
   }
 
   /** One connection attempt over a connected socket: the session, or Retry / AUTH_FAILED / PROTOCOL_ERROR. */

@@ -4,7 +4,7 @@
 // A job whose ranks all share one node never touches the network.
 import { availableParallelism } from 'node:os';
 import { type TlsFiles, envNumber, envString } from '../../core/config.js';
-import { WebcclError, fail } from '../../core/errors.js';
+import { fail } from '../../core/errors.js';
 import { type NodeHandle, createNode } from '../../core/node.js';
 import { resolveIdentity } from '../../bootstrap/identity.js';
 import { resolveJobId, resolveToken } from '../../bootstrap/node/job-secrets.js';
@@ -13,16 +13,12 @@ import { carrierFromEnv } from '../../bootstrap/node/mesh-carrier.js';
 import { onLauncherLost } from '../../bootstrap/node/launcher-pipe.js';
 import { Communicator, type CommunicatorOptions } from '../communicator.js';
 import { type JoinOptions, joinNodeAs } from '../context.js';
-import { NetEngine } from '../net-engine.js';
-import { netWorld } from '../placement.js';
-import { TransportSpaces } from '../../transport/spaces.js';
+import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_NCHANNELS, netWorldCommunicator } from '../net-world.js';
 import { DEFAULT_MASTER_PORT, type WorldInit } from '../../bootstrap/world.js';
 import { takeStoreFd } from '../../bootstrap/node/store-handoff.js';
 import { resolveWireTls } from '../../wire/node/secure-socket.js';
 import { checkSecrets } from '../../wire/secrets.js';
 
-export const DEFAULT_NCHANNELS = 2;
-export const DEFAULT_CONNECT_TIMEOUT_MS = 120_000;
 
 export interface JoinWorldInput {
   /** From a launcher's worker data: this thread's node and place; absent: read the environment. */
@@ -42,7 +38,12 @@ export function worldFromEnv(env: Record<string, string | undefined>): WorldInit
   const masterAddr = id.masterAddr ?? (oneMachine ? '127.0.0.1' : fail('INVALID_ARGUMENT', `MASTER_ADDR must be set: rank ${id.rank} of ${id.worldSize} (from ${id.source}) needs the address of rank 0's rendezvous store; it defaults to 127.0.0.1 only when the launcher says every rank is on this machine (local world size = world size)`));
   const masterPort = id.masterPort ?? DEFAULT_MASTER_PORT;
   const storeFd = id.rank === 0 ? takeStoreFd(env) : undefined;
-  return { rank: id.rank, size: id.worldSize, masterAddr, masterPort, token: resolveToken(env, masterAddr), jobId: resolveJobId(env, masterAddr, masterPort), ...(storeFd !== undefined && { storeFd }) };
+  const served = env.WEBCCL_STORE_SERVED;
+  if (served !== undefined && served !== '' && served !== '0' && served !== '1') fail('INVALID_ARGUMENT', `WEBCCL_STORE_SERVED=${JSON.stringify(served)}: expected 0 or 1`);
+  return {
+    rank: id.rank, size: id.worldSize, masterAddr, masterPort, token: resolveToken(env, masterAddr), jobId: resolveJobId(env, masterAddr, masterPort),
+    ...(storeFd !== undefined && { storeFd }), ...(served === '1' && { storeServed: true }),
+  };
 }
 
 export async function joinWorld(input: JoinWorldInput): Promise<Communicator | undefined> {
@@ -64,24 +65,14 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
     ...world, tls, carrier, nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'),
     connectTimeoutMs: envNumber('WEBCCL_CONNECT_TIMEOUT_MS') ?? DEFAULT_CONNECT_TIMEOUT_MS,
   });
-  const mates = rv.nodeOf.flatMap((n, r) => (n === rv.nodeOf[world.rank] ? [r] : []));
-  if (mates.length !== node.nranks || mates[localRank] !== world.rank) {
-    rv.transport.close();
-    throw new WebcclError('INVALID_ARGUMENT', `rank ${world.rank}: world ranks ${mates.join(', ')} share this node, but the node has ${node.nranks} rank(s) and this is its rank ${localRank} (a launcher must number a node's ranks consecutively)`);
-  }
-  if (node.nranks > 1) await local.barrier(); // the node's ranks have all joined
-  // Every communicator of the job (the world, its groups) shares these connections, each in its own tag space.
-  const spaces = new TransportSpaces(rv.transport);
   const remesh = (prefix: string, rank: number, size: number) => meshAt(rv.store, {
     rank, size, jobId: world.jobId, token: world.token, nchannels, masterAddr: world.masterAddr, ifname: envString('WEBCCL_SOCKET_IFNAME'), tls, carrier,
     timeoutMs: envNumber('WEBCCL_CONNECT_TIMEOUT_MS') ?? DEFAULT_CONNECT_TIMEOUT_MS,
   }, prefix);
-  const placement = netWorld(rv.nodeOf, { spaces, store: rv.store, remesh });
-  const transport = spaces.open(0, placement.worldRanks, world.rank);
-  const comm = new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs }, {
-    rank: world.rank, size: world.size, placement,
-    // A loopback rendezvous means every rank runs on this machine, sharing its cores (the tuner's cost model counts them).
-    engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: rv.nodeOf, store: rv.store, oneHost: isLoopback(world.masterAddr) }, local, counters, algo, timeoutMs),
+  const comm = await netWorldCommunicator({
+    ctx, local, node, localRank, world, met: rv, opts, remesh,
+    // A loopback rendezvous means every rank runs on this machine, sharing its cores.
+    oneHost: isLoopback(world.masterAddr),
   });
   // A rank whose launcher ended tells its peers why before it ends (webccl run --procs).
   onLauncherLost((reason) => comm.abort(reason));

@@ -2,7 +2,8 @@
 // a carrier listens and dials, runs the link handshake (wire/link-handshake.ts) over each new
 // connection, and hands the mesh authenticated links. The mesh owns everything above that:
 // which link carries what, the mailboxes, abort, a peer gone, the connect deadline.
-// Carriers today: TCP (transport/tcp/node) and WebSocket (transport/ws/node).
+// Carriers today: TCP (transport/tcp/node), WebSocket (transport/ws/node) and a page's own
+// WebSocket (transport/ws/page-carrier.ts), which can only dial.
 import type { WebcclError } from '../../core/errors.js';
 import type { Identity, LinkHooks } from '../../wire/link-handshake.js';
 import type { FrameReader } from '../../wire/link-reader.js';
@@ -12,6 +13,13 @@ export interface Address {
   host: string;
   port: number;
 }
+
+/**
+ * The address a rank that cannot listen publishes (a browser page's): peers that listen wait
+ * for its dial, and two such ranks meet through the relay of the serving process.
+ */
+export const DIAL_ONLY: Address = { host: '', port: 0 };
+export const isDialOnly = (a: Address): boolean => a.port === 0 && a.host === '';
 
 /** One authenticated connection, as the carrier writes to it. */
 export interface Conn {
@@ -65,6 +73,13 @@ export interface Carrier {
    * Rejects when the handshake fails (AUTH_FAILED, PROTOCOL_ERROR, ...).
    */
   dial(a: Address, expect: { peer: number; channel: number }, deadline: number, side: MeshSide): Promise<Link | string>;
+  /**
+   * Where this carrier cannot listen (a page), one attempt to meet `peer` (also dial-only) on
+   * `channel` through the relay: both dial it, the relay pairs them, and the link handshake runs
+   * end to end, `connector` (the lower rank) saying HELLO first. Absent: pairs of dial-only
+   * ranks are unsupported. Resolves like dial.
+   */
+  relay?(expect: { peer: number; channel: number }, connector: boolean, deadline: number, side: MeshSide): Promise<Link | string>;
   /** Closes one connection at once (a link the mesh has no place for). */
   drop(conn: Conn): void;
   /** Lets the process exit while connections are open. */

@@ -1,8 +1,11 @@
 // Mesh (browser-safe, no node:): the Transport interface over a full mesh of authenticated links,
 // whatever carries them (carrier.ts). listen() binds through the carrier and starts answering
 // handshakes; connect(addresses) dials every other rank on each of `nchannels` channels and waits
-// for every other rank to dial in. Data flows one way on each connection, from the accepting end
-// to the dialling end (the TCP carrier reads a dialled socket straight into the posted receive).
+// for every other rank to dial in. Between two ranks that listen, data flows one way on each
+// connection, from the accepting end to the dialling end (the TCP carrier reads a dialled socket
+// straight into the posted receive). A rank that cannot listen (a page) publishes DIAL_ONLY: it
+// dials each rank that listens, and one connection per channel carries both directions; two
+// such ranks meet through the carrier's relay (the serving process), one connection each way too.
 // Data frames of a tag always ride one channel (chosen from the tag, so tags spread over
 // channels and one tag keeps its order). A protocol violation fails every pending and later send
 // and recv and closes the mesh; a peer that closes all its connections (it ended or died) fails
@@ -16,7 +19,7 @@ import {
   DEFAULT_HOLD_LIMITS, Mailbox, abortError, checkTag, encodeAbortInfo,
   type AbortInfo, type HoldLimits, type Tag, type Transport, type TransportWatcher,
 } from '../transport.js';
-import type { Address, Carrier, Conn, Hooks, Link, MeshSide } from './carrier.js';
+import { type Address, type Carrier, type Conn, type Hooks, type Link, type MeshSide, DIAL_ONLY, isDialOnly } from './carrier.js';
 
 export interface MeshOptions {
   rank: number;
@@ -53,7 +56,7 @@ export class Mesh implements Transport {
   readonly rank: number;
   readonly size: number;
   /** The bound listen address; publish it to the other ranks. */
-  address: Address = { host: '', port: 0 };
+  address: Address = DIAL_ONLY;
   private readonly id: Identity;
   private readonly timeoutMs: number;
   /** inbound[peer][channel]: dialled by this rank, carries the peer's data here. */
@@ -70,6 +73,9 @@ export class Mesh implements Transport {
   private failure?: WebcclError;
   private waitIncoming?: () => void;
   private watcher?: TransportWatcher;
+  /** Which peers cannot listen, known from connect's addresses; until then accepted links wait in `early`. */
+  private peerDialOnly?: boolean[];
+  private readonly early: Link[] = [];
   private abortSent = false;
   private readonly refusals: RateLimitedLog;
 
@@ -104,10 +110,17 @@ export class Mesh implements Transport {
   async connect(addresses: Address[]): Promise<void> {
     if (!Array.isArray(addresses) || addresses.length !== this.size) throw bad(`connect needs ${this.size} addresses, got ${addresses?.length}`);
     const deadline = Date.now() + this.timeoutMs;
+    const dialOnly = isDialOnly(this.address);
+    this.peerDialOnly = addresses.map(isDialOnly);
+    for (const link of this.early.splice(0)) this.attach(link);
     const dials: Promise<void>[] = [];
     for (let p = 0; p < this.size; p++) {
       if (p === this.rank) continue;
-      for (let c = 0; c < this.id.nchannels; c++) dials.push(this.dial(p, c, addresses[p], deadline));
+      for (let c = 0; c < this.id.nchannels; c++) {
+        // Dial every rank that listens; a dial-only peer dials this one; two dial-only ranks meet at the relay.
+        if (!this.peerDialOnly[p]) dials.push(this.dial(p, c, addresses[p], deadline));
+        else if (dialOnly) dials.push(this.meet(p, c, deadline));
+      }
     }
     let timer: ReturnType<typeof setTimeout> | undefined;
     const incoming = new Promise<void>((resolve, reject) => {
@@ -171,7 +184,8 @@ export class Mesh implements Transport {
     // queued there, so it leaves at once (the outbound ones may hold a payload before it, lost if
     // the process exits right after failing).
     const frame = encodeHandshake({ type: 'abort', message: encodeAbortInfo(info, MAX_ABORT_TEXT_BYTES) });
-    for (const ls of this.inbound) for (const l of ls) if (l && !l.closed && l.conn.writable) l.conn.post(frame);
+    const ending = new Set(this.outbound.flat());
+    for (const ls of this.inbound) for (const l of ls) if (l && !ending.has(l) && !l.closed && l.conn.writable) l.conn.post(frame);
     for (const ls of this.outbound) for (const l of ls) if (l && !l.closed && l.conn.writable) l.conn.end(frame);
     const links = [...this.outbound, ...this.inbound].flat().flatMap((l) => (l ? [l.conn] : []));
     this.fail(new WebcclError(info.code, `rank ${this.rank}: aborted: ${info.reason}`, { ...info.details, by: this.rank, reason: info.reason }), new Set(links));
@@ -222,7 +236,7 @@ export class Mesh implements Transport {
   private hooks: Hooks = {
     admit: (peer, channel) => {
       if (peer === this.rank || peer >= this.size) return `rank ${this.rank} accepts the other ranks of 0..${this.size - 1} only`;
-      return this.outbound[peer][channel] ? 'duplicate' : undefined;
+      return this.outbound[peer][channel] || this.early.some((l) => l.peer === peer && l.channel === channel) ? 'duplicate' : undefined;
     },
     sink: (peer, tag, length) => this.boxes[peer].claim(tag, length),
     broken: (peer, e) => this.fail(new WebcclError(e.code, `rank ${this.rank}: ${e.reason}`, { peer })),
@@ -275,6 +289,22 @@ export class Mesh implements Transport {
     }
   }
 
+  /** One link with a dial-only `peer` while this rank is dial-only too: both dial the relay, the lower rank says HELLO. */
+  private async meet(peer: number, channel: number, deadline: number): Promise<void> {
+    const relay = this.carrier.relay?.bind(this.carrier);
+    if (!relay) throw new WebcclError('UNSUPPORTED', `rank ${this.rank} and rank ${peer} both cannot listen, and the ${this.carrier.name} carrier has no relay to meet through`, { peer });
+    for (let delay = 20; ; delay = Math.min(delay * 2, 500)) {
+      if (this.failure) throw this.failure;
+      const up = await relay({ peer, channel }, this.rank < peer, deadline, this.side);
+      if (typeof up !== 'string') return this.attach(up);
+      const why = `could not meet rank ${peer} at the relay: ${up}`;
+      this.dialFailures.set(peer, why);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new WebcclError('CONNECT_FAILED', `rank ${this.rank} ${why}`, { peer });
+      await new Promise((r) => setTimeout(r, Math.min(delay, left)));
+    }
+  }
+
   /** How long an accepted connection may take to prove itself (TLS and token), before it is closed. */
   private get handshakeMs(): number {
     return Math.min(this.timeoutMs, this.o.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS);
@@ -299,12 +329,19 @@ export class Mesh implements Transport {
   }
 
   private attach(link: Link): void {
-    const links = link.dialled ? this.inbound : this.outbound;
-    if (this.failure || links[link.peer][link.channel]) {
+    if (!this.failure && !this.peerDialOnly) {
+      // Accepted before connect: whether it carries one direction or both is known from the addresses.
+      this.early.push(link);
+      return;
+    }
+    const { peer, channel } = link;
+    const twoWay = isDialOnly(this.address) || this.peerDialOnly?.[peer] === true;
+    const slots = twoWay ? [this.inbound, this.outbound] : [link.dialled ? this.inbound : this.outbound];
+    if (this.failure || slots.some((links) => links[peer][channel])) {
       this.carrier.drop(link.conn);
       return;
     }
-    links[link.peer][link.channel] = link;
+    for (const links of slots) links[peer][channel] = link;
     this.waitIncoming?.();
   }
 
@@ -319,7 +356,7 @@ export class Mesh implements Transport {
     for (const box of this.boxes) box.fail(e);
     for (const reject of this.sending) reject(e);
     this.sending.clear();
-    for (const ls of [...this.inbound, ...this.outbound]) for (const l of ls) if (l && lingering !== 'all' && !lingering.has(l.conn)) l.reader.close();
+    for (const l of [...this.inbound.flat(), ...this.outbound.flat(), ...this.early]) if (l && lingering !== 'all' && !lingering.has(l.conn)) l.reader.close();
     this.carrier.shutdown(lingering);
     this.waitIncoming?.();
   }

@@ -1,29 +1,16 @@
 // One WebSocket of the mesh (Node only, the `ws` package): the byte stream of wire/link-frames.ts
-// cut into binary messages. A data frame of up to SMALL payload bytes leaves as one message;
-// a larger one as its header, then its payload in messages of at most CHUNK bytes, all handed to
-// `ws` at once (so that an ABORT posted meanwhile never lands inside a frame). Backpressure: a
+// cut into binary messages (../messages.ts), all of a frame handed to `ws` at once (so that an
+// ABORT posted meanwhile never lands inside a frame). Backpressure: a
 // write resolves when `ws` has handed its last message to the socket, and the next write waits
 // for that while more than HIGH_WATER bytes are buffered.
 import type { WebSocket } from 'ws';
 import { WebcclError } from '../../../core/errors.js';
 import { type Identity, type LinkHooks, openLink, type Pipe } from '../../../wire/link-handshake.js';
-import { encodeDataHeader } from '../../../wire/link-frames.js';
+import { HIGH_WATER, MAX_MESSAGE, dataMessages } from '../messages.js';
 import type { Tag } from '../../transport.js';
 import { type Conn, Link } from '../../mesh/carrier.js';
 
-/** Payloads up to this size leave behind their header in one message. */
-const SMALL = 16 * 1024;
-/** The largest message a payload is cut into. */
-export const CHUNK = 1 << 20;
-/**
- * The largest message either end sends (a chunk; a small frame, at most 21 + SMALL bytes, and a
- * handshake frame, about 1 KiB, are shorter): `ws` refuses a longer one from its announced
- * length, before it buffers a byte of it, and the frame reader then checks every frame's length
- * against its kind's limit as over TCP.
- */
-export const MAX_MESSAGE = CHUNK;
-/** Buffered bytes above which the next write waits for the last one to reach the socket. */
-const HIGH_WATER = 4 << 20;
+export { MAX_MESSAGE };
 
 const OPEN = 1;
 
@@ -42,8 +29,8 @@ export class WsConn implements Conn {
       this.queue = this.queue.then(async () => {
         const ws = this.ws;
         if (ws.readyState !== OPEN) return reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
-        const header = encodeDataHeader(tag, payload.length);
-        let left = 0;
+        const messages = dataMessages(tag, payload);
+        let left = messages.length;
         const sent = new Promise<void>((ok) => {
           const done = (err?: Error) => {
             if (err) {
@@ -55,17 +42,7 @@ export class WsConn implements Conn {
               ok();
             }
           };
-          if (payload.length <= SMALL) {
-            const bytes = new Uint8Array(header.length + payload.length);
-            bytes.set(header);
-            bytes.set(payload, header.length);
-            left = 1;
-            ws.send(bytes, { binary: true }, done);
-          } else {
-            left = 1 + Math.ceil(payload.length / CHUNK);
-            ws.send(header, { binary: true }, done);
-            for (let at = 0; at < payload.length; at += CHUNK) ws.send(payload.subarray(at, at + CHUNK), { binary: true }, done);
-          }
+          for (const m of messages) ws.send(m, { binary: true }, done);
         });
         if (ws.bufferedAmount > HIGH_WATER) await sent;
       });

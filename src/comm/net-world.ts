@@ -1,0 +1,59 @@
+// The world communicator of a job across nodes, once its rendezvous is done (browser-safe): the
+// node's ranks checked against the world's numbering, the job's connections shared by every
+// communicator in its own tag space, and the engine that runs ops across nodes. Node ranks
+// (node/join-world.ts) and pages' ranks (page-join.ts) build it the same way.
+import { WebcclError } from '../core/errors.js';
+import type { NodeHandle } from '../core/node.js';
+import type { StoreSession } from '../bootstrap/store-session.js';
+import type { Mesh } from '../transport/mesh/mesh.js';
+import type { Transport } from '../transport/transport.js';
+import { TransportSpaces } from '../transport/spaces.js';
+import { Communicator, type CommunicatorOptions } from './communicator.js';
+import type { RankContext } from './context.js';
+import { NetEngine } from './net-engine.js';
+import { netWorld } from './placement.js';
+
+/** Connections per pair of ranks across nodes (WEBCCL_NCHANNELS for Node ranks). */
+export const DEFAULT_NCHANNELS = 2;
+/** Deadline for every rank to reach the rendezvous and connect (WEBCCL_CONNECT_TIMEOUT_MS for Node ranks). */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 120_000;
+
+export interface MetWorld {
+  transport: Mesh;
+  /** Node index of every world rank. */
+  nodeOf: number[];
+  store: StoreSession;
+}
+
+export interface NetWorldInput {
+  ctx: RankContext;
+  /** The communicator of this rank's node alone. */
+  local: Communicator;
+  node: NodeHandle;
+  localRank: number;
+  world: { rank: number; size: number };
+  met: MetWorld;
+  opts: CommunicatorOptions;
+  /** Connects `size` ranks of the job anew under store key `prefix` (a shrunk communicator). */
+  remesh: (prefix: string, rank: number, size: number) => Promise<Transport>;
+  /** Every rank runs on this machine, sharing its cores (the tuner's cost model counts them). */
+  oneHost: boolean;
+}
+
+export async function netWorldCommunicator(i: NetWorldInput): Promise<Communicator> {
+  const { ctx, local, node, localRank, world, met, opts } = i;
+  const mates = met.nodeOf.flatMap((n, r) => (n === met.nodeOf[world.rank] ? [r] : []));
+  if (mates.length !== node.nranks || mates[localRank] !== world.rank) {
+    met.transport.close();
+    throw new WebcclError('INVALID_ARGUMENT', `rank ${world.rank}: world ranks ${mates.join(', ')} share this node, but the node has ${node.nranks} rank(s) and this is its rank ${localRank} (a launcher must number a node's ranks consecutively)`);
+  }
+  if (node.nranks > 1) await local.barrier(); // the node's ranks have all joined
+  // Every communicator of the job (the world, its groups) shares these connections, each in its own tag space.
+  const spaces = new TransportSpaces(met.transport);
+  const placement = netWorld(met.nodeOf, { spaces, store: met.store, remesh: i.remesh });
+  const transport = spaces.open(0, placement.worldRanks, world.rank);
+  return new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs }, {
+    rank: world.rank, size: world.size, placement,
+    engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: met.nodeOf, store: met.store, oneHost: i.oneHost }, local, counters, algo, timeoutMs),
+  });
+}

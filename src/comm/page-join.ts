@@ -1,0 +1,42 @@
+// Joining a job as a rank that cannot listen (browser-safe): a page's rank, alone or one of its
+// workers' node, meets the job at the store `webccl serve` hosts and connects by dialling
+// (bootstrap/page-rendezvous.ts); the world communicator is then built as a Node rank's is.
+import type { NodeHandle } from '../core/node.js';
+import type { PageJob } from '../bootstrap/page-job.js';
+import { pageRendezvous } from '../bootstrap/page-rendezvous.js';
+import { connectAt } from '../bootstrap/meet.js';
+import { PageTransport } from '../transport/ws/page-transport.js';
+import { type PageSocketClass, RELAY_PATH } from '../transport/ws/page-carrier.js';
+import { Communicator, type CommunicatorOptions } from './communicator.js';
+import { type JoinOptions, joinNodeAs } from './context.js';
+import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_NCHANNELS, netWorldCommunicator } from './net-world.js';
+
+export interface PageJoinInput {
+  node: NodeHandle;
+  /** This rank's place in its node. */
+  localRank: number;
+  job: PageJob;
+  opts: CommunicatorOptions & JoinOptions;
+  /** The WebSocket class (default: the runtime's own). */
+  WebSocket?: PageSocketClass;
+}
+
+const isLoopbackHost = (h: string) => h === 'localhost' || h === '[::1]' || /^127\./.test(h);
+
+export async function joinPageWorld(i: PageJoinInput): Promise<Communicator> {
+  const { node, localRank, job, opts } = i;
+  const world = { rank: job.firstRank + localRank, size: job.size };
+  const ctx = joinNodeAs(node, localRank, { cores: opts.cores, simd: opts.simd, spinUs: opts.spinUs }, world);
+  ctx.worldRank = world.rank;
+  const local = new Communicator(ctx, { timeoutMs: opts.timeoutMs });
+  const connectTimeoutMs = DEFAULT_CONNECT_TIMEOUT_MS;
+  const met = await pageRendezvous({ job, rank: world.rank, nodeKey: node.key, nchannels: DEFAULT_NCHANNELS, connectTimeoutMs, WebSocket: i.WebSocket });
+  const remesh = (prefix: string, rank: number, size: number) => {
+    const t = PageTransport.create({
+      rank, size, jobId: job.jobId, token: job.token, nchannels: DEFAULT_NCHANNELS, timeoutMs: connectTimeoutMs,
+      relay: `${job.master}${RELAY_PATH}`, WebSocket: i.WebSocket, mesh: prefix,
+    });
+    return connectAt(met.store, t, { rank, size, timeoutMs: connectTimeoutMs }, prefix);
+  };
+  return netWorldCommunicator({ ctx, local, node, localRank, world, met, opts, remesh, oneHost: isLoopbackHost(new URL(job.master).hostname) });
+}
