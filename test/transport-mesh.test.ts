@@ -9,7 +9,7 @@ import { WebcclError } from '../src/core/errors.js';
 import type { Mesh, MeshOptions } from '../src/transport/mesh/mesh.js';
 import { TcpTransport } from '../src/transport/tcp/node/tcp-transport.js';
 import { WsTransport } from '../src/transport/ws/node/ws-transport.js';
-import { CHUNK, MAX_MESSAGE } from '../src/transport/ws/node/ws-conn.js';
+import { CHUNK, MAX_MESSAGE } from '../src/transport/ws/messages.js';
 import { LINK_PATH } from '../src/transport/ws/node/ws-carrier.js';
 
 const JOB = 'job-mesh';

@@ -31,7 +31,7 @@ let scratch: Scratch | undefined;
 /**
  * A wasm core of this thread's own for conversions of buffers outside any node memory: made at
  * the first call, grown to the largest conversion and kept (a shared memory, as the core
- * imports one: where SharedArrayBuffer is missing, conversions fail with UNSUPPORTED).
+ * imports one; where SharedArrayBuffer is missing, an unshared one of a fixed 256 MiB).
  */
 function scratchCore(bytes: number): Scratch {
   if (!scratch) {

@@ -4,6 +4,9 @@
 // after that look always wakes it. Used by the step loops' runner and by point-to-point ops.
 import { C } from '../core/shm-map.js';
 
+/** How often a rank on an unshared memory looks again instead of sleeping on the bell. */
+const UNSHARED_LOOK_MS = 1;
+
 /** The last look, once registered: how long to sleep (ms), or null when the wait is over. */
 export type LastLook = () => number | null;
 
@@ -34,7 +37,15 @@ export class Doorbell {
       const bell = this.register();
       const ms = look();
       if (ms === null) return;
-      const r = Atomics.waitAsync(this.view(), this.bell, bell, ms);
+      const view = this.view();
+      if (!(view.buffer instanceof (globalThis.SharedArrayBuffer ?? Object))) {
+        // An unshared node memory (a node of one rank in a page without isolation) cannot be
+        // waited on; no other thread rings it, and what this rank waits for arrives on its own
+        // event loop (the network): look again shortly.
+        await new Promise((r) => setTimeout(r, Math.min(ms, UNSHARED_LOOK_MS)));
+        return;
+      }
+      const r = Atomics.waitAsync(view, this.bell, bell, ms);
       if (!r.async) return;
       // Node does not count a pending waitAsync as work: without a timer, a process (or worker)
       // with nothing else to do would exit in the middle of the op.

@@ -14,6 +14,7 @@
 // once left a new block's header all zero). So views are taken after the lock is held.
 import { WebcclError, fail } from './errors.js';
 import { N, NODE_BASE } from './shm-map.js';
+import { UNSHARED_NODE_BYTES, isShared } from './unshared-memory.js';
 
 const HDR = 64;
 const MIN_BLOCK = 2 * HDR;
@@ -157,7 +158,8 @@ export class NodeHeap {
       try {
         this.memory.grow(Math.ceil((top + need - have) / PAGE));
       } catch (e) {
-        fail('INVALID_ARGUMENT', `alloc of ${bytes} bytes: the node memory could not grow to ${top + need} bytes (${(e as Error).message})`, { bytes });
+        const fixed = isShared(this.memory) ? '' : `; a node without shared memory (a page that is not cross-origin isolated) has a fixed ${UNSHARED_NODE_BYTES >> 20} MiB`;
+        fail('INVALID_ARGUMENT', `alloc of ${bytes} bytes: the node memory could not grow to ${top + need} bytes (${(e as Error).message})${fixed}`, { bytes });
       }
       view = this.view();
       Atomics.add(view, GROWTHS, 1);

@@ -3,6 +3,7 @@
 // runtime validates it; WEBCCL_WASM=scalar (or the `simd` option) forces the choice.
 import { SCALAR_WASM_BASE64, SIMD_WASM_BASE64 } from './wasm-binaries.generated.js';
 import { WebcclError } from './errors.js';
+import { importUnsharedMemory, isShared, unsharedMemory } from './unshared-memory.js';
 
 export interface KernelExports {
   heapBase(): number;
@@ -16,7 +17,7 @@ export interface WasmCore {
   simd: boolean;
 }
 
-const moduleCache = new Map<boolean, WebAssembly.Module>();
+const moduleCache = new Map<string, WebAssembly.Module>();
 
 function decodeBase64(b64: string): Uint8Array<ArrayBuffer> {
   const bin = atob(b64);
@@ -32,12 +33,18 @@ function simdSupported(): boolean {
   return simdOk;
 }
 
-/** The compiled module for one build; compiled once per thread and cached. */
-export function wasmModule(simd: boolean): WebAssembly.Module {
-  let m = moduleCache.get(simd);
+/**
+ * The compiled module for one build; compiled once per thread and cached. `shared: false` is the
+ * same code importing an unshared memory (a node of one rank in a page without cross-origin
+ * isolation): the import's limits flag is the only difference (unshared-memory.ts).
+ */
+export function wasmModule(simd: boolean, shared = true): WebAssembly.Module {
+  const key = `${simd}/${shared}`;
+  let m = moduleCache.get(key);
   if (!m) {
-    m = new WebAssembly.Module(decodeBase64(simd ? SIMD_WASM_BASE64 : SCALAR_WASM_BASE64));
-    moduleCache.set(simd, m);
+    const bytes = decodeBase64(simd ? SIMD_WASM_BASE64 : SCALAR_WASM_BASE64);
+    m = new WebAssembly.Module(shared ? bytes : importUnsharedMemory(bytes));
+    moduleCache.set(key, m);
   }
   return m;
 }
@@ -66,6 +73,7 @@ function notIsolated(what: string): never {
  */
 export function createSharedMemory(bytes: number, sharedWith = 1): WebAssembly.Memory {
   const isolated = (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated;
+  if (typeof SharedArrayBuffer === 'undefined' && sharedWith === 1) return unsharedMemory(bytes);
   if (typeof SharedArrayBuffer === 'undefined' || (isolated === false && sharedWith > 1)) notIsolated('createNode');
   const pages = Math.max(1, Math.ceil(bytes / 65536));
   try {
@@ -84,6 +92,6 @@ export function loadWasm(memory: WebAssembly.Memory, simd = preferSimd()): WasmC
       throw new WebcclError('INTERNAL', 'webccl wasm core aborted');
     },
   };
-  const instance = new WebAssembly.Instance(wasmModule(simd), { env });
+  const instance = new WebAssembly.Instance(wasmModule(simd, isShared(memory)), { env });
   return { exports: instance.exports as unknown as KernelExports, memory, simd };
 }

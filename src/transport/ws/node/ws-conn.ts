@@ -10,7 +10,7 @@ import { HIGH_WATER, MAX_MESSAGE, dataMessages } from '../messages.js';
 import type { Tag } from '../../transport.js';
 import { type Conn, Link } from '../../mesh/carrier.js';
 
-export { MAX_MESSAGE };
+export { MAX_MESSAGE }; // ws-carrier.ts sets maxPayload to it
 
 const OPEN = 1;
 
