@@ -44,6 +44,13 @@ export interface StoreServerOptions {
   tls?: WireTls;
   /** Called for each refused peer; without it, refusals are logged at WARN. */
   onReject?: (info: { remote: string; kind: 'auth' | 'protocol'; reason: string }) => void;
+  /**
+   * Empty the table when its last connection (of any carrier) closes, so that each run of a
+   * job starts from no keys: for a store that outlives its jobs (`webccl serve`), where a rerun
+   * would otherwise read the previous run's cards, world size and abort key. Default false: a
+   * job's own store (rank 0's, a launcher's) lives exactly as long as the job.
+   */
+  resetWhenIdle?: boolean;
 }
 
 export interface StoreServerStats {
@@ -133,6 +140,13 @@ class Table {
     if (timeoutMs !== NO_DEADLINE) {
       w.timer = setTimeout(() => this.finish(w, { type: 'timeout', id: w.id, keys: [...w.missing] }), Math.min(timeoutMs, 0x7fffffff));
     }
+  }
+
+  /** Forgets every key; only when no connection is left, so no waiter either. */
+  clear(): void {
+    this.data.clear();
+    for (const ws of this.waiting.values()) for (const w of ws) this.finish(w);
+    this.waiting.clear();
   }
 
   /** Answers a waiter (or drops it when `m` is undefined) and forgets it. */
@@ -309,6 +323,7 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
         conns.delete(conn);
         for (const w of parked) table.finish(w);
         parked.clear();
+        if (options.resetWhenIdle && conns.size === 0) table.clear();
       },
     };
   }

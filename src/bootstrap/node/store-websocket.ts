@@ -1,7 +1,8 @@
 // The rendezvous store over WebSocket (Node only): an HTTP server's upgrades on one path become
 // connections of a StoreServer, served from the same table as its TCP ones, with the same
 // handshake, limits and refusals. Each binary message is a chunk of the store's byte stream
-// (the frames are store-protocol.ts's, unchanged). An upgrade on any other path gets a 404.
+// (the frames are store-protocol.ts's, unchanged). An upgrade on any other path gets a 404
+// (upgrade-routes.ts: serve's relay shares the HTTP server's upgrades through the same router).
 //
 // `ws` checks a message's announced length against maxPayload before it buffers the message,
 // so a page cannot make the server allocate by announcing a huge message either: maxPayload is
@@ -11,6 +12,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { HEADER_BYTES, concat } from '../../wire/bytes.js';
 import { hostPort } from '../../wire/secrets.js';
+import { type UpgradeHandler, routeUpgrades } from '../../wire/node/upgrade-routes.js';
 import { Kind, maxBodyBytes } from '../store-protocol.js';
 import type { ServedConn, StoreServer } from './store-server.js';
 
@@ -22,37 +24,33 @@ export function maxStoreMessage(maxValueBytes: number): number {
   return HEADER_BYTES + Math.max(...Object.values(Kind).map((k) => maxBodyBytes(k, maxValueBytes)));
 }
 
-/** Refuses an upgrade outside the store's path, in plain HTTP, and drops the socket. */
-function refuseUpgrade(socket: Duplex, status: string): void {
-  socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
-  socket.on('error', () => {});
-}
-
 export interface StoreWebSocket {
   close(): void;
 }
 
+/**
+ * The store's upgrade handler, for a router that owns an HTTP server's upgrades (see
+ * upgrade-routes.ts): each upgrade it is given becomes a connection of `store`.
+ */
+export function storeUpgrades(store: StoreServer): StoreWebSocket & { handle: UpgradeHandler } {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: maxStoreMessage(store.maxValueBytes), perMessageDeflate: false });
+  return {
+    handle: (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => serveWebSocket(store, ws, req, socket)),
+    close: () => {
+      for (const ws of wss.clients) ws.terminate();
+      wss.close();
+    },
+  };
+}
+
 /** Serves `store` to WebSocket upgrades of `http` on `path` (default /store); other paths get 404. */
 export function attachStoreWebSocket(http: Server, store: StoreServer | undefined, path = '/store'): StoreWebSocket {
-  const wss = store && new WebSocketServer({ noServer: true, maxPayload: maxStoreMessage(store.maxValueBytes), perMessageDeflate: false });
-  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    let at: string;
-    try {
-      at = new URL(req.url ?? '/', 'http://x').pathname;
-    } catch {
-      return refuseUpgrade(socket, '400 Bad Request');
-    }
-    if (!wss || !store || at !== path) return refuseUpgrade(socket, '404 Not Found');
-    wss.handleUpgrade(req, socket, head, (ws) => serveWebSocket(store, ws, req, socket));
-  };
-  http.on('upgrade', onUpgrade);
+  const served = store && storeUpgrades(store);
+  const routes = routeUpgrades(http, new Map(served ? [[path, served.handle]] : []));
   return {
     close: () => {
-      http.off('upgrade', onUpgrade);
-      if (wss) {
-        for (const ws of wss.clients) ws.terminate();
-        wss.close();
-      }
+      routes.close();
+      served?.close();
     },
   };
 }

@@ -23,7 +23,10 @@ its Web Workers can share memory as ranks of one node; the browser build of webc
   --token T           also host the job's rendezvous store, whose clients prove T (default
                       WEBCCL_TOKEN; without either, pages only and every WebSocket upgrade gets
                       a 404): pages connect at ws://HOST:P/store, Node ranks over TCP at
-                      MASTER_ADDR=HOST MASTER_PORT=<store port>
+                      MASTER_ADDR=HOST MASTER_PORT=<store port>; and a relay between pages'
+                      ranks at ws://HOST:P/webccl-relay?job=J&from=A&to=B&channel=C (pairs A->B
+                      with B->A, forwards bytes it never reads). The store empties when its last
+                      client leaves, so each run of the job starts afresh
   --job-id J          the job's id (default WEBCCL_JOB_ID, else a fresh random one, printed)
   --store-port S      the store's TCP port (default P + 1; 0: a free one)
   --demo              serve this package's live benchmark instead of DIR: allReduce across the

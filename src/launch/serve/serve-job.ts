@@ -1,7 +1,12 @@
 // What `webccl serve` runs: the static server (static-server.ts) and, given a job token, the
 // job's rendezvous store, one table with two kinds of connections: WebSocket upgrades on
 // /store of the HTTP port (pages), and plain TCP on the store port (Node ranks, which join with
-// MASTER_ADDR/MASTER_PORT as from any store). Without a token every upgrade gets a 404.
+// MASTER_ADDR/MASTER_PORT as from any store); and the relay (relay.ts) on /webccl-relay of the
+// HTTP port, through which pages' ranks, which cannot listen, reach each other. One router owns
+// the HTTP server's upgrades (upgrade-routes.ts). Without a token every upgrade gets a 404.
+//
+// The store outlives the job's runs here, so it empties its table when its last client leaves
+// (resetWhenIdle): a rerun against the same serve reads none of the previous run's keys.
 //
 // Why two ports, where the issue asks for one: in the store protocol the server speaks first
 // (HELLO, with its nonce), while an HTTP client speaks first. One listener could tell them apart
@@ -10,7 +15,9 @@
 // store's HELLO and then answer it with a GET. Making store clients speak first would change the
 // TCP store's bytes for every other server. So the store's TCP face gets its own port.
 import { type StoreServer, startStoreServer } from '../../bootstrap/node/store-server.js';
-import { type StoreWebSocket, attachStoreWebSocket } from '../../bootstrap/node/store-websocket.js';
+import { storeUpgrades } from '../../bootstrap/node/store-websocket.js';
+import { type UpgradeHandler, routeUpgrades } from '../../wire/node/upgrade-routes.js';
+import { RELAY_PATH, type Relay, type RelayOptions, startRelay } from './relay.js';
 import { type StaticServer, type StaticServerOptions, startStaticServer } from './static-server.js';
 
 export const STORE_PATH = '/store';
@@ -24,6 +31,8 @@ export interface ServeOptions extends StaticServerOptions {
     port: number;
     /** Called for each refused peer (both carriers); without it, the store logs them at WARN. */
     onReject?: (info: { remote: string; kind: 'auth' | 'protocol'; reason: string }) => void;
+    /** The relay's limits (tests shorten them). */
+    relay?: Omit<RelayOptions, 'jobId'>;
   };
 }
 
@@ -36,6 +45,10 @@ export interface Served {
     /** The TCP face, for Node ranks (MASTER_ADDR, MASTER_PORT). */
     host: string;
     port: number;
+    /** The relay of pages' links, at ws://host:port/webccl-relay. */
+    relay: Relay;
+    /** ws://host:port/webccl-relay (with ?job=&from=&to=&channel=). */
+    relayUrl: string;
   };
   close(): Promise<void>;
 }
@@ -45,7 +58,9 @@ export async function startServe(o: ServeOptions): Promise<Served> {
   const host = o.host ?? '127.0.0.1';
   let store: StoreServer | undefined;
   if (o.store) {
-    store = await startStoreServer({ host, port: o.store.port, token: o.store.token, jobId: o.store.jobId, onReject: o.store.onReject });
+    store = await startStoreServer({
+      host, port: o.store.port, token: o.store.token, jobId: o.store.jobId, onReject: o.store.onReject, resetWhenIdle: true,
+    });
   }
   let http: StaticServer;
   try {
@@ -54,12 +69,20 @@ export async function startServe(o: ServeOptions): Promise<Served> {
     await store?.close();
     throw e;
   }
-  const upgrades: StoreWebSocket = attachStoreWebSocket(http.http, store, STORE_PATH);
+  const storeWs = store && storeUpgrades(store);
+  const relay = o.store && startRelay({ ...o.store.relay, jobId: o.store.jobId });
+  const routes = new Map<string, UpgradeHandler>();
+  if (storeWs) routes.set(STORE_PATH, storeWs.handle);
+  if (relay) routes.set(RELAY_PATH, relay.handle);
+  const upgrades = routeUpgrades(http.http, routes);
+  const ws = http.url.replace(/^http/, 'ws');
   return {
     http,
-    store: store && { server: store, url: `${http.url.replace(/^http/, 'ws')}${STORE_PATH}`, host, port: store.port },
+    store: store && relay && { server: store, url: `${ws}${STORE_PATH}`, host, port: store.port, relay, relayUrl: `${ws}${RELAY_PATH}` },
     close: async () => {
       upgrades.close();
+      storeWs?.close();
+      relay?.close();
       await Promise.all([http.close(), store?.close()]);
     },
   };
