@@ -15,7 +15,7 @@ import { connectStore } from '../src/bootstrap/node/connect-store.js';
 import { WebcclError } from '../src/core/errors.js';
 import { HELD_LIMIT, RELAY_MAX_MESSAGE } from '../src/launch/serve/relay.js';
 import { type Served, startServe } from '../src/launch/serve/serve-job.js';
-import { CHUNK } from '../src/transport/ws/node/ws-conn.js';
+import { CHUNK } from '../src/transport/ws/messages.js';
 
 const TOKEN = 'relay-token';
 const JOB = 'relay-job';

@@ -1,6 +1,6 @@
 // One rank of job.html, in a module Web Worker: joins the job (through the node the page made,
 // or alone with the job's master), runs the checked sequence of ops every rank of the job runs,
-// and reports. With `loop` it then runs allReduce until the job fails (a test closes a page).
+// and reports. With `loop` it runs allReduce instead, until the job fails (a test closes a page).
 import * as ccl from '../../dist/browser/index.js';
 import { checkEveryCollective } from './job-check.js';
 
@@ -8,9 +8,12 @@ onmessage = async ({ data: { join, loop } }) => {
   const who = join.node ? `node rank ${join.rank}` : `rank ${join.rank}`;
   try {
     const comm = await ccl.initCommGroup(join);
-    const r = await checkEveryCollective(ccl, comm);
-    if (loop) for (;;) await ccl.allReduce(new Float32Array(1024).fill(1));
-    postMessage(r);
+    if (loop) {
+      await ccl.allReduce(new Float32Array(1024).fill(1));
+      postMessage({ looping: comm.rank });
+      for (;;) await ccl.allReduce(new Float32Array(1024).fill(1));
+    }
+    postMessage(await checkEveryCollective(ccl, comm));
   } catch (e) {
     postMessage({ error: `${who}: ${e.code ?? e.name}: ${e.message}`, code: e.code });
   }

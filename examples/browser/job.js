@@ -29,7 +29,11 @@ try {
   const results = await Promise.all(
     Array.from({ length: nranks }, (_, rank) => new Promise((resolve, reject) => {
       const worker = new Worker(new URL('./job-rank.js', import.meta.url), { type: 'module' });
-      worker.onmessage = ({ data }) => (data.error ? reject(Object.assign(new Error(data.error), { code: data.code })) : resolve(data));
+      worker.onmessage = ({ data }) => {
+        if (data.looping !== undefined) return void (window.jobLooping = (window.jobLooping ?? 0) + 1);
+        if (data.error) reject(Object.assign(new Error(data.error), { code: data.code }));
+        else resolve(data);
+      };
       worker.onerror = (e) => reject(new Error(`rank ${firstRank + rank}: ${e.message}`));
       const join = node ? { node, rank } : { ...job, rank: firstRank };
       worker.postMessage({ join, loop: q.get('loop') === '1' });

@@ -1,12 +1,15 @@
-// The live benchmark page: one node, one module worker per rank (perf-rank.js); each row that
-// rank 0 reports is added to the table and the chart (busbw against size, log2 size axis).
+// The live benchmark page: one module worker per rank (perf-rank.js); each row that rank 0
+// reports is added to the table and the chart (busbw against size, log2 size axis). Alone, the
+// page's workers are one node; with ?size=N (and first, token, as job.html takes them) they
+// join a job of N ranks across pages and Node ranks (examples/perf-job.mjs), whose store
+// `webccl serve --token T` hosts, and the chart shows the job's allReduce.
 import { createNode } from '../../dist/browser/index.js';
+import { sweepSizes } from './perf-loop.js';
 
 const q = new URLSearchParams(location.search);
 const ranks = Number(q.get('ranks') ?? 2);
-const max = Number(q.get('max') ?? 16 * 1024 * 1024);
-const sizes = [];
-for (let s = 1024; s <= max; s *= 4) sizes.push(s);
+const sizes = sweepSizes(Number(q.get('max') ?? 16 * 1024 * 1024));
+const seconds = Number(q.get('seconds') ?? 0.1);
 const status = document.getElementById('status');
 const table = document.getElementById('rows');
 const chart = document.getElementById('chart');
@@ -31,7 +34,13 @@ function add(row) {
 }
 
 try {
-  const node = createNode({ nranks: ranks });
+  const firstRank = Number(q.get('first') ?? 0);
+  const job = q.has('size') && {
+    master: q.get('master') ?? `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}`,
+    worldSize: Number(q.get('size')), token: q.get('token') ?? '', jobId: q.get('job') ?? undefined,
+  };
+  // A page of one rank in a job joins alone (no shared memory needed); otherwise one node.
+  const node = job && ranks === 1 ? undefined : createNode({ nranks: ranks, ...(job && { firstRank, ...job }) });
   let finished = 0;
   await new Promise((resolve, reject) => {
     for (let rank = 0; rank < ranks; rank++) {
@@ -42,12 +51,13 @@ try {
         else if (++finished === ranks) resolve();
       };
       w.onerror = (e) => reject(new Error(`rank ${rank}: ${e.message}`));
-      w.postMessage({ node, rank, sizes, seconds: 0.1 });
+      w.postMessage({ join: node ? { node, rank } : { ...job, rank: firstRank }, sizes, seconds });
     }
   });
   const wrong = rows.reduce((a, r) => a + r.wrong, 0);
   status.dataset.state = wrong ? 'failed' : 'done';
-  status.textContent = `${ranks} ranks, ${rows.length} sizes: ${wrong ? `${wrong} wrong results` : 'every result right'}`;
+  status.textContent = `${rows[0]?.ranks ?? ranks} ranks, ${rows.length} sizes: ${wrong ? `${wrong} wrong results` : 'every result right'}`;
+  window.perfRows = rows; // read by bench/browser-ws.mjs
 } catch (e) {
   status.dataset.state = 'failed';
   status.textContent = String(e.message ?? e);

@@ -32,6 +32,15 @@ export interface Card {
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
+/** Where a store served apart from the ranks (webccl serve) records a peer it refused for the token. */
+export const WRONG_TOKEN_KEY = 'refused/token';
+
+/** The address the store recorded under WRONG_TOKEN_KEY, if any. */
+async function refusedByStore(store: StoreSession): Promise<string | undefined> {
+  const there = await store.wait([WRONG_TOKEN_KEY], 0).then(() => true, () => false);
+  return there ? text(await store.get(WRONG_TOKEN_KEY, { timeoutMs: 1000 })) : undefined;
+}
+
 /**
  * Publishes this rank's card, waits for everyone's, connects `transport` to every rank; returns
  * the node index of every world rank (ranks with the same index share memory).
@@ -106,7 +115,7 @@ export async function agreeOnCarrier(store: StoreSession, o: RendezvousSteps): P
 async function gather(store: StoreSession, o: RendezvousSteps, deadline: number, where: string, wrongToken: () => string | undefined): Promise<Card[]> {
   const keys = Array.from({ length: o.size }, (_, r) => `rank/${r}`);
   for (;;) {
-    const remote = wrongToken();
+    const remote = wrongToken() ?? (await refusedByStore(store));
     if (remote !== undefined) {
       const missing = await store.wait(keys, 0).then(() => [], (e) => ((WebcclError.is(e) && (e.details.keys as string[])) || []).map((k) => Number(k.slice(5))));
       if (missing.length) {

@@ -4,7 +4,7 @@
 //   webccl run --nnodes N --node-rank K ...        this process is node K of a multi-node job
 import { resolveJobId, resolveToken } from '../bootstrap/node/job-secrets.js';
 import { DEFAULT_MASTER_PORT } from '../bootstrap/world.js';
-import { takeStoreFd } from '../bootstrap/node/store-handoff.js';
+import { storeServedFromEnv, takeStoreFd } from '../bootstrap/node/store-handoff.js';
 import { WebcclError } from '../core/errors.js';
 import { startProcesses } from './processes.js';
 import { type LaunchOptions, type LaunchResult, startRanks } from './threads.js';
@@ -160,7 +160,8 @@ function startJob(a: RunArgs) {
   const jobId = resolveJobId(process.env, masterAddr, masterPort);
   // Node 0 of `webccl perf --transport tcp` is handed the store's socket, already listening.
   const storeFd = nodeRank === 0 ? takeStoreFd(process.env) : undefined;
-  const world = { firstRank: nodeRank * nranks, size: nnodes * nranks, masterAddr, masterPort, token, jobId, ...(storeFd !== undefined && { storeFd }) };
+  const storeServed = storeServedFromEnv(process.env);
+  const world = { firstRank: nodeRank * nranks, size: nnodes * nranks, masterAddr, masterPort, token, jobId, ...(storeFd !== undefined && { storeFd }), ...(storeServed && { storeServed }) };
   return startRanks({ nranks, script, args, world, onMessage: forwardTo(world.firstRank), faultTolerant });
 }
 

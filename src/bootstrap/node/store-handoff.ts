@@ -4,6 +4,7 @@
 // other program — another job's store, typically — can take the port; rank 0 then fails with
 // ADDRESS_IN_USE and the other ranks talk to the wrong store. A socket that never stops
 // listening leaves no such window.
+import { WebcclError } from '../../core/errors.js';
 import net from 'node:net';
 
 /** The variable that names the listening socket's descriptor in rank 0's environment. */
@@ -53,4 +54,14 @@ export function takeStoreFd(env: Record<string, string | undefined>): number | u
   const named = env[STORE_FD_VAR];
   delete env[STORE_FD_VAR];
   return named !== undefined && /^\d+$/.test(named) ? Number(named) : undefined;
+}
+
+/**
+ * WEBCCL_STORE_SERVED: 1 when the job's store is already served (webccl serve, for a job with
+ * browser ranks), so that world rank 0 joins it as a client instead of serving it.
+ */
+export function storeServedFromEnv(env: Record<string, string | undefined>): boolean {
+  const v = env.WEBCCL_STORE_SERVED;
+  if (v !== undefined && v !== '' && v !== '0' && v !== '1') throw new WebcclError('INVALID_ARGUMENT', `WEBCCL_STORE_SERVED=${JSON.stringify(v)}: expected 0 or 1`);
+  return v === '1';
 }

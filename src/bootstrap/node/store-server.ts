@@ -13,6 +13,7 @@ import { socketFlow } from './socket-flow.js';
 import { RateLimitedLog } from '../../core/rate-log.js';
 import { concat, textBytes } from '../../wire/bytes.js';
 import { AUTH_FAIL_REASONS, AuthFail, Challenge, Refused } from '../../wire/auth.js';
+import { WRONG_TOKEN_KEY } from '../meet.js';
 import { sameBytes } from '../../wire/hmac.js';
 import { checkSecrets, hostPort } from '../../wire/secrets.js';
 import {
@@ -51,6 +52,12 @@ export interface StoreServerOptions {
    * job's own store (rank 0's, a launcher's) lives exactly as long as the job.
    */
   resetWhenIdle?: boolean;
+  /**
+   * Record a peer refused for the token under WRONG_TOKEN_KEY (its address), so that the ranks
+   * waiting at the rendezvous fail at once naming the ranks that have not joined: for a store
+   * served apart from the ranks (`webccl serve`), where no rank sees its refusals.
+   */
+  publishTokenRefusals?: boolean;
 }
 
 export interface StoreServerStats {
@@ -223,6 +230,7 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   let refusals: RateLimitedLog | undefined; // made once the label has the bound port
   const reject = (remote: string, kind: 'auth' | 'protocol', reason: string) => {
     counts[kind === 'auth' ? 'authFailures' : 'protocolErrors']++;
+    if (options.publishTokenRefusals && kind === 'auth' && reason === AUTH_FAIL_REASONS[2]) table.put(WRONG_TOKEN_KEY, textBytes(remote));
     if (options.onReject) options.onReject({ remote, kind, reason });
     else (refusals ??= new RateLimitedLog(`store ${label}: refused connections`)).warn(refusalLine(label, { remote, kind, reason }));
   };

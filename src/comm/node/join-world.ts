@@ -15,7 +15,7 @@ import { Communicator, type CommunicatorOptions } from '../communicator.js';
 import { type JoinOptions, joinNodeAs } from '../context.js';
 import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_NCHANNELS, netWorldCommunicator } from '../net-world.js';
 import { DEFAULT_MASTER_PORT, type WorldInit } from '../../bootstrap/world.js';
-import { takeStoreFd } from '../../bootstrap/node/store-handoff.js';
+import { storeServedFromEnv, takeStoreFd } from '../../bootstrap/node/store-handoff.js';
 import { resolveWireTls } from '../../wire/node/secure-socket.js';
 import { checkSecrets } from '../../wire/secrets.js';
 
@@ -38,11 +38,10 @@ export function worldFromEnv(env: Record<string, string | undefined>): WorldInit
   const masterAddr = id.masterAddr ?? (oneMachine ? '127.0.0.1' : fail('INVALID_ARGUMENT', `MASTER_ADDR must be set: rank ${id.rank} of ${id.worldSize} (from ${id.source}) needs the address of rank 0's rendezvous store; it defaults to 127.0.0.1 only when the launcher says every rank is on this machine (local world size = world size)`));
   const masterPort = id.masterPort ?? DEFAULT_MASTER_PORT;
   const storeFd = id.rank === 0 ? takeStoreFd(env) : undefined;
-  const served = env.WEBCCL_STORE_SERVED;
-  if (served !== undefined && served !== '' && served !== '0' && served !== '1') fail('INVALID_ARGUMENT', `WEBCCL_STORE_SERVED=${JSON.stringify(served)}: expected 0 or 1`);
+  const served = storeServedFromEnv(env);
   return {
     rank: id.rank, size: id.worldSize, masterAddr, masterPort, token: resolveToken(env, masterAddr), jobId: resolveJobId(env, masterAddr, masterPort),
-    ...(storeFd !== undefined && { storeFd }), ...(served === '1' && { storeServed: true }),
+    ...(storeFd !== undefined && { storeFd }), ...(served && { storeServed: true }),
   };
 }
 

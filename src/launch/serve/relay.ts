@@ -1,7 +1,8 @@
 // The relay of `webccl serve` (Node only): browsers cannot listen, so two pages' ranks reach
 // each other through the serve process. Each rank opens a WebSocket to
-//   /webccl-relay?job=<jobId>&from=<its rank>&to=<peer rank>&channel=<c>
-// and the relay pairs (from=a, to=b, c) with (from=b, to=a, c), then forwards binary messages
+//   /webccl-relay?job=<jobId>&from=<its rank>&to=<peer rank>&channel=<c>[&mesh=<m>]
+// and the relay pairs (from=a, to=b, c, m) with (from=b, to=a, c, m) (m names one of the job's
+// meshes: a shrunk communicator's has its own), then forwards binary messages
 // between the two, in order, both ways. It never reads them: the ranks run the link handshake
 // (wire/link-handshake.ts, HELLO/PROOF with the job token) end to end through it: the relay
 // holds no token and cannot pass for a rank, and a socket that does not hold the token pairs
@@ -20,10 +21,10 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { type WebSocket, WebSocketServer } from 'ws';
-import { CHUNK } from '../../transport/ws/node/ws-conn.js';
+import { CHUNK } from '../../transport/ws/messages.js';
 import { type UpgradeHandler, refuseUpgrade } from '../../wire/node/upgrade-routes.js';
 
-export const RELAY_PATH = '/webccl-relay';
+export { RELAY_PATH } from '../../transport/ws/page-carrier.js';
 /** The largest message relayed: a link's largest (a payload chunk) and a margin. */
 export const RELAY_MAX_MESSAGE = CHUNK + 64;
 /** Bytes a socket may send before its partner arrives. */
@@ -85,7 +86,8 @@ interface End {
   closed: boolean;
 }
 
-interface Query { from: number; to: number; channel: number }
+/** `mesh` names one of the job's meshes (a shrunk communicator builds its own), so their links pair apart. */
+interface Query { from: number; to: number; channel: number; mesh: string }
 
 /** The query's ranks and channel, or why it is malformed. */
 function parseQuery(q: URLSearchParams): Query | string {
@@ -98,10 +100,12 @@ function parseQuery(q: URLSearchParams): Query | string {
   }
   const [from, to, channel] = ints;
   if (from === to) return 'from and to must differ';
-  return { from, to, channel };
+  const meshes = q.getAll('mesh');
+  if (meshes.length > 1 || (meshes.length === 1 && !/^[\w./:-]{1,64}$/.test(meshes[0]))) return 'mesh must be given at most once, 1..64 characters of [A-Za-z0-9_./:-]';
+  return { from, to, channel, mesh: meshes[0] ?? '' };
 }
 
-const slotOf = (from: number, to: number, channel: number) => `${from}>${to}#${channel}`;
+const slotOf = (from: number, to: number, channel: number, mesh: string) => `${mesh}|${from}>${to}#${channel}`;
 
 /** Starts a relay for `jobId`; route its `handle` at RELAY_PATH. */
 export function startRelay(o: RelayOptions): Relay {
@@ -124,14 +128,14 @@ export function startRelay(o: RelayOptions): Relay {
     if (typeof q === 'string') return refuseUpgrade(socket, '400 Bad Request');
     if (jobs[0] !== o.jobId) return refuseUpgrade(socket, '404 Not Found');
     // Over the cap, only a socket whose partner waits is let in: it adds no waiter.
-    if (waiting >= maxWaiting && !slots.get(slotOf(q.to, q.from, q.channel))?.waiting) return refuseUpgrade(socket, '503 Service Unavailable');
+    if (waiting >= maxWaiting && !slots.get(slotOf(q.to, q.from, q.channel, q.mesh))?.waiting) return refuseUpgrade(socket, '503 Service Unavailable');
     wss.handleUpgrade(req, socket, head, (ws) => admit(ws, q));
   };
 
   function admit(ws: WebSocket, q: Query): void {
     const label = `rank ${q.from} to rank ${q.to} channel ${q.channel}`;
     const end: End = {
-      ws, label, slot: slotOf(q.from, q.to, q.channel), partnerSlot: slotOf(q.to, q.from, q.channel),
+      ws, label, slot: slotOf(q.from, q.to, q.channel, q.mesh), partnerSlot: slotOf(q.to, q.from, q.channel, q.mesh),
       held: [], heldBytes: 0, paused: false, waiting: false, done: false, closed: false,
     };
     ws.on('message', (data: Buffer, isBinary: boolean) => received(end, data, isBinary));

@@ -17,10 +17,12 @@
 import { type StoreServer, startStoreServer } from '../../bootstrap/node/store-server.js';
 import { storeUpgrades } from '../../bootstrap/node/store-websocket.js';
 import { type UpgradeHandler, routeUpgrades } from '../../wire/node/upgrade-routes.js';
-import { RELAY_PATH, type Relay, type RelayOptions, startRelay } from './relay.js';
+import { RELAY_PATH } from '../../transport/ws/page-carrier.js';
+import { type Relay, type RelayOptions, startRelay } from './relay.js';
 import { type StaticServer, type StaticServerOptions, startStaticServer } from './static-server.js';
 
-export const STORE_PATH = '/store';
+export { STORE_PATH } from '../../bootstrap/page-rendezvous.js';
+import { STORE_PATH } from '../../bootstrap/page-rendezvous.js';
 
 export interface ServeOptions extends StaticServerOptions {
   /** Host the job's rendezvous store; absent: pages only. */
@@ -59,7 +61,7 @@ export async function startServe(o: ServeOptions): Promise<Served> {
   let store: StoreServer | undefined;
   if (o.store) {
     store = await startStoreServer({
-      host, port: o.store.port, token: o.store.token, jobId: o.store.jobId, onReject: o.store.onReject, resetWhenIdle: true,
+      host, port: o.store.port, token: o.store.token, jobId: o.store.jobId, onReject: o.store.onReject, resetWhenIdle: true, publishTokenRefusals: true,
     });
   }
   let http: StaticServer;

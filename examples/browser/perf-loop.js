@@ -1,0 +1,45 @@
+// The allReduce sweep of the live benchmark, on any communicator (browser-safe; a page's workers
+// and Node ranks of the same job run it, so every rank makes the same calls): for each size, a
+// few warm-up calls, then enough timed calls to fill `seconds` (every rank agrees on the largest
+// count), the slowest rank's mean time agreed with an allReduce (max), as nccl-tests reports,
+// and every result checked (each rank adds rank + 1). Rank 0 gets each row through `onRow`.
+//   await allReduceSweep(comm, { sizes: [1024, 4096], seconds: 0.1 }, (row) => ...)
+
+/** Sizes from 1 KiB to `max` bytes, ×4 each. */
+export function sweepSizes(max) {
+  const sizes = [];
+  for (let s = 1024; s <= max; s *= 4) sizes.push(s);
+  return sizes;
+}
+
+export async function allReduceSweep(comm, { sizes, seconds }, onRow) {
+  const n = comm.size;
+  const rank = comm.rank;
+  const now = () => performance.now();
+  for (const bytes of sizes) {
+    const x = comm.alloc('f32', bytes / 4); // zero-copy: the collective uses it in place
+    const want = (n * (n + 1)) / 2;
+    let wrong = 0;
+    const once = async () => {
+      x.fill(rank + 1);
+      await comm.allReduce(x);
+      if (x[0] !== want || x[x.length - 1] !== want) wrong++;
+    };
+    const w0 = now();
+    for (let i = 0; i < 3; i++) await once();
+    const count = new Int32Array([Math.max(5, Math.ceil((seconds * 1000 * 3) / Math.max(now() - w0, 1e-3)))]);
+    await comm.allReduce(count, { op: 'max' });
+    await comm.barrier();
+    const t0 = now();
+    for (let i = 0; i < count[0]; i++) await once();
+    const mean = new Float64Array([((now() - t0) * 1000) / count[0]]);
+    await comm.allReduce(mean, { op: 'max' });
+    const bad = new Int32Array([wrong]);
+    await comm.allReduce(bad);
+    comm.free(x);
+    if (rank === 0) {
+      const algbw = bytes / (mean[0] * 1e3); // GB/s: bytes per microsecond / 1000
+      onRow({ size: bytes, timeUs: mean[0], algbw, busbw: (algbw * (2 * (n - 1))) / n, wrong: bad[0], ranks: n });
+    }
+  }
+}
