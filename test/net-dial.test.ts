@@ -23,16 +23,21 @@ const dialEnv = (master: string, rank: number, size: number, jobId: string, extr
   cleanEnv({ DIAL_MASTER: master, DIAL_RANK: String(rank), DIAL_SIZE: String(size), DIAL_TOKEN: JOB_TOKEN, DIAL_JOB: jobId, ...extra });
 
 describe('ranks that only dial, in a job with Node ranks that listen', () => {
-  it('2 Node ranks + 1 dial-only rank: every collective, send/recv and a split check out on all 3', async () => {
+  it('2 Node ranks + 1 dial-only rank: every collective, send/recv and a split check out on all 3; run again on the same store (emptied between runs), again', async () => {
     const job = await servedJob('dial-3');
     try {
-      const rs = await Promise.all([
-        run(node, [fixture('net-check.mjs')], job.nodeEnv(0, 3)),
-        run(node, [fixture('net-check.mjs')], job.nodeEnv(1, 3)),
-        run(node, [fixture('net-check.mjs')], dialEnv(job.master, 2, 3, job.jobId, { WEBCCL_DEBUG: 'INFO' })),
-      ]);
-      expectAllOk(rs, 3);
-      expect(rs[2].stderr).toMatch(/rank 2\/3: 3 node\(s\), mesh of 2 channel\(s\) per peer over ws, dialling only/);
+      for (const round of [1, 2]) {
+        const rs = await Promise.all([
+          run(node, [fixture('net-check.mjs')], job.nodeEnv(0, 3)),
+          run(node, [fixture('net-check.mjs')], job.nodeEnv(1, 3)),
+          run(node, [fixture('net-check.mjs')], dialEnv(job.master, 2, 3, job.jobId, { WEBCCL_DEBUG: 'INFO' })),
+        ]);
+        expectAllOk(rs, 3);
+        expect(rs[2].stderr, `round ${round}`).toMatch(/rank 2\/3: 3 node\(s\), mesh of 2 channel\(s\) per peer over ws, dialling only/);
+        // Every rank has left: the store holds nothing of this run.
+        for (let i = 0; i < 200 && job.served.store!.server.stats().keys > 0; i++) await new Promise((r) => setTimeout(r, 25));
+        expect(job.served.store!.server.stats().keys).toBe(0);
+      }
     } finally {
       await job.close();
     }

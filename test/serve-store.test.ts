@@ -20,6 +20,7 @@ import { startStoreServer } from '../src/bootstrap/node/store-server.js';
 import { attachStoreWebSocket, maxStoreMessage } from '../src/bootstrap/node/store-websocket.js';
 import { ACCEPTS, FrameParser, Kind, decode, type Message } from '../src/bootstrap/store-protocol.js';
 import { WebcclError } from '../src/core/errors.js';
+import { freePort } from './helpers/net.js';
 import { type Served, startServe } from '../src/launch/serve/serve-job.js';
 
 const TOKEN = 'serve-token';
@@ -271,6 +272,31 @@ describe('webccl serve --token: the built command', () => {
       child.kill('SIGTERM');
     }
     expect(await new Promise((r) => child.once('exit', (c) => r(c)))).toBe(0);
+  }, 60_000);
+});
+
+describe('webccl serve --token: the default job id', () => {
+  it('on a fixed port it is HOST:STORE_PORT, what Node ranks (MASTER_ADDR:MASTER_PORT) and pages (master ws://HOST:P, P + 1) take by default', async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, [join(root, 'bin', 'webccl.js'), 'serve', tmp, '--port', String(port)], {
+      stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, WEBCCL_TOKEN: TOKEN, WEBCCL_JOB_ID: undefined },
+    });
+    try {
+      const out = await new Promise<string>((resolve, reject) => {
+        let o = '';
+        const timer = setTimeout(() => reject(new Error(`no store line in 30 s: ${o}`)), 30_000);
+        child.stdout.setEncoding('utf8').on('data', (d) => {
+          o += d;
+          if (/store at/.test(o)) {
+            clearTimeout(timer);
+            resolve(o);
+          }
+        });
+      });
+      expect(out).toContain(`job "127.0.0.1:${port + 1}" store at ws://127.0.0.1:${port}/store`);
+    } finally {
+      child.kill('SIGTERM');
+    }
   }, 60_000);
 });
 

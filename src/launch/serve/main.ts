@@ -27,14 +27,19 @@ its Web Workers can share memory as ranks of one node; the browser build of webc
                       ranks at ws://HOST:P/webccl-relay?job=J&from=A&to=B&channel=C (pairs A->B
                       with B->A, forwards bytes it never reads). The store empties when its last
                       client leaves, so each run of the job starts afresh
-  --job-id J          the job's id (default WEBCCL_JOB_ID, else a fresh random one, printed)
+  --job-id J          the job's id (default WEBCCL_JOB_ID, else HOST:S with S the store port,
+                      which Node ranks and pages also take by default; with S = 0 a random one)
   --store-port S      the store's TCP port (default P + 1; 0: a free one)
   --demo              serve this package's live benchmark instead of DIR: allReduce across the
                       page's Web Workers, busbw against size drawn as the rows arrive (its
-                      address is printed)
+                      address is printed); with a token, ?size=N&first=R&token=T makes the
+                      page's workers ranks of a job with other pages and Node ranks
   -h, --help          show this text
 
-  webccl serve node_modules/webccl --port 8080   then open http://127.0.0.1:8080/examples/browser/`;
+  webccl serve node_modules/webccl --port 8080   then open http://127.0.0.1:8080/examples/browser/
+  A job of Node processes and pages: webccl serve node_modules/webccl -p 8080 --token T, Node
+  ranks with MASTER_ADDR=127.0.0.1 MASTER_PORT=8081 WEBCCL_TOKEN=T WEBCCL_TRANSPORT=ws
+  WEBCCL_STORE_SERVED=1, pages at /examples/browser/job.html?size=N&first=R&ranks=K&token=T`;
 
 class ServeUsageError extends CliUsageError {
   override readonly name = 'ServeUsageError';
@@ -64,7 +69,7 @@ export async function serveMain(argv: string[], until: Promise<unknown> = signal
     if (p && (!/^\d+$/.test(p.value) || port > 65535)) throw new ServeUsageError(`${p.flag} needs a port in 0..65535, got ${JSON.stringify(p.value)}`);
     host = given.get('host')?.value ?? '127.0.0.1';
     if (!host || /\s/.test(host)) throw new ServeUsageError(`--host needs a host name or address, got ${JSON.stringify(host)}`);
-    store = storeFlags(given, port);
+    store = storeFlags(given, port, host);
   } catch (e) {
     if (!(e instanceof ServeUsageError)) throw e;
     process.stderr.write(`webccl serve: ${e.message}\n${SERVE_USAGE}\n`);
@@ -83,7 +88,7 @@ export async function serveMain(argv: string[], until: Promise<unknown> = signal
 }
 
 /** The store's settings from --token/--job-id/--store-port (or WEBCCL_TOKEN, WEBCCL_JOB_ID); undefined without a token. */
-function storeFlags(given: Map<string, { flag: string; value: string }>, httpPort: number): ServeOptions['store'] {
+function storeFlags(given: Map<string, { flag: string; value: string }>, httpPort: number, host: string): ServeOptions['store'] {
   const token = given.get('token')?.value ?? envString('WEBCCL_TOKEN');
   if (token === undefined) {
     const stray = ['jobId', 'storePort'].map((k) => given.get(k)).find((g) => g !== undefined);
@@ -91,11 +96,14 @@ function storeFlags(given: Map<string, { flag: string; value: string }>, httpPor
     return undefined;
   }
   if (token === '') throw new ServeUsageError('--token needs a non-empty value');
-  const jobId = given.get('jobId')?.value ?? envString('WEBCCL_JOB_ID') ?? `serve-${randomBytes(6).toString('hex')}`;
-  const n = textBytes(jobId).length;
-  if (n < 1 || n > MAX_JOB_ID_BYTES) throw new ServeUsageError(`--job-id needs 1..${MAX_JOB_ID_BYTES} UTF-8 bytes, got ${n}`);
   const sp = given.get('storePort');
   const port = sp === undefined ? (httpPort === 0 ? 0 : httpPort + 1) : Number(sp.value);
+  // The default every rank derives by itself: Node ranks from MASTER_ADDR:MASTER_PORT (the store
+  // port), pages from their master ws://HOST:P (HOST:P+1). A free port (0) is known only later:
+  // then a random id, which the ranks must be given.
+  const jobId = given.get('jobId')?.value ?? envString('WEBCCL_JOB_ID') ?? (port === 0 ? `serve-${randomBytes(6).toString('hex')}` : `${host}:${port}`);
+  const n = textBytes(jobId).length;
+  if (n < 1 || n > MAX_JOB_ID_BYTES) throw new ServeUsageError(`--job-id needs 1..${MAX_JOB_ID_BYTES} UTF-8 bytes, got ${n}`);
   if (sp && (!/^\d+$/.test(sp.value) || port > 65535)) throw new ServeUsageError(`${sp.flag} needs a port in 0..65535, got ${JSON.stringify(sp.value)}`);
   if (port > 65535) throw new ServeUsageError(`the store's default port ${port} (the HTTP port + 1) is over 65535: give --store-port`);
   return { token, jobId, port };
