@@ -49,7 +49,7 @@ function nodeRank(s, jobId, rank, size, transport) {
     ...process.env, RANK: String(rank), WORLD_SIZE: String(size), MASTER_ADDR: s.storeHost, MASTER_PORT: s.storePort,
     WEBCCL_TOKEN: TOKEN, WEBCCL_JOB_ID: jobId, WEBCCL_TRANSPORT: transport, WEBCCL_STORE_SERVED: '1',
   };
-  const p = spawn(process.execPath, [join(root, 'examples/perf-job.mjs'), String(max), String(seconds)], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const p = spawn(process.execPath, [join(root, 'examples/browser/perf-node.mjs'), String(max), String(seconds)], { env, stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   p.stdout.on('data', (d) => (out += d));
   return new Promise((resolve, reject) => p.on('exit', (c) => (c === 0 ? resolve(out.split('\n').filter(Boolean).map((l) => JSON.parse(l))) : reject(new Error(`rank ${rank} exited with ${c}`)))));

@@ -43,20 +43,22 @@ async function openJobPage(url: string, until = '(window.jobResult !== undefined
 const jobUrl = (job: ServedJob, q: Record<string, string | number>) =>
   `${job.served.http.url}/examples/browser/job.html?${new URLSearchParams({ token: JOB_TOKEN, job: job.jobId, ...Object.fromEntries(Object.entries(q).map(([k, v]) => [k, String(v)])) })}`;
 
-const okRanks = (rs: Run[]) => [...rs.map((r) => r.stdout).join('').matchAll(/^ok rank (\d+) of (\d+) /gm)].map((m) => Number(m[1]));
+const okRanks = (rs: Run[]) => [...rs.map((r) => r.stdout).join('').matchAll(/^ok rank (\d+) of (\d+)[ :]/gm)].map((m) => Number(m[1]));
 
 describe.skipIf(!haveChromium)('pages in jobs with Node processes', () => {
   it('2 Node processes of 2 ranks + 2 pages of 2 workers: every collective, send/recv and a split check out on all 8 ranks, hierarchical allReduce', async () => {
     const job = await servedJob('mixed-8');
     try {
-      // The Node processes are `webccl run --nnodes 2` launchers (nodes 0 and 1 of 4): world ranks 0..3.
+      // The Node processes are `webccl run --nnodes 4` launchers (nodes 0 and 1; the pages are 2 and
+      // 3) running the shipped examples/browser/job-node.mjs, as the README says: world ranks 0..3.
       const procs = Promise.all([0, 1].map((k) => run(node, [bin, 'run', '--nnodes', '4', '--node-rank', String(k), '--nproc-per-node', '2',
-        '--master-addr', '127.0.0.1', '--master-port', String(job.served.store!.port), fixture('net-check.mjs'), '--expect-default', 'hierarchical'], job.nodeEnv(0, 0))));
+        '--master-addr', '127.0.0.1', '--master-port', String(job.served.store!.port), join(root, 'examples', 'browser', 'job-node.mjs')], job.nodeEnv(0, 0))));
       const pages = await Promise.all([4, 6].map((first) => openJobPage(jobUrl(job, { size: 8, first, ranks: 2 }))));
       const results = await Promise.all(pages.map((p) => p.result()));
       const rs = await procs;
       for (const r of rs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
       expect(okRanks(rs).sort()).toEqual([0, 1, 2, 3]);
+      expect(rs[0].stdout).toMatch(/^ok rank 0 of 8: every op checked; allReduce algorithms \{[^}]*"hierarchical":[1-9]/m);
       expect(results, await pages[0].log()).toEqual([{ ok: true, ranks: [4, 5] }, { ok: true, ranks: [6, 7] }]);
       const log = await pages[0].log();
       expect(log).toMatch(/rank 4\/8: every op checked; allReduce algorithms \{[^}]*"hierarchical":[1-9]/);
@@ -136,10 +138,10 @@ describe.skipIf(!haveChromium)('pages in jobs with Node processes', () => {
     }
   }, 180_000);
 
-  it('perf.html across a job: a page of 2 workers and a Node rank (examples/perf-job.mjs) run the live sweep; rows with #wrong 0 on the page of rank 0', async () => {
+  it('perf.html across a job: a page of 2 workers and a Node rank (examples/browser/perf-node.mjs) run the live sweep; rows with #wrong 0 on the page of rank 0', async () => {
     const job = await servedJob('perf-job');
     try {
-      const nodeRank = run(node, [join(root, 'examples', 'perf-job.mjs'), '65536', '0.02'], job.nodeEnv(2, 3));
+      const nodeRank = run(node, [join(root, 'examples', 'browser', 'perf-node.mjs'), '65536', '0.02'], job.nodeEnv(2, 3));
       const tab = await (await browser.newContext()).newPage();
       await tab.goto(`${job.served.http.url}/examples/browser/perf.html?${new URLSearchParams({ size: '3', first: '0', ranks: '2', token: JOB_TOKEN, job: job.jobId, max: '65536', seconds: '0.02' })}`);
       await tab.waitForFunction('document.getElementById("status").dataset.state !== "running"', undefined, { timeout: 120_000 });

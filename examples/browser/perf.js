@@ -1,7 +1,7 @@
 // The live benchmark page: one module worker per rank (perf-rank.js); each row that rank 0
 // reports is added to the table and the chart (busbw against size, log2 size axis). Alone, the
 // page's workers are one node; with ?size=N (and first, token, as job.html takes them) they
-// join a job of N ranks across pages and Node ranks (examples/perf-job.mjs), whose store
+// join a job of N ranks across pages and Node ranks (examples/browser/perf-node.mjs), whose store
 // `webccl serve --token T` hosts, and the chart shows the job's allReduce.
 import { createNode } from '../../dist/browser/index.js';
 import { sweepSizes } from './perf-loop.js';
