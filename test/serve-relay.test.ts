@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
+import { upgradeStatus } from './helpers/upgrade-status.js';
 import { StoreClient } from '../src/bootstrap/node/store-client.js';
 import { connectStore } from '../src/bootstrap/node/connect-store.js';
 import { WebcclError } from '../src/core/errors.js';
@@ -64,15 +65,6 @@ function peer(url: string): Promise<Peer> {
   });
 }
 
-/** The status of an upgrade request (101 when it is accepted). */
-function upgradeStatus(url: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = new WebSocket(url);
-    s.on('open', () => { s.close(); resolve(101); });
-    s.on('unexpected-response', (_req, res) => { resolve(res.statusCode ?? 0); s.terminate(); });
-    s.on('error', (e) => { if (!/Unexpected server response/.test(e.message)) reject(e); });
-  });
-}
 
 const msg = (tag: string, i: number) => Buffer.from(`${tag}${i}`);
 const texts = (bs: Buffer[]) => bs.map((b) => b.toString());

@@ -13,6 +13,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
+import { upgradeStatus } from './helpers/upgrade-status.js';
+import { outputMatch } from './helpers/output-match.js';
 import { connectStore } from '../src/bootstrap/node/connect-store.js';
 import { StoreClient } from '../src/bootstrap/node/store-client.js';
 import { connectStoreWith } from '../src/bootstrap/store-websocket-client.js';
@@ -67,15 +69,6 @@ const tcp = (o: { token?: string; jobId?: string } = {}) =>
 const ws = (o: { token?: string; jobId?: string; url?: string } = {}) =>
   connectStore({ url: o.url ?? served.store!.url, token: o.token ?? TOKEN, jobId: o.jobId ?? JOB, timeoutMs: 10_000 });
 
-/** An upgrade request's status line (101 when it is accepted). */
-function upgradeStatus(url: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = new WebSocket(url);
-    s.on('open', () => { s.close(); resolve(101); });
-    s.on('unexpected-response', (_req, res) => { resolve(res.statusCode ?? 0); s.terminate(); });
-    s.on('error', (e) => { if (!/Unexpected server response/.test(e.message)) reject(e); });
-  });
-}
 
 /** A hand-driven WebSocket peer of the store: frames it receives, decoded. */
 async function rawWs(url: string) {
@@ -244,18 +237,7 @@ describe('webccl serve --token: the built command', () => {
     let err = '';
     child.stderr.setEncoding('utf8').on('data', (d) => (err += d));
     try {
-      const m = await new Promise<RegExpExecArray>((resolve, reject) => {
-        let out = '';
-        const timer = setTimeout(() => reject(new Error(`no store address in 30 s: ${out} ${err}`)), 30_000);
-        child.stdout.setEncoding('utf8').on('data', (d) => {
-          out += d;
-          const found = /job "([^"]+)" store at (ws:\/\/127\.0\.0\.1:\d+\/store) .* tcp 127\.0\.0\.1:(\d+)/.exec(out);
-          if (found) {
-            clearTimeout(timer);
-            resolve(found);
-          }
-        });
-      });
+      const m = await outputMatch(child.stdout, /job "([^"]+)" store at (ws:\/\/127\.0\.0\.1:\d+\/store) .* tcp 127\.0\.0\.1:(\d+)/);
       const [, jobId, url, port] = m;
       expect(jobId).toMatch(/^serve-[0-9a-f]{12}$/);
       const a = await connectStore({ url, token: TOKEN, jobId, timeoutMs: 10_000 });
@@ -282,17 +264,7 @@ describe('webccl serve --token: the default job id', () => {
       stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, WEBCCL_TOKEN: TOKEN, WEBCCL_JOB_ID: undefined },
     });
     try {
-      const out = await new Promise<string>((resolve, reject) => {
-        let o = '';
-        const timer = setTimeout(() => reject(new Error(`no store line in 30 s: ${o}`)), 30_000);
-        child.stdout.setEncoding('utf8').on('data', (d) => {
-          o += d;
-          if (/store at/.test(o)) {
-            clearTimeout(timer);
-            resolve(o);
-          }
-        });
-      });
+      const [out] = await outputMatch(child.stdout, /job .* store at .*\n/);
       expect(out).toContain(`job "127.0.0.1:${port + 1}" store at ws://127.0.0.1:${port}/store`);
     } finally {
       child.kill('SIGTERM');

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { outputMatch } from './helpers/output-match.js';
 import { haveChromium, warnIfNoChromium, withTab } from './helpers/chromium.js';
 import { ISOLATION_HEADERS, type StaticServer, startStaticServer } from '../src/launch/serve/static-server.js';
 import { WebcclError } from '../src/core/errors.js';
@@ -141,18 +142,7 @@ describe('webccl serve: the command', () => {
   it('serves DIR on the port asked for, prints its address, and ends with code 0 on SIGTERM', async () => {
     const child = spawn(process.execPath, [bin, 'serve', dir, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
     try {
-      const url = await new Promise<string>((resolve, reject) => {
-        let out = '';
-        const timer = setTimeout(() => reject(new Error(`no address in 30 s: ${out}`)), 30_000);
-        child.stdout.setEncoding('utf8').on('data', (d) => {
-          out += d;
-          const m = /(http:\/\/127\.0\.0\.1:\d+)\//.exec(out);
-          if (m) {
-            clearTimeout(timer);
-            resolve(m[1]);
-          }
-        });
-      });
+      const [, url] = await outputMatch(child.stdout, /(http:\/\/127\.0\.0\.1:\d+)\//);
       const res = await fetch(`${url}/app.mjs`);
       expect(res.headers.get('cross-origin-opener-policy')).toBe('same-origin');
       expect(await res.text()).toBe('export const x = 1;');
@@ -184,18 +174,7 @@ describe('webccl serve: the command', () => {
     expect(cli(['--demo', dir]).status).toBe(2);
     const child = spawn(process.execPath, [bin, 'serve', '--demo', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
     try {
-      const url = await new Promise<string>((resolve, reject) => {
-        let out = '';
-        const timer = setTimeout(() => reject(new Error(`no benchmark address in 30 s: ${out}`)), 30_000);
-        child.stdout.setEncoding('utf8').on('data', (d) => {
-          out += d;
-          const m = /live benchmark at (http:\/\/\S+perf\.html)/.exec(out);
-          if (m) {
-            clearTimeout(timer);
-            resolve(m[1]);
-          }
-        });
-      });
+      const [, url] = await outputMatch(child.stdout, /live benchmark at (http:\/\/\S+perf\.html)/);
       await withTab(async (tab, errors) => {
         await tab.goto(`${url}?ranks=2&max=65536`);
         await tab.waitForSelector('#status:not([data-state="running"])', { timeout: 90_000 });
