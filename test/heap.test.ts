@@ -150,9 +150,10 @@ describe('pages that are not cross-origin isolated', () => {
     else delete (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated;
   });
 
-  it('SharedArrayBuffer undefined: UNSUPPORTED naming the COOP/COEP headers', () => {
+  it('SharedArrayBuffer undefined: a node of several ranks is UNSUPPORTED naming the COOP/COEP headers (a node of one runs on unshared memory)', () => {
     delete (globalThis as { SharedArrayBuffer?: unknown }).SharedArrayBuffer;
-    const e = caught(() => createNode({ nranks: 1 }));
+    expect(createNode({ nranks: 1, progress: false }).memory.buffer).toBeInstanceOf(ArrayBuffer);
+    const e = caught(() => createNode({ nranks: 2, progress: false }));
     expect(e.code).toBe('UNSUPPORTED');
     expect(e.message).toContain('Cross-Origin-Opener-Policy: same-origin');
     expect(e.message).toContain('Cross-Origin-Embedder-Policy: require-corp');
