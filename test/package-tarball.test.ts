@@ -1,5 +1,7 @@
 // The package as a user meets it: `npm pack`, installed from the tarball into an empty project
-// (offline: the package has no runtime dependency), then typechecked against, run under Node in
+// (--prefer-offline: its one runtime dependency, ws, comes from npm's cache when `npm ci` left
+// its metadata there, and from the registry otherwise — a fresh machine's cache holds only
+// the tarball the lockfile named, not the metadata a plain install resolves against), then typechecked against, run under Node in
 // both module systems, and its shipped browser example served and run in Chromium. Everything
 // here reads the installed copy, never the checkout.
 import { execFile, spawn } from 'node:child_process';
@@ -51,7 +53,7 @@ beforeAll(async () => {
   packed = files.map((f) => f.path);
   app = join(tmp, 'app');
   write(join(app, 'package.json'), '{ "name": "app", "private": true }\n');
-  const inst = await run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', join(tmp, filename)], app);
+  const inst = await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', join(tmp, filename)], app);
   expect(inst.code, inst.stderr).toBe(0);
   pkgDir = join(app, 'node_modules', 'webccl');
 }, 180_000);
