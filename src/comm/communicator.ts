@@ -304,8 +304,8 @@ export class Communicator {
    * joined it) and moveMs (the rest: moving and reducing data), allReduce algorithms used, and
    * tensor layout conversions (count, bytes read, time).
    */
-  stats(): { ops: number; bytes: number; failed: number; busyMs: number; waitMs: number; moveMs: number; pending: number; threadOps: number; allReduceAlgorithms: Record<string, number> } & ConversionCounters {
-    return { ...this.counters, pending: this.engine.pending(), threadOps: (this.engine.threadOps?.() ?? 0) - this.setupThreadOps, allReduceAlgorithms: this.engine.algorithms(), ...this.conversions };
+  stats(): { ops: number; bytes: number; failed: number; busyMs: number; waitMs: number; moveMs: number; pending: number; threadOps: number; heldOps: number; allReduceAlgorithms: Record<string, number> } & ConversionCounters {
+    return { ...this.counters, pending: this.engine.pending(), threadOps: (this.engine.threadOps?.() ?? 0) - this.setupThreadOps, heldOps: this.engine.heldOps?.() ?? 0, allReduceAlgorithms: this.engine.algorithms(), ...this.conversions };
   }
 
   /**

@@ -94,6 +94,8 @@ export interface Engine {
   readonly progressMode?: 'auto' | 'thread';
   /** Ops the node's progress thread ran for this rank (engines that hand ops over). */
   threadOps?(): number;
+  /** Ops held unstarted at issue for the rank's next call (auto mode: the rank waited for its last op at once). */
+  heldOps?(): number;
   /** Completed allReduce ops per algorithm. */
   algorithms(): Record<string, number>;
   /** Fails every pending op here and on the other ranks. */

@@ -69,6 +69,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   private waitsAtOnce = false;
   /** Auto mode: the op held until the rank's next call says who runs it (see the top). */
   private held: { spec: OpSpec; seq: number; work: Work } | undefined;
+  private heldCount = 0;
   /** The op submit() returned last, and when. */
   private lastIssued: Work | undefined;
   private lastReturnedAt = 0;
@@ -107,6 +108,7 @@ export class ThreadEngine implements Engine, WorkDriver {
     this.flight.submitted(work, s, this.algoOf(s));
     if (s.trace) work.trace = s.trace.issue(work, this.algoOf(s));
     this.held = { spec: s, seq, work };
+    this.heldCount++;
   }
 
   /**
@@ -150,6 +152,11 @@ export class ThreadEngine implements Engine, WorkDriver {
   /** Ops the progress thread has ended for this rank. */
   threadOps(): number {
     return this.fromThread;
+  }
+
+  /** Ops held at issue for the rank's next call (see the top). */
+  heldOps(): number {
+    return this.heldCount;
   }
 
   algorithms(): Record<string, number> {

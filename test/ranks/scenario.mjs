@@ -484,19 +484,22 @@ const scenarios = {
         // p.lead: the op follows an op not waited for (a burst, as a backward pass issues them):
         // in auto mode a rank that waited at once has its next op held until its next call.
         const lead = p.lead ? comm.barrier() : undefined;
+        const heldBefore = comm.stats().heldOps;
         const w = issue();
+        const held = comm.stats().heldOps > heldBefore;
         busy();
         const calledAt = performance.now();
         during.push(`${what}${zc ? ' alloc' : ''}: ${w.isCompleted()}${lead ? ` (lead ${lead.isCompleted()})` : ''}`);
         await lead;
         await w;
         // When this rank's part started, from the first call after the compute (< 0: during it).
-        startedAfterCall.push(`${what}${zc ? ' alloc' : ''}: ${(w.timing.startedAt - calledAt).toFixed(2)}`);
+        // `held`: auto mode kept it unstarted at issue (the rank's last wait came at once).
+        startedAfterCall.push(`${what}${zc ? ' alloc' : ''}${held ? ' held' : ''}: ${(w.timing.startedAt - calledAt).toFixed(2)}`);
         verify();
       }
       if (zc) for (const b of [x, out, part, big, root]) comm.free(b);
     }
-    report({ wrong, during, startedAfterCall, threadOps: comm.stats().threadOps });
+    report({ wrong, during, startedAfterCall, threadOps: comm.stats().threadOps, heldOps: comm.stats().heldOps });
   },
 
   /**
