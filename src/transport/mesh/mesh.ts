@@ -276,28 +276,28 @@ export class Mesh implements Transport {
     };
   }
 
-  private async dial(peer: number, channel: number, a: Address, deadline: number): Promise<void> {
-    for (let delay = 20; ; delay = Math.min(delay * 2, 500)) {
-      if (this.failure) throw this.failure;
-      const up = await this.carrier.dial(a, { peer, channel }, deadline, this.side);
-      if (typeof up !== 'string') return this.attach(up);
-      const why = `could not reach rank ${peer} at ${hostPort(a.host, a.port)}: ${up}`;
-      this.dialFailures.set(peer, why);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new WebcclError('CONNECT_FAILED', `rank ${this.rank} ${why}`, { peer });
-      await new Promise((r) => setTimeout(r, Math.min(delay, left)));
-    }
+  private dial(peer: number, channel: number, a: Address, deadline: number): Promise<void> {
+    return this.retry(peer, deadline, `could not reach rank ${peer} at ${hostPort(a.host, a.port)}`, () => this.carrier.dial(a, { peer, channel }, deadline, this.side));
   }
 
   /** One link with a dial-only `peer` while this rank is dial-only too: both dial the relay, the lower rank says HELLO. */
   private async meet(peer: number, channel: number, deadline: number): Promise<void> {
     const relay = this.carrier.relay?.bind(this.carrier);
     if (!relay) throw new WebcclError('UNSUPPORTED', `rank ${this.rank} and rank ${peer} both cannot listen, and the ${this.carrier.name} carrier has no relay to meet through`, { peer });
+    return this.retry(peer, deadline, `could not meet rank ${peer} at the relay`, () => relay({ peer, channel }, this.rank < peer, deadline, this.side));
+  }
+
+  /**
+   * Calls `attempt` until it yields a link (attached) or the deadline passes, backing off from
+   * 20 ms to 500 ms: a peer's listener may not be up yet. Each failure is remembered for the
+   * connect deadline's message; the last one, past the deadline, is CONNECT_FAILED.
+   */
+  private async retry(peer: number, deadline: number, what: string, attempt: () => Promise<Link | string>): Promise<void> {
     for (let delay = 20; ; delay = Math.min(delay * 2, 500)) {
       if (this.failure) throw this.failure;
-      const up = await relay({ peer, channel }, this.rank < peer, deadline, this.side);
+      const up = await attempt();
       if (typeof up !== 'string') return this.attach(up);
-      const why = `could not meet rank ${peer} at the relay: ${up}`;
+      const why = `${what}: ${up}`;
       this.dialFailures.set(peer, why);
       const left = deadline - Date.now();
       if (left <= 0) throw new WebcclError('CONNECT_FAILED', `rank ${this.rank} ${why}`, { peer });
