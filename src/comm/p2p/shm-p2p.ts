@@ -1,8 +1,6 @@
 // Point-to-point send/recv in the node memory (channels and their table: shm-channel.ts). A
-// send publishes a record in its channel to the peer: the payload inline for a few bytes, the
-// sender's own comm.alloc() buffer in place, or else a copy in a heap block (staging-pool.ts);
-// it completes once the receiver has marked the record TAKEN (or fails when it says SHORT:
-// sizes differ). A recv takes, from its peer's channel, the first record with its tag that no
+// send publishes a record in its channel to the peer and completes once the receiver has
+// marked it TAKEN (shm-sends.ts). A recv takes, from its peer's channel, the first record with its tag that no
 // earlier recv took, so the k-th recv with tag t takes the k-th send with tag t, whatever other
 // tags do meanwhile.
 //
@@ -15,27 +13,11 @@ import { ABORT_REASON, N, NODE_BASE } from '../../core/shm-map.js';
 import type { RankContext } from '../context.js';
 import type { Buf } from '../buffers.js';
 import type { OpSpec } from '../engine.js';
-import type { InputCheck } from '../input-check.js';
 import type { ShmRunner } from '../shm-runner.js';
 import { Work, type WorkDriver } from '../work.js';
 import { ChannelTable, INLINE, INLINE_AT, R, STATE, recordAt } from './shm-channel.js';
-import { StagingPool } from './staging-pool.js';
+import { type Pending, type SendOp, ShmSends } from './shm-sends.js';
 import { type P2pOp, opText, p2pTimeout, sizeMismatch } from './p2p-errors.js';
-
-interface Pending {
-  op: P2pOp;
-  work: Work;
-  buf: Buf;
-  deadline: number;
-  timeoutMs: number;
-}
-interface SendOp extends Pending {
-  /** Its record's number once published. */
-  num: number;
-  /** A heap block holding a copy of the payload (0: none). */
-  staged: number;
-  check: InputCheck | undefined;
-}
 
 /** What the engine lends: moving its collectives along while a p2p op waits, and failing it all. */
 export interface ShmP2pHooks {
@@ -57,16 +39,12 @@ export class ShmP2p implements WorkDriver {
   private seq = 0;
   private count = 0;
   private failure?: WebcclError;
-  /** By peer: sends not yet published (the ring was full), and published ones awaiting their outcome. */
-  private readonly unposted: SendOp[][];
-  private readonly posted: SendOp[][];
-  private readonly nextNum: number[];
+  private readonly sends: ShmSends;
   /** By peer: posted recvs by tag, in issue order, their number, and the first record of the peer's channel not known taken. */
   private readonly recvs: Map<number, Pending[]>[];
   private readonly recvCount: number[];
   private readonly low: number[];
   private lastCheck = 0;
-  private readonly staging: StagingPool;
   private readonly table: ChannelTable;
   private readonly spinMs: number;
   private readonly copyBytes: (dst: number, src: number, bytes: number) => void;
@@ -75,14 +53,11 @@ export class ShmP2p implements WorkDriver {
     this.n = ctx.size;
     this.me = ctx.rank;
     const per = <T>(f: () => T) => Array.from({ length: this.n }, f);
-    this.unposted = per(() => []);
-    this.posted = per(() => []);
-    this.nextNum = per(() => 0);
     this.recvs = per(() => new Map());
     this.recvCount = per(() => 0);
     this.low = per(() => 0);
-    this.staging = new StagingPool(ctx.heap);
     this.table = new ChannelTable(ctx, runner);
+    this.sends = new ShmSends(ctx, runner, this.table, (s, err) => this.settle(s, err));
     this.spinMs = ctx.spinUs / 1000;
     this.copyBytes = ctx.core.exports.copyBytes as (dst: number, src: number, bytes: number) => void;
   }
@@ -113,7 +88,7 @@ export class ShmP2p implements WorkDriver {
     if (name === 'send') {
       // Literal objects of one shape (a spread makes slow dictionary objects: microseconds an op).
       const send: SendOp = { op, work, buf, deadline: Infinity, timeoutMs, num: -1, staged: 0, check: s.check };
-      this.unposted[op.peer].push(send);
+      this.sends.add(send);
       this.pumpSends(op.peer);
       send.deadline = this.issued(work) + timeoutMs;
     } else {
@@ -148,7 +123,7 @@ export class ShmP2p implements WorkDriver {
     }
     let moved = false;
     for (let p = 0; p < this.n; p++) {
-      if (this.posted[p].length || this.unposted[p].length) moved = this.pumpSends(p) || moved;
+      if (this.sends.busy(p)) moved = this.pumpSends(p) || moved;
       if (this.recvCount[p]) moved = this.matchRecvs(p) || moved;
     }
     // Deadlines matter only while nothing moves (and reading the clock costs a tenth of a µs).
@@ -201,98 +176,11 @@ export class ShmP2p implements WorkDriver {
     this.runner.bell.ringIfSleepers();
   }
 
-  // ---------------------------------------------------------------- sending
-
-  /** Reads the outcome of published sends, then publishes waiting ones while the ring has room. */
+  /** Moves the sends to `peer` along (shm-sends.ts), ringing when something changed. */
   private pumpSends(peer: number): boolean {
-    let moved = false;
-    const posted = this.posted[peer];
-    if (posted.length) {
-      const { i32 } = this.runner.views();
-      const ch = this.table.channel(this.me, peer, false);
-      let kept = 0;
-      for (const s of posted) {
-        const rec = recordAt(ch, s.num) >> 2;
-        const st = Atomics.load(i32, rec + R.STATE);
-        if (st === STATE.TAKEN || st === STATE.SHORT) {
-          const err = st === STATE.SHORT ? sizeMismatch(s.op, s.buf.bytes.byteLength, i32[rec + R.RECV_BYTES]) : undefined;
-          this.unstage(s);
-          Atomics.store(i32, rec + R.STATE, STATE.FREE);
-          this.settle(s, err ?? this.checkAtEnd(s));
-          moved = true;
-        } else posted[kept++] = s;
-      }
-      if (kept !== posted.length) posted.length = kept;
-    }
-    const waiting = this.unposted[peer];
-    if (waiting.length) {
-      const ch = this.table.channel(this.me, peer, true);
-      let published = false;
-      let { i32 } = this.runner.views();
-      while (waiting.length) {
-        const s = waiting[0];
-        const num = this.nextNum[peer];
-        const rec = recordAt(ch, num);
-        if (Atomics.load(i32, (rec >> 2) + R.STATE) !== STATE.FREE) break;
-        let addr: number;
-        try {
-          addr = this.stage(s, rec);
-        } catch (e) {
-          // No room to stage the payload (the node memory is full): this send fails alone.
-          waiting.shift();
-          this.settle(s, WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e)));
-          moved = true;
-          continue;
-        }
-        if (s.staged) i32 = this.runner.views().i32; // staging may have grown the memory
-        const w = rec >> 2;
-        Atomics.store(i32, w + R.NUM, num);
-        i32[w + R.TAG] = s.op.tag;
-        i32[w + R.BYTES] = s.buf.bytes.byteLength;
-        i32[w + R.ADDR] = addr;
-        Atomics.store(i32, w + R.STATE, STATE.POSTED);
-        s.num = num;
-        this.nextNum[peer] = num + 1;
-        waiting.shift();
-        posted.push(s);
-        published = true;
-      }
-      if (published) {
-        Atomics.store(i32, ch >> 2, this.nextNum[peer]);
-        moved = true;
-      }
-    }
+    const moved = this.sends.pump(peer, this.me);
     if (moved) this.ring();
     return moved;
-  }
-
-  /** Where the receiver finds the payload: 0 (inline, copied into the record now), the sender's alloc() buffer, or a staged copy. */
-  private stage(s: SendOp, rec: number): number {
-    const bytes = s.buf.bytes.byteLength;
-    if (s.buf.addr) return s.buf.addr;
-    if (bytes <= INLINE) {
-      const { u8 } = this.runner.views();
-      const at = rec + INLINE_AT;
-      for (let i = 0; i < bytes; i++) u8[at + i] = s.buf.bytes[i];
-      return 0;
-    }
-    s.staged = this.staging.take(bytes);
-    this.runner.views().u8.set(s.buf.bytes, s.staged);
-    return s.staged;
-  }
-
-  private unstage(s: SendOp): void {
-    if (s.staged) this.staging.give(s.staged, s.buf.bytes.byteLength);
-    s.staged = 0;
-  }
-
-  private checkAtEnd(s: SendOp): WebcclError | undefined {
-    try {
-      s.check?.atEnd(s.op.seq);
-      return undefined;
-    } catch (e) {
-      return e as WebcclError;
-    }
   }
 
   // ---------------------------------------------------------------- receiving
@@ -362,8 +250,7 @@ export class ShmP2p implements WorkDriver {
 
   private *all(): Generator<Pending> {
     for (let p = 0; p < this.n; p++) {
-      yield* this.unposted[p];
-      yield* this.posted[p];
+      yield* this.sends.pending(p);
       for (const list of this.recvs[p].values()) yield* list;
     }
   }
@@ -409,9 +296,8 @@ export class ShmP2p implements WorkDriver {
   fail(err: WebcclError): void {
     this.failure ??= err;
     for (const o of this.all()) o.work.settle(err);
-    // Published payloads stay (in `posted`) until close(): a receiver may be reading one now.
+    this.sends.dropUnposted();
     for (let p = 0; p < this.n; p++) {
-      this.unposted[p].length = 0;
       this.recvs[p].clear();
       this.recvCount[p] = 0;
     }
@@ -420,8 +306,7 @@ export class ShmP2p implements WorkDriver {
 
   /** Frees this rank's staged payloads; the last rank of the communicator to close frees the channels. */
   close(): void {
-    for (const l of this.posted) for (const s of l) this.unstage(s);
-    this.staging.release();
+    this.sends.close();
     this.table.close();
   }
 }
