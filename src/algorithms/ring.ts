@@ -2,45 +2,86 @@
 // (bandwidth-optimal: each rank sends 2(n-1)/n of the buffer). Every block is cut into pieces
 // that travel independently in a few lanes, so the kernel reduces piece k while piece k+1 is
 // on the wire, and several channels carry the lanes at once.
-import { type Group, type Mem, type Span, PIECE_BYTES, SINGLE_HOP_PIECE_BYTES, exchange, mod, piecesFor, subSpan } from './group.js';
+import { type Group, type Mem, type Span, PIECE_BYTES, SINGLE_HOP_PIECE_BYTES, exchange, mod } from './group.js';
 
 /** Lanes of pieces in flight per rank; each holds one piece of scratch. */
 const LANES = 4;
 
+/**
+ * One phase: at step s a rank sends block `first - s` and receives block `first - s - 1`
+ * (mod size). Numbers, not functions: a simulation runs a 4,096-rank ring in one process
+ * (33 M steps), and every closure a step calls is one more object to fetch from memory.
+ */
 interface Phase {
-  /** Block this rank sends at step s, and the block it receives at step s. */
-  sendBlock(s: number): number;
-  recvBlock(s: number): number;
+  first: number;
   reduce: boolean;
   /** First tag step of the phase (phases of one op must not share steps). */
   stepBase: number;
 }
 
+/** Start (in elements) and length of part `k` of `parts` near-equal parts of `count` (as subSpan). */
+const partStart = (count: number, parts: number, k: number): number => k * Math.floor(count / parts) + Math.min(k, count % parts);
+const partCount = (count: number, parts: number, k: number): number => Math.floor(count / parts) + (k < count % parts ? 1 : 0);
+
 /**
- * Runs one or more phases over the group's `size` blocks (`block(i)` is block i; `largest`, the
- * largest), piece by piece in lanes. Blocks are made as needed rather than held in an array:
- * a simulation runs thousands of ranks in one process, and n arrays of n blocks add up.
+ * The blocks a ring moves: `size` near-equal parts of one span (allreduce), or the spans given
+ * (reduce-scatter, allgather). Made as needed rather than held as n spans per rank: n ranks of
+ * n blocks add up in a simulation.
  */
-async function runPhases(g: Group, m: Mem, block: (i: number) => Span, largest: Span, phases: Phase[]): Promise<void> {
-  if (g.size === 1) return;
-  const right = mod(g.rank + 1, g.size);
-  const left = mod(g.rank - 1, g.size);
+class Blocks {
+  private constructor(private readonly list: Span[] | null, private readonly addr0: number, private readonly total: number, private readonly parts: number, private readonly eb: number) {}
+
+  static of(buf: Span, parts: number, eb: number): Blocks {
+    return new Blocks(null, buf.addr, buf.count, parts, eb);
+  }
+
+  static listed(list: Span[]): Blocks {
+    return new Blocks(list, 0, 0, 0, 0);
+  }
+
+  addr(i: number): number {
+    return this.list ? this.list[i].addr : this.addr0 + partStart(this.total, this.parts, i) * this.eb;
+  }
+
+  count(i: number): number {
+    return this.list ? this.list[i].count : partCount(this.total, this.parts, i);
+  }
+
+  largest(): number {
+    // Part 0 is among the largest (the first count % parts hold one element more).
+    return this.list ? this.list.reduce((a, b) => Math.max(a, b.count), 0) : partCount(this.total, this.parts, 0);
+  }
+}
+
+/** Runs one or more phases over the group's `size` blocks, piece by piece in lanes. */
+async function runPhases(g: Group, m: Mem, blocks: Blocks, phases: Phase[]): Promise<void> {
+  const n = g.size;
+  if (n === 1) return;
+  const right = mod(g.rank + 1, n);
+  const left = mod(g.rank - 1, n);
+  const eb = m.elemBytes;
+  const largest = blocks.largest();
+  const reduces = phases.some((p) => p.reduce);
   // Between 2 ranks a phase is one exchange: without a reduction to overlap, pieces pipeline nothing.
-  const single = g.size === 2 && !phases.some((p) => p.reduce);
-  const pieces = piecesFor([largest], m.elemBytes, single ? SINGLE_HOP_PIECE_BYTES : PIECE_BYTES);
+  const pieceBytes = n === 2 && !reduces ? SINGLE_HOP_PIECE_BYTES : PIECE_BYTES;
+  const pieces = Math.max(1, Math.ceil((largest * eb) / pieceBytes));
   const lanes = Math.min(LANES, pieces);
-  const most = Math.ceil(largest.count / pieces);
+  const most = Math.ceil(largest / pieces);
   const lane = async (first: number): Promise<void> => {
-    const scratch = phases.some((p) => p.reduce) ? m.scratch(most) : 0;
+    const scratch = reduces ? m.scratch(most) : 0;
     for (let j = first; j < pieces; j += lanes) {
-      for (const ph of phases) {
-        for (let s = 0; s < g.size - 1; s++) {
-          const out = subSpan(block(ph.sendBlock(s)), pieces, j, m.elemBytes);
-          const into = subSpan(block(ph.recvBlock(s)), pieces, j, m.elemBytes);
-          const step = (ph.stepBase + s) * pieces + j;
-          const target = ph.reduce ? scratch : into.addr;
-          await exchange(g, right, left, step, m.view(out.addr, out.count), m.view(target, into.count));
-          if (ph.reduce) m.reduce(into.addr, scratch, into.count);
+      for (let p = 0; p < phases.length; p++) {
+        const { first: f0, reduce, stepBase } = phases[p];
+        for (let s = 0; s < n - 1; s++) {
+          const sb = mod(f0 - s, n);
+          const rb = mod(f0 - s - 1, n);
+          const sn = blocks.count(sb);
+          const rn = blocks.count(rb);
+          const outAddr = blocks.addr(sb) + partStart(sn, pieces, j) * eb;
+          const intoAddr = blocks.addr(rb) + partStart(rn, pieces, j) * eb;
+          const intoCount = partCount(rn, pieces, j);
+          await exchange(g, right, left, (stepBase + s) * pieces + j, m.view(outAddr, partCount(sn, pieces, j)), m.view(reduce ? scratch : intoAddr, intoCount));
+          if (reduce) m.reduce(intoAddr, scratch, intoCount);
         }
       }
     }
@@ -48,31 +89,21 @@ async function runPhases(g: Group, m: Mem, block: (i: number) => Span, largest: 
   await Promise.all(Array.from({ length: lanes }, (_, i) => lane(i)));
 }
 
-/** Reduce-scatter phase ending with block `(rank + 1 + shift)` fully reduced here. */
-function rsPhase(g: Group, shift: number): Phase {
-  return { sendBlock: (s) => mod(g.rank - s + shift, g.size), recvBlock: (s) => mod(g.rank - s - 1 + shift, g.size), reduce: true, stepBase: 0 };
-}
-
-/** Allgather phase starting from block `own` complete here. */
-function agPhase(g: Group, own: number, stepBase: number): Phase {
-  return { sendBlock: (s) => mod(own - s, g.size), recvBlock: (s) => mod(own - s - 1, g.size), reduce: false, stepBase };
-}
-
 /** Allreduce of `buf` in place: reduce-scatter over `size` blocks, then allgather. */
 export function ringAllReduce(g: Group, m: Mem, buf: Span): Promise<void> {
-  // Block 0 is among the largest (the first count % size blocks hold one element more).
-  const block = (i: number) => subSpan(buf, g.size, i, m.elemBytes);
-  return runPhases(g, m, block, block(0), [rsPhase(g, 0), agPhase(g, mod(g.rank + 1, g.size), g.size - 1)]);
+  const n = g.size;
+  // Reduce-scatter ends with block rank + 1 reduced here; the allgather starts from it.
+  const rs: Phase = { first: g.rank, reduce: true, stepBase: 0 };
+  const ag: Phase = { first: mod(g.rank + 1, n), reduce: false, stepBase: n - 1 };
+  return runPhases(g, m, Blocks.of(buf, n, m.elemBytes), [rs, ag]);
 }
-
-const largestOf = (blocks: Span[]): Span => blocks.reduce((a, b) => (b.count > a.count ? b : a), blocks[0]);
 
 /** Block `rank` of `blocks` ends holding the reduction of every rank's block `rank`. */
 export function ringReduceScatter(g: Group, m: Mem, blocks: Span[]): Promise<void> {
-  return runPhases(g, m, (i) => blocks[i], largestOf(blocks), [rsPhase(g, -1)]);
+  return runPhases(g, m, Blocks.listed(blocks), [{ first: g.rank - 1, reduce: true, stepBase: 0 }]);
 }
 
 /** Every rank's block `rank` of `blocks` ends in block `rank` on every rank. */
 export function ringAllGather(g: Group, m: Mem, blocks: Span[]): Promise<void> {
-  return runPhases(g, m, (i) => blocks[i], largestOf(blocks), [agPhase(g, g.rank, 0)]);
+  return runPhases(g, m, Blocks.listed(blocks), [{ first: g.rank, reduce: false, stepBase: 0 }]);
 }

@@ -57,8 +57,11 @@ export class Network {
   readonly perNode: number;
   private readonly nicOut: Float64Array;
   private readonly nicIn: Float64Array;
-  /** When each intra-node pair link (src * ranks + dst) is next free. */
-  private readonly pairFree = new Map<number, number>();
+  /**
+   * When each link inside a node is next free, at src * perNode + (dst's place in the node):
+   * an array of n · perNode times, where a Map of n² pairs would box every time it stores.
+   */
+  private readonly pairFree: Float64Array;
   private readonly slow = new Map<number, number>();
   private readonly random: () => number;
   /** When each rank has finished handing its last message over (with overheadUs). */
@@ -67,6 +70,7 @@ export class Network {
 
   constructor(readonly topo: Topology, private readonly jitter: number, seed: number, faults: readonly Fault[]) {
     this.perNode = topo.ranks / topo.nodes;
+    this.pairFree = new Float64Array(topo.ranks * this.perNode);
     this.nicOut = new Float64Array(topo.nodes);
     this.nicIn = new Float64Array(topo.nodes);
     this.random = seededRandom(seed);
@@ -104,9 +108,9 @@ export class Network {
     const wire = (bytes / link.bytesPerUs) * factor;
     const alpha = link.latencyUs * factor * (this.jitter ? 1 + this.jitter * this.random() : 1);
     if (from === to) {
-      const key = src * n + dst;
-      const start = Math.max(now, this.pairFree.get(key) ?? 0);
-      this.pairFree.set(key, start + wire);
+      const key = src * this.perNode + (dst % this.perNode);
+      const start = Math.max(now, this.pairFree[key]);
+      this.pairFree[key] = start + wire;
       return start + wire + alpha;
     }
     // Cut-through: the bytes cross the sender's interface and the receiver's at once, each

@@ -75,6 +75,18 @@ interface Slot {
   bytes: number;
 }
 const ignore = () => undefined;
+/** The mailbox key no message has. */
+const KEEP = -1;
+
+/**
+ * One executor for every receive's promise: it hands its resolve function over through
+ * `captured`, which the caller reads at once (the executor runs synchronously), so a receive
+ * makes no closure of its own.
+ */
+let captured: (() => void) | undefined;
+const captureResolve = (resolve: () => void): void => {
+  captured = resolve;
+};
 
 type State = 'running' | RankOutcome['state'];
 
@@ -88,6 +100,7 @@ class Simulation {
   private readonly net: Network;
   private readonly n: number;
   private readonly boxes: Map<number, Slot>[];
+  private readonly spareSlots: Slot[] = [];
   private readonly state: State[];
   private readonly outcomes: RankOutcome[];
   private running: number;
@@ -104,7 +117,10 @@ class Simulation {
     for (const f of o.faults ?? []) checkFault(f, o.ranks);
     this.n = o.ranks;
     this.net = new Network(o, jitter, o.seed ?? 1, o.faults ?? []);
-    this.boxes = Array.from({ length: this.n }, () => new Map());
+    // Each mailbox keeps one entry that is never taken (key -1, no receive): V8 shrinks a Map
+    // whose last entry is deleted, a runtime call and a new table every time a rank's only
+    // pending receive is matched, which a ring does once per message.
+    this.boxes = Array.from({ length: this.n }, () => new Map([[KEEP, { into: null, resolve: ignore, payload: null, bytes: 0 }]]));
     this.state = new Array<State>(this.n).fill('running');
     this.outcomes = Array.from({ length: this.n }, (_, rank) => ({ rank, state: 'done' as const, atUs: 0 }));
     this.running = this.n;
@@ -200,7 +216,7 @@ class Simulation {
     const box = this.boxes[dst];
     const slot = box.get(key);
     if (!slot) {
-      box.set(key, { into: null, resolve: ignore, payload, bytes });
+      box.set(key, this.slot(null, ignore, payload, bytes));
       return;
     }
     if (!slot.into) {
@@ -211,6 +227,7 @@ class Simulation {
     }
     box.delete(key);
     this.take(dst, key, slot.into, slot.resolve, payload, bytes);
+    this.releaseSlot(slot);
   }
 
   private recv(me: number, src: number, key: number, into: Uint8Array): Promise<void> {
@@ -219,10 +236,32 @@ class Simulation {
     const slot = box.get(key);
     if (slot && !slot.into) {
       box.delete(key);
-      return this.take(me, key, into, ignore, slot.payload, slot.bytes) ? DONE : NEVER;
+      const took = this.take(me, key, into, ignore, slot.payload, slot.bytes);
+      this.releaseSlot(slot);
+      return took ? DONE : NEVER;
     }
     if (slot) return Promise.reject(new WebcclError('INTERNAL', `simulate: rank ${me} posted two receives for one message of rank ${src}`));
-    return new Promise((resolve) => box.set(key, { into, resolve, payload: null, bytes: 0 }));
+    const p = new Promise<void>(captureResolve);
+    box.set(key, this.slot(into, captured!, null, 0));
+    return p;
+  }
+
+  /** A mailbox slot, from the spares when there is one (a run fills and empties millions). */
+  private slot(into: Uint8Array | null, resolve: () => void, payload: Uint8Array | null, bytes: number): Slot {
+    const s = this.spareSlots.pop();
+    if (!s) return { into, resolve, payload, bytes };
+    s.into = into;
+    s.resolve = resolve;
+    s.payload = payload;
+    s.bytes = bytes;
+    return s;
+  }
+
+  private releaseSlot(s: Slot): void {
+    s.into = null;
+    s.resolve = ignore;
+    s.payload = null;
+    this.spareSlots.push(s);
   }
 
   /** Hands a message to its receive; a length the receiver did not expect is a disagreement. */
