@@ -72,8 +72,10 @@ export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) =
   }
   const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   const count = data.byteLength / DTYPE_SIZE[dtype];
-  const layout = 'layout' in (x as object) ? parseTensorLayout(x as Record<string, unknown>, dtype, count, what) : undefined;
-  return { bytes, dtype, count, addr: isShared(data.buffer) ? data.byteOffset : 0, ...(layout ? { layout } : {}) };
+  const addr = isShared(data.buffer) ? data.byteOffset : 0;
+  // Without a layout, a literal of one shape (a spread costs every op a slower object copy).
+  if (!('layout' in (x as object))) return { bytes, dtype, count, addr };
+  return { bytes, dtype, count, addr, layout: parseTensorLayout(x as Record<string, unknown>, dtype, count, what) };
 }
 
 /**

@@ -383,10 +383,8 @@ export class Communicator {
   private enqueue(name: Kind, algo: unknown, dtype: Dtype, op: ReduceOp, count: number, root: number,
                   input: Buf | null, output: Buf | null, o: { timeoutMs?: number; wireLayout?: unknown; [WIRE_SIGNATURE]?: number }, extra: Partial<OpSpec> = {}): Work {
     if (input && output) noPartialOverlap(name, input, output, this.rank, this.size);
-    for (const b of [input, output]) {
-      const busy = b && this.inFlight.heldBy(b);
-      if (busy) fail('BUFFER_BUSY', `${name}: a buffer is still in use by ${busy}, which has not been waited for; wait for it (or a later op) first`);
-    }
+    const busy = (input && this.inFlight.heldBy(input)) || (output && this.inFlight.heldBy(output));
+    if (busy) fail('BUFFER_BUSY', `${name}: a buffer is still in use by ${busy}, which has not been waited for; wait for it (or a later op) first`);
     if (count > 0x7fffffff) fail('INVALID_ARGUMENT', `${name}: count ${count} exceeds 2^31-1 elements`);
     const check = this.checkInputs && input ? new InputCheck(name, input, output) : undefined;
     // Tensors with layouts may run on converted copies (layout-plan.ts); plain buffers as they are.

@@ -20,7 +20,7 @@ interface Held {
 }
 
 export class BuffersInFlight {
-  private held: Held[] = [];
+  private readonly held: Held[] = [];
 
   add(work: Work, input: Buf | null, output: Buf | null): void {
     this.held.push({ work, input, output, ordered: !isP2p(work.name as Kind) });
@@ -29,18 +29,28 @@ export class BuffersInFlight {
   /** `name #seq` of an op the caller has not yet seen end that reads or writes any byte of `b`. */
   heldBy(b: Buf): string | undefined {
     this.release();
-    const h = this.held.find(({ input, output }) => (input !== null && overlaps(b.bytes, input.bytes)) || (output !== null && overlaps(b.bytes, output.bytes)));
-    return h && `${h.work.name} #${h.work.seq}`;
+    // Loops, not find/filter: every op issued runs this (a ping-pong pays it per message).
+    for (const h of this.held) {
+      if ((h.input !== null && overlaps(b.bytes, h.input.bytes)) || (h.output !== null && overlaps(b.bytes, h.output.bytes))) return `${h.work.name} #${h.work.seq}`;
+    }
+    return undefined;
   }
 
   /** Drops every op the caller has seen end, and every collective issued before the last such collective. */
   private release(): void {
+    const held = this.held;
     let last = -1, seen = 0;
-    for (let i = 0; i < this.held.length; i++) {
-      if (!this.held[i].work.observed) continue;
+    for (let i = 0; i < held.length; i++) {
+      if (!held[i].work.observed) continue;
       seen++;
-      if (this.held[i].ordered) last = i;
+      if (held[i].ordered) last = i;
     }
-    if (seen) this.held = this.held.filter((h, i) => !h.work.observed && !(h.ordered && i < last));
+    if (!seen) return;
+    let kept = 0;
+    for (let i = 0; i < held.length; i++) {
+      const h = held[i];
+      if (!h.work.observed && !(h.ordered && i < last)) held[kept++] = h;
+    }
+    held.length = kept;
   }
 }
