@@ -107,6 +107,43 @@ describe('comm.alloc() and free() at the API', () => {
     expect(caught(() => c.allGather(new Float32Array(16), x)).code).toBe('INVALID_ARGUMENT');
   });
 
+  // The communicator remembers the last array it was passed (so a loop passing one array op
+  // after op checks it once): that memory must not hide what happened to the array meanwhile.
+  it('an array used by one op, then transferred, is refused by the next (the remembered record does not hide it)', async () => {
+    const [c] = inprocRanks(1);
+    const x = new Float32Array(16).fill(2);
+    await c.allReduce(x);
+    await c.allReduce(x);
+    expect(x[0]).toBe(2);
+    structuredClone(x.buffer, { transfer: [x.buffer] });
+    const e = caught(() => c.allReduce(x));
+    expect(e.code).toBe('INVALID_ARGUMENT');
+    expect(e.details).toEqual({ detached: true });
+  });
+
+  it('an alloc() buffer used by one op, then freed, is refused by the next; a resized view is seen anew', async () => {
+    const [a, b] = inprocRanks(2);
+    const x = a.alloc('f32', 64) as Float32Array;
+    const y = b.alloc('f32', 64) as Float32Array;
+    x.fill(1);
+    y.fill(2);
+    await settleAll([a.allReduce(x), b.allReduce(y)]);
+    expect(x[63]).toBe(3);
+    a.free(x);
+    expect(caught(() => a.allReduce(x)).code).toBe('INVALID_ARGUMENT');
+    // A length-tracking view of a resizable buffer: the same array object, another length.
+    const rb = new ArrayBuffer(16, { maxByteLength: 64 });
+    const v = new Float32Array(rb);
+    const w = new Float32Array(rb);
+    await settleAll([a.allReduce(v), b.allReduce(w)]);
+    rb.resize(32);
+    expect(v.length).toBe(8);
+    v.fill(1);
+    const e = await settleAll([a.allReduce(v), b.allReduce(new Float32Array(8).fill(1))]);
+    expect(e.every((r) => r === undefined)).toBe(true);
+    expect(Array.from(v)).toEqual(new Array(8).fill(2));
+  });
+
   it('alloc after destroy() is refused', () => {
     const [c] = inprocRanks(1);
     c.destroy();

@@ -50,6 +50,7 @@ export class Communicator {
   private readonly track: TraceTrack | undefined;
   private readonly conversions: ConversionCounters = { conversions: 0, conversionBytes: 0, conversionMs: 0 };
   private readonly inFlight = new BuffersInFlight();
+  private lastSeen: WeakRef<{ x: ArrayBufferView; buf: Buf }> | undefined;
   /** Of the progress thread's ops, the setup barrier's (0 or 1), which stats() leaves out too. */
   private setupThreadOps = 0;
   /** WEBCCL_CHECK=1: fail an op whose buffers the caller writes while it is in flight. */
@@ -351,7 +352,18 @@ export class Communicator {
   };
 
   private buf(x: unknown, what: string): Buf {
-    const b = toBuf(x, what, this.isShared);
+    let b: Buf;
+    // The last TypedArray passed and its record: a loop passing one array op after op (a
+    // ping-pong, a training step's buffers) checks and describes it once. A view whose length
+    // changed (a resizable buffer) or fell to 0 (detached) is looked at again. Held weakly, so
+    // the communicator keeps no array alive that its caller dropped.
+    const len = ArrayBuffer.isView(x) ? x.byteLength : 0;
+    const last = len !== 0 ? this.lastSeen?.deref() : undefined;
+    if (last !== undefined && last.x === x && len === last.buf.bytes.byteLength) b = last.buf;
+    else {
+      b = toBuf(x, what, this.isShared);
+      if (len !== 0 && b.layout === undefined) this.lastSeen = new WeakRef({ x: x as ArrayBufferView, buf: b });
+    }
     // A view of the node memory must lie in a live block of this rank's (not a freed one).
     if (b.addr) this.ctx.heap.checkLive(b.addr, b.bytes.byteLength, what);
     return b;
