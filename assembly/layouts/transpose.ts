@@ -10,7 +10,8 @@
 // long runs; the compact side stays in cache. The rows and columns past the last whole tile,
 // and the scalar build, copy element by element. Both give the same bytes: a transpose only
 // moves them.
-import { tile16, tile32, tile64, tile8, tile8Rows } from './tiles';
+import { tile16, tile32, tile64 } from './tiles';
+import { tile8, tile8Rows, tile8x4 } from './tile8';
 
 // Past L2 (1 MiB) the lines come from L3 or DRAM and the walk favours long runs of the far
 // rows over keeping the compact side in L1.
@@ -70,7 +71,11 @@ export function transpose<T>(dst: usize, src: usize, rows: usize, cols: usize, s
   for (let cb: usize = 0; cb < cols; cb += block) {
     const ce = min(cb + block, cols);
     for (let r: usize = 0; r < rows; r += n) {
-      for (let c = cb; c < ce; c += n) {
+      let c = cb;
+      if (sizeof<T>() == 1) {
+        for (; c + 64 <= ce; c += 64) tile8x4(dst + c * ds + r, src + r * ss + c, ssb, dsb);
+      }
+      for (; c < ce; c += n) {
         tile<T>(dst + (c * ds + r) * sizeof<T>(), src + (r * ss + c) * sizeof<T>(), ssb, dsb);
       }
     }
