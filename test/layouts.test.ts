@@ -73,11 +73,12 @@ describe('layout kernels match the reference in both builds', () => {
   }
 });
 
-// Transposes of more than 1 MiB (past L2) walk in longer runs (transpose.ts): shapes with H·W a
-// power of two, whose planes then alias in L1 and L2, and with C a multiple of C0 or not (a
-// last channel block too small for that walk), in the default c0 of each width.
+// Transposes of more than 1 MiB (past L2) walk in longer runs (transpose.ts), and those whose
+// dst rows lie 128 KiB or more apart in larger blocks: shapes with H·W a power of two, whose
+// planes then alias in L1 and L2, with planes below and at 128 KiB, and with C a multiple of
+// C0 or not (a last channel block too small for that walk), in the default c0 of each width.
 const LARGE_SHAPES: Record<number, [number, number, number, number][]> = {
-  1: [[1, 64, 128, 256], [1, 40, 256, 256]],
+  1: [[1, 64, 128, 256], [1, 40, 256, 256], [1, 17, 512, 256]],
   2: [[1, 20, 256, 256], [2, 24, 128, 256]],
   4: [[1, 32, 128, 128], [1, 20, 128, 256]],
   8: [[1, 6, 128, 256]],

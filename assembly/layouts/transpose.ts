@@ -24,6 +24,8 @@ const GATHER_L2: usize = 262144;
 const COLS: usize = 64;
 const SCATTER_L1: usize = 32768;
 const SCATTER_L2: usize = 131072;
+// Bytes of one way of L2 (2048 sets of 64 bytes): dst rows at least this far apart share L2 sets.
+const L2_SPAN: usize = 131072;
 
 @inline function tile<T>(dst: usize, src: usize, ss: usize, ds: usize): void {
   if (sizeof<T>() == 1) tile8(dst, src, ss, ds);
@@ -86,14 +88,16 @@ export function transpose<T>(dst: usize, src: usize, rows: usize, cols: usize, s
  * Dst rows far apart: blocks of COLS columns × as many rows as fit the block's bytes, a tile
  * column at a time, so each of a tile's dst rows is written as one run of the block's rows
  * (square blocks wrote 16 bytes per row before moving on, and rows 4 KiB apart evicted each
- * other from L1). In cache the block's src is 32 KiB (L1); past L2 it is 128 KiB (read again
- * from L2 for each tile column) for runs 4× longer in dst.
+ * other from L1). The block's src is 32 KiB (L1); past L2 with dst rows 128 KiB or more apart
+ * it is 128 KiB (read again from L2 for each tile column) for runs 4× longer in dst: at 16 MiB
+ * 1.03–1.4× as fast, at 2–4 MiB (rows 32–64 KiB apart) up to 10 % slower, so only there.
  */
 @inline function scatter<T>(dst: usize, src: usize, rows: usize, cols: usize, ss: usize, ds: usize): void {
   const n: usize = 16 / sizeof<T>();
   const ssb = ss * sizeof<T>();
   const dsb = ds * sizeof<T>();
-  const rowsPerBlock: usize = (rows * cols * sizeof<T>() > LARGE ? SCATTER_L2 : SCATTER_L1) / COLS / sizeof<T>();
+  const far = rows * cols * sizeof<T>() > LARGE && dsb >= L2_SPAN;
+  const rowsPerBlock: usize = (far ? SCATTER_L2 : SCATTER_L1) / COLS / sizeof<T>();
   // 1-byte tiles write 16 dst rows: when those lie a multiple of 2 KiB apart they share an L1
   // set (4 KiB of sets, 8 ways) and evict each other between the tile's 16-byte visits.
   const split = (dsb & 2047) == 0;
