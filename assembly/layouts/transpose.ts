@@ -11,7 +11,7 @@
 // and the scalar build, copy element by element. Both give the same bytes: a transpose only
 // moves them.
 import { tile16, tile32, tile64 } from './tiles';
-import { tile8, tile8Rows, tile8x4 } from './tile8';
+import { tile8, tile8Half, tile8Rows } from './tile8';
 
 // Past L2 (1 MiB) the lines come from L3 or DRAM and the walk favours long runs of the far
 // rows over keeping the compact side in L1.
@@ -62,7 +62,7 @@ export function transpose<T>(dst: usize, src: usize, rows: usize, cols: usize, s
  * down the rows first touched 64 lines of one L1 set per tile column: every line was fetched
  * four times). In cache the block's dst (rows × block) stays in L1; past L2 each src row is
  * read in runs of 4 KiB (runs of 256 bytes left the prefetcher little to follow: at 16 MiB
- * 4 KiB runs measured 1.3–1.5× as fast as the 16 KiB dst block, 16 KiB runs no faster).
+ * 4 KiB runs measured 1.16–1.4× as fast as the 16 KiB dst block, 16 KiB runs 0.77–0.93×).
  */
 @inline function gather<T>(dst: usize, src: usize, rows: usize, cols: usize, ss: usize, ds: usize): void {
   const n: usize = 16 / sizeof<T>();
@@ -84,12 +84,15 @@ export function transpose<T>(dst: usize, src: usize, rows: usize, cols: usize, s
   }
   for (let cb: usize = 0; cb < cols; cb += block) {
     const ce = min(cb + block, cols);
-    for (let r: usize = 0; r < rows; r += n) {
-      let c = cb;
-      if (sizeof<T>() == 1) {
-        for (; c + 64 <= ce; c += 64) tile8x4(dst + c * ds + r, src + r * ss + c, ssb, dsb);
+    if (sizeof<T>() == 1) {
+      // Half tiles: 8 src rows at a time, not 16 (see tile8Half).
+      for (let r: usize = 0; r < rows; r += 8) {
+        for (let c = cb; c < ce; c += 16) tile8Half(dst + c * ds + r, src + r * ss + c, ssb, dsb);
       }
-      for (; c < ce; c += n) {
+      continue;
+    }
+    for (let r: usize = 0; r < rows; r += n) {
+      for (let c = cb; c < ce; c += n) {
         tile<T>(dst + (c * ds + r) * sizeof<T>(), src + (r * ss + c) * sizeof<T>(), ssb, dsb);
       }
     }
@@ -102,7 +105,7 @@ export function transpose<T>(dst: usize, src: usize, rows: usize, cols: usize, s
  * (square blocks wrote 16 bytes per row before moving on, and rows 4 KiB apart evicted each
  * other from L1). The block's src is 32 KiB (L1); past L2 with dst rows 128 KiB or more apart
  * it is 128 KiB (read again from L2 for each tile column) for runs 4× longer in dst: at 16 MiB
- * 1.03–1.4× as fast, at 2–4 MiB (rows 32–64 KiB apart) up to 10 % slower, so only there.
+ * 1.02–1.23× as fast, at 2–4 MiB (rows 32–64 KiB apart) up to 10 % slower, so only there.
  */
 @inline function scatter<T>(dst: usize, src: usize, rows: usize, cols: usize, ss: usize, ds: usize): void {
   const n: usize = 16 / sizeof<T>();
