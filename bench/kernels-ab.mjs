@@ -1,10 +1,11 @@
 // Two builds of the wasm kernels side by side, interleaved: each round measures every kernel
 // once in each build, so a machine whose load changes during the run (shared, 2 cores) moves
 // both columns alike; the medians over the rounds are printed. Kernels: the f32 / bf16 / f16
-// sum in place (the halves' ratio to f32 is what matters) and the 1-byte layout conversions
-// beside copyBytes (one image of C = 64 channels, C0 = 32, as bench/kernels.mjs). GB/s of
-// reads + writes.
-//   node bench/kernels-ab.mjs DIR_A DIR_B [--sizes 256K,16M] [--rounds 24]
+// sum in place (the halves' ratio to f32 is what matters) and the layout conversions of 1-, 2-
+// and 4-byte elements beside copyBytes (one image of C = 64 channels, C0 = 16, 32 for 1-byte,
+// as bench/kernels.mjs). GB/s of reads + writes. --filter keeps the kernels whose name matches
+// (a regular expression; copyBytes and sum f32 are kept as the ratios' bases).
+//   node bench/kernels-ab.mjs DIR_A DIR_B [--sizes 256K,16M] [--rounds 24] [--filter 'u8 NCHW']
 // Each DIR holds a webccl.simd.wasm (e.g. a copy of build/ made at another commit).
 import { readFileSync } from 'node:fs';
 
@@ -15,8 +16,9 @@ const option = (name, dflt) => {
 };
 const sizes = option('--sizes', '256K,16M').split(',').map((s) => Number.parseInt(s, 10) * (s.toUpperCase().endsWith('M') ? 1 << 20 : 1024));
 const rounds = Number(option('--rounds', '24'));
+const filter = new RegExp(option('--filter', ''));
 const dirs = args;
-if (dirs.length !== 2) throw new Error('usage: node bench/kernels-ab.mjs DIR_A DIR_B [--sizes 256K,16M] [--rounds 24]');
+if (dirs.length !== 2) throw new Error('usage: node bench/kernels-ab.mjs DIR_A DIR_B [--sizes 256K,16M] [--rounds 24] [--filter REGEX]');
 
 const max = Math.max(...sizes);
 const A = 1 << 20;
@@ -31,16 +33,16 @@ function fill() {
 }
 
 const C = 64;
+const LAYOUTS = [['NCHW', 0], ['NHWC', 1], ['NC1HWC0', 2]];
+const PAIRS = [[0, 1], [1, 0], [0, 2], [2, 0], [1, 2], [2, 1]];
 const KERNELS = [
   ['sum f32', 3, (x, n) => x.reduceInto(0, 0, A, B, n / 4)],
   ['sum bf16', 3, (x, n) => x.reduceInto(7, 0, A, B, n / 2)],
   ['sum f16', 3, (x, n) => x.reduceInto(8, 0, A, B, n / 2)],
   ['copyBytes', 2, (x, n) => x.copyBytes(B, A, n)],
-  ['u8 NHWC>NCHW', 2, (x, n) => x.convertLayout(1, 1, 0, B, A, 1, C, n / C, 32)],
-  ['u8 NC1HWC0>NCHW', 2, (x, n) => x.convertLayout(1, 2, 0, B, A, 1, C, n / C, 32)],
-  ['u8 NCHW>NC1HWC0', 2, (x, n) => x.convertLayout(1, 0, 2, B, A, 1, C, n / C, 32)],
-  ['u8 NCHW>NHWC', 2, (x, n) => x.convertLayout(1, 0, 1, B, A, 1, C, n / C, 32)],
-];
+  ...[['u8', 1, 32], ['f16', 2, 16], ['f32', 4, 16]].flatMap(([dt, es, c0]) => PAIRS.map(([f, t]) =>
+    [`${dt} ${LAYOUTS[f][0]}>${LAYOUTS[t][0]}`, 2, (x, n) => x.convertLayout(es, f, t, B, A, 1, C, n / (C * es), c0)])),
+].filter(([name]) => name === 'copyBytes' || name === 'sum f32' || filter.test(name));
 
 const res = new Map();
 for (const size of sizes) {

@@ -31,10 +31,12 @@ type Run = (es: number, from: number, to: number, dst: number, src: number, n: n
 
 /** Runs the kernel at odd offsets with guards around dst; returns dst's bytes. */
 function kernel(x: Record<string, unknown>, es: number, src: Uint8Array, from: TensorLayout, to: TensorLayout): Uint8Array {
-  const mem = new Uint8Array(memory.buffer);
   const s = BASE + 3;
   const outBytes = physicalCount(to) * es;
   const d = ((s + src.length + 64 + 63) & ~63) + 5;
+  const short = d + outBytes + 64 - memory.buffer.byteLength;
+  if (short > 0) memory.grow(Math.ceil(short / 65536));
+  const mem = new Uint8Array(memory.buffer);
   mem.fill(0xa5, d - 16, d + outBytes + 16);
   mem.set(src, s);
   const c0 = from.layout === 'NC1HWC0' ? from.c0 : to.c0;
@@ -68,6 +70,38 @@ describe('layout kernels match the reference in both builds', () => {
         }
       }
     });
+  }
+});
+
+// Transposes of more than 1 MiB (past L2) walk in longer runs (transpose.ts), and those whose
+// dst rows lie 128 KiB or more apart in larger blocks: shapes with H·W a power of two, whose
+// planes then alias in L1 and L2, with planes below and at 128 KiB, and with C a multiple of
+// C0 or not (a last channel block too small for that walk), in the default c0 of each width.
+const LARGE_SHAPES: Record<number, [number, number, number, number][]> = {
+  1: [[1, 64, 128, 256], [1, 40, 256, 256], [1, 17, 512, 256]],
+  2: [[1, 20, 256, 256], [2, 24, 128, 256]],
+  4: [[1, 32, 128, 128], [1, 20, 128, 256]],
+  8: [[1, 6, 128, 256]],
+};
+
+describe('layout kernels match the reference past L2 (> 1 MiB per transpose)', () => {
+  for (const es of WIDTHS) {
+    it(`${es}-byte elements, every layout pair`, () => {
+      const c0 = es === 1 ? 32 : 16;
+      for (const shape of LARGE_SHAPES[es]) {
+        for (const fromName of LAYOUTS) {
+          const from: TensorLayout = { shape, layout: fromName, c0 };
+          const src = new Uint8Array(physicalCount(from) * es).map(rnd);
+          for (const toName of LAYOUTS) {
+            if (fromName === toName) continue;
+            const to: TensorLayout = { shape, layout: toName, c0 };
+            const expected = refConvert(es, src, from, to);
+            const label = `${fromName}->${toName} [${shape}] c0 ${c0}`;
+            for (const b of builds) expect(Buffer.compare(kernel(b.x, es, src, from, to), expected), `${b.name} ${label}`).toBe(0);
+          }
+        }
+      }
+    }, 120_000);
   }
 });
 

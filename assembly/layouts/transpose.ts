@@ -2,17 +2,30 @@
 // rows lie `ss` elements apart in src and whose columns land `ds` elements apart in dst. NCHW ↔
 // NHWC is one transpose per image (C × HW), NCHW ↔ NC1HWC0 one per channel block (C0 × HW).
 //
-// The SIMD build moves whole square tiles of 16-byte rows through registers (tiles.ts), in
-// blocks of COLS columns × (BLOCK_BYTES / COLS / element bytes) rows, a tile column at a time:
-// the block's source (32 KiB) stays in cache while each of a tile's dst rows is written as one
-// run of the block's rows, so the writes stream even when dst rows lie a power of two apart
-// (square blocks wrote 16 bytes per row before moving on, and rows 4 KiB apart evict each
-// other from L1). The rows and columns past the last whole tile, and the scalar build, copy
-// element by element. Both give the same bytes: a transpose only moves them.
-import { tile16, tile32, tile64, tile8, tile8Rows } from './tiles';
+// The SIMD build moves whole square tiles of 16-byte rows through registers (tiles.ts). The
+// long stride is on one side: src rows far apart (NCHW -> NHWC / NC1HWC0, `gather`) or dst
+// rows far apart (NHWC / NC1HWC0 -> NCHW, `scatter`); with C planes of H·W elements that
+// stride is often a power of two, so the far-apart rows all fall into one L1 set (and past
+// 128 KiB into one L2 set). The walk keeps few of them live at once and sweeps each one in
+// long runs; the compact side stays in cache. The rows and columns past the last whole tile,
+// and the scalar build, copy element by element. Both give the same bytes: a transpose only
+// moves them.
+import { tile16, tile32, tile64 } from './tiles';
+import { tile8, tile8Half, tile8Rows } from './tile8';
 
+// Past L2 (1 MiB) the lines come from L3 or DRAM and the walk favours long runs of the far
+// rows over keeping the compact side in L1.
+const LARGE: usize = 1 << 20;
+// gather: columns per block, in bytes of the compact (dst) side in cache, or of a src run.
+const GATHER_L1: usize = 16384;
+const GATHER_RUN: usize = 4096;
+const GATHER_L2: usize = 262144;
+// scatter: a block of COLS columns and as many rows as its src bytes allow.
 const COLS: usize = 64;
-const BLOCK_BYTES: usize = 32768;
+const SCATTER_L1: usize = 32768;
+const SCATTER_L2: usize = 131072;
+// Bytes of one way of L2 (2048 sets of 64 bytes): dst rows at least this far apart share L2 sets.
+const L2_SPAN: usize = 131072;
 
 @inline function tile<T>(dst: usize, src: usize, ss: usize, ds: usize): void {
   if (sizeof<T>() == 1) tile8(dst, src, ss, ds);
@@ -36,30 +49,88 @@ export function transpose<T>(dst: usize, src: usize, rows: usize, cols: usize, s
     const n: usize = 16 / sizeof<T>(); // tile side
     rowsDone = rows - rows % n;
     colsDone = cols - cols % n;
-    const ssb = ss * sizeof<T>();
-    const dsb = ds * sizeof<T>();
-    const rowsPerBlock: usize = BLOCK_BYTES / COLS / sizeof<T>();
-    // 1-byte tiles write 16 dst rows: when those lie a multiple of 2 KiB apart they share an L1
-    // set (4 KiB of sets, 8 ways) and evict each other between the tile's 16-byte visits.
-    const split = (dsb & 2047) == 0;
-    for (let cb: usize = 0; cb < colsDone; cb += COLS) {
-      const ce = min(cb + COLS, colsDone);
-      for (let rb: usize = 0; rb < rowsDone; rb += rowsPerBlock) {
-        const re = min(rb + rowsPerBlock, rowsDone);
-        for (let c = cb; c < ce; c += n) {
-          if (sizeof<T>() == 1 && split) {
-            // Two passes of 8 dst rows each (see tile8Rows): the second reads the block again, from cache.
-            for (let r = rb; r < re; r += n) tile8Rows(dst + c * ds + r, src + r * ss + c, ssb, dsb, 0, 8);
-            for (let r = rb; r < re; r += n) tile8Rows(dst + c * ds + r, src + r * ss + c, ssb, dsb, 8, 16);
-            continue;
-          }
-          for (let r = rb; r < re; r += n) {
-            tile<T>(dst + (c * ds + r) * sizeof<T>(), src + (r * ss + c) * sizeof<T>(), ssb, dsb);
-          }
+    if (ss > ds) gather<T>(dst, src, rowsDone, colsDone, ss, ds);
+    else scatter<T>(dst, src, rowsDone, colsDone, ss, ds);
+  }
+  byElement<T>(dst, src, rowsDone, rows, 0, cols, ss, ds);
+  byElement<T>(dst, src, 0, rowsDone, colsDone, cols, ss, ds);
+}
+
+/**
+ * Src rows far apart: a block of columns at a time, and within it one tile row (n src rows) at
+ * a time across the block, so each src line is used whole right after it is fetched (walking
+ * down the rows first touched 64 lines of one L1 set per tile column: every line was fetched
+ * four times). In cache the block's dst (rows × block) stays in L1; past L2 each src row is
+ * read in runs of 4 KiB (runs of 256 bytes left the prefetcher little to follow: at 16 MiB
+ * 4 KiB runs measured 1.16–1.4× as fast as the 16 KiB dst block, 16 KiB runs 0.77–0.93×).
+ */
+@inline function gather<T>(dst: usize, src: usize, rows: usize, cols: usize, ss: usize, ds: usize): void {
+  const n: usize = 16 / sizeof<T>();
+  const ssb = ss * sizeof<T>();
+  const dsb = ds * sizeof<T>();
+  const r1 = max<usize>(rows, 1);
+  const bytes = rows * cols * sizeof<T>() > LARGE ? min<usize>(GATHER_RUN, GATHER_L2 / r1) : GATHER_L1 / r1;
+  const block = max<usize>(n, bytes / sizeof<T>() / n * n);
+  if (rows * cols * sizeof<T>() > LARGE && rows * sizeof<T>() <= 64 && sizeof<T>() >= 4) {
+    // All rows fit one dst line (NCHW -> NC1HWC0 with C0 = 16 of 4 bytes): a tile column writes
+    // its dst lines whole. Past L2 that measured 1.08× as fast for 4-byte elements; for 2- and
+    // 1-byte ones it was 0.88× as fast, so they keep the runs.
+    for (let c: usize = 0; c < cols; c += n) {
+      for (let r: usize = 0; r < rows; r += n) {
+        tile<T>(dst + (c * ds + r) * sizeof<T>(), src + (r * ss + c) * sizeof<T>(), ssb, dsb);
+      }
+    }
+    return;
+  }
+  for (let cb: usize = 0; cb < cols; cb += block) {
+    const ce = min(cb + block, cols);
+    if (sizeof<T>() == 1) {
+      // Half tiles: 8 src rows at a time, not 16 (see tile8Half).
+      for (let r: usize = 0; r < rows; r += 8) {
+        for (let c = cb; c < ce; c += 16) tile8Half(dst + c * ds + r, src + r * ss + c, ssb, dsb);
+      }
+      continue;
+    }
+    for (let r: usize = 0; r < rows; r += n) {
+      for (let c = cb; c < ce; c += n) {
+        tile<T>(dst + (c * ds + r) * sizeof<T>(), src + (r * ss + c) * sizeof<T>(), ssb, dsb);
+      }
+    }
+  }
+}
+
+/**
+ * Dst rows far apart: blocks of COLS columns × as many rows as fit the block's bytes, a tile
+ * column at a time, so each of a tile's dst rows is written as one run of the block's rows
+ * (square blocks wrote 16 bytes per row before moving on, and rows 4 KiB apart evicted each
+ * other from L1). The block's src is 32 KiB (L1); past L2 with dst rows 128 KiB or more apart
+ * it is 128 KiB (read again from L2 for each tile column) for runs 4× longer in dst: at 16 MiB
+ * 1.02–1.23× as fast, at 2–4 MiB (rows 32–64 KiB apart) up to 10 % slower, so only there.
+ */
+@inline function scatter<T>(dst: usize, src: usize, rows: usize, cols: usize, ss: usize, ds: usize): void {
+  const n: usize = 16 / sizeof<T>();
+  const ssb = ss * sizeof<T>();
+  const dsb = ds * sizeof<T>();
+  const far = rows * cols * sizeof<T>() > LARGE && dsb >= L2_SPAN;
+  const rowsPerBlock: usize = (far ? SCATTER_L2 : SCATTER_L1) / COLS / sizeof<T>();
+  // 1-byte tiles write 16 dst rows: when those lie a multiple of 2 KiB apart they share an L1
+  // set (4 KiB of sets, 8 ways) and evict each other between the tile's 16-byte visits.
+  const split = (dsb & 2047) == 0;
+  for (let cb: usize = 0; cb < cols; cb += COLS) {
+    const ce = min(cb + COLS, cols);
+    for (let rb: usize = 0; rb < rows; rb += rowsPerBlock) {
+      const re = min(rb + rowsPerBlock, rows);
+      for (let c = cb; c < ce; c += n) {
+        if (sizeof<T>() == 1 && split) {
+          // Two passes of 8 dst rows each (see tile8Rows): the second reads the block again, from cache.
+          for (let r = rb; r < re; r += n) tile8Rows(dst + c * ds + r, src + r * ss + c, ssb, dsb, 0, 8);
+          for (let r = rb; r < re; r += n) tile8Rows(dst + c * ds + r, src + r * ss + c, ssb, dsb, 8, 16);
+          continue;
+        }
+        for (let r = rb; r < re; r += n) {
+          tile<T>(dst + (c * ds + r) * sizeof<T>(), src + (r * ss + c) * sizeof<T>(), ssb, dsb);
         }
       }
     }
   }
-  byElement<T>(dst, src, rowsDone, rows, 0, cols, ss, ds);
-  byElement<T>(dst, src, 0, rowsDone, colsDone, cols, ss, ds);
 }
