@@ -107,8 +107,8 @@ describe('comm.alloc() and free() at the API', () => {
     expect(caught(() => c.allGather(new Float32Array(16), x)).code).toBe('INVALID_ARGUMENT');
   });
 
-  // The communicator remembers the last array it was passed (so a loop passing one array op
-  // after op checks it once): that memory must not hide what happened to the array meanwhile.
+  // The communicator remembers the record of each array it was passed (so a loop passing the
+  // same arrays op after op checks each once): that must not hide what happened to an array meanwhile.
   it('an array used by one op, then transferred, is refused by the next (the remembered record does not hide it)', async () => {
     const [c] = inprocRanks(1);
     const x = new Float32Array(16).fill(2);

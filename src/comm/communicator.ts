@@ -50,7 +50,7 @@ export class Communicator {
   private readonly track: TraceTrack | undefined;
   private readonly conversions: ConversionCounters = { conversions: 0, conversionBytes: 0, conversionMs: 0 };
   private readonly inFlight = new BuffersInFlight();
-  private lastSeen: WeakRef<{ x: ArrayBufferView; buf: Buf }> | undefined;
+  private readonly described = new WeakMap<ArrayBufferView, Buf>();
   /** Of the progress thread's ops, the setup barrier's (0 or 1), which stats() leaves out too. */
   private setupThreadOps = 0;
   /** WEBCCL_CHECK=1: fail an op whose buffers the caller writes while it is in flight. */
@@ -353,16 +353,16 @@ export class Communicator {
 
   private buf(x: unknown, what: string): Buf {
     let b: Buf;
-    // The last TypedArray passed and its record: a loop passing one array op after op (a
-    // ping-pong, a training step's buffers) checks and describes it once. A view whose length
-    // changed (a resizable buffer) or fell to 0 (detached) is looked at again. Held weakly, so
-    // the communicator keeps no array alive that its caller dropped.
+    // Each TypedArray's record, made once: a loop passing the same arrays op after op (a
+    // ping-pong, a training step's buffers) checks and describes each once. A view whose length
+    // changed (a resizable buffer) or fell to 0 (detached) is looked at again. A WeakMap, so the
+    // communicator keeps no array alive that its caller dropped.
     const len = ArrayBuffer.isView(x) ? x.byteLength : 0;
-    const last = len !== 0 ? this.lastSeen?.deref() : undefined;
-    if (last !== undefined && last.x === x && len === last.buf.bytes.byteLength) b = last.buf;
+    const known = len !== 0 ? this.described.get(x as ArrayBufferView) : undefined;
+    if (known !== undefined && len === known.bytes.byteLength) b = known;
     else {
       b = toBuf(x, what, this.isShared);
-      if (len !== 0 && b.layout === undefined) this.lastSeen = new WeakRef({ x: x as ArrayBufferView, buf: b });
+      if (len !== 0 && b.layout === undefined) this.described.set(x as ArrayBufferView, b);
     }
     // A view of the node memory must lie in a live block of this rank's (not a freed one).
     if (b.addr) this.ctx.heap.checkLive(b.addr, b.bytes.byteLength, what);
