@@ -79,6 +79,28 @@ export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) =
 }
 
 /**
+ * toBuf with a memory, one per communicator: each TypedArray's record is made once, so a loop
+ * passing the same arrays op after op (a ping-pong, a training step's buffers) checks and
+ * describes each once. A view whose length changed (a resizable buffer) or fell to 0 (detached)
+ * is looked at again; tensor objects, whose fields may change, always are. A WeakMap, so no
+ * array is kept alive that its caller dropped.
+ */
+export class BufRecords {
+  private readonly known = new WeakMap<ArrayBufferView, Buf>();
+
+  constructor(private readonly isShared: (b: ArrayBufferLike) => boolean) {}
+
+  of(x: unknown, what: string): Buf {
+    const len = ArrayBuffer.isView(x) ? x.byteLength : 0;
+    const known = len !== 0 ? this.known.get(x as ArrayBufferView) : undefined;
+    if (known !== undefined && len === known.bytes.byteLength) return known;
+    const b = toBuf(x, what, this.isShared);
+    if (len !== 0 && b.layout === undefined) this.known.set(x as ArrayBufferView, b);
+    return b;
+  }
+}
+
+/**
  * The data and dtype of a tensor object: ours ({ data, dtype }, dtype names of TF.js and ONNX
  * Runtime included), or an ONNX Runtime Tensor on the CPU ({ data, type, dims }: its data is
  * the tensor's own array, so in-place results land in the tensor). A TensorFlow.js tensor, or

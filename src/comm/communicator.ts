@@ -4,7 +4,7 @@
 import { DTYPE_SIZE, type Dtype, type DtypeName, type ReduceOp, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
 import type { Kind } from '../core/shm-map.js';
-import { type Buf, type BufferArg, type TypedArray, overlaps, sameView, toBuf } from './buffers.js';
+import { type Buf, type BufferArg, type TypedArray, BufRecords, overlaps, sameView } from './buffers.js';
 import { type ConversionCounters, WIRE_SIGNATURE, planLayouts } from './layout-plan.js';
 import { BuffersInFlight } from './in-flight.js';
 import { noPartialOverlap, peerRank, perRank, rootRank, sameDtype, sameShape } from './arguments.js';
@@ -50,7 +50,8 @@ export class Communicator {
   private readonly track: TraceTrack | undefined;
   private readonly conversions: ConversionCounters = { conversions: 0, conversionBytes: 0, conversionMs: 0 };
   private readonly inFlight = new BuffersInFlight();
-  private readonly described = new WeakMap<ArrayBufferView, Buf>();
+  /** The record of each TypedArray passed (buffers.ts). */
+  private readonly records = new BufRecords((b) => this.isShared(b));
   /** Of the progress thread's ops, the setup barrier's (0 or 1), which stats() leaves out too. */
   private setupThreadOps = 0;
   /** WEBCCL_CHECK=1: fail an op whose buffers the caller writes while it is in flight. */
@@ -352,18 +353,7 @@ export class Communicator {
   };
 
   private buf(x: unknown, what: string): Buf {
-    let b: Buf;
-    // Each TypedArray's record, made once: a loop passing the same arrays op after op (a
-    // ping-pong, a training step's buffers) checks and describes each once. A view whose length
-    // changed (a resizable buffer) or fell to 0 (detached) is looked at again. A WeakMap, so the
-    // communicator keeps no array alive that its caller dropped.
-    const len = ArrayBuffer.isView(x) ? x.byteLength : 0;
-    const known = len !== 0 ? this.described.get(x as ArrayBufferView) : undefined;
-    if (known !== undefined && len === known.bytes.byteLength) b = known;
-    else {
-      b = toBuf(x, what, this.isShared);
-      if (len !== 0 && b.layout === undefined) this.described.set(x as ArrayBufferView, b);
-    }
+    const b = this.records.of(x, what);
     // A view of the node memory must lie in a live block of this rank's (not a freed one).
     if (b.addr) this.ctx.heap.checkLive(b.addr, b.bytes.byteLength, what);
     return b;
