@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { type Fault, type SimOptions, simulate, simulateCollective } from '../src/sim/index.js';
 import { inOrderTree, treeLinks } from '../src/algorithms/tree.js';
+import { Network } from '../src/sim/network.js';
 
 const A = 5;
 const B = 3125; // 25 Gbit/s in bytes per µs
@@ -40,6 +41,19 @@ describe('closed forms on an uncontended topology (one rank per node)', () => {
     for (const [n, steps] of [[2, 1], [8, 3], [64, 6]]) {
       const r = await simulateCollective(flat(n), { collective: 'allreduce', algo: 'doubling', count: S / 4 });
       expect(r.timeUs).toBeCloseTo(steps * (A + S / B), 6);
+    }
+  });
+
+  it('links inside a node: each directed pair carries one message at a time, also in nodes too large for the array of their links (2,049 and 65,536 ranks, whose array would take 32 GiB: a map)', () => {
+    const S = 64 * 1024;
+    const w = S / B;
+    for (const ranks of [8, 2049, 65536]) {
+      const net = new Network({ ranks, nodes: 1, inter: { latencyUs: 1, bytesPerUs: 1 }, intra: { latencyUs: A, bytesPerUs: B } }, 0, 1, []);
+      expect([net.transmit(0, 0, 1, S), net.transmit(0, 0, 1, S)].map((t) => t - A)).toEqual([w, 2 * w]);
+      expect(net.transmit(0, 2, 1, S) - A).toBe(w); // another link into rank 1
+      expect(net.transmit(0, 1, 0, S) - A).toBe(w); // the other direction
+      expect(net.transmit(3 * w, 0, 1, S) - A).toBeCloseTo(4 * w, 9); // free again once the two have crossed: starts at once
+      expect(net.transmit(0, ranks - 1, ranks - 2, S) - A).toBe(w); // the last pair of the node
     }
   });
 

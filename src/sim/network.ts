@@ -53,15 +53,19 @@ export function checkTopology(t: Topology): void {
   }
 }
 
+/** Intra-node links kept in an array up to this many (32 MiB of times). */
+const MAX_LINK_ARRAY = 1 << 22;
+
 export class Network {
   readonly perNode: number;
   private readonly nicOut: Float64Array;
   private readonly nicIn: Float64Array;
   /**
-   * When each link inside a node is next free, at src * perNode + (dst's place in the node):
-   * an array of n · perNode times, where a Map of n² pairs would box every time it stores.
+   * When each link inside a node is next free, at src * perNode + (dst's place in the node): an
+   * array of n · perNode times (a Map boxes every time it stores); for nodes too large for one
+   * (65,536 ranks in a node would need 32 GiB), a Map of the links used.
    */
-  private readonly pairFree: Float64Array;
+  private readonly pairFree: Float64Array | Map<number, number>;
   private readonly slow = new Map<number, number>();
   private readonly random: () => number;
   /** When each rank has finished handing its last message over (with overheadUs). */
@@ -70,7 +74,8 @@ export class Network {
 
   constructor(readonly topo: Topology, private readonly jitter: number, seed: number, faults: readonly Fault[]) {
     this.perNode = topo.ranks / topo.nodes;
-    this.pairFree = new Float64Array(topo.ranks * this.perNode);
+    const links = topo.ranks * this.perNode;
+    this.pairFree = links <= MAX_LINK_ARRAY ? new Float64Array(links) : new Map();
     this.nicOut = new Float64Array(topo.nodes);
     this.nicIn = new Float64Array(topo.nodes);
     this.random = seededRandom(seed);
@@ -109,8 +114,10 @@ export class Network {
     const alpha = link.latencyUs * factor * (this.jitter ? 1 + this.jitter * this.random() : 1);
     if (from === to) {
       const key = src * this.perNode + (dst % this.perNode);
-      const start = Math.max(now, this.pairFree[key]);
-      this.pairFree[key] = start + wire;
+      const free = this.pairFree;
+      const start = Math.max(now, free instanceof Float64Array ? free[key] : free.get(key) ?? 0);
+      if (free instanceof Float64Array) free[key] = start + wire;
+      else free.set(key, start + wire);
       return start + wire + alpha;
     }
     // Cut-through: the bytes cross the sender's interface and the receiver's at once, each
