@@ -390,7 +390,8 @@ export class Communicator {
     if (count > 0x7fffffff) fail('INVALID_ARGUMENT', `${name}: count ${count} exceeds 2^31-1 elements`);
     const check = this.checkInputs && input ? new InputCheck(name, input, output) : undefined;
     // Tensors with layouts may run on converted copies (layout-plan.ts); plain buffers as they are.
-    const plan = planLayouts({ core: this.ctx.core, heap: this.ctx.heap, rank: this.rank, size: this.size, counters: this.conversions, acrossNodes: this.acrossNodes }, name, input, output, o.wireLayout, o[WIRE_SIGNATURE]);
+    const laidOut = input?.layout !== undefined || output?.layout !== undefined || o.wireLayout !== undefined || o[WIRE_SIGNATURE] !== undefined;
+    const plan = laidOut ? planLayouts({ core: this.ctx.core, heap: this.ctx.heap, rank: this.rank, size: this.size, counters: this.conversions, acrossNodes: this.acrossNodes }, name, input, output, o.wireLayout, o[WIRE_SIGNATURE]) : undefined;
     let work: Work;
     try {
       work = this.engine.submit({

@@ -9,6 +9,7 @@
 import { type Buf, overlaps } from './buffers.js';
 import { isP2p } from './engine.js';
 import type { Kind } from '../core/shm-map.js';
+import { KeepList } from '../core/keep-list.js';
 import type { Work } from './work.js';
 
 interface Held {
@@ -20,17 +21,27 @@ interface Held {
 }
 
 export class BuffersInFlight {
-  private readonly held: Held[] = [];
+  private readonly held = new KeepList<Held>();
 
   add(work: Work, input: Buf | null, output: Buf | null): void {
+    // Released here too, not only when a buffer is checked: a program issuing only ops without
+    // buffers (a loop of barriers) would otherwise keep a record of every op it ever issued.
+    this.release();
     this.held.push({ work, input, output, ordered: !isP2p(work.name as Kind) });
+  }
+
+  /** Ops still recorded (the caller has not yet seen them end). */
+  get size(): number {
+    return this.held.length;
   }
 
   /** `name #seq` of an op the caller has not yet seen end that reads or writes any byte of `b`. */
   heldBy(b: Buf): string | undefined {
     this.release();
     // Loops, not find/filter: every op issued runs this (a ping-pong pays it per message).
-    for (const h of this.held) {
+    const held = this.held;
+    for (let i = 0; i < held.length; i++) {
+      const h = held.at(i);
       if ((h.input !== null && overlaps(b.bytes, h.input.bytes)) || (h.output !== null && overlaps(b.bytes, h.output.bytes))) return `${h.work.name} #${h.work.seq}`;
     }
     return undefined;
@@ -41,16 +52,16 @@ export class BuffersInFlight {
     const held = this.held;
     let last = -1, seen = 0;
     for (let i = 0; i < held.length; i++) {
-      if (!held[i].work.observed) continue;
+      if (!held.at(i).work.observed) continue;
       seen++;
-      if (held[i].ordered) last = i;
+      if (held.at(i).ordered) last = i;
     }
     if (!seen) return;
     let kept = 0;
     for (let i = 0; i < held.length; i++) {
-      const h = held[i];
-      if (!h.work.observed && !(h.ordered && i < last)) held[kept++] = h;
+      const h = held.at(i);
+      if (!h.work.observed && !(h.ordered && i < last)) held.set(kept++, h);
     }
-    held.length = kept;
+    held.truncate(kept);
   }
 }

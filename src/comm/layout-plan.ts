@@ -97,7 +97,7 @@ const LAYOUT_AWARE: readonly Kind[] = ['allReduce', 'allGather', 'reduceScatter'
 export function planLayouts(p: PlanContext, name: Kind, input: Buf | null, output: Buf | null, wireOption: unknown, inherited?: number): LayoutPlan | undefined {
   const own = input?.layout ?? output?.layout;
   if (!LAYOUT_AWARE.includes(name)) {
-    const laid = [input?.layout, output?.layout].find((l) => l && l.layout !== 'NCHW');
+    const laid = input?.layout && input.layout.layout !== 'NCHW' ? input.layout : output?.layout && output.layout.layout !== 'NCHW' ? output.layout : undefined;
     if (laid || wireOption !== undefined) {
       fail('INVALID_ARGUMENT', `${name}: takes row-major data only (a ${laid ? laid.layout : 'wireLayout'} tensor here); convertLayout it to NCHW first`, { layout: laid?.layout, option: laid ? undefined : 'wireLayout' });
     }

@@ -56,8 +56,11 @@ export const anything: Check = () => undefined;
  * messages; `example` is a valid options object shown when `o` is not an object at all;
  * `elsewhere` are keys of sibling functions, refused as not applying here rather than unknown.
  */
+/** What an absent options bag reads as: one frozen object, not a new one per call (per op). */
+const NO_OPTIONS = Object.freeze({});
+
 export function checkOptions<T extends object>(where: string, o: unknown, spec: OptionSpec, example: string, elsewhere: readonly string[] = []): T {
-  if (o === undefined) return {} as T;
+  if (o === undefined) return NO_OPTIONS as T;
   if (typeof o !== 'object' || o === null || Array.isArray(o) || ArrayBuffer.isView(o)) {
     fail('INVALID_ARGUMENT', `${where}: options must be an object like ${example}, got ${showValue(o)}`, { value: o });
   }

@@ -17,7 +17,8 @@ import type { ShmRunner } from '../shm-runner.js';
 import { Work, type WorkDriver } from '../work.js';
 import { ChannelTable, INLINE, INLINE_AT, R, STATE, recordAt } from './shm-channel.js';
 import { type Pending, type SendOp, ShmSends } from './shm-sends.js';
-import { type P2pOp, opText, p2pTimeout, sizeMismatch } from './p2p-errors.js';
+import { opText, p2pTimeout, sizeMismatch } from './p2p-errors.js';
+import { KeepQueue } from '../../core/keep-list.js';
 
 /** What the engine lends: moving its collectives along while a p2p op waits, and failing it all. */
 export interface ShmP2pHooks {
@@ -47,7 +48,7 @@ export class ShmP2p implements WorkDriver {
   private failure?: WebcclError;
   private readonly sends: ShmSends;
   /** By peer: posted recvs by tag, in issue order, their number, and the first record of the peer's channel not known taken. */
-  private readonly recvs: Map<number, Pending[]>[];
+  private readonly recvs: Map<number, KeepQueue<Pending>>[];
   private readonly recvCount: number[];
   private readonly low: number[];
   private lastCheck = 0;
@@ -77,35 +78,36 @@ export class ShmP2p implements WorkDriver {
   submit(s: OpSpec, timeoutMs: number): Work {
     const name = s.name as 'send' | 'recv';
     const seq = this.seq++;
-    const op: P2pOp = { name, seq, rank: this.me, peer: s.peer!, tag: s.tag ?? 0 };
     const work = new Work(name, seq, this, this.ctx.canBlock);
     const buf = (name === 'send' ? s.input : s.output)!;
+    const peer = s.peer!, tag = s.tag ?? 0;
     if (this.failure) {
       work.settle(this.failure);
       return work;
     }
     // A communicator aborted meanwhile (a peer's deadline passed): take nothing more from it.
     if (this.runner.aborted()) {
-      this.hooks.broke(this.runner.abortError(opText(op)) ?? new WebcclError('ABORTED', `${opText(op)}: communicator aborted`));
+      const text = opText({ name, seq, rank: this.me, peer, tag });
+      this.hooks.broke(this.runner.abortError(text) ?? new WebcclError('ABORTED', `${text}: communicator aborted`));
       work.settle(this.failure);
       return work;
     }
     this.count++;
     // The clock is read after the op is published or matched: a peer waits on that, not on this.
+    // One object per op, its fields listed (a spread makes slow dictionary objects: microseconds an op).
     if (name === 'send') {
-      // Literal objects of one shape (a spread makes slow dictionary objects: microseconds an op).
-      const send: SendOp = { op, work, buf, deadline: Infinity, timeoutMs, num: -1, staged: 0, check: s.check };
+      const send: SendOp = { name, seq, rank: this.me, peer, tag, work, buf, deadline: Infinity, timeoutMs, num: -1, staged: 0, check: s.check };
       this.sends.add(send);
-      this.pumpSends(op.peer);
+      this.pumpSends(peer);
       send.deadline = this.issued(work) + timeoutMs;
     } else {
-      const byTag = this.recvs[op.peer];
-      const base: Pending = { op, work, buf, deadline: Infinity, timeoutMs };
-      const list = byTag.get(op.tag);
-      if (list) list.push(base);
-      else byTag.set(op.tag, [base]);
-      this.recvCount[op.peer]++;
-      this.matchRecvs(op.peer);
+      const byTag = this.recvs[peer];
+      const base: Pending = { name, seq, rank: this.me, peer, tag, work, buf, deadline: Infinity, timeoutMs };
+      let list = byTag.get(tag);
+      if (!list) byTag.set(tag, (list = new KeepQueue<Pending>()));
+      list.push(base);
+      this.recvCount[peer]++;
+      this.matchRecvs(peer);
       base.deadline = this.issued(work) + timeoutMs;
     }
     return work;
@@ -222,14 +224,14 @@ export class ShmP2p implements WorkDriver {
       }
       const r = list.shift()!;
       // An emptied list stays for the next recv of its tag (most programs use a few tags).
-      if (!list.length && this.recvs[peer].size > MAX_IDLE_TAGS) this.recvs[peer].delete(r.op.tag);
+      if (!list.length && this.recvs[peer].size > MAX_IDLE_TAGS) this.recvs[peer].delete(r.tag);
       this.recvCount[peer]--;
       const sent = i32[w + R.BYTES];
       const want = r.buf.bytes.byteLength;
       let err: WebcclError | undefined;
       if (sent !== want) {
         i32[w + R.RECV_BYTES] = want;
-        err = sizeMismatch(r.op, sent, want);
+        err = sizeMismatch(r, sent, want);
         Atomics.store(i32, w + R.STATE, STATE.SHORT);
       } else {
         const addr = i32[w + R.ADDR];
@@ -274,16 +276,16 @@ export class ShmP2p implements WorkDriver {
     const localOf = this.ctx.localOf;
     for (const o of this.all()) {
       if (now >= o.deadline) {
-        this.runner.abort(ABORT_REASON.TIMEOUT, o.op.peer);
-        this.hooks.broke(p2pTimeout(o.op, o.timeoutMs));
+        this.runner.abort(ABORT_REASON.TIMEOUT, o.peer);
+        this.hooks.broke(p2pTimeout(o, o.timeoutMs));
         return true;
       }
       // The LEFT words are by node rank (localOf maps this communicator's ranks: a group's too).
-      if (Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * localOf[o.op.peer]) >> 2) !== 0) {
+      if (Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * localOf[o.peer]) >> 2) !== 0) {
         // A peer may post and then leave: take what it published before judging.
-        if (o.op.name === 'recv' && this.matchRecvs(o.op.peer) && o.work.settled) continue;
-        this.hooks.broke(new WebcclError('CONNECTION_CLOSED', `${opText(o.op)}: rank ${o.op.peer} has left the job (its script ended) without matching it`, {
-          rank: o.op.peer, peer: o.op.peer, tag: o.op.tag, seq: o.op.seq,
+        if (o.name === 'recv' && this.matchRecvs(o.peer) && o.work.settled) continue;
+        this.hooks.broke(new WebcclError('CONNECTION_CLOSED', `${opText(o)}: rank ${o.peer} has left the job (its script ended) without matching it`, {
+          rank: o.peer, peer: o.peer, tag: o.tag, seq: o.seq,
         }));
         return true;
       }

@@ -11,11 +11,11 @@ import type { ShmRunner } from '../shm-runner.js';
 import type { Work } from '../work.js';
 import { type ChannelTable, INLINE, INLINE_AT, R, STATE, recordAt } from './shm-channel.js';
 import { StagingPool } from './staging-pool.js';
+import { KeepList, KeepQueue } from '../../core/keep-list.js';
 import { type P2pOp, sizeMismatch } from './p2p-errors.js';
 
-/** A send or recv not yet ended. */
-export interface Pending {
-  op: P2pOp;
+/** A send or recv not yet ended (the op itself: one object per op, as a ping-pong pays per message). */
+export interface Pending extends P2pOp {
   work: Work;
   buf: Buf;
   deadline: number;
@@ -32,22 +32,22 @@ export interface SendOp extends Pending {
 
 export class ShmSends {
   /** By peer: sends not yet published, and published ones awaiting their outcome. */
-  private readonly unposted: SendOp[][];
-  private readonly posted: SendOp[][];
+  private readonly unposted: KeepQueue<SendOp>[];
+  private readonly posted: KeepList<SendOp>[];
   private readonly nextNum: number[];
   private readonly staging: StagingPool;
 
   /** `settle` ends a send (with its error, if any). */
   constructor(ctx: RankContext, private readonly runner: ShmRunner, private readonly table: ChannelTable, private readonly settle: (s: SendOp, err?: WebcclError) => void) {
     const per = <T>(f: () => T) => Array.from({ length: ctx.size }, f);
-    this.unposted = per(() => []);
-    this.posted = per(() => []);
+    this.unposted = per(() => new KeepQueue<SendOp>());
+    this.posted = per(() => new KeepList<SendOp>());
     this.nextNum = per(() => 0);
     this.staging = new StagingPool(ctx.heap);
   }
 
   add(s: SendOp): void {
-    this.unposted[s.op.peer].push(s);
+    this.unposted[s.peer].push(s);
   }
 
   /** Whether any send to `peer` is pending. */
@@ -69,18 +69,19 @@ export class ShmSends {
       const { i32 } = this.runner.views();
       const ch = this.table.channel(me, peer, false);
       let kept = 0;
-      for (const s of posted) {
+      for (let i = 0; i < posted.length; i++) {
+        const s = posted.at(i);
         const rec = recordAt(ch, s.num) >> 2;
         const st = Atomics.load(i32, rec + R.STATE);
         if (st === STATE.TAKEN || st === STATE.SHORT) {
-          const err = st === STATE.SHORT ? sizeMismatch(s.op, s.buf.bytes.byteLength, i32[rec + R.RECV_BYTES]) : undefined;
+          const err = st === STATE.SHORT ? sizeMismatch(s, s.buf.bytes.byteLength, i32[rec + R.RECV_BYTES]) : undefined;
           this.unstage(s);
           Atomics.store(i32, rec + R.STATE, STATE.FREE);
           this.settle(s, err ?? checkAtEnd(s));
           moved = true;
-        } else posted[kept++] = s;
+        } else posted.set(kept++, s);
       }
-      if (kept !== posted.length) posted.length = kept;
+      if (kept !== posted.length) posted.truncate(kept);
     }
     const waiting = this.unposted[peer];
     if (waiting.length) {
@@ -88,7 +89,7 @@ export class ShmSends {
       let published = false;
       let { i32 } = this.runner.views();
       while (waiting.length) {
-        const s = waiting[0];
+        const s = waiting.peek()!;
         const num = this.nextNum[peer];
         const rec = recordAt(ch, num);
         if (Atomics.load(i32, (rec >> 2) + R.STATE) !== STATE.FREE) break;
@@ -105,7 +106,7 @@ export class ShmSends {
         if (s.staged) i32 = this.runner.views().i32; // staging may have grown the memory
         const w = rec >> 2;
         Atomics.store(i32, w + R.NUM, num);
-        i32[w + R.TAG] = s.op.tag;
+        i32[w + R.TAG] = s.tag;
         i32[w + R.BYTES] = s.buf.bytes.byteLength;
         i32[w + R.ADDR] = addr;
         Atomics.store(i32, w + R.STATE, STATE.POSTED);
@@ -125,7 +126,7 @@ export class ShmSends {
 
   /** Forgets the sends never published (the communicator failed); published payloads stay until close(): a receiver may be reading one now. */
   dropUnposted(): void {
-    for (const l of this.unposted) l.length = 0;
+    for (const l of this.unposted) l.clear();
   }
 
   /** Frees this rank's staged payloads. */
@@ -158,7 +159,7 @@ export class ShmSends {
 /** The send's input check at its end (the buffer changed while in flight), as an error. */
 function checkAtEnd(s: SendOp): WebcclError | undefined {
   try {
-    s.check?.atEnd(s.op.seq);
+    s.check?.atEnd(s.seq);
     return undefined;
   } catch (e) {
     return e as WebcclError;

@@ -88,6 +88,19 @@ async function agreedMeanUs(comm: Communicator, how: Completion, c: Case, calls:
   return Math.max(mean[0], 0.01);
 }
 
+/** How long the warm-up at the smallest size lasts, at least (ms, agreed by every rank). */
+const WARM_MS = 250;
+
+/** Calls `c` `first` times, then in growing rounds until about WARM_MS have passed; every rank decides alike from the agreed time. */
+async function warmUp(comm: Communicator, how: Completion, c: Case, first: number): Promise<void> {
+  let calls = first;
+  for (let spentUs = 0; spentUs < WARM_MS * 1000;) {
+    const us = await agreedMeanUs(comm, how, c, calls);
+    spentUs += us * calls;
+    calls = Math.min(AUTO_MAX_ITERS, Math.max(calls, Math.round((WARM_MS * 1000 - spentUs) / us / 2)));
+  }
+}
+
 /** Times one case; returns this rank's mean µs per call in each timed block, and the iteration count all ranks used. */
 async function timeCase(comm: Communicator, how: Completion, spec: RankSpec, c: Case): Promise<{ meanUs: number[]; iters: number }> {
   await how.calls(c, 1); // first call: buffers touched, code compiled, untimed
@@ -151,10 +164,14 @@ async function sweep(comm: Communicator, spec: RankSpec, post: (m: RankMessage) 
     const send = allocate(comm, spec, dtype, Math.max(...mine.map((r) => r.shape.sendCount)));
     const recv = allocate(comm, spec, dtype, Math.max(...mine.map((r) => r.shape.recvCount)));
     // Warm-up before the sweep, as nccl-tests: the largest size w times, the smallest 100 + w
-    // times, so that the first rows do not pay for compilation and first touches.
-    for (const [row, calls] of [[mine[mine.length - 1], spec.warmup], [mine[0], 100 + spec.warmup]] as const) {
-      await how.calls(makeCase(comm, spec, row, 'oop', send.arr, recv.arr), calls);
-    }
+    // times, so that the first rows do not pay for first touches; with -n auto (a measurement)
+    // and -w > 0, the smallest goes on for about WARM_MS, so that they do not pay for
+    // compilation either (V8 optimises a function only after thousands of calls: 105 left the
+    // first row of a sweep 2-10x slower than the same size later in it).
+    await how.calls(makeCase(comm, spec, mine[mine.length - 1], 'oop', send.arr, recv.arr), spec.warmup);
+    const smallest = makeCase(comm, spec, mine[0], 'oop', send.arr, recv.arr);
+    if (spec.iters === undefined && spec.warmup > 0) await warmUp(comm, how, smallest, 100 + spec.warmup);
+    else await how.calls(smallest, 100 + spec.warmup);
     for (const row of mine) {
       for (const place of placementsOf(spec.collective)) {
         if (comm.rank === 0) post({ perf: 'start', idx: row.idx, place });

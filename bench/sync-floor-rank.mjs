@@ -1,0 +1,12 @@
+// The rank script of bench/sync-floor.mjs: argv[2] barriers after a warm-up, each waited with
+// waitSync(); rank 0 prints {"us": mean µs per barrier}.
+import * as ccl from 'webccl';
+
+const n = Number(process.argv[2] ?? 5000);
+const comm = await ccl.initCommGroup();
+for (let i = 0; i < Math.min(n, 2000); i++) comm.barrier().waitSync();
+const t0 = performance.now();
+for (let i = 0; i < n; i++) comm.barrier().waitSync();
+const us = ((performance.now() - t0) * 1000) / n;
+if (comm.rank === 0) console.log(JSON.stringify({ us: Number(us.toFixed(2)) }));
+comm.destroy();

@@ -1,0 +1,86 @@
+// What a communicator remembers of the ops in flight (in-flight.ts), and the lists it keeps them
+// in (keep-list.ts): bounded by what the caller has not yet seen end, whatever ops it issues.
+import { describe, expect, it } from 'vitest';
+import { BuffersInFlight } from '../src/comm/in-flight.js';
+import { Work, type WorkDriver } from '../src/comm/work.js';
+import { KeepList, KeepQueue } from '../src/core/keep-list.js';
+import { toBuf } from '../src/comm/buffers.js';
+import { inprocRanks, settleAll } from './helpers/inproc.js';
+
+const idle: WorkDriver = { progress: () => undefined, progressAsync: async () => undefined };
+/** An op that ended, and that the caller has seen end when `seen`. */
+function ended(name: string, seq: number, seen: boolean): Work {
+  const w = new Work(name, seq, idle, true);
+  w.settle();
+  if (seen) w.waitSync();
+  return w;
+}
+const buf = (bytes: number) => toBuf(new Uint8Array(bytes), 'buffer', () => false);
+
+describe('BuffersInFlight', () => {
+  it('forgets ops without buffers once seen: a loop of barriers keeps no record of each (it grew by ~300 B an op)', () => {
+    const f = new BuffersInFlight();
+    for (let i = 0; i < 10_000; i++) f.add(ended('barrier', i, true), null, null);
+    expect(f.size).toBeLessThanOrEqual(1);
+  });
+
+  it('keeps what the caller has not seen end, and refuses its buffers', () => {
+    const f = new BuffersInFlight();
+    const x = buf(16);
+    f.add(ended('allReduce', 0, false), x, x);
+    for (let i = 1; i < 100; i++) f.add(ended('send', i, true), null, null);
+    expect(f.size).toBe(2); // the allReduce, and the last send (released at the next op)
+    expect(f.heldBy(x)).toBe('allReduce #0');
+  });
+
+  it('a later collective seen ending releases earlier collectives, not sends or recvs', () => {
+    const f = new BuffersInFlight();
+    const x = buf(8), y = buf(8);
+    f.add(ended('allReduce', 0, false), x, x);
+    f.add(ended('send', 0, false), y, null);
+    f.add(ended('barrier', 1, true), null, null);
+    expect(f.heldBy(x)).toBeUndefined();
+    expect(f.heldBy(y)).toBe('send #0');
+  });
+});
+
+describe('KeepQueue and KeepList', () => {
+  it('a queue takes items in order through emptying, refilling and growing past its storage', () => {
+    const q = new KeepQueue<number>();
+    let next = 0, want = 0;
+    for (let round = 0; round < 50; round++) {
+      for (let k = 0; k < (round % 7) + 1; k++) q.push(next++);
+      for (let k = 0; k < (round % 5) + 1 && q.length; k++) {
+        expect(q.peek()).toBe(want);
+        expect(q.shift()).toBe(want++);
+      }
+    }
+    expect([...q]).toEqual(Array.from({ length: next - want }, (_, i) => want + i));
+    q.clear();
+    expect(q.length).toBe(0);
+    expect(q.shift()).toBeUndefined();
+    expect(q.peek()).toBeUndefined();
+  });
+
+  it('a list compacts in place and clears what it drops', () => {
+    const l = new KeepList<{ v: number }>();
+    for (let i = 0; i < 10; i++) l.push({ v: i });
+    let kept = 0;
+    for (let i = 0; i < l.length; i++) if (l.at(i).v % 3 === 0) l.set(kept++, l.at(i));
+    l.truncate(kept);
+    expect([...l].map((o) => o.v)).toEqual([0, 3, 6, 9]);
+    l.clear();
+    expect(l.length).toBe(0);
+    l.push({ v: 42 });
+    expect(l.at(0).v).toBe(42);
+  });
+});
+
+describe('a communicator after many ops without buffers', () => {
+  it('2 ranks, 2000 barriers: the in-flight record stays bounded', async () => {
+    const comms = inprocRanks(2);
+    for (let i = 0; i < 2000; i++) await settleAll(comms.map((c) => c.barrier()));
+    for (const c of comms) expect((c as unknown as { inFlight: BuffersInFlight }).inFlight.size).toBeLessThanOrEqual(1);
+    comms.forEach((c) => c.destroy());
+  });
+});
