@@ -8,39 +8,61 @@ import { toBuf } from '../src/comm/buffers.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 
 const idle: WorkDriver = { progress: () => undefined, progressAsync: async () => undefined };
-/** An op that ended, and that the caller has seen end when `seen`. */
-function ended(name: string, seq: number, seen: boolean): Work {
+/** An op that ended; the caller sees it end with see(). */
+function ended(name: string, seq: number): Work {
   const w = new Work(name, seq, idle, true);
   w.settle();
-  if (seen) w.waitSync();
   return w;
 }
+const see = (w: Work) => w.waitSync();
 const buf = (bytes: number) => toBuf(new Uint8Array(bytes), 'buffer', () => false);
 
 describe('BuffersInFlight', () => {
   it('forgets ops without buffers once seen: a loop of barriers keeps no record of each (it grew by ~300 B an op)', () => {
     const f = new BuffersInFlight();
-    for (let i = 0; i < 10_000; i++) f.add(ended('barrier', i, true), null, null);
+    for (let i = 0; i < 10_000; i++) {
+      const w = ended('barrier', i);
+      f.add(w, null, null);
+      see(w);
+    }
     expect(f.size).toBeLessThanOrEqual(1);
   });
 
   it('keeps what the caller has not seen end, and refuses its buffers', () => {
     const f = new BuffersInFlight();
     const x = buf(16);
-    f.add(ended('allReduce', 0, false), x, x);
-    for (let i = 1; i < 100; i++) f.add(ended('send', i, true), null, null);
+    f.add(ended('allReduce', 0), x, x);
+    for (let i = 1; i < 100; i++) {
+      const w = ended('send', i);
+      f.add(w, null, null);
+      see(w);
+    }
     expect(f.size).toBe(2); // the allReduce, and the last send (released at the next op)
     expect(f.heldBy(x)).toBe('allReduce #0');
   });
 
   it('a later collective seen ending releases earlier collectives, not sends or recvs', () => {
     const f = new BuffersInFlight();
-    const x = buf(8), y = buf(8);
-    f.add(ended('allReduce', 0, false), x, x);
-    f.add(ended('send', 0, false), y, null);
-    f.add(ended('barrier', 1, true), null, null);
+    const x = buf(8), y = buf(8), z = buf(8);
+    f.add(ended('allReduce', 0), x, x);
+    f.add(ended('send', 0), y, null);
+    expect(f.heldBy(x)).toBe('allReduce #0');
+    const b = ended('barrier', 1);
+    f.add(b, null, null);
+    expect(f.heldBy(x)).toBe('allReduce #0');
+    see(b);
     expect(f.heldBy(x)).toBeUndefined();
     expect(f.heldBy(y)).toBe('send #0');
+    expect(f.heldBy(z)).toBeUndefined();
+  });
+
+  it('a burst of ops on distinct buffers, none waited: each is found, none released', () => {
+    const f = new BuffersInFlight();
+    const bufs = Array.from({ length: 300 }, () => buf(4));
+    bufs.forEach((b, i) => f.add(ended('send', i), b, null));
+    expect(f.size).toBe(300);
+    expect(f.heldBy(bufs[123])).toBe('send #123');
+    expect(f.heldBy(buf(4))).toBeUndefined();
   });
 });
 

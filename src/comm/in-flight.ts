@@ -10,7 +10,7 @@ import { type Buf, overlaps } from './buffers.js';
 import { isP2p } from './engine.js';
 import type { Kind } from '../core/shm-map.js';
 import { KeepList } from '../core/keep-list.js';
-import type { Work } from './work.js';
+import { type Work, opsSeen } from './work.js';
 
 interface Held {
   work: Work;
@@ -22,12 +22,18 @@ interface Held {
 
 export class BuffersInFlight {
   private readonly held = new KeepList<Held>();
+  /** Held buffers by the memory they view: a buffer over memory no held op views needs no search. */
+  private readonly byMemory = new Map<ArrayBufferLike, number>();
+  /** opsSeen() when the list was last looked through: nothing seen since, nothing to release. */
+  private seenAtRelease = -1;
 
   add(work: Work, input: Buf | null, output: Buf | null): void {
     // Released here too, not only when a buffer is checked: a program issuing only ops without
     // buffers (a loop of barriers) would otherwise keep a record of every op it ever issued.
     this.release();
     this.held.push({ work, input, output, ordered: !isP2p(work.name as Kind) });
+    this.count(input, 1);
+    this.count(output, 1);
   }
 
   /** Ops still recorded (the caller has not yet seen them end). */
@@ -38,6 +44,7 @@ export class BuffersInFlight {
   /** `name #seq` of an op the caller has not yet seen end that reads or writes any byte of `b`. */
   heldBy(b: Buf): string | undefined {
     this.release();
+    if (!this.byMemory.has(b.bytes.buffer)) return undefined;
     // Loops, not find/filter: every op issued runs this (a ping-pong pays it per message).
     const held = this.held;
     for (let i = 0; i < held.length; i++) {
@@ -47,20 +54,39 @@ export class BuffersInFlight {
     return undefined;
   }
 
-  /** Drops every op the caller has seen end, and every collective issued before the last such collective. */
+  private count(b: Buf | null, by: number): void {
+    if (b === null) return;
+    const m = b.bytes.buffer;
+    const n = (this.byMemory.get(m) ?? 0) + by;
+    if (n > 0) this.byMemory.set(m, n);
+    else this.byMemory.delete(m);
+  }
+
+  /**
+   * Drops every op the caller has seen end, and every collective issued before the last such
+   * collective. Looks only when some op has been seen to end since it last looked, so a burst
+   * of ops issued without waiting costs nothing here per op.
+   */
   private release(): void {
+    const seen = opsSeen();
+    if (seen === this.seenAtRelease) return;
+    this.seenAtRelease = seen;
     const held = this.held;
-    let last = -1, seen = 0;
+    let last = -1, observed = 0;
     for (let i = 0; i < held.length; i++) {
       if (!held.at(i).work.observed) continue;
-      seen++;
+      observed++;
       if (held.at(i).ordered) last = i;
     }
-    if (!seen) return;
+    if (!observed) return;
     let kept = 0;
     for (let i = 0; i < held.length; i++) {
       const h = held.at(i);
       if (!h.work.observed && !(h.ordered && i < last)) held.set(kept++, h);
+      else {
+        this.count(h.input, -1);
+        this.count(h.output, -1);
+      }
     }
     held.truncate(kept);
   }

@@ -35,6 +35,14 @@ export interface WorkDriver {
 
 const DONE = Promise.resolve();
 
+/**
+ * Ops of this thread whose end a caller has seen, counted: what remembers ops in flight
+ * (in-flight.ts) looks through its list again only when this has moved.
+ */
+let seenCount = 0;
+/** @internal */
+export const opsSeen = (): number => seenCount;
+
 export class Work implements PromiseLike<void> {
   readonly name: string;
   readonly seq: number;
@@ -58,14 +66,14 @@ export class Work implements PromiseLike<void> {
   isCompleted(): boolean {
     if (this.state === 'pending') this.driver.progress(this, false);
     if (this.state === 'pending') return false;
-    this.seen = true;
+    this.see();
     return true;
   }
 
   /** Completes the op; rejects with the op's WebcclError if it failed. */
   wait(): Promise<void> {
     if (this.state === 'done') {
-      this.seen = true;
+      this.see();
       return DONE;
     }
     if (!this.promise) this.driver.waiting?.(this);
@@ -81,7 +89,7 @@ export class Work implements PromiseLike<void> {
           });
         })
       : this.driver.progressAsync(this).then(() => {
-          this.seen = this.settled;
+          if (this.settled) this.see();
           this.rethrow();
         });
     return this.promise;
@@ -96,7 +104,7 @@ export class Work implements PromiseLike<void> {
       this.driver.waiting?.(this);
       this.driver.progress(this, true);
     }
-    this.seen = this.settled;
+    if (this.settled) this.see();
     this.rethrow();
   }
 
@@ -186,6 +194,12 @@ export class Work implements PromiseLike<void> {
   label(relabel: (e: WebcclError) => WebcclError): void {
     if (this.error) this.error = relabel(this.error);
     else this.relabel = relabel;
+  }
+
+  private see(): void {
+    if (this.seen) return;
+    this.seen = true;
+    seenCount++;
   }
 
   private rethrow(): void {

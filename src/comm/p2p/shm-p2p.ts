@@ -98,7 +98,7 @@ export class ShmP2p implements WorkDriver {
     if (name === 'send') {
       const send: SendOp = { name, seq, rank: this.me, peer, tag, work, buf, deadline: Infinity, timeoutMs, num: -1, staged: 0, check: s.check };
       this.sends.add(send);
-      this.pumpSends(peer);
+      if (this.sends.publish(peer, this.me)) this.ring();
       send.deadline = this.issued(work) + timeoutMs;
     } else {
       const byTag = this.recvs[peer];

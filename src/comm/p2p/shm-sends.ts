@@ -63,6 +63,12 @@ export class ShmSends {
 
   /** Reads the outcome of published sends, then publishes waiting ones while the ring has room; true when something changed. */
   pump(peer: number, me: number): boolean {
+    const ended = this.outcomes(peer, me);
+    return this.publish(peer, me) || ended;
+  }
+
+  /** Ends the published sends to `peer` whose receiver has marked them; true when one ended. */
+  private outcomes(peer: number, me: number): boolean {
     let moved = false;
     const posted = this.posted[peer];
     if (posted.length) {
@@ -83,6 +89,17 @@ export class ShmSends {
       }
       if (kept !== posted.length) posted.truncate(kept);
     }
+    return moved;
+  }
+
+  /**
+   * Publishes the sends to `peer` not yet published while its ring has room; true when one was
+   * published or failed. Alone at issue, so that a burst of sends does not read the outcome of
+   * every earlier one for each new one.
+   */
+  publish(peer: number, me: number): boolean {
+    let moved = false;
+    const posted = this.posted[peer];
     const waiting = this.unposted[peer];
     if (waiting.length) {
       const ch = this.table.channel(me, peer, true);
