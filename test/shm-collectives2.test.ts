@@ -242,7 +242,7 @@ describe('on worker threads', () => {
 describe('comm.alloc() sources are read in place', () => {
   it('the op takes two steps (three with per-peer counts) whatever its size; plain arrays one per chunk', async () => {
     const n = 3;
-    const cs = inprocRanks(n, { slotBytes: SLOT });
+    const cs = inprocRanks(n, { slotBytes: SLOT, cores: 1 });
     // Where rank 0's next op starts counting steps: its descriptor's base plus the steps its last op used.
     const steps = () => {
       const e = (cs[0] as any).engine;
@@ -271,5 +271,60 @@ describe('comm.alloc() sources are read in place', () => {
       gather: [2, 10],
       scatter: [2, 31],
     });
+  });
+});
+
+describe('small comm.alloc() inputs are kept (staged) when the ranks outnumber the cores', () => {
+  const n = 3;
+  const count = 256; // 1 KiB of f32 per block: every input fits one 4 KiB slot
+  const ones = Array(n).fill(count);
+  const ops: [string, (c: Communicator, r: number, mk: (k: number) => any) => any][] = [
+    ['allGather', (c, r, mk) => c.allGather(mk(n * count), mk(count))],
+    ['allToAll', (c, r, mk) => c.allToAll(mk(n * count), mk(n * count))],
+    ['allToAll per-peer', (c, r, mk) => c.allToAll(mk(n * count), mk(n * count), { sendCounts: ones, recvCounts: ones })],
+    ['gather', (c, r, mk) => c.gather(r === 0 ? mk(n * count) : null, mk(count), { root: 0 })],
+    ['scatter', (c, r, mk) => c.scatter(mk(count), r === 0 ? mk(n * count) : null, { root: 0 })],
+  ];
+  /** Steps each op takes on `cores` cores, with comm.alloc() buffers, checking every result. */
+  async function stepsOn(cores: number): Promise<Record<string, number>> {
+    const cs = inprocRanks(n, { slotBytes: SLOT, cores });
+    const steps = () => {
+      const e = (cs[0] as any).engine;
+      return (e.runner.field(e.desc, D.BASE) + e.runner.field(e.desc, D.STEPS_USED)) as number;
+    };
+    const got: Record<string, number> = {};
+    for (const [name, issue] of ops) {
+      const before = steps();
+      const bufs: B[][] = cs.map(() => []);
+      const mk = (c: Communicator, r: number) => (k: number) => {
+        const b = filled(c, 'f32', k, true, r);
+        bufs[r].push(b);
+        return b.arg;
+      };
+      await together(cs, (c, r) => issue(c, r, mk(c, r)));
+      got[name] = steps() - before;
+      // allGather and gather: block j of the output is rank j's input; allToAll: block j is block r of rank j's input; scatter: block r of the root's.
+      const wrong: string[] = [];
+      for (let r = 0; r < n; r++) {
+        const [first, second] = bufs[r];
+        if (name === 'allGather') wrongIn(`${name} rank ${r}`, first.data, (x) => val('f32', Math.floor(x / count), x % count), wrong);
+        else if (name.startsWith('allToAll')) wrongIn(`${name} rank ${r}`, first.data, (x) => val('f32', Math.floor(x / count), r * count + (x % count)), wrong);
+        else if (name === 'gather' && r === 0) wrongIn(`${name}`, first.data, (x) => val('f32', Math.floor(x / count), x % count), wrong);
+        else if (name === 'scatter') wrongIn(`${name} rank ${r}`, first.data, (x) => val('f32', 0, r * count + x), wrong);
+        void second;
+      }
+      expect(wrong).toEqual([]);
+      bufs.forEach((mine, r) => mine.forEach((b) => cs[r].free(b.arg)));
+    }
+    cs.forEach((c) => c.destroy());
+    return got;
+  }
+
+  it('3 ranks on 1 core: one step (two with per-peer counts), read from the slots', async () => {
+    expect(await stepsOn(1)).toEqual({ allGather: 1, allToAll: 1, 'allToAll per-peer': 2, gather: 1, scatter: 1 });
+  });
+
+  it('3 ranks with a core each: read in place, two steps (three with per-peer counts)', async () => {
+    expect(await stepsOn(64)).toEqual({ allGather: 2, allToAll: 2, 'allToAll per-peer': 3, gather: 2, scatter: 2 });
   });
 });

@@ -8,9 +8,12 @@
 //   M_MIXED   some are: those are read in place, the rest staged, chunk by chunk
 //   M_DIRECT  every source is: no chunking, each rank copies everything it needs in one step
 // Whenever a source is read in place, the op ends with one more synchronisation: its owner
-// must not return (and let the caller reuse the buffer) while a peer may still read it.
+// must not return (and let the caller reuse the buffer) while a peer may still read it. So a
+// rank may keep its input to itself (D_KEEP_IN, set by JS for small ops when ranks outnumber
+// cores, where each synchronisation costs a round of sleeps and wake-ups): it stages it as
+// an ordinary array would be, and publishes no address.
 import {
-  D_CHUNK, D_COMM, D_COUNT, D_IN, D_MODE, D_NCHUNKS, D_NRANKS, D_PHASE, D_SEQ, D_STEP, D_STEPS_USED, S_IN, ST_DONE,
+  D_CHUNK, D_COMM, D_COUNT, D_IN, D_KEEP_IN, D_MODE, D_NCHUNKS, D_NRANKS, D_PHASE, D_SEQ, D_STEP, D_STEPS_USED, S_IN, ST_DONE,
   commOf, field, setField, sigAddr, slotAddr,
 } from './shm-map';
 import { post, stepNo, waitAll } from './sync';
@@ -48,7 +51,7 @@ export function setMode(desc: usize, mode: u32, block: u32): void {
 
 /** Whether this rank stages its own input (it does unless peers read it in place). */
 @inline export function stagesOwnInput(desc: usize): bool {
-  return field(desc, D_IN) == 0;
+  return field(desc, D_IN) == 0 || field(desc, D_KEEP_IN) != 0;
 }
 
 /** Whether the chunks are all done (the loop then only has the final synchronisation left). */

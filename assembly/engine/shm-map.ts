@@ -40,6 +40,7 @@ export const D_MODE: u32 = 120; // 0 until the op decides how it reads its peers
 export const D_STEPS_USED: u32 = 124; // flag steps the op consumed (set when done)
 export const D_SUB: u32 = 128; // index inside a step that issues several copy requests
 export const D_SHAPE: u32 = 132; // tensors: a hash of the logical shape behind the count (0: plain buffers), see checkSignatures
+export const D_KEEP_IN: u32 = 140; // 1: the input is not offered for in-place reads (staged through the slot instead: one synchronisation fewer)
 export const D_SIG_SHIFT: u32 = 136; // JS only: added to the signed sequence number after a run again in row-major (the loops leave it alone)
 export const D_TABLE: u32 = 192; // scratch table of source addresses for reduceK (MAX_RANKS u32)
 export const DESC_BYTES: u32 = 448;

@@ -10,7 +10,7 @@
 // (sequentially consistent), so either the poster sees the sleeper or the sleeper sees the post.
 import { P_STAGE, P_WAIT, setPhase } from './step';
 import {
-  C_ABORT, D_PHASE, C_DOORBELL, C_NODE, C_SLEEPERS, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KIND, D_LAYOUT, D_OP, D_OUT, D_ROOT,
+  C_ABORT, D_PHASE, C_DOORBELL, C_NODE, C_SLEEPERS, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KEEP_IN, D_KIND, D_LAYOUT, D_OP, D_OUT, D_ROOT,
   S_ALGO, S_CHUNK, S_COUNT, S_DTYPE, S_IN, S_KIND, S_LAYOUT, S_OP, S_OUT, S_ROOT, S_SEQ,
   D_COMM, D_ERR, D_ERR_FIELD, D_ERR_RANK_A, D_ERR_RANK_B, D_ERR_VAL_A,
   D_ERR_VAL_B, D_NRANKS, D_RANK, D_SEQ, D_SHAPE, D_SPIN, D_STEPS_USED, D_WAIT_VAL, E_ABORTED, E_MISMATCH, E_RELAYOUT,
@@ -78,7 +78,8 @@ export function writeSignature(desc: usize): void {
   store<u32>(sig + S_ROOT, field(desc, D_ROOT));
   store<u32>(sig + S_CHUNK, field(desc, D_CHUNK));
   store<u32>(sig + S_LAYOUT, field(desc, D_LAYOUT));
-  store<u32>(sig + S_IN, field(desc, D_IN));
+  // An input kept (D_KEEP_IN) is published as none: peers then take it from the slot it is staged in.
+  store<u32>(sig + S_IN, field(desc, D_KEEP_IN) != 0 ? 0 : field(desc, D_IN));
   store<u32>(sig + S_OUT, field(desc, D_OUT));
   store<u32>(sig + S_SHAPE, field(desc, D_SHAPE));
 }

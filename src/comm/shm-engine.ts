@@ -5,7 +5,7 @@ import { DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE, type ReduceOp } from '../c
 import { WebcclError } from '../core/errors.js';
 import { ABORT_REASON, ALGO, D, KIND, type Algo, type Kind, descOffset } from '../core/shm-map.js';
 import { enabled, log } from '../core/log.js';
-import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../tuner/tuner.js';
+import { type Tuning, chooseAllReduceAlgo, chunkElems, keepInputMaxBytes, keepsInput, resolveTuning } from '../tuner/tuner.js';
 import { sameView } from './buffers.js';
 import type { InputCheck } from './input-check.js';
 import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from './engine.js';
@@ -46,6 +46,8 @@ export class ShmEngine implements Engine, WorkDriver {
   private readonly desc: number;
   private readonly queue: QueuedOp[] = [];
   private readonly tuning: Tuning;
+  /** Inputs up to this size are staged, not read in place by peers (tuner.ts keepInputMaxBytes). */
+  private readonly keepMaxBytes: number;
   private readonly byAlgorithm: Record<Algo, number> = { direct: 0, twoshot: 0 };
   private seq = 0;
   private broken: WebcclError | undefined;
@@ -59,6 +61,7 @@ export class ShmEngine implements Engine, WorkDriver {
     this.runner = new ShmRunner(ctx.core, ctx.comm, ctx.rank, ctx.size, ctx.localOf);
     this.desc = descOffset(ctx.comm, ctx.size, ctx.rank);
     this.tuning = resolveTuning(ctx.size, commAlgo);
+    this.keepMaxBytes = keepInputMaxBytes(ctx.size, ctx.cores, ctx.slotBytes);
     this.flight = new FlightRecorder(ctx.rank, () => this.runner.missingRanks());
     this.p2p = !withP2p ? null : new ShmP2p(ctx, this.runner, {
       serve: () => this.serveCollectives(),
@@ -155,6 +158,7 @@ export class ShmEngine implements Engine, WorkDriver {
     i32[d + D.RANK / 4] = this.ctx.rank;
     i32[d + D.NRANKS / 4] = this.ctx.size;
     i32[d + D.IN / 4] = q.input?.addr ?? 0;
+    i32[d + D.KEEP_IN / 4] = q.input?.addr && keepsInput(q.name, q.input.bytes.byteLength, this.keepMaxBytes) ? 1 : 0;
     i32[d + D.OUT / 4] = q.output?.addr ?? 0;
     i32[d + D.IN_PLACE / 4] = q.input !== null && q.output !== null && sameView(q.input.bytes, q.output.bytes) ? 1 : 0;
     i32[d + D.CHUNK / 4] = q.chunk;

@@ -10,6 +10,7 @@ export const ENV_VARS: Record<string, string> = {
   WEBCCL_SPIN_US: 'microseconds a rank spins on a flag before it blocks (default 20, or 1 when ranks outnumber cores)',
   WEBCCL_WASM: 'simd | scalar: force a build of the WebAssembly core (default: simd where supported)',
   WEBCCL_DEBUG: 'WARN | INFO | TRACE: log level on stderr (default WARN)',
+  WEBCCL_KEEP_INPUT_MAX_BYTES: 'largest input, in bytes, that an allGather, allToAll, gather or scatter on one node stages through the slots instead of letting peers read it in place (default: one slot, WEBCCL_BUFFSIZE, when the ranks outnumber the cores, else 0)',
   WEBCCL_DIRECT_MAX_BYTES: 'largest allReduce, in bytes, that the tuner runs with the direct algorithm (default: the cost model\'s crossover)',
   WEBCCL_TOKEN: 'secret every rank of a job proves at rendezvous, the same on every node (default: a fresh one per webccl run --procs job; else a per-user file when the master is loopback)',
   WEBCCL_TRANSPORT: 'tcp | ws: what carries the connections between nodes: TCP, or WebSocket (ws://, on each rank\'s own port, path /webccl-link); every rank of a job must agree (default tcp)',

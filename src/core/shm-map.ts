@@ -39,6 +39,7 @@ export const D = {
   IO_LEN: 72, LAYOUT: 76, WAIT_VAL: 80, ERR: 84, ERR_FIELD: 88, ERR_RANK_A: 92,
   ERR_RANK_B: 96, ERR_VAL_A: 100, ERR_VAL_B: 104, SPIN: 108, COMM: 112, IN_PLACE: 116, MODE: 120,
   STEPS_USED: 124, SUB: 128, SHAPE: 132,
+  KEEP_IN: 140, // 1: the input is not offered to peers for in-place reads, but staged (see shm-engine keepsInput)
   SIG_SHIFT: 136, // JS only: added to every op's signed sequence number once an op ran again in row-major (shm-engine relayout)
   TABLE: 192,
 } as const;

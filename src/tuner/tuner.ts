@@ -53,6 +53,25 @@ export function resolveTuning(nranks: number, commAlgo?: unknown, model: CostMod
   return { algo, forcedBy, directMaxBytes: directMaxBytes(nranks, model, cores), nranks, model, cores };
 }
 
+/** Collectives whose peers read a rank's comm.alloc() input in place (assembly/engine/in-place-read.ts). */
+const READ_IN_PLACE = new Set(['allGather', 'allToAll', 'gather', 'scatter']);
+
+/**
+ * Largest input (bytes) a rank keeps to itself, staging it through its slot, rather than let
+ * its peers read it in place: when the ranks outnumber the cores, an input that fits one slot.
+ * Read in place, an op synchronises twice (the peers learn where the inputs are, then tell
+ * their owners they are done with them); staged in one chunk, once. Each synchronisation there
+ * is a round of sleeps and wake-ups (~76 µs at 4 ranks on 2 cores, bench/sync-floor.mjs)
+ * against microseconds of copying; an input of several chunks synchronises once per chunk,
+ * which costs more than reading in place. WEBCCL_KEEP_INPUT_MAX_BYTES overrides it.
+ */
+export function keepInputMaxBytes(nranks: number, cores: number, slotBytes: number): number {
+  return envNumber('WEBCCL_KEEP_INPUT_MAX_BYTES') ?? (nranks > cores ? slotBytes : 0);
+}
+
+/** Whether a `kind` op keeps an input of `inputBytes` (staged, not read in place), below `maxBytes`. */
+export const keepsInput = (kind: string, inputBytes: number, maxBytes: number): boolean => inputBytes <= maxBytes && READ_IN_PLACE.has(kind);
+
 export function chooseAllReduceAlgo(bytes: number, t: Tuning, callAlgo?: unknown): Algo {
   const algo = callAlgo !== undefined ? parseAlgo(callAlgo, 'algo option') : t.algo ?? (bytes <= t.directMaxBytes ? 'direct' : 'twoshot');
   // Checked here: the INFO line's text and closure are not worth building on every op.

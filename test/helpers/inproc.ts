@@ -6,9 +6,10 @@ import { joinNode } from '../../src/comm/context.js';
 import { Communicator } from '../../src/comm/communicator.js';
 import type { Work } from '../../src/comm/work.js';
 
-export function inprocRanks(n: number, o: { slotBytes?: number; simd?: boolean; timeoutMs?: number } = {}): Communicator[] {
+/** `cores`: the cores the ranks take the machine to have (default: what joinNode finds, 1 under Node 20, so the ranks count as outnumbering them). */
+export function inprocRanks(n: number, o: { slotBytes?: number; simd?: boolean; timeoutMs?: number; cores?: number } = {}): Communicator[] {
   const node = createNode({ nranks: n, slotBytes: o.slotBytes ?? 4096, progress: false });
-  return Array.from({ length: n }, (_, r) => new Communicator(joinNode(node, r, { simd: o.simd, spinUs: 0 }), { timeoutMs: o.timeoutMs ?? 20_000 }));
+  return Array.from({ length: n }, (_, r) => new Communicator(joinNode(node, r, { simd: o.simd, spinUs: 0, cores: o.cores }), { timeoutMs: o.timeoutMs ?? 20_000 }));
 }
 
 /** Polls until every work completes; returns the errors (undefined where an op succeeded). */
