@@ -239,31 +239,36 @@ describe('on worker threads', () => {
   }
 });
 
+type Issue = (c: Communicator, r: number, mk: (k: number) => any) => any;
+/** The collectives whose sources may be read in place, over n ranks with blocks of `count`, buffers from mk. */
+function inPlaceOps(n: number, count: number): [string, Issue][] {
+  const ones = Array(n).fill(count);
+  return [
+    ['allGather', (c, r, mk) => c.allGather(mk(n * count), mk(count))],
+    ['allToAll', (c, r, mk) => c.allToAll(mk(n * count), mk(n * count))],
+    ['allToAll per-peer', (c, r, mk) => c.allToAll(mk(n * count), mk(n * count), { sendCounts: ones, recvCounts: ones })],
+    ['gather', (c, r, mk) => c.gather(r === 0 ? mk(n * count) : null, mk(count), { root: 0 })],
+    ['scatter', (c, r, mk) => c.scatter(mk(count), r === 0 ? mk(n * count) : null, { root: 0 })],
+  ];
+}
+/** Where a rank's next op starts counting steps: its descriptor's base plus the steps its last op used. */
+function nextStep(c: Communicator): number {
+  const e = (c as any).engine;
+  return (e.runner.field(e.desc, D.BASE) + e.runner.field(e.desc, D.STEPS_USED)) as number;
+}
+
 describe('comm.alloc() sources are read in place', () => {
   it('the op takes two steps (three with per-peer counts) whatever its size; plain arrays one per chunk', async () => {
     const n = 3;
     const cs = inprocRanks(n, { slotBytes: SLOT, cores: 1 });
-    // Where rank 0's next op starts counting steps: its descriptor's base plus the steps its last op used.
-    const steps = () => {
-      const e = (cs[0] as any).engine;
-      return (e.runner.field(e.desc, D.BASE) + e.runner.field(e.desc, D.STEPS_USED)) as number;
-    };
     const count = 10 * 1024; // 40 KiB of f32 per block: ten 4 KiB slots
-    const run = async (shared: boolean, issue: (c: Communicator, r: number, mk: (k: number) => any) => any) => {
-      const before = steps();
+    const run = async (shared: boolean, issue: Issue) => {
+      const before = nextStep(cs[0]);
       await together(cs, (c, r) => issue(c, r, (k) => buffer(c, 'f32', k, shared).arg));
-      return steps() - before;
+      return nextStep(cs[0]) - before;
     };
-    const ones = Array(n).fill(count);
-    const ops: [string, (c: Communicator, r: number, mk: (k: number) => any) => any][] = [
-      ['allGather', (c, r, mk) => c.allGather(mk(n * count), mk(count))],
-      ['allToAll', (c, r, mk) => c.allToAll(mk(n * count), mk(n * count))],
-      ['allToAll per-peer', (c, r, mk) => c.allToAll(mk(n * count), mk(n * count), { sendCounts: ones, recvCounts: ones })],
-      ['gather', (c, r, mk) => c.gather(r === 0 ? mk(n * count) : null, mk(count), { root: 0 })],
-      ['scatter', (c, r, mk) => c.scatter(mk(count), r === 0 ? mk(n * count) : null, { root: 0 })],
-    ];
     const got: Record<string, [number, number]> = {};
-    for (const [name, issue] of ops) got[name] = [await run(true, issue), await run(false, issue)];
+    for (const [name, issue] of inPlaceOps(n, count)) got[name] = [await run(true, issue), await run(false, issue)];
     expect(got).toEqual({
       allGather: [2, 10], // a slot holds 1024 f32 of each rank's block
       allToAll: [2, 31], // a slot holds n pieces of 336 (1024 / 3, in 16s) f32
@@ -277,24 +282,12 @@ describe('comm.alloc() sources are read in place', () => {
 describe('small comm.alloc() inputs are kept (staged) when the ranks outnumber the cores', () => {
   const n = 3;
   const count = 256; // 1 KiB of f32 per block: every input fits one 4 KiB slot
-  const ones = Array(n).fill(count);
-  const ops: [string, (c: Communicator, r: number, mk: (k: number) => any) => any][] = [
-    ['allGather', (c, r, mk) => c.allGather(mk(n * count), mk(count))],
-    ['allToAll', (c, r, mk) => c.allToAll(mk(n * count), mk(n * count))],
-    ['allToAll per-peer', (c, r, mk) => c.allToAll(mk(n * count), mk(n * count), { sendCounts: ones, recvCounts: ones })],
-    ['gather', (c, r, mk) => c.gather(r === 0 ? mk(n * count) : null, mk(count), { root: 0 })],
-    ['scatter', (c, r, mk) => c.scatter(mk(count), r === 0 ? mk(n * count) : null, { root: 0 })],
-  ];
   /** Steps each op takes on `cores` cores, with comm.alloc() buffers, checking every result. */
   async function stepsOn(cores: number): Promise<Record<string, number>> {
     const cs = inprocRanks(n, { slotBytes: SLOT, cores });
-    const steps = () => {
-      const e = (cs[0] as any).engine;
-      return (e.runner.field(e.desc, D.BASE) + e.runner.field(e.desc, D.STEPS_USED)) as number;
-    };
     const got: Record<string, number> = {};
-    for (const [name, issue] of ops) {
-      const before = steps();
+    for (const [name, issue] of inPlaceOps(n, count)) {
+      const before = nextStep(cs[0]);
       const bufs: B[][] = cs.map(() => []);
       const mk = (c: Communicator, r: number) => (k: number) => {
         const b = filled(c, 'f32', k, true, r);
@@ -302,16 +295,15 @@ describe('small comm.alloc() inputs are kept (staged) when the ranks outnumber t
         return b.arg;
       };
       await together(cs, (c, r) => issue(c, r, mk(c, r)));
-      got[name] = steps() - before;
+      got[name] = nextStep(cs[0]) - before;
       // allGather and gather: block j of the output is rank j's input; allToAll: block j is block r of rank j's input; scatter: block r of the root's.
       const wrong: string[] = [];
       for (let r = 0; r < n; r++) {
-        const [first, second] = bufs[r];
+        const first = bufs[r][0]; // the first buffer each issue made: the output (scatter: the output too)
         if (name === 'allGather') wrongIn(`${name} rank ${r}`, first.data, (x) => val('f32', Math.floor(x / count), x % count), wrong);
         else if (name.startsWith('allToAll')) wrongIn(`${name} rank ${r}`, first.data, (x) => val('f32', Math.floor(x / count), r * count + (x % count)), wrong);
         else if (name === 'gather' && r === 0) wrongIn(`${name}`, first.data, (x) => val('f32', Math.floor(x / count), x % count), wrong);
         else if (name === 'scatter') wrongIn(`${name} rank ${r}`, first.data, (x) => val('f32', 0, r * count + x), wrong);
-        void second;
       }
       expect(wrong).toEqual([]);
       bufs.forEach((mine, r) => mine.forEach((b) => cs[r].free(b.arg)));
@@ -326,5 +318,20 @@ describe('small comm.alloc() inputs are kept (staged) when the ranks outnumber t
 
   it('3 ranks with a core each: read in place, two steps (three with per-peer counts)', async () => {
     expect(await stepsOn(64)).toEqual({ allGather: 2, allToAll: 2, 'allToAll per-peer': 3, gather: 2, scatter: 2 });
+  });
+
+  it('WEBCCL_KEEP_INPUT_MAX_BYTES: 0 never keeps, a size keeps up to it whatever the cores, a bad value is refused', async () => {
+    const old = process.env.WEBCCL_KEEP_INPUT_MAX_BYTES;
+    try {
+      process.env.WEBCCL_KEEP_INPUT_MAX_BYTES = '0';
+      expect(await stepsOn(1)).toEqual({ allGather: 2, allToAll: 2, 'allToAll per-peer': 3, gather: 2, scatter: 2 });
+      process.env.WEBCCL_KEEP_INPUT_MAX_BYTES = String(1 << 20);
+      expect(await stepsOn(64)).toEqual({ allGather: 1, allToAll: 1, 'allToAll per-peer': 2, gather: 1, scatter: 1 });
+      process.env.WEBCCL_KEEP_INPUT_MAX_BYTES = '-5';
+      expect(() => inprocRanks(2, { slotBytes: SLOT })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    } finally {
+      if (old === undefined) delete process.env.WEBCCL_KEEP_INPUT_MAX_BYTES;
+      else process.env.WEBCCL_KEEP_INPUT_MAX_BYTES = old;
+    }
   });
 });
