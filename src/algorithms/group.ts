@@ -31,6 +31,8 @@ export interface Mem {
   view(addr: number, count: number): Uint8Array;
   /** dst[i] = dst[i] (op) src[i] for `count` elements, with the op's dtype and reduction. */
   reduce(dst: number, src: number, count: number): void;
+  /** dst[i] = a[i] (op) b[i]: reduce() of a copy of `a`, without the copy (an out-of-place op's first touch of its output). */
+  reduceFrom(dst: number, a: number, b: number, count: number): void;
   /** Copies `count` elements from src to dst (regions must not overlap). */
   copy(dst: number, src: number, count: number): void;
   /** Scratch for `count` elements, owned by the op until it ends. */

@@ -53,8 +53,13 @@ class Blocks {
   }
 }
 
-/** Runs one or more phases over the group's `size` blocks, piece by piece in lanes. */
-async function runPhases(g: Group, m: Mem, blocks: Blocks, phases: Phase[]): Promise<void> {
+/**
+ * Runs one or more phases over the group's `size` blocks, piece by piece in lanes. With `from`
+ * (an allreduce out of place), the first reducing phase reads this rank's own data there: its
+ * first send is `from`'s block, and each block it receives is combined with `from`'s into
+ * `blocks` (the first write of that block), so the input needs no copy into the output first.
+ */
+async function runPhases(g: Group, m: Mem, blocks: Blocks, phases: Phase[], from?: Blocks): Promise<void> {
   const n = g.size;
   if (n === 1) return;
   const right = mod(g.rank + 1, n);
@@ -77,11 +82,13 @@ async function runPhases(g: Group, m: Mem, blocks: Blocks, phases: Phase[]): Pro
           const rb = mod(f0 - s - 1, n);
           const sn = blocks.count(sb);
           const rn = blocks.count(rb);
-          const outAddr = blocks.addr(sb) + partStart(sn, pieces, j) * eb;
+          const own = from !== undefined && p === 0; // this phase still reads the input
+          const outAddr = (own && s === 0 ? from.addr(sb) : blocks.addr(sb)) + partStart(sn, pieces, j) * eb;
           const intoAddr = blocks.addr(rb) + partStart(rn, pieces, j) * eb;
           const intoCount = partCount(rn, pieces, j);
           await exchange(g, right, left, (stepBase + s) * pieces + j, m.view(outAddr, partCount(sn, pieces, j)), m.view(reduce ? scratch : intoAddr, intoCount));
-          if (reduce) m.reduce(intoAddr, scratch, intoCount);
+          if (reduce && own) m.reduceFrom(intoAddr, from.addr(rb) + partStart(rn, pieces, j) * eb, scratch, intoCount);
+          else if (reduce) m.reduce(intoAddr, scratch, intoCount);
         }
       }
     }
@@ -89,13 +96,22 @@ async function runPhases(g: Group, m: Mem, blocks: Blocks, phases: Phase[]): Pro
   await Promise.all(Array.from({ length: lanes }, (_, i) => lane(i)));
 }
 
-/** Allreduce of `buf` in place: reduce-scatter over `size` blocks, then allgather. */
-export function ringAllReduce(g: Group, m: Mem, buf: Span): Promise<void> {
+/**
+ * Allreduce of `buf` in place: reduce-scatter over `size` blocks, then allgather. With `from`
+ * (as long as `buf`, not overlapping it), of `from` into `buf`: every block of `buf` is written
+ * once by the two phases together (the reduce-scatter the n−1 it receives, the allgather the
+ * rest), so nothing is copied first.
+ */
+export async function ringAllReduce(g: Group, m: Mem, buf: Span, from?: Span): Promise<void> {
   const n = g.size;
+  if (n === 1) {
+    if (from) m.copy(buf.addr, from.addr, buf.count);
+    return;
+  }
   // Reduce-scatter ends with block rank + 1 reduced here; the allgather starts from it.
   const rs: Phase = { first: g.rank, reduce: true, stepBase: 0 };
   const ag: Phase = { first: mod(g.rank + 1, n), reduce: false, stepBase: n - 1 };
-  return runPhases(g, m, Blocks.of(buf, n, m.elemBytes), [rs, ag]);
+  return runPhases(g, m, Blocks.of(buf, n, m.elemBytes), [rs, ag], from && Blocks.of(from, n, m.elemBytes));
 }
 
 /** Block `rank` of `blocks` ends holding the reduction of every rank's block `rank`. */

@@ -363,14 +363,16 @@ export class NetEngine implements Engine, WorkDriver {
   private execute(op: NetOp): Promise<void> {
     const m = workingMemory(this.ctx.core.memory, this.kernels, this.arena, op.spec.dtype, op.spec.op);
     const world = this.group(this.worldRanks, op);
-    return runNetOp(op.spec, { m, world, kernels: this.kernels, allReduce: (w) => this.allReduce(op, m, world, w) });
+    return runNetOp(op.spec, { m, world, kernels: this.kernels, allReduce: (w, from) => this.allReduce(op, m, world, w, from) });
   }
 
-  private allReduce(op: NetOp, m: Mem, world: Group, w: Span): Promise<void> {
-    const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size, this.topo.sharing)) =>
-      (algo === 'ring' ? ringAllReduce(g, mm, s) : doublingAllReduce(g, mm, s));
+  /** Of `from` into `w` when given: the flat schedules read it in place, the others after a copy. */
+  private allReduce(op: NetOp, m: Mem, world: Group, w: Span, from?: Span): Promise<void> {
+    const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size, this.topo.sharing), src?: Span) =>
+      (algo === 'ring' ? ringAllReduce(g, mm, s, src) : doublingAllReduce(g, mm, s, src));
+    if (op.algo !== 'tree' && op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling', from);
+    if (from) m.copy(w.addr, from.addr, w.count);
     if (op.algo === 'tree') return treeAllReduce(world, m, w);
-    if (op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling');
     return hierarchicalAllReduce(nodePhase(this.local!, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs, op.spec.layout), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
   }
 

@@ -9,6 +9,7 @@ import type { Buf } from './buffers.js';
 /** The wasm kernels the schedules reduce, copy and scale with. */
 export interface Kernels {
   reduceInto(dtype: number, op: number, dst: number, src: number, count: number): void;
+  reduce2(dtype: number, op: number, dst: number, a: number, b: number, count: number): void;
   copyBytes(dst: number, src: number, bytes: number): void;
   scale(dtype: number, dst: number, src: number, count: number, factor: number): void;
 }
@@ -22,6 +23,7 @@ export function workingMemory(memory: WebAssembly.Memory, ex: Kernels, arena: Ar
     elemBytes: e,
     view: (addr, count) => new Uint8Array(memory.buffer, addr, count * e),
     reduce: (dst, src, count) => ex.reduceInto(d, o, dst, src, count),
+    reduceFrom: (dst, a, b, count) => ex.reduce2(d, o, dst, a, b, count),
     copy: (dst, src, count) => ex.copyBytes(dst, src, count * e),
     scratch: (count) => arena.take(count * e),
   };

@@ -17,8 +17,11 @@ export interface NetOpContext {
   /** The communicator's ranks as the schedules see them. */
   world: Group;
   kernels: Kernels;
-  /** The engine's allReduce on `w` (it chooses the algorithm). */
-  allReduce(w: Span): Promise<void>;
+  /**
+   * The engine's allReduce on `w` (it chooses the algorithm); with `from`, of `from` into `w`
+   * (an input in the node memory, apart from the output: read in place, not copied first).
+   */
+  allReduce(w: Span, from?: Span): Promise<void>;
 }
 
 /**
@@ -47,8 +50,11 @@ export async function runNetOp(spec: OpSpec, c: NetOpContext): Promise<void> {
   switch (name) {
     case 'allReduce': {
       const w = region(m, output, n);
-      copyIn(m, w, input!);
-      await exchange(() => c.allReduce(w));
+      // An input in the node memory apart from the output is read where it lies (the schedule's
+      // first reduction writes the output); anything else is copied in first.
+      const from = input!.addr && input!.addr !== w.addr ? { addr: input!.addr, count: n } : undefined;
+      if (!from) copyIn(m, w, input!);
+      await exchange(() => c.allReduce(w, from));
       if (spec.op === 'avg') scale(kernels, dtype, w, 1 / world.size);
       return copyOut(m, w, output!);
     }

@@ -72,6 +72,11 @@ export class DataMem implements Mem {
     for (let i = 0; i < count; i++) d[i] = f(d[i], s[i]);
   }
 
+  reduceFrom(dst: number, a: number, b: number, count: number): void {
+    this.copy(dst, a, count);
+    this.reduce(dst, b, count);
+  }
+
   copy(dst: number, src: number, count: number): void {
     this.view(dst, count).set(this.view(src, count));
   }
@@ -104,6 +109,8 @@ export class SizeMem implements Mem {
   }
 
   reduce(): void {}
+
+  reduceFrom(): void {}
 
   copy(): void {}
 
