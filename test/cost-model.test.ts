@@ -20,7 +20,7 @@ const KNOWN: CostModel = {
   version: 1,
   cores: 2,
   shm: { alphaUs: 2, wakeUs: 15, betaBytesPerUs: 8000, gammaBytesPerUs: 16000 },
-  tcp: { alphaUs: 100, wakeUs: 40, betaBytesPerUs: 2000, gammaBytesPerUs: 12000 },
+  tcp: { alphaUs: 100, wakeUs: 40, betaBytesPerUs: 2000, gammaBytesPerUs: 12000, messageUs: 20 },
 };
 
 const SIZES = [1024, 4096, 65536, 1 << 20, 16 << 20, 64 << 20];
@@ -33,13 +33,16 @@ const synthetic = (m: CostModel, noise = () => 1): PerfRow[] =>
 
 describe('schedule counts', () => {
   it('ring, doubling and tree send what their schedules send', () => {
-    expect(netCounts('ring', 4, 4 << 20)).toEqual({ steps: 2 * 3 * 2, bytes: 2 * 3 * (1 << 20), reduced: 3 * (1 << 20) });
-    expect(netCounts('doubling', 8, 1024)).toEqual({ steps: 3, bytes: 3 * 1024, reduced: 3 * 1024 });
+    // 4 ranks, 4 MiB: blocks of 1 MiB in two 512 KiB pieces, both lanes at once: 6 steps, 12 messages
+    expect(netCounts('ring', 4, 4 << 20)).toEqual({ steps: 2 * 3, messages: 2 * 3 * 2, bytes: 2 * 3 * (1 << 20), reduced: 3 * (1 << 20) });
+    // 2 ranks, 64 MiB: blocks of 32 MiB in 64 pieces, four lanes of 16 in a row
+    expect(netCounts('ring', 2, 64 << 20)).toMatchObject({ steps: 2 * 16, messages: 2 * 64 });
+    expect(netCounts('doubling', 8, 1024)).toEqual({ steps: 3, messages: 3, bytes: 3 * 1024, reduced: 3 * 1024 });
     // 6 ranks: 4 double, 2 fold in first and get the result back: two steps more, one reduction more
-    expect(netCounts('doubling', 6, 1024)).toEqual({ steps: 4, bytes: 4 * 1024, reduced: 3 * 1024 });
-    expect(netCounts('ring', 1, 1024)).toEqual({ steps: 0, bytes: 0, reduced: 0 });
-    expect(shmCounts('direct', 4, 1 << 20)).toEqual({ steps: 4, bytes: 1 << 20, reduced: 4 << 20 });
-    expect(shmCounts('twoshot', 4, 1 << 20)).toEqual({ steps: 3, bytes: 0.75 * (1 << 20), reduced: 1 << 20 });
+    expect(netCounts('doubling', 6, 1024)).toEqual({ steps: 4, messages: 4, bytes: 4 * 1024, reduced: 3 * 1024 });
+    expect(netCounts('ring', 1, 1024)).toEqual({ steps: 0, messages: 0, bytes: 0, reduced: 0 });
+    expect(shmCounts('direct', 4, 1 << 20)).toEqual({ steps: 4, messages: 0, bytes: 1 << 20, reduced: 4 << 20 });
+    expect(shmCounts('twoshot', 4, 1 << 20)).toEqual({ steps: 3, messages: 0, bytes: 0.75 * (1 << 20), reduced: 1 << 20 });
     expect(hierarchicalCounts(4, 2, 1 << 20, 'ring').tcp).toEqual(netCounts('ring', 4, 1 << 19));
   });
 
@@ -53,8 +56,10 @@ describe('schedule counts', () => {
 });
 
 describe('fitting', () => {
-  it('recovers a known α, wake, β and γ on both paths from exact rows', () => {
+  it('recovers a known α, wake, o, β and γ on both paths from exact rows', () => {
     const m = fitModel(synthetic(KNOWN), 2);
+    expect(m.tcp.messageUs).toBeCloseTo(20, 6);
+    expect(m.shm.messageUs).toBe(0); // no messages in shared memory
     for (const p of ['shm', 'tcp'] as const) {
       expect(m[p].alphaUs).toBeCloseTo(KNOWN[p].alphaUs, 6);
       expect(m[p].wakeUs).toBeCloseTo(KNOWN[p].wakeUs, 6);
@@ -118,9 +123,17 @@ describe('which model', () => {
       ['tcp', { ...KNOWN, tcp: undefined }],
       ['shm.alphaUs', { ...KNOWN, shm: { ...KNOWN.shm, alphaUs: -1 } }],
       ['tcp.betaBytesPerUs', { ...KNOWN, tcp: { ...KNOWN.tcp, betaBytesPerUs: 0 } }],
+      ['tcp.messageUs', { ...KNOWN, tcp: { ...KNOWN.tcp, messageUs: -1 } }],
     ] as const) {
       expect(caught(() => checkModel(JSON.parse(JSON.stringify(m)), 'x')).details).toEqual({ field });
     }
+  });
+
+  it('a model without o (written before it) is valid and costs nothing per message', () => {
+    const { messageUs: _, ...old } = KNOWN.tcp;
+    const m = checkModel(JSON.parse(JSON.stringify({ ...KNOWN, tcp: old })), 'x');
+    const c = netCounts('ring', 4, 1 << 20);
+    expect(predictUs(m, onPath('tcp', c), 4)).toBeCloseTo(predictUs({ ...KNOWN, tcp: { ...old, messageUs: 0 } }, onPath('tcp', c), 4), 9);
   });
 
   it('the built-in model is a valid model', () => {

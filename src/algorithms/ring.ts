@@ -4,8 +4,8 @@
 // on the wire, and several channels carry the lanes at once.
 import { type Group, type Mem, type Span, PIECE_BYTES, SINGLE_HOP_PIECE_BYTES, exchange, mod } from './group.js';
 
-/** Lanes of pieces in flight per rank; each holds one piece of scratch. */
-const LANES = 4;
+/** Lanes of pieces in flight per rank; each holds one piece of scratch (the tuner's counts use it). */
+export const LANES = 4;
 
 /**
  * One phase: at step s a rank sends block `first - s` and receives block `first - s - 1`

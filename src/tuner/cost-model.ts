@@ -1,9 +1,9 @@
 // The cost model: per path (shm: threads sharing memory; tcp: ranks joined by sockets), a
-// latency α per step, a transfer rate β and a reduction rate γ, plus what ranks beyond the
-// machine's cores cost (they sleep and are woken at each step, and share the cores' time).
-// A schedule's time is its counts (schedules.ts) times these costs:
+// latency α per step, a cost o per message sent, a transfer rate β and a reduction rate γ,
+// plus what ranks beyond the machine's cores cost (they sleep and are woken at each step, and
+// share the cores' time). A schedule's time is its counts (schedules.ts) times these costs:
 //
-//   T = steps·(α + wake·max(0, ranks − cores)) + max(1, ranks / cores)·(bytes/β + reduced/γ)
+//   T = steps·(α + wake·max(0, ranks − cores)) + max(1, ranks / cores)·(messages·o + bytes/β + reduced/γ)
 //
 // summed over the paths the schedule uses. `webccl tune` fits it on this machine (fit.ts).
 import { fail } from '../core/errors.js';
@@ -18,6 +18,8 @@ export interface PathCosts {
   betaBytesPerUs: number | null;
   /** γ: bytes the reduction kernels read per microsecond; null as β. */
   gammaBytesPerUs: number | null;
+  /** o: microseconds of CPU per message sent (0 when absent: models written before it). */
+  messageUs?: number;
 }
 
 export interface CostModel {
@@ -30,20 +32,20 @@ export interface CostModel {
   source?: Record<string, unknown>;
 }
 
-/** The four coefficients in the order fit.ts solves for them. */
-export const COEFFS = ['alphaUs', 'wakeUs', 'usPerByte', 'usPerReducedByte'] as const;
+/** The five coefficients in the order fit.ts solves for them. */
+export const COEFFS = ['alphaUs', 'wakeUs', 'usPerByte', 'usPerReducedByte', 'messageUs'] as const;
 
 /** The features of one row: what multiplies each coefficient. */
 export function features(c: StepCounts, ranks: number, cores: number): number[] {
   const share = Math.max(1, ranks / cores);
-  return [c.steps, c.steps * Math.max(0, ranks - cores), share * c.bytes, share * c.reduced];
+  return [c.steps, c.steps * Math.max(0, ranks - cores), share * c.bytes, share * c.reduced, share * c.messages];
 }
 
 const perByte = (rate: number | null): number => (rate === null ? 0 : 1 / rate);
 
 export function pathTimeUs(p: PathCosts, c: StepCounts, ranks: number, cores: number): number {
   const f = features(c, ranks, cores);
-  return f[0] * p.alphaUs + f[1] * p.wakeUs + f[2] * perByte(p.betaBytesPerUs) + f[3] * perByte(p.gammaBytesPerUs);
+  return f[0] * p.alphaUs + f[1] * p.wakeUs + f[2] * perByte(p.betaBytesPerUs) + f[3] * perByte(p.gammaBytesPerUs) + f[4] * (p.messageUs ?? 0);
 }
 
 /** Predicted microseconds of a schedule whose counts are `c`, with `ranks` sharing a machine of `cores`. */
@@ -69,6 +71,7 @@ export function checkModel(m: unknown, from: string): CostModel {
     if (!nonNegative(c!.wakeUs)) bad(`${p}.wakeUs`);
     if (!rate(c!.betaBytesPerUs)) bad(`${p}.betaBytesPerUs`);
     if (!rate(c!.gammaBytesPerUs)) bad(`${p}.gammaBytesPerUs`);
+    if (c!.messageUs !== undefined && !nonNegative(c!.messageUs)) bad(`${p}.messageUs`);
   }
   return m as CostModel;
 }
@@ -76,5 +79,5 @@ export function checkModel(m: unknown, from: string): CostModel {
 /** Coefficients (COEFFS order) as a path's costs. */
 export function pathCosts(x: readonly number[]): PathCosts {
   const r = (v: number) => (v > 0 ? 1 / v : null);
-  return { alphaUs: x[0], wakeUs: x[1], betaBytesPerUs: r(x[2]), gammaBytesPerUs: r(x[3]) };
+  return { alphaUs: x[0], wakeUs: x[1], betaBytesPerUs: r(x[2]), gammaBytesPerUs: r(x[3]), messageUs: x[4] };
 }

@@ -1,8 +1,8 @@
-// Fits the cost model to measured rows: for each path, the coefficients (α, wake, 1/β, 1/γ)
+// Fits the cost model to measured rows: for each path, the coefficients (α, wake, 1/β, 1/γ, o)
 // that minimise the squared relative error of the predicted times over the rows (least squares
 // on each row's features divided by its measured time, so a 1 KiB row counts as much as a
 // 64 MiB one), none negative (every subset of coefficients is solved and the best one whose
-// coefficients are all ≥ 0 is kept: four coefficients, fifteen subsets).
+// coefficients are all ≥ 0 is kept: five coefficients, 31 subsets).
 import { fail } from '../core/errors.js';
 import { type CostModel, features, pathCosts } from './cost-model.js';
 import { type Path, type StepCounts, netCounts, shmCounts } from './schedules.js';

@@ -1,25 +1,29 @@
 // What each allReduce schedule costs one rank, counted from the schedule itself: sequential
-// steps (each pays the path's latency α), bytes it moves (sent over TCP, or copied in shared
-// memory: β) and bytes its reduction kernels read (γ). The cost model turns these counts into
+// steps (each pays the path's latency α), messages it sends (each costs CPU: system calls,
+// a header, promise turns; messages in flight at once overlap their latency, not that), bytes
+// it moves (sent over TCP, or copied in shared memory: β) and bytes its reduction kernels read (γ). The cost model turns these counts into
 // time, and `webccl tune` fits α, β and γ by least squares over them, so one fitted model
 // predicts every schedule, including ones it was not measured on.
 import { PIECE_BYTES } from '../algorithms/group.js';
+import { LANES } from '../algorithms/ring.js';
 import { DEFAULT_SLOT_BYTES } from '../core/node.js';
 
 export type Path = 'shm' | 'tcp';
 
 export interface StepCounts {
-  /** Sequential steps (synchronisations, or messages a rank sends one after another). */
+  /** Sequential steps (synchronisations, or rounds of messages a rank waits on one after another). */
   steps: number;
+  /** Messages a rank sends over the network (0 in shared memory, where a step moves no message). */
+  messages: number;
   /** Bytes one rank moves: copies through shared memory, or bytes it sends over TCP. */
   bytes: number;
   /** Bytes one rank's reduction kernels read. */
   reduced: number;
 }
 
-const NONE: StepCounts = { steps: 0, bytes: 0, reduced: 0 };
+const NONE: StepCounts = { steps: 0, messages: 0, bytes: 0, reduced: 0 };
 
-const add = (a: StepCounts, b: StepCounts): StepCounts => ({ steps: a.steps + b.steps, bytes: a.bytes + b.bytes, reduced: a.reduced + b.reduced });
+const add = (a: StepCounts, b: StepCounts): StepCounts => ({ steps: a.steps + b.steps, messages: a.messages + b.messages, bytes: a.bytes + b.bytes, reduced: a.reduced + b.reduced });
 
 /**
  * Shared memory (assembly/engine/): direct takes one synchronisation per chunk of a slot,
@@ -29,8 +33,8 @@ const add = (a: StepCounts, b: StepCounts): StepCounts => ({ steps: a.steps + b.
  */
 export function shmCounts(algo: 'direct' | 'twoshot', n: number, bytes: number, slotBytes = DEFAULT_SLOT_BYTES): StepCounts {
   if (n <= 1) return NONE;
-  if (algo === 'direct') return { steps: Math.max(1, Math.ceil(bytes / slotBytes)), bytes, reduced: n * bytes };
-  return { steps: 3, bytes: ((n - 1) / n) * bytes, reduced: bytes };
+  if (algo === 'direct') return { steps: Math.max(1, Math.ceil(bytes / slotBytes)), messages: 0, bytes, reduced: n * bytes };
+  return { steps: 3, messages: 0, bytes: ((n - 1) / n) * bytes, reduced: bytes };
 }
 
 /** Pieces of at most PIECE_BYTES a block of `bytes` travels in (src/algorithms/group.ts piecesFor). */
@@ -38,7 +42,8 @@ const pieces = (bytes: number): number => Math.max(1, Math.ceil(bytes / PIECE_BY
 
 /**
  * Network schedules (src/algorithms/), per rank: the ring sends 2(n−1) blocks of S/n, each in
- * pieces; recursive doubling log2(p) whole buffers (p the largest power of two ≤ n; ranks
+ * pieces that travel in LANES lanes at once (a lane's pieces follow one another, so the steps
+ * a rank waits through are 2(n−1) per round of lanes, its messages 2(n−1) per piece); recursive doubling log2(p) whole buffers (p the largest power of two ≤ n; ranks
  * beyond p fold in and get the result back: two steps more); the double binary tree sends
  * about twice the buffer, pipelined up and down a tree of depth ⌈log2(n+1)⌉.
  */
@@ -46,16 +51,19 @@ export function netCounts(algo: 'ring' | 'doubling' | 'tree', n: number, bytes: 
   if (n <= 1) return NONE;
   if (algo === 'ring') {
     const block = bytes / n;
-    return { steps: 2 * (n - 1) * pieces(block), bytes: 2 * (n - 1) * block, reduced: (n - 1) * block };
+    const p = pieces(block);
+    const rounds = Math.ceil(p / Math.min(LANES, p));
+    return { steps: 2 * (n - 1) * rounds, messages: 2 * (n - 1) * p, bytes: 2 * (n - 1) * block, reduced: (n - 1) * block };
   }
   if (algo === 'doubling') {
     const rounds = Math.floor(Math.log2(n));
     const extra = n > 2 ** rounds ? 2 : 0;
-    return { steps: rounds + extra, bytes: (rounds + extra) * bytes, reduced: (rounds + (extra ? 1 : 0)) * bytes };
+    return { steps: rounds + extra, messages: rounds + extra, bytes: (rounds + extra) * bytes, reduced: (rounds + (extra ? 1 : 0)) * bytes };
   }
   const depth = Math.ceil(Math.log2(n + 1));
   const p = pieces(bytes / 2);
-  return { steps: 2 * (depth - 1) + 2 * p, bytes: 2 * bytes, reduced: bytes };
+  const steps = 2 * (depth - 1) + 2 * p;
+  return { steps, messages: steps, bytes: 2 * bytes, reduced: bytes };
 }
 
 /** Counts on both paths: the hierarchical schedule runs a node phase over shared memory and a network phase. */
@@ -70,7 +78,7 @@ export interface PathCounts {
  * `nodes` ranks at the same place of every node (`across`, itself the model's choice).
  */
 export function hierarchicalCounts(nodes: number, perNode: number, bytes: number, across: 'ring' | 'doubling'): PathCounts {
-  const local = perNode > 1 ? { steps: 2, bytes: 2 * ((perNode - 1) / perNode) * bytes, reduced: bytes } : NONE;
+  const local = perNode > 1 ? { steps: 2, messages: 0, bytes: 2 * ((perNode - 1) / perNode) * bytes, reduced: bytes } : NONE;
   return { shm: local, tcp: netCounts(across, nodes, bytes / perNode) };
 }
 
