@@ -135,4 +135,21 @@ describe('Mailbox', () => {
     await expect(p).rejects.toBe(e);
     await expect(box.post(t(2), new Uint8Array(1))).rejects.toBe(e);
   });
+
+  it('a peer that ended still serves what it sent before its receive was posted', async () => {
+    // A rank that finished its last op exits; its last message may reach a peer that has not
+    // posted the receive yet, and the close follows it.
+    const box = new Mailbox(0);
+    const pending = box.post(t(1), new Uint8Array(1));
+    deliver(box, t(2), [7]);
+    const e = new WebcclError('CONNECTION_CLOSED', 'rank 0 closed its connections');
+    box.ended(e);
+    await expect(pending).rejects.toBe(e); // nothing more will come for it
+    const into = new Uint8Array(1);
+    await box.post(t(2), into);
+    expect(into[0]).toBe(7);
+    await expect(box.post(t(2), new Uint8Array(1))).rejects.toBe(e); // served once
+    await expect(box.post(t(3), new Uint8Array(1))).rejects.toBe(e);
+    expect(deliver(box, t(4), [1])).toBe(false);
+  });
 });

@@ -175,6 +175,19 @@ describe('TcpTransport', () => {
     await expect(t0.send(1, { comm: 0, seq: 1, step: 0 }, new Uint8Array(1))).rejects.toBe(errs[0]);
   });
 
+  it('a peer that sent its last message and closed: a receive posted after the close still gets it', async () => {
+    // A rank that finished its last op exits at once; its peer may post that op's receive later.
+    const [t0, t1] = await mesh(2);
+    const watch = t0.recv(1, { comm: 0, seq: 9, step: 0 }, new Uint8Array(1)).catch((e) => e);
+    await t1.send(0, { comm: 0, seq: 0, step: 0 }, fill(100, 3));
+    t1.close();
+    expect((await watch).code).toBe('CONNECTION_CLOSED'); // the close has been seen
+    const into = new Uint8Array(100);
+    await t0.recv(1, { comm: 0, seq: 0, step: 0 }, into);
+    expect(same(into, fill(100, 3))).toBe(true);
+    await expect(t0.recv(1, { comm: 0, seq: 0, step: 1 }, new Uint8Array(1))).rejects.toMatchObject({ code: 'CONNECTION_CLOSED' });
+  });
+
   it('fails a receive whose payload was arriving when its peer went away', async () => {
     const [t0, t1] = await mesh(2);
     const into = new Uint8Array(32 << 20);

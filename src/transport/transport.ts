@@ -151,6 +151,8 @@ export class Mailbox {
   private heldMessages = 0;
   private heldBytes = 0;
   private failure?: WebcclError;
+  /** The peer ended after sending everything: payloads it sent before still serve their receives. */
+  private servesHeld = false;
   /** Communicators (by tag space) that failed: their receives fail, their payloads are dropped. */
   private readonly failedSpaces = new Map<number, WebcclError>();
 
@@ -169,12 +171,13 @@ export class Mailbox {
 
   /** Posts a receive: served at once from a held payload, else when the payload arrives. */
   post(tag: Tag, into: Uint8Array): Promise<void> {
-    if (this.failure) return Promise.reject(this.failure);
+    if (this.failure && !this.servesHeld) return Promise.reject(this.failure);
     const spaceFailure = this.failedSpaces.get(commSpace(tag));
     if (spaceFailure) return Promise.reject(spaceFailure);
     const key = tagKey(tag);
     const early = this.take(this.held, this.heldSlots, tag);
     if (early) return new Promise((resolve, reject) => this.release(tag, early, { space: commSpace(tag), into, resolve, reject }));
+    if (this.failure) return Promise.reject(this.failure);
     const other = this.heldSlots.get(slotKey(tag));
     if (other !== undefined) return Promise.reject(this.disagree(tag, other));
     this.postedSlots.set(slotKey(tag), tag.comm);
@@ -226,14 +229,31 @@ export class Mailbox {
   fail(e: WebcclError): void {
     if (this.failure) return;
     this.failure = e;
+    this.failPending(e);
+    this.heldSlots.clear();
+    this.held.clear();
+    this.heldMessages = this.heldBytes = 0;
+  }
+
+  /**
+   * The peer ended (closed every connection): nothing more will arrive, but what arrived before
+   * its receive was posted is still its payload, sent by a peer that finished its part (its
+   * last op done, it exited; the receiver of its last message may not have posted yet). Later
+   * receives take those payloads; any other fails with `e`, as do those posted now.
+   */
+  ended(e: WebcclError): void {
+    if (this.failure) return;
+    this.failure = e;
+    this.servesHeld = true;
+    this.failPending(e);
+  }
+
+  private failPending(e: WebcclError): void {
     for (const list of this.posted.values()) for (const p of list) p.reject(e);
     for (const p of this.filling) p.reject(e);
     this.posted.clear();
     this.filling.clear();
     this.postedSlots.clear();
-    this.heldSlots.clear();
-    this.held.clear();
-    this.heldMessages = this.heldBytes = 0;
   }
 
   /** Fails the receives of communicator `space` (and its point-to-point messages), now and later; drops what it held. */

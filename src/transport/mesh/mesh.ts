@@ -251,7 +251,7 @@ export class Mesh implements Transport {
       if (this.gone[peer] || ![...this.inbound[peer], ...this.outbound[peer]].every((l) => !l || l.closed)) return;
       const e = new WebcclError('CONNECTION_CLOSED', `rank ${this.rank}: rank ${peer} closed its connections (it ended or died)`, { peer });
       this.gone[peer] = e;
-      this.boxes[peer].fail(e);
+      this.boxes[peer].ended(e);
     },
     // Links stay open a while: this rank may still send its own ABORT (its account of a
     // disagreement completes the peer's), and later ABORTs still reach the watcher.
