@@ -88,8 +88,13 @@ async function agreedMeanUs(comm: Communicator, how: Completion, c: Case, calls:
   return Math.max(mean[0], 0.01);
 }
 
-/** How long the warm-up at the smallest size lasts, at least (ms, agreed by every rank). */
-const WARM_MS = 250;
+/**
+ * How long the warm-up at the smallest size lasts (ms, agreed by every rank). V8 swaps in
+ * optimised code only after thousands of calls, and with both cores busy its compiler threads
+ * wait for seconds: an 8 B allReduce between 2 processes measured 345–355 µs after 0.25 s of
+ * warm-up, 128–147 µs after 1 s and 58–95 µs after 2–3 s.
+ */
+const WARM_MS = 2000;
 
 /** Calls `c` `first` times, then in growing rounds until about WARM_MS have passed; every rank decides alike from the agreed time. */
 async function warmUp(comm: Communicator, how: Completion, c: Case, first: number): Promise<void> {
