@@ -151,8 +151,6 @@ export class Mailbox {
   private heldMessages = 0;
   private heldBytes = 0;
   private failure?: WebcclError;
-  /** The peer ended after sending everything: payloads it sent before still serve their receives. */
-  private servesHeld = false;
   /** Communicators (by tag space) that failed: their receives fail, their payloads are dropped. */
   private readonly failedSpaces = new Map<number, WebcclError>();
 
@@ -171,7 +169,8 @@ export class Mailbox {
 
   /** Posts a receive: served at once from a held payload, else when the payload arrives. */
   post(tag: Tag, into: Uint8Array): Promise<void> {
-    if (this.failure && !this.servesHeld) return Promise.reject(this.failure);
+    // After fail() nothing is held; after ended() what is held still serves its receive.
+    if (this.failure && this.held.size === 0) return Promise.reject(this.failure);
     const spaceFailure = this.failedSpaces.get(commSpace(tag));
     if (spaceFailure) return Promise.reject(spaceFailure);
     const key = tagKey(tag);
@@ -228,8 +227,7 @@ export class Mailbox {
   /** Fails every posted receive, and every later one, with `e`; drops held payloads. */
   fail(e: WebcclError): void {
     if (this.failure) return;
-    this.failure = e;
-    this.failPending(e);
+    this.ended(e);
     this.heldSlots.clear();
     this.held.clear();
     this.heldMessages = this.heldBytes = 0;
@@ -244,11 +242,6 @@ export class Mailbox {
   ended(e: WebcclError): void {
     if (this.failure) return;
     this.failure = e;
-    this.servesHeld = true;
-    this.failPending(e);
-  }
-
-  private failPending(e: WebcclError): void {
     for (const list of this.posted.values()) for (const p of list) p.reject(e);
     for (const p of this.filling) p.reject(e);
     this.posted.clear();

@@ -1,9 +1,10 @@
 // What each allReduce schedule costs one rank, counted from the schedule itself: sequential
-// steps (each pays the path's latency α), messages it sends (each costs CPU: system calls,
-// a header, promise turns; messages in flight at once overlap their latency, not that), bytes
-// it moves (sent over TCP, or copied in shared memory: β) and bytes its reduction kernels read (γ). The cost model turns these counts into
-// time, and `webccl tune` fits α, β and γ by least squares over them, so one fitted model
-// predicts every schedule, including ones it was not measured on.
+// steps (each pays the path's latency α), messages it sends (each costs CPU: system calls, a
+// header, promise turns; messages in flight at once overlap their latency, not that), bytes it
+// moves (sent over TCP, or copied in shared memory: β) and bytes its reduction kernels read
+// (γ). The cost model turns these counts into time, and `webccl tune` fits α, o, β and γ by
+// least squares over them, so one fitted model predicts every schedule, including ones it was
+// not measured on.
 import { PIECE_BYTES } from '../algorithms/group.js';
 import { LANES } from '../algorithms/ring.js';
 import { DEFAULT_SLOT_BYTES } from '../core/node.js';
@@ -43,9 +44,10 @@ const pieces = (bytes: number): number => Math.max(1, Math.ceil(bytes / PIECE_BY
 /**
  * Network schedules (src/algorithms/), per rank: the ring sends 2(n−1) blocks of S/n, each in
  * pieces that travel in LANES lanes at once (a lane's pieces follow one another, so the steps
- * a rank waits through are 2(n−1) per round of lanes, its messages 2(n−1) per piece); recursive doubling log2(p) whole buffers (p the largest power of two ≤ n; ranks
- * beyond p fold in and get the result back: two steps more); the double binary tree sends
- * about twice the buffer, pipelined up and down a tree of depth ⌈log2(n+1)⌉.
+ * a rank waits through are 2(n−1) per round of lanes, its messages 2(n−1) per piece);
+ * recursive doubling log2(p) whole buffers (p the largest power of two ≤ n; ranks beyond p fold
+ * in and get the result back: two steps more); the double binary tree sends about twice the
+ * buffer, pipelined up and down a tree of depth ⌈log2(n+1)⌉.
  */
 export function netCounts(algo: 'ring' | 'doubling' | 'tree', n: number, bytes: number): StepCounts {
   if (n <= 1) return NONE;
