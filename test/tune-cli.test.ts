@@ -51,7 +51,10 @@ describe('webccl tune', () => {
     expect(r.stdout).toMatch(/tune: shm direct on 2 ranks: 2 sizes/);
     expect(r.stdout).toMatch(/tune: tcp doubling on 2 ranks: 2 sizes/);
     expect(r.stdout).toContain(`tune: wrote ${out}`);
+    // each path's fitted costs, o (per message) among them; a fitted model always carries o
+    expect(r.stdout).toMatch(/tune: tcp: α [\d.]+ us, wake [\d.]+ us per rank beyond \d+ cores, o [\d.]+ us per message, β /);
     const model = checkModel(JSON.parse(readFileSync(out, 'utf8')), out);
+    expect(typeof model.tcp.messageUs).toBe('number');
     expect(model.source).toMatchObject({ tool: 'webccl tune' });
     expect((model.source!.rows as unknown[]).length).toBe(2 * 2 * 2);
     process.env.WEBCCL_MODEL = out;
