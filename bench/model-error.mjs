@@ -8,7 +8,9 @@
 //
 // --model: the model to test (default: the one the tuner uses: WEBCCL_MODEL, ~/.webccl/model.json
 // or the built-in one). --from DIR: read perf JSON files (<path>-<ranks>-<algo>.json) instead of
-// measuring; --keep DIR: keep the ones measured (and reuse those already there, to resume). Build first: npm run build.
+// measuring; --keep DIR: keep the ones measured (and reuse those already there, to resume). The
+// ring runs in fixed 512 KiB pieces (WEBCCL_PIECE_BYTES), the schedule the model is fitted on;
+// the tuner's own piece sizes are measured apart (bench/ring-pieces.mjs). Build first: npm run build.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -52,7 +54,9 @@ for (const path of paths) {
       if (!existsSync(file)) {
         if (from) throw new Error(`--from ${from}: no ${file}`);
         process.stderr.write(`measuring ${path} ${algo} on ${ranks} ranks\n`);
-        execFileSync(process.execPath, [cli, 'perf', 'allreduce', '--transport', path, '--ranks', String(ranks), '-a', algo, ...sweep, '-c', '0', '--json', file], { stdio: ['ignore', 'ignore', 'inherit'] });
+        // The ring in the fixed pieces the model's counts assume (as webccl tune measures it).
+        execFileSync(process.execPath, [cli, 'perf', 'allreduce', '--transport', path, '--ranks', String(ranks), '-a', algo, ...sweep, '-c', '0', '--json', file],
+          { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, WEBCCL_PIECE_BYTES: '524288' } });
       }
       const report = JSON.parse(readFileSync(file, 'utf8'));
       for (const r of report.rows) measured.push({ path, algo, ranks, bytes: r.size, timeUs: r.oop.time_us });

@@ -59,3 +59,20 @@ describe('pieces per message', () => {
     }
   });
 });
+
+describe('the ring allreduce in the piece size it is given (the tuner picks one per message)', () => {
+  it('sends 2(n−1)·⌈block/piece⌉ messages per rank, and the data arrives whole', async () => {
+    for (const [ranks, piece] of [[2, 2 * MiB], [3, 64 * 1024], [4, 4096]] as const) {
+      const count = 3 * 1024 * 1024 / 4 + 5; // 3 MiB + 5 floats: blocks that divide by neither
+      const block = Math.ceil(count / ranks) * 4;
+      const sized = await simulateCollective(flat(ranks), { collective: 'allreduce', algo: 'ring', count, pieceBytes: piece });
+      expect(sized.messages, `${ranks} ranks, ${piece}-byte pieces`).toBe(ranks * 2 * (ranks - 1) * pieces(block, piece));
+      let wrong = 0;
+      await simulateCollective(flat(ranks, 'data'), { collective: 'allreduce', algo: 'ring', count: 10_007, dtype: 'i32', pieceBytes: piece }, {
+        input: (rank, x) => x.forEach((_, i) => (x[i] = (i % 9) + rank)),
+        output: (_rank, x) => x.forEach((v, i) => { if (v !== ranks * (i % 9) + (ranks * (ranks - 1)) / 2) wrong++; }),
+      });
+      expect(wrong).toBe(0);
+    }
+  });
+});

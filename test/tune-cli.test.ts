@@ -45,9 +45,12 @@ describe('parseTuneArgs', () => {
 });
 
 describe('webccl tune', () => {
-  it('sweeps both paths, fits and writes a model the tuner then uses', async () => {
+  it('sweeps both paths (the ring in 512 KiB pieces), fits and writes a model the tuner then uses', async () => {
     const out = join(mkdtempSync(join(tmpdir(), 'webccl-tune-')), 'model.json');
-    const r = await run(process.execPath, [cli, 'tune', '--ranks', '2', '-b', '4K', '-e', '64K', '-f', '16', '--time', '0.02', '--out', out], { timeout: 120_000 });
+    // The ring is measured in the fixed 512 KiB pieces the counts assume, whatever the caller's
+    // WEBCCL_PIECE_BYTES: a value its perf runs would refuse must not reach them.
+    const env = { ...process.env, WEBCCL_PIECE_BYTES: '1000' };
+    const r = await run(process.execPath, [cli, 'tune', '--ranks', '2', '-b', '4K', '-e', '64K', '-f', '16', '--time', '0.02', '--out', out], { timeout: 120_000, env });
     expect(r.stdout).toMatch(/tune: shm direct on 2 ranks: 2 sizes/);
     expect(r.stdout).toMatch(/tune: tcp doubling on 2 ranks: 2 sizes/);
     expect(r.stdout).toContain(`tune: wrote ${out}`);

@@ -59,7 +59,7 @@ class Blocks {
  * first send is `from`'s block, and each block it receives is combined with `from`'s into
  * `blocks` (the first write of that block), so the input needs no copy into the output first.
  */
-async function runPhases(g: Group, m: Mem, blocks: Blocks, phases: Phase[], from?: Blocks): Promise<void> {
+async function runPhases(g: Group, m: Mem, blocks: Blocks, phases: Phase[], from?: Blocks, piece = PIECE_BYTES): Promise<void> {
   const n = g.size;
   if (n === 1) return;
   const right = mod(g.rank + 1, n);
@@ -68,7 +68,7 @@ async function runPhases(g: Group, m: Mem, blocks: Blocks, phases: Phase[], from
   const largest = blocks.largest();
   const reduces = phases.some((p) => p.reduce);
   // Between 2 ranks a phase is one exchange: without a reduction to overlap, pieces pipeline nothing.
-  const pieceBytes = n === 2 && !reduces ? SINGLE_HOP_PIECE_BYTES : PIECE_BYTES;
+  const pieceBytes = n === 2 && !reduces ? SINGLE_HOP_PIECE_BYTES : piece;
   const pieces = Math.max(1, Math.ceil((largest * eb) / pieceBytes));
   const lanes = Math.min(LANES, pieces);
   const most = Math.ceil(largest / pieces);
@@ -100,9 +100,10 @@ async function runPhases(g: Group, m: Mem, blocks: Blocks, phases: Phase[], from
  * Allreduce of `buf` in place: reduce-scatter over `size` blocks, then allgather. With `from`
  * (as long as `buf`, not overlapping it), of `from` into `buf`: every block of `buf` is written
  * once by the two phases together (the reduce-scatter the n−1 it receives, the allgather the
- * rest), so nothing is copied first.
+ * rest), so nothing is copied first. `pieceBytes`: the pieces' size (the tuner's choice for the
+ * message; every rank must pass the same, as the tags count pieces).
  */
-export async function ringAllReduce(g: Group, m: Mem, buf: Span, from?: Span): Promise<void> {
+export async function ringAllReduce(g: Group, m: Mem, buf: Span, from?: Span, pieceBytes = PIECE_BYTES): Promise<void> {
   const n = g.size;
   if (n === 1) {
     if (from) m.copy(buf.addr, from.addr, buf.count);
@@ -111,7 +112,7 @@ export async function ringAllReduce(g: Group, m: Mem, buf: Span, from?: Span): P
   // Reduce-scatter ends with block rank + 1 reduced here; the allgather starts from it.
   const rs: Phase = { first: g.rank, reduce: true, stepBase: 0 };
   const ag: Phase = { first: mod(g.rank + 1, n), reduce: false, stepBase: n - 1 };
-  return runPhases(g, m, Blocks.of(buf, n, m.elemBytes), [rs, ag], from && Blocks.of(from, n, m.elemBytes));
+  return runPhases(g, m, Blocks.of(buf, n, m.elemBytes), [rs, ag], from && Blocks.of(from, n, m.elemBytes), pieceBytes);
 }
 
 /** Block `rank` of `blocks` ends holding the reduction of every rank's block `rank`. */

@@ -1,6 +1,6 @@
 // Naming the rank at fault when an op across nodes fails, as one node does from shared memory:
-//   Dispute    ranks disagree on an op: each rank's fields (collective, algorithm, dtype, op,
-//              layout, count, root, and allToAll's per-peer counts) travel in the ABORT frames, so
+//   Dispute    ranks disagree on an op: each rank's fields (collective, algorithm, the ring's
+//              piece size, dtype, op, layout, count, root, and allToAll's per-peer counts) travel in the ABORT frames, so
 //              every rank names the field and both values once it has the fields of the two ranks
 //              that disagree.
 //   stallRoot  an op timed out: each timed-out rank publishes in the job's store whom it waits
@@ -14,13 +14,14 @@ import type { OpSpec } from './engine.js';
 import { showLayoutSignature, showShapeClass } from './tensor-layout.js';
 
 /** What every rank must agree on for an op, under shm-runner's field names. */
-export const FIELDS = ['collective', 'algorithm', 'dtype', 'op', 'layout', 'shape', 'count', 'root', 'counts'] as const;
+export const FIELDS = ['collective', 'algorithm', 'piece', 'dtype', 'op', 'layout', 'shape', 'count', 'root', 'counts'] as const;
 export type OpFields = Record<(typeof FIELDS)[number], string>;
 
-export function fieldsOf(s: OpSpec, algo: string): OpFields {
+/** `piece`: the ring allReduce's piece size, 0 for other schedules (the ring's tags count pieces). */
+export function fieldsOf(s: OpSpec, algo: string, piece = 0): OpFields {
   const reduces = s.name === 'allReduce' || s.name === 'reduce' || s.name === 'reduceScatter';
   const counts = s.counts ? `${s.counts.send.join(',')}/${s.counts.recv.join(',')}` : '-';
-  return { collective: s.name, algorithm: algo, dtype: s.dtype, op: reduces ? s.op : '-', layout: showLayoutSignature(s.layout ?? 0), shape: showShapeClass(s.shape ?? 0), count: String(s.count), root: String(s.root), counts };
+  return { collective: s.name, algorithm: algo, piece: piece ? `${piece} bytes` : '-', dtype: s.dtype, op: reduces ? s.op : '-', layout: showLayoutSignature(s.layout ?? 0), shape: showShapeClass(s.shape ?? 0), count: String(s.count), root: String(s.root), counts };
 }
 
 /** Each network schedule's number in the signature. */
@@ -41,11 +42,11 @@ function fnv(h: number, values: number[]): number {
  * different signature when ranks disagree, and both fail with MISMATCH instead of exchanging
  * data that does not fit.
  */
-export function signatureOf(s: OpSpec, algo: string): number {
+export function signatureOf(s: OpSpec, algo: string, piece = 0): number {
   // allToAll's counts ride in each message's own signature (pairSignatures), not here: equal
   // blocks of n and per-peer counts of n everywhere are the same exchange.
   const count = s.name === 'allToAll' ? 0 : s.count;
-  return fnv(0x811c9dc5, [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], count, s.root, ALGO_CODE[algo] ?? 0, s.layout ?? 0, s.shape ?? 0]);
+  return fnv(0x811c9dc5, [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], count, s.root, ALGO_CODE[algo] ?? 0, s.layout ?? 0, s.shape ?? 0, ...(piece ? [piece] : [])]);
 }
 
 /** The signature of the messages an op sends to each peer, and of those it expects from each. */

@@ -16,7 +16,8 @@ import { ringAllReduce } from '../algorithms/ring.js';
 import { doublingAllReduce } from '../algorithms/doubling.js';
 import { treeAllReduce } from '../algorithms/tree.js';
 import { hierarchicalAllReduce } from '../algorithms/hierarchical.js';
-import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo } from '../tuner/net-tuner.js';
+import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo, ringPiece } from '../tuner/net-tuner.js';
+import { forcedPieceBytes } from '../tuner/ring-pieces.js';
 import { Arena } from './arena.js';
 import { type Kernels, workingMemory } from './net-memory.js';
 import { runNetOp } from './net-ops.js';
@@ -54,6 +55,8 @@ interface NetOp {
   work: Work;
   seq: number;
   algo: NetAlgo | 'chain' | 'dissemination' | 'pairwise' | 'direct';
+  /** The ring allReduce's piece size (0 for the other schedules). */
+  piece: number;
   /** Hash of what every rank must agree on; it rides in every message's tag. */
   signature: number;
   /** allToAll: each message's signature also says what its two ranks exchange (see pairSignatures). */
@@ -77,6 +80,8 @@ export class NetEngine implements Engine, WorkDriver {
   private readonly arena: Arena;
   private readonly topo: NetTopology;
   private readonly standing: NetAlgo | undefined;
+  /** WEBCCL_PIECE_BYTES, read once: the ring allReduce's piece size when forced. */
+  private readonly forcedPiece: number | undefined;
   private readonly byAlgorithm: Record<string, number> = Object.fromEntries(NET_ALGORITHMS.map((a) => [a, 0]));
   /** Every world rank, and those at this rank's place on every node (its hierarchical group). */
   private readonly worldRanks: number[];
@@ -109,6 +114,7 @@ export class NetEngine implements Engine, WorkDriver {
     this.worldRanks = world.nodeOf.map((_, r) => r);
     this.kernels = ctx.core.exports as unknown as Kernels;
     this.standing = resolveNetAlgo(commAlgo, this.topo);
+    this.forcedPiece = forcedPieceBytes();
     this.arena = new Arena(ctx.heap);
     this.flight = new FlightRecorder(world.rank, () => [...this.awaited.keys()].sort((a, b) => a - b));
     this.p2p = new NetP2p(world.transport, p2pSpace(), timeoutMs, {
@@ -137,9 +143,12 @@ export class NetEngine implements Engine, WorkDriver {
     const work = new Work(spec.name, seq, this, false, 'cannot complete an op across nodes, which needs the event loop');
     work.timing.issuedAt = performance.now();
     if (spec.trace) work.trace = spec.trace.issue(work, algo);
-    const signature = signatureOf(spec, algo);
-    const op: NetOp = { spec, work, seq, algo, signature, pairs: pairSignatures(spec, signature), done: Promise.resolve() };
-    this.recent.set(seq, fieldsOf(spec, algo));
+    // The ring's pieces are part of its schedule (tags count them): in the signature, so ranks
+    // whose models or WEBCCL_PIECE_BYTES disagree fail with MISMATCH.
+    const piece = algo === 'ring' ? ringPiece(bytes, this.world.size, this.topo.sharing, this.forcedPiece) : 0;
+    const signature = signatureOf(spec, algo, piece);
+    const op: NetOp = { spec, work, seq, algo, piece, signature, pairs: pairSignatures(spec, signature), done: Promise.resolve() };
+    this.recent.set(seq, fieldsOf(spec, algo, piece));
     this.recent.delete(seq - RECENT_OPS);
     op.done = this.tail = this.tail.then(() => this.run(op));
     this.queue.push(op);
@@ -368,9 +377,9 @@ export class NetEngine implements Engine, WorkDriver {
 
   /** Of `from` into `w` when given: the flat schedules read it in place, the others after a copy. */
   private allReduce(op: NetOp, m: Mem, world: Group, w: Span, from?: Span): Promise<void> {
-    const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size, this.topo.sharing), src?: Span) =>
-      (algo === 'ring' ? ringAllReduce(g, mm, s, src) : doublingAllReduce(g, mm, s, src));
-    if (op.algo !== 'tree' && op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling', from);
+    const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size, this.topo.sharing), src?: Span, piece?: number) =>
+      (algo === 'ring' ? ringAllReduce(g, mm, s, src, piece ?? ringPiece(s.count * mm.elemBytes, g.size, this.topo.sharing, this.forcedPiece)) : doublingAllReduce(g, mm, s, src));
+    if (op.algo !== 'tree' && op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling', from, op.piece);
     if (from) m.copy(w.addr, from.addr, w.count);
     if (op.algo === 'tree') return treeAllReduce(world, m, w);
     return hierarchicalAllReduce(nodePhase(this.local!, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs, op.spec.layout), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));

@@ -1,7 +1,7 @@
 // One collective call on every virtual rank: what src/comm/net-engine.ts execute() does around
 // each schedule (working memory, which blocks go where), with the simulator's groups and memory.
 // The schedules are the engine's own, unchanged.
-import type { Group, Mem, Span } from '../algorithms/group.js';
+import { type Group, type Mem, type Span, PIECE_BYTES } from '../algorithms/group.js';
 import { ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/ring.js';
 import { doublingAllReduce } from '../algorithms/doubling.js';
 import { treeAllReduce } from '../algorithms/tree.js';
@@ -44,6 +44,8 @@ export interface SimCall {
   dtype?: SimDtype;
   op?: SimOp;
   root?: number;
+  /** The ring allreduce's piece size (default PIECE_BYTES: the simulator weighs no machine model). */
+  pieceBytes?: number;
 }
 
 type Elements = Float64Array | Float32Array | Int32Array;
@@ -85,7 +87,9 @@ export async function simulateCollective(o: SimOptions, call: SimCall, hooks?: D
   if (!Number.isInteger(root) || root < 0 || root >= o.ranks) fail('INVALID_ARGUMENT', `simulate: root ${root} is not a rank of ${o.ranks}`);
   if (o.mode === 'data' && !hooks) fail('INVALID_ARGUMENT', 'simulate: data mode needs input and output hooks');
   const data = o.mode === 'data' ? hooks : undefined;
-  return simulate(o, (s) => rankPart(s, { ...call, algo, dtype, op, root }, data));
+  const pieceBytes = call.pieceBytes ?? PIECE_BYTES;
+  if (!Number.isSafeInteger(pieceBytes) || pieceBytes < 1) fail('INVALID_ARGUMENT', `simulate: pieceBytes must be an integer ≥ 1, got ${call.pieceBytes}`);
+  return simulate(o, (s) => rankPart(s, { ...call, algo, dtype, op, root, pieceBytes }, data));
 }
 
 async function rankPart(s: RankScope, c: Required<SimCall>, hooks: DataHooks | undefined): Promise<void> {
@@ -101,7 +105,7 @@ async function rankPart(s: RankScope, c: Required<SimCall>, hooks: DataHooks | u
     case 'allreduce': {
       const w = region(n);
       input(w);
-      await allReduce(s, c.algo, m, world, w);
+      await allReduce(s, c.algo, m, world, w, c.pieceBytes);
       return output(w);
     }
     case 'broadcast': {
@@ -156,10 +160,10 @@ async function rankPart(s: RankScope, c: Required<SimCall>, hooks: DataHooks | u
   }
 }
 
-function allReduce(s: RankScope, algo: string, m: Mem, world: Group, w: Span): Promise<void> {
+function allReduce(s: RankScope, algo: string, m: Mem, world: Group, w: Span, pieceBytes?: number): Promise<void> {
   switch (algo) {
     case 'ring':
-      return ringAllReduce(world, m, w);
+      return ringAllReduce(world, m, w, undefined, pieceBytes);
     case 'doubling':
       return doublingAllReduce(world, m, w);
     case 'tree':

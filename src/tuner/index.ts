@@ -6,3 +6,4 @@ export { activeModel, defaultModelPath } from './model-source.js';
 export { DEFAULT_MODEL } from './default-model.js';
 export { hierarchicalCounts, netCounts, onPath, shmCounts } from './schedules.js';
 export { crossoverBytes, flatPredictions, shmPredictions } from './predict.js';
+export { RING_PIECES, ringPieceBytes, ringPieceCosts } from './ring-pieces.js';

@@ -8,7 +8,8 @@ import type { CostModel } from './cost-model.js';
 import { envAllReduceAlgo } from './algo-env.js';
 import { activeModel } from './model-source.js';
 import { NET_ALGORITHMS, type NetAlgo, isNetAlgo } from './names.js';
-import { type Prediction, crossoverBytes, explain, fastest, flatPredictions, hierarchicalPrediction, machineCores } from './predict.js';
+import { type Prediction, crossoverBytes, explain, fastest, flatPredictions, hierarchicalPrediction, machineCores, showBytes } from './predict.js';
+import { ringPieceBytes, ringPieceCosts } from './ring-pieces.js';
 
 export { NET_ALGORITHMS, type NetAlgo, isNetAlgo };
 
@@ -102,6 +103,22 @@ export function chooseNetAllReduce(bytes: number, size: number, topo: NetTopolog
   }
   if (enabled('INFO')) explain('allReduce', bytes, topoText(size, topo), algo, () => netPredictions(bytes, size, topo), why);
   return algo;
+}
+
+/**
+ * The ring's piece size for an allReduce of `bytes` over a network group of `size` ranks,
+ * `sharing` of them on each machine: `forced` (WEBCCL_PIECE_BYTES) when given, else the model's
+ * (ring-pieces.ts), explained at INFO with the piece-dependent cost of each size weighed.
+ */
+export function ringPiece(bytes: number, size: number, sharing = size, forced?: number): number {
+  if (forced !== undefined) return forced;
+  const { model: m, cores } = model();
+  const piece = ringPieceBytes(m, size, bytes, sharing, cores);
+  if (enabled('INFO')) {
+    const costs = () => ringPieceCosts(m, size, bytes, sharing, cores).map((c) => ({ algo: `${showBytes(c.pieceBytes)}`, us: c.us }));
+    explain('ring allReduce pieces', bytes, `${size} ranks (tcp, ${sharing} per machine)`, showBytes(piece), costs, undefined, 'piece-dependent time');
+  }
+  return piece;
 }
 
 /** The flat schedule for `bytes` over a network group of `size` ranks, `sharing` of them on each machine. */

@@ -2,6 +2,7 @@
 // explains a choice: printed once per (collective, size class, topology), not per op.
 import { enabled, log } from '../core/log.js';
 import { type CostModel, predictUs } from './cost-model.js';
+import { ringPieceBytes } from './ring-pieces.js';
 import { hierarchicalCounts, netCounts, onPath, shmCounts } from './schedules.js';
 
 export interface Prediction {
@@ -22,9 +23,13 @@ export function shmPredictions(model: CostModel, n: number, bytes: number, cores
   return (['direct', 'twoshot'] as const).map((algo) => ({ algo, us: predictUs(model, onPath('shm', shmCounts(algo, n, bytes)), n, cores) }));
 }
 
-/** A flat network allReduce over `n` ranks, `sharing` of them on each machine (all of them on loopback). */
+/**
+ * A flat network allReduce over `n` ranks, `sharing` of them on each machine (all of them on
+ * loopback); the ring in the pieces the model picks for it (ring-pieces.ts).
+ */
 export function flatPredictions(model: CostModel, n: number, bytes: number, cores: number, sharing = n): Prediction[] {
-  return (['doubling', 'ring'] as const).map((algo) => ({ algo, us: predictUs(model, onPath('tcp', netCounts(algo, n, bytes)), sharing, cores) }));
+  const piece = ringPieceBytes(model, n, bytes, sharing, cores);
+  return (['doubling', 'ring'] as const).map((algo) => ({ algo, us: predictUs(model, onPath('tcp', netCounts(algo, n, bytes, piece)), sharing, cores) }));
 }
 
 export const fastest = (ps: readonly Prediction[]): Prediction => ps.reduce((a, b) => (b.us < a.us ? b : a));
@@ -35,7 +40,7 @@ export const fastest = (ps: readonly Prediction[]): Prediction => ps.reduce((a, 
  */
 export function hierarchicalPrediction(model: CostModel, nodes: number, perNode: number, bytes: number, cores: number, sharing = perNode): Prediction & { across: 'ring' | 'doubling' } {
   const across = fastest(flatPredictions(model, nodes, bytes / perNode, cores, sharing)).algo as 'ring' | 'doubling';
-  const c = hierarchicalCounts(nodes, perNode, bytes, across);
+  const c = hierarchicalCounts(nodes, perNode, bytes, across, ringPieceBytes(model, nodes, bytes / perNode, sharing, cores));
   return { algo: 'hierarchical', us: predictUs(model, c, sharing, cores), across };
 }
 
@@ -70,17 +75,17 @@ export const sizeClass = (bytes: number): number => (bytes < 1 ? 0 : 2 ** Math.f
  * direct 290.1 us)`, once per collective, size class and topology. `why` says what forced a
  * choice the model did not make.
  */
-export function explain(collective: string, bytes: number, topology: string, chosen: string, preds: () => readonly Prediction[], why?: string): void {
+export function explain(collective: string, bytes: number, topology: string, chosen: string, preds: () => readonly Prediction[], why?: string, what = 'predicted'): void {
   if (!enabled('INFO')) return;
   const cls = sizeClass(bytes);
   const key = `${collective}|${cls}|${topology}|${chosen}`;
   if (explained.has(key)) return;
   explained.add(key);
   const alts = [...preds()].sort((a, b) => a.us - b.us).map((p) => `${p.algo} ${showUs(p.us)}`).join(', ');
-  log('INFO', `tuner: ${collective} of ${showBytes(cls)} class on ${topology}: ${chosen}${why ? ` (${why})` : ''}; predicted ${alts}`);
+  log('INFO', `tuner: ${collective} of ${showBytes(cls)} class on ${topology}: ${chosen}${why ? ` (${why})` : ''}; ${what} ${alts}`);
 }
 
-function showBytes(b: number): string {
+export function showBytes(b: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let i = 0;
   while (b >= 1024 && i < units.length - 1) {

@@ -38,8 +38,8 @@ export function shmCounts(algo: 'direct' | 'twoshot', n: number, bytes: number, 
   return { steps: 3, messages: 0, bytes: ((n - 1) / n) * bytes, reduced: bytes };
 }
 
-/** Pieces of at most PIECE_BYTES a block of `bytes` travels in (src/algorithms/group.ts piecesFor). */
-const pieces = (bytes: number): number => Math.max(1, Math.ceil(bytes / PIECE_BYTES));
+/** Pieces of at most `pieceBytes` a block of `bytes` travels in (src/algorithms/group.ts piecesFor). */
+const pieces = (bytes: number, pieceBytes = PIECE_BYTES): number => Math.max(1, Math.ceil(bytes / pieceBytes));
 
 /**
  * Network schedules (src/algorithms/), per rank: the ring sends 2(n−1) blocks of S/n, each in
@@ -47,13 +47,14 @@ const pieces = (bytes: number): number => Math.max(1, Math.ceil(bytes / PIECE_BY
  * a rank waits through are 2(n−1) per round of lanes, its messages 2(n−1) per piece);
  * recursive doubling log2(p) whole buffers (p the largest power of two ≤ n; ranks beyond p fold
  * in and get the result back: two steps more); the double binary tree sends about twice the
- * buffer, pipelined up and down a tree of depth ⌈log2(n+1)⌉.
+ * buffer, pipelined up and down a tree of depth ⌈log2(n+1)⌉. `pieceBytes`: the ring's piece
+ * size (the tuner's choice, ring-pieces.ts; PIECE_BYTES when fitting and simulating).
  */
-export function netCounts(algo: 'ring' | 'doubling' | 'tree', n: number, bytes: number): StepCounts {
+export function netCounts(algo: 'ring' | 'doubling' | 'tree', n: number, bytes: number, pieceBytes = PIECE_BYTES): StepCounts {
   if (n <= 1) return NONE;
   if (algo === 'ring') {
     const block = bytes / n;
-    const p = pieces(block);
+    const p = pieces(block, pieceBytes);
     const rounds = Math.ceil(p / Math.min(LANES, p));
     return { steps: 2 * (n - 1) * rounds, messages: 2 * (n - 1) * p, bytes: 2 * (n - 1) * block, reduced: (n - 1) * block };
   }
@@ -79,9 +80,9 @@ export interface PathCounts {
  * (as two-shot's phases over L ranks), and between them a flat allReduce of S/L over the
  * `nodes` ranks at the same place of every node (`across`, itself the model's choice).
  */
-export function hierarchicalCounts(nodes: number, perNode: number, bytes: number, across: 'ring' | 'doubling'): PathCounts {
+export function hierarchicalCounts(nodes: number, perNode: number, bytes: number, across: 'ring' | 'doubling', pieceBytes = PIECE_BYTES): PathCounts {
   const local = perNode > 1 ? { steps: 2, messages: 0, bytes: 2 * ((perNode - 1) / perNode) * bytes, reduced: bytes } : NONE;
-  return { shm: local, tcp: netCounts(across, nodes, bytes / perNode) };
+  return { shm: local, tcp: netCounts(across, nodes, bytes / perNode, pieceBytes) };
 }
 
 export const onPath = (path: Path, c: StepCounts): PathCounts => (path === 'shm' ? { shm: c, tcp: NONE } : { shm: NONE, tcp: c });

@@ -5,6 +5,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PIECE_BYTES } from '../../algorithms/group.js';
 import { type CostModel, predictUs } from '../../tuner/cost-model.js';
 import { type PerfRow, fitModel, rowCounts } from '../../tuner/fit.js';
 import { activeModel, defaultModelPath } from '../../tuner/model-source.js';
@@ -16,9 +17,15 @@ const ALGOS: Record<TunePath, string[]> = { shm: ['direct', 'twoshot'], tcp: ['r
 /** The CLI bundle this command runs in (perf is started from it as a child). */
 const cliPath = (): string => fileURLToPath(new URL('./cli.js', import.meta.url));
 
+/**
+ * The ring runs in fixed PIECE_BYTES pieces while it is measured: the counts the model is fitted
+ * on (rowCounts) are those of that schedule, whatever piece size the model in force would pick.
+ */
+const PERF_ENV = { ...process.env, WEBCCL_PIECE_BYTES: String(PIECE_BYTES) };
+
 function perfRun(args: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliPath(), 'perf', 'allreduce', ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const child = spawn(process.execPath, [cliPath(), 'perf', 'allreduce', ...args], { stdio: ['ignore', 'ignore', 'inherit'], env: PERF_ENV });
     child.on('error', reject);
     child.on('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`webccl perf ${args.join(' ')} failed (${signal ?? `exit code ${code}`})`))));
   });

@@ -1,0 +1,55 @@
+// The ring allReduce's piece size across processes (webccl run --procs -n 2, TCP loopback): the
+// model's choice is logged at INFO and the data arrives whole in it; WEBCCL_PIECE_BYTES forces a
+// size; ranks that disagree on it fail with MISMATCH naming the piece size, never exchange pieces
+// that do not line up. The rank script (test/fixtures/ring-pieces.mjs) checks every element.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { activeModel } from '../src/tuner/model-source.js';
+import { ringPieceBytes } from '../src/tuner/ring-pieces.js';
+import { type Env, cleanEnv, killAllJobs, run } from './helpers/jobs.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const bin = join(root, 'bin', 'webccl.js');
+const script = join(root, 'test', 'fixtures', 'ring-pieces.mjs');
+const tmp = mkdtempSync(join(tmpdir(), 'webccl-pieces-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+afterAll(killAllJobs);
+
+const env = (extra: Env = {}): Env => cleanEnv({ HOME: join(tmp, 'home'), ...extra });
+const launch = (mode: string, extra?: Env) => run(process.execPath, [bin, 'run', '--procs', '-n', '2', script, mode], env(extra), 120_000, root);
+const oks = (out: string) => (out.match(/^ok rank \d of 2$/gm) ?? []).sort();
+const show = (b: number) => (b >= 1 << 20 ? `${b / (1 << 20)} MiB` : `${b / 1024} KiB`);
+
+describe('webccl run --procs -n 2: the ring allReduce in pieces', () => {
+  it("the model's piece size, logged at INFO with the cost of each size weighed; every element right", async () => {
+    const r = await launch('tuned', { WEBCCL_DEBUG: 'INFO' });
+    expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+    expect(oks(r.stdout)).toEqual(['ok rank 0 of 2', 'ok rank 1 of 2']);
+    const piece = ringPieceBytes(activeModel().model, 2, (4 << 20) + 12, 2, availableParallelism());
+    const line = r.stderr.split('\n').find((l) => l.includes('tuner: ring allReduce pieces of 4 MiB class on 2 ranks'));
+    expect(line, r.stderr).toBeDefined();
+    expect(line).toContain(`: ${show(piece)}; piece-dependent time `);
+    expect(line).toContain('64 KiB ');
+  });
+
+  it('WEBCCL_PIECE_BYTES=65536 on every rank: every element right', async () => {
+    const r = await launch('forced');
+    expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+    expect(oks(r.stdout)).toEqual(['ok rank 0 of 2', 'ok rank 1 of 2']);
+  });
+
+  it('ranks that disagree on WEBCCL_PIECE_BYTES: MISMATCH on both, naming the field (piece) and both sizes', async () => {
+    const r = await launch('disagree');
+    expect(r.hung, r.stderr).toBe(false);
+    const failed = (r.stdout.match(/^failed rank \d code \S+ field \S+: .*$/gm) ?? []).sort();
+    expect(failed.length, r.stdout + r.stderr).toBe(2);
+    for (const f of failed) {
+      expect(f).toMatch(/code MISMATCH field piece/);
+      expect(f).toContain('65536 bytes');
+      expect(f).toContain('131072 bytes');
+    }
+  });
+});
