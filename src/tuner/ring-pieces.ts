@@ -11,7 +11,7 @@
 // The piece size that minimises the sum (with α = 0 and p ≥ 4: √(2·o·γ·B/4), about 1.6 MB for
 // 64 MiB between 2 processes with the built-in model) is taken among powers of two from 64 KiB
 // to 4 MiB (the largest keeps the lanes' scratch at 16 MiB per rank). On this machine's loopback
-// that matched a sweep of fixed sizes: 2 MiB pieces fastest at 64 MiB over 2 processes (1.2×
+// that matched a sweep of fixed sizes: 2 MiB pieces fastest at 64 MiB over 2 processes (1.2–1.6×
 // 512 KiB ones), 1 MiB at 16 MiB, and 4–8 MiB slower again (bench/ring-pieces.mjs measures the
 // choice). The model is fitted with the ring in PIECE_BYTES pieces (webccl tune forces them),
 // so its o, α and γ are those of one fixed schedule; this uses them to move along it.
@@ -19,7 +19,7 @@
 // Ranks that outnumber the cores keep PIECE_BYTES: they run in turns, and how pieces pipeline
 // across ranks that wait for the CPU is not in the model. Measured on 2 cores, the picks made
 // for 4 processes ran 0.46–0.94× as fast as 512 KiB pieces (a block in one piece stalls the
-// ring while its next rank waits for a core); for 2 processes they ran 0.99–1.29× as fast.
+// ring while its next rank waits for a core); for 2 processes, 1.06–1.45× as fast at 4–64 MiB.
 //
 // A model without a per-message or per-step cost (o = α = 0: one written before o existed) has
 // nothing to weigh against the hidden reduction, and keeps PIECE_BYTES. WEBCCL_PIECE_BYTES
