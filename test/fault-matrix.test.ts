@@ -9,21 +9,15 @@
 // FAULT_FORMS=threads (or procs, nnodes, a comma list) runs one launch form alone;
 // FAULT_CONCURRENCY (default 3) bounds the jobs running at once; FAULT_REPORT=file.json writes
 // what every row saw (codes, ranks named, times), from which the README's failure table is made.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ErrorCode } from '../src/core/errors.js';
 import { freePort } from './helpers/net.js';
-import { type Env, type Job, type Run, alive, cleanEnv, killAllJobs, signalGroup, startJob } from './helpers/jobs.js';
+import { type Env, type Job, type Run, alive, cleanEnv, signalGroup, startJob } from './helpers/jobs.js';
+import { launchFixture } from './helpers/launch-fixture.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const bin = join(root, 'bin', 'webccl.js');
-const script = join(root, 'test', 'fixtures', 'fault-rank.mjs');
-const tmp = mkdtempSync(join(tmpdir(), 'webccl-faults-'));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-afterAll(killAllJobs);
+const { root, bin, script, tmp } = launchFixture('fault-rank.mjs', 'faults');
 
 type Form = 'threads' | 'procs' | 'nnodes';
 const ALL_FORMS: Form[] = ['threads', 'procs', 'nnodes'];

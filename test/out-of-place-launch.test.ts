@@ -2,20 +2,13 @@
 // --nnodes, 2 nodes × 1): an allReduce out of place on comm.alloc() buffers with the ring and with
 // doubling, which read the input in place (README, "The TCP targets on the Zen 5 machine"). The
 // rank script (test/fixtures/out-of-place.mjs) checks every result itself and prints "ok rank R of N".
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { freePort } from './helpers/net.js';
-import { type Env, type Run, cleanEnv, killAllJobs, run } from './helpers/jobs.js';
+import { type Env, type Run, cleanEnv, run } from './helpers/jobs.js';
+import { launchFixture } from './helpers/launch-fixture.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const bin = join(root, 'bin', 'webccl.js');
-const script = join(root, 'test', 'fixtures', 'out-of-place.mjs');
-const tmp = mkdtempSync(join(tmpdir(), 'webccl-oop-'));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-afterAll(killAllJobs);
+const { root, bin, script, tmp } = launchFixture('out-of-place.mjs', 'oop');
 
 const env = (): Env => cleanEnv({ HOME: join(tmp, 'home'), WEBCCL_TOKEN: 'out-of-place-test' });
 

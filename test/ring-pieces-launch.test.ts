@@ -2,21 +2,15 @@
 // model's choice is logged at INFO and the data arrives whole in it; WEBCCL_PIECE_BYTES forces a
 // size; ranks that disagree on it fail with MISMATCH naming the piece size, never exchange pieces
 // that do not line up. The rank script (test/fixtures/ring-pieces.mjs) checks every element.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { activeModel } from '../src/tuner/model-source.js';
 import { ringPieceBytes } from '../src/tuner/ring-pieces.js';
-import { type Env, cleanEnv, killAllJobs, run } from './helpers/jobs.js';
+import { type Env, cleanEnv, run } from './helpers/jobs.js';
+import { launchFixture } from './helpers/launch-fixture.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const bin = join(root, 'bin', 'webccl.js');
-const script = join(root, 'test', 'fixtures', 'ring-pieces.mjs');
-const tmp = mkdtempSync(join(tmpdir(), 'webccl-pieces-'));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-afterAll(killAllJobs);
+const { root, bin, script, tmp } = launchFixture('ring-pieces.mjs', 'pieces');
 
 const env = (extra: Env = {}): Env => cleanEnv({ HOME: join(tmp, 'home'), ...extra });
 const launch = (mode: string, extra?: Env) => run(process.execPath, [bin, 'run', '--procs', '-n', '2', script, mode], env(extra), 120_000, root);

@@ -29,7 +29,7 @@ import { LANES } from '../algorithms/ring.js';
 import { envNumber } from '../core/config.js';
 import { fail } from '../core/errors.js';
 import { type CostModel, pathTimeUs } from './cost-model.js';
-import { netCounts } from './schedules.js';
+import { netCounts, pieceCount } from './schedules.js';
 
 export const MIN_RING_PIECE = 64 * 1024;
 export const MAX_RING_PIECE = 4 * 1024 * 1024;
@@ -48,21 +48,19 @@ export interface PieceCost {
 }
 
 /**
- * What each piece size weighed (one piece per block, or four and more) costs a ring allReduce of `bytes` over `n` ranks, `sharing` of
- * them on a machine of `cores`: its steps and messages at the model's α and o, and the
+ * What each piece size weighed (one piece per block, or four and more) costs a ring allReduce
+ * of `bytes` over `n` ranks, `sharing` of them on a machine of `cores`: its steps and messages at the model's α and o, and the
  * reduction of one round of lanes per reduce step at γ (the rest of the time is the same for all).
  */
 export function ringPieceCosts(model: CostModel, n: number, bytes: number, sharing: number, cores: number): PieceCost[] {
-  const t = model.tcp;
-  const share = Math.max(1, sharing / cores);
   const block = bytes / Math.max(1, n);
-  const perReduced = t.gammaBytesPerUs ? 1 / t.gammaBytesPerUs : 0;
-  const pieces = (pieceBytes: number) => Math.max(1, Math.ceil(block / pieceBytes));
-  return RING_PIECES.filter((pieceBytes) => pieces(pieceBytes) === 1 || pieces(pieceBytes) >= LANES).map((pieceBytes) => {
-    const c = netCounts('ring', n, bytes, pieceBytes);
-    const steps = pathTimeUs({ ...t, betaBytesPerUs: null, gammaBytesPerUs: null }, { ...c, bytes: 0, reduced: 0 }, sharing, cores);
-    const p = pieces(pieceBytes);
-    return { pieceBytes, us: steps + share * (n - 1) * Math.min(p, LANES) * (block / p) * perReduced };
+  const weighed = (pieceBytes: number) => pieceCount(block, pieceBytes) === 1 || pieceCount(block, pieceBytes) >= LANES;
+  return RING_PIECES.filter(weighed).map((pieceBytes) => {
+    const p = pieceCount(block, pieceBytes);
+    // The schedule's counts with no bytes moved (the same for every size) and, of the
+    // reduction, only the round of lanes that shows at each reduce step.
+    const c = { ...netCounts('ring', n, bytes, pieceBytes), bytes: 0, reduced: (n - 1) * Math.min(p, LANES) * (block / p) };
+    return { pieceBytes, us: pathTimeUs(model.tcp, c, sharing, cores) };
   });
 }
 

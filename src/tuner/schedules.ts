@@ -39,7 +39,7 @@ export function shmCounts(algo: 'direct' | 'twoshot', n: number, bytes: number, 
 }
 
 /** Pieces of at most `pieceBytes` a block of `bytes` travels in (src/algorithms/group.ts piecesFor). */
-const pieces = (bytes: number, pieceBytes = PIECE_BYTES): number => Math.max(1, Math.ceil(bytes / pieceBytes));
+export const pieceCount = (bytes: number, pieceBytes = PIECE_BYTES): number => Math.max(1, Math.ceil(bytes / pieceBytes));
 
 /**
  * Network schedules (src/algorithms/), per rank: the ring sends 2(n−1) blocks of S/n, each in
@@ -54,7 +54,7 @@ export function netCounts(algo: 'ring' | 'doubling' | 'tree', n: number, bytes: 
   if (n <= 1) return NONE;
   if (algo === 'ring') {
     const block = bytes / n;
-    const p = pieces(block, pieceBytes);
+    const p = pieceCount(block, pieceBytes);
     const rounds = Math.ceil(p / Math.min(LANES, p));
     return { steps: 2 * (n - 1) * rounds, messages: 2 * (n - 1) * p, bytes: 2 * (n - 1) * block, reduced: (n - 1) * block };
   }
@@ -64,7 +64,7 @@ export function netCounts(algo: 'ring' | 'doubling' | 'tree', n: number, bytes: 
     return { steps: rounds + extra, messages: rounds + extra, bytes: (rounds + extra) * bytes, reduced: (rounds + (extra ? 1 : 0)) * bytes };
   }
   const depth = Math.ceil(Math.log2(n + 1));
-  const p = pieces(bytes / 2);
+  const p = pieceCount(bytes / 2);
   const steps = 2 * (depth - 1) + 2 * p;
   return { steps, messages: steps, bytes: 2 * bytes, reduced: bytes };
 }
