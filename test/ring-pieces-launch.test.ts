@@ -1,4 +1,5 @@
-// The ring allReduce's piece size across processes (webccl run --procs -n 2, TCP loopback): the
+// The ring allReduce's piece size across processes (webccl run --procs -n 2, and --nnodes with
+// 2 nodes of one rank; TCP loopback): the
 // model's choice is logged at INFO and the data arrives whole in it; WEBCCL_PIECE_BYTES forces a
 // size; ranks that disagree on it fail with MISMATCH naming the piece size, never exchange pieces
 // that do not line up. The rank script (test/fixtures/ring-pieces.mjs) checks every element.
@@ -8,18 +9,31 @@ import { describe, expect, it } from 'vitest';
 import { activeModel } from '../src/tuner/model-source.js';
 import { ringPieceBytes } from '../src/tuner/ring-pieces.js';
 import { type Env, cleanEnv, run } from './helpers/jobs.js';
+import { freePort } from './helpers/net.js';
 import { launchFixture } from './helpers/launch-fixture.js';
 
 const { root, bin, script, tmp } = launchFixture('ring-pieces.mjs', 'pieces');
 
 const env = (extra: Env = {}): Env => cleanEnv({ HOME: join(tmp, 'home'), ...extra });
-const launch = (mode: string, extra?: Env) => run(process.execPath, [bin, 'run', '--procs', '-n', '2', script, mode], env(extra), 120_000, root);
+/** Two ranks across nodes: one launcher with --procs, or two --nnodes launchers of one rank each. */
+async function launch(form: 'procs' | 'nnodes', mode: string, extra?: Env): Promise<{ code: number | null; hung: boolean; stdout: string; stderr: string }> {
+  if (form === 'procs') return run(process.execPath, [bin, 'run', '--procs', '-n', '2', script, mode], env(extra), 120_000, root);
+  const port = String(await freePort());
+  const runs = await Promise.all([0, 1].map((k) => run(process.execPath, [bin, 'run', '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', '1',
+    '--master-addr', '127.0.0.1', '--master-port', port, script, mode], env({ WEBCCL_TOKEN: 'ring-pieces-test', ...extra }), 120_000, root)));
+  return {
+    code: runs.some((r) => r.code !== 0) ? runs.find((r) => r.code !== 0)!.code : 0,
+    hung: runs.some((r) => r.hung),
+    stdout: runs.map((r) => r.stdout).join(''),
+    stderr: runs.map((r) => r.stderr).join(''),
+  };
+}
 const oks = (out: string) => (out.match(/^ok rank \d of 2$/gm) ?? []).sort();
 const show = (b: number) => (b >= 1 << 20 ? `${b / (1 << 20)} MiB` : `${b / 1024} KiB`);
 
-describe('webccl run --procs -n 2: the ring allReduce in pieces', () => {
+describe.each(['procs', 'nnodes'] as const)('webccl run --%s, 2 ranks across nodes: the ring allReduce in pieces', (form) => {
   it("the model's piece size, logged at INFO with the cost of each size weighed; every element right", async () => {
-    const r = await launch('tuned', { WEBCCL_DEBUG: 'INFO' });
+    const r = await launch(form, 'tuned', { WEBCCL_DEBUG: 'INFO' });
     expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
     expect(oks(r.stdout)).toEqual(['ok rank 0 of 2', 'ok rank 1 of 2']);
     const piece = ringPieceBytes(activeModel().model, 2, (4 << 20) + 12, 2, availableParallelism());
@@ -30,13 +44,13 @@ describe('webccl run --procs -n 2: the ring allReduce in pieces', () => {
   });
 
   it('WEBCCL_PIECE_BYTES=65536 on every rank: every element right', async () => {
-    const r = await launch('forced');
+    const r = await launch(form, 'forced');
     expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
     expect(oks(r.stdout)).toEqual(['ok rank 0 of 2', 'ok rank 1 of 2']);
   });
 
   it('ranks that disagree on WEBCCL_PIECE_BYTES: MISMATCH on both, naming the field (piece) and both sizes', async () => {
-    const r = await launch('disagree');
+    const r = await launch(form, 'disagree');
     expect(r.hung, r.stderr).toBe(false);
     const failed = (r.stdout.match(/^failed rank \d code \S+ field \S+: .*$/gm) ?? []).sort();
     expect(failed.length, r.stdout + r.stderr).toBe(2);
