@@ -176,7 +176,8 @@ export function stallText({ missing, chain }: { missing: number[]; chain: number
 /**
  * The ranks at the root of a stall seen from `rank`, which waits for `awaited` in op `seq`.
  * `chain` lists the ranks waiting on each other up to it (empty when the answer is just the
- * ranks waited for: no store, a store that cannot say, or a cycle of ranks waiting on each other).
+ * ranks waited for: no store, a store that cannot say at the first step, or a cycle of ranks
+ * waiting on each other).
  */
 export async function stallRoot(store: JobStore | undefined, rank: number, seq: number, awaited: number[], graceMs: number): Promise<{ missing: number[]; chain: number[] }> {
   const direct = { missing: awaited, chain: [] };
@@ -186,7 +187,9 @@ export async function stallRoot(store: JobStore | undefined, rank: number, seq: 
   const chain = [rank];
   for (let at = awaited[0]; !chain.includes(at); ) {
     const entry = await lookup(store, key(at), graceMs);
-    if (entry === null) return direct;
+    // A store that stops answering mid-chain (it goes with rank 0, which may have failed and
+    // ended by now) still leaves the deepest rank known: the one the last answer named.
+    if (entry === null) return chain.length > 1 ? { missing: [at], chain } : direct;
     if (entry === undefined) return { missing: [at], chain };
     chain.push(at);
     const next = (entry as { awaited?: number[] }).awaited ?? [];
