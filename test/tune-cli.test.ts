@@ -58,6 +58,9 @@ describe('webccl tune', () => {
     expect(r.stdout).toMatch(/tune: tcp: α [\d.]+ us, wake [\d.]+ us per rank beyond \d+ cores, o [\d.]+ us per message, β /);
     const model = checkModel(JSON.parse(readFileSync(out, 'utf8')), out);
     expect(typeof model.tcp.messageUs).toBe('number');
+    // and the crowded costs apart from the base ones
+    expect(r.stdout).toMatch(/tune: tcp: .*; per core's worth of ranks beyond: o' [\d.]+ us, [\d.]+ ns per byte moved, [\d.]+ ns per byte reduced; median error/);
+    for (const f of ['crowdMessageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte'] as const) expect(typeof model.tcp[f]).toBe('number');
     expect(model.source).toMatchObject({ tool: 'webccl tune' });
     expect((model.source!.rows as unknown[]).length).toBe(2 * 2 * 2);
     process.env.WEBCCL_MODEL = out;

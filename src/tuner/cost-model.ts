@@ -1,11 +1,17 @@
 // The cost model: per path (shm: threads sharing memory; tcp: ranks joined by sockets), a
 // latency α per step, a cost o per message sent, a transfer rate β and a reduction rate γ,
-// plus what ranks beyond the machine's cores cost (they sleep and are woken at each step, and
-// share the cores' time). A schedule's time is its counts (schedules.ts) times these costs:
+// plus what ranks beyond the machine's cores cost: they sleep and are woken at each step, and
+// each core's worth of them (e = max(0, ranks / cores − 1)) adds its own costs per message,
+// byte and reduced byte (o', 1/β', 1/γ'). A schedule's time is its counts (schedules.ts) times
+// these costs:
 //
-//   T = steps·(α + wake·max(0, ranks − cores)) + max(1, ranks / cores)·(messages·o + bytes/β + reduced/γ)
+//   T = steps·(α + wake·max(0, ranks − cores)) + messages·(o + e·o') + bytes·(1/β + e/β') + reduced·(1/γ + e/γ')
 //
 // summed over the paths the schedule uses. `webccl tune` fits it on this machine (fit.ts).
+// The crowded costs are apart from the base ones because ranks with a core each pay less per
+// message and byte than ranks taking turns on one: with one set of costs (T scaling with
+// ranks / cores, which a model without the crowded fields still means) the fit served the
+// oversubscribed rows and overestimated 2 processes over TCP by 35–100%.
 import { fail } from '../core/errors.js';
 import type { Path, PathCounts, StepCounts } from './schedules.js';
 
@@ -20,6 +26,14 @@ export interface PathCosts {
   gammaBytesPerUs: number | null;
   /** o: microseconds of CPU per message sent (0 when absent: models written before it). */
   messageUs?: number;
+  /**
+   * o', 1/β', 1/γ': microseconds more per message, per byte moved and per byte reduced for each
+   * core's worth of ranks beyond the cores. Absent: the base costs again (T grows with
+   * ranks / cores, as in models written before these fields).
+   */
+  crowdMessageUs?: number;
+  crowdUsPerByte?: number;
+  crowdUsPerReducedByte?: number;
 }
 
 export interface CostModel {
@@ -32,20 +46,28 @@ export interface CostModel {
   source?: Record<string, unknown>;
 }
 
-/** The five coefficients in the order fit.ts solves for them. */
-export const COEFFS = ['alphaUs', 'wakeUs', 'usPerByte', 'usPerReducedByte', 'messageUs'] as const;
+/** The eight coefficients in the order fit.ts solves for them. */
+export const COEFFS = ['alphaUs', 'wakeUs', 'usPerByte', 'usPerReducedByte', 'messageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte', 'crowdMessageUs'] as const;
 
 /** The features of one row: what multiplies each coefficient. */
 export function features(c: StepCounts, ranks: number, cores: number): number[] {
-  const share = Math.max(1, ranks / cores);
-  return [c.steps, c.steps * Math.max(0, ranks - cores), share * c.bytes, share * c.reduced, share * c.messages];
+  const e = Math.max(0, ranks / cores - 1);
+  return [c.steps, c.steps * Math.max(0, ranks - cores), c.bytes, c.reduced, c.messages, e * c.bytes, e * c.reduced, e * c.messages];
 }
 
 const perByte = (rate: number | null): number => (rate === null ? 0 : 1 / rate);
 
+/** A path's costs in COEFFS order (absent crowded costs are the base ones). */
+function coefficients(p: PathCosts): number[] {
+  const byte = perByte(p.betaBytesPerUs);
+  const reduced = perByte(p.gammaBytesPerUs);
+  const message = p.messageUs ?? 0;
+  return [p.alphaUs, p.wakeUs, byte, reduced, message, p.crowdUsPerByte ?? byte, p.crowdUsPerReducedByte ?? reduced, p.crowdMessageUs ?? message];
+}
+
 export function pathTimeUs(p: PathCosts, c: StepCounts, ranks: number, cores: number): number {
-  const f = features(c, ranks, cores);
-  return f[0] * p.alphaUs + f[1] * p.wakeUs + f[2] * perByte(p.betaBytesPerUs) + f[3] * perByte(p.gammaBytesPerUs) + f[4] * (p.messageUs ?? 0);
+  const x = coefficients(p);
+  return features(c, ranks, cores).reduce((t, f, j) => t + f * x[j], 0);
 }
 
 /** Predicted microseconds of a schedule whose counts are `c`, with `ranks` sharing a machine of `cores`. */
@@ -71,7 +93,9 @@ export function checkModel(m: unknown, from: string): CostModel {
     if (!nonNegative(c!.wakeUs)) bad(`${p}.wakeUs`);
     if (!rate(c!.betaBytesPerUs)) bad(`${p}.betaBytesPerUs`);
     if (!rate(c!.gammaBytesPerUs)) bad(`${p}.gammaBytesPerUs`);
-    if (c!.messageUs !== undefined && !nonNegative(c!.messageUs)) bad(`${p}.messageUs`);
+    for (const f of ['messageUs', 'crowdMessageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte']) {
+      if (c![f] !== undefined && !nonNegative(c![f])) bad(`${p}.${f}`);
+    }
   }
   return m as CostModel;
 }
@@ -79,5 +103,5 @@ export function checkModel(m: unknown, from: string): CostModel {
 /** Coefficients (COEFFS order) as a path's costs. */
 export function pathCosts(x: readonly number[]): PathCosts {
   const r = (v: number) => (v > 0 ? 1 / v : null);
-  return { alphaUs: x[0], wakeUs: x[1], betaBytesPerUs: r(x[2]), gammaBytesPerUs: r(x[3]), messageUs: x[4] };
+  return { alphaUs: x[0], wakeUs: x[1], betaBytesPerUs: r(x[2]), gammaBytesPerUs: r(x[3]), messageUs: x[4], crowdUsPerByte: x[5], crowdUsPerReducedByte: x[6], crowdMessageUs: x[7] };
 }

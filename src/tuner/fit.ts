@@ -1,8 +1,9 @@
-// Fits the cost model to measured rows: for each path, the coefficients (α, wake, 1/β, 1/γ, o)
-// that minimise the squared relative error of the predicted times over the rows (least squares
-// on each row's features divided by its measured time, so a 1 KiB row counts as much as a
-// 64 MiB one), none negative (every subset of coefficients is solved and the best one whose
-// coefficients are all ≥ 0 is kept: five coefficients, 31 subsets).
+// Fits the cost model to measured rows: for each path, the coefficients (α, wake, 1/β, 1/γ, o
+// and the crowded o', 1/β', 1/γ') that minimise the squared relative error of the predicted
+// times over the rows (least squares on each row's features divided by its measured time, so a
+// 1 KiB row counts as much as a 64 MiB one), none negative (every subset of coefficients is
+// solved and the best one whose coefficients are all ≥ 0 is kept: eight coefficients, 255
+// subsets, a few milliseconds for a sweep's rows).
 import { fail } from '../core/errors.js';
 import { type CostModel, features, pathCosts } from './cost-model.js';
 import { type Path, type StepCounts, netCounts, shmCounts } from './schedules.js';
@@ -61,7 +62,8 @@ export function fitRelative(x: number[][], y: number[]): number[] {
     const z = solve(a, b);
     if (!z || z.some((v) => v < 0 || !Number.isFinite(v))) continue;
     const coef = new Array<number>(k).fill(0);
-    cols.forEach((j, p) => (coef[j] = z[p] / scale[p]));
+    // (a coefficient that adds under a billionth of any row's time is rounding: no cost at all)
+    cols.forEach((j, p) => (coef[j] = rows.some((r) => Math.abs(r[j] * z[p] / scale[p]) > 1e-9) ? z[p] / scale[p] : 0));
     const err = rows.reduce((s, r) => s + (r.reduce((t, v, j) => t + v * coef[j], 0) - 1) ** 2, 0);
     if (err < bestErr) {
       bestErr = err;
