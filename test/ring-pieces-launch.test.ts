@@ -2,8 +2,10 @@
 // 2 nodes of one rank; TCP loopback): the
 // model's choice is logged at INFO and the data arrives whole in it; WEBCCL_PIECE_BYTES forces a
 // size; ranks that disagree on it fail with MISMATCH naming the piece size, never exchange pieces
-// that do not line up. The rank script (test/fixtures/ring-pieces.mjs) checks every element.
+// that do not line up; ranks with different model files tune with the one the job agreed on.
+// The rank script (test/fixtures/ring-pieces.mjs) checks every element.
 import { availableParallelism } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { activeModel } from '../src/tuner/model-source.js';
@@ -16,11 +18,11 @@ const { root, bin, script, tmp } = launchFixture('ring-pieces.mjs', 'pieces');
 
 const env = (extra: Env = {}): Env => cleanEnv({ HOME: join(tmp, 'home'), ...extra });
 /** Two ranks across nodes: one launcher with --procs, or two --nnodes launchers of one rank each. */
-async function launch(form: 'procs' | 'nnodes', mode: string, extra?: Env): Promise<{ code: number | null; hung: boolean; stdout: string; stderr: string }> {
-  if (form === 'procs') return run(process.execPath, [bin, 'run', '--procs', '-n', '2', script, mode], env(extra), 120_000, root);
+async function launch(form: 'procs' | 'nnodes', mode: string, extra?: Env, args: string[] = []): Promise<{ code: number | null; hung: boolean; stdout: string; stderr: string }> {
+  if (form === 'procs') return run(process.execPath, [bin, 'run', '--procs', '-n', '2', script, mode, ...args], env(extra), 120_000, root);
   const port = String(await freePort());
   const runs = await Promise.all([0, 1].map((k) => run(process.execPath, [bin, 'run', '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', '1',
-    '--master-addr', '127.0.0.1', '--master-port', port, script, mode], env({ WEBCCL_TOKEN: 'ring-pieces-test', ...extra }), 120_000, root)));
+    '--master-addr', '127.0.0.1', '--master-port', port, script, mode, ...args], env({ WEBCCL_TOKEN: 'ring-pieces-test', ...extra }), 120_000, root)));
   return {
     code: runs.some((r) => r.code !== 0) ? runs.find((r) => r.code !== 0)!.code : 0,
     hung: runs.some((r) => r.hung),
@@ -47,6 +49,19 @@ describe.each(['procs', 'nnodes'] as const)('webccl run --%s, 2 ranks across nod
     const r = await launch(form, 'forced');
     expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
     expect(oks(r.stdout)).toEqual(['ok rank 0 of 2', 'ok rank 1 of 2']);
+  });
+
+  it("ranks with different model files tune with the job's one model: the same algorithm and pieces, every element right", async () => {
+    // Everything free: this model ties every schedule (doubling, listed first, wins) and keeps
+    // 512 KiB pieces; the built-in one runs 4 MiB as the ring, in 2 MiB pieces.
+    const free = join(tmp, 'free-model.json');
+    const costs = { alphaUs: 0, wakeUs: 0, betaBytesPerUs: null, gammaBytesPerUs: null, messageUs: 0 };
+    writeFileSync(free, JSON.stringify({ version: 1, cores: 2, shm: costs, tcp: costs }));
+    const r = await launch(form, 'models', { WEBCCL_DEBUG: 'INFO' }, [free]);
+    expect({ code: r.code, hung: r.hung }, r.stdout + r.stderr).toEqual({ code: 0, hung: false });
+    expect(oks(r.stdout), r.stdout).toEqual(['ok rank 0 of 2', 'ok rank 1 of 2']);
+    // the rank whose own model lost says whose it tunes with (the first rank at the store)
+    expect(r.stderr).toMatch(/tuner: tunes with the job's cost model \(rank \d's (built-in model|\S+free-model\.json), \d+ cores\), not this rank's own/);
   });
 
   it('ranks that disagree on WEBCCL_PIECE_BYTES: MISMATCH on both, naming the field (piece) and both sizes', async () => {

@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { CostModel } from '../src/tuner/cost-model.js';
 import { chooseAllReduceAlgo, resolveTuning } from '../src/tuner/tuner.js';
-import { chooseNetAllReduce, doublingMaxBytes, flatAlgo, resolveNetAlgo, useNetModel } from '../src/tuner/net-tuner.js';
+import { adoptJobModel, chooseNetAllReduce, doublingMaxBytes, flatAlgo, netTuningBasis, resolveNetAlgo, useNetModel } from '../src/tuner/net-tuner.js';
 import { parseAlgoSetting } from '../src/tuner/algo-env.js';
 import { crossoverBytes, flatPredictions, shmPredictions } from '../src/tuner/predict.js';
 import { caught } from './helpers/caught.js';
@@ -60,6 +60,23 @@ describe('choices from a model', () => {
     expect(chooseNetAllReduce(doublingMaxBytes(8, 1) + 1, 8, { nodes: 8, perNode: 1, sharing: 1 }, undefined)).toBe('ring');
     expect(chooseNetAllReduce(doublingMaxBytes(8, 1) + 1, 8, { nodes: 8, perNode: 1, sharing: 8 }, undefined)).toBe('doubling');
     expect(flatAlgo(doublingMaxBytes(8, 1) + 1, 8)).toBe('doubling'); // default: every rank on this machine
+  });
+
+  it("a job's agreed model and cores replace this rank's own for the network tuner, said once at INFO", () => {
+    const lines: string[] = [];
+    vi.spyOn(console, 'error').mockImplementation((s: string) => void lines.push(s));
+    useNetModel(MODEL, 64);
+    const own = doublingMaxBytes(8, 8);
+    const crowded: CostModel = { ...MODEL, cores: 2, tcp: { ...MODEL.tcp, wakeUs: 100 } };
+    adoptJobModel({ model: { ...MODEL, source: { rows: [] } }, cores: 64, from: "rank 0's x.json" }, 1); // the same costs: nothing changes
+    expect(lines.filter((l) => l.includes("job's cost model"))).toEqual([]);
+    adoptJobModel({ model: crowded, cores: 2, from: "rank 0's crowded.json" }, 1);
+    expect(doublingMaxBytes(8, 8)).toBe(crossoverBytes((b) => flatPredictions(crowded, 8, b, 2, 8), 'doubling'));
+    expect(doublingMaxBytes(8, 8)).not.toBe(own);
+    expect(netTuningBasis()).toMatchObject({ cores: 2, from: "rank 0's crowded.json" });
+    expect(lines.filter((l) => l.includes("job's cost model"))).toEqual([
+      expect.stringContaining("rank 1: tuner: tunes with the job's cost model (rank 0's crowded.json, 2 cores), not this rank's own (useNetModel, 64 cores)"),
+    ]);
   });
 
   it('a model where ranks beyond the cores are dear favours the schedule with fewer steps', () => {

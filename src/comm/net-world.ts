@@ -3,6 +3,8 @@
 // communicator in its own tag space, and the engine that runs ops across nodes. Node ranks
 // (node/join-world.ts) and pages' ranks (page-join.ts) build it the same way.
 import { WebcclError } from '../core/errors.js';
+import { checkModel } from '../tuner/cost-model.js';
+import { adoptJobModel, modelCosts, netTuningBasis } from '../tuner/net-tuner.js';
 import type { NodeHandle } from '../core/node.js';
 import type { StoreSession } from '../bootstrap/store-session.js';
 import type { Mesh } from '../transport/mesh/mesh.js';
@@ -48,6 +50,10 @@ export async function netWorldCommunicator(i: NetWorldInput): Promise<Communicat
     throw new WebcclError('INVALID_ARGUMENT', `rank ${world.rank}: world ranks ${mates.join(', ')} share this node, but the node has ${node.nranks} rank(s) and this is its rank ${localRank} (a launcher must number a node's ranks consecutively)`);
   }
   if (node.nranks > 1) await local.barrier(); // the node's ranks have all joined
+  await agreeOnTuning(met.store, world.rank).catch((e: unknown) => {
+    met.transport.close();
+    throw e;
+  });
   // Every communicator of the job (the world, its groups) shares these connections, each in its own tag space.
   const spaces = new TransportSpaces(met.transport);
   const placement = netWorld(met.nodeOf, { spaces, store: met.store, remesh: i.remesh });
@@ -56,4 +62,28 @@ export async function netWorldCommunicator(i: NetWorldInput): Promise<Communicat
     rank: world.rank, size: world.size, placement,
     engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: met.nodeOf, store: met.store, oneHost: i.oneHost }, local, counters, algo, timeoutMs),
   });
+}
+
+/** Store key of the cost model and cores a job's ranks tune with. */
+const JOB_MODEL_KEY = 'tuner_model';
+
+/**
+ * The job's ranks agree on one cost model and core count for the network tuner: the first rank
+ * to get here sets it in the store and every rank takes what the store holds (adoptJobModel).
+ * Without it, ranks on machines of other core counts, or with another WEBCCL_MODEL or tuned
+ * model file, could pick different schedules or piece sizes for the same op (MISMATCH).
+ */
+async function agreeOnTuning(store: StoreSession, rank: number): Promise<void> {
+  const own = netTuningBasis();
+  const mine = JSON.stringify({ model: modelCosts(own.model), cores: own.cores, from: `rank ${rank}'s ${own.from === 'built-in' ? 'built-in model' : own.from}` });
+  // The store's connection no longer keeps the process alive (the rendezvous unref'd it): a
+  // ref'd timer does while the answer comes, so that a rank does not end with its init pending.
+  const alive = setTimeout(() => undefined, 1 << 30);
+  const held = await store.compareSet(JOB_MODEL_KEY, null, mine).finally(() => clearTimeout(alive));
+  const agreed = JSON.parse(held === null ? mine : new TextDecoder().decode(held)) as { model: unknown; cores: unknown; from: unknown };
+  const cores = agreed.cores;
+  if (!(Number.isInteger(cores) && (cores as number) >= 1) || typeof agreed.from !== 'string') {
+    throw new WebcclError('INTERNAL', `rank ${rank}: the job's cost model in the store is malformed (cores ${String(cores)})`);
+  }
+  adoptJobModel({ model: checkModel(agreed.model, "the job's cost model"), cores: cores as number, from: agreed.from }, rank);
 }

@@ -3,7 +3,7 @@
 // otherwise. Names of the shared-memory algorithms in WEBCCL_ALGO are left to the node phase
 // (see tuner.ts).
 import { fail } from '../core/errors.js';
-import { enabled } from '../core/log.js';
+import { enabled, log } from '../core/log.js';
 import type { CostModel } from './cost-model.js';
 import { envAllReduceAlgo } from './algo-env.js';
 import { activeModel } from './model-source.js';
@@ -13,21 +13,51 @@ import { ringPieceBytes, ringPieceCosts } from './ring-pieces.js';
 
 export { NET_ALGORITHMS, type NetAlgo, isNetAlgo };
 
-/** The model the network tuner uses, and the cores its ranks share; resolved once per process. */
-let standingModel: { model: CostModel; cores: number } | undefined;
-function model(): { model: CostModel; cores: number } {
+/** A cost model, the cores its ranks share, and where it came from ('built-in', a path, "rank R's ..."). */
+export interface TuningBasis {
+  model: CostModel;
+  cores: number;
+  from: string;
+}
+
+/**
+ * The model the network tuner uses, and the cores its ranks share: this process's own, resolved
+ * once, until a job's ranks agree on one (adoptJobModel).
+ */
+let standingModel: TuningBasis | undefined;
+export function netTuningBasis(): TuningBasis {
   if (!standingModel) {
-    const m = activeModel().model;
-    standingModel = { model: m, cores: machineCores(m) };
+    const { model: m, from } = activeModel();
+    standingModel = { model: m, cores: machineCores(m), from };
   }
   return standingModel;
 }
+const model = netTuningBasis;
 
 /** Uses `m` (and `cores`) from now on instead of the model in force (tests, the simulator). */
 export function useNetModel(m: CostModel | undefined, cores?: number): void {
-  standingModel = m && { model: m, cores: cores ?? machineCores(m) };
+  standingModel = m && { model: m, cores: cores ?? machineCores(m), from: 'useNetModel' };
   crossovers.clear();
 }
+
+/**
+ * Tunes with the basis a job's ranks agreed on (net-world.ts: the first rank to reach the store
+ * sets it, the others take it), so that ranks on machines with other core counts or another
+ * model file still pick the same schedule and piece size: each decides alone, op by op, and
+ * ranks that pick differently fail with MISMATCH. Said at INFO when it is not this rank's own.
+ */
+export function adoptJobModel(agreed: TuningBasis, rank: number): void {
+  const own = netTuningBasis();
+  if (sameBasis(own, agreed)) return;
+  if (enabled('INFO')) log('INFO', `rank ${rank}: tuner: tunes with the job's cost model (${agreed.from}, ${agreed.cores} cores), not this rank's own (${own.from}, ${own.cores} cores), so that every rank picks the same algorithm and piece size`);
+  standingModel = agreed;
+  crossovers.clear();
+}
+
+/** A model's costs alone (without `source`, which may carry a whole sweep's rows). */
+export const modelCosts = (m: CostModel): CostModel => ({ version: m.version, cores: m.cores, shm: m.shm, tcp: m.tcp });
+
+const sameBasis = (a: TuningBasis, b: TuningBasis): boolean => a.cores === b.cores && JSON.stringify(modelCosts(a.model)) === JSON.stringify(modelCosts(b.model));
 
 const crossovers = new Map<string, number>();
 
