@@ -8,7 +8,7 @@ import { type CostModel, checkModel, predictUs } from '../src/tuner/cost-model.j
 import { type PerfRow, fitModel, fitRelative, rowCounts } from '../src/tuner/fit.js';
 import { activeModel } from '../src/tuner/model-source.js';
 import { DEFAULT_MODEL } from '../src/tuner/default-model.js';
-import { hierarchicalCounts, netCounts, onPath, shmCounts } from '../src/tuner/schedules.js';
+import { extraRounds, hierarchicalCounts, netCounts, onPath, shmCounts } from '../src/tuner/schedules.js';
 import { simulateCollective } from '../src/sim/index.js';
 import { caught } from './helpers/caught.js';
 
@@ -38,12 +38,24 @@ describe('schedule counts', () => {
     // 2 ranks, 64 MiB: blocks of 32 MiB in 64 pieces, four lanes of 16 in a row
     expect(netCounts('ring', 2, 64 << 20)).toMatchObject({ steps: 2 * 16, messages: 2 * 64 });
     expect(netCounts('doubling', 8, 1024)).toEqual({ steps: 3, messages: 3, bytes: 3 * 1024, reduced: 3 * 1024 });
-    // 6 ranks: 4 double, 2 fold in first and get the result back: two steps more, one reduction more
-    expect(netCounts('doubling', 6, 1024)).toEqual({ steps: 4, messages: 4, bytes: 4 * 1024, reduced: 3 * 1024 });
+    // 6 ranks: 4 double, 2 fold in first and get the result back: two steps more, one reduction
+    // more; the 4 doubling leave 2 idle, and the folds keep 2 + 2 busy
+    expect(netCounts('doubling', 6, 1024)).toEqual({ steps: 4, messages: 4, bytes: 4 * 1024, reduced: 3 * 1024, partial: [{ share: 4 / 6, steps: 2 }, { share: 4 / 6, steps: 2 }] });
     expect(netCounts('ring', 1, 1024)).toEqual({ steps: 0, messages: 0, bytes: 0, reduced: 0 });
     expect(shmCounts('direct', 4, 1 << 20)).toEqual({ steps: 4, messages: 0, bytes: 1 << 20, reduced: 4 << 20 });
     expect(shmCounts('twoshot', 4, 1 << 20)).toEqual({ steps: 3, messages: 0, bytes: 0.75 * (1 << 20), reduced: 1 << 20 });
     expect(hierarchicalCounts(4, 2, 1 << 20, 'ring').tcp).toEqual(netCounts('ring', 4, 1 << 19));
+  });
+
+  it('a step whose busy ranks outnumber the cores takes more turns: the ring keeps every rank busy, doubling beyond a power of two fewer', () => {
+    const ring3 = netCounts('ring', 3, 1 << 20);
+    expect(extraRounds(ring3, 3, 2)).toBe(ring3.steps); // 3 busy on 2 cores: two turns a step
+    expect(extraRounds(netCounts('doubling', 3, 1 << 20), 3, 2)).toBe(0); // 2 of 3 busy at every step
+    expect(extraRounds(netCounts('doubling', 4, 1 << 20), 4, 2)).toBe(2); // 2 exchanges of all 4
+    expect(extraRounds(netCounts('doubling', 5, 1 << 20), 5, 2)).toBe(2); // the exchanges of 4; the folds keep 2 busy
+    expect(extraRounds(netCounts('ring', 8, 1 << 20), 8, 2)).toBe(3 * netCounts('ring', 8, 1 << 20).steps);
+    expect(extraRounds(netCounts('ring', 8, 1 << 20), 1, 2)).toBe(0); // one rank per machine
+    expect(extraRounds(shmCounts('twoshot', 4, 1 << 20), 4, 64)).toBe(0);
   });
 
   it('the ring and doubling send as many bytes per rank as the simulator moves running them', async () => {
@@ -68,17 +80,19 @@ describe('fitting', () => {
     }
   });
 
-  it('recovers crowded costs apart from the base ones (ranks beyond the cores paying more per message and byte)', () => {
-    const crowded: CostModel = { ...KNOWN, tcp: { ...KNOWN.tcp, crowdMessageUs: 150, crowdUsPerByte: 0.002, crowdUsPerReducedByte: 0 } };
+  it('recovers crowded costs apart from the base ones (ranks beyond the cores paying more per message and byte, and per turn)', () => {
+    const crowded: CostModel = { ...KNOWN, tcp: { ...KNOWN.tcp, crowdMessageUs: 150, crowdUsPerByte: 0.002, crowdUsPerReducedByte: 0, roundUs: 70 } };
     const m = fitModel(synthetic(crowded), 2);
     expect(m.tcp.messageUs).toBeCloseTo(20, 6);
+    expect(m.tcp.roundUs).toBeCloseTo(70, 6);
+    expect(m.shm.roundUs).toBeCloseTo(0, 6);
     expect(m.tcp.crowdMessageUs).toBeCloseTo(150, 6);
     expect(m.tcp.crowdUsPerByte).toBeCloseTo(0.002, 9);
     expect(m.tcp.crowdUsPerReducedByte).toBeCloseTo(0, 9);
     expect(m.tcp.betaBytesPerUs! / 2000).toBeCloseTo(1, 6);
     // 2 ranks on 2 cores pay the base costs only; 8 pay three core's worth of crowded ones more
     const c = netCounts('ring', 8, 1 << 20);
-    expect(predictUs(m, onPath('tcp', c), 8) - predictUs({ ...m, tcp: { ...m.tcp, crowdMessageUs: 0, crowdUsPerByte: 0 } }, onPath('tcp', c), 8)).toBeCloseTo(3 * (150 * c.messages + 0.002 * c.bytes), 3);
+    expect(predictUs(m, onPath('tcp', c), 8) - predictUs({ ...m, tcp: { ...m.tcp, crowdMessageUs: 0, crowdUsPerByte: 0, roundUs: 0 } }, onPath('tcp', c), 8)).toBeCloseTo(3 * (150 * c.messages + 0.002 * c.bytes + 70 * c.steps), 3);
     expect(predictUs(m, onPath('tcp', netCounts('ring', 2, 1 << 20)), 2)).toBeCloseTo(predictUs(KNOWN, onPath('tcp', netCounts('ring', 2, 1 << 20)), 2), 6);
   });
 
@@ -143,6 +157,7 @@ describe('which model', () => {
       ['tcp.crowdMessageUs', { ...KNOWN, tcp: { ...KNOWN.tcp, crowdMessageUs: -1 } }],
       ['shm.crowdUsPerByte', { ...KNOWN, shm: { ...KNOWN.shm, crowdUsPerByte: 'x' } }],
       ['shm.crowdUsPerReducedByte', { ...KNOWN, shm: { ...KNOWN.shm, crowdUsPerReducedByte: Infinity } }],
+      ['tcp.roundUs', { ...KNOWN, tcp: { ...KNOWN.tcp, roundUs: -3 } }],
     ] as const) {
       expect(caught(() => checkModel(JSON.parse(JSON.stringify(m)), 'x')).details).toEqual({ field });
     }

@@ -59,8 +59,8 @@ describe('webccl tune', () => {
     const model = checkModel(JSON.parse(readFileSync(out, 'utf8')), out);
     expect(typeof model.tcp.messageUs).toBe('number');
     // and the crowded costs apart from the base ones
-    expect(r.stdout).toMatch(/tune: tcp: .*; per core's worth of ranks beyond: o' [\d.]+ us, [\d.]+ ns per byte moved, [\d.]+ ns per byte reduced; median error/);
-    for (const f of ['crowdMessageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte'] as const) expect(typeof model.tcp[f]).toBe('number');
+    expect(r.stdout).toMatch(/tune: tcp: .*; per core's worth of ranks beyond: o' [\d.]+ us, [\d.]+ ns per byte moved, [\d.]+ ns per byte reduced; ρ [\d.]+ us per turn beyond the first in a step; median error/);
+    for (const f of ['crowdMessageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte', 'roundUs'] as const) expect(typeof model.tcp[f]).toBe('number');
     expect(model.source).toMatchObject({ tool: 'webccl tune' });
     expect((model.source!.rows as unknown[]).length).toBe(2 * 2 * 2);
     process.env.WEBCCL_MODEL = out;

@@ -5,15 +5,17 @@
 // byte and reduced byte (o', 1/β', 1/γ'). A schedule's time is its counts (schedules.ts) times
 // these costs:
 //
-//   T = steps·(α + wake·max(0, ranks − cores)) + messages·(o + e·o') + bytes·(1/β + e/β') + reduced·(1/γ + e/γ')
+//   T = steps·(α + wake·max(0, ranks − cores)) + turns·ρ + messages·(o + e·o') + bytes·(1/β + e/β') + reduced·(1/γ + e/γ')
 //
+// where turns counts, over the steps, the scheduling rounds beyond the first that a step takes
+// when its busy ranks outnumber the cores (schedules.ts extraRounds), each costing ρ.
 // summed over the paths the schedule uses. `webccl tune` fits it on this machine (fit.ts).
 // The crowded costs are apart from the base ones because ranks with a core each pay less per
 // message and byte than ranks taking turns on one: with one set of costs (T scaling with
 // ranks / cores, which a model without the crowded fields still means) the fit served the
 // oversubscribed rows and overestimated 2 processes over TCP by 35–100%.
 import { fail } from '../core/errors.js';
-import type { Path, PathCounts, StepCounts } from './schedules.js';
+import { type Path, type PathCounts, type StepCounts, extraRounds } from './schedules.js';
 
 export interface PathCosts {
   /** α: microseconds per step. */
@@ -34,6 +36,12 @@ export interface PathCosts {
   crowdMessageUs?: number;
   crowdUsPerByte?: number;
   crowdUsPerReducedByte?: number;
+  /**
+   * ρ: microseconds per scheduling round beyond the first in a step whose busy ranks outnumber
+   * the cores (0 when absent: models written before it). It tells a schedule that keeps every
+   * rank busy at each step (the ring) from one that keeps fewer (doubling beyond a power of two).
+   */
+  roundUs?: number;
 }
 
 export interface CostModel {
@@ -46,13 +54,13 @@ export interface CostModel {
   source?: Record<string, unknown>;
 }
 
-/** The eight coefficients in the order fit.ts solves for them. */
-export const COEFFS = ['alphaUs', 'wakeUs', 'usPerByte', 'usPerReducedByte', 'messageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte', 'crowdMessageUs'] as const;
+/** The nine coefficients in the order fit.ts solves for them. */
+export const COEFFS = ['alphaUs', 'wakeUs', 'usPerByte', 'usPerReducedByte', 'messageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte', 'crowdMessageUs', 'roundUs'] as const;
 
 /** The features of one row: what multiplies each coefficient. */
 export function features(c: StepCounts, ranks: number, cores: number): number[] {
   const e = Math.max(0, ranks / cores - 1);
-  return [c.steps, c.steps * Math.max(0, ranks - cores), c.bytes, c.reduced, c.messages, e * c.bytes, e * c.reduced, e * c.messages];
+  return [c.steps, c.steps * Math.max(0, ranks - cores), c.bytes, c.reduced, c.messages, e * c.bytes, e * c.reduced, e * c.messages, extraRounds(c, ranks, cores)];
 }
 
 const perByte = (rate: number | null): number => (rate === null ? 0 : 1 / rate);
@@ -62,7 +70,7 @@ function coefficients(p: PathCosts): number[] {
   const byte = perByte(p.betaBytesPerUs);
   const reduced = perByte(p.gammaBytesPerUs);
   const message = p.messageUs ?? 0;
-  return [p.alphaUs, p.wakeUs, byte, reduced, message, p.crowdUsPerByte ?? byte, p.crowdUsPerReducedByte ?? reduced, p.crowdMessageUs ?? message];
+  return [p.alphaUs, p.wakeUs, byte, reduced, message, p.crowdUsPerByte ?? byte, p.crowdUsPerReducedByte ?? reduced, p.crowdMessageUs ?? message, p.roundUs ?? 0];
 }
 
 export function pathTimeUs(p: PathCosts, c: StepCounts, ranks: number, cores: number): number {
@@ -93,7 +101,7 @@ export function checkModel(m: unknown, from: string): CostModel {
     if (!nonNegative(c!.wakeUs)) bad(`${p}.wakeUs`);
     if (!rate(c!.betaBytesPerUs)) bad(`${p}.betaBytesPerUs`);
     if (!rate(c!.gammaBytesPerUs)) bad(`${p}.gammaBytesPerUs`);
-    for (const f of ['messageUs', 'crowdMessageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte']) {
+    for (const f of ['messageUs', 'crowdMessageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte', 'roundUs']) {
       if (c![f] !== undefined && !nonNegative(c![f])) bad(`${p}.${f}`);
     }
   }
@@ -103,5 +111,5 @@ export function checkModel(m: unknown, from: string): CostModel {
 /** Coefficients (COEFFS order) as a path's costs. */
 export function pathCosts(x: readonly number[]): PathCosts {
   const r = (v: number) => (v > 0 ? 1 / v : null);
-  return { alphaUs: x[0], wakeUs: x[1], betaBytesPerUs: r(x[2]), gammaBytesPerUs: r(x[3]), messageUs: x[4], crowdUsPerByte: x[5], crowdUsPerReducedByte: x[6], crowdMessageUs: x[7] };
+  return { alphaUs: x[0], wakeUs: x[1], betaBytesPerUs: r(x[2]), gammaBytesPerUs: r(x[3]), messageUs: x[4], crowdUsPerByte: x[5], crowdUsPerReducedByte: x[6], crowdMessageUs: x[7], roundUs: x[8] };
 }

@@ -8,9 +8,9 @@ import type { CostModel } from './cost-model.js';
 export const DEFAULT_MODEL: CostModel = {
   version: 1,
   cores: 2,
-  // (at most as many ranks as cores the threads reduce as fast as they copy: γ is too fast to
-  // show apart from β; over TCP the bytes are nearly free beside o, and γ is what shows)
-  shm: { alphaUs: 1.985, wakeUs: 24.69, betaBytesPerUs: 6061, gammaBytesPerUs: null, messageUs: 0, crowdUsPerByte: 0.00009749, crowdUsPerReducedByte: 0.00001862, crowdMessageUs: 0 },
-  tcp: { alphaUs: 0, wakeUs: 0, betaBytesPerUs: 15790, gammaBytesPerUs: 1760, messageUs: 98.66, crowdUsPerByte: 0.00001584, crowdUsPerReducedByte: 0.001722, crowdMessageUs: 220.3 },
+  // (with a core per rank the threads' reduction does not show apart from their copies: γ is
+  // free; over TCP the bytes are nearly free beside o, and γ is what shows)
+  shm: { alphaUs: 1.974, wakeUs: 20.84, betaBytesPerUs: 6094, gammaBytesPerUs: null, messageUs: 0, crowdUsPerByte: 0.00009786, crowdUsPerReducedByte: 0.0000191, crowdMessageUs: 0, roundUs: 6.218 },
+  tcp: { alphaUs: 0, wakeUs: 0, betaBytesPerUs: 21000, gammaBytesPerUs: 1704, messageUs: 100.8, crowdUsPerByte: 0.0001754, crowdUsPerReducedByte: 0.001579, crowdMessageUs: 130.7, roundUs: 96.02 },
   source: { fit: 'src/tuner/fit.ts fitModel', sizes: '4K..64M x4', shm: '2..8 ranks: direct, twoshot', tcp: '2..8 ranks, one per process: ring, doubling', machine: 'AMD EPYC Zen 5, 2 vCPUs, Node 20' },
 };

@@ -1,9 +1,9 @@
-// Fits the cost model to measured rows: for each path, the coefficients (α, wake, 1/β, 1/γ, o
-// and the crowded o', 1/β', 1/γ') that minimise the squared relative error of the predicted
+// Fits the cost model to measured rows: for each path, the coefficients (α, wake, 1/β, 1/γ, o,
+// the crowded o', 1/β', 1/γ' and ρ) that minimise the squared relative error of the predicted
 // times over the rows (least squares on each row's features divided by its measured time, so a
 // 1 KiB row counts as much as a 64 MiB one), none negative (every subset of coefficients is
-// solved and the best one whose coefficients are all ≥ 0 is kept: eight coefficients, 255
-// subsets, a few milliseconds for a sweep's rows).
+// solved and the best one whose coefficients are all ≥ 0 is kept: nine coefficients, 511
+// subsets, tens of milliseconds for a sweep's rows).
 import { fail } from '../core/errors.js';
 import { type CostModel, features, pathCosts } from './cost-model.js';
 import { type Path, type StepCounts, netCounts, shmCounts } from './schedules.js';

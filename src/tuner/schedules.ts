@@ -20,11 +20,34 @@ export interface StepCounts {
   bytes: number;
   /** Bytes one rank's reduction kernels read. */
   reduced: number;
+  /**
+   * Steps in which only a share of the group's ranks work (recursive doubling's fold-in and
+   * fold-out, and its exchanges when ranks sit out); the other steps keep every rank busy. On
+   * a machine with fewer cores than busy ranks a step runs in turns (cost-model.ts, rounds).
+   */
+  partial?: { share: number; steps: number }[];
 }
 
 const NONE: StepCounts = { steps: 0, messages: 0, bytes: 0, reduced: 0 };
 
-const add = (a: StepCounts, b: StepCounts): StepCounts => ({ steps: a.steps + b.steps, messages: a.messages + b.messages, bytes: a.bytes + b.bytes, reduced: a.reduced + b.reduced });
+function add(a: StepCounts, b: StepCounts): StepCounts {
+  const sum: StepCounts = { steps: a.steps + b.steps, messages: a.messages + b.messages, bytes: a.bytes + b.bytes, reduced: a.reduced + b.reduced };
+  const partial = [...(a.partial ?? []), ...(b.partial ?? [])];
+  return partial.length ? { ...sum, partial } : sum;
+}
+
+/**
+ * Scheduling rounds beyond the first, summed over the steps, for `ranks` ranks of the group on a
+ * machine of `cores` cores: a step whose busy ranks (a share of them) outnumber the cores runs
+ * in ⌈busy / cores⌉ turns. (3 ranks on 2 cores: every ring step takes two turns; recursive
+ * doubling keeps two ranks busy at a time and takes one.)
+ */
+export function extraRounds(c: StepCounts, ranks: number, cores: number): number {
+  const turns = (busy: number) => Math.max(0, Math.ceil(busy / cores - 1e-9) - 1);
+  const partial = c.partial ?? [];
+  const whole = c.steps - partial.reduce((t, p) => t + p.steps, 0);
+  return whole * turns(ranks) + partial.reduce((t, p) => t + p.steps * turns(p.share * ranks), 0);
+}
 
 /**
  * Shared memory (assembly/engine/): direct takes one synchronisation per chunk of a slot,
@@ -60,8 +83,12 @@ export function netCounts(algo: 'ring' | 'doubling' | 'tree', n: number, bytes: 
   }
   if (algo === 'doubling') {
     const rounds = Math.floor(Math.log2(n));
-    const extra = n > 2 ** rounds ? 2 : 0;
-    return { steps: rounds + extra, messages: rounds + extra, bytes: (rounds + extra) * bytes, reduced: (rounds + (extra ? 1 : 0)) * bytes };
+    const q = 2 ** rounds;
+    const extra = n > q ? 2 : 0;
+    const counts = { steps: rounds + extra, messages: rounds + extra, bytes: (rounds + extra) * bytes, reduced: (rounds + (extra ? 1 : 0)) * bytes };
+    // Beyond a power of two, the q ranks that double leave n − q idle, and the fold-in and
+    // fold-out steps keep only the 2(n − q) ranks that fold busy.
+    return extra ? { ...counts, partial: [{ share: q / n, steps: rounds }, { share: (2 * (n - q)) / n, steps: 2 }] } : counts;
   }
   const depth = Math.ceil(Math.log2(n + 1));
   const p = pieceCount(bytes / 2);

@@ -88,7 +88,7 @@ export async function tuneMain(argv: string[]): Promise<number> {
   for (const p of o.paths) {
     const c = model[p];
     const rate = (x: number | null) => (x === null ? 'free' : `${(x / 1000).toFixed(2)} GB/s`);
-    process.stdout.write(`tune: ${p}: α ${c.alphaUs.toFixed(2)} us, wake ${c.wakeUs.toFixed(2)} us per rank beyond ${cores} cores, o ${(c.messageUs ?? 0).toFixed(2)} us per message, β ${rate(c.betaBytesPerUs)}, γ ${rate(c.gammaBytesPerUs)}; per core's worth of ranks beyond: o' ${(c.crowdMessageUs ?? 0).toFixed(2)} us, ${(1000 * (c.crowdUsPerByte ?? 0)).toFixed(3)} ns per byte moved, ${(1000 * (c.crowdUsPerReducedByte ?? 0)).toFixed(3)} ns per byte reduced; median error ${(100 * medianError(model, rows.filter((r) => r.path === p))).toFixed(0)}%\n`);
+    process.stdout.write(`tune: ${p}: α ${c.alphaUs.toFixed(2)} us, wake ${c.wakeUs.toFixed(2)} us per rank beyond ${cores} cores, o ${(c.messageUs ?? 0).toFixed(2)} us per message, β ${rate(c.betaBytesPerUs)}, γ ${rate(c.gammaBytesPerUs)}; per core's worth of ranks beyond: o' ${(c.crowdMessageUs ?? 0).toFixed(2)} us, ${(1000 * (c.crowdUsPerByte ?? 0)).toFixed(3)} ns per byte moved, ${(1000 * (c.crowdUsPerReducedByte ?? 0)).toFixed(3)} ns per byte reduced; ρ ${(c.roundUs ?? 0).toFixed(2)} us per turn beyond the first in a step; median error ${(100 * medianError(model, rows.filter((r) => r.path === p))).toFixed(0)}%\n`);
   }
   process.stdout.write(`tune: wrote ${out}\n`);
   return 0;
