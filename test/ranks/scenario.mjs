@@ -10,6 +10,17 @@ const report = (m) => parentPort.postMessage(m);
 const errorOf = (e) => ({ code: e?.code, message: String(e?.message ?? e), details: e?.details });
 /** Awaits an op and reports { error: null } or { error: { code, message, details } }. */
 const reportOutcome = (work) => work.then(() => report({ error: null }), (e) => report({ error: errorOf(e) }));
+/**
+ * The op `issue` makes, or its error: a rank that issues once it knows its communicator is
+ * aborted gets the coded error at issue (a throw), one that issued before gets it from the Work.
+ */
+const issued = (issue) => {
+  try {
+    return issue();
+  } catch (e) {
+    return Promise.reject(e);
+  }
+};
 /** The first few wrong elements rank r finds, and the check that records them. */
 function checker(r) {
   const wrong = [];
@@ -90,7 +101,7 @@ const scenarios = {
     if (comm.rank === p.late) {
       // Stay away until the others have failed, then find the communicator aborted.
       await new Promise((res) => setTimeout(res, p.timeoutMs * 3));
-      await reportOutcome(comm.allReduce(new Float32Array(4)));
+      await reportOutcome(issued(() => comm.allReduce(new Float32Array(4))));
       return;
     }
     await reportOutcome(comm.allReduce(new Float32Array(4)));
@@ -536,15 +547,8 @@ const scenarios = {
     const comm = await ccl.initCommGroup({ timeoutMs: 60_000 });
     if (comm.rank === 1) await new Promise((res) => setTimeout(res, p.lateMs));
     if (p.dies === comm.rank) throw new Error('rank 1 fails on purpose');
-    // A rank that issues after its communicator was aborted gets the coded error at issue (a
-    // throw), one that issued before gets it from the Work: either is its outcome. (Which one
-    // rank 1 meets depends on how soon it learns of the abort: seen both ways under load.)
-    let w;
-    try {
-      w = comm.allReduce(new Float32Array(p.count).fill(1));
-    } catch (e) {
-      w = Promise.reject(e);
-    }
+    // (rank 1 may know of the abort by the time it issues: seen both ways under load)
+    const w = issued(() => comm.allReduce(new Float32Array(p.count).fill(1)));
     report({ posted: comm.rank });
     await reportOutcome(w);
   },
