@@ -64,6 +64,16 @@ describe.each(['procs', 'nnodes'] as const)('webccl run --%s, 2 ranks across nod
     expect(r.stderr).toMatch(/tuner: tunes with the job's cost model \(rank \d's (built-in model|\S+free-model\.json), \d+ cores\), not this rank's own/);
   });
 
+  it("a rank whose own model file is missing still fails INVALID_ARGUMENT naming it (the job's model does not hide it)", async () => {
+    const missing = join(tmp, 'no-such-model.json');
+    // (it fails before it joins: across nodes its peers wait for it until the connect deadline)
+    const r = await launch(form, 'models', { WEBCCL_CONNECT_TIMEOUT_MS: '5000' }, [missing]);
+    expect(r.hung, r.stderr).toBe(false);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/INVALID_ARGUMENT/);
+    expect(r.stderr).toContain(`WEBCCL_MODEL: cannot read ${missing}`);
+  });
+
   it('ranks that disagree on WEBCCL_PIECE_BYTES: MISMATCH on both, naming the field (piece) and both sizes', async () => {
     const r = await launch(form, 'disagree');
     expect(r.hung, r.stderr).toBe(false);
