@@ -62,15 +62,15 @@ export function fitRelative(x: number[][], y: number[]): number[] {
     const z = solve(a, b);
     if (!z || z.some((v) => v < 0 || !Number.isFinite(v))) continue;
     const coef = new Array<number>(k).fill(0);
-    // (a coefficient that adds under a billionth of any row's time is rounding: no cost at all)
-    cols.forEach((j, p) => (coef[j] = rows.some((r) => Math.abs(r[j] * z[p] / scale[p]) > 1e-9) ? z[p] / scale[p] : 0));
+    cols.forEach((j, p) => (coef[j] = z[p] / scale[p]));
     const err = rows.reduce((s, r) => s + (r.reduce((t, v, j) => t + v * coef[j], 0) - 1) ** 2, 0);
     if (err < bestErr) {
       bestErr = err;
       best = coef;
     }
   }
-  return best;
+  // A coefficient that adds under a billionth of any row's time is rounding: no cost at all.
+  return best.map((c, j) => (rows.some((r) => Math.abs(r[j] * c) > 1e-9) ? c : 0));
 }
 
 /**

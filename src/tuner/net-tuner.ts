@@ -32,7 +32,6 @@ export function netTuningBasis(): TuningBasis {
   }
   return standingModel;
 }
-const model = netTuningBasis;
 
 /** Uses `m` (and `cores`) from now on instead of the model in force (tests, the simulator). */
 export function useNetModel(m: CostModel | undefined, cores?: number): void {
@@ -71,7 +70,7 @@ export function doublingMaxBytes(size: number, sharing = size): number {
   const key = `${size}/${sharing}`;
   let x = crossovers.get(key);
   if (x === undefined) {
-    const { model: m, cores } = model();
+    const { model: m, cores } = netTuningBasis();
     x = crossoverBytes((b) => flatPredictions(m, size, b, cores, sharing), 'doubling');
     crossovers.set(key, x);
   }
@@ -106,7 +105,7 @@ export function resolveNetAlgo(commAlgo: unknown, topo: NetTopology): NetAlgo | 
 
 /** The model's predictions for every schedule that can run on this topology. */
 export function netPredictions(bytes: number, size: number, topo: NetTopology): Prediction[] {
-  const { model: m, cores } = model();
+  const { model: m, cores } = netTuningBasis();
   const sharing = topo.sharing ?? size;
   const preds = flatPredictions(m, size, bytes, cores, sharing);
   if (topo.nodes > 1 && topo.perNode > 1) preds.push(hierarchicalPrediction(m, topo.nodes, topo.perNode, bytes, cores, sharing));
@@ -142,7 +141,7 @@ export function chooseNetAllReduce(bytes: number, size: number, topo: NetTopolog
  */
 export function ringPiece(bytes: number, size: number, sharing = size, forced?: number): number {
   if (forced !== undefined) return forced;
-  const { model: m, cores } = model();
+  const { model: m, cores } = netTuningBasis();
   const piece = ringPieceBytes(m, size, bytes, sharing, cores);
   if (enabled('INFO')) {
     const costs = () => ringPieceCosts(m, size, bytes, sharing, cores).map((c) => ({ algo: `${showBytes(c.pieceBytes)}`, us: c.us }));
