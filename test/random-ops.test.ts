@@ -1,0 +1,60 @@
+// Seeded random sequences of ops under every launch form, with the built CLI: the rank script
+// (test/fixtures/random-ops.mjs) draws the same ops on every rank — every collective and
+// send/recv, on the world, a split and a random subset group, every dtype and reduce op,
+// alloc() and plain buffers, in place and out of place, counts at the edges, batches in flight
+// across communicators — checks each result against its own plain reference and prints
+// "ok <rank> <ops>". The grid's edges get their own runs: 8 thread ranks on 2 cores in each
+// progress mode, tiny slots (every op crosses chunk boundaries), the scalar build.
+// More and longer on request: WEBCCL_RANDOM_OPS=400 WEBCCL_RANDOM_SEEDS=10 npx vitest run test/random-ops.
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { freePort } from './helpers/net.js';
+import { type Env, type Run, cleanEnv, run } from './helpers/jobs.js';
+import { launchFixture } from './helpers/launch-fixture.js';
+
+const f = launchFixture('random-ops.mjs', 'random-ops');
+const env = (extra: Env = {}): Env => cleanEnv({ HOME: join(f.tmp, 'home'), WEBCCL_TOKEN: 'random-ops-test', ...extra });
+const OPS = Number(process.env.WEBCCL_RANDOM_OPS) || 120;
+const SEEDS = Array.from({ length: Number(process.env.WEBCCL_RANDOM_SEEDS) || 1 }, (_, k) => 11 + k);
+
+type Form = 'threads' | 'procs' | 'nnodes';
+
+/** Runs `n` ranks in `form` (nnodes: 2 launchers of n/2 threads); every launcher's run. */
+async function launch(form: Form, n: number, seed: number, extra: Env = {}): Promise<Run[]> {
+  const args = [f.script, JSON.stringify({ seed, ops: OPS })];
+  if (form === 'nnodes') {
+    const port = String(await freePort());
+    return Promise.all([0, 1].map((k) => run(process.execPath, [f.bin, 'run', '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', String(n / 2),
+      '--master-addr', '127.0.0.1', '--master-port', port, ...args], env(extra), 240_000, f.root)));
+  }
+  return [await run(process.execPath, [f.bin, 'run', ...(form === 'procs' ? ['--procs'] : []), '-n', String(n), ...args], env(extra), 240_000, f.root)];
+}
+
+/** Every launcher ended well and every rank said ok. */
+function allOk(runs: Run[], n: number): void {
+  const out = runs.map((r) => r.stdout).join('');
+  const wrong = out.split('\n').filter((l) => /^(wrong|failed) /.test(l));
+  expect(wrong, out).toEqual([]);
+  for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+  expect([...out.matchAll(/^ok (\d+) \d+$/gm)].map((m) => Number(m[1])).sort((a, b) => a - b)).toEqual([...Array(n).keys()]);
+}
+
+const cases: { name: string; form: Form; n: number; env?: Env }[] = [
+  { name: '8 thread ranks on 2 cores (auto progress)', form: 'threads', n: 8 },
+  { name: '8 thread ranks, every op on the progress thread', form: 'threads', n: 8, env: { WEBCCL_PROGRESS: 'thread' } },
+  { name: '8 thread ranks, every op on the ranks, no spinning', form: 'threads', n: 8, env: { WEBCCL_PROGRESS: 'caller', WEBCCL_SPIN_US: '0' } },
+  { name: '5 thread ranks, 4 KiB slots (ops cross chunk boundaries)', form: 'threads', n: 5, env: { WEBCCL_BUFFSIZE: '4096' } },
+  { name: '3 thread ranks, scalar wasm, WEBCCL_CHECK=1', form: 'threads', n: 3, env: { WEBCCL_WASM: 'scalar', WEBCCL_CHECK: '1' } },
+  { name: '3 processes over TCP', form: 'procs', n: 3 },
+  { name: '2 nodes x 2 threads, 3 channels', form: 'nnodes', n: 4, env: { WEBCCL_NCHANNELS: '3' } },
+];
+
+describe('seeded random ops, every result checked', () => {
+  for (const c of cases) {
+    for (const seed of SEEDS) {
+      it(`${c.name} (seed ${seed}, ${OPS} ops)`, async () => {
+        allOk(await launch(c.form, c.n, seed, c.env), c.n);
+      }, 300_000);
+    }
+  }
+});
