@@ -22,8 +22,13 @@ interface Held {
 
 export class BuffersInFlight {
   private readonly held = new KeepList<Held>();
-  /** Held buffers by the memory they view: a buffer over memory no held op views needs no search. */
-  private readonly byMemory = new Map<ArrayBufferLike, number>();
+  /**
+   * Held buffers counted by the memory they view: a buffer over memory no held op views needs
+   * no search. Pairs of arrays, not a Map: a program holds one or two memories at a time, and a
+   * look through two entries costs less than hashing the key (a ping-pong pays it per message).
+   */
+  private readonly memories: ArrayBufferLike[] = [];
+  private readonly counts: number[] = [];
   /** opsSeen() when the list was last looked through: nothing seen since, nothing to release. */
   private seenAtRelease = -1;
 
@@ -44,7 +49,7 @@ export class BuffersInFlight {
   /** `name #seq` of an op the caller has not yet seen end that reads or writes any byte of `b`. */
   heldBy(b: Buf): string | undefined {
     this.release();
-    if (!this.byMemory.has(b.bytes.buffer)) return undefined;
+    if (this.memories.indexOf(b.bytes.buffer) < 0) return undefined;
     // Loops, not find/filter: every op issued runs this (a ping-pong pays it per message).
     const held = this.held;
     for (let i = 0; i < held.length; i++) {
@@ -57,9 +62,18 @@ export class BuffersInFlight {
   private count(b: Buf | null, by: number): void {
     if (b === null) return;
     const m = b.bytes.buffer;
-    const n = (this.byMemory.get(m) ?? 0) + by;
-    if (n > 0) this.byMemory.set(m, n);
-    else this.byMemory.delete(m);
+    const i = this.memories.indexOf(m);
+    if (i < 0) {
+      if (by <= 0) return;
+      this.memories.push(m);
+      this.counts.push(by);
+    } else if ((this.counts[i] += by) <= 0) {
+      // The last entry takes the emptied one's place.
+      this.memories[i] = this.memories[this.memories.length - 1];
+      this.counts[i] = this.counts[this.counts.length - 1];
+      this.memories.pop();
+      this.counts.pop();
+    }
   }
 
   /**
