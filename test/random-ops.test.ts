@@ -20,14 +20,15 @@ const SEEDS = Array.from({ length: Number(process.env.WEBCCL_RANDOM_SEEDS) || 1 
 type Form = 'threads' | 'procs' | 'nnodes';
 
 /** Runs `n` ranks in `form` (nnodes: 2 launchers of n/2 threads); every launcher's run. */
-async function launch(form: Form, n: number, seed: number, extra: Env = {}): Promise<Run[]> {
-  const args = [f.script, JSON.stringify({ seed, ops: OPS })];
+async function launch(form: Form, n: number, seed: number, extra: Env = {}, die?: { rank: number; at: number }): Promise<Run[]> {
+  const args = [f.script, JSON.stringify({ seed, ops: OPS, die })];
+  const flags = die ? ['--fault-tolerant'] : [];
   if (form === 'nnodes') {
     const port = String(await freePort());
-    return Promise.all([0, 1].map((k) => run(process.execPath, [f.bin, 'run', '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', String(n / 2),
+    return Promise.all([0, 1].map((k) => run(process.execPath, [f.bin, 'run', ...flags, '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', String(n / 2),
       '--master-addr', '127.0.0.1', '--master-port', port, ...args], env(extra), 240_000, f.root)));
   }
-  return [await run(process.execPath, [f.bin, 'run', ...(form === 'procs' ? ['--procs'] : []), '-n', String(n), ...args], env(extra), 240_000, f.root)];
+  return [await run(process.execPath, [f.bin, 'run', ...flags, ...(form === 'procs' ? ['--procs'] : []), '-n', String(n), ...args], env(extra), 240_000, f.root)];
 }
 
 /** Every launcher ended well and every rank said ok. */
@@ -49,7 +50,33 @@ const cases: { name: string; form: Form; n: number; env?: Env }[] = [
   { name: '2 nodes x 2 threads, 3 channels', form: 'nnodes', n: 4, env: { WEBCCL_NCHANNELS: '3' } },
 ];
 
+// A rank dies (exits 7) just before a drawn op, with the others' ops in flight on the world and
+// on groups: under --fault-tolerant every other rank's pending or next op fails with a coded
+// error — never a hang, never a wrong result before it — and the launchers end well.
+const deaths: { name: string; form: Form; n: number; rank: number; at: number; env?: Env }[] = [
+  { name: '8 thread ranks, rank 5 dies at op 12', form: 'threads', n: 8, rank: 5, at: 12 },
+  { name: '8 thread ranks on the progress thread, rank 6 dies at op 75', form: 'threads', n: 8, rank: 6, at: 75, env: { WEBCCL_PROGRESS: 'thread' } },
+  { name: '3 processes, rank 0 (the store) dies at op 12', form: 'procs', n: 3, rank: 0, at: 12 },
+  { name: '2 nodes x 2 threads, rank 2 dies at op 75', form: 'nnodes', n: 4, rank: 2, at: 75 },
+];
+
+/** Every launcher ended well, and every rank but the dead one reported a coded fault. */
+function survivorsFailed(runs: Run[], n: number, dead: number): void {
+  const out = runs.map((r) => r.stdout).join('');
+  expect(out.split('\n').filter((l) => /^(wrong|failed) /.test(l)), out).toEqual([]);
+  for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+  const faults = [...out.matchAll(/^fault (\d+) (\w+) /gm)].map((m) => [Number(m[1]), m[2]] as const).sort((a, b) => a[0] - b[0]);
+  expect(faults.map(([r]) => r), out).toEqual([...Array(n).keys()].filter((r) => r !== dead));
+  for (const [, code] of faults) expect(['CONNECTION_CLOSED', 'ABORTED', 'TIMEOUT']).toContain(code);
+}
+
 describe('seeded random ops, every result checked', () => {
+  for (const c of deaths) {
+    it(`${c.name} under --fault-tolerant: every other rank fails with a coded error (seed ${SEEDS[0]})`, async () => {
+      survivorsFailed(await launch(c.form, c.n, SEEDS[0], { WEBCCL_TIMEOUT_MS: '30000', ...c.env }, { rank: c.rank, at: c.at }), c.n, c.rank);
+    }, 300_000);
+  }
+
   for (const c of cases) {
     for (const seed of SEEDS) {
       it(`${c.name} (seed ${seed}, ${OPS} ops)`, async () => {
