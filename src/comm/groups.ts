@@ -113,6 +113,7 @@ async function form(f: Former, groups: number[][], opts: CommunicatorOptions): P
   const placement: Placement = {
     worldRanks: mine.map((r) => p.worldRanks[r]), nodeOf: mine.map((r) => p.nodeOf[r]), localOf: mine.map((r) => p.localOf[r]),
     space: where[mine[0]][1], group: true, net: p.net, id: '',
+    ...(p.netRanks && { netRanks: mine.map((r) => p.netRanks![r]) }),
   };
   placement.id = `${p.id}.${placement.worldRanks[0]}:${where[mine[0]][2]}`;
   const rank = mine.indexOf(me);
@@ -124,7 +125,8 @@ async function form(f: Former, groups: number[][], opts: CommunicatorOptions): P
   const local = here.length > 1
     ? oneNodeGroup(f, block, here.indexOf(rank), { ...placement, worldRanks: here.map((i) => placement.worldRanks[i]), nodeOf: here.map(() => 0), localOf: here.map((i) => placement.localOf[i]) }, { timeoutMs: opts.timeoutMs })
     : undefined;
-  const transport = net.spaces.open(placement.space, placement.worldRanks, rank);
+  // The members as the connections number them (world ranks, unless the parent was shrunk).
+  const transport = net.spaces.open(placement.space, placement.netRanks ?? fail('INTERNAL', 'a group across nodes without its ranks on the connections'), rank);
   placement.release = () => local?.destroy();
   return f.make(f.ctx, opts, {
     rank, size: mine.length, placement,

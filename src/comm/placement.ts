@@ -20,6 +20,12 @@ export interface Placement {
   id: string;
   /** Across nodes: the job's connections, and its rendezvous store. */
   net?: NetPlacement;
+  /**
+   * Across nodes: each rank's number on the connections of `net`. Its world rank, except in a
+   * communicator shrunk across nodes (and its groups): the survivors connect anew and are
+   * numbered 0..m−1 there, while their world ranks still name them in messages.
+   */
+  netRanks?: readonly number[];
   /** Called once when the communicator is destroyed: frees what it holds in the node memory. */
   release?: () => void;
 }
@@ -46,7 +52,7 @@ export function netWorld(nodeOf: readonly number[], net: NetPlacement): Placemen
     seen.set(n, i + 1);
     return i;
   });
-  return { worldRanks: iota(nodeOf.length), nodeOf, localOf, space: 0, group: false, id: 'w', net };
+  return { worldRanks: iota(nodeOf.length), nodeOf, localOf, space: 0, group: false, id: 'w', net, netRanks: iota(nodeOf.length) };
 }
 
 /** Whether the communicator's ranks are on several nodes. */

@@ -106,8 +106,10 @@ async function acrossNodes(f: Former, failure: WebcclError | undefined, opts: Co
   const spaces = new TransportSpaces(transport);
   const netPlace: NetPlacement = { spaces, store, remesh: net.remesh };
   placement.net = netPlace;
+  // The new connections number the survivors 0..m−1 (their groups open tag spaces on them so).
+  placement.netRanks = members.map((_, i) => i);
   placement.release = () => local?.destroy();
-  const view = spaces.open(0, placement.worldRanks.map((_, i) => i), rank);
+  const view = spaces.open(0, placement.netRanks, rank);
   return f.make(ctx, opts, {
     rank, size: members.length, placement,
     engine: (counters, algo, ms) => new NetEngine(ctx, { rank, size: members.length, transport: view, nodeOf: [...placement.nodeOf], store }, local, counters, algo, ms),
