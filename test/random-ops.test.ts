@@ -20,8 +20,8 @@ const SEEDS = Array.from({ length: Number(process.env.WEBCCL_RANDOM_SEEDS) || 1 
 type Form = 'threads' | 'procs' | 'nnodes';
 
 /** Runs `n` ranks in `form` (nnodes: 2 launchers of n/2 threads); every launcher's run. */
-async function launch(form: Form, n: number, seed: number, extra: Env = {}, die?: { rank: number; at: number }): Promise<Run[]> {
-  const args = [f.script, JSON.stringify({ seed, ops: OPS, die })];
+async function launch(form: Form, n: number, seed: number, extra: Env = {}, die?: { rank: number; at: number }, shrink = false): Promise<Run[]> {
+  const args = [f.script, JSON.stringify({ seed, ops: OPS, die, shrink })];
   const flags = die ? ['--fault-tolerant'] : [];
   if (form === 'nnodes') {
     const port = String(await freePort());
@@ -70,7 +70,27 @@ function survivorsFailed(runs: Run[], n: number, dead: number): void {
   for (const [, code] of faults) expect(['CONNECTION_CLOSED', 'ABORTED', 'TIMEOUT']).toContain(code);
 }
 
+// The same deaths, then the survivors shrink the world, form their groups anew over it and run
+// as many ops again, every result checked (world rank 0 serves the store and must survive).
+const shrinks: { name: string; form: Form; n: number; rank: number; at: number; env?: Env }[] = [
+  { name: '5 thread ranks, rank 3 dies at op 12', form: 'threads', n: 5, rank: 3, at: 12 },
+  { name: '4 processes, rank 1 dies at op 75', form: 'procs', n: 4, rank: 1, at: 75 },
+  { name: '2 nodes x 2 threads, rank 1 dies at op 12', form: 'nnodes', n: 4, rank: 1, at: 12 },
+];
+
 describe('seeded random ops, every result checked', () => {
+  for (const c of shrinks) {
+    it(`${c.name}: the survivors shrink and run ${OPS} more ops, every result checked (seed ${SEEDS[0]})`, async () => {
+      const runs = await launch(c.form, c.n, SEEDS[0], { WEBCCL_TIMEOUT_MS: '30000', ...c.env }, { rank: c.rank, at: c.at }, true);
+      const out = runs.map((r) => r.stdout).join('');
+      expect(out.split('\n').filter((l) => /^(wrong|failed) /.test(l)), out).toEqual([]);
+      for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+      // "ok-after-shrink <old world rank> <new rank> of <new size> <ops>": the survivors in order, renumbered.
+      const oks = [...out.matchAll(/^ok-after-shrink (\d+) (\d+) of (\d+) \d+$/gm)].map((m) => [Number(m[1]), Number(m[2]), Number(m[3])]).sort((a, b) => a[0] - b[0]);
+      expect(oks, out).toEqual([...Array(c.n).keys()].filter((r) => r !== c.rank).map((r, i) => [r, i, c.n - 1]));
+    }, 300_000);
+  }
+
   for (const c of deaths) {
     it(`${c.name} under --fault-tolerant: every other rank fails with a coded error (seed ${SEEDS[0]})`, async () => {
       survivorsFailed(await launch(c.form, c.n, SEEDS[0], { WEBCCL_TIMEOUT_MS: '30000', ...c.env }, { rank: c.rank, at: c.at }), c.n, c.rank);
