@@ -104,3 +104,13 @@ describe.each(['threads', 'procs', 'nnodes'] as Form[])('groups with webccl run 
     for (const r of runs) expect({ code: r.code, hung: r.hung }).toEqual({ code: 0, hung: false });
   });
 });
+
+// A group with 2 members on one node and 3 on the other: each member tunes its ops alone, so
+// what it tunes from must not depend on its own node's count (it did: 2 members took 64 KiB
+// ring pieces, 3 took 512 KiB, and every op of the group failed MISMATCH).
+it('a group spread unevenly over 2 nodes (2 + 3 members) runs allReduce and allGather from 8 B to 16 MiB', async () => {
+  const { runs, out } = await launch('nnodes', [], { n: 6, script: join(root, 'test', 'fixtures', 'uneven-group.mjs') });
+  for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+  expect(out).not.toMatch(/^fault /m);
+  expect([...out.matchAll(/^ok rank (\d+) sizes (\d+)$/gm)].map((m) => [Number(m[1]), Number(m[2])]).sort((a, b) => a[0] - b[0])).toEqual([0, 1, 3, 4, 5].map((r) => [r, 8]));
+});

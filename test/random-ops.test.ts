@@ -20,9 +20,9 @@ const SEEDS = Array.from({ length: Number(process.env.WEBCCL_RANDOM_SEEDS) || 1 
 type Form = 'threads' | 'procs' | 'nnodes';
 
 /** Runs `n` ranks in `form` (nnodes: 2 launchers of n/2 threads); every launcher's run. */
-async function launch(form: Form, n: number, seed: number, extra: Env = {}, die?: { rank: number; at: number }, shrink = false): Promise<Run[]> {
-  const args = [f.script, JSON.stringify({ seed, ops: OPS, die, shrink })];
-  const flags = die ? ['--fault-tolerant'] : [];
+async function launch(form: Form, n: number, seed: number, extra: Env = {}, die?: { rank: number; at: number }, shrinkAfter?: { rank: number; at: number }[]): Promise<Run[]> {
+  const args = [f.script, JSON.stringify(shrinkAfter ? { seed, ops: OPS, deaths: shrinkAfter, shrink: true } : { seed, ops: OPS, die })];
+  const flags = die || shrinkAfter ? ['--fault-tolerant'] : [];
   if (form === 'nnodes') {
     const port = String(await freePort());
     return Promise.all([0, 1].map((k) => run(process.execPath, [f.bin, 'run', ...flags, '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', String(n / 2),
@@ -72,25 +72,28 @@ function survivorsFailed(runs: Run[], n: number, dead: number): void {
 
 // The same deaths, then the survivors shrink the world, form their groups anew over it and run
 // as many ops again, every result checked (world rank 0 serves the store and must survive).
-const shrinks: { name: string; form: Form; n: number; rank: number; at: number; env?: Env }[] = [
-  { name: '5 thread ranks, rank 3 dies at op 12', form: 'threads', n: 5, rank: 3, at: 12 },
-  { name: '4 processes, rank 1 dies at op 75', form: 'procs', n: 4, rank: 1, at: 75 },
-  { name: '2 nodes x 2 threads, rank 1 dies at op 12', form: 'nnodes', n: 4, rank: 1, at: 12 },
+// With two deaths (one in each world, `rank` counted in that world), they shrink twice.
+const shrinks: { name: string; form: Form; n: number; deaths: { rank: number; at: number }[]; env?: Env }[] = [
+  { name: '5 thread ranks, rank 3 dies at op 12', form: 'threads', n: 5, deaths: [{ rank: 3, at: 12 }] },
+  { name: '4 processes, rank 1 dies at op 75', form: 'procs', n: 4, deaths: [{ rank: 1, at: 75 }] },
+  { name: '2 nodes x 2 threads, rank 1 dies at op 12', form: 'nnodes', n: 4, deaths: [{ rank: 1, at: 12 }] },
+  { name: '2 nodes x 3 threads, rank 3 dies at op 20, then rank 1 of the 5 left at op 150', form: 'nnodes', n: 6, deaths: [{ rank: 3, at: 20 }, { rank: 1, at: 150 }] },
 ];
 
 describe('seeded random ops, every result checked', () => {
   for (const c of shrinks) {
     it(`${c.name}: the survivors shrink and run ${OPS} more ops, every result checked (seed ${SEEDS[0]})`, async () => {
-      const runs = await launch(c.form, c.n, SEEDS[0], { WEBCCL_TIMEOUT_MS: '30000', ...c.env }, { rank: c.rank, at: c.at }, true);
+      const runs = await launch(c.form, c.n, SEEDS[0], { WEBCCL_TIMEOUT_MS: '30000', ...c.env }, undefined, c.deaths);
       const out = runs.map((r) => r.stdout).join('');
       expect(out.split('\n').filter((l) => /^(wrong|failed) /.test(l)), out).toEqual([]);
       for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
-      // "ok-after-shrink <old world rank> <new rank> of <new size> <ops>": the survivors in order, renumbered.
-      const oks = [...out.matchAll(/^ok-after-shrink (\d+) (\d+) of (\d+) \d+$/gm)].map((m) => [Number(m[1]), Number(m[2]), Number(m[3])]).sort((a, b) => a[0] - b[0]);
-      expect(oks, out).toEqual([...Array(c.n).keys()].filter((r) => r !== c.rank).map((r, i) => [r, i, c.n - 1]));
+      const left = [...Array(c.n).keys()];
+      for (const d of c.deaths) left.splice(d.rank, 1);
+      // "ok-after-shrink <job world rank> <new rank> of <new size> <ops> after <shrinks>": the survivors in order, renumbered.
+      const oks = [...out.matchAll(/^ok-after-shrink (\d+) (\d+) of (\d+) \d+ after (\d+)$/gm)].map((m) => [Number(m[1]), Number(m[2]), Number(m[3]), Number(m[4])]).sort((a, b) => a[0] - b[0]);
+      expect(oks, out).toEqual(left.map((r, i) => [r, i, left.length, c.deaths.length]));
     }, 300_000);
   }
-
   for (const c of deaths) {
     it(`${c.name} under --fault-tolerant: every other rank fails with a coded error (seed ${SEEDS[0]})`, async () => {
       survivorsFailed(await launch(c.form, c.n, SEEDS[0], { WEBCCL_TIMEOUT_MS: '30000', ...c.env }, { rank: c.rank, at: c.at }), c.n, c.rank);

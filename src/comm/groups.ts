@@ -130,7 +130,7 @@ async function form(f: Former, groups: number[][], opts: CommunicatorOptions): P
   placement.release = () => local?.destroy();
   return f.make(f.ctx, opts, {
     rank, size: mine.length, placement,
-    engine: (counters, algo, timeoutMs) => new NetEngine(f.ctx, { rank, size: mine.length, transport, nodeOf: [...placement.nodeOf] }, local, counters, algo, timeoutMs),
+    engine: (counters, algo, timeoutMs) => new NetEngine(f.ctx, { rank, size: mine.length, transport, nodeOf: [...placement.nodeOf], oneHost: net.oneHost }, local, counters, algo, timeoutMs),
   });
 }
 

@@ -108,7 +108,10 @@ export class NetEngine implements Engine, WorkDriver {
     const nodes = nodesOf(world.nodeOf);
     const perNode = nodes.every((n) => n.length === nodes[0].length) ? nodes[0].length : 0;
     this.nodeRanks = nodes.find((n) => n.includes(world.rank))!;
-    this.topo = { nodes: nodes.length, perNode, sharing: world.oneHost ? world.size : this.nodeRanks.length };
+    // What the tuner decides from must be the same on every rank (each decides alone, and ranks
+    // that pick other schedules or pieces fail MISMATCH): with nodes of unequal counts (a group,
+    // a shrunk communicator), the most ranks any machine holds, not this rank's node's count.
+    this.topo = { nodes: nodes.length, perNode, sharing: world.oneHost ? world.size : Math.max(...nodes.map((n) => n.length)) };
     const at = this.nodeRanks.indexOf(world.rank);
     this.interRanks = perNode ? nodes.map((n) => n[at]) : [world.rank];
     this.worldRanks = world.nodeOf.map((_, r) => r);

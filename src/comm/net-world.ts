@@ -56,7 +56,7 @@ export async function netWorldCommunicator(i: NetWorldInput): Promise<Communicat
   });
   // Every communicator of the job (the world, its groups) shares these connections, each in its own tag space.
   const spaces = new TransportSpaces(met.transport);
-  const placement = netWorld(met.nodeOf, { spaces, store: met.store, remesh: i.remesh });
+  const placement = netWorld(met.nodeOf, { spaces, store: met.store, remesh: i.remesh, oneHost: i.oneHost });
   const transport = spaces.open(0, placement.worldRanks, world.rank);
   return new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs }, {
     rank: world.rank, size: world.size, placement,

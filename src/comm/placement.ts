@@ -35,6 +35,8 @@ export interface NetPlacement {
   store?: JobStore;
   /** Connects `size` ranks of the job anew (this one is `rank`), meeting under store key `prefix`. */
   remesh?: (prefix: string, rank: number, size: number) => Promise<Transport>;
+  /** Every rank of the job runs on this machine (a loopback rendezvous): the tuner counts them as sharing its cores. */
+  oneHost?: boolean;
 }
 
 const iota = (n: number) => Array.from({ length: n }, (_, i) => i);

@@ -104,7 +104,7 @@ async function acrossNodes(f: Former, failure: WebcclError | undefined, opts: Co
     : undefined;
   const transport = await net.remesh(`${prefix}/mesh`, rank, members.length);
   const spaces = new TransportSpaces(transport);
-  const netPlace: NetPlacement = { spaces, store, remesh: net.remesh };
+  const netPlace: NetPlacement = { spaces, store, remesh: net.remesh, oneHost: net.oneHost };
   placement.net = netPlace;
   // The new connections number the survivors 0..m−1 (their groups open tag spaces on them so).
   placement.netRanks = members.map((_, i) => i);
@@ -112,7 +112,7 @@ async function acrossNodes(f: Former, failure: WebcclError | undefined, opts: Co
   const view = spaces.open(0, placement.netRanks, rank);
   return f.make(ctx, opts, {
     rank, size: members.length, placement,
-    engine: (counters, algo, ms) => new NetEngine(ctx, { rank, size: members.length, transport: view, nodeOf: [...placement.nodeOf], store }, local, counters, algo, ms),
+    engine: (counters, algo, ms) => new NetEngine(ctx, { rank, size: members.length, transport: view, nodeOf: [...placement.nodeOf], store, oneHost: net.oneHost }, local, counters, algo, ms),
   });
 }
 
