@@ -83,7 +83,8 @@ export interface NetTopology {
   perNode: number;
   /**
    * Ranks on each machine, sharing its cores (the cost model's contention): all of them when
-   * the rendezvous is on loopback, else those of one node. Default: every rank.
+   * the rendezvous is on loopback, else the most that any node of the communicator holds (the
+   * same number on every rank). Default: every rank.
    */
   sharing?: number;
 }
