@@ -114,3 +114,13 @@ it('a group spread unevenly over 2 nodes (2 + 3 members) runs allReduce and allG
   expect(out).not.toMatch(/^fault /m);
   expect([...out.matchAll(/^ok rank (\d+) sizes (\d+)$/gm)].map((m) => [Number(m[1]), Number(m[2])]).sort((a, b) => a[0] - b[0])).toEqual([0, 1, 3, 4, 5].map((r) => [r, 8]));
 });
+
+// Two communicators across nodes whose allReduces have node phases (hierarchical), issued in
+// opposite orders by the two ranks of each node: a rank's node phase blocked its thread while
+// its node mate, in the other communicator's node phase, waited for it (both until the deadline).
+it('ops of two communicators across nodes, issued in opposite orders by node mates, with node phases: no deadlock', async () => {
+  const { runs, out } = await launch('nnodes', [], { n: 4, script: join(root, 'test', 'fixtures', 'cross-order.mjs'), env: { WEBCCL_TIMEOUT_MS: '20000' } });
+  for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+  expect(out).not.toMatch(/^fault /m);
+  expect([...out.matchAll(/^ok rank (\d+) rounds (\d+)$/gm)].map((m) => [Number(m[1]), Number(m[2])]).sort((a, b) => a[0] - b[0])).toEqual([0, 1, 2, 3].map((r) => [r, 5]));
+});

@@ -10,7 +10,7 @@ import { WebcclError, fail, within } from '../core/errors.js';
 import { showValue } from '../core/options.js';
 import type { Communicator, CommParts, CommunicatorOptions } from './communicator.js';
 import type { RankContext } from './context.js';
-import type { Work } from './work.js';
+import { type Work, settledWithoutBlocking } from './work.js';
 import { type Placement } from './placement.js';
 import { allocCommBlock, groupContext, releaseCommBlock } from './shm-block.js';
 import { nodeEngine } from '../progress/node-engine.js';
@@ -157,10 +157,7 @@ async function exchange(parent: Communicator, values: number[], what: string): P
  * with growing pauses (group formation is rare; its ops are small).
  */
 async function settled(w: Work): Promise<void> {
-  for (let pause = 0; !w.isCompleted(); pause = Math.min(8, pause * 2 || 0.125)) {
-    await new Promise((resolve) => (pause < 1 && typeof setImmediate === 'function' ? setImmediate(resolve) : setTimeout(resolve, pause)));
-  }
-  return w.wait().catch((e: unknown) => {
+  return settledWithoutBlocking(w, 8).catch((e: unknown) => {
     throw WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
   });
 }

@@ -65,6 +65,18 @@ interface NetOp {
 }
 
 const trace = enabled('TRACE');
+/** This thread's network engines (their communicators not yet destroyed). */
+const threadEngines = new Set<NetEngine>();
+/**
+ * Whether the asking op is the only one of this thread's network ops that can move: ops queued
+ * behind it on its own communicator wait for it anyway; the head op of another communicator,
+ * or a send or recv, may be what a node mate waits for.
+ */
+function aloneOnThread(): boolean {
+  let n = 0;
+  for (const e of threadEngines) n += e.movable();
+  return n <= 1;
+}
 /** The ranks of each node, in world-rank order; nodes in order of their first rank. */
 function nodesOf(nodeOf: number[]): number[][] {
   const byNode = new Map<number, number[]>();
@@ -128,6 +140,7 @@ export class NetEngine implements Engine, WorkDriver {
       },
     });
     world.transport.watch?.({ unexpected: (peer, tag) => this.unexpected(peer, tag), aborted: (e) => this.peerAborted(e) });
+    threadEngines.add(this);
   }
 
   submit(spec: OpSpec): Work {
@@ -167,6 +180,11 @@ export class NetEngine implements Engine, WorkDriver {
     return this.queue.length + this.p2p.pending();
   }
 
+  /** Ops that can move now: the head of the collective queue (the others wait for it) and every send and recv. */
+  movable(): number {
+    return (this.queue.length ? 1 : 0) + this.p2p.pending();
+  }
+
   algorithms(): Record<string, number> {
     return { ...this.byAlgorithm };
   }
@@ -181,6 +199,7 @@ export class NetEngine implements Engine, WorkDriver {
   }
 
   close(): void {
+    threadEngines.delete(this);
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
     this.world.transport.close();
     this.arena.release();
@@ -385,7 +404,7 @@ export class NetEngine implements Engine, WorkDriver {
     if (op.algo !== 'tree' && op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling', from, op.piece);
     if (from) m.copy(w.addr, from.addr, w.count);
     if (op.algo === 'tree') return treeAllReduce(world, m, w);
-    return hierarchicalAllReduce(nodePhase(this.local!, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs, op.spec.layout), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
+    return hierarchicalAllReduce(nodePhase(this.local!, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs, op.spec.layout ?? 0, aloneOnThread), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
   }
 
 }

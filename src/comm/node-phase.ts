@@ -7,11 +7,15 @@ import type { Span } from '../algorithms/group.js';
 import type { TypedArray } from './buffers.js';
 import type { CollectiveOptions, Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
-import type { Work } from './work.js';
+import { type Work, settledWithoutBlocking } from './work.js';
 import { WIRE_SIGNATURE } from './layout-plan.js';
 
-/** This node's ranks (`nodeRanks`: their world ranks, by local rank) as the schedule's NodeLocal, under the op's deadline. */
-export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankContext, dtype: Dtype, op: string, timeoutMs: number, layout = 0): NodeLocal {
+/**
+ * This node's ranks (`nodeRanks`: their world ranks, by local rank) as the schedule's NodeLocal,
+ * under the op's deadline. `alone`: whether this op is the only one of the thread's network
+ * engines in flight (see below).
+ */
+export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankContext, dtype: Dtype, op: string, timeoutMs: number, layout: number, alone: () => boolean): NodeLocal {
   const memory = ctx.core.memory;
   const arr = (s: Span) => {
     const data = new ARRAY_OF[dtype](memory.buffer, s.addr, s.count);
@@ -21,8 +25,12 @@ export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankCon
   // The node phase blocks the thread where it may: no message of this op can arrive for this
   // rank meanwhile (the network phase comes after), and a blocking wait wakes in a few µs
   // where an event-loop turn per chunk costs tens. A failing peer still wakes it (abort word).
+  // Not while another network op of this thread is in flight (another communicator's, or a
+  // send or recv): a node mate may be waiting, in that op's own node phase, for this rank to
+  // get there, which takes this thread's event loop; blocking here deadlocked the two until
+  // the deadline. Then it polls, yielding to the event loop.
   // (a throw of waitSync becomes a rejection, so that the mapping below sees it)
-  const settle = (w: Work) => (ctx.canBlock ? new Promise<void>((resolve) => resolve(w.waitSync())) : w.wait());
+  const settle = (w: Work) => (!ctx.canBlock ? w.wait() : alone() ? new Promise<void>((resolve) => resolve(w.waitSync())) : settledWithoutBlocking(w, 1));
   const done = (w: Work) => settle(w).catch((e: unknown) => {
     if (!WebcclError.is(e)) throw e;
     if (e.code === 'MISMATCH') throw worldMismatch(e, nodeRanks);

@@ -206,3 +206,15 @@ export class Work implements PromiseLike<void> {
     if (this.state === 'failed') throw this.error;
   }
 }
+
+/**
+ * Completes `w` without blocking the thread: polls, yielding to the event loop between looks
+ * with pauses growing to `maxPauseMs`. For waits that must leave the thread to others: several
+ * ranks sharing it (a page, a test), or ops of other communicators that need its event loop.
+ */
+export async function settledWithoutBlocking(w: Work, maxPauseMs: number): Promise<void> {
+  for (let pause = 0; !w.isCompleted(); pause = Math.min(maxPauseMs, pause * 2 || 0.125)) {
+    await new Promise((resolve) => (pause < 1 && typeof setImmediate === 'function' ? setImmediate(resolve) : setTimeout(resolve, pause)));
+  }
+  return w.wait();
+}
