@@ -126,13 +126,7 @@ export class Communicator {
       if (n) fail('INVALID_ARGUMENT', `shrink: ${n} op(s) still pending; wait for them (they fail once a peer is gone) first`);
       this.shrunk = true;
       const opts = { ...this.options, ...o };
-      // Shrinking revokes this communicator (ULFM's revoke, NCCL's shrink with abort): a
-      // survivor still in an op of it, waiting on a live rank that has moved on to shrink,
-      // fails at once and comes to the agreement, rather than at its deadline, after the
-      // others have decided without it. What this rank saw fail first still names the suspects.
-      const failure = this.engine.failure();
-      if (!failure) this.engine.abort(`rank ${this.rank} shrinks the communicator`);
-      return shrinkComm(this.former(), failure, opts, opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS);
+      return shrinkComm(this.former(), this.engine.failure(), opts, opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS);
     } catch (e) {
       return Promise.reject(e);
     }

@@ -21,7 +21,7 @@ import { forcedPieceBytes } from '../tuner/ring-pieces.js';
 import { Arena } from './arena.js';
 import { type Kernels, workingMemory } from './net-memory.js';
 import { runNetOp } from './net-ops.js';
-import { nodePhase } from './node-phase.js';
+import { aloneOnThread, nodePhase, threadEngines } from './node-phase.js';
 import { FlightRecorder } from './flight-recorder.js';
 import { Dispute, type JobStore, type OpFields, type PairSignatures, fieldsOf, pairSignatures, signatureOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
 import type { Communicator } from './communicator.js';
@@ -65,18 +65,7 @@ interface NetOp {
 }
 
 const trace = enabled('TRACE');
-/** This thread's network engines (their communicators not yet destroyed). */
-const threadEngines = new Set<NetEngine>();
-/**
- * Whether the asking op is the only one of this thread's network ops that can move: ops queued
- * behind it on its own communicator wait for it anyway; the head op of another communicator,
- * or a send or recv, may be what a node mate waits for.
- */
-function aloneOnThread(): boolean {
-  let n = 0;
-  for (const e of threadEngines) n += e.movable();
-  return n <= 1;
-}
+
 /** The ranks of each node, in world-rank order; nodes in order of their first rank. */
 function nodesOf(nodeOf: number[]): number[][] {
   const byNode = new Map<number, number[]>();

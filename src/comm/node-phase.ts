@@ -10,6 +10,20 @@ import type { RankContext } from './context.js';
 import { type Work, settledWithoutBlocking } from './work.js';
 import { WIRE_SIGNATURE } from './layout-plan.js';
 
+/** This thread's network engines (their communicators not yet destroyed): what `alone` counts. */
+export const threadEngines = new Set<{ movable(): number }>();
+
+/**
+ * Whether the asking op is the only one of this thread's network ops that can move: ops queued
+ * behind it on its own communicator wait for it anyway; the head op of another communicator,
+ * or a send or recv, may be what a node mate waits for.
+ */
+export function aloneOnThread(): boolean {
+  let n = 0;
+  for (const e of threadEngines) n += e.movable();
+  return n <= 1;
+}
+
 /**
  * This node's ranks (`nodeRanks`: their world ranks, by local rank) as the schedule's NodeLocal,
  * under the op's deadline. `alone`: whether this op is the only one of the thread's network

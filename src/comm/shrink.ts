@@ -22,6 +22,11 @@ const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function shrinkComm(f: Former, failure: WebcclError | undefined, opts: CommunicatorOptions, timeoutMs: number): Promise<Communicator> {
+  // Shrinking revokes the communicator (ULFM's revoke, NCCL's shrink with abort): a survivor
+  // still in an op of it, waiting on a live rank that has moved on to shrink, fails at once and
+  // comes to the agreement, rather than at its deadline, after the others have decided without
+  // it. What this rank saw fail first (`failure`) still names the suspects.
+  if (!failure) f.comm.abort(`rank ${f.comm.rank} shrinks the communicator`);
   // The store's and the new mesh's sockets do not keep a process alive (an idle job must not):
   // this timer does, until the survivors have agreed and connected.
   const keepAlive = setInterval(() => undefined, 1000);
