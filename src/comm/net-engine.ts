@@ -21,7 +21,7 @@ import { forcedPieceBytes } from '../tuner/ring-pieces.js';
 import { Arena } from './arena.js';
 import { type Kernels, workingMemory } from './net-memory.js';
 import { runNetOp } from './net-ops.js';
-import { aloneOnThread, nodePhase, threadEngines } from './node-phase.js';
+import { nodePhase, threadEngines } from './node-phase.js';
 import { FlightRecorder } from './flight-recorder.js';
 import { Dispute, type JobStore, type OpFields, type PairSignatures, fieldsOf, pairSignatures, signatureOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
 import type { Communicator } from './communicator.js';
@@ -65,7 +65,6 @@ interface NetOp {
 }
 
 const trace = enabled('TRACE');
-
 /** The ranks of each node, in world-rank order; nodes in order of their first rank. */
 function nodesOf(nodeOf: number[]): number[][] {
   const byNode = new Map<number, number[]>();
@@ -393,7 +392,7 @@ export class NetEngine implements Engine, WorkDriver {
     if (op.algo !== 'tree' && op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling', from, op.piece);
     if (from) m.copy(w.addr, from.addr, w.count);
     if (op.algo === 'tree') return treeAllReduce(world, m, w);
-    return hierarchicalAllReduce(nodePhase(this.local!, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs, op.spec.layout ?? 0, aloneOnThread), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
+    return hierarchicalAllReduce(nodePhase(this.local!, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs, op.spec.layout), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
   }
 
 }

@@ -18,18 +18,14 @@ export const threadEngines = new Set<{ movable(): number }>();
  * behind it on its own communicator wait for it anyway; the head op of another communicator,
  * or a send or recv, may be what a node mate waits for.
  */
-export function aloneOnThread(): boolean {
+function aloneOnThread(): boolean {
   let n = 0;
   for (const e of threadEngines) n += e.movable();
   return n <= 1;
 }
 
-/**
- * This node's ranks (`nodeRanks`: their world ranks, by local rank) as the schedule's NodeLocal,
- * under the op's deadline. `alone`: whether this op is the only one of the thread's network
- * engines in flight (see below).
- */
-export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankContext, dtype: Dtype, op: string, timeoutMs: number, layout: number, alone: () => boolean): NodeLocal {
+/** This node's ranks (`nodeRanks`: their world ranks, by local rank) as the schedule's NodeLocal, under the op's deadline. */
+export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankContext, dtype: Dtype, op: string, timeoutMs: number, layout = 0): NodeLocal {
   const memory = ctx.core.memory;
   const arr = (s: Span) => {
     const data = new ARRAY_OF[dtype](memory.buffer, s.addr, s.count);
@@ -44,7 +40,7 @@ export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankCon
   // get there, which takes this thread's event loop; blocking here deadlocked the two until
   // the deadline. Then it polls, yielding to the event loop.
   // (a throw of waitSync becomes a rejection, so that the mapping below sees it)
-  const settle = (w: Work) => (!ctx.canBlock ? w.wait() : alone() ? new Promise<void>((resolve) => resolve(w.waitSync())) : settledWithoutBlocking(w, 1));
+  const settle = (w: Work) => (!ctx.canBlock ? w.wait() : aloneOnThread() ? new Promise<void>((resolve) => resolve(w.waitSync())) : settledWithoutBlocking(w, 1));
   const done = (w: Work) => settle(w).catch((e: unknown) => {
     if (!WebcclError.is(e)) throw e;
     if (e.code === 'MISMATCH') throw worldMismatch(e, nodeRanks);
