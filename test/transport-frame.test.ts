@@ -136,6 +136,44 @@ describe('Mailbox', () => {
     await expect(box.post(t(2), new Uint8Array(1))).rejects.toBe(e);
   });
 
+  // A communicator that fails mid-payload gives its receive's buffer back (its op's scratch is
+  // reused by the next communicator); the reader must not write the payload's remaining bytes
+  // there. Both read paths: bytes pushed (TLS, WebSocket) and reads landing in target().
+  it('a receive failed mid-payload gets none of the payload\'s later bytes', async () => {
+    for (const path of ['push', 'target'] as const) {
+      const box = new Mailbox(1);
+      const r = new FrameReader({ handshake: () => {}, data: (tag, length) => box.claim(tag, length) });
+      r.ready();
+      const into = new Uint8Array(1000);
+      const dead = box.post({ comm: 1, seq: 0, step: 0, space: 5 }, into);
+      const frame = dataFrame({ comm: 1, seq: 0, step: 0, space: 5 }, new Uint8Array(1000).fill(9));
+      const next = dataFrame({ comm: 2, seq: 0, step: 0, space: 6 }, Uint8Array.of(4, 2));
+      const cut = frame.length - 700;
+      r.push(frame.subarray(0, cut));
+      box.failSpace(5, new WebcclError('ABORTED', 'communicator revoked'));
+      await expect(dead).rejects.toMatchObject({ code: 'ABORTED' });
+      const other = new Uint8Array(2);
+      const live = box.post({ comm: 2, seq: 0, step: 0, space: 6 }, other);
+      const rest = new Uint8Array([...frame.subarray(cut), ...next]);
+      if (path === 'push') r.push(rest);
+      else {
+        for (let at = 0; at < rest.length;) {
+          const spare = new Uint8Array(64);
+          const dst = r.target(spare);
+          expect(dst.buffer).not.toBe(into.buffer);
+          const n = Math.min(dst.length, rest.length - at);
+          dst.set(rest.subarray(at, at + n));
+          r.received(dst, n);
+          at += n;
+        }
+      }
+      await live;
+      expect([...other]).toEqual([4, 2]);
+      expect(into.subarray(300).every((b) => b === 0), path).toBe(true);
+      expect(into.subarray(0, 300).every((b) => b === 9)).toBe(true);
+    }
+  });
+
   it('a peer that ended still serves what it sent before its receive was posted', async () => {
     // A rank that finished its last op exits; its last message may reach a peer that has not
     // posted the receive yet, and the close follows it.

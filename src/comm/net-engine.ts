@@ -100,6 +100,11 @@ export class NetEngine implements Engine, WorkDriver {
   /** The first ABORT a peer sent over the network, and who waits for one. */
   private peerAbort?: WebcclError;
   private readonly peerAbortWaiters: ((e: WebcclError) => void)[] = [];
+  /**
+   * Sends whose bytes the socket may not have taken yet: they still read the arena, so it is
+   * freed only once they settle (a failed op leaves them behind; see close).
+   */
+  private readonly sending = new Set<Promise<void>>();
   /** Point-to-point ops: outside the collective order, in a tag space of their own. */
   private readonly p2p: NetP2p;
 
@@ -190,7 +195,10 @@ export class NetEngine implements Engine, WorkDriver {
     threadEngines.delete(this);
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
     this.world.transport.close();
-    this.arena.release();
+    // A send of a failed op may still sit in a socket's queue, reading its scratch: freed now,
+    // that memory could be reused and its new contents sent in the old op's frame.
+    if (!this.sending.size) this.arena.release();
+    else void Promise.allSettled([...this.sending]).then(() => this.arena.release());
   }
 
   progress(w: Work, block: boolean): void {
@@ -364,7 +372,12 @@ export class NetEngine implements Engine, WorkDriver {
     return {
       rank: members.indexOf(this.world.rank),
       size: members.length,
-      send: (peer, step, data) => t.send(members[peer], tag(op.pairs?.to(members[peer]) ?? op.signature, step), data),
+      send: (peer, step, data) => {
+        const sent = t.send(members[peer], tag(op.pairs?.to(members[peer]) ?? op.signature, step), data);
+        this.sending.add(sent);
+        void sent.then(() => this.sending.delete(sent), () => this.sending.delete(sent));
+        return sent;
+      },
       recv: (peer, step, into) => {
         const r = members[peer];
         awaited.set(r, (awaited.get(r) ?? 0) + 1);

@@ -146,8 +146,12 @@ export class Mailbox {
   /** The `comm` of the posted receives and held payloads in each slot (see slotKey). */
   private readonly postedSlots = new Map<string, number>();
   private readonly heldSlots = new Map<string, number>();
-  /** Receives whose payload is arriving: a peer that goes away mid-payload must fail them too. */
-  private readonly filling = new Set<Posted>();
+  /**
+   * Receives whose payload is arriving, with the sink the reader fills: a peer that goes away
+   * mid-payload must fail them too, and a receive failed mid-payload cancels its sink so that no
+   * later byte lands in its buffer (the op's memory is reused once the op has failed).
+   */
+  private readonly filling = new Map<Posted, { cancelled?: boolean }>();
   private heldMessages = 0;
   private heldBytes = 0;
   private failure?: WebcclError;
@@ -194,8 +198,9 @@ export class Mailbox {
     const p = this.take(this.posted, this.postedSlots, tag);
     if (p) {
       if (p.into.length === length) {
-        this.filling.add(p);
-        return { into: p.into, done: () => { this.filling.delete(p); p.resolve(); } };
+        const sink = { into: p.into, done: () => { this.filling.delete(p); p.resolve(); }, cancelled: false };
+        this.filling.set(p, sink);
+        return sink;
       }
       p.reject(this.mismatch(tag, length, p.into.length));
       return { skip: true };
@@ -243,7 +248,7 @@ export class Mailbox {
     if (this.failure) return;
     this.failure = e;
     for (const list of this.posted.values()) for (const p of list) p.reject(e);
-    for (const p of this.filling) p.reject(e);
+    for (const p of [...this.filling.keys()]) this.cancelFilling(p, e);
     this.posted.clear();
     this.filling.clear();
     this.postedSlots.clear();
@@ -259,7 +264,7 @@ export class Mailbox {
       this.posted.delete(key);
       for (const p of list) p.reject(e);
     }
-    for (const p of [...this.filling]) if (p.space === space) p.reject(e);
+    for (const p of [...this.filling.keys()]) if (p.space === space) this.cancelFilling(p, e);
     for (const [key, list] of [...this.held]) {
       if (!inSpace(key)) continue;
       this.held.delete(key);
@@ -269,6 +274,13 @@ export class Mailbox {
       }
     }
     for (const slots of [this.postedSlots, this.heldSlots]) for (const k of [...slots.keys()]) if (inSpace(k)) slots.delete(k);
+  }
+
+  /** Fails a receive whose payload is arriving: the reader skips the rest of it. */
+  private cancelFilling(p: Posted, e: WebcclError): void {
+    this.filling.get(p)!.cancelled = true;
+    this.filling.delete(p);
+    p.reject(e);
   }
 
   /** Hands a held payload to a receive: its hold budget frees, and the lengths must match. */

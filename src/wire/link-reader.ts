@@ -7,8 +7,12 @@ import { HEADER_BYTES, protocolError, readHeader } from './bytes.js';
 import { overLimit } from './limits.js';
 import { KIND_NAMES, Kind, TAG_BYTES, decodeHandshake, maxHandshakeBody, type FrameTag, type Handshake } from './link-frames.js';
 
-/** Where a data frame's payload goes: into a posted receive's buffer (then `done`), or nowhere. */
-export type Sink = { into: Uint8Array; done: () => void } | { skip: true };
+/**
+ * Where a data frame's payload goes: into a posted receive's buffer (then `done`), or nowhere.
+ * The receive's owner sets `cancelled` when it gives the buffer up mid-payload (its op failed):
+ * the rest of the payload is then skipped, for the buffer may already hold other data.
+ */
+export type Sink = { into: Uint8Array; done: () => void; cancelled?: boolean } | { skip: true };
 
 /** A payload this large is worth an extra read to land in place from its first byte. */
 const LARGE_PAYLOAD = 64 * 1024;
@@ -34,6 +38,8 @@ export class FrameReader {
   private length = 0;
   private into: Uint8Array = new Uint8Array(0);
   private done: () => void = () => {};
+  /** The sink of the payload being filled (see Sink.cancelled). */
+  private sink?: { cancelled?: boolean };
   private handshaking = true;
   /** Payload length of the last data frame. */
   private lastLength = 0;
@@ -68,6 +74,7 @@ export class FrameReader {
    */
   target(spare: Uint8Array): Uint8Array {
     if (this.waiting.held) return spare;
+    this.dropCancelled();
     if (this.state === 'payload') return this.into.subarray(this.have);
     // After a large payload, read just the next frame's header (one more small read) so that a
     // large payload after it lands in place too, rather than its start through `spare`.
@@ -95,6 +102,7 @@ export class FrameReader {
     let at = 0;
     while (at < chunk.length && this.state !== 'closed') {
       if (this.waiting.held) return keep(chunk.subarray(at));
+      this.dropCancelled();
       const want = this.want();
       const n = Math.min(want - this.have, chunk.length - at);
       if (this.state === 'header' || this.state === 'tag') this.head.set(chunk.subarray(at, at + n), this.have);
@@ -138,6 +146,7 @@ export class FrameReader {
         const sink = this.on.data(tag, this.length);
         if ('skip' in sink) return this.begin('skip', this.into, this.length);
         this.done = sink.done;
+        this.sink = sink;
         return this.begin('payload', sink.into, this.length);
       }
       case 'handshake': {
@@ -154,11 +163,20 @@ export class FrameReader {
     }
   }
 
+  /**
+   * A payload whose receive gave its buffer up: the bytes still to come are skipped, never
+   * written where the buffer was (its memory may belong to another op by now).
+   */
+  private dropCancelled(): void {
+    if (this.state === 'payload' && this.sink?.cancelled) this.state = 'skip';
+  }
+
   private begin(state: 'header' | 'handshake' | 'payload' | 'skip', into: Uint8Array, length: number): void {
     this.state = state;
     this.into = into;
     this.length = length;
     this.have = 0;
+    if (state !== 'payload') this.sink = undefined;
     // An empty body is complete at once.
     if (state !== 'header' && length === 0) this.step();
   }
