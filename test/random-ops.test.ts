@@ -5,7 +5,8 @@
 // across communicators — checks each result against its own plain reference and prints
 // "ok <rank> <ops>". The grid's edges get their own runs: 8 thread ranks on 2 cores in each
 // progress mode, tiny slots (every op crosses chunk boundaries), the scalar build.
-// More and longer on request: WEBCCL_RANDOM_OPS=400 WEBCCL_RANDOM_SEEDS=10 npx vitest run test/random-ops.
+// More and longer on request: WEBCCL_RANDOM_OPS=400 WEBCCL_RANDOM_SEEDS=10 npx vitest run test/random-ops;
+// WEBCCL_RANDOM_FIRST_SEED=S starts the seeds at S (the deaths and shrinks take the first).
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { freePort } from './helpers/net.js';
@@ -15,7 +16,7 @@ import { launchFixture } from './helpers/launch-fixture.js';
 const f = launchFixture('random-ops.mjs', 'random-ops');
 const env = (extra: Env = {}): Env => cleanEnv({ HOME: join(f.tmp, 'home'), WEBCCL_TOKEN: 'random-ops-test', ...extra });
 const OPS = Number(process.env.WEBCCL_RANDOM_OPS) || 120;
-const SEEDS = Array.from({ length: Number(process.env.WEBCCL_RANDOM_SEEDS) || 1 }, (_, k) => 11 + k);
+const SEEDS = Array.from({ length: Number(process.env.WEBCCL_RANDOM_SEEDS) || 1 }, (_, k) => (Number(process.env.WEBCCL_RANDOM_FIRST_SEED) || 11) + k);
 
 type Form = 'threads' | 'procs' | 'nnodes';
 
