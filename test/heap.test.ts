@@ -9,6 +9,8 @@ import { createNode } from '../src/core/node.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { runScenario } from './helpers/threads.js';
 import { caught } from './helpers/caught.js';
+import { allocCommBlock, releaseCommBlock } from '../src/comm/shm-block.js';
+import type { RankContext } from '../src/comm/context.js';
 
 const heapOf = (nranks = 2, o: { canBlock?: boolean; rank?: number } = {}) => {
   const node = createNode({ nranks, slotBytes: 4096 });
@@ -77,6 +79,27 @@ describe('node heap', () => {
     expect(performance.now() - t0).toBeLessThan(5_000);
     Atomics.store(lock, (NODE_BASE + N.HEAP_LOCK) >> 2, 0);
     expect(heap.alloc(64)).toBeGreaterThan(0);
+  });
+
+  it('a communicator block freed by another member leaves nothing behind: a view in the reused memory is checked against its own block', () => {
+    // What failed on 2 nodes x 3 threads after a double shrink: a group's block, allocated by
+    // one rank and freed by the other (the last to release it), stayed on the first rank's list;
+    // that rank's network scratch later reused the memory, and a view into it met the stale
+    // entry first: "node heap corrupt ... the header of its block was overwritten".
+    const { node, heap } = heapOf();
+    const other = new NodeHeap(node.memory, { rank: 1 });
+    const ctxOf = (h: NodeHeap) => ({ heap: h, core: { memory: node.memory }, slotBytes: 4096 }) as unknown as RankContext;
+    const before = heap.alloc(64);
+    const block = allocCommBlock(ctxOf(heap), 2);
+    releaseCommBlock(ctxOf(heap), block, 2);
+    releaseCommBlock(ctxOf(other), block, 2); // the last member: frees it
+    heap.free(before); // the free space now starts before the block's old header
+    const scratch = heap.alloc(1 << 20);
+    expect(scratch).toBeLessThan(block);
+    expect(() => heap.checkLive(block + 64, 4096, 'a view inside the scratch, where the block was')).not.toThrow();
+    // and the block itself was never this rank's buffer: a view of it is refused as one
+    const shared = allocCommBlock(ctxOf(heap), 2);
+    expect(caught(() => heap.checkLive(shared, 64, 'a view of the block')).code).toBe('INVALID_ARGUMENT');
   });
 
   it('a node aborted while a rank waits for the lock: ABORTED', () => {

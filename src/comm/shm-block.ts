@@ -8,7 +8,7 @@ import { type RankContext, defaultSpinUs, setSpin } from './context.js';
 /** A zeroed block for `nranks` ranks with the node's slot size, its header filled in. */
 export function allocCommBlock(ctx: RankContext, nranks: number): number {
   const bytes = commBlockBytes(nranks, ctx.slotBytes);
-  const addr = ctx.heap.alloc(bytes);
+  const addr = ctx.heap.allocShared(bytes); // its last member frees it, whoever allocated it
   // Blocks are reused: flags and signatures must start at zero, as the world block's do.
   new Uint8Array(ctx.core.memory.buffer, addr, bytes).fill(0);
   const i32 = new Int32Array(ctx.core.memory.buffer);

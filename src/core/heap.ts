@@ -61,15 +61,25 @@ export class NodeHeap {
     this.ownView = this.view();
   }
 
-  /** Address of `bytes` of shared memory, 64-byte aligned. */
+  /** Address of `bytes` of shared memory, 64-byte aligned: this rank's, until it frees it. */
   alloc(bytes: number): number {
+    const addr = this.allocShared(bytes);
+    this.mine.set(addr, bytes);
+    return addr;
+  }
+
+  /**
+   * The same for a block that several ranks use and the last of them frees (a communicator's
+   * block, its send/recv channels): not listed as this rank's. Listed, it would outlive a free()
+   * by another rank, and a view of this rank's inside the reused memory would then be checked
+   * against that stale entry (checkLive) and reported as a corrupt heap.
+   */
+  allocShared(bytes: number): number {
     if (!Number.isSafeInteger(bytes) || bytes < 0 || bytes > HEAP_LIMIT) {
       fail('INVALID_ARGUMENT', `alloc of ${bytes} bytes: the node memory holds at most ${HEAP_LIMIT} bytes (2 GiB, the limit of a WebAssembly memory)`, { bytes, limit: HEAP_LIMIT });
     }
     const need = HDR + roundUp64(Math.max(bytes, 1));
-    const addr = this.locked((i32) => this.firstFit(i32, need) ?? this.extend(i32, need, bytes));
-    this.mine.set(addr, bytes);
-    return addr;
+    return this.locked((i32) => this.firstFit(i32, need) ?? this.extend(i32, need, bytes));
   }
 
   free(addr: number): void {

@@ -73,7 +73,7 @@ export class ChannelTable {
   }
 
   private zeroed(bytes: number): number {
-    const a = this.ctx.heap.alloc(bytes);
+    const a = this.ctx.heap.allocShared(bytes); // the last rank to close frees it (close())
     this.runner.views().u8.fill(0, a, a + bytes);
     return a;
   }
