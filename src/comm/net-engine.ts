@@ -3,10 +3,11 @@
 // wasm memory (buffers from comm.alloc() are used in place, others are copied in and out once),
 // so the kernels reduce each piece where it lands. Ranks on this node meet over shared memory
 // through `local`, the node's own communicator, in the hierarchical schedule.
-// When an op fails, the engine names the rank at fault (with net-blame.ts): a message no receive
-// of this rank can take means the ranks disagree (MISMATCH on every rank, naming the field); a
-// deadline follows the chain of waiting ranks to the one that stalls it; and every peer is told
-// why in an ABORT, so each names the first cause rather than the neighbour that passed it on.
+// When an op fails, the engine names the rank at fault (net-account.ts, net-blame.ts): a message
+// no receive of this rank can take means the ranks disagree (MISMATCH on every rank, naming the
+// field); a deadline follows the chain of waiting ranks to the one that stalls it; and every peer
+// is told why in an ABORT, so each names the first cause rather than the neighbour that passed
+// it on.
 import { DTYPE_SIZE } from '../core/dtypes.js';
 import { WebcclError, within } from '../core/errors.js';
 import { enabled, log } from '../core/log.js';
@@ -23,7 +24,8 @@ import { type Kernels, workingMemory } from './net-memory.js';
 import { runNetOp } from './net-ops.js';
 import { nodePhase, threadEngines } from './node-phase.js';
 import { FlightRecorder } from './flight-recorder.js';
-import { Dispute, type JobStore, type OpFields, type PairSignatures, fieldsOf, pairSignatures, signatureOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
+import { type JobStore, type PairSignatures, fieldsOf, pairSignatures, signatureOf, stallGraceMs, stallRoot, stallText } from './net-blame.js';
+import { FaultAccount } from './net-account.js';
 import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
 import { opLine } from './op-line.js';
@@ -45,10 +47,6 @@ export interface NetWorld {
   oneHost?: boolean;
 }
 
-/** Ops whose fields are kept, to name the field when a peer says it disagrees on one of them. */
-const RECENT_OPS = 32;
-/** How long a rank that hears of a failure through shared memory waits for the network's account. */
-const NETWORK_ACCOUNT_MS = 300;
 
 interface NetOp {
   spec: OpSpec;
@@ -93,13 +91,8 @@ export class NetEngine implements Engine, WorkDriver {
   /** Ranks whose message some pending receive awaits (named when a deadline passes). */
   private readonly awaited = new Map<number, number>();
   readonly flight: FlightRecorder;
-  /** The fields of the last RECENT_OPS ops, by seq. */
-  private readonly recent = new Map<number, OpFields>();
-  /** Set once ranks are known to disagree on an op: its verdict is the error every failing op raises. */
-  private dispute?: Dispute;
-  /** The first ABORT a peer sent over the network, and who waits for one. */
-  private peerAbort?: WebcclError;
-  private readonly peerAbortWaiters: ((e: WebcclError) => void)[] = [];
+  /** Who is at fault when an op fails: disagreements and peers' ABORTs (net-account.ts). */
+  private readonly account: FaultAccount;
   /**
    * Sends whose bytes the socket may not have taken yet: they still read the arena, so it is
    * freed only once they settle (a failed op leaves them behind; see close).
@@ -132,7 +125,8 @@ export class NetEngine implements Engine, WorkDriver {
         else countDone(this.counters, w);
       },
     });
-    world.transport.watch?.({ unexpected: (peer, tag) => this.unexpected(peer, tag), aborted: (e) => this.peerAborted(e) });
+    this.account = new FaultAccount(world, () => this.broken !== undefined);
+    world.transport.watch?.({ unexpected: (peer, tag) => this.unexpected(peer, tag), aborted: (e) => this.account.peerAborted(e) });
     threadEngines.add(this);
   }
 
@@ -157,15 +151,14 @@ export class NetEngine implements Engine, WorkDriver {
     const piece = algo === 'ring' ? ringPiece(bytes, this.world.size, this.topo.sharing, this.forcedPiece) : 0;
     const signature = signatureOf(spec, algo, piece);
     const op: NetOp = { spec, work, seq, algo, piece, signature, pairs: pairSignatures(spec, signature), done: Promise.resolve() };
-    this.recent.set(seq, fieldsOf(spec, algo, piece));
-    this.recent.delete(seq - RECENT_OPS);
+    this.account.remember(seq, fieldsOf(spec, algo, piece));
     op.done = this.tail = this.tail.then(() => this.run(op));
     this.queue.push(op);
     this.flight.submitted(work, spec, algo);
     // A peer's message for this op may have come first: one with another signature means the
     // ranks disagree (a rank that takes no message in this op would never look at it).
     const held = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0 && !isP2pSpace(h.tag.space) && h.tag.comm !== expectedFrom(op, h.peer));
-    if (held) this.disagreed(op.seq, held.peer);
+    if (held) this.account.disagreed(op.seq, held.peer);
     return work;
   }
 
@@ -233,10 +226,10 @@ export class NetEngine implements Engine, WorkDriver {
       if (err !== this.broken) {
         // A receive that met another signature in its slot (the mailbox), or a message left
         // over: the ranks disagree.
-        if (err.code === 'MISMATCH' && typeof err.details.seq === 'number' && err.details.by === undefined) this.disagreed(err.details.seq, err.details.peer as number);
-        if (!this.dispute && err.code === 'ABORTED' && err.details.via === 'shm') err = await this.networkAccount(err);
+        if (err.code === 'MISMATCH' && typeof err.details.seq === 'number' && err.details.by === undefined) this.account.disagreed(err.details.seq, err.details.peer as number);
+        if (!this.account.dispute && err.code === 'ABORTED' && err.details.via === 'shm') err = await this.account.networkAccount(err);
         // (the network's account may be a disagreement, which the verdict states with its field)
-        if (this.dispute) err = await this.dispute.verdict;
+        if (this.account.dispute) err = await this.account.dispute.verdict;
         else if (err.code === 'TIMEOUT' && !('awaited' in err.details)) err = await this.nodeStall(op, err);
       }
       // The transport's messages start with this rank's number, which the context already says.
@@ -272,31 +265,12 @@ export class NetEngine implements Engine, WorkDriver {
     if (!this.broken) {
       this.broken = err;
       log('WARN', err.message);
-      this.world.transport.abort(info ?? this.abortInfoOf(err));
+      this.world.transport.abort(info ?? this.account.abortInfoOf(err));
       if (this.topo.perNode > 1) this.local?.abort(`rank ${this.world.rank} failed: ${err.reason} (${err.code})`);
     }
     for (const q of this.queue) q.work.settle(err);
     this.p2p.fail(err);
     this.flight.broke(err);
-  }
-
-  /**
-   * What peers are told when this rank fails with `err`: ABORTED naming this rank, or the rank
-   * whose ABORT this failure came from (the first cause); a disagreement is MISMATCH on every
-   * rank, with the fields this rank knows.
-   */
-  private abortInfoOf(err: WebcclError): AbortInfo {
-    const d = this.dispute;
-    if (d) return { code: 'MISMATCH', reason: err.reason, details: { seq: d.seq, fields: d.evidence(this.world.rank) } };
-    // Found by the node phase: the other nodes' ranks get the same field and values.
-    const { field, ranks, values } = err.details;
-    if (err.code === 'MISMATCH' && typeof field === 'string') return { code: 'MISMATCH', reason: err.reason, details: { field, ranks, values } };
-    const { by, reason, user, missing, peer, gone } = err.details;
-    if (err.code === 'ABORTED' && typeof by === 'number' && by !== this.world.rank && typeof reason === 'string') {
-      return { code: 'ABORTED', reason, user: user === true, details: { by, missing, gone } };
-    }
-    // A rank whose connections closed (or who left the node) is gone: the peers hear whom (shrink() needs it).
-    return { code: 'ABORTED', reason: err.reason, details: { missing, gone: err.code === 'CONNECTION_CLOSED' && Number.isInteger(peer) ? [peer] : undefined } };
   }
 
   // ---------------------------------------------------------------- naming the rank at fault
@@ -311,48 +285,8 @@ export class NetEngine implements Engine, WorkDriver {
     if (isP2pSpace(tag.space)) return false; // held for a recv not posted yet
     const op = this.queue.find((q) => q.seq >>> 0 === tag.seq);
     if (op ? expectedFrom(op, peer) === tag.comm : tag.seq >= this.seq >>> 0) return false;
-    queueMicrotask(() => this.disagreed(tag.seq, peer));
+    queueMicrotask(() => this.account.disagreed(tag.seq, peer));
     return true;
-  }
-
-  /**
-   * Ranks disagree on op `seq` (`peer` with this rank, or as a peer's ABORT says): every peer
-   * hears it at once, with this rank's fields and a differing rank's when known, so that each
-   * rank names the field and both values as soon as it has two ranks' fields that differ.
-   */
-  private disagreed(seq: number, peer: number, heard?: { by: number; fields?: Record<number, OpFields> }): void {
-    if (this.broken) return;
-    const r = this.world.rank;
-    this.dispute ??= new Dispute(seq, heard?.by);
-    const d = this.dispute;
-    if (d.seq !== seq) return; // the first disagreement is the one every rank reports
-    d.learn({ [r]: this.recent.get(seq) });
-    d.learn(heard?.fields);
-    const reason = heard ? `told by rank ${heard.by} that ranks disagree on op #${seq}` : `rank ${peer}'s messages for op #${seq} carry another signature than this rank's`;
-    this.world.transport.abort({ code: 'MISMATCH', reason, details: { seq, fields: d.evidence(r) } });
-  }
-
-  /** A peer's ABORT: for a disagreement, this rank adds its own fields and tells the others. */
-  private peerAborted(e: WebcclError): void {
-    if (!this.peerAbort) {
-      this.peerAbort = e;
-      for (const w of this.peerAbortWaiters.splice(0)) w(e);
-    }
-    const { seq, fields, by } = e.details as { seq?: unknown; fields?: Record<number, OpFields>; by: number };
-    if (e.code === 'MISMATCH' && typeof seq === 'number') this.disagreed(seq, by, { by, fields });
-  }
-
-  /**
-   * `nodeErr` came from this node's shared memory (a node mate failed, in the node phase): the
-   * network carries the failing rank's own ABORT, with its world rank and reason, which every
-   * peer was sent at the same time. Waits briefly for it.
-   */
-  private networkAccount(nodeErr: WebcclError): Promise<WebcclError> {
-    if (this.peerAbort) return Promise.resolve(this.peerAbort);
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(nodeErr), NETWORK_ACCOUNT_MS);
-      this.peerAbortWaiters.push((e) => { clearTimeout(timer); resolve(e); });
-    });
   }
 
   /**
