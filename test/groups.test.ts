@@ -6,7 +6,7 @@ import { netRanks, destroyAll } from './helpers/net-world.js';
 import { Communicator } from '../src/comm/communicator.js';
 import { createNode, leaveNode } from '../src/core/node.js';
 import { joinNode } from '../src/comm/context.js';
-import { N, NODE_BASE } from '../src/core/shm-map.js';
+import { N, NODE_BASE, commBlockBytes } from '../src/core/shm-map.js';
 
 /** Every rank forms its group at once (they share this thread). */
 const formAll = (comms: Communicator[], f: (c: Communicator, r: number) => Promise<Communicator | null>) => Promise.all(comms.map(f));
@@ -26,6 +26,22 @@ async function checkSum(groups: (Communicator | null)[], worldOf: (g: Communicat
 const membersOf = (g: Communicator) => Array.from({ length: g.size }, (_, r) => g.worldRank(r));
 
 describe('groups on one node', () => {
+  it("a group's block freed by the member that did not allocate it: an op on a view into the memory it left runs (no stale entry taken for a corrupt heap)", async () => {
+    const [a, b] = inprocRanks(2);
+    const before = a.alloc('u8', 64);
+    const [ga, gb] = await formAll([a, b], (c) => c.createGroup([0, 1]));
+    ga!.destroy(); // rank 0 allocated the group's block (right after `before`) ...
+    gb!.destroy(); // ... rank 1 lets go of it last and frees it
+    a.free(before);
+    // From where `before` was, over the block's old header, and inside the hole the two left.
+    const big = a.alloc('f32', commBlockBytes(2, 4096) / 4) as Float32Array;
+    const view = big.subarray(64); // starts inside the old block
+    view.fill(1);
+    const errs = await settleAll([a.allReduce(view), b.allReduce(new Float32Array(view.length).fill(2))]);
+    expect(errs).toEqual([undefined, undefined]);
+    expect([view[0], view[view.length - 1]]).toEqual([3, 3]);
+  });
+
   it('createGroup: members get a communicator with their own numbering, others null', async () => {
     const world = inprocRanks(4);
     const gs = await formAll(world, (c) => c.createGroup(['rank3', 1]));
