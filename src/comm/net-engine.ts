@@ -47,7 +47,6 @@ export interface NetWorld {
   oneHost?: boolean;
 }
 
-
 interface NetOp {
   spec: OpSpec;
   work: Work;
