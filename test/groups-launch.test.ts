@@ -23,17 +23,18 @@ const env = (extra: Env = {}): Env => cleanEnv({ HOME: join(tmp, 'home'), WEBCCL
 type Form = 'threads' | 'procs' | 'nnodes';
 
 /** Runs the script on 4 ranks in `form`; the output of every launcher, joined. */
-async function launch(form: Form, args: string[] = [], o: { n?: number; script?: string; flags?: string[]; env?: Env } = {}): Promise<{ runs: Run[]; out: string }> {
+async function launch(form: Form, args: string[] = [], o: { n?: number; script?: string; flags?: string[]; env?: Env; limitMs?: number } = {}): Promise<{ runs: Run[]; out: string }> {
   const n = o.n ?? 4;
+  const limit = o.limitMs ?? 150_000;
   const flags = o.flags ?? [];
   const rest = [o.script ?? script, ...args];
   let runs: Run[];
   if (form === 'nnodes') {
     const port = String(await freePort());
     runs = await Promise.all([0, 1].map((k) => run(process.execPath, [bin, 'run', ...flags, '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', String(n / 2),
-      '--master-addr', '127.0.0.1', '--master-port', port, ...rest], env(o.env), 150_000, root)));
+      '--master-addr', '127.0.0.1', '--master-port', port, ...rest], env(o.env), limit, root)));
   } else {
-    runs = [await run(process.execPath, [bin, 'run', ...flags, ...(form === 'procs' ? ['--procs'] : []), '-n', String(n), ...rest], env(o.env), 150_000, root)];
+    runs = [await run(process.execPath, [bin, 'run', ...flags, ...(form === 'procs' ? ['--procs'] : []), '-n', String(n), ...rest], env(o.env), limit, root)];
   }
   return { runs, out: runs.map((r) => r.stdout).join('') };
 }
@@ -103,6 +104,17 @@ describe.each(['threads', 'procs', 'nnodes'] as Form[])('groups with webccl run 
     expect(all).toMatch(new RegExp(`rank ${dies} failed: .*tolerated: --fault-tolerant`));
     for (const r of runs) expect({ code: r.code, hung: r.hung }).toEqual({ code: 0, hung: false });
   });
+
+  // Rank 2 dies right after joining and the survivors shrink at once: no op of theirs met the
+  // death, so only their connections (across nodes) or the node memory (one node) say it. Their
+  // deadline is 120 s; the run is stopped at 60 s. (Across nodes the agreement waited for the
+  // dead rank until the deadline, as for a survivor not heard from yet.)
+  it('shrink after a rank died before any op (--fault-tolerant): agreed from what the connections saw, long before the 120 s deadline', async () => {
+    const { runs, out } = await launch(form, ['2', 'unseen'], { script: shrinkScript, flags: ['--fault-tolerant'], limitMs: 60_000 });
+    for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+    const oks = [...out.matchAll(/^ok rank (\d+) of 4 shrunk to (\d+) as rank (\d+) after (\w+)$/gm)].map((m) => [Number(m[1]), Number(m[2]), Number(m[3]), m[4]]);
+    expect(oks.sort()).toEqual([[0, 3, 0, 'none'], [1, 3, 1, 'none'], [3, 3, 2, 'none']]);
+  }, 90_000);
 });
 
 // A group with 2 members on one node and 3 on the other: each member tunes its ops alone, so

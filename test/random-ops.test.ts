@@ -84,7 +84,8 @@ const shrinks: { name: string; form: Form; n: number; deaths: { rank: number; at
   // Here world rank 0 is still in an op of the first shrunk world, waiting on a rank that has
   // moved on to shrink it again: unless shrinking revokes the communicator, rank 0 comes to
   // the agreement after the others' deadline and is taken for dead. (No survivor saw the
-  // second death in this world's own ops, so the agreement waits for its deadline: 8 s here.)
+  // second death in this world's own ops: the agreement waited for its deadline, 8 s here,
+  // until the survivors also named the ranks whose connections closed without an ABORT.)
   { name: '2 nodes x 3 threads, 80 ops a world, rank 1 dies at op 31, then rank 3 of the 5 left at op 104', form: 'nnodes', n: 6, deaths: [{ rank: 1, at: 31 }, { rank: 3, at: 104 }], seed: 302, ops: 80, env: { WEBCCL_TIMEOUT_MS: '8000' } },
 ];
 

@@ -114,6 +114,20 @@ for (const [name, make] of Object.entries(CARRIERS)) {
       await expect(t0.send(1, tag(1), new Uint8Array(1))).rejects.toBe(errs[0]);
     });
 
+    it('departed(): a peer that closed every connection without an ABORT, not one that aborted first (shrink() suspects the first)', async () => {
+      const [t0, t1, t2] = await mesh(3);
+      expect(t0.departed()).toEqual([]);
+      const closed = t0.recv(1, tag(0), new Uint8Array(1)).catch((e: WebcclError) => e);
+      t1.close(); // as a rank that ends or dies: no ABORT
+      expect((await closed).code).toBe('CONNECTION_CLOSED');
+      expect(t0.departed()).toEqual([1]);
+      const aborted = t0.recv(2, tag(1), new Uint8Array(1)).catch((e: WebcclError) => e);
+      t2.abort('rank 2 shrinks the communicator'); // alive: it writes its ABORT, then ends its links
+      expect((await aborted).code).toBe('ABORTED');
+      await new Promise((r) => setTimeout(r, 2500)); // past the 2 s an aborting rank keeps reading
+      expect(t0.departed()).toEqual([1]);
+    });
+
     it('refuses a wrong token on both sides, naming the rank', async () => {
       const rejects: WebcclError[] = [];
       const t0 = await listen(0, 2, { onReject: (e) => rejects.push(e), timeoutMs: 1500 });

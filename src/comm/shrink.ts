@@ -5,9 +5,10 @@
 //     node header's LEFT words (a rank whose thread ended, or died under --fault-tolerant),
 //     allocates the new block and publishes the member mask with it;
 //   - across nodes, through the job's rendezvous store: each survivor says it is alive and
-//     whom it saw die; once every rank is heard from or suspected (or the deadline passes),
-//     the first to compare-and-set the member list decides it, and the members connect anew
-//     (the failure closed the old connections).
+//     whom it saw die (its failure names them, or their connections closed without an ABORT);
+//     once every rank is heard from or suspected (or the deadline passes), the first to
+//     compare-and-set the member list decides it, and the members connect anew (the failure
+//     closed the old connections).
 import { WebcclError, fail } from '../core/errors.js';
 import { C, N, NODE_BASE } from '../core/shm-map.js';
 import type { Communicator, CommunicatorOptions } from './communicator.js';
@@ -87,7 +88,14 @@ async function acrossNodes(f: Former, failure: WebcclError | undefined, opts: Co
   const store = net?.store;
   if (!net || !store || !net.remesh) return fail('UNSUPPORTED', 'shrink: this communicator has no rendezvous store to agree on the survivors through');
   const prefix = `webccl/shrink/${p.id}`;
-  const members = await agree(store, prefix, comm.rank, comm.size, suspectsIn(failure, comm.rank), timeoutMs).catch((e: unknown) => {
+  // Suspects: whom this rank's failure names, and whom its connections see end without an ABORT
+  // (a death no op of this rank met: without them the agreement would wait for its deadline).
+  const netOf = p.netRanks ?? p.worldRanks;
+  const departed = () => {
+    const gone = new Set(net.spaces.base.departed?.() ?? []);
+    return netOf.flatMap((n, r) => (gone.has(n) && r !== comm.rank ? [r] : []));
+  };
+  const members = await agree(store, prefix, comm.rank, comm.size, [...suspectsIn(failure, comm.rank), ...departed()], departed, timeoutMs).catch((e: unknown) => {
     throw WebcclError.is(e) && e.code === 'CONNECTION_CLOSED'
       ? new WebcclError('CONNECTION_CLOSED', `shrink: the job's rendezvous store is gone (world rank 0 serves it; it must survive for the others to shrink): ${e.reason}`, e.details)
       : e;
@@ -132,10 +140,11 @@ function suspectsIn(e: WebcclError | undefined, self: number): number[] {
 
 /**
  * The survivors, as every survivor will see them: each says it is alive (with whom it saw
- * die); once every rank is heard from or suspected by someone heard from (or the deadline has
- * passed), the first compare-and-set of the member list decides.
+ * die); once every rank is heard from or suspected by someone heard from or by this rank's
+ * connections (`departed`, asked again each turn), or the deadline has passed, the first
+ * compare-and-set of the member list decides.
  */
-async function agree(store: JobStore, prefix: string, rank: number, size: number, suspects: number[], timeoutMs: number): Promise<number[]> {
+async function agree(store: JobStore, prefix: string, rank: number, size: number, suspects: number[], departed: () => number[], timeoutMs: number): Promise<number[]> {
   const alive = (r: number) => `${prefix}/alive/${r}`;
   await store.set(alive(rank), JSON.stringify(suspects));
   const heard = new Map<number, number[]>();
@@ -153,6 +162,7 @@ async function agree(store: JobStore, prefix: string, rank: number, size: number
       heard.set(r, said);
       for (const s of said) suspected.add(s);
     }
+    for (const s of departed()) suspected.add(s);
     const waiting = Array.from({ length: size }, (_, r) => r).filter((r) => !heard.has(r) && !suspected.has(r));
     if (!waiting.length || performance.now() > deadline) break;
     await sleep(pause);

@@ -68,6 +68,10 @@ export class TransportSpaces {
       },
       watch: (w) => void this.watchers.set(space, { w, toMember }),
       /** Payloads of this communicator's collectives held (not its point-to-point messages). */
+      departed: () => (base.departed?.() ?? []).flatMap((w) => {
+        const member = toMember.get(w);
+        return member === undefined ? [] : [member];
+      }),
       held: () => (base.held?.() ?? []).flatMap((h) => {
         const member = toMember.get(h.peer);
         return (h.tag.space ?? 0) === space && member !== undefined ? [{ peer: member, tag: h.tag }] : [];

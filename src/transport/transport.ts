@@ -44,6 +44,11 @@ export interface Transport {
   watch?(w: TransportWatcher): void;
   /** The tags of payloads held (arrived before their receive), by peer. */
   held?(): { peer: number; tag: Tag }[];
+  /**
+   * Peers that closed every connection without an ABORT: they ended or died (a rank that fails
+   * sends its ABORT first), so they are no survivors for shrink() to wait for.
+   */
+  departed?(): number[];
 }
 
 /** What a failing rank tells its peers (carried by the ABORT frame). */

@@ -214,6 +214,10 @@ export class Mesh implements Transport {
     return this.boxes.flatMap((box, peer) => box.heldTags().map((tag) => ({ peer, tag })));
   }
 
+  departed(): number[] {
+    return this.gone.flatMap((e, peer) => (e ? [peer] : []));
+  }
+
   close(): void {
     this.fail(new WebcclError('CONNECTION_CLOSED', `rank ${this.rank}: transport closed`));
   }
