@@ -34,13 +34,16 @@ const synthetic = (m: CostModel, noise = () => 1): PerfRow[] =>
 describe('schedule counts', () => {
   it('ring, doubling and tree send what their schedules send', () => {
     // 4 ranks, 4 MiB: blocks of 1 MiB in two 512 KiB pieces, both lanes at once: 6 steps, 12 messages
-    expect(netCounts('ring', 4, 4 << 20)).toEqual({ steps: 2 * 3, messages: 2 * 3 * 2, bytes: 2 * 3 * (1 << 20), reduced: 3 * (1 << 20) });
+    expect(netCounts('ring', 4, 4 << 20)).toEqual({ steps: 2 * 3, messages: 2 * 3 * 2, bytes: 2 * 3 * (1 << 20), reduced: 3 * (1 << 20), ways: 1 });
+    // the two lanes travel side by side on two of three connections
+    expect(netCounts('ring', 4, 4 << 20, undefined, 3).ways).toBe(2);
     // 2 ranks, 64 MiB: blocks of 32 MiB in 64 pieces, four lanes of 16 in a row
     expect(netCounts('ring', 2, 64 << 20)).toMatchObject({ steps: 2 * 16, messages: 2 * 64 });
-    expect(netCounts('doubling', 8, 1024)).toEqual({ steps: 3, messages: 3, bytes: 3 * 1024, reduced: 3 * 1024 });
+    expect(netCounts('doubling', 8, 1024)).toEqual({ steps: 3, messages: 3, bytes: 3 * 1024, reduced: 3 * 1024, ways: 1 });
+    expect(netCounts('doubling', 8, 1024, undefined, 4).ways).toBe(1); // one message per peer and step
     // 6 ranks: 4 double, 2 fold in first and get the result back: two steps more, one reduction
     // more; the 4 doubling leave 2 idle, and the folds keep 2 + 2 busy
-    expect(netCounts('doubling', 6, 1024)).toEqual({ steps: 4, messages: 4, bytes: 4 * 1024, reduced: 3 * 1024, partial: [{ share: 4 / 6, steps: 2 }, { share: 4 / 6, steps: 2 }] });
+    expect(netCounts('doubling', 6, 1024)).toEqual({ steps: 4, messages: 4, bytes: 4 * 1024, reduced: 3 * 1024, ways: 1, partial: [{ share: 4 / 6, steps: 2 }, { share: 4 / 6, steps: 2 }] });
     expect(netCounts('ring', 1, 1024)).toEqual({ steps: 0, messages: 0, bytes: 0, reduced: 0 });
     expect(shmCounts('direct', 4, 1 << 20)).toEqual({ steps: 4, messages: 0, bytes: 1 << 20, reduced: 4 << 20 });
     expect(shmCounts('twoshot', 4, 1 << 20)).toEqual({ steps: 3, messages: 0, bytes: 0.75 * (1 << 20), reduced: 1 << 20 });
@@ -94,6 +97,25 @@ describe('fitting', () => {
     const c = netCounts('ring', 8, 1 << 20);
     expect(predictUs(m, onPath('tcp', c), 8) - predictUs({ ...m, tcp: { ...m.tcp, crowdMessageUs: 0, crowdUsPerByte: 0, roundUs: 0 } }, onPath('tcp', c), 8)).toBeCloseTo(3 * (150 * c.messages + 0.002 * c.bytes + 70 * c.steps), 3);
     expect(predictUs(m, onPath('tcp', netCounts('ring', 2, 1 << 20)), 2)).toBeCloseTo(predictUs(KNOWN, onPath('tcp', netCounts('ring', 2, 1 << 20)), 2), 6);
+  });
+
+  it('recovers what a connection costs (φ per byte it carries, ω per step for each beyond the first) from rows on 2 connections and a ring on 1, as webccl tune sweeps', () => {
+    const flows: CostModel = { ...KNOWN, tcp: { ...KNOWN.tcp, flowUsPerByte: 0.0004, channelStepUs: 30 } };
+    const onTwo = synthetic(flows).map((r) => (r.path === 'tcp' ? { ...r, channels: 2 } : r));
+    const rowsOf = (rs: PerfRow[]) => rs.map((r) => ({ ...r, timeUs: predictUs(flows, onPath(r.path, rowCounts(r)), r.ranks) }));
+    const oneRing = rowsOf(SIZES.map((bytes) => ({ path: 'tcp' as const, algo: 'ring', ranks: 2, bytes, timeUs: 0, channels: 1 })));
+    const m = fitModel([...rowsOf(onTwo), ...oneRing], 2);
+    expect(m.tcp.flowUsPerByte).toBeCloseTo(0.0004, 9);
+    expect(m.tcp.channelStepUs).toBeCloseTo(30, 6);
+    expect(m.tcp.messageUs).toBeCloseTo(20, 6);
+    expect(m.tcp.betaBytesPerUs! / 2000).toBeCloseTo(1, 6);
+    expect(m.shm.flowUsPerByte ?? 0).toBe(0); // no connections in shared memory
+    // a 64 MiB ring on 2 connections: the flows halve, one connection more per step
+    const c1 = netCounts('ring', 2, 64 << 20, undefined, 1);
+    const c2 = netCounts('ring', 2, 64 << 20, undefined, 2);
+    expect(predictUs(m, onPath('tcp', c1), 2) - predictUs(m, onPath('tcp', c2), 2)).toBeCloseTo(0.0004 * c1.bytes / 2 - 30 * c2.steps, 3);
+    // rows recorded without their channels (before channels were weighed) carry no connection costs
+    expect(fitModel(synthetic(KNOWN), 2).tcp).toMatchObject({ flowUsPerByte: 0, channelStepUs: 0 });
   });
 
   it('from rows with ±5% noise, predicts the noiseless times within a few percent', () => {

@@ -2,7 +2,8 @@
 // 2 nodes of one rank; TCP loopback): the
 // model's choice is logged at INFO and the data arrives whole in it; WEBCCL_PIECE_BYTES forces a
 // size; ranks that disagree on it fail with MISMATCH naming the piece size, never exchange pieces
-// that do not line up; ranks with different model files tune with the one the job agreed on.
+// that do not line up; ranks with different model files tune with the one the job agreed on; the
+// model's choice of how many connections the ring uses, logged at INFO.
 // The rank script (test/fixtures/ring-pieces.mjs) checks every element.
 import { availableParallelism } from 'node:os';
 import { writeFileSync } from 'node:fs';
@@ -43,6 +44,19 @@ describe.each(['procs', 'nnodes'] as const)('webccl run --%s, 2 ranks across nod
     expect(line, r.stderr).toBeDefined();
     expect(line).toContain(`: ${show(piece)}; piece-dependent time `);
     expect(line).toContain('64 KiB ');
+  });
+
+  it("3 connections per pair and a model where a connection carries 1 GB/s at most and costs 500 us a step: the ring's messages go on 2 of them, said at INFO; every element right", async () => {
+    // 4 MiB + 12 B in 512 KiB pieces: 5 a block, 4 lanes, 4 steps; (S / w)·φ + 4·(w − 1)·ω is
+    // 4.19, 4.10 and 5.40 ms for w = 1, 2, 3
+    const flows = join(tmp, 'flows-model.json');
+    const tcp = { alphaUs: 0, wakeUs: 0, betaBytesPerUs: 5000, gammaBytesPerUs: 5000, messageUs: 10, flowUsPerByte: 0.001, channelStepUs: 500 };
+    writeFileSync(flows, JSON.stringify({ version: 1, cores: 2, shm: { alphaUs: 1, wakeUs: 0, betaBytesPerUs: null, gammaBytesPerUs: null }, tcp }));
+    const r = await launch(form, 'tuned', { WEBCCL_DEBUG: 'INFO', WEBCCL_MODEL: flows, WEBCCL_NCHANNELS: '3', WEBCCL_PIECE_BYTES: '524288' });
+    expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+    expect(oks(r.stdout)).toEqual(['ok rank 0 of 2', 'ok rank 1 of 2']);
+    const line = r.stderr.split('\n').find((l) => l.includes('tuner: ring allReduce channels of 4 MiB class on 2 ranks'));
+    expect(line, r.stderr).toMatch(/\(tcp, 2 per machine, 3 connections per pair, 512 KiB pieces\): 2; predicted 2 [\d.]+ ms, 1 [\d.]+ ms, 3 [\d.]+ ms$/);
   });
 
   it('WEBCCL_PIECE_BYTES=65536 on every rank: every element right', async () => {

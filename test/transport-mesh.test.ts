@@ -81,6 +81,35 @@ for (const [name, make] of Object.entries(CARRIERS)) {
       });
     }
 
+    it('an op\'s messages go on the first tag.ways connections of the pair (all without it); the receiver matches them by tag alone', async () => {
+      const [t0, t1] = await mesh(2, { nchannels: 3 });
+      expect([t0.channels, t1.channels]).toEqual([3, 3]);
+      // Which connection each write to rank 1 took (the links are the mesh's own).
+      const used: number[] = [];
+      for (const link of (t0 as unknown as { outbound: { channel: number; write: (...a: unknown[]) => Promise<void> }[][] }).outbound[1]) {
+        const write = link.write.bind(link);
+        link.write = (...a: unknown[]) => (used.push(link.channel), write(...a));
+      }
+      for (const [seq, ways, expected] of [[10, 1, [0]], [11, 2, [0, 1]], [12, undefined, [0, 1, 2]], [13, 7, [0, 1, 2]]] as const) {
+        used.length = 0;
+        const got = Array.from({ length: 6 }, () => new Uint8Array(5));
+        const recvs = got.map((g, step) => t1.recv(0, tag(seq, step), g)); // posted without ways
+        await Promise.all(got.map((_, step) => t0.send(1, { ...tag(seq, step), ways }, fill(5, step))));
+        await Promise.all(recvs);
+        expect(got.every((g, step) => same(g, fill(5, step)))).toBe(true);
+        expect([...new Set(used)].sort(), `ways ${ways}`).toEqual(expected);
+      }
+      for (const ways of [0, 1.5, -1]) {
+        let e: WebcclError | undefined;
+        try {
+          await t0.send(1, { ...tag(20), ways }, fill(1, 0)); // refused at the call, as a bad peer is
+        } catch (x) {
+          e = x as WebcclError;
+        }
+        expect(e?.code, `ways ${ways}`).toBe('INVALID_ARGUMENT');
+      }
+    });
+
     it('fails the mesh when a peer holds more than its limit', async () => {
       const [t0, t1] = await mesh(2, { limits: { maxHeldMessages: 2, maxHeldBytes: 1 << 20 } });
       for (let s = 0; s < 3; s++) void t0.send(1, tag(s), new Uint8Array(8)).catch(() => undefined);

@@ -52,17 +52,22 @@ describe('webccl tune', () => {
     const env = { ...process.env, WEBCCL_PIECE_BYTES: '1000' };
     const r = await run(process.execPath, [cli, 'tune', '--ranks', '2', '-b', '4K', '-e', '64K', '-f', '16', '--time', '0.02', '--out', out], { timeout: 120_000, env });
     expect(r.stdout).toMatch(/tune: shm direct on 2 ranks: 2 sizes/);
-    expect(r.stdout).toMatch(/tune: tcp doubling on 2 ranks: 2 sizes/);
+    expect(r.stdout).toMatch(/tune: tcp doubling on 2 ranks, 2 connections per pair: 2 sizes/);
+    // the ring again on one connection: what a connection costs (φ, ω) shows between the two
+    expect(r.stdout).toMatch(/tune: tcp ring on 2 ranks, 2 connections per pair: 2 sizes/);
+    expect(r.stdout).toMatch(/tune: tcp ring on 2 ranks, 1 connection per pair: 2 sizes/);
     expect(r.stdout).toContain(`tune: wrote ${out}`);
     // each path's fitted costs, o (per message) among them; a fitted model always carries o
     expect(r.stdout).toMatch(/tune: tcp: α [\d.]+ us, wake [\d.]+ us per rank beyond \d+ cores, o [\d.]+ us per message, β /);
     const model = checkModel(JSON.parse(readFileSync(out, 'utf8')), out);
     expect(typeof model.tcp.messageUs).toBe('number');
     // and the crowded costs apart from the base ones
-    expect(r.stdout).toMatch(/tune: tcp: .*; per core's worth of ranks beyond: o' [\d.]+ us, [\d.]+ ns per byte moved, [\d.]+ ns per byte reduced; ρ [\d.]+ us per turn beyond the first in a step; median error/);
-    for (const f of ['crowdMessageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte', 'roundUs'] as const) expect(typeof model.tcp[f]).toBe('number');
+    expect(r.stdout).toMatch(/tune: tcp: .*; per core's worth of ranks beyond: o' [\d.]+ us, [\d.]+ ns per byte moved, [\d.]+ ns per byte reduced; ρ [\d.]+ us per turn beyond the first in a step; per connection: φ [\d.]+ ns per byte it carries, ω [\d.]+ us per step for each beyond the first; median error/);
+    for (const f of ['crowdMessageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte', 'roundUs', 'flowUsPerByte', 'channelStepUs'] as const) expect(typeof model.tcp[f]).toBe('number');
     expect(model.source).toMatchObject({ tool: 'webccl tune' });
-    expect((model.source!.rows as unknown[]).length).toBe(2 * 2 * 2);
+    const rows = model.source!.rows as { path: string; algo: string; channels?: number }[];
+    expect(rows.length).toBe(2 * 2 * 2 + 2);
+    expect(rows.filter((x) => x.path === 'tcp').map((x) => `${x.algo} ${x.channels}`).sort()).toEqual(['doubling 2', 'doubling 2', 'ring 1', 'ring 1', 'ring 2', 'ring 2']);
     process.env.WEBCCL_MODEL = out;
     expect(activeModel().model).toEqual(model);
   }, 150_000);

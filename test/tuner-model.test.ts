@@ -3,7 +3,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { CostModel } from '../src/tuner/cost-model.js';
 import { chooseAllReduceAlgo, resolveTuning } from '../src/tuner/tuner.js';
-import { adoptJobModel, chooseNetAllReduce, doublingMaxBytes, flatAlgo, netTuningBasis, resolveNetAlgo, useNetModel } from '../src/tuner/net-tuner.js';
+import { adoptJobModel, chooseNetAllReduce, doublingMaxBytes, flatAlgo, netTuningBasis, resolveNetAlgo, ringWays, useNetModel } from '../src/tuner/net-tuner.js';
+import { ringChannelCosts, ringChannels } from '../src/tuner/channels.js';
 import { parseAlgoSetting } from '../src/tuner/algo-env.js';
 import { crossoverBytes, flatPredictions, shmPredictions } from '../src/tuner/predict.js';
 import { caught } from './helpers/caught.js';
@@ -107,6 +108,48 @@ describe('INFO explains each choice once per collective, size class and topology
     expect(lines[2]).toMatch(/2 MiB class on 8 ranks \(2 nodes x 4, tcp, 8 per machine\): hierarchical; predicted .*hierarchical.*/);
     for (const a of ['ring', 'doubling', 'hierarchical']) expect(lines[2]).toContain(`${a} `);
     expect(lines[3]).toMatch(/: ring \(algo option\); predicted /);
+  });
+});
+
+describe('channels per op: how many connections per pair a ring allReduce spreads over', () => {
+  // A connection carries 0.5 GB/s at most (φ 2 ns per byte) and each one beyond the first costs
+  // 400 us per step: more connections pay off only when the bytes per step are many.
+  const FLOW: CostModel = { ...MODEL, tcp: { ...MODEL.tcp, alphaUs: 0, messageUs: 20, flowUsPerByte: 0.002, channelStepUs: 400 } };
+  const P = 512 * 1024;
+
+  it('weighs the flows against the cost per connection: the fewest that reach the least time, the most on a tie', () => {
+    // 64 MiB on 2 ranks: 64 pieces a block in 4 lanes, 32 steps; (64 MiB / w)·φ + 32·(w − 1)·ω
+    // is 134 ms, 79.9, 70.3 and 72.0 ms for w = 1..4
+    const costs = ringChannelCosts(FLOW, 2, 64 << 20, P, 2, 64, 4);
+    expect(costs.map((c) => c.channels)).toEqual([1, 2, 3, 4]);
+    expect(costs[0].us - costs[2].us).toBeCloseTo(((64 << 20) * 0.002 * 2) / 3 - 2 * 32 * 400, 3);
+    expect(ringChannels(FLOW, 2, 64 << 20, P, 2, 64, 4)).toBe(3);
+    // a block in one piece is one message per step: every count ties, so all connections (as
+    // without a choice); two pieces keep two lanes: 2 and more tie, the most is taken
+    expect(ringChannels(FLOW, 2, 1 << 20, P, 2, 64, 4)).toBe(4);
+    expect(ringChannels(FLOW, 2, 2 << 20, P, 2, 64, 4)).toBe(4);
+    expect(ringChannels({ ...FLOW, tcp: { ...FLOW.tcp, channelStepUs: 1e6 } }, 2, 2 << 20, P, 2, 64, 4)).toBe(1);
+    // no connection costs (the built-in model, models written before them): every connection
+    expect(ringChannels(MODEL, 2, 64 << 20, P, 2, 64, 4)).toBe(4);
+    expect(ringChannels(FLOW, 2, 64 << 20, P, 2, 64, 1)).toBe(1);
+  });
+
+  it('the ring is predicted over its best number of connections when the schedules are weighed', () => {
+    const ring = (channels: number) => flatPredictions(FLOW, 2, 64 << 20, 64, 2, channels).find((p) => p.algo === 'ring')!.us;
+    expect(ring(4)).toBeLessThan(ring(2));
+    expect(ring(2)).toBeLessThan(ring(1));
+    expect(flatPredictions(FLOW, 2, 64 << 20, 64, 2, 4).find((p) => p.algo === 'doubling')!.us).toBe(flatPredictions(FLOW, 2, 64 << 20, 64, 2, 1).find((p) => p.algo === 'doubling')!.us);
+  });
+
+  it('explains the choice once per size class at INFO, with each count\'s predicted time; says nothing with one connection', () => {
+    const lines: string[] = [];
+    vi.spyOn(console, 'error').mockImplementation((s: string) => void lines.push(s));
+    useNetModel(FLOW, 64);
+    expect(ringWays(64 << 20, 2, 2, P, 4)).toBe(3);
+    expect(ringWays(100 << 20, 2, 2, P, 4)).toBe(3); // the same class
+    expect(ringWays(64 << 20, 2, 2, P, 1)).toBe(1);
+    expect(lines, lines.join('\n')).toHaveLength(1);
+    expect(lines[0]).toMatch(/^webccl INFO tuner: ring allReduce channels of 64 MiB class on 2 ranks \(tcp, 2 per machine, 4 connections per pair, 512 KiB pieces\): 3; predicted 3 [\d.]+ ms, 4 [\d.]+ ms, 2 [\d.]+ ms, 1 [\d.]+ ms$/);
   });
 });
 

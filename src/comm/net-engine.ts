@@ -17,7 +17,7 @@ import { ringAllReduce } from '../algorithms/ring.js';
 import { doublingAllReduce } from '../algorithms/doubling.js';
 import { treeAllReduce } from '../algorithms/tree.js';
 import { hierarchicalAllReduce } from '../algorithms/hierarchical.js';
-import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo, ringPiece } from '../tuner/net-tuner.js';
+import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo, ringPiece, ringWays } from '../tuner/net-tuner.js';
 import { forcedPieceBytes } from '../tuner/ring-pieces.js';
 import { Arena } from './arena.js';
 import { type Kernels, workingMemory } from './net-memory.js';
@@ -54,6 +54,8 @@ interface NetOp {
   algo: NetAlgo | 'chain' | 'dissemination' | 'pairwise' | 'direct';
   /** The ring allReduce's piece size (0 for the other schedules). */
   piece: number;
+  /** An allReduce's ring (flat, or across nodes): the connections per pair its messages go on (undefined: all of them). */
+  ways?: number;
   /** Hash of what every rank must agree on; it rides in every message's tag. */
   signature: number;
   /** allToAll: each message's signature also says what its two ranks exchange (see pairSignatures). */
@@ -108,7 +110,7 @@ export class NetEngine implements Engine, WorkDriver {
     // What the tuner decides from must be the same on every rank (each decides alone, and ranks
     // that pick other schedules or pieces fail MISMATCH): with nodes of unequal counts (a group,
     // a shrunk communicator), the most ranks any machine holds, not this rank's node's count.
-    this.topo = { nodes: nodes.length, perNode, sharing: world.oneHost ? world.size : Math.max(...nodes.map((n) => n.length)) };
+    this.topo = { nodes: nodes.length, perNode, sharing: world.oneHost ? world.size : Math.max(...nodes.map((n) => n.length)), channels: world.transport.channels ?? 1 };
     const at = this.nodeRanks.indexOf(world.rank);
     this.interRanks = perNode ? nodes.map((n) => n[at]) : [world.rank];
     this.worldRanks = world.nodeOf.map((_, r) => r);
@@ -149,7 +151,7 @@ export class NetEngine implements Engine, WorkDriver {
     // whose models or WEBCCL_PIECE_BYTES disagree fail with MISMATCH.
     const piece = algo === 'ring' ? ringPiece(bytes, this.world.size, this.topo.sharing, this.forcedPiece) : 0;
     const signature = signatureOf(spec, algo, piece);
-    const op: NetOp = { spec, work, seq, algo, piece, signature, pairs: pairSignatures(spec, signature), done: Promise.resolve() };
+    const op: NetOp = { spec, work, seq, algo, piece, ways: spec.name === 'allReduce' ? this.ringWaysOf(algo, bytes, piece) : undefined, signature, pairs: pairSignatures(spec, signature), done: Promise.resolve() };
     this.account.remember(seq, fieldsOf(spec, algo, piece));
     op.done = this.tail = this.tail.then(() => this.run(op));
     this.queue.push(op);
@@ -159,6 +161,21 @@ export class NetEngine implements Engine, WorkDriver {
     const held = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0 && !isP2pSpace(h.tag.space) && h.tag.comm !== expectedFrom(op, h.peer));
     if (held) this.account.disagreed(op.seq, held.peer);
     return work;
+  }
+
+  /**
+   * The connections per pair an allReduce's ring spreads over (the model's choice, channels.ts):
+   * the flat ring's, or the ring across nodes of a hierarchical op (on each node's shard).
+   * Undefined for the schedules that send one message per peer and step (they use them all).
+   */
+  private ringWaysOf(algo: string, bytes: number, piece: number): number | undefined {
+    const { channels = 1, sharing = this.world.size, nodes, perNode } = this.topo;
+    if (channels <= 1) return undefined;
+    if (algo === 'ring') return ringWays(bytes, this.world.size, sharing, piece, channels);
+    if (algo !== 'hierarchical') return undefined;
+    const shard = bytes / perNode;
+    if (flatAlgo(shard, nodes, sharing, channels) !== 'ring') return undefined;
+    return ringWays(shard, nodes, sharing, ringPiece(shard, nodes, sharing, this.forcedPiece), channels);
   }
 
   pending(): number {
@@ -300,7 +317,7 @@ export class NetEngine implements Engine, WorkDriver {
 
   private group(members: number[], op: NetOp): Group {
     const t = this.world.transport;
-    const tag = (comm: number, step: number) => ({ comm, seq: op.seq >>> 0, step });
+    const tag = (comm: number, step: number) => ({ comm, seq: op.seq >>> 0, step, ways: op.ways });
     const awaited = this.awaited;
     return {
       rank: members.indexOf(this.world.rank),
@@ -333,7 +350,7 @@ export class NetEngine implements Engine, WorkDriver {
 
   /** Of `from` into `w` when given: the flat schedules read it in place, the others after a copy. */
   private allReduce(op: NetOp, m: Mem, world: Group, w: Span, from?: Span): Promise<void> {
-    const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size, this.topo.sharing), src?: Span, piece?: number) =>
+    const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size, this.topo.sharing, this.topo.channels), src?: Span, piece?: number) =>
       (algo === 'ring' ? ringAllReduce(g, mm, s, src, piece ?? ringPiece(s.count * mm.elemBytes, g.size, this.topo.sharing, this.forcedPiece)) : doublingAllReduce(g, mm, s, src));
     if (op.algo !== 'tree' && op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling', from, op.piece);
     if (from) m.copy(w.addr, from.addr, w.count);

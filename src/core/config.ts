@@ -15,7 +15,7 @@ export const ENV_VARS: Record<string, string> = {
   WEBCCL_TOKEN: 'secret every rank of a job proves at rendezvous, the same on every node (default: a fresh one per webccl run --procs job; else a per-user file when the master is loopback)',
   WEBCCL_TRANSPORT: 'tcp | ws: what carries the connections between nodes: TCP, or WebSocket (ws://, on each rank\'s own port, path /webccl-link); every rank of a job must agree (default tcp)',
   WEBCCL_PIECE_BYTES: 'piece size, in bytes, of the ring allReduce across nodes, 4096..16777216; every rank must set the same (default: chosen per message by the cost model, 64 KiB..4 MiB)',
-  WEBCCL_NCHANNELS: 'TCP connections per pair of ranks across nodes, 1..64 (default 2)',
+  WEBCCL_NCHANNELS: 'TCP connections per pair of ranks across nodes, 1..64 (default 2); an allReduce ring uses as many as the cost model picks',
   WEBCCL_SOCKET_IFNAME: 'network interface whose address peers dial, e.g. eth0 (default: loopback for a job on one machine, else the interface that reaches MASTER_ADDR)',
   WEBCCL_CONNECT_TIMEOUT_MS: 'deadline for every rank to reach the rendezvous and connect, in milliseconds (default 120000)',
   WEBCCL_TLS: '1: run the rendezvous store and the connections between nodes over TLS 1.3, keyed by the job token unless certificates are given (default 0)',

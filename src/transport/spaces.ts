@@ -52,6 +52,7 @@ export class TransportSpaces {
     return {
       rank,
       size: members.length,
+      channels: base.channels,
       send: (peer, tag, data) => base.send(world(peer), stamp(tag), data),
       recv: (peer, tag, into) => base.recv(world(peer), stamp(tag), into),
       // Closing a view ends this communicator's use of the links, not the links.

@@ -17,11 +17,19 @@ export interface Tag {
    * numbers never meet.
    */
   space?: number;
+  /**
+   * Of a transport's connections per pair, how many the op's messages go on (its first `ways`;
+   * absent: all). Local to the sender: a message is matched by its tag, not by its connection,
+   * so the receiver need not know it (and it is not sent).
+   */
+  ways?: number;
 }
 
 export interface Transport {
   readonly rank: number;
   readonly size: number;
+  /** Connections per pair of ranks that messages may spread over (1 when absent). */
+  readonly channels?: number;
   /** Resolves once `data` is handed to the wire; do not modify it before then. */
   send(peer: number, tag: Tag, data: Uint8Array): Promise<void>;
   /** Resolves once `into` holds the payload `peer` sent with `tag`; its length must match. */
@@ -125,6 +133,7 @@ export function checkTag(tag: Tag): Tag {
     const v = tag?.[f] as number;
     if (!Number.isInteger(v) || v < 0 || v > U32) throw new WebcclError('INVALID_ARGUMENT', `tag.${f} must be an integer in 0..2^32-1, got ${v}`);
   }
+  if (tag.ways !== undefined && !(Number.isInteger(tag.ways) && tag.ways >= 1)) throw new WebcclError('INVALID_ARGUMENT', `tag.ways must be a positive integer, got ${tag.ways}`);
   return tag;
 }
 

@@ -6,10 +6,16 @@
 // these costs:
 //
 //   T = steps·(α + wake·max(0, ranks − cores)) + turns·ρ + messages·(o + e·o') + bytes·(1/β + e/β') + reduced·(1/γ + e/γ')
+//       + (bytes / ways)·φ + steps·(ways − 1)·ω
 //
 // where turns counts, over the steps, the scheduling rounds beyond the first that a step takes
-// when its busy ranks outnumber the cores (schedules.ts extraRounds), each costing ρ.
-// summed over the paths the schedule uses. `webccl tune` fits it on this machine (fit.ts).
+// when its busy ranks outnumber the cores (schedules.ts extraRounds), each costing ρ, and ways
+// is how many connections a rank's messages to one peer spread over at once (network paths;
+// the tuner picks how many an op may use, its channels): φ is what one connection serialises
+// per byte (a flow slower than the path: the bytes spread over w connections pay φ/w), ω what
+// each connection beyond the first costs per step (its own wake-ups and system calls). The
+// two pull apart, so the best number of channels grows with the bytes per step.
+// The whole is summed over the paths the schedule uses. `webccl tune` fits it on this machine (fit.ts).
 // The crowded costs are apart from the base ones because ranks with a core each pay less per
 // message and byte than ranks taking turns on one: with one set of costs (T scaling with
 // ranks / cores, which a model without the crowded fields still means) the fit served the
@@ -42,6 +48,13 @@ export interface PathCosts {
    * rank busy at each step (the ring) from one that keeps fewer (doubling beyond a power of two).
    */
   roundUs?: number;
+  /**
+   * φ: microseconds per byte that one connection serialises, over the path's own 1/β (0 when
+   * absent: a connection carries the path's whole rate, as in models written before it).
+   */
+  flowUsPerByte?: number;
+  /** ω: microseconds per step for each connection beyond the first that a rank sends to a peer on (0 when absent). */
+  channelStepUs?: number;
 }
 
 export interface CostModel {
@@ -54,13 +67,15 @@ export interface CostModel {
   source?: Record<string, unknown>;
 }
 
-/** The nine coefficients in the order fit.ts solves for them. */
-export const COEFFS = ['alphaUs', 'wakeUs', 'usPerByte', 'usPerReducedByte', 'messageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte', 'crowdMessageUs', 'roundUs'] as const;
+/** The eleven coefficients in the order fit.ts solves for them. */
+export const COEFFS = ['alphaUs', 'wakeUs', 'usPerByte', 'usPerReducedByte', 'messageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte', 'crowdMessageUs', 'roundUs', 'flowUsPerByte', 'channelStepUs'] as const;
 
 /** The features of one row: what multiplies each coefficient. */
 export function features(c: StepCounts, ranks: number, cores: number): number[] {
   const e = Math.max(0, ranks / cores - 1);
-  return [c.steps, c.steps * Math.max(0, ranks - cores), c.bytes, c.reduced, c.messages, e * c.bytes, e * c.reduced, e * c.messages, extraRounds(c, ranks, cores)];
+  const ways = c.ways ?? 0;
+  return [c.steps, c.steps * Math.max(0, ranks - cores), c.bytes, c.reduced, c.messages, e * c.bytes, e * c.reduced, e * c.messages, extraRounds(c, ranks, cores),
+    ways ? c.bytes / ways : 0, ways ? c.steps * (ways - 1) : 0];
 }
 
 const perByte = (rate: number | null): number => (rate === null ? 0 : 1 / rate);
@@ -70,7 +85,7 @@ function coefficients(p: PathCosts): number[] {
   const byte = perByte(p.betaBytesPerUs);
   const reduced = perByte(p.gammaBytesPerUs);
   const message = p.messageUs ?? 0;
-  return [p.alphaUs, p.wakeUs, byte, reduced, message, p.crowdUsPerByte ?? byte, p.crowdUsPerReducedByte ?? reduced, p.crowdMessageUs ?? message, p.roundUs ?? 0];
+  return [p.alphaUs, p.wakeUs, byte, reduced, message, p.crowdUsPerByte ?? byte, p.crowdUsPerReducedByte ?? reduced, p.crowdMessageUs ?? message, p.roundUs ?? 0, p.flowUsPerByte ?? 0, p.channelStepUs ?? 0];
 }
 
 export function pathTimeUs(p: PathCosts, c: StepCounts, ranks: number, cores: number): number {
@@ -101,7 +116,7 @@ export function checkModel(m: unknown, from: string): CostModel {
     if (!nonNegative(c!.wakeUs)) bad(`${p}.wakeUs`);
     if (!rate(c!.betaBytesPerUs)) bad(`${p}.betaBytesPerUs`);
     if (!rate(c!.gammaBytesPerUs)) bad(`${p}.gammaBytesPerUs`);
-    for (const f of ['messageUs', 'crowdMessageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte', 'roundUs']) {
+    for (const f of ['messageUs', 'crowdMessageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte', 'roundUs', 'flowUsPerByte', 'channelStepUs']) {
       if (c![f] !== undefined && !nonNegative(c![f])) bad(`${p}.${f}`);
     }
   }
@@ -111,5 +126,5 @@ export function checkModel(m: unknown, from: string): CostModel {
 /** Coefficients (COEFFS order) as a path's costs. */
 export function pathCosts(x: readonly number[]): PathCosts {
   const r = (v: number) => (v > 0 ? 1 / v : null);
-  return { alphaUs: x[0], wakeUs: x[1], betaBytesPerUs: r(x[2]), gammaBytesPerUs: r(x[3]), messageUs: x[4], crowdUsPerByte: x[5], crowdUsPerReducedByte: x[6], crowdMessageUs: x[7], roundUs: x[8] };
+  return { alphaUs: x[0], wakeUs: x[1], betaBytesPerUs: r(x[2]), gammaBytesPerUs: r(x[3]), messageUs: x[4], crowdUsPerByte: x[5], crowdUsPerReducedByte: x[6], crowdMessageUs: x[7], roundUs: x[8], flowUsPerByte: x[9], channelStepUs: x[10] };
 }

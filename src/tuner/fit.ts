@@ -1,9 +1,10 @@
 // Fits the cost model to measured rows: for each path, the coefficients (α, wake, 1/β, 1/γ, o,
-// the crowded o', 1/β', 1/γ' and ρ) that minimise the squared relative error of the predicted
-// times over the rows (least squares on each row's features divided by its measured time, so a
-// 1 KiB row counts as much as a 64 MiB one), none negative (every subset of coefficients is
-// solved and the best one whose coefficients are all ≥ 0 is kept: nine coefficients, 511
-// subsets, tens of milliseconds for a sweep's rows).
+// the crowded o', 1/β', 1/γ', ρ, and the connections' φ and ω) that minimise the squared
+// relative error of the predicted times over the rows (least squares on each row's features
+// divided by its measured time, so a 1 KiB row counts as much as a 64 MiB one), none negative
+// (every subset of coefficients is solved and the best one whose coefficients are all ≥ 0 is
+// kept: eleven coefficients, 2,047 subsets, about a second for a sweep's rows; coefficients
+// that no row exercises — φ and ω in shared memory — are left out of every subset).
 import { fail } from '../core/errors.js';
 import { type CostModel, features, pathCosts } from './cost-model.js';
 import { type Path, type StepCounts, netCounts, shmCounts } from './schedules.js';
@@ -15,12 +16,23 @@ export interface PerfRow {
   ranks: number;
   bytes: number;
   timeUs: number;
+  /**
+   * tcp: the connections per pair the sweep ran with (WEBCCL_NCHANNELS), every op using them
+   * all. Absent: rows recorded before channels were weighed, whose counts carry no connection
+   * costs (their φ and ω stay out of the fit).
+   */
+  channels?: number;
 }
 
 /** The counts of the flat schedules a row can measure (hierarchical spans both paths). */
-export function rowCounts(r: Pick<PerfRow, 'path' | 'algo' | 'ranks' | 'bytes'>): StepCounts {
+export function rowCounts(r: Pick<PerfRow, 'path' | 'algo' | 'ranks' | 'bytes' | 'channels'>): StepCounts {
   if (r.path === 'shm' && (r.algo === 'direct' || r.algo === 'twoshot')) return shmCounts(r.algo, r.ranks, r.bytes);
-  if (r.path === 'tcp' && (r.algo === 'ring' || r.algo === 'doubling' || r.algo === 'tree')) return netCounts(r.algo, r.ranks, r.bytes);
+  if (r.path === 'tcp' && (r.algo === 'ring' || r.algo === 'doubling' || r.algo === 'tree')) {
+    const c = netCounts(r.algo, r.ranks, r.bytes, undefined, r.channels ?? 1);
+    if (r.channels !== undefined) return c;
+    const { ways: _, ...unweighed } = c;
+    return unweighed;
+  }
   return fail('INVALID_ARGUMENT', `fit: no schedule ${r.algo} on ${r.path}`, { algo: r.algo, path: r.path });
 }
 

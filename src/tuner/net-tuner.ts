@@ -10,6 +10,7 @@ import { activeModel } from './model-source.js';
 import { NET_ALGORITHMS, type NetAlgo, isNetAlgo } from './names.js';
 import { type Prediction, crossoverBytes, explain, fastest, flatPredictions, hierarchicalPrediction, machineCores, showBytes } from './predict.js';
 import { ringPieceBytes, ringPieceCosts } from './ring-pieces.js';
+import { ringChannelCosts, ringChannels } from './channels.js';
 
 export { NET_ALGORITHMS, type NetAlgo, isNetAlgo };
 
@@ -66,12 +67,12 @@ const crossovers = new Map<string, number>();
  * exchanges of the whole buffer) no slower than the ring (2(n−1) messages of 1/n of it, in
  * pieces). On loopback each message costs system calls (the model's tcp α, ~100 µs).
  */
-export function doublingMaxBytes(size: number, sharing = size): number {
-  const key = `${size}/${sharing}`;
+export function doublingMaxBytes(size: number, sharing = size, channels = 1): number {
+  const key = `${size}/${sharing}/${channels}`;
   let x = crossovers.get(key);
   if (x === undefined) {
     const { model: m, cores } = netTuningBasis();
-    x = crossoverBytes((b) => flatPredictions(m, size, b, cores, sharing), 'doubling');
+    x = crossoverBytes((b) => flatPredictions(m, size, b, cores, sharing, channels), 'doubling');
     crossovers.set(key, x);
   }
   return x;
@@ -87,6 +88,8 @@ export interface NetTopology {
    * same number on every rank). Default: every rank.
    */
   sharing?: number;
+  /** Connections per pair of ranks (the transport's, WEBCCL_NCHANNELS); default 1. */
+  channels?: number;
 }
 
 export function parseNetAlgo(a: unknown, from: string): NetAlgo {
@@ -108,13 +111,28 @@ export function resolveNetAlgo(commAlgo: unknown, topo: NetTopology): NetAlgo | 
 export function netPredictions(bytes: number, size: number, topo: NetTopology): Prediction[] {
   const { model: m, cores } = netTuningBasis();
   const sharing = topo.sharing ?? size;
-  const preds = flatPredictions(m, size, bytes, cores, sharing);
-  if (topo.nodes > 1 && topo.perNode > 1) preds.push(hierarchicalPrediction(m, topo.nodes, topo.perNode, bytes, cores, sharing));
+  const preds = flatPredictions(m, size, bytes, cores, sharing, topo.channels);
+  if (topo.nodes > 1 && topo.perNode > 1) preds.push(hierarchicalPrediction(m, topo.nodes, topo.perNode, bytes, cores, sharing, topo.channels));
   return preds;
 }
 
 const topoText = (size: number, topo: NetTopology) =>
   `${size} ranks (${topo.nodes} nodes${topo.perNode ? ` x ${topo.perNode}` : ', uneven'}, tcp, ${topo.sharing ?? size} per machine)`;
+
+/**
+ * How many of its `channels` connections per pair a ring allReduce of `bytes` over `size` ranks
+ * (`sharing` of them on each machine) in pieces of `pieceBytes` spreads its messages over: the
+ * model's choice (channels.ts), explained at INFO with each count's predicted time.
+ */
+export function ringWays(bytes: number, size: number, sharing: number, pieceBytes: number, channels: number): number {
+  const { model: m, cores } = netTuningBasis();
+  const k = ringChannels(m, size, bytes, pieceBytes, sharing, cores, channels);
+  if (enabled('INFO') && channels > 1) {
+    const costs = () => ringChannelCosts(m, size, bytes, pieceBytes, sharing, cores, channels).map((c) => ({ algo: `${c.channels}`, us: c.us }));
+    explain('ring allReduce channels', bytes, `${size} ranks (tcp, ${sharing} per machine, ${channels} connections per pair, ${showBytes(pieceBytes)} pieces)`, `${k}`, costs);
+  }
+  return k;
+}
 
 export function chooseNetAllReduce(bytes: number, size: number, topo: NetTopology, standing: NetAlgo | undefined, callAlgo?: unknown): NetAlgo {
   let algo: NetAlgo;
@@ -129,7 +147,7 @@ export function chooseNetAllReduce(bytes: number, size: number, topo: NetTopolog
   } else if (topo.nodes > 1 && topo.perNode > 1) {
     algo = fastest(netPredictions(bytes, size, topo)).algo as NetAlgo;
   } else {
-    algo = flatAlgo(bytes, size, topo.sharing);
+    algo = flatAlgo(bytes, size, topo.sharing, topo.channels);
   }
   if (enabled('INFO')) explain('allReduce', bytes, topoText(size, topo), algo, () => netPredictions(bytes, size, topo), why);
   return algo;
@@ -151,5 +169,5 @@ export function ringPiece(bytes: number, size: number, sharing = size, forced?: 
   return piece;
 }
 
-/** The flat schedule for `bytes` over a network group of `size` ranks, `sharing` of them on each machine. */
-export const flatAlgo = (bytes: number, size: number, sharing = size): 'ring' | 'doubling' => (bytes <= doublingMaxBytes(size, sharing) ? 'doubling' : 'ring');
+/** The flat schedule for `bytes` over a network group of `size` ranks, `sharing` of them on each machine, `channels` connections per pair. */
+export const flatAlgo = (bytes: number, size: number, sharing = size, channels = 1): 'ring' | 'doubling' => (bytes <= doublingMaxBytes(size, sharing, channels) ? 'doubling' : 'ring');

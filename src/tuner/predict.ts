@@ -2,6 +2,7 @@
 // explains a choice: printed once per (collective, size class, topology), not per op.
 import { enabled, log } from '../core/log.js';
 import { type CostModel, predictUs } from './cost-model.js';
+import { ringChannels } from './channels.js';
 import { ringPieceBytes } from './ring-pieces.js';
 import { hierarchicalCounts, netCounts, onPath, shmCounts } from './schedules.js';
 
@@ -25,11 +26,13 @@ export function shmPredictions(model: CostModel, n: number, bytes: number, cores
 
 /**
  * A flat network allReduce over `n` ranks, `sharing` of them on each machine (all of them on
- * loopback); the ring in the pieces the model picks for it (ring-pieces.ts).
+ * loopback), `channels` connections per pair; the ring in the pieces and over the connections
+ * the model picks for it (ring-pieces.ts, channels.ts).
  */
-export function flatPredictions(model: CostModel, n: number, bytes: number, cores: number, sharing = n): Prediction[] {
+export function flatPredictions(model: CostModel, n: number, bytes: number, cores: number, sharing = n, channels = 1): Prediction[] {
   const piece = ringPieceBytes(model, n, bytes, sharing, cores);
-  return (['doubling', 'ring'] as const).map((algo) => ({ algo, us: predictUs(model, onPath('tcp', netCounts(algo, n, bytes, piece)), sharing, cores) }));
+  const ways = { ring: ringChannels(model, n, bytes, piece, sharing, cores, channels), doubling: channels };
+  return (['doubling', 'ring'] as const).map((algo) => ({ algo, us: predictUs(model, onPath('tcp', netCounts(algo, n, bytes, piece, ways[algo])), sharing, cores) }));
 }
 
 export const fastest = (ps: readonly Prediction[]): Prediction => ps.reduce((a, b) => (b.us < a.us ? b : a));
@@ -38,9 +41,11 @@ export const fastest = (ps: readonly Prediction[]): Prediction => ps.reduce((a, 
  * Hierarchical over `nodes` × `perNode`: the node phase on shm and the flat schedule the model
  * picks for the shard across nodes, `sharing` ranks on each machine.
  */
-export function hierarchicalPrediction(model: CostModel, nodes: number, perNode: number, bytes: number, cores: number, sharing = perNode): Prediction & { across: 'ring' | 'doubling' } {
-  const across = fastest(flatPredictions(model, nodes, bytes / perNode, cores, sharing)).algo as 'ring' | 'doubling';
-  const c = hierarchicalCounts(nodes, perNode, bytes, across, ringPieceBytes(model, nodes, bytes / perNode, sharing, cores));
+export function hierarchicalPrediction(model: CostModel, nodes: number, perNode: number, bytes: number, cores: number, sharing = perNode, channels = 1): Prediction & { across: 'ring' | 'doubling' } {
+  const shard = bytes / perNode;
+  const across = fastest(flatPredictions(model, nodes, shard, cores, sharing, channels)).algo as 'ring' | 'doubling';
+  const piece = ringPieceBytes(model, nodes, shard, sharing, cores);
+  const c = hierarchicalCounts(nodes, perNode, bytes, across, piece, across === 'ring' ? ringChannels(model, nodes, shard, piece, sharing, cores, channels) : channels);
   return { algo: 'hierarchical', us: predictUs(model, c, sharing, cores), across };
 }
 

@@ -26,15 +26,16 @@ export interface StepCounts {
    * a machine with fewer cores than busy ranks a step runs in turns (cost-model.ts, rounds).
    */
   partial?: { share: number; steps: number }[];
+  /**
+   * Network only: connections a rank's messages to one peer spread over at once — the fewer of
+   * the connections the op may use and the messages it keeps in flight to a peer (the ring's
+   * lanes; 1 for schedules that send one message per peer and step). Absent: no connection
+   * costs (shared memory, and counts made before channels were weighed).
+   */
+  ways?: number;
 }
 
 const NONE: StepCounts = { steps: 0, messages: 0, bytes: 0, reduced: 0 };
-
-function add(a: StepCounts, b: StepCounts): StepCounts {
-  const sum: StepCounts = { steps: a.steps + b.steps, messages: a.messages + b.messages, bytes: a.bytes + b.bytes, reduced: a.reduced + b.reduced };
-  const partial = [...(a.partial ?? []), ...(b.partial ?? [])];
-  return partial.length ? { ...sum, partial } : sum;
-}
 
 /**
  * Scheduling rounds beyond the first, summed over the steps, for `ranks` ranks of the group on a
@@ -72,20 +73,23 @@ export const pieceCount = (bytes: number, pieceBytes = PIECE_BYTES): number => M
  * in and get the result back: two steps more); the double binary tree sends about twice the
  * buffer, pipelined up and down a tree of depth ⌈log2(n+1)⌉. `pieceBytes`: the ring's piece
  * size (the tuner's choice, ring-pieces.ts; PIECE_BYTES when fitting and simulating).
+ * `channels`: the connections per pair the op may use (the tuner's choice, channelsFor); only the
+ * ring keeps several messages in flight to a peer, so only its `ways` can exceed 1.
  */
-export function netCounts(algo: 'ring' | 'doubling' | 'tree', n: number, bytes: number, pieceBytes = PIECE_BYTES): StepCounts {
+export function netCounts(algo: 'ring' | 'doubling' | 'tree', n: number, bytes: number, pieceBytes = PIECE_BYTES, channels = 1): StepCounts {
   if (n <= 1) return NONE;
   if (algo === 'ring') {
     const block = bytes / n;
     const p = pieceCount(block, pieceBytes);
-    const rounds = Math.ceil(p / Math.min(LANES, p));
-    return { steps: 2 * (n - 1) * rounds, messages: 2 * (n - 1) * p, bytes: 2 * (n - 1) * block, reduced: (n - 1) * block };
+    const lanes = Math.min(LANES, p);
+    const rounds = Math.ceil(p / lanes);
+    return { steps: 2 * (n - 1) * rounds, messages: 2 * (n - 1) * p, bytes: 2 * (n - 1) * block, reduced: (n - 1) * block, ways: Math.min(channels, lanes) };
   }
   if (algo === 'doubling') {
     const rounds = Math.floor(Math.log2(n));
     const q = 2 ** rounds;
     const extra = n > q ? 2 : 0;
-    const counts = { steps: rounds + extra, messages: rounds + extra, bytes: (rounds + extra) * bytes, reduced: (rounds + (extra ? 1 : 0)) * bytes };
+    const counts = { steps: rounds + extra, messages: rounds + extra, bytes: (rounds + extra) * bytes, reduced: (rounds + (extra ? 1 : 0)) * bytes, ways: 1 };
     // Beyond a power of two, the q ranks that double leave n − q idle, and the fold-in and
     // fold-out steps keep only the 2(n − q) ranks that fold busy.
     return extra ? { ...counts, partial: [{ share: q / n, steps: rounds }, { share: (2 * (n - q)) / n, steps: 2 }] } : counts;
@@ -93,7 +97,7 @@ export function netCounts(algo: 'ring' | 'doubling' | 'tree', n: number, bytes: 
   const depth = Math.ceil(Math.log2(n + 1));
   const p = pieceCount(bytes / 2);
   const steps = 2 * (depth - 1) + 2 * p;
-  return { steps, messages: steps, bytes: 2 * bytes, reduced: bytes };
+  return { steps, messages: steps, bytes: 2 * bytes, reduced: bytes, ways: 1 };
 }
 
 /** Counts on both paths: the hierarchical schedule runs a node phase over shared memory and a network phase. */
@@ -107,11 +111,10 @@ export interface PathCounts {
  * (as two-shot's phases over L ranks), and between them a flat allReduce of S/L over the
  * `nodes` ranks at the same place of every node (`across`, itself the model's choice).
  */
-export function hierarchicalCounts(nodes: number, perNode: number, bytes: number, across: 'ring' | 'doubling', pieceBytes = PIECE_BYTES): PathCounts {
+export function hierarchicalCounts(nodes: number, perNode: number, bytes: number, across: 'ring' | 'doubling', pieceBytes = PIECE_BYTES, channels = 1): PathCounts {
   const local = perNode > 1 ? { steps: 2, messages: 0, bytes: 2 * ((perNode - 1) / perNode) * bytes, reduced: bytes } : NONE;
-  return { shm: local, tcp: netCounts(across, nodes, bytes / perNode, pieceBytes) };
+  return { shm: local, tcp: netCounts(across, nodes, bytes / perNode, pieceBytes, channels) };
 }
 
 export const onPath = (path: Path, c: StepCounts): PathCounts => (path === 'shm' ? { shm: c, tcp: NONE } : { shm: NONE, tcp: c });
 
-export const sumCounts = add;

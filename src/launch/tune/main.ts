@@ -6,6 +6,7 @@ import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PIECE_BYTES } from '../../algorithms/group.js';
+import { DEFAULT_NCHANNELS } from '../../comm/net-world.js';
 import { type CostModel, predictUs } from '../../tuner/cost-model.js';
 import { type PerfRow, fitModel, rowCounts } from '../../tuner/fit.js';
 import { activeModel, defaultModelPath } from '../../tuner/model-source.js';
@@ -23,9 +24,22 @@ const cliPath = (): string => fileURLToPath(new URL('./cli.js', import.meta.url)
  */
 const PERF_ENV = { ...process.env, WEBCCL_PIECE_BYTES: String(PIECE_BYTES) };
 
-function perfRun(args: string[]): Promise<void> {
+/**
+ * The connections per pair the tcp sweeps run with, every op using them all, and a second ring
+ * sweep on one connection at the smallest rank count: the pair tells the fit what a connection
+ * costs (φ, ω). So that every op does use them all, perf's ranks tune with the model in force
+ * stripped of its connection costs (its other choices are forced: -a, WEBCCL_PIECE_BYTES).
+ */
+const CHANNELS = Number(process.env.WEBCCL_NCHANNELS ?? DEFAULT_NCHANNELS);
+
+function withoutConnectionCosts(m: CostModel): CostModel {
+  return { ...m, tcp: { ...m.tcp, flowUsPerByte: 0, channelStepUs: 0 } };
+}
+
+function perfRun(args: string[], channels: number, modelFile: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliPath(), 'perf', 'allreduce', ...args], { stdio: ['ignore', 'ignore', 'inherit'], env: PERF_ENV });
+    const env = { ...PERF_ENV, WEBCCL_NCHANNELS: String(channels), WEBCCL_MODEL: modelFile };
+    const child = spawn(process.execPath, [cliPath(), 'perf', 'allreduce', ...args], { stdio: ['ignore', 'ignore', 'inherit'], env });
     child.on('error', reject);
     child.on('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`webccl perf ${args.join(' ')} failed (${signal ?? `exit code ${code}`})`))));
   });
@@ -35,17 +49,22 @@ function perfRun(args: string[]): Promise<void> {
 export async function sweep(o: TuneOptions, say: (line: string) => void): Promise<PerfRow[]> {
   const dir = mkdtempSync(join(tmpdir(), 'webccl-tune-'));
   const rows: PerfRow[] = [];
+  const modelFile = join(dir, 'sweep-model.json');
+  writeFileSync(modelFile, JSON.stringify(withoutConnectionCosts(activeModel().model)));
   try {
     for (const path of o.paths) {
       for (const ranks of o.ranks) {
-        for (const algo of ALGOS[path]) {
-          const json = join(dir, `${path}-${ranks}-${algo}.json`);
+        const runs = ALGOS[path].map((algo) => ({ algo, channels: CHANNELS }));
+        if (path === 'tcp' && ranks === Math.min(...o.ranks) && CHANNELS > 1) runs.push({ algo: 'ring', channels: 1 });
+        for (const { algo, channels } of runs) {
+          const json = join(dir, `${path}-${ranks}-${algo}-${channels}.json`);
           const t0 = performance.now();
           await perfRun(['--ranks', String(ranks), '-a', algo, '--transport', path, '-b', String(o.minBytes), '-e', String(o.maxBytes),
-            '-f', String(o.factor), '--time', String(o.timeSec), '-w', '2', '-c', '0', '--json', json]);
+            '-f', String(o.factor), '--time', String(o.timeSec), '-w', '2', '-c', '0', '--json', json], channels, modelFile);
           const report = JSON.parse(readFileSync(json, 'utf8')) as { rows: { size: number; oop: { time_us: number } }[] };
-          for (const r of report.rows) rows.push({ path, algo, ranks, bytes: r.size, timeUs: r.oop.time_us });
-          say(`tune: ${path} ${algo} on ${ranks} ranks: ${report.rows.length} sizes in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+          for (const r of report.rows) rows.push({ path, algo, ranks, bytes: r.size, timeUs: r.oop.time_us, ...(path === 'tcp' && { channels }) });
+          const over = path === 'tcp' ? `, ${channels} connection${channels > 1 ? 's' : ''} per pair` : '';
+          say(`tune: ${path} ${algo} on ${ranks} ranks${over}: ${report.rows.length} sizes in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
         }
       }
     }
@@ -88,7 +107,7 @@ export async function tuneMain(argv: string[]): Promise<number> {
   for (const p of o.paths) {
     const c = model[p];
     const rate = (x: number | null) => (x === null ? 'free' : `${(x / 1000).toFixed(2)} GB/s`);
-    process.stdout.write(`tune: ${p}: α ${c.alphaUs.toFixed(2)} us, wake ${c.wakeUs.toFixed(2)} us per rank beyond ${cores} cores, o ${(c.messageUs ?? 0).toFixed(2)} us per message, β ${rate(c.betaBytesPerUs)}, γ ${rate(c.gammaBytesPerUs)}; per core's worth of ranks beyond: o' ${(c.crowdMessageUs ?? 0).toFixed(2)} us, ${(1000 * (c.crowdUsPerByte ?? 0)).toFixed(3)} ns per byte moved, ${(1000 * (c.crowdUsPerReducedByte ?? 0)).toFixed(3)} ns per byte reduced; ρ ${(c.roundUs ?? 0).toFixed(2)} us per turn beyond the first in a step; median error ${(100 * medianError(model, rows.filter((r) => r.path === p))).toFixed(0)}%\n`);
+    process.stdout.write(`tune: ${p}: α ${c.alphaUs.toFixed(2)} us, wake ${c.wakeUs.toFixed(2)} us per rank beyond ${cores} cores, o ${(c.messageUs ?? 0).toFixed(2)} us per message, β ${rate(c.betaBytesPerUs)}, γ ${rate(c.gammaBytesPerUs)}; per core's worth of ranks beyond: o' ${(c.crowdMessageUs ?? 0).toFixed(2)} us, ${(1000 * (c.crowdUsPerByte ?? 0)).toFixed(3)} ns per byte moved, ${(1000 * (c.crowdUsPerReducedByte ?? 0)).toFixed(3)} ns per byte reduced; ρ ${(c.roundUs ?? 0).toFixed(2)} us per turn beyond the first in a step${p === 'tcp' ? `; per connection: φ ${(1000 * (c.flowUsPerByte ?? 0)).toFixed(3)} ns per byte it carries, ω ${(c.channelStepUs ?? 0).toFixed(2)} us per step for each beyond the first` : ''}; median error ${(100 * medianError(model, rows.filter((r) => r.path === p))).toFixed(0)}%\n`);
   }
   process.stdout.write(`tune: wrote ${out}\n`);
   return 0;

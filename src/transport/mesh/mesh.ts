@@ -96,6 +96,11 @@ export class Mesh implements Transport {
     this.refusals = new RateLimitedLog(`rank ${o.rank}: refused connections`);
   }
 
+  /** Connections per pair (nchannels): an op's messages go on the first `tag.ways` of them, or on all. */
+  get channels(): number {
+    return this.id.nchannels;
+  }
+
   /** The carrier's name: 'tcp' or 'ws'. */
   get carrierName(): string {
     return this.carrier.name;
@@ -231,7 +236,8 @@ export class Mesh implements Transport {
     if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) throw bad(`peer ${peer} is not another rank in 0..${this.size - 1}`);
     if (!(data instanceof Uint8Array)) throw bad('data must be a Uint8Array');
     checkTag(tag);
-    const c = (tag.seq + tag.step) % this.id.nchannels;
+    // Steps take the op's connections in turn (the ring's lanes travel side by side).
+    const c = (tag.seq + tag.step) % (tag.ways ? Math.min(tag.ways, this.id.nchannels) : this.id.nchannels);
     const link = links[peer][c];
     if (!link && !this.failure) throw new WebcclError('NOT_INITIALIZED', `rank ${this.rank} has no link to rank ${peer} yet (call connect first)`);
     return link!;
