@@ -180,6 +180,23 @@ describe('shrink', () => {
     expect(top()).toBe(new Int32Array(node.memory.buffer)[(NODE_BASE + N.HEAP_START) >> 2]);
   });
 
+  it('shrink() with ops still pending (a Promise.all that rejected at the first failure leaves the rest in flight): they end first, ABORTED, then the shrink goes on', async () => {
+    for (const progress of ['auto', 'caller'] as const) {
+      const node = createNode({ nranks: 2, slotBytes: 4096 });
+      const world = [0, 1].map((r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { timeoutMs: 20_000, progress }));
+      // Rank 0's allReduce waits for rank 1, which never joins it; rank 1's recv for a send rank 0 never makes.
+      const pending = [world[0].allReduce(new Float32Array(4).fill(1)), world[1].recv(new Float32Array(4), 0)];
+      const shrunk = await Promise.all(world.map((c) => c.shrink()));
+      const errs = await settleAll(pending);
+      for (const e of errs) expect(e, progress).toMatchObject({ code: 'ABORTED' });
+      expect(shrunk.map((c) => [c.rank, c.size])).toEqual([[0, 2], [1, 2]]);
+      const xs = shrunk.map((c) => Float32Array.of(c.rank + 1));
+      expect((await settleAll(shrunk.map((c, i) => c.allReduce(xs[i])))).filter(Boolean)).toEqual([]);
+      expect(xs.map((x) => x[0])).toEqual([3, 3]);
+      for (const c of [...shrunk, ...world]) c.destroy();
+    }
+  });
+
   it('a rank taken for dead that is alive after all is told so', async () => {
     const node = createNode({ nranks: 2, slotBytes: 4096 });
     const world = [0, 1].map((r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { timeoutMs: 20_000 }));

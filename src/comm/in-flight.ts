@@ -32,6 +32,13 @@ export class BuffersInFlight {
   /** opsSeen() when the list was last looked through: nothing seen since, nothing to release. */
   private seenAtRelease = -1;
 
+  /** The ops issued and not ended yet, in issue order. */
+  unsettled(): Work[] {
+    const out: Work[] = [];
+    for (const h of this.held) if (!h.work.settled) out.push(h.work);
+    return out;
+  }
+
   add(work: Work, input: Buf | null, output: Buf | null): void {
     // Released here too, not only when a buffer is checked: a program issuing only ops without
     // buffers (a loop of barriers) would otherwise keep a record of every op it ever issued.
