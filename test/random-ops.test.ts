@@ -80,8 +80,9 @@ const shrinks: { name: string; form: Form; n: number; deaths: { rank: number; at
   { name: '2 nodes x 2 threads, rank 1 dies at op 12', form: 'nnodes', n: 4, deaths: [{ rank: 1, at: 12 }] },
   // Seed 2963227: the first shrinking survivor revokes the world, so on three others a send
   // throws ABORTED at issue while a world op of the same batch still runs on the progress
-  // thread; shrink() refuses a communicator with an op pending, and the fixture used to call it
-  // without waiting for that op (7 of 7 survivors failed, every run).
+  // thread. The fixture called shrink() without waiting for that op, and shrink() refused a
+  // communicator with an op pending (7 of 7 survivors failed, every run); now shrink() ends
+  // such ops itself, and the fixture waits for them as well.
   { name: '8 thread ranks on the progress thread, rank 3 dies at op 86', form: 'threads', n: 8, deaths: [{ rank: 3, at: 86 }], env: { WEBCCL_PROGRESS: 'thread' }, seed: 2963227 },
   // Seed 17480 draws the ops that met a stale entry in a rank's list of heap blocks (a group's
   // block freed by its other member) in 4 runs of 10 before the fix (see heap.test.ts).
