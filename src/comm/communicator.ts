@@ -124,24 +124,10 @@ export class Communicator {
       if (this.shrunk) fail('INVALID_ARGUMENT', 'shrink: this communicator was shrunk already; shrink the communicator that call returned');
       this.shrunk = true;
       const opts = { ...this.options, ...o };
-      const failure = this.engine.failure();
-      return this.endPending().then(() => shrinkComm(this.former(), failure, opts, opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS));
+      return shrinkComm(this.former(), this.engine.failure(), opts, opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS);
     } catch (e) {
       return Promise.reject(e);
     }
-  }
-
-  /**
-   * shrink() with ops of this communicator still pending (a Promise.all that rejected at the
-   * first failure leaves the others in flight): it revokes the communicator first, as the shrink
-   * would, so each of them fails — with the failure the communicator met, else ABORTED — and
-   * waits for them to end before the survivors agree.
-   */
-  private async endPending(): Promise<void> {
-    const pending = this.inFlight.unsettled();
-    if (!pending.length && !this.engine.pending()) return;
-    this.abort(`rank ${this.rank} shrinks the communicator`);
-    await Promise.allSettled(pending.map((w) => w.wait()));
   }
 
   private forming(what: string, options: unknown, form: (o: CommunicatorOptions) => Promise<Communicator | null>): Promise<Communicator | null> {
@@ -156,7 +142,7 @@ export class Communicator {
 
   /** What group formation needs of this communicator. */
   private former(): Former {
-    return { comm: this, ctx: this.ctx, make: (ctx, opts, parts) => new Communicator(ctx, opts, parts) };
+    return { comm: this, ctx: this.ctx, make: (ctx, opts, parts) => new Communicator(ctx, opts, parts), unsettled: () => this.inFlight.unsettled() };
   }
 
   // ---------------------------------------------------------------- collectives

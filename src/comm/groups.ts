@@ -21,6 +21,8 @@ export interface Former {
   comm: Communicator;
   ctx: RankContext;
   make(ctx: RankContext, opts: CommunicatorOptions, parts: CommParts): Communicator;
+  /** The communicator's ops issued and not ended yet (shrink() ends them first). */
+  unsettled(): Work[];
 }
 
 export async function createGroup(f: Former, ranks: unknown, opts: CommunicatorOptions): Promise<Communicator | null> {

@@ -26,8 +26,12 @@ export async function shrinkComm(f: Former, failure: WebcclError | undefined, op
   // Shrinking revokes the communicator (ULFM's revoke, NCCL's shrink with abort): a survivor
   // still in an op of it, waiting on a live rank that has moved on to shrink, fails at once and
   // comes to the agreement, rather than at its deadline, after the others have decided without
-  // it. What this rank saw fail first (`failure`) still names the suspects.
-  if (!failure) f.comm.abort(`rank ${f.comm.rank} shrinks the communicator`);
+  // it. What this rank saw fail first (`failure`) still names the suspects. This rank's own ops
+  // still pending (what a Promise.all that rejected at its first failure leaves in flight) end
+  // with the revoke too — with the failure met, else ABORTED — and are waited for first.
+  const pending = f.unsettled();
+  if (!failure || pending.length) f.comm.abort(`rank ${f.comm.rank} shrinks the communicator`);
+  await Promise.allSettled(pending.map((w) => w.wait()));
   // The store's and the new mesh's sockets do not keep a process alive (an idle job must not):
   // this timer does, until the survivors have agreed and connected.
   const keepAlive = setInterval(() => undefined, 1000);
