@@ -4,9 +4,10 @@
 import { DTYPE_SIZE, type Dtype, type DtypeName, type ReduceOp, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
 import type { Kind } from '../core/shm-map.js';
-import { type Buf, type BufferArg, type TypedArray, BufRecords, overlaps, sameView } from './buffers.js';
+import { type Buf, type BufferArg, type TypedArray, overlaps, sameView } from './buffers.js';
 import { type ConversionCounters, WIRE_SIGNATURE, planLayouts } from './layout-plan.js';
 import { BuffersInFlight } from './in-flight.js';
+import { CommBuffers } from './comm-buffers.js';
 import { noPartialOverlap, peerRank, perRank, rootRank, sameDtype, sameShape } from './arguments.js';
 import { InputCheck, checkMode } from './input-check.js';
 import type { Work } from './work.js';
@@ -50,8 +51,8 @@ export class Communicator {
   private readonly track: TraceTrack | undefined;
   private readonly conversions: ConversionCounters = { conversions: 0, conversionBytes: 0, conversionMs: 0 };
   private readonly inFlight = new BuffersInFlight();
-  /** The record of each TypedArray passed (buffers.ts). */
-  private readonly records = new BufRecords((b) => this.isShared(b));
+  /** The buffers its calls pass, checked and described (comm-buffers.ts). */
+  private readonly bufs: CommBuffers;
   /** Of the progress thread's ops, the setup barrier's (0 or 1), which stats() leaves out too. */
   private setupThreadOps = 0;
   /** WEBCCL_CHECK=1: fail an op whose buffers the caller writes while it is in flight. */
@@ -73,6 +74,7 @@ export class Communicator {
     this.rank = world?.rank ?? ctx.rank;
     this.size = world?.size ?? ctx.size;
     this.placement = world?.placement ?? nodeWorld(ctx.size);
+    this.bufs = new CommBuffers(ctx, this.rank, this.size);
     this.acrossNodes = spansNodes(this.placement);
     const timeoutMs = opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS;
     this.checkInputs = checkMode();
@@ -149,8 +151,8 @@ export class Communicator {
 
   allReduce(x: BufferArg, opts?: CollectiveOptions): Work {
     const o = collectiveOptions('allReduce', opts);
-    const inp = this.buf(x, 'allReduce buffer');
-    const out = o.out === undefined ? inp : this.buf(o.out, 'allReduce out');
+    const inp = this.bufs.of(x, 'allReduce buffer');
+    const out = o.out === undefined ? inp : this.bufs.of(o.out, 'allReduce out');
     sameShape('allReduce', inp, out, this.size);
     const op = parseOp(o.op, inp.dtype);
     return this.enqueue('allReduce', o.algo, inp.dtype, op, inp.count, 0, inp, out, o);
@@ -159,8 +161,8 @@ export class Communicator {
   /** out (size × n elements) receives every rank's input (n elements), in rank order. */
   allGather(out: BufferArg, input: BufferArg, opts?: CollectiveOptions): Work {
     const o = collectiveOptions('allGather', opts);
-    const ob = this.buf(out, 'allGather output');
-    const ib = this.buf(input, 'allGather input');
+    const ob = this.bufs.of(out, 'allGather output');
+    const ib = this.bufs.of(input, 'allGather input');
     sameDtype('allGather', ob, ib, this.size);
     if (ob.count !== ib.count * this.size) {
       fail('SIZE_MISMATCH', `allGather: output holds ${ob.count} elements; it must hold size × input count = ${this.size} × ${ib.count} = ${this.size * ib.count} (every rank contributes the same count, as in NCCL)`);
@@ -171,8 +173,8 @@ export class Communicator {
   /** out (n elements) receives the reduction over ranks of block `rank` of input (size × n). */
   reduceScatter(out: BufferArg, input: BufferArg, opts?: CollectiveOptions): Work {
     const o = collectiveOptions('reduceScatter', opts);
-    const ob = this.buf(out, 'reduceScatter output');
-    const ib = this.buf(input, 'reduceScatter input');
+    const ob = this.bufs.of(out, 'reduceScatter output');
+    const ib = this.bufs.of(input, 'reduceScatter input');
     sameDtype('reduceScatter', ob, ib, this.size);
     if (ib.count !== ob.count * this.size) {
       fail('SIZE_MISMATCH', `reduceScatter: input holds ${ib.count} elements; it must hold size × output count = ${this.size} × ${ob.count} = ${this.size * ob.count} (equal per-rank counts, as in NCCL)`);
@@ -183,8 +185,8 @@ export class Communicator {
 
   broadcast(x: BufferArg, opts?: CollectiveOptions): Work {
     const o = collectiveOptions('broadcast', opts);
-    const xb = this.buf(x, 'broadcast buffer');
-    const out = o.out === undefined ? xb : this.buf(o.out, 'broadcast out');
+    const xb = this.bufs.of(x, 'broadcast buffer');
+    const out = o.out === undefined ? xb : this.bufs.of(o.out, 'broadcast out');
     sameShape('broadcast', xb, out, this.size);
     const root = rootRank(o.root, 'broadcast', this.size);
     return this.enqueue('broadcast', undefined, xb.dtype, 'sum', xb.count, root, xb, out, o);
@@ -193,8 +195,8 @@ export class Communicator {
   /** Reduces every rank's x into the root's x (or o.out on the root). */
   reduce(x: BufferArg, opts?: CollectiveOptions): Work {
     const o = collectiveOptions('reduce', opts);
-    const xb = this.buf(x, 'reduce buffer');
-    const out = o.out === undefined ? xb : this.buf(o.out, 'reduce out');
+    const xb = this.bufs.of(x, 'reduce buffer');
+    const out = o.out === undefined ? xb : this.bufs.of(o.out, 'reduce out');
     sameShape('reduce', xb, out, this.size);
     const op = parseOp(o.op, xb.dtype);
     const root = rootRank(o.root, 'reduce', this.size);
@@ -207,8 +209,8 @@ export class Communicator {
    */
   allToAll(out: BufferArg, input: BufferArg, opts?: AllToAllOptions): Work {
     const o = collectiveOptions('allToAll', opts) as AllToAllOptions;
-    const ob = this.buf(out, 'allToAll output');
-    const ib = this.buf(input, 'allToAll input');
+    const ob = this.bufs.of(out, 'allToAll output');
+    const ib = this.bufs.of(input, 'allToAll input');
     sameDtype('allToAll', ob, ib, this.size);
     if (overlaps(ib.bytes, ob.bytes)) fail('INVALID_ARGUMENT', 'allToAll: output and input overlap; give it buffers apart (it does not run in place)', { overlap: sameView(ib.bytes, ob.bytes) ? 'same' : 'partial' });
     if ((o.sendCounts === undefined) !== (o.recvCounts === undefined)) {
@@ -232,32 +234,32 @@ export class Communicator {
   /** The root's out (size × n elements) receives every rank's input (n elements), in rank order; out may be null elsewhere. */
   gather(out: BufferArg | null, input: BufferArg, opts?: RootedOptions): Work {
     const o = collectiveOptions('gather', opts) as RootedOptions;
-    const ib = this.buf(input, 'gather input');
+    const ib = this.bufs.of(input, 'gather input');
     const root = rootRank(o.root, 'gather', this.size);
-    const ob = this.rootBuf(out, root, 'gather output', ib, ib.count * this.size);
+    const ob = this.bufs.root(out, root, 'gather output', ib, ib.count * this.size);
     return this.enqueue('gather', undefined, ib.dtype, 'sum', ib.count, root, ib, ob, o);
   }
 
   /** Every rank's out (n elements) receives its block of the root's input (size × n); input may be null elsewhere. */
   scatter(out: BufferArg, input: BufferArg | null, opts?: RootedOptions): Work {
     const o = collectiveOptions('scatter', opts) as RootedOptions;
-    const ob = this.buf(out, 'scatter output');
+    const ob = this.bufs.of(out, 'scatter output');
     const root = rootRank(o.root, 'scatter', this.size);
-    const ib = this.rootBuf(input, root, 'scatter input', ob, ob.count * this.size);
+    const ib = this.bufs.root(input, root, 'scatter input', ob, ob.count * this.size);
     return this.enqueue('scatter', undefined, ob.dtype, 'sum', ob.count, root, ib, ob, o);
   }
 
   /** Sends x to rank `peer`; completes once the peer's matching recv has taken it. */
   send(x: BufferArg, peer: number, opts?: P2pOptions): Work {
     const o = collectiveOptions('send', opts) as P2pOptions;
-    const b = this.buf(x, 'send buffer');
+    const b = this.bufs.of(x, 'send buffer');
     return this.enqueue('send', undefined, b.dtype, 'sum', b.count, peerRank(peer, 'send', this.rank, this.size), b, null, o, { peer, tag: o.tag ?? 0 });
   }
 
   /** Receives into x what rank `peer` sends with the same tag (the k-th recv takes the k-th send); sizes must match. */
   recv(x: BufferArg, peer: number, opts?: P2pOptions): Work {
     const o = collectiveOptions('recv', opts) as P2pOptions;
-    const b = this.buf(x, 'recv buffer');
+    const b = this.bufs.of(x, 'recv buffer');
     return this.enqueue('recv', undefined, b.dtype, 'sum', b.count, peerRank(peer, 'recv', this.rank, this.size), null, b, o, { peer, tag: o.tag ?? 0 });
   }
 
@@ -293,7 +295,7 @@ export class Communicator {
   }
 
   free(x: BufferArg): void {
-    const b = this.buf(x, 'free');
+    const b = this.bufs.of(x, 'free');
     if (!b.addr) fail('INVALID_ARGUMENT', 'free: buffer was not allocated with comm.alloc()');
     this.ctx.heap.free(b.addr);
   }
@@ -338,34 +340,6 @@ export class Communicator {
     this.destroyed = true;
     this.engine.close();
     this.placement.release?.();
-  }
-
-  // ---------------------------------------------------------------- argument checks
-
-  /** Whether a buffer is (a view of) the node memory; asks the memory only for unknown SABs. */
-  private readonly isShared = (b: ArrayBufferLike): boolean => {
-    if (this.ctx.sharedBuffers.has(b)) return true;
-    if (typeof SharedArrayBuffer === 'undefined' || !(b instanceof SharedArrayBuffer) || b !== (this.ctx.core.memory.buffer as ArrayBufferLike)) return false;
-    this.ctx.sharedBuffers.add(b);
-    return true;
-  };
-
-  private buf(x: unknown, what: string): Buf {
-    const b = this.records.of(x, what);
-    // A view of the node memory must lie in a live block of this rank's (not a freed one).
-    if (b.addr) this.ctx.heap.checkLive(b.addr, b.bytes.byteLength, what);
-    return b;
-  }
-
-  /** The root's side buffer of gather/scatter: checked on the root; elsewhere null, or any buffer (unused). */
-  private rootBuf(x: unknown, root: number, what: string, other: Buf, count: number): Buf | null {
-    if (this.rank !== root) return x === null || x === undefined ? null : (this.buf(x, what), null);
-    const b = this.buf(x, what);
-    // gather's root buffer is its output, scatter's its input: layoutsFit takes (input, output).
-    const gathers = what.startsWith('gather');
-    sameDtype(gathers ? 'gather' : 'scatter', gathers ? b : other, gathers ? other : b, this.size);
-    if (b.count !== count) fail('SIZE_MISMATCH', `${what} on the root holds ${b.count} elements; it must hold size × ${other.count} = ${count}`);
-    return b;
   }
 
   // ---------------------------------------------------------------- hand-off
