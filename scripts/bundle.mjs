@@ -36,6 +36,10 @@ await Promise.all([
   build({ ...node, format: 'esm', entryPoints: ['src/launch/perf/index.ts'], outfile: 'dist/node/perf.js' }),
   // The network simulator (browser-safe; bundled for Node for bench/sim-speed.mjs and scripts).
   build({ ...node, format: 'esm', entryPoints: ['src/sim/index.ts'], outfile: 'dist/node/sim.js' }),
+  // webccl simulate over several threads: one thread's share (beside cli.js, which starts it),
+  // and the entry for bench/ scripts.
+  build({ ...node, format: 'esm', entryPoints: ['src/launch/simulate/sim-worker.ts'], outfile: 'dist/node/sim-worker.js' }),
+  build({ ...node, format: 'esm', entryPoints: ['src/launch/simulate/threads.ts'], outfile: 'dist/node/sim-threads.js' }),
   // The tuner's cost model (bench/model-error.mjs).
   build({ ...node, format: 'esm', entryPoints: ['src/tuner/index.ts'], outfile: 'dist/node/tuner.js' }),
   build({ ...common, platform: 'browser', format: 'esm', target: 'es2022', entryPoints: ['src/index.ts'], outfile: 'dist/browser/index.js' }),

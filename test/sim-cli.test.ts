@@ -3,6 +3,8 @@
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { SimUsageError, parseBandwidth, parseLatency, parseSimulateArgs } from '../src/launch/simulate/args.js';
 import { simulateMain } from '../src/launch/simulate/main.js';
@@ -34,6 +36,9 @@ describe('parseSimulateArgs', () => {
     expect(parse('gather', '-a', 'direct').algos).toEqual(['direct']);
     expect(parse('scatter').collective).toBe('scatter');
     expect(parseSimulateArgs(['allreduce', '-h'])).toBe('help');
+    expect(parse('allreduce').threads).toBe('auto');
+    expect(parse('allreduce', '--threads', 'auto').threads).toBe('auto');
+    expect(parse('allreduce', '--threads', '3').threads).toBe(3);
   });
 
   it('units of time and rate', () => {
@@ -70,6 +75,8 @@ describe('parseSimulateArgs', () => {
     [['broadcast', '--ranks', '4', '-r', '4'], /-r expects an integer in 0\.\.3/],
     [['allreduce', '--seed', 'x'], /--seed expects an integer/],
     [['allreduce', '--jitter', '-1'], /--jitter expects a number/],
+    [['allreduce', '--threads', '0'], /--threads expects an integer in 1\.\.256/],
+    [['allreduce', '--threads', 'many'], /--threads expects an integer/],
     [['allreduce', '--ranks', '8', '--ranks', '16'], /--ranks given twice/],
     [['alltoallv'], /unknown collective "alltoallv" \(expected allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, barrier\)/],
     [['gather', '-a', 'ring'], /-a: gather has no algorithm "ring" \(expected auto, all, direct\)/],
@@ -154,5 +161,14 @@ describe('simulateMain', () => {
       process.stdout.write = write;
     }
     expect(printed).toMatch(/dissemination/);
+  });
+
+  it('--threads 2 (the packaged CLI, its worker threads) prints the rows of one thread, wall time aside', () => {
+    const rows = (threads: string) => execFileSync(process.execPath, [fileURLToPath(new URL('../bin/webccl.js', import.meta.url)), 'simulate', 'allreduce', '--ranks', '32', '--nodes', '8',
+      '-a', 'all', '-b', '4K', '-e', '4M', '-f', '32', '--jitter', '0.3', '--overhead', '1us', '--threads', threads], { encoding: 'utf8' })
+      .split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.trim().split(/\s+/).slice(0, -1).join(' '));
+    const one = rows('1');
+    expect(one).toHaveLength(3 * 4);
+    expect(rows('2')).toEqual(one);
   });
 });

@@ -14,7 +14,7 @@ import { chooseNetAllReduce, flatAlgo } from '../tuner/net-tuner.js';
 import { fail } from '../core/errors.js';
 import { DataMem, SIM_DTYPES, SIM_DTYPE_SIZE, SIM_OPS, type SimDtype, type SimOp, SizeMem } from './memory.js';
 import { checkTopology } from './network.js';
-import { type RankScope, type SimOptions, type SimResult, simulate } from './world.js';
+import { type RankPart, type RankScope, type SimOptions, type SimResult, simulate } from './world.js';
 
 export const SIM_COLLECTIVES = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'barrier'] as const;
 export type SimCollective = (typeof SIM_COLLECTIVES)[number];
@@ -76,6 +76,11 @@ export function resolveSimAlgo(o: SimOptions, call: SimCall): string {
 }
 
 export async function simulateCollective(o: SimOptions, call: SimCall, hooks?: DataHooks): Promise<SimResult> {
+  return simulate(o, collectivePart(o, call, hooks));
+}
+
+/** What each rank runs for `call`, the call checked first. */
+export function collectivePart(o: SimOptions, call: SimCall, hooks?: DataHooks): RankPart {
   checkTopology(o);
   const algo = resolveSimAlgo(o, call);
   const dtype = call.dtype ?? 'f32';
@@ -89,7 +94,7 @@ export async function simulateCollective(o: SimOptions, call: SimCall, hooks?: D
   const data = o.mode === 'data' ? hooks : undefined;
   const pieceBytes = call.pieceBytes ?? PIECE_BYTES;
   if (!Number.isSafeInteger(pieceBytes) || pieceBytes < 1) fail('INVALID_ARGUMENT', `simulate: pieceBytes must be an integer ≥ 1, got ${call.pieceBytes}`);
-  return simulate(o, (s) => rankPart(s, { ...call, algo, dtype, op, root, pieceBytes }, data));
+  return (s) => rankPart(s, { ...call, algo, dtype, op, root, pieceBytes }, data);
 }
 
 async function rankPart(s: RankScope, c: Required<SimCall>, hooks: DataHooks | undefined): Promise<void> {

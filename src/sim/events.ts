@@ -1,6 +1,8 @@
-// The simulator's clock: a queue of events ordered by virtual time (then by the order they were
-// scheduled, so that equal times fire in a fixed order and a run is repeatable). Nothing sleeps:
-// the clock jumps from one event time to the next.
+// The simulator's clock: a queue of events ordered by virtual time, then by an order of their
+// own at equal times: deliveries by sender and the sender's message number, which do not depend
+// on the order the events were scheduled in (that differs when a run is split over threads, and
+// which rank wakes first decides which sends first), other events first in the order they were
+// scheduled. Nothing sleeps: the clock jumps from one event time to the next.
 
 /**
  * An event: at virtual time `t` (microseconds), `fire(arg)` — or a message delivery, which
@@ -9,6 +11,8 @@
 export interface SimEvent {
   t: number;
   seq: number;
+  /** Order at equal times: src · 2^32 + the sender's message number for a delivery, -1 otherwise. */
+  ord: number;
   fire: ((arg: SimEvent) => void) | null;
   /** A delivery's receiver, mailbox key, bytes (null in size-only mode) and length. */
   dst: number;
@@ -42,12 +46,12 @@ export class EventQueue {
   }
 
   at(t: number, fire: (e: SimEvent) => void): void {
-    this.push(this.event(t, fire, 0, 0, null, 0));
+    this.push(this.event(t, fire, -1, 0, 0, null, 0));
   }
 
   /** A delivery (fire null): the caller reads its fields when it pops it. */
-  delivery(t: number, dst: number, key: number, payload: Uint8Array | null, bytes: number): void {
-    this.push(this.event(t, null, dst, key, payload, bytes));
+  delivery(t: number, src: number, msg: number, dst: number, key: number, payload: Uint8Array | null, bytes: number): void {
+    this.push(this.event(t, null, src * 4294967296 + msg, dst, key, payload, bytes));
   }
 
   /** Hands a popped event back for reuse, once the caller is done with its fields. */
@@ -57,11 +61,12 @@ export class EventQueue {
     this.spare.push(e);
   }
 
-  private event(t: number, fire: SimEvent['fire'], dst: number, key: number, payload: Uint8Array | null, bytes: number): SimEvent {
+  private event(t: number, fire: SimEvent['fire'], ord: number, dst: number, key: number, payload: Uint8Array | null, bytes: number): SimEvent {
     const e = this.spare.pop();
-    if (!e) return { t, seq: this.seq++, fire, dst, key, payload, bytes };
+    if (!e) return { t, seq: this.seq++, ord, fire, dst, key, payload, bytes };
     e.t = t;
     e.seq = this.seq++;
+    e.ord = ord;
     e.fire = fire;
     e.dst = dst;
     e.key = key;
@@ -85,6 +90,7 @@ export class EventQueue {
     if (!this.times.length) return undefined;
     const t = this.times[0];
     const b = this.buckets.get(t)!;
+    if (b.next === 0) inOrder(b.events);
     const e = b.events[b.next++];
     this.count--;
     if (b.next === b.events.length) {
@@ -125,6 +131,18 @@ export class EventQueue {
     h[i] = last;
   }
 }
+
+/** Sorts an instant's events by (ord, seq); most arrive sorted already, so look first. */
+function inOrder(events: SimEvent[]): void {
+  for (let i = 1; i < events.length; i++) {
+    if (before(events[i], events[i - 1]) < 0) {
+      events.sort(before);
+      return;
+    }
+  }
+}
+
+const before = (a: SimEvent, b: SimEvent): number => a.ord - b.ord || a.seq - b.seq;
 
 /** The events of one instant, in the order they were scheduled; `next` is the first not yet popped. */
 interface Bucket {

@@ -3,8 +3,14 @@
 // outgoing and incoming directions each carry one message at a time. A message of b bytes
 // takes b/β on each link it crosses, waits while a link is busy with earlier messages, and
 // arrives α after it has crossed (α times 1 + jitter·u, u uniform in [0, 1) from the seed).
+//
+// A message between nodes is reserved in two halves: its sender's interface when it is sent
+// (`leave`), the receiver's when every message that could reach that interface earlier is known
+// (`enter`, at the end of a window of virtual time, in the order the messages left). That is
+// what lets a simulation run split over threads, each owning some nodes' interfaces, and give
+// the same result as one thread.
 import { fail } from '../core/errors.js';
-import { seededRandom } from './prng.js';
+import { messageRandom } from './prng.js';
 
 export interface LinkSpec {
   /** α, microseconds. */
@@ -67,7 +73,7 @@ export class Network {
    */
   private readonly pairFree: Float64Array | Map<number, number>;
   private readonly slow = new Map<number, number>();
-  private readonly random: () => number;
+  private readonly seed: number;
   /** When each rank has finished handing its last message over (with overheadUs). */
   private readonly senderFree: Float64Array;
   private readonly overhead: number;
@@ -78,7 +84,7 @@ export class Network {
     this.pairFree = links <= MAX_LINK_ARRAY ? new Float64Array(links) : new Map();
     this.nicOut = new Float64Array(topo.nodes);
     this.nicIn = new Float64Array(topo.nodes);
-    this.random = seededRandom(seed);
+    this.seed = seed;
     this.overhead = topo.overheadUs ?? 0;
     this.senderFree = new Float64Array(this.overhead ? topo.ranks : 0);
     for (const f of faults) {
@@ -98,34 +104,101 @@ export class Network {
     return (this.nodeOf(src) === this.nodeOf(dst) ? this.topo.intra : this.topo.inter).latencyUs;
   }
 
-  /** Reserves the links `bytes` cross from `src` to `dst`, the sender starting at `now`; returns when they arrive. */
-  transmit(sentAt: number, src: number, dst: number, bytes: number): number {
-    const n = this.topo.ranks;
-    let now = sentAt;
-    if (this.overhead) {
-      now = Math.max(now, this.senderFree[src]) + this.overhead;
-      this.senderFree[src] = now;
-    }
-    const factor = this.slow.size ? this.slow.get(src * n + dst) ?? 1 : 1;
-    const from = this.nodeOf(src);
-    const to = this.nodeOf(dst);
-    const link = from === to ? this.topo.intra : this.topo.inter;
+  /**
+   * The least time any message between nodes takes from leaving its sender's interface to
+   * arriving (α, or less over a link slowed by a factor below 1): how far a window of virtual
+   * time may reach before a message sent in it could arrive in it.
+   */
+  lookahead(): number {
+    let factor = 1;
+    for (const f of this.slow.values()) factor = Math.min(factor, f);
+    return this.topo.inter.latencyUs * factor;
+  }
+
+  /** When the message's sender hands it over, it starting at `sentAt` (after LogP's o, one message at a time). */
+  private handOver(sentAt: number, src: number): number {
+    if (!this.overhead) return sentAt;
+    const now = Math.max(sentAt, this.senderFree[src]) + this.overhead;
+    this.senderFree[src] = now;
+    return now;
+  }
+
+  private factor(src: number, dst: number): number {
+    return this.slow.size ? this.slow.get(src * this.topo.ranks + dst) ?? 1 : 1;
+  }
+
+  /** α of message `seq` of `src` over `link`, jitter and slowness applied. */
+  private alpha(link: LinkSpec, factor: number, src: number, seq: number): number {
+    return link.latencyUs * factor * (this.jitter ? 1 + this.jitter * messageRandom(this.seed, src, seq) : 1);
+  }
+
+  /** A message inside a node (message `seq` of `src`): reserves its link, returns when it arrives. */
+  inside(sentAt: number, src: number, dst: number, bytes: number, seq: number): number {
+    const now = this.handOver(sentAt, src);
+    const factor = this.factor(src, dst);
+    const link = this.topo.intra;
     const wire = (bytes / link.bytesPerUs) * factor;
-    const alpha = link.latencyUs * factor * (this.jitter ? 1 + this.jitter * this.random() : 1);
-    if (from === to) {
-      const key = src * this.perNode + (dst % this.perNode);
-      const free = this.pairFree;
-      const start = Math.max(now, free instanceof Float64Array ? free[key] : free.get(key) ?? 0);
-      if (free instanceof Float64Array) free[key] = start + wire;
-      else free.set(key, start + wire);
-      return start + wire + alpha;
-    }
+    const key = src * this.perNode + (dst % this.perNode);
+    const free = this.pairFree;
+    const start = Math.max(now, free instanceof Float64Array ? free[key] : free.get(key) ?? 0);
+    if (free instanceof Float64Array) free[key] = start + wire;
+    else free.set(key, start + wire);
+    return start + wire + this.alpha(link, factor, src, seq);
+  }
+
+  /** A message between nodes leaves: reserves its sender's interface and fills `c`'s out, wire and alpha. */
+  leave(sentAt: number, c: Crossing): void {
+    const now = this.handOver(sentAt, c.src);
+    const factor = this.factor(c.src, c.dst);
+    const link = this.topo.inter;
+    const from = this.nodeOf(c.src);
+    c.wire = (c.bytes / link.bytesPerUs) * factor;
+    c.alpha = this.alpha(link, factor, c.src, c.seq);
     // Cut-through: the bytes cross the sender's interface and the receiver's at once, each
     // starting once it is free.
-    const out = Math.max(now, this.nicOut[from]);
-    this.nicOut[from] = out + wire;
-    const inn = Math.max(out, this.nicIn[to]);
-    this.nicIn[to] = inn + wire;
-    return inn + wire + alpha;
+    c.out = Math.max(now, this.nicOut[from]);
+    this.nicOut[from] = c.out + c.wire;
   }
+
+  /** It enters the receiver's interface (in the order messages left): returns when it arrives. */
+  enter(c: Crossing): number {
+    const to = this.nodeOf(c.dst);
+    const inn = Math.max(c.out, this.nicIn[to]);
+    this.nicIn[to] = inn + c.wire;
+    return inn + c.wire + c.alpha;
+  }
+
+  /** Both halves at once (one message on its own; the simulation calls the halves itself). */
+  transmit(sentAt: number, src: number, dst: number, bytes: number, seq = 0): number {
+    if (this.nodeOf(src) === this.nodeOf(dst)) return this.inside(sentAt, src, dst, bytes, seq);
+    const c = crossing(src, dst, bytes, seq);
+    this.leave(sentAt, c);
+    return this.enter(c);
+  }
+}
+
+/** A message between nodes, from its sender's interface to its receiver's. */
+export interface Crossing {
+  src: number;
+  dst: number;
+  bytes: number;
+  /** The message's number among its sender's messages. */
+  seq: number;
+  sentAt: number;
+  /** When it starts across the sender's interface, how long it takes across, its α. */
+  out: number;
+  wire: number;
+  alpha: number;
+  /** Its mailbox key at the receiver, and its bytes (data mode). */
+  key: number;
+  payload: Uint8Array | null;
+}
+
+export function crossing(src: number, dst: number, bytes: number, seq: number): Crossing {
+  return { src, dst, bytes, seq, sentAt: 0, out: 0, wire: 0, alpha: 0, key: 0, payload: null };
+}
+
+/** The order messages enter receivers' interfaces: as they left, ties by sender and its order. */
+export function leftBefore(a: Crossing, b: Crossing): number {
+  return a.out - b.out || a.src - b.src || a.seq - b.seq;
 }

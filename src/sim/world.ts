@@ -5,10 +5,17 @@
 // crashed peer is CONNECTION_CLOSED naming it, a frozen one a TIMEOUT naming it at the virtual
 // deadline, a rank that fails tells the others (ABORTED naming it). Nothing can hang: when no
 // event is left before the deadline, every rank still waiting times out.
+//
+// The clock moves in windows of virtual time no longer than the least latency between nodes:
+// no message sent in a window can arrive in it, so the messages between nodes are settled at
+// its end (src/sim/network.ts), and a run split over threads (a Border per thread, each running
+// some nodes' ranks) only needs to meet the others there.
 import type { Group } from '../algorithms/group.js';
 import { WebcclError } from '../core/errors.js';
 import { afterMicrotasks, EventQueue } from './events.js';
-import { type Fault, Network, type Topology, checkTopology } from './network.js';
+import { type Crossing, type Fault, Network, type Topology, checkTopology, crossing } from './network.js';
+import { Crossings } from './crossings.js';
+import type { Border } from './border.js';
 
 export interface SimOptions extends Topology {
   /** 'data': messages carry bytes; 'size': only their lengths (nothing is copied). */
@@ -90,8 +97,9 @@ const captureResolve = (resolve: () => void): void => {
 
 type State = 'running' | RankOutcome['state'];
 
-export async function simulate(o: SimOptions, part: RankPart): Promise<SimResult> {
-  return new Simulation(o).run(part);
+/** Runs `part` on every rank, or with `border` on the ranks of one thread's share. */
+export async function simulate(o: SimOptions, part: RankPart, border?: Border): Promise<SimResult> {
+  return new Simulation(o, border).run(part);
 }
 
 class Simulation {
@@ -107,10 +115,23 @@ class Simulation {
   private readonly deadline: number;
   private messages = 0;
   private bytes = 0;
-  private hash = 0x811c9dc5;
+  private hash = 0;
   private readonly trace?: Message[];
+  /** Messages each rank has sent so far (each message's number among its sender's). */
+  private readonly sent: Float64Array;
+  /** Messages between nodes bound here that have not yet entered their receiver's interface. */
+  private readonly crossings = new Crossings();
+  /** The same, bound for another thread's ranks; and failures its ranks must hear. */
+  private outbound: Crossing[] = [];
+  private failures: Failure[] = [];
+  /** The ranks this simulation runs (all, or a thread's share), and whether it runs each. */
+  private readonly mine: number[];
+  private readonly owned: Uint8Array;
+  /** The window of virtual time being run: [start, end), or the instant start when the lookahead is 0. */
+  private windowStart = -Infinity;
+  private windowEnd = -Infinity;
 
-  constructor(private readonly o: SimOptions) {
+  constructor(private readonly o: SimOptions, private readonly border?: Border) {
     checkTopology(o);
     const jitter = o.jitter ?? 0;
     if (!(jitter >= 0 && Number.isFinite(jitter))) throw new WebcclError('INVALID_ARGUMENT', `simulate: jitter must be a finite number ≥ 0, got ${jitter}`);
@@ -123,43 +144,107 @@ class Simulation {
     this.boxes = Array.from({ length: this.n }, () => new Map([[KEEP, { into: null, resolve: ignore, payload: null, bytes: 0 }]]));
     this.state = new Array<State>(this.n).fill('running');
     this.outcomes = Array.from({ length: this.n }, (_, rank) => ({ rank, state: 'done' as const, atUs: 0 }));
-    this.running = this.n;
+    this.owned = new Uint8Array(this.n);
+    this.mine = [];
+    for (let r = 0; r < this.n; r++) {
+      if (border && !border.owns(r)) continue;
+      this.owned[r] = 1;
+      this.mine.push(r);
+    }
+    this.running = this.mine.length;
+    this.sent = new Float64Array(this.n);
     this.deadline = o.timeoutUs ?? DEFAULT_TIMEOUT_US;
     if (o.trace) this.trace = [];
   }
 
   async run(part: RankPart): Promise<SimResult> {
     for (const f of this.o.faults ?? []) this.schedule(f);
-    for (let r = 0; r < this.n; r++) {
+    for (const r of this.mine) {
       const scope = this.scope(r);
       part(scope).then(() => this.settle(r, 'done'), (e: unknown) => this.failed(r, asError(e), true));
     }
+    const lookahead = this.net.lookahead();
     for (;;) {
       await afterMicrotasks();
-      if (!this.running) break;
       const t = this.queue.nextTime;
-      if (t > this.deadline) {
-        this.now = Math.max(this.now, this.deadline);
-        this.timeOut();
+      if (t < this.windowEnd || t === this.windowStart) {
+        this.fire(t);
         continue;
       }
-      this.now = t;
-      while (this.queue.nextTime === t) {
-        const e = this.queue.pop()!;
-        if (e.fire) e.fire(e);
-        else this.deliver(e.dst, e.key, e.payload, e.bytes);
-        this.queue.release(e);
+      const { next, running } = this.closeWindow();
+      if (!running) break;
+      if (next > this.deadline) {
+        this.now = Math.max(this.now, this.deadline);
+        this.timeOut();
+        this.windowStart = this.windowEnd = -Infinity;
+        continue;
       }
+      this.windowStart = next;
+      this.windowEnd = next + lookahead;
     }
-    const done = this.outcomes.filter((x) => x.state === 'done');
+    const mine = this.mine.map((r) => this.outcomes[r]);
     return {
-      timeUs: done.reduce((m, x) => Math.max(m, x.atUs), 0),
-      outcomes: this.outcomes,
+      timeUs: mine.reduce((m, x) => (x.state === 'done' ? Math.max(m, x.atUs) : m), 0),
+      outcomes: mine,
       messages: this.messages,
       bytes: this.bytes,
       traceHash: this.hash >>> 0,
       ...(this.trace && { trace: this.trace }),
     };
+  }
+
+  /** Fires the events of instant `t`, in their order (src/sim/events.ts). */
+  private fire(t: number): void {
+    this.now = t;
+    while (this.queue.nextTime === t) {
+      const e = this.queue.pop()!;
+      if (e.fire) e.fire(e);
+      else this.deliver(e.dst, e.key, e.payload, e.bytes);
+      this.queue.release(e);
+    }
+  }
+
+  /**
+   * The window is over: the messages between nodes that left their senders' interfaces before
+   * its end enter their receivers', in the order they left (every such message is known now:
+   * one sent later leaves later), and are delivered when they arrive (after the window). Returns
+   * when the next window starts (the next event, or the next message to enter) and how many
+   * ranks still run, over every thread.
+   */
+  private closeWindow(): { next: number; running: number } {
+    if (!this.border) {
+      this.enterInterfaces();
+      return { next: Math.min(this.crossings.peek()?.out ?? Infinity, this.queue.nextTime), running: this.running };
+    }
+    // With other threads: one meeting, before the messages enter, so the next window's start
+    // is a lower bound: a message entering now arrives no sooner than out + wire + α.
+    const settles = (c: Crossing) => c.out < this.windowEnd || c.out === this.windowStart;
+    const ready: Crossing[] = [];
+    let next = this.queue.nextTime;
+    for (let c = this.crossings.peek(); c && settles(c); c = this.crossings.peek()) {
+      ready.push(this.crossings.pop()!);
+      next = Math.min(next, c.out + c.wire + c.alpha);
+    }
+    next = Math.min(next, this.crossings.peek()?.out ?? Infinity);
+    for (const c of this.outbound) next = Math.min(next, settles(c) ? c.out + c.wire + c.alpha : c.out);
+    const met = this.border.meet(this.outbound, this.failures, next, this.running);
+    this.outbound = [];
+    this.failures = [];
+    for (const c of ready) this.crossings.push(c);
+    for (const c of met.crossings) this.crossings.push(c);
+    for (const f of met.failures) this.hear(f);
+    this.enterInterfaces();
+    return met;
+  }
+
+  /** The waiting messages that left before the window's end enter their receivers' interfaces, in order. */
+  private enterInterfaces(): void {
+    for (let c = this.crossings.peek(); c && (c.out < this.windowEnd || c.out === this.windowStart); c = this.crossings.peek()) {
+      this.crossings.pop();
+      const arrives = this.net.enter(c);
+      this.note(c.src, c.dst, c.bytes, c.sentAt, arrives);
+      this.queue.delivery(arrives, c.src, c.seq, c.dst, c.key, c.payload, c.bytes);
+    }
   }
 
   // ---------------------------------------------------------------- groups over the network
@@ -203,9 +288,20 @@ class Simulation {
     const bytes = data.byteLength;
     // Copied now: the sender may reuse its buffer once the send completes, before delivery.
     const payload = this.o.mode === 'data' ? data.slice() : null;
-    const arrives = this.net.transmit(this.now, src, dst, bytes);
-    this.note(src, dst, bytes, arrives);
-    this.queue.delivery(arrives, dst, key, payload, bytes);
+    const seq = this.sent[src]++;
+    if (this.net.nodeOf(src) === this.net.nodeOf(dst)) {
+      const arrives = this.net.inside(this.now, src, dst, bytes, seq);
+      this.note(src, dst, bytes, this.now, arrives);
+      this.queue.delivery(arrives, src, seq, dst, key, payload, bytes);
+    } else {
+      const c = crossing(src, dst, bytes, seq);
+      c.sentAt = this.now;
+      c.key = key;
+      c.payload = payload;
+      this.net.leave(this.now, c);
+      if (this.owned[dst]) this.crossings.push(c);
+      else this.outbound.push(c);
+    }
     // The send completes at once, as a socket with room in its buffer takes the bytes: the
     // links it reserved serialize what follows, and the receiver waits for the arrival.
     return DONE;
@@ -276,16 +372,18 @@ class Simulation {
     return true;
   }
 
-  private note(src: number, dst: number, bytes: number, arrives: number): void {
+  /** Counts a message and adds it to the trace hash: a sum of each message's hash, so the order messages are noted in (which threads change) does not count. */
+  private note(src: number, dst: number, bytes: number, sentAt: number, arrives: number): void {
     this.messages++;
     this.bytes += bytes;
-    let h = this.hash;
+    let h = 0x811c9dc5;
     h = Math.imul(h ^ src, 0x01000193);
     h = Math.imul(h ^ dst, 0x01000193);
     h = Math.imul(h ^ (bytes | 0), 0x01000193);
-    h = Math.imul(h ^ (Math.round(this.now * 1000) | 0), 0x01000193);
-    this.hash = Math.imul(h ^ (Math.round(arrives * 1000) | 0), 0x01000193);
-    this.trace?.push({ src, dst, bytes, sendUs: this.now, arriveUs: arrives });
+    h = Math.imul(h ^ (Math.round(sentAt * 1000) | 0), 0x01000193);
+    h = Math.imul(h ^ (Math.round(arrives * 1000) | 0), 0x01000193);
+    this.hash = (this.hash + (h ^ (h >>> 16))) | 0;
+    this.trace?.push({ src, dst, bytes, sendUs: sentAt, arriveUs: arrives });
   }
 
   // ---------------------------------------------------------------- ends of a rank's part
@@ -301,18 +399,26 @@ class Simulation {
   /** Rank `r` fails with `e`; when the cause is its own, the others hear it as the real engine's ABORT. */
   private failed(r: number, e: WebcclError, tellOthers: boolean): void {
     if (!this.settle(r, 'failed', e) || !tellOthers) return;
-    const abort = new WebcclError('ABORTED', `rank ${r} failed: ${e.reason} (${e.code})`, { by: r, reason: e.reason });
-    this.toOthers(r, () => abort);
+    this.toOthers(r, new WebcclError('ABORTED', `rank ${r} failed: ${e.reason} (${e.code})`, { by: r, reason: e.reason }));
   }
 
-  /** Every rank but `from` still running gets `err(rank)`, one latency later. */
-  private toOthers(from: number, err: (rank: number) => WebcclError): void {
+  /** Every rank but `from` still running fails with `e`, one latency later (ranks on other threads too). */
+  private toOthers(from: number, e: WebcclError): void {
+    const far: Failure = { atUs: this.now + this.o.inter.latencyUs, from, error: e };
+    this.queue.at(this.now + this.o.intra.latencyUs, () => this.failAll(from, e, true));
+    this.queue.at(far.atUs, () => this.failAll(from, e, false));
+    if (this.mine.length < this.n) this.failures.push(far);
+  }
+
+  /** This thread's ranks but `from`, on its node (`near`) or on the others, fail with `e`. */
+  private failAll(from: number, e: WebcclError, near: boolean): void {
     const node = this.net.nodeOf(from);
-    const mates = (near: boolean) => () => {
-      for (let p = 0; p < this.n; p++) if (p !== from && (this.net.nodeOf(p) === node) === near) this.failed(p, err(p), false);
-    };
-    this.queue.at(this.now + this.o.intra.latencyUs, mates(true));
-    this.queue.at(this.now + this.o.inter.latencyUs, mates(false));
+    for (const p of this.mine) if (p !== from && (this.net.nodeOf(p) === node) === near) this.failed(p, e, false);
+  }
+
+  /** A failure another thread's rank told this thread's (at a time past the window: a latency between nodes). */
+  private hear(f: Failure): void {
+    this.queue.at(f.atUs, () => this.failAll(f.from, f.error, false));
   }
 
   private schedule(f: Fault): void {
@@ -323,7 +429,7 @@ class Simulation {
       } else if (f.kind === 'crash') {
         if (!this.settle(f.rank, 'stopped')) return;
         const c = f.rank;
-        this.toOthers(c, () => new WebcclError('CONNECTION_CLOSED', `rank ${c} closed its connections (it ended or died)`, { peer: c }));
+        this.toOthers(c, new WebcclError('CONNECTION_CLOSED', `rank ${c} closed its connections (it ended or died)`, { peer: c }));
       } else {
         const [a, b] = f.ranks;
         const closed = (peer: number) => new WebcclError('CONNECTION_CLOSED', `the connection to rank ${peer} closed`, { peer });
@@ -336,8 +442,8 @@ class Simulation {
   /** The deadline: every rank still running fails, naming the frozen ranks (or whom it awaits). */
   private timeOut(): void {
     const stopped = this.outcomes.filter((x) => x.state === 'stopped').map((x) => x.rank);
-    const still = this.state.flatMap((s, r) => (s === 'running' ? [r] : []));
-    for (const r of still) {
+    for (const r of this.mine) {
+      if (this.state[r] !== 'running') continue;
       const awaited = this.awaited(r);
       const missing = stopped.length ? stopped : awaited;
       const who = missing.length ? `; rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not arrive` : '';
@@ -358,6 +464,13 @@ function checkFault(f: Fault, ranks: number): void {
     : f.kind === 'drop' ? rank(f.ranks[0]) && rank(f.ranks[1]) && f.ranks[0] !== f.ranks[1] && f.atUs >= 0
     : f.kind === 'slow' ? rank(f.ranks[0]) && rank(f.ranks[1]) && f.factor > 0 && Number.isFinite(f.factor) : false;
   if (!ok) throw new WebcclError('INVALID_ARGUMENT', `simulate: bad fault ${JSON.stringify(f)}`, { fault: f });
+}
+
+/** A failure every rank must hear by `atUs`, as it crosses between threads. */
+export interface Failure {
+  atUs: number;
+  from: number;
+  error: WebcclError;
 }
 
 const asError = (e: unknown): WebcclError => (WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e)));

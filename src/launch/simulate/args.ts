@@ -37,6 +37,8 @@ export interface SimulateOptions {
   root: number;
   seed: number;
   jitter: number;
+  /** Worker threads the simulation is split over ('auto': every core from 1,024 ranks). */
+  threads: number | 'auto';
   json: string | undefined;
 }
 
@@ -67,6 +69,9 @@ virtual; no bytes are moved).
   -r, --root R             root of broadcast, reduce, gather and scatter (default 0)
       --jitter J           scale each message's latency by 1 + J·u, u uniform in [0,1) (default 0)
       --seed S             seed of the jitter (default 1): the same seed gives the same times
+      --threads T          split the simulation over T worker threads, each running whole
+                           nodes' ranks (default auto: every core from 1,024 ranks, else 1);
+                           the results are the same, message for message
       --json FILE          also write the rows as JSON (size, algorithm, timeUs, ...)
   -h, --help               show this text
 
@@ -78,7 +83,7 @@ const SIM_FLAGS = {
   intraLatency: { names: ['intra-latency'] }, intraBandwidth: { names: ['intra-bandwidth'] }, overhead: { names: ['overhead'] },
   a: { names: ['a', 'algo'] }, b: { names: ['b', 'minbytes'] }, e: { names: ['e', 'maxbytes'] }, f: { names: ['f', 'stepfactor'] },
   i: { names: ['i', 'stepbytes'] }, d: { names: ['d', 'datatype'] }, r: { names: ['r', 'root'] },
-  seed: { names: ['seed'] }, jitter: { names: ['jitter'] }, json: { names: ['json'] },
+  seed: { names: ['seed'] }, jitter: { names: ['jitter'] }, threads: { names: ['threads'] }, json: { names: ['json'] },
 } as const satisfies Record<string, FlagSpec>;
 
 const TIME_UNITS: Record<string, number> = { ns: 1e-3, us: 1, 'µs': 1, ms: 1e3, s: 1e6 };
@@ -161,6 +166,7 @@ export function parseSimulateArgs(argv: string[]): SimulateOptions | 'help' {
     root: v('r') ? int(v('r')!.value, '-r', 0, ranks - 1) : 0,
     seed: v('seed') ? int(v('seed')!.value, '--seed', 0, 2 ** 32 - 1) : 1,
     jitter: Number(jitterText),
+    threads: !v('threads') || v('threads')!.value === 'auto' ? 'auto' : int(v('threads')!.value, '--threads', 1, 256),
     json: v('json')?.value,
   };
 }

@@ -2,7 +2,8 @@
 // the simulated network in size-only mode; prints nccl-tests' table (predicted time, algbw,
 // busbw) as rows finish, and writes --json at the end.
 import { writeFileSync } from 'node:fs';
-import { type SimOptions, resolveSimAlgo, simulateCollective } from '../../sim/index.js';
+import { type SimOptions, resolveSimAlgo } from '../../sim/index.js';
+import { simulateOnThreads } from './threads.js';
 import { type Collective, bandwidths, shapeOf, sweepSizes } from '../perf/collectives.js';
 import { SIM_DTYPE_SIZE } from '../../sim/memory.js';
 import { NCCL_TYPE } from '../perf/format.js';
@@ -99,7 +100,7 @@ export async function runSimulation(o: SimulateOptions, row: (r: SimulateRow) =>
     const algos = o.algos.length ? o.algos : [resolveSimAlgo(net, call)];
     for (const algorithm of algos) {
       const t0 = performance.now();
-      const res = await simulateCollective(net, { ...call, algo: algorithm });
+      const res = await simulateOnThreads(net, { ...call, algo: algorithm }, o.threads);
       const bw = bandwidthsOf(o, shape.bytes, res.timeUs);
       const r = { size: shape.bytes, count: shape.count, algorithm, timeUs: res.timeUs, ...bw, messages: res.messages, wallSec: (performance.now() - t0) / 1000 };
       rows.push(r);
