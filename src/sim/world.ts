@@ -15,6 +15,7 @@ import { WebcclError } from '../core/errors.js';
 import { afterMicrotasks, EventQueue } from './events.js';
 import { type Crossing, type Fault, Network, type Topology, checkTopology, crossing } from './network.js';
 import { Crossings } from './crossings.js';
+import { Mailboxes } from './mailboxes.js';
 import type { Border } from './border.js';
 
 export interface SimOptions extends Topology {
@@ -74,16 +75,7 @@ const DEFAULT_TIMEOUT_US = 300e6;
 const NEVER = new Promise<never>(() => undefined);
 const DONE = Promise.resolve();
 
-/** A mailbox slot: a message that came first (`into` null), or a receive that was posted first. */
-interface Slot {
-  into: Uint8Array | null;
-  resolve: () => void;
-  payload: Uint8Array | null;
-  bytes: number;
-}
-const ignore = () => undefined;
-/** The mailbox key no message has. */
-const KEEP = -1;
+const ignore = (): void => undefined;
 
 /**
  * One executor for every receive's promise: it hands its resolve function over through
@@ -107,8 +99,7 @@ class Simulation {
   private readonly queue = new EventQueue();
   private readonly net: Network;
   private readonly n: number;
-  private readonly boxes: Map<number, Slot>[];
-  private readonly spareSlots: Slot[] = [];
+  private readonly mail = new Mailboxes();
   private readonly state: State[];
   private readonly outcomes: RankOutcome[];
   private running: number;
@@ -138,10 +129,6 @@ class Simulation {
     for (const f of o.faults ?? []) checkFault(f, o.ranks);
     this.n = o.ranks;
     this.net = new Network(o, jitter, o.seed ?? 1, o.faults ?? []);
-    // Each mailbox keeps one entry that is never taken (key -1, no receive): V8 shrinks a Map
-    // whose last entry is deleted, a runtime call and a new table every time a rank's only
-    // pending receive is matched, which a ring does once per message.
-    this.boxes = Array.from({ length: this.n }, () => new Map([[KEEP, { into: null, resolve: ignore, payload: null, bytes: 0 }]]));
     this.state = new Array<State>(this.n).fill('running');
     this.outcomes = Array.from({ length: this.n }, (_, rank) => ({ rank, state: 'done' as const, atUs: 0 }));
     this.owned = new Uint8Array(this.n);
@@ -309,55 +296,38 @@ class Simulation {
 
   private deliver(dst: number, key: number, payload: Uint8Array | null, bytes: number): void {
     if (this.state[dst] !== 'running') return;
-    const box = this.boxes[dst];
-    const slot = box.get(key);
-    if (!slot) {
-      box.set(key, this.slot(null, ignore, payload, bytes));
+    const mail = this.mail;
+    const i = mail.find(dst, key);
+    if (i < 0) {
+      mail.add(dst, key, null, null, payload, bytes);
       return;
     }
-    if (!slot.into) {
+    const into = mail.into(i);
+    if (!into) {
       // Two messages under one tag: no receive can tell them apart.
       const peer = key % this.n;
       this.failed(dst, new WebcclError('MISMATCH', `rank ${peer} sent two messages under one tag to rank ${dst}`, { peer }), true);
       return;
     }
-    box.delete(key);
-    this.take(dst, key, slot.into, slot.resolve, payload, bytes);
-    this.releaseSlot(slot);
+    const resolve = mail.resolve(i)!;
+    mail.remove(i);
+    this.take(dst, key, into, resolve, payload, bytes);
   }
 
   private recv(me: number, src: number, key: number, into: Uint8Array): Promise<void> {
     if (this.state[me] !== 'running') return NEVER;
-    const box = this.boxes[me];
-    const slot = box.get(key);
-    if (slot && !slot.into) {
-      box.delete(key);
-      const took = this.take(me, key, into, ignore, slot.payload, slot.bytes);
-      this.releaseSlot(slot);
-      return took ? DONE : NEVER;
+    const mail = this.mail;
+    const i = mail.find(me, key);
+    if (i >= 0 && !mail.into(i)) {
+      const payload = mail.payload(i);
+      const bytes = mail.bytes(i);
+      mail.remove(i);
+      return this.take(me, key, into, ignore, payload, bytes) ? DONE : NEVER;
     }
-    if (slot) return Promise.reject(new WebcclError('INTERNAL', `simulate: rank ${me} posted two receives for one message of rank ${src}`));
+    if (i >= 0) return Promise.reject(new WebcclError('INTERNAL', `simulate: rank ${me} posted two receives for one message of rank ${src}`));
     const p = new Promise<void>(captureResolve);
-    box.set(key, this.slot(into, captured!, null, 0));
+    mail.add(me, key, into, captured!, null, 0);
     return p;
-  }
-
-  /** A mailbox slot, from the spares when there is one (a run fills and empties millions). */
-  private slot(into: Uint8Array | null, resolve: () => void, payload: Uint8Array | null, bytes: number): Slot {
-    const s = this.spareSlots.pop();
-    if (!s) return { into, resolve, payload, bytes };
-    s.into = into;
-    s.resolve = resolve;
-    s.payload = payload;
-    s.bytes = bytes;
-    return s;
-  }
-
-  private releaseSlot(s: Slot): void {
-    s.into = null;
-    s.resolve = ignore;
-    s.payload = null;
-    this.spareSlots.push(s);
   }
 
   /** Hands a message to its receive; a length the receiver did not expect is a disagreement. */
@@ -452,8 +422,7 @@ class Simulation {
   }
 
   private awaited(r: number): number[] {
-    const from = new Set<number>();
-    for (const [key, slot] of this.boxes[r]) if (slot.into) from.add(key % this.n);
+    const from = new Set(this.mail.receivesOf(r).map((key) => key % this.n));
     return [...from].sort((a, b) => a - b);
   }
 }
