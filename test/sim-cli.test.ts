@@ -78,7 +78,7 @@ describe('parseSimulateArgs', () => {
     [['allreduce', '--threads', '0'], /--threads expects an integer in 1\.\.256/],
     [['allreduce', '--threads', 'many'], /--threads expects an integer/],
     [['allreduce', '--ranks', '8', '--ranks', '16'], /--ranks given twice/],
-    [['alltoallv'], /unknown collective "alltoallv" \(expected allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, barrier\)/],
+    [['alltoallv'], /unknown collective "alltoallv" \(expected allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, barrier\)/],
     [['gather', '-a', 'ring'], /-a: gather has no algorithm "ring" \(expected auto, all, direct\)/],
     [['allreduce', 'broadcast'], /the collective is already allreduce/],
     [[], /which collective/],
@@ -125,6 +125,20 @@ describe('simulateMain', () => {
       expect(rows.map((r: { size: number; count: number }) => [r.size, r.count])).toEqual([[1024, 32], [1 << 20, 32768]]);
       for (const r of rows) expect(r.busbw).toBeCloseTo((r.algbw * 7) / 8, 9);
     }
+  });
+
+  it('sendrecv (also send_recv): size is what each rank sends, busbw = algbw; refused on one rank', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webccl-sim-'));
+    const json = join(dir, 'sendrecv.json');
+    expect(parse('send_recv').collective).toBe('sendrecv');
+    expect(parse('sendrecv', '-a', 'all').algos).toEqual(['p2p']);
+    expect(await simulateMain(['sendrecv', '--ranks', '8', '--nodes', '2', '-b', '1K', '-e', '1M', '-f', '1024', '--json', json], io().io)).toBe(0);
+    const rows = JSON.parse(readFileSync(json, 'utf8')).rows;
+    expect(rows.map((r: { size: number; count: number; algorithm: string }) => [r.size, r.count, r.algorithm])).toEqual([[1024, 256, 'p2p'], [1 << 20, 262144, 'p2p']]);
+    for (const r of rows) expect(r.busbw).toBe(r.algbw);
+    const t = io();
+    expect(await simulateMain(['sendrecv', '--ranks', '1'], t.io)).toBe(2);
+    expect(t.err.join('')).toMatch(/^webccl simulate: sendrecv needs at least 2 ranks/);
   });
 
   it('--seed: the same seed prints the same times under jitter, another seed others', async () => {

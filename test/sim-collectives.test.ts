@@ -37,6 +37,7 @@ async function wrongs(n: number, call: SimCall): Promise<string[]> {
       case 'alltoall': return value(Math.floor(i / c), rank * c + (i % c));
       case 'gather': return value(Math.floor(i / c), i % c);
       case 'scatter': return value(root, rank * c + i);
+      case 'sendrecv': return value((rank + n - 1) % n, i);
       default: return NaN;
     }
   };
@@ -64,14 +65,15 @@ async function wrongs(n: number, call: SimCall): Promise<string[]> {
 const RANKS = [1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 16, 31, 64];
 const countsFor = (n: number) => [...new Set([0, 1, Math.max(0, n - 1), 3 * n + 2])];
 const OPS: [SimDtype, SimOp][] = [['i32', 'sum'], ['f64', 'max'], ['i32', 'prod'], ['f32', 'min']];
-const COLLECTIVES: SimCollective[] = ['allreduce', 'reducescatter', 'allgather', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'barrier'];
+const COLLECTIVES: SimCollective[] = ['allreduce', 'reducescatter', 'allgather', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'sendrecv', 'barrier'];
 
 describe('every schedule over the simulated network, data mode', () => {
   for (const coll of COLLECTIVES) {
     for (const algo of SIM_ALGORITHMS[coll]) {
       it(`${coll} ${algo} at ${RANKS.join(', ')} ranks`, async () => {
         const bad: string[] = [];
-        for (const n of RANKS) {
+        // sendrecv needs a peer other than itself (refused at 1 rank: the test below).
+        for (const n of RANKS.filter((r) => coll !== 'sendrecv' || r > 1)) {
           for (const count of countsFor(n)) {
             const [dtype, op] = OPS[(n + count) % OPS.length];
             const call = { collective: coll, algo, count, dtype, op, root: ['broadcast', 'reduce', 'gather', 'scatter'].includes(coll) ? (count * 7) % n : 0 };
@@ -101,6 +103,7 @@ describe('every schedule over the simulated network, data mode', () => {
     ['alltoall', 'pairwise', [100, 257], [0, 3]],
     ['gather', 'direct', [257, 1024], [0, 2]],
     ['scatter', 'direct', [257, 1024], [0, 2]],
+    ['sendrecv', 'p2p', [257, 1024], [0, 2]],
   ];
   for (const [coll, algo, ranks, counts] of big) {
     it(`${coll} ${algo} at ${ranks.join(', ')} ranks`, async () => {
@@ -111,6 +114,16 @@ describe('every schedule over the simulated network, data mode', () => {
       expect(bad).toEqual([]);
     }, 120_000);
   }
+
+  it('sendrecv on one rank is refused (a rank is never its own peer), as webccl perf refuses it', async () => {
+    await expect(wrongs(1, { collective: 'sendrecv', count: 4 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+
+  it('sendrecv: the data, then the receiver\'s 8-byte answer, per rank (the engine\'s send/recv protocol)', async () => {
+    const r = await simulateCollective({ ...net(6), mode: 'size' }, { collective: 'sendrecv', count: 100 });
+    expect(r.messages).toBe(12);
+    expect(r.bytes).toBe(6 * (400 + 8));
+  });
 
   it('allreduce with no algorithm named runs what the engine would pick', async () => {
     for (const n of [4, 16]) for (const count of [5, 300_000]) expect(await wrongs(n, { collective: 'allreduce', count, dtype: 'f32' })).toEqual([]);

@@ -10,13 +10,14 @@ import { disseminationBarrier } from '../algorithms/dissemination.js';
 import { type NodeLocal, hierarchicalAllReduce } from '../algorithms/hierarchical.js';
 import { pairwiseAllToAll } from '../algorithms/pairwise.js';
 import { directGather, directScatter } from '../algorithms/direct.js';
+import { p2pRecv, p2pSend } from '../algorithms/p2p.js';
 import { chooseNetAllReduce, flatAlgo } from '../tuner/net-tuner.js';
 import { fail } from '../core/errors.js';
 import { DataMem, SIM_DTYPES, SIM_DTYPE_SIZE, SIM_OPS, type SimDtype, type SimOp, SizeMem } from './memory.js';
 import { checkTopology } from './network.js';
 import { type RankPart, type RankScope, type SimOptions, type SimResult, simulate } from './world.js';
 
-export const SIM_COLLECTIVES = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'barrier'] as const;
+export const SIM_COLLECTIVES = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'sendrecv', 'barrier'] as const;
 export type SimCollective = (typeof SIM_COLLECTIVES)[number];
 
 /** The schedules each collective can run, the engine's default first where it has no tuner. */
@@ -29,6 +30,9 @@ export const SIM_ALGORITHMS: Record<SimCollective, readonly string[]> = {
   alltoall: ['pairwise'],
   gather: ['direct'],
   scatter: ['direct'],
+  // nccl-tests' sendrecv: each rank sends to rank + 1 and receives from rank - 1, with the
+  // engine's send/recv protocol (src/algorithms/p2p.ts: the data, then the receiver's answer).
+  sendrecv: ['p2p'],
   barrier: ['dissemination'],
 };
 
@@ -38,7 +42,8 @@ export interface SimCall {
   algo?: string;
   /**
    * Elements per rank, as the API counts them: allgather each rank's block, reducescatter each
-   * rank's output, alltoall each block a rank sends to one peer, gather and scatter each rank's block.
+   * rank's output, alltoall each block a rank sends to one peer, gather and scatter each rank's
+   * block, sendrecv what each rank sends to the next.
    */
   count: number;
   dtype?: SimDtype;
@@ -90,6 +95,7 @@ export function collectivePart(o: SimOptions, call: SimCall, hooks?: DataHooks):
   if (!SIM_OPS.includes(op)) fail('INVALID_ARGUMENT', `simulate: op ${JSON.stringify(op)} (expected ${SIM_OPS.join(', ')})`);
   if (!Number.isSafeInteger(call.count) || call.count < 0) fail('INVALID_ARGUMENT', `simulate: count must be an integer ≥ 0, got ${call.count}`);
   if (!Number.isInteger(root) || root < 0 || root >= o.ranks) fail('INVALID_ARGUMENT', `simulate: root ${root} is not a rank of ${o.ranks}`);
+  if (call.collective === 'sendrecv' && o.ranks < 2) fail('INVALID_ARGUMENT', 'simulate: sendrecv needs at least 2 ranks (each sends to rank + 1, which must be another rank)');
   if (o.mode === 'data' && !hooks) fail('INVALID_ARGUMENT', 'simulate: data mode needs input and output hooks');
   const data = o.mode === 'data' ? hooks : undefined;
   const pieceBytes = call.pieceBytes ?? PIECE_BYTES;
@@ -159,6 +165,18 @@ async function rankPart(s: RankScope, c: Required<SimCall>, hooks: DataHooks | u
       if (w) input(w);
       await directScatter(world, m, w ? blocks(w) : null, mine, c.root);
       return output(mine);
+    }
+    case 'sendrecv': {
+      const out = region(n);
+      input(out);
+      const into = region(n);
+      const answer = await Promise.all([
+        p2pSend(world, (s.rank + 1) % s.size, 0, m.view(out.addr, n)),
+        // The simulator refuses a payload of another length itself (MISMATCH), never as a throw.
+        p2pRecv(world, (s.rank + s.size - 1) % s.size, 0, m.view(into.addr, n), (sent) => void sent.catch(() => undefined), () => false),
+      ]);
+      if (!answer[0].taken) fail('INTERNAL', `simulate: rank ${(s.rank + 1) % s.size} holds ${answer[0].bytes} bytes for rank ${s.rank}'s ${n * m.elemBytes}`);
+      return output(into);
     }
     case 'barrier':
       return disseminationBarrier(world);

@@ -1,19 +1,17 @@
-// Point-to-point send/recv over the transport. The k-th message with tag t between two ranks
-// (in one direction) rides in tag { space: the communicator's p2p space, seq: t, step: 2k }, so
-// the transport's Mailbox matches the k-th recv with the k-th send exactly (and refuses a payload
-// of another length); the receiver answers on step 2k + 1 with its outcome and its size, and the
+// Point-to-point send/recv over the transport: src/algorithms/p2p.ts's protocol over a group
+// whose messages ride in tag { space: the communicator's p2p space, seq: the user's tag, step }.
+// The k-th message with tag t between two ranks (in one direction) is step 2k, so the
+// transport's Mailbox matches the k-th recv with the k-th send exactly (and refuses a payload of
+// another length); the receiver answers on step 2k + 1 with its outcome and its size, and the
 // send completes (or fails with SIZE_MISMATCH) when that answer comes. Payloads that arrive
 // before their recv are held by the Mailbox within its limits.
 import { WebcclError } from '../../core/errors.js';
-import type { Tag, Transport } from '../../transport/transport.js';
+import type { Transport } from '../../transport/transport.js';
+import type { Group } from '../../algorithms/group.js';
+import { p2pRecv, p2pSend } from '../../algorithms/p2p.js';
 import type { OpSpec } from '../engine.js';
 import { Work, type WorkDriver } from '../work.js';
 import { type P2pOp, opText, p2pTimeout, sizeMismatch } from './p2p-errors.js';
-
-/** The receiver's answer: u32 outcome (TAKEN or SHORT), u32 the bytes its buffer holds. */
-const ANSWER_BYTES = 8;
-const TAKEN = 0;
-const SHORT = 1;
 
 interface NetP2pOp {
   op: P2pOp;
@@ -54,9 +52,8 @@ export class NetP2p implements WorkDriver {
     const key = `${op.peer}:${op.tag}`;
     const k = counts.get(key) ?? 0;
     counts.set(key, k + 1);
-    const data: Tag = { comm: 0, seq: op.tag, step: 2 * k, space: this.space };
-    const answer: Tag = { ...data, step: 2 * k + 1 };
-    const running = name === 'send' ? this.send(op, data, answer, s.input!.bytes) : this.recv(op, data, answer, s.output!.bytes);
+    const g = this.groupOf(op.tag);
+    const running = name === 'send' ? this.send(g, op, k, s.input!.bytes) : this.recv(g, op, k, s.output!.bytes);
     const p: NetP2pOp = { op, work, done: Promise.resolve() };
     this.ops.add(p);
     p.done = this.withDeadline(op, running, s.timeoutMs ?? this.timeoutMs).then(
@@ -66,39 +63,35 @@ export class NetP2p implements WorkDriver {
     return work;
   }
 
-  private async send(op: P2pOp, data: Tag, answer: Tag, bytes: Uint8Array): Promise<void> {
-    const reply = new Uint8Array(ANSWER_BYTES);
-    const answered = this.t.recv(op.peer, answer, reply);
-    answered.catch(() => undefined); // the send's own failure, if any, is the one reported
-    await this.t.send(op.peer, data, bytes);
-    await answered;
-    const v = new DataView(reply.buffer);
-    if (v.getUint32(0, true) === SHORT) throw sizeMismatch(op, bytes.byteLength, v.getUint32(4, true));
+  /** The messages of user tag `tag`: the p2p space, seq = tag, step = the protocol's. */
+  private groupOf(tag: number): Group {
+    const t = this.t;
+    const at = (step: number) => ({ comm: 0, seq: tag, step, space: this.space });
+    return { rank: t.rank, size: t.size, send: (peer, step, data) => t.send(peer, at(step), data), recv: (peer, step, into) => t.recv(peer, at(step), into) };
   }
 
-  private async recv(op: P2pOp, data: Tag, answer: Tag, into: Uint8Array): Promise<void> {
-    const reply = new Uint8Array(ANSWER_BYTES);
-    const v = new DataView(reply.buffer);
-    v.setUint32(4, into.byteLength, true);
+  private async send(g: Group, op: P2pOp, k: number, bytes: Uint8Array): Promise<void> {
+    const answer = await p2pSend(g, op.peer, k, bytes);
+    if (!answer.taken) throw sizeMismatch(op, bytes.byteLength, answer.bytes);
+  }
+
+  private async recv(g: Group, op: P2pOp, k: number, into: Uint8Array): Promise<void> {
+    // The Mailbox skips a payload of another length with SIZE_MISMATCH: both sides fail, naming both sizes.
+    const short = (e: unknown) => WebcclError.is(e) && e.code === 'SIZE_MISMATCH';
     try {
-      await this.t.recv(op.peer, data, into);
+      await p2pRecv(g, op.peer, k, into, (sent) => this.answered(sent), short);
     } catch (e) {
-      if (!WebcclError.is(e) || e.code !== 'SIZE_MISMATCH') throw e;
-      // The Mailbox skipped a payload of another length: both sides fail, naming both sizes.
-      v.setUint32(0, SHORT, true);
-      this.answer(op, answer, reply);
-      throw sizeMismatch(op, e.details.got as number, into.byteLength);
+      if (!short(e)) throw e;
+      throw sizeMismatch(op, (e as WebcclError).details.got as number, into.byteLength);
     }
-    v.setUint32(0, TAKEN, true);
-    this.answer(op, answer, reply);
   }
 
   /**
-   * Tells the sender the outcome without waiting for the wire: the recv is complete once its
+   * The receiver's answer goes without waiting for the wire: the recv is complete once its
    * buffer holds the data, and a link that fails meanwhile fails the communicator anyway.
    */
-  private answer(op: P2pOp, tag: Tag, reply: Uint8Array): void {
-    this.t.send(op.peer, tag, reply).catch((e: unknown) => {
+  private answered(sent: Promise<void>): void {
+    sent.catch((e: unknown) => {
       if (WebcclError.is(e) && !this.failure) this.hooks.broke(e);
     });
   }

@@ -10,7 +10,7 @@ export class SimUsageError extends CliUsageError {
   override readonly name = 'SimUsageError';
 }
 
-/** The collectives the simulator runs (perf's names; send/recv and ping-pong are not simulated). */
+/** The collectives the simulator runs (perf's names; ping-pong is not simulated). */
 export type SimCollectiveName = keyof typeof SIM_ALGORITHMS;
 const ALL_NAMES = Object.keys(SIM_ALGORITHMS) as SimCollectiveName[];
 const simulated = (name: string | undefined): SimCollectiveName | undefined => (name && (ALL_NAMES as string[]).includes(name) ? (name as SimCollectiveName) : undefined);
@@ -76,7 +76,8 @@ virtual; no bytes are moved).
   -h, --help               show this text
 
 busbw follows nccl-tests: allreduce 2(n-1)/n, allgather, reducescatter, alltoall, gather and
-scatter (n-1)/n of the total size (all n blocks), broadcast and reduce 1.`;
+scatter (n-1)/n of the total size (all n blocks), broadcast, reduce and sendrecv 1 (sendrecv:
+each rank sends to rank+1 and receives from rank-1, at least 2 ranks).`;
 
 const SIM_FLAGS = {
   ranks: { names: ['ranks'] }, nodes: { names: ['nodes'] }, latency: { names: ['latency'] }, bandwidth: { names: ['bandwidth'] },
@@ -135,6 +136,7 @@ export function parseSimulateArgs(argv: string[]): SimulateOptions | 'help' {
   const v = (key: keyof typeof SIM_FLAGS) => given.get(key);
   const ranks = v('ranks') ? int(v('ranks')!.value, '--ranks', 1, MAX_SIM_RANKS) : 8;
   const nodes = v('nodes') ? int(v('nodes')!.value, '--nodes', 1, MAX_SIM_RANKS) : ranks;
+  if (collective === 'sendrecv' && ranks < 2) throw new SimUsageError('sendrecv needs at least 2 ranks (each sends to rank+1, which must be another rank)');
   if (ranks % nodes) throw new SimUsageError(`--ranks ${ranks} is not a multiple of --nodes ${nodes}: every node holds --ranks / --nodes ranks`);
   const lat = (key: keyof typeof SIM_FLAGS, flag: string, dflt: number) => (v(key) ? parseLatency(v(key)!.value, flag) : dflt);
   const bw = (key: keyof typeof SIM_FLAGS, flag: string, dflt: string) => parseBandwidth(v(key)?.value ?? dflt, flag);
