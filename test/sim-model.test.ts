@@ -49,11 +49,11 @@ describe('closed forms on an uncontended topology (one rank per node)', () => {
     const w = S / B;
     for (const ranks of [8, 2049, 65536]) {
       const net = new Network({ ranks, nodes: 1, inter: { latencyUs: 1, bytesPerUs: 1 }, intra: { latencyUs: A, bytesPerUs: B } }, 0, 1, []);
-      expect([net.transmit(0, 0, 1, S), net.transmit(0, 0, 1, S)].map((t) => t - A)).toEqual([w, 2 * w]);
-      expect(net.transmit(0, 2, 1, S) - A).toBe(w); // another link into rank 1
-      expect(net.transmit(0, 1, 0, S) - A).toBe(w); // the other direction
-      expect(net.transmit(3 * w, 0, 1, S) - A).toBeCloseTo(4 * w, 9); // free again once the two have crossed: starts at once
-      expect(net.transmit(0, ranks - 1, ranks - 2, S) - A).toBe(w); // the last pair of the node
+      expect([net.inside(0, 0, 1, S, 0), net.inside(0, 0, 1, S, 0)].map((t) => t - A)).toEqual([w, 2 * w]);
+      expect(net.inside(0, 2, 1, S, 0) - A).toBe(w); // another link into rank 1
+      expect(net.inside(0, 1, 0, S, 0) - A).toBe(w); // the other direction
+      expect(net.inside(3 * w, 0, 1, S, 0) - A).toBeCloseTo(4 * w, 9); // free again once the two have crossed: starts at once
+      expect(net.inside(0, ranks - 1, ranks - 2, S, 0) - A).toBe(w); // the last pair of the node
     }
   });
 

@@ -3,7 +3,7 @@
 // the messages bound for their ranks and the failures their ranks must hear, and they agree on
 // when the next window starts and whether any rank still runs. One meeting per window.
 import type { Crossing } from './network.js';
-import type { Failure } from './world.js';
+import type { Failure } from './types.js';
 
 export interface Border {
   /** Whether this thread runs rank `r` (whole nodes run on one thread). */

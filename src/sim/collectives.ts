@@ -15,7 +15,8 @@ import { chooseNetAllReduce, flatAlgo } from '../tuner/net-tuner.js';
 import { fail } from '../core/errors.js';
 import { DataMem, SIM_DTYPES, SIM_DTYPE_SIZE, SIM_OPS, type SimDtype, type SimOp, SizeMem } from './memory.js';
 import { checkTopology } from './network.js';
-import { type RankPart, type RankScope, type SimOptions, type SimResult, simulate } from './world.js';
+import { simulate } from './world.js';
+import type { RankPart, RankScope, SimOptions, SimResult } from './types.js';
 
 export const SIM_COLLECTIVES = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'sendrecv', 'barrier'] as const;
 export type SimCollective = (typeof SIM_COLLECTIVES)[number];

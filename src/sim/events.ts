@@ -4,6 +4,8 @@
 // which rank wakes first decides which sends first), other events first in the order they were
 // scheduled. Nothing sleeps: the clock jumps from one event time to the next.
 
+import { MinHeap } from './heap.js';
+
 /**
  * An event: at virtual time `t` (microseconds), `fire(arg)` — or a message delivery, which
  * carries its fields here rather than in a closure (the simulator makes millions of them).
@@ -22,13 +24,13 @@ export interface SimEvent {
 }
 
 /**
- * Events by (t, seq): a binary min-heap of the distinct times, and for each time its events in
- * the order they were scheduled (which is seq order). A ring over thousands of ranks schedules
+ * Events by time: a min-heap of the distinct times, and for each time its events, put in their
+ * order (ord, then seq) when the first of them fires. A ring over thousands of ranks schedules
  * a hundred or more events per instant: one heap operation per instant rather than per event.
  */
 export class EventQueue {
-  /** Distinct times with events, as a min-heap. */
-  private readonly times: number[] = [];
+  /** Distinct times with events. */
+  private readonly times = new MinHeap<number>((a, b) => a - b);
   private readonly buckets = new Map<number, Bucket>();
   private seq = 0;
   private count = 0;
@@ -42,7 +44,7 @@ export class EventQueue {
 
   /** The earliest event's time (Infinity when empty). */
   get nextTime(): number {
-    return this.times.length ? this.times[0] : Infinity;
+    return this.times.peek() ?? Infinity;
   }
 
   at(t: number, fire: (e: SimEvent) => void): void {
@@ -81,54 +83,26 @@ export class EventQueue {
     if (!b) {
       b = this.spareBuckets.pop() ?? { events: [], next: 0 };
       this.buckets.set(e.t, b);
-      this.pushTime(e.t);
+      this.times.push(e.t);
     }
     b.events.push(e);
   }
 
   pop(): SimEvent | undefined {
-    if (!this.times.length) return undefined;
-    const t = this.times[0];
+    const t = this.times.peek();
+    if (t === undefined) return undefined;
     const b = this.buckets.get(t)!;
     if (b.next === 0) inOrder(b.events);
     const e = b.events[b.next++];
     this.count--;
     if (b.next === b.events.length) {
       this.buckets.delete(t);
-      this.popTime();
+      this.times.pop();
       b.events.length = 0;
       b.next = 0;
       this.spareBuckets.push(b);
     }
     return e;
-  }
-
-  private pushTime(t: number): void {
-    const h = this.times;
-    let i = h.push(t) - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (h[p] <= t) break;
-      h[i] = h[p];
-      i = p;
-    }
-    h[i] = t;
-  }
-
-  private popTime(): void {
-    const h = this.times;
-    const last = h.pop()!;
-    if (!h.length) return;
-    let i = 0;
-    for (;;) {
-      const l = 2 * i + 1;
-      if (l >= h.length) break;
-      const c = l + 1 < h.length && h[l + 1] < h[l] ? l + 1 : l;
-      if (h[c] >= last) break;
-      h[i] = h[c];
-      i = c;
-    }
-    h[i] = last;
   }
 }
 

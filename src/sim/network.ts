@@ -59,6 +59,15 @@ export function checkTopology(t: Topology): void {
   }
 }
 
+/** A fault names ranks of the world, times ≥ 0 and a finite factor > 0. */
+export function checkFault(f: Fault, ranks: number): void {
+  const rank = (x: unknown) => Number.isInteger(x) && (x as number) >= 0 && (x as number) < ranks;
+  const ok = f.kind === 'stop' || f.kind === 'crash' ? rank(f.rank) && f.atUs >= 0
+    : f.kind === 'drop' ? rank(f.ranks[0]) && rank(f.ranks[1]) && f.ranks[0] !== f.ranks[1] && f.atUs >= 0
+    : f.kind === 'slow' ? rank(f.ranks[0]) && rank(f.ranks[1]) && f.factor > 0 && Number.isFinite(f.factor) : false;
+  if (!ok) fail('INVALID_ARGUMENT', `simulate: bad fault ${JSON.stringify(f)}`, { fault: f });
+}
+
 /** Intra-node links kept in an array up to this many (32 MiB of times). */
 const MAX_LINK_ARRAY = 1 << 22;
 
@@ -166,14 +175,6 @@ export class Network {
     const inn = Math.max(c.out, this.nicIn[to]);
     this.nicIn[to] = inn + c.wire;
     return inn + c.wire + c.alpha;
-  }
-
-  /** Both halves at once (one message on its own; the simulation calls the halves itself). */
-  transmit(sentAt: number, src: number, dst: number, bytes: number, seq = 0): number {
-    if (this.nodeOf(src) === this.nodeOf(dst)) return this.inside(sentAt, src, dst, bytes, seq);
-    const c = crossing(src, dst, bytes, seq);
-    this.leave(sentAt, c);
-    return this.enter(c);
   }
 }
 

@@ -13,61 +13,11 @@
 import type { Group } from '../algorithms/group.js';
 import { WebcclError } from '../core/errors.js';
 import { afterMicrotasks, EventQueue } from './events.js';
-import { type Crossing, type Fault, Network, type Topology, checkTopology, crossing } from './network.js';
-import { Crossings } from './crossings.js';
+import { type Crossing, type Fault, Network, checkFault, checkTopology, crossing, leftBefore } from './network.js';
+import { MinHeap } from './heap.js';
 import { Mailboxes } from './mailboxes.js';
 import type { Border } from './border.js';
-
-export interface SimOptions extends Topology {
-  /** 'data': messages carry bytes; 'size': only their lengths (nothing is copied). */
-  mode: 'data' | 'size';
-  /** Latency jitter: each message's α is scaled by 1 + jitter·u (default 0). */
-  jitter?: number;
-  seed?: number;
-  faults?: readonly Fault[];
-  /** The op's deadline, virtual microseconds (default 300 s, WEBCCL_TIMEOUT_MS's default). */
-  timeoutUs?: number;
-  /** Keep every message in the result (for tests; a large run would keep millions). */
-  trace?: boolean;
-}
-
-export interface Message {
-  src: number;
-  dst: number;
-  bytes: number;
-  sendUs: number;
-  arriveUs: number;
-}
-
-export interface RankOutcome {
-  rank: number;
-  state: 'done' | 'failed' | 'stopped';
-  /** When it finished, failed or stopped. */
-  atUs: number;
-  error?: WebcclError;
-}
-
-export interface SimResult {
-  /** When the last rank finished (every rank that did not fail or stop). */
-  timeUs: number;
-  outcomes: RankOutcome[];
-  messages: number;
-  bytes: number;
-  /** A hash of every message's ends, size and times: equal runs have equal hashes. */
-  traceHash: number;
-  trace?: Message[];
-}
-
-/** What one rank's part of the op sees. */
-export interface RankScope {
-  readonly rank: number;
-  readonly size: number;
-  readonly perNode: number;
-  /** The group of world ranks `members` (all of them when omitted), its tags in `space` (0..3). */
-  group(space: number, members?: readonly number[]): Group;
-}
-
-export type RankPart = (scope: RankScope) => Promise<void>;
+import type { Failure, Message, RankOutcome, RankPart, RankScope, SimOptions, SimResult } from './types.js';
 
 /** Tag spaces: the groups of one op (the world, a node, the ranks at one place of every node). */
 const SPACES = 4;
@@ -110,8 +60,8 @@ class Simulation {
   private readonly trace?: Message[];
   /** Messages each rank has sent so far (each message's number among its sender's). */
   private readonly sent: Float64Array;
-  /** Messages between nodes bound here that have not yet entered their receiver's interface. */
-  private readonly crossings = new Crossings();
+  /** Messages between nodes bound here that have not yet entered their receiver's interface, in the order they left. */
+  private readonly crossings = new MinHeap<Crossing>(leftBefore);
   /** The same, bound for another thread's ranks; and failures its ranks must hear. */
   private outbound: Crossing[] = [];
   private failures: Failure[] = [];
@@ -205,15 +155,14 @@ class Simulation {
     }
     // With other threads: one meeting, before the messages enter, so the next window's start
     // is a lower bound: a message entering now arrives no sooner than out + wire + α.
-    const settles = (c: Crossing) => c.out < this.windowEnd || c.out === this.windowStart;
     const ready: Crossing[] = [];
     let next = this.queue.nextTime;
-    for (let c = this.crossings.peek(); c && settles(c); c = this.crossings.peek()) {
+    for (let c = this.crossings.peek(); c && this.settles(c); c = this.crossings.peek()) {
       ready.push(this.crossings.pop()!);
       next = Math.min(next, c.out + c.wire + c.alpha);
     }
     next = Math.min(next, this.crossings.peek()?.out ?? Infinity);
-    for (const c of this.outbound) next = Math.min(next, settles(c) ? c.out + c.wire + c.alpha : c.out);
+    for (const c of this.outbound) next = Math.min(next, this.settles(c) ? c.out + c.wire + c.alpha : c.out);
     const met = this.border.meet(this.outbound, this.failures, next, this.running);
     this.outbound = [];
     this.failures = [];
@@ -224,9 +173,14 @@ class Simulation {
     return met;
   }
 
+  /** Whether a message between nodes left within the window: it enters its receiver's interface at the window's end. */
+  private settles(c: Crossing): boolean {
+    return c.out < this.windowEnd || c.out === this.windowStart;
+  }
+
   /** The waiting messages that left before the window's end enter their receivers' interfaces, in order. */
   private enterInterfaces(): void {
-    for (let c = this.crossings.peek(); c && (c.out < this.windowEnd || c.out === this.windowStart); c = this.crossings.peek()) {
+    for (let c = this.crossings.peek(); c && this.settles(c); c = this.crossings.peek()) {
       this.crossings.pop();
       const arrives = this.net.enter(c);
       this.note(c.src, c.dst, c.bytes, c.sentAt, arrives);
@@ -425,21 +379,6 @@ class Simulation {
     const from = new Set(this.mail.receivesOf(r).map((key) => key % this.n));
     return [...from].sort((a, b) => a - b);
   }
-}
-
-function checkFault(f: Fault, ranks: number): void {
-  const rank = (x: unknown) => Number.isInteger(x) && (x as number) >= 0 && (x as number) < ranks;
-  const ok = f.kind === 'stop' || f.kind === 'crash' ? rank(f.rank) && f.atUs >= 0
-    : f.kind === 'drop' ? rank(f.ranks[0]) && rank(f.ranks[1]) && f.ranks[0] !== f.ranks[1] && f.atUs >= 0
-    : f.kind === 'slow' ? rank(f.ranks[0]) && rank(f.ranks[1]) && f.factor > 0 && Number.isFinite(f.factor) : false;
-  if (!ok) throw new WebcclError('INVALID_ARGUMENT', `simulate: bad fault ${JSON.stringify(f)}`, { fault: f });
-}
-
-/** A failure every rank must hear by `atUs`, as it crosses between threads. */
-export interface Failure {
-  atUs: number;
-  from: number;
-  error: WebcclError;
 }
 
 const asError = (e: unknown): WebcclError => (WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e)));

@@ -11,7 +11,7 @@
 import { WebcclError } from '../../core/errors.js';
 import { type Crossing, crossing } from '../../sim/network.js';
 import type { Border, Met } from '../../sim/border.js';
-import type { Failure } from '../../sim/world.js';
+import type { Failure } from '../../sim/types.js';
 
 /** Int32 words at the start: arrivals, generation, abandoned (a thread failed: the others stop). */
 const CONTROL = 4;

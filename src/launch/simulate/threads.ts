@@ -1,6 +1,6 @@
-// A size-only simulation split over worker threads: each runs the ranks of a contiguous share of
-// the nodes (src/sim/world.ts with a SharedBorder), and they meet at the end of every window of
-// virtual time. The result is the same as on one thread, message for message (the order of
+// A size-only simulation split over worker threads: each runs the ranks of every T-th node
+// (src/sim/world.ts with a SharedBorder, which says which), and they meet at the end of every
+// window of virtual time. The result is the same as on one thread, message for message (the order of
 // events and of messages through interfaces does not depend on the split, and the trace hash is
 // a sum); what changes is the wall time: each thread holds its share of the ranks' state, which
 // at thousands of ranks is what decides the speed (the state of all of them outgrows the caches).
@@ -28,10 +28,18 @@ function workerPath(): string {
   return path;
 }
 
+/** Why a run must stay on one thread (data mode, faults, a kept trace), or undefined. */
+function oneThreadOnly(o: SimOptions): string | undefined {
+  if (o.mode !== 'size') return 'several threads run size-only simulations (data mode runs on one)';
+  if (o.faults?.length) return 'several threads run simulations without faults (faults run on one)';
+  if (o.trace) return 'several threads keep no trace (a trace runs on one)';
+  return undefined;
+}
+
 /** Threads a run uses: a count, or 'auto' (every core from 1,024 ranks); never more than nodes. */
 export function simThreads(o: SimOptions, threads: number | 'auto'): number {
   if (threads !== 'auto' && (!Number.isSafeInteger(threads) || threads < 1)) fail('INVALID_ARGUMENT', `simulate: threads must be a positive integer or 'auto', got ${threads}`);
-  const want = threads === 'auto' ? (o.ranks >= AUTO_FROM_RANKS && o.mode === 'size' && !o.faults?.length && !o.trace ? availableParallelism() : 1) : threads;
+  const want = threads === 'auto' ? (o.ranks >= AUTO_FROM_RANKS && !oneThreadOnly(o) ? availableParallelism() : 1) : threads;
   return Math.max(1, Math.min(want, o.nodes));
 }
 
@@ -51,9 +59,8 @@ export type PlainOutcome = Omit<RankOutcome, 'error'> & { error?: { code: Webccl
 export async function simulateOnThreads(o: SimOptions, call: SimCall, threads: number | 'auto'): Promise<SimResult> {
   const t = simThreads(o, threads);
   if (t === 1) return simulateCollective(o, call);
-  if (o.mode !== 'size') fail('INVALID_ARGUMENT', 'simulate: several threads run size-only simulations (data mode runs on one)');
-  if (o.faults?.length) fail('INVALID_ARGUMENT', 'simulate: several threads run simulations without faults (faults run on one)');
-  if (o.trace) fail('INVALID_ARGUMENT', 'simulate: several threads keep no trace (a trace runs on one)');
+  const why = oneThreadOnly(o);
+  if (why) fail('INVALID_ARGUMENT', `simulate: ${why}`);
   collectivePart(o, call); // checks the call here, before any thread starts
   const sab = borderBuffer(t, OUTBOX_WORDS);
   const workers: Worker[] = [];
