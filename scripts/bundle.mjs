@@ -28,6 +28,8 @@ await Promise.all([
   build({ ...node, format: 'esm', entryPoints: ['src/launch/worker-entry.ts'], outfile: 'dist/node/worker-entry.js' }),
   // A node's progress thread (src/progress/): runs ops while their ranks compute.
   build({ ...node, format: 'esm', entryPoints: ['src/launch/progress-worker.ts'], outfile: 'dist/node/progress-worker.js' }),
+  // A node's network progress thread (one rank per node): runs its collectives across nodes while it computes.
+  build({ ...node, format: 'esm', entryPoints: ['src/launch/net-progress-worker.ts'], outfile: 'dist/node/net-progress-worker.js' }),
   // Loaded first by every rank process of `webccl run --procs`: ends it when its launcher ends.
   build({ ...node, format: 'esm', entryPoints: ['src/launch/rank-guard.ts'], outfile: 'dist/node/rank-guard.js' }),
   build({ ...node, format: 'esm', entryPoints: ['src/launch/cli-main.ts'], outfile: 'dist/node/cli.js' }),

@@ -104,10 +104,11 @@ describe('flight recorder across nodes', () => {
     expect(prints.filter((l) => l.includes('rank 0: flight record'))).toHaveLength(1);
     // The absent rank learns the communicator is gone (by its next op at the latest: the first
     // may complete from the data rank 0 sent before it gave up, as in net-errors.test.ts).
-    await comms[1].allReduce(new Int32Array(4), { op: 'min' }).wait().catch(() => undefined);
-    const late = await comms[1].barrier().wait().then(() => undefined, (e) => e);
+    // (When that op fails, the next is refused at issue and never recorded: the failed op is the last.)
+    const first = await comms[1].allReduce(new Int32Array(4), { op: 'min' }).wait().then(() => undefined, (e) => e);
+    const late = first ?? await (async () => comms[1].barrier().wait())().then(() => undefined, (e) => e);
     expect(late).toBeDefined();
-    expect(last(comms[1])).toMatchObject({ collective: 'barrier', seq: 3, state: 'failed', error: late.code });
+    expect(last(comms[1])).toMatchObject({ collective: first ? 'allReduce' : 'barrier', seq: first ? 2 : 3, state: 'failed', error: late.code });
     for (const c of comms) c.destroy();
   });
 });

@@ -69,7 +69,7 @@ describe('the tarball', () => {
     for (const f of ['index.html', 'main.js', 'rank.js', 'README.md']) expect(packed, f).toContain(`examples/browser/${f}`);
     // The Node entries, the scripts they start as threads or processes, the CLI, the browser build.
     const js = packed.filter((f) => /^dist\/.*\.c?js$/.test(f)).sort();
-    expect(js).toEqual(['dist/browser/index.js', 'dist/node/cli.js', 'dist/node/index.cjs', 'dist/node/index.js', 'dist/node/perf-rank.js', 'dist/node/progress-worker.js', 'dist/node/rank-guard.js', 'dist/node/sim-worker.js', 'dist/node/worker-entry.js']);
+    expect(js).toEqual(['dist/browser/index.js', 'dist/node/cli.js', 'dist/node/index.cjs', 'dist/node/index.js', 'dist/node/net-progress-worker.js', 'dist/node/perf-rank.js', 'dist/node/progress-worker.js', 'dist/node/rank-guard.js', 'dist/node/sim-worker.js', 'dist/node/worker-entry.js']);
     expect(packed.filter((f) => /\.(map|wasm)$/.test(f))).toEqual([]); // the wasm is inside the bundles
     expect(listFiles(pkgDir).sort()).toEqual([...packed].sort());
   });

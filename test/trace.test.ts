@@ -156,7 +156,9 @@ describe('WEBCCL_TRACE', () => {
     checkTimings(rs);
     const events = checkTrace(path, rs);
     // Two processes, each with its rank's track; the late rank's op starts ~LATE_MS after the early one's.
-    const ops = events.filter((e) => e.ph === 'X' && e.name === `allReduce #${rs[0].seq}`);
+    // (on the ranks' own tracks: each process's network progress thread has a slice of it too)
+    const tracks = rankTracks(events);
+    const ops = events.filter((e) => e.ph === 'X' && e.name === `allReduce #${rs[0].seq}` && /^rank \d+$/.test(tracks.get(`${e.pid}/${e.tid}`) ?? ''));
     expect(new Set(ops.map((e) => e.pid)).size).toBe(2);
     const [a, b] = ops.sort((x, y) => x.ts - y.ts);
     expect(b.ts - a.ts).toBeGreaterThan((LATE_MS / 3) * 1000);
@@ -192,7 +194,7 @@ describe('WEBCCL_TRACE', () => {
     checkTrace(path, reports(r.stdout));
   });
 
-  it('ranks of another launcher (torchrun variables) leave one part each; webccl trace merge makes the file', async () => {
+  it('ranks of another launcher (torchrun variables) leave their parts (the rank\'s and its network progress thread\'s); webccl trace merge makes the file', async () => {
     const dir = tmp();
     const path = join(dir, 'torch.json');
     const port = await freePort();
@@ -202,7 +204,9 @@ describe('WEBCCL_TRACE', () => {
     for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
     expect(existsSync(path)).toBe(false);
     const parts = readdirSync(dir).filter((f) => f.endsWith('.part')).map((f) => join(dir, f));
-    expect(parts).toHaveLength(2);
+    // Each process: its rank's thread and its network progress thread (which ran the collectives).
+    expect(parts).toHaveLength(4);
+    expect(new Set(parts.map((f) => /\.(\d+)-\d+\.part$/.exec(f)?.[1])).size).toBe(2);
     expect(webccl(['trace', 'merge', path, ...parts], cleanEnv()).status).toBe(0);
     const rs = reports(runs.map((r) => r.stdout).join('\n'));
     checkTimings(rs);

@@ -22,12 +22,21 @@ export interface RendezvousSteps {
   connectTimeoutMs: number;
   /** What carries the mesh: 'tcp' or 'ws' (every rank must agree). */
   carrier: string;
+  /** This rank offers to run its ops on a network progress thread of its own (taken when every rank offers). */
+  progress?: boolean;
 }
 
 export interface Card {
   host: string;
   port: number;
   node: string;
+  progress?: boolean;
+}
+
+/** What the meeting tells every rank: the node of each rank, and whether every rank offered a progress thread. */
+export interface Met {
+  nodeOf: number[];
+  progress: boolean;
 }
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -45,8 +54,8 @@ async function refusedByStore(store: StoreSession): Promise<string | undefined> 
  * Publishes this rank's card, waits for everyone's, connects `transport` to every rank; returns
  * the node index of every world rank (ranks with the same index share memory).
  */
-export async function meetAndConnect(store: StoreSession, transport: Mesh, o: RendezvousSteps, deadline: number, where: string, wrongToken: () => string | undefined = () => undefined, notes = ''): Promise<number[]> {
-  const card: Card = { host: transport.address.host, port: transport.address.port, node: o.nodeKey };
+export async function meetAndConnect(store: StoreSession, transport: Mesh, o: RendezvousSteps, deadline: number, where: string, wrongToken: () => string | undefined = () => undefined, notes = ''): Promise<Met> {
+  const card: Card = { host: transport.address.host, port: transport.address.port, node: o.nodeKey, ...(o.progress && { progress: true }) };
   await store.set(`rank/${o.rank}`, JSON.stringify(card));
   const cards = await gather(store, o, deadline, where, wrongToken);
   const keys = [...new Set(cards.map((c) => c.node))];
@@ -54,7 +63,7 @@ export async function meetAndConnect(store: StoreSession, transport: Mesh, o: Re
   const at = card.port ? `listening on ${hostPort(card.host, card.port)}` : 'dialling only';
   log('INFO', `rank ${o.rank}/${o.size}: ${keys.length} node(s), mesh of ${o.nchannels} channel(s) per peer over ${transport.carrierName}, ${at}${notes}`);
   await transport.connect(addresses);
-  return cards.map((c) => keys.indexOf(c.node));
+  return { nodeOf: cards.map((c) => keys.indexOf(c.node)), progress: cards.every((c) => c.progress === true) };
 }
 
 /**

@@ -39,7 +39,7 @@ export async function pageRendezvous(o: PageRendezvousOptions): Promise<MetWorld
       rank: o.rank, size: job.size, jobId: job.jobId, token: job.token, nchannels: o.nchannels, timeoutMs: o.connectTimeoutMs,
       relay: job.master + RELAY_PATH, WebSocket: Ws,
     });
-    const nodeOf = await meetAndConnect(store, transport, steps, deadline, job.master);
+    const { nodeOf } = await meetAndConnect(store, transport, steps, deadline, job.master);
     // From here the job's ops keep a Node process alive (their deadline timers), not idle connections.
     transport.unref();
     store.unref();

@@ -14,7 +14,7 @@ import { type Work, settledWithoutBlocking } from './work.js';
 import { type Placement } from './placement.js';
 import { allocCommBlock, groupContext, releaseCommBlock } from './shm-block.js';
 import { nodeEngine } from '../progress/node-engine.js';
-import { NetEngine } from './net-engine.js';
+import { netEngineFor } from './net-engine-for.js';
 
 /** What forming a group needs of its parent. */
 export interface Former {
@@ -132,7 +132,7 @@ async function form(f: Former, groups: number[][], opts: CommunicatorOptions): P
   placement.release = () => local?.destroy();
   return f.make(f.ctx, opts, {
     rank, size: mine.length, placement,
-    engine: (counters, algo, timeoutMs) => new NetEngine(f.ctx, { rank, size: mine.length, transport, nodeOf: [...placement.nodeOf], oneHost: net.oneHost }, local, counters, algo, timeoutMs),
+    engine: (counters, algo, timeoutMs) => netEngineFor(f.ctx, net, { rank, size: mine.length, transport, nodeOf: [...placement.nodeOf], oneHost: net.oneHost }, placement.space, placement.netRanks!, local, counters, algo, timeoutMs),
   });
 }
 

@@ -75,6 +75,8 @@ export class NetEngine implements Engine, WorkDriver {
   private readonly queue: NetOp[] = [];
   private tail: Promise<void> = Promise.resolve();
   private seq = 0;
+  /** The number of the op that started last (-1: none yet). */
+  private started = -1;
   private broken?: WebcclError;
   private readonly arena: Arena;
   private readonly topo: NetTopology;
@@ -92,6 +94,8 @@ export class NetEngine implements Engine, WorkDriver {
   /** Ranks whose message some pending receive awaits (named when a deadline passes). */
   private readonly awaited = new Map<number, number>();
   readonly flight: FlightRecorder;
+  /** Told when an op starts and when the ranks it awaits change (the network progress thread publishes them to its rank). */
+  onProgress?: (startedSeq: number, awaited: () => number[]) => void;
   /** Who is at fault when an op fails: disagreements and peers' ABORTs (net-account.ts). */
   private readonly account: FaultAccount;
   /**
@@ -118,7 +122,7 @@ export class NetEngine implements Engine, WorkDriver {
     this.standing = resolveNetAlgo(commAlgo, this.topo);
     this.forcedPiece = forcedPieceBytes();
     this.arena = new Arena(ctx.heap);
-    this.flight = new FlightRecorder(world.rank, () => [...this.awaited.keys()].sort((a, b) => a - b));
+    this.flight = new FlightRecorder(world.rank, () => this.awaitedRanks());
     this.p2p = new NetP2p(world.transport, p2pSpace(), timeoutMs, {
       broke: (e) => this.fail(e),
       done: (w, failed) => {
@@ -140,9 +144,7 @@ export class NetEngine implements Engine, WorkDriver {
       return w;
     }
     const bytes = spec.count * DTYPE_SIZE[spec.dtype];
-    const algo = spec.name === 'allReduce' ? chooseNetAllReduce(bytes, this.world.size, this.topo, this.standing, spec.algo)
-      : spec.name === 'barrier' ? 'dissemination' : spec.name === 'broadcast' || spec.name === 'reduce' ? 'chain'
-      : spec.name === 'allToAll' ? 'pairwise' : spec.name === 'gather' || spec.name === 'scatter' ? 'direct' : 'ring';
+    const algo = this.algorithmOf(spec);
     const seq = this.seq++;
     const work = new Work(spec.name, seq, this, false, 'cannot complete an op across nodes, which needs the event loop');
     work.timing.issuedAt = performance.now();
@@ -164,6 +166,16 @@ export class NetEngine implements Engine, WorkDriver {
   }
 
   /**
+   * The schedule a collective runs; a call's algorithm option is refused here as in submit() (an
+   * engine that hands the op to another thread asks first, and names it in its records).
+   */
+  algorithmOf(spec: OpSpec): NetOp['algo'] {
+    return spec.name === 'allReduce' ? chooseNetAllReduce(spec.count * DTYPE_SIZE[spec.dtype], this.world.size, this.topo, this.standing, spec.algo)
+      : spec.name === 'barrier' ? 'dissemination' : spec.name === 'broadcast' || spec.name === 'reduce' ? 'chain'
+      : spec.name === 'allToAll' ? 'pairwise' : spec.name === 'gather' || spec.name === 'scatter' ? 'direct' : 'ring';
+  }
+
+  /**
    * The connections per pair an allReduce's ring spreads over (the model's choice, channels.ts):
    * the flat ring's, or the ring across nodes of a hierarchical op (on each node's shard).
    * Undefined for the schedules that send one message per peer and step (they use them all).
@@ -176,6 +188,11 @@ export class NetEngine implements Engine, WorkDriver {
     const shard = bytes / perNode;
     if (flatAlgo(shard, nodes, sharing, channels) !== 'ring') return undefined;
     return ringWays(shard, nodes, sharing, ringPiece(shard, nodes, sharing, this.forcedPiece), channels);
+  }
+
+  /** The ranks whose message some pending receive awaits, in order. */
+  awaitedRanks(): number[] {
+    return [...this.awaited.keys()].sort((a, b) => a - b);
   }
 
   pending(): number {
@@ -225,6 +242,8 @@ export class NetEngine implements Engine, WorkDriver {
     try {
       if (this.broken) throw this.broken;
       work.timing.startedAt = performance.now();
+      this.started = op.seq;
+      this.onProgress?.(op.seq, () => this.awaitedRanks());
       spec.check?.atStart(op.seq);
       await this.withDeadline(op, this.execute(op));
       spec.check?.atEnd(op.seq);
@@ -331,11 +350,13 @@ export class NetEngine implements Engine, WorkDriver {
       recv: (peer, step, into) => {
         const r = members[peer];
         awaited.set(r, (awaited.get(r) ?? 0) + 1);
+        this.onProgress?.(this.started, () => this.awaitedRanks());
         return t.recv(r, tag(expectedFrom(op, r), step), into).finally(() => {
           op.work.joined(); // the op's first message from a peer: its wait for peers ends
           const n = awaited.get(r)! - 1;
           if (n) awaited.set(r, n);
           else awaited.delete(r);
+          this.onProgress?.(this.started, () => this.awaitedRanks());
         });
       },
     };

@@ -12,7 +12,7 @@ import type { Transport } from '../transport/transport.js';
 import { TransportSpaces } from '../transport/spaces.js';
 import { Communicator, type CommunicatorOptions } from './communicator.js';
 import type { RankContext } from './context.js';
-import { NetEngine } from './net-engine.js';
+import { netEngineFor } from './net-engine-for.js';
 import { netWorld } from './placement.js';
 
 /** Connections per pair of ranks across nodes (WEBCCL_NCHANNELS for Node ranks). */
@@ -25,6 +25,13 @@ export interface MetWorld {
   /** Node index of every world rank. */
   nodeOf: number[];
   store: StoreSession;
+  /** Every rank offered to run its collectives on a network progress thread (see NetWorldInput.startNetProgress). */
+  progress?: boolean;
+}
+
+/** A started network progress thread: `stop()` ends it (the rank's ops must have ended). */
+export interface NetProgress {
+  stop(): Promise<void>;
 }
 
 export interface NetWorldInput {
@@ -40,6 +47,11 @@ export interface NetWorldInput {
   remesh: (prefix: string, rank: number, size: number) => Promise<Transport>;
   /** Every rank runs on this machine, sharing its cores (the tuner's cost model counts them). */
   oneHost: boolean;
+  /**
+   * Starts this node's network progress thread (Node, a node of one rank, progress mode not
+   * 'caller'): present when the rank offered one at the rendezvous. Used when every rank did.
+   */
+  startNetProgress?: () => Promise<NetProgress>;
 }
 
 export async function netWorldCommunicator(i: NetWorldInput): Promise<Communicator> {
@@ -54,13 +66,22 @@ export async function netWorldCommunicator(i: NetWorldInput): Promise<Communicat
     met.transport.close();
     throw e;
   });
+  // Collectives go to the node's network progress thread when every rank offered one: each
+  // rank's choice must be the job's, since the threads talk over connections of their own.
+  const oneRankNodes = new Set(met.nodeOf).size === met.nodeOf.length;
+  const thread = met.progress && oneRankNodes && i.startNetProgress ? await i.startNetProgress().catch((e: unknown) => {
+    met.transport.close();
+    throw e;
+  }) : undefined;
   // Every communicator of the job (the world, its groups) shares these connections, each in its own tag space.
   const spaces = new TransportSpaces(met.transport);
-  const placement = netWorld(met.nodeOf, { spaces, store: met.store, remesh: i.remesh, oneHost: i.oneHost });
+  const net = { spaces, store: met.store, remesh: i.remesh, oneHost: i.oneHost, viaThread: thread !== undefined };
+  const placement = netWorld(met.nodeOf, net);
+  if (thread) placement.release = () => void thread.stop();
   const transport = spaces.open(0, placement.worldRanks, world.rank);
   return new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs }, {
     rank: world.rank, size: world.size, placement,
-    engine: (counters, algo, timeoutMs) => new NetEngine(ctx, { rank: world.rank, size: world.size, transport, nodeOf: met.nodeOf, store: met.store, oneHost: i.oneHost }, local, counters, algo, timeoutMs),
+    engine: (counters, algo, timeoutMs) => netEngineFor(ctx, net, { rank: world.rank, size: world.size, transport, nodeOf: met.nodeOf, store: met.store, oneHost: i.oneHost }, 0, placement.worldRanks, local, counters, algo, timeoutMs),
   });
 }
 
@@ -73,7 +94,7 @@ const JOB_MODEL_KEY = 'tuner_model';
  * Without it, ranks on machines of other core counts, or with another WEBCCL_MODEL or tuned
  * model file, could pick different schedules or piece sizes for the same op (MISMATCH).
  */
-async function agreeOnTuning(store: StoreSession, rank: number): Promise<void> {
+export async function agreeOnTuning(store: StoreSession, rank: number): Promise<void> {
   const own = netTuningBasis();
   const mine = JSON.stringify({ model: modelCosts(own.model), cores: own.cores, from: `rank ${rank}'s ${own.from === 'built-in' ? 'built-in model' : own.from}` });
   // The store's connection no longer keeps the process alive (the rendezvous unref'd it): a

@@ -37,6 +37,11 @@ export interface NetPlacement {
   remesh?: (prefix: string, rank: number, size: number) => Promise<Transport>;
   /** Every rank of the job runs on this machine (a loopback rendezvous): the tuner counts them as sharing its cores. */
   oneHost?: boolean;
+  /**
+   * The job's nodes run network progress threads (one rank per node, every rank agreed): the
+   * collectives on these connections' tag spaces run there, on the threads' own connections.
+   */
+  viaThread?: boolean;
 }
 
 const iota = (n: number) => Array.from({ length: n }, (_, i) => i);

@@ -56,9 +56,13 @@ export class Work implements PromiseLike<void> {
   private relabel: ((e: WebcclError) => WebcclError) | undefined;
   private finisher: ((error?: WebcclError) => void) | undefined;
 
-  /** `noBlock` says why waitSync() may not block, when canBlock is false. */
+  /**
+   * `noBlock` says why waitSync() may not block, when canBlock is false. `awaitsAsync`: wait()
+   * and await leave the event loop running even where waitSync() may block (an op the network
+   * progress thread runs: the rank's loop still serves its store and point-to-point sockets).
+   */
   constructor(name: string, seq: number, private readonly driver: WorkDriver, private readonly canBlock: boolean,
-              private readonly noBlock = "would block a thread that may not block (a page's main thread)") {
+              private readonly noBlock = "would block a thread that may not block (a page's main thread)", private readonly awaitsAsync = !canBlock) {
     this.name = name;
     this.seq = seq;
   }
@@ -77,7 +81,7 @@ export class Work implements PromiseLike<void> {
       return DONE;
     }
     if (!this.promise) this.driver.waiting?.(this);
-    this.promise ??= this.canBlock
+    this.promise ??= !this.awaitsAsync
       ? new Promise<void>((resolve, reject) => {
           queueMicrotask(() => {
             try {

@@ -30,9 +30,20 @@ export function setLogThread(who: string): void {
   thisThread = thisThread === undefined || thisThread === who ? who : null;
 }
 
+let writeLine = (line: string): void => console.error(line);
+
+/**
+ * Where this thread's lines go (default console.error). A Node worker's console reaches the
+ * process's stderr through the main thread's event loop, so its last lines are lost when the
+ * process ends right after them: a thread that must not lose them writes to fd 2 itself.
+ */
+export function setLogWriter(w: (line: string) => void): void {
+  writeLine = w;
+}
+
 /** Every line says who printed it: "webccl INFO rank 3: tuner: ...". */
 export function log(l: Level, msg: string): void {
   if (!enabled(l)) return;
   const who = thisThread && !msg.startsWith('rank ') ? `${thisThread}: ` : '';
-  console.error(`webccl ${l} ${who}${msg}`);
+  writeLine(`webccl ${l} ${who}${msg}`);
 }

@@ -11,8 +11,11 @@ import { L, LANE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, MAX_LANES, PROGR
 /** Longest single sleep while closing waits (the thread is checked for life between). */
 const SLICE_MS = 50;
 
-/** A lane in the node heap, listed in the node's lane table (made by the first rank that needs it). */
-export function openLane(ctx: RankContext): number {
+/**
+ * A lane in the node heap, listed in the node's lane table (made by the first rank that needs
+ * it). `fill` writes what else its thread must know before the lane is listed (net-lane.ts).
+ */
+export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number) => void): number {
   const { heap, core } = ctx;
   let table = laneTable(new Int32Array(ctx.core.memory.buffer));
   if (!table) {
@@ -34,6 +37,7 @@ export function openLane(ctx: RankContext): number {
   i32[(lane + L.SIZE) >> 2] = ctx.size;
   i32[(lane + L.SIMD) >> 2] = core.simd ? 1 : 0;
   u8.set(ctx.localOf, L.LOCAL_OF);
+  fill?.(i32, lane);
   Atomics.store(i32, (lane + L.STATE) >> 2, LANE_OPEN);
   for (let k = 0; k < MAX_LANES; k++) {
     if (Atomics.compareExchange(i32, (table + T.ENTRIES + 4 * k) >> 2, 0, lane) !== 0) continue;

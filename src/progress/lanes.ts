@@ -44,6 +44,8 @@ export interface OpOutcome {
   completedAt: number;
   /** When every rank the op needed had joined it (NaN: not known). */
   joinedAt: number;
+  /** The allReduce algorithm the thread's engine ran (the network progress thread; the rank knows it otherwise). */
+  algo?: string;
   error?: { code: ErrorCode; message: string; details: Record<string, unknown> };
 }
 
@@ -65,9 +67,18 @@ export const L = {
   SIMD: 16, // 1: run the lane with the SIMD build of the core (as its rank does)
   POSTED: 20, // ops posted by the rank
   DONE: 24, // ops the progress thread has ended (their outcome is in their slot)
+  // Lanes of the network progress thread (net-host.ts) only:
+  CONFIG: 28, // heap address of the communicator's description (text, see net-lane.ts)
+  ABORT: 32, // heap address of the reason its rank aborted it (0: not aborted)
+  STARTED: 36, // 1 + the number of the op that started last (its rank's flight record says 'started')
+  AWAITED: 40, // how many ranks the running op awaits; the first AWAITED_SHOWN of them follow
+  AWAITED_LIST: 44,
+  ABORT_SENT: 60, // 1 once the thread has aborted the communicator (its peers are told)
   LOCAL_OF: 64, // SIZE bytes: the node rank of each communicator rank
   SLOTS: 128,
 } as const;
+/** Ranks a lane names as awaited (words 44..59). */
+export const AWAITED_SHOWN = 4;
 export const LANE_OPEN = 0;
 export const LANE_CLOSING = 1;
 export const LANE_DETACHED = 2;

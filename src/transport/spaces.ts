@@ -13,6 +13,9 @@ const SPACE_MASK = P2P_SPACE_BIT - 1;
 
 export class TransportSpaces {
   private readonly watchers = new Map<number, { w: TransportWatcher; toMember: Map<number, number> }>();
+  /** ABORTs of the whole job, and of communicators not watched yet, for those watched later. */
+  private readonly worldAborts: WebcclError[] = [];
+  private readonly unheard = new Map<number, WebcclError[]>();
 
   constructor(readonly base: Transport) {
     base.watch?.({
@@ -25,10 +28,19 @@ export class TransportSpaces {
         return v !== undefined && member !== undefined ? v.w.unexpected(member, tag) : false;
       },
       // A communicator's ABORT reaches its own watcher; the world's ends every communicator.
+      // One that comes before its communicator is watched (a network progress thread opens a
+      // communicator at its rank's first op) is kept for it: the account it carries (the
+      // fields ranks disagree on) must not be lost.
       aborted: (e) => {
         const space = e.details.space;
-        if (typeof space === 'number') this.watchers.get(space)?.w.aborted(e);
-        else for (const { w } of [...this.watchers.values()]) w.aborted(e);
+        if (typeof space !== 'number') {
+          this.worldAborts.push(e);
+          for (const { w } of [...this.watchers.values()]) w.aborted(e);
+          return;
+        }
+        const v = this.watchers.get(space);
+        if (v) v.w.aborted(e);
+        else (this.unheard.get(space) ?? this.unheard.set(space, []).get(space)!).push(e);
       },
     });
   }
@@ -67,7 +79,12 @@ export class TransportSpaces {
         if (space === 0 || !base.abortSpace) return base.abort(why);
         base.abortSpace(space, typeof why === 'string' ? { code: 'ABORTED', reason: why } : why, members.filter((w) => w !== members[rank]));
       },
-      watch: (w) => void this.watchers.set(space, { w, toMember }),
+      watch: (w) => {
+        this.watchers.set(space, { w, toMember });
+        const early = [...this.worldAborts, ...(this.unheard.get(space) ?? [])];
+        this.unheard.delete(space);
+        for (const e of early) w.aborted(e);
+      },
       /** Payloads of this communicator's collectives held (not its point-to-point messages). */
       departed: () => (base.departed?.() ?? []).flatMap((w) => {
         const member = toMember.get(w);

@@ -1,12 +1,13 @@
 // A rank script for worker-thread tests: runs the scenario named in argv[2] with the JSON
 // parameters in argv[3], and posts { ok } or { error: { code, message, details } } to the test.
+// Run as a process (webccl run --procs), it prints each report as a line: REPORT <rank> <json>.
 import { parentPort } from 'node:worker_threads';
 import * as ccl from 'webccl';
 import { encode, expectedArray, fill, firstWrong, inputArray, makeBuffer, opsFor } from '../helpers/closed-form.mjs';
 
 const [name, json] = process.argv.slice(2);
 const p = JSON.parse(json ?? '{}');
-const report = (m) => parentPort.postMessage(m);
+const report = (m) => (parentPort ? parentPort.postMessage(m) : console.log(`REPORT ${process.env.RANK} ${JSON.stringify(m)}`));
 const errorOf = (e) => ({ code: e?.code, message: String(e?.message ?? e), details: e?.details });
 /** Awaits an op and reports { error: null } or { error: { code, message, details } }. */
 const reportOutcome = (work) => work.then(() => report({ error: null }), (e) => report({ error: errorOf(e) }));
@@ -510,7 +511,26 @@ const scenarios = {
       }
       if (zc) for (const b of [x, out, part, big, root]) comm.free(b);
     }
-    report({ wrong, during, startedAfterCall, threadOps: comm.stats().threadOps, heldOps: comm.stats().heldOps });
+    report({ wrong, during, startedAfterCall, threadOps: comm.stats().threadOps, heldOps: comm.stats().heldOps, mode: comm.progressMode });
+  },
+
+  /** Synchronous-style calls (waitSync) back to back, plain and alloc() buffers: results right. */
+  async progressSync() {
+    const comm = await ccl.initCommGroup();
+    const { rank: r, size: n } = comm;
+    const { wrong, check } = checker(r);
+    for (const count of [1, 1000, 300_000]) {
+      for (const x of [new Float32Array(count), comm.alloc('f32', count)]) {
+        x.fill(r + 1);
+        comm.allReduce(x).waitSync();
+        check(`allReduce ${count}`, x, () => (n * (n + 1)) / 2);
+        x.fill(r === 0 ? 5 : 0);
+        comm.broadcast(x, { root: 0 }).waitSync();
+        check(`broadcast ${count}`, x, () => 5);
+      }
+    }
+    comm.barrier().waitSync();
+    report({ wrong, threadOps: comm.stats().threadOps, mode: comm.progressMode });
   },
 
   /**

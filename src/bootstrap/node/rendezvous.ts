@@ -31,12 +31,16 @@ export interface RendezvousOptions extends WorldInit {
   tls?: WireTls;
   /** What carries the mesh (WEBCCL_TRANSPORT; default tcp). */
   carrier?: CarrierName;
+  /** This rank offers to run its ops on a network progress thread (see meet.ts). */
+  progress?: boolean;
 }
 
 export interface Rendezvous {
   transport: Mesh;
   /** Node index of every world rank (ranks with the same index share memory). */
   nodeOf: number[];
+  /** Every rank offered a network progress thread. */
+  progress: boolean;
   store: StoreClient;
   server?: StoreServer;
 }
@@ -87,11 +91,11 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
       host: listenHost(o.masterAddr, o.ifname, store.localAddress),
     });
     const tlsNote = o.tls ? `, TLS keyed by the ${o.tls.keyedBy === 'token' ? 'job token' : 'certificates'}` : '';
-    const nodeOf = await meetAndConnect(store, transport, steps, deadline, where, () => wrongToken, tlsNote);
+    const { nodeOf, progress } = await meetAndConnect(store, transport, steps, deadline, where, () => wrongToken, tlsNote);
     // From here the job's ops keep the process alive (their deadline timers); an idle mesh or
     // store must not keep a rank whose script has ended.
     for (const h of [transport, store, server]) h?.unref();
-    return { transport, nodeOf, store, server };
+    return { transport, nodeOf, progress, store, server };
   } catch (e) {
     transport?.close();
     await tellAbort(store, o.rank, e);

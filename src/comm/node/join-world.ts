@@ -18,6 +18,9 @@ import { DEFAULT_MASTER_PORT, type WorldInit } from '../../bootstrap/world.js';
 import { storeServedFromEnv, takeStoreFd } from '../../bootstrap/node/store-handoff.js';
 import { resolveWireTls } from '../../wire/node/secure-socket.js';
 import { checkSecrets } from '../../wire/secrets.js';
+import { resolveProgressMode } from '../../core/progress-mode.js';
+import { checkMode } from '../input-check.js';
+import { canStartNetProgress, startNetProgress as startNetProgressThread } from '../../launch/net-progress-thread.js';
 
 
 export interface JoinWorldInput {
@@ -60,9 +63,16 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   if (!Number.isInteger(nchannels) || nchannels < 1 || nchannels > 64) fail('INVALID_ARGUMENT', `WEBCCL_NCHANNELS=${nchannels}: expected an integer in 1..64`);
   const tls = resolveWireTls(opts.tls, checkSecrets(world.token, world.jobId), world.jobId);
   const carrier = carrierFromEnv(tls);
-  const rv = await rendezvous({
-    ...world, tls, carrier, nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'),
-    connectTimeoutMs: envNumber('WEBCCL_CONNECT_TIMEOUT_MS') ?? DEFAULT_CONNECT_TIMEOUT_MS,
+  const connectTimeoutMs = envNumber('WEBCCL_CONNECT_TIMEOUT_MS') ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  const oneHost = isLoopback(world.masterAddr);
+  // A node of this rank alone offers a network progress thread (the job takes it if every rank offers).
+  // (WEBCCL_CHECK hashes buffers between an op's own start and end: the rank must run them.)
+  const progress = node.nranks === 1 && resolveProgressMode(opts.progress) !== 'caller' && !checkMode() && canStartNetProgress();
+  const rv = await rendezvous({ ...world, tls, carrier, nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'), connectTimeoutMs, progress });
+  const { storeFd: _fd, storeServed: _served, ...jobWorld } = world;
+  const startNetProgress = () => startNetProgressThread({
+    memory: node.memory, world: jobWorld, tls: opts.tls, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'), connectTimeoutMs, oneHost,
+    cores: opts.cores ?? availableParallelism(), simd: ctx.core.simd,
   });
   const remesh = (prefix: string, rank: number, size: number) => meshAt(rv.store, {
     rank, size, jobId: world.jobId, token: world.token, nchannels, masterAddr: world.masterAddr, ifname: envString('WEBCCL_SOCKET_IFNAME'), tls, carrier,
@@ -71,7 +81,7 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   const comm = await netWorldCommunicator({
     ctx, local, node, localRank, world, met: rv, opts, remesh,
     // A loopback rendezvous means every rank runs on this machine, sharing its cores.
-    oneHost: isLoopback(world.masterAddr),
+    oneHost, ...(progress && { startNetProgress }),
   });
   // A rank whose launcher ended tells its peers why before it ends (webccl run --procs).
   onLauncherLost((reason) => comm.abort(reason));

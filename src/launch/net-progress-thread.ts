@@ -1,0 +1,109 @@
+// Node: starting a node's network progress thread (net-progress-worker.js, bundled beside this
+// module) for a rank whose node holds no other rank. Unlike the shared-memory progress thread it
+// is started by the rank, after the rendezvous: it needs the job's store and every peer's, and it
+// ends with the rank (the node is the rank's own). It is unref'd: it never keeps a process alive.
+import { Worker } from 'node:worker_threads';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { WebcclError } from '../core/errors.js';
+import type { TlsFiles } from '../core/config.js';
+import { N, NODE_BASE } from '../core/shm-map.js';
+import { TRACING } from '../core/trace.js';
+import type { WorldInit } from '../bootstrap/world.js';
+import { PROGRESS_RUNNING, PROGRESS_STOPPING, ringProgress } from '../progress/lanes.js';
+import { progressEnded } from '../progress/start.js';
+import type { NetProgress } from '../comm/net-world.js';
+
+declare const __dirname: string | undefined;
+
+/** What the thread needs to join the job (plain data: it crosses to the worker). */
+export interface NetProgressInit {
+  memory: WebAssembly.Memory;
+  world: Omit<WorldInit, 'storeFd' | 'storeServed'>;
+  tls?: boolean | TlsFiles;
+  nchannels: number;
+  ifname?: string;
+  connectTimeoutMs: number;
+  oneHost: boolean;
+  cores: number;
+  simd: boolean;
+}
+
+/** How long stop() waits for the thread to end by itself (it looks at least every 200 ms). */
+const STOP_GRACE_MS = 2000;
+/** How long a process's exit waits for the thread to write its trace. */
+const EXIT_FLUSH_MS = 2000;
+
+function workerPath(): string | null {
+  const here = typeof __dirname === 'string' ? __dirname : dirname(fileURLToPath(import.meta.url));
+  for (const p of [join(here, 'net-progress-worker.js'), join(here, '../../dist/node/net-progress-worker.js')]) if (existsSync(p)) return p;
+  return null;
+}
+
+/** The thread of each node memory (tests end one to see its rank's ops fail). */
+const threads = new WeakMap<WebAssembly.Memory, Worker>();
+/** @internal The network progress thread running on `memory`, if any. */
+export const netProgressWorker = (memory: WebAssembly.Memory): Worker | undefined => threads.get(memory);
+
+/** Whether this installation can start one (the worker script is there). */
+export const canStartNetProgress = (): boolean => workerPath() !== null;
+
+/** Starts the thread and waits until its connections to every peer's thread are made. */
+export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
+  const path = workerPath();
+  if (!path) return Promise.reject(new WebcclError('INTERNAL', 'the network progress thread script net-progress-worker.js is missing (run npm run build)'));
+  const i32 = new Int32Array(init.memory.buffer);
+  const w = new Worker(path, { workerData: init });
+  w.unref();
+  threads.set(init.memory, w);
+  let failure = '';
+  const exited = new Promise<void>((done) =>
+    w.on('exit', (code) => {
+      progressEnded(init.memory, failure || (code === 0 ? '' : `it exited with code ${code}`));
+      done();
+    }),
+  );
+  // WEBCCL_TRACE: the thread writes its part of the timeline when its loop ends, and a process
+  // ends its threads without their exit handlers: at the process's exit, ask it to end and wait
+  // (briefly) until it has.
+  if (TRACING) {
+    process.on('exit', () => {
+      const words = new Int32Array(init.memory.buffer);
+      const at = (NODE_BASE + N.PROGRESS) >> 2;
+      if (Atomics.compareExchange(words, at, PROGRESS_RUNNING, PROGRESS_STOPPING) !== PROGRESS_RUNNING) return;
+      ringProgress(words);
+      const until = performance.now() + EXIT_FLUSH_MS;
+      while (Atomics.load(words, at) === PROGRESS_STOPPING && performance.now() < until) Atomics.wait(words, at, PROGRESS_STOPPING, 50);
+    });
+  }
+  const thread: NetProgress = {
+    async stop() {
+      Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_RUNNING, PROGRESS_STOPPING);
+      ringProgress(new Int32Array(init.memory.buffer));
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const forced = new Promise<void>((done) => (timer = setTimeout(() => void w.terminate().then(() => done()), STOP_GRACE_MS)));
+      await Promise.race([exited, forced]);
+      clearTimeout(timer);
+    },
+  };
+  return new Promise<NetProgress>((resolve, reject) => {
+    w.on('error', (e) => {
+      failure = e instanceof Error ? e.message : String(e);
+      reject(new WebcclError('INTERNAL', `the network progress thread failed: ${failure}`));
+    });
+    w.on('message', (m: { ready?: boolean; error?: { code: string; message: string; details: Record<string, unknown> } }) => {
+      // A 'message' listener keeps the process alive, whatever unref() said: one answer is all it waits for.
+      w.removeAllListeners('message');
+      w.unref();
+      if (m.ready) {
+        Atomics.store(new Int32Array(init.memory.buffer), (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_RUNNING);
+        resolve(thread);
+      } else if (m.error) {
+        failure = m.error.message;
+        reject(new WebcclError(m.error.code as never, `the network progress thread could not join the job: ${m.error.message}`, m.error.details));
+      }
+    });
+    void exited.then(() => reject(new WebcclError('INTERNAL', `the network progress thread ended before it was ready${failure ? `: ${failure}` : ''}`)));
+  });
+}

@@ -1,0 +1,208 @@
+// The network progress thread's loop (NCCL's proxy thread, Gloo's I/O thread): in a job whose
+// nodes hold one rank each, a worker beside the rank owns its own connections to every peer's
+// worker and runs the rank's collectives across nodes on them, so that an op goes on while the
+// rank computes without calling webccl. The rank posts ops through lanes in the node memory
+// (lanes.ts, net-lane.ts; no message per op); for each lane this thread keeps the NetEngine the
+// rank would keep for itself, on the same node memory, so an op runs the same schedule either
+// way. Unlike the shared-memory progress thread (host.ts) it never blocks: sockets need its
+// event loop, so it sleeps on the node's progress bell with Atomics.waitAsync.
+import { DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
+import { WebcclError } from '../core/errors.js';
+import { NodeHeap } from '../core/heap.js';
+import { log } from '../core/log.js';
+import { N, NODE_BASE } from '../core/shm-map.js';
+import { loadWasm } from '../core/wasm.js';
+import { OpTrace, TRACING, traceFlush, traceTrack } from '../core/trace.js';
+import type { TransportSpaces } from '../transport/spaces.js';
+import type { Buf } from '../comm/buffers.js';
+import type { RankContext } from '../comm/context.js';
+import type { OpSpec } from '../comm/engine.js';
+import type { JobStore } from '../comm/net-blame.js';
+import { NetEngine } from '../comm/net-engine.js';
+import { Work } from '../comm/work.js';
+import { AWAITED_SHOWN, L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, type OpOutcome, type PostedOp, SLOT_TAKEN, claimSlot, laneTable, readSlot, slotAt, writeOutcome } from './lanes.js';
+import { abortAsked, readNetLaneConfig } from './net-lane.js';
+
+/** Longest sleep on the bell: how often it looks whether its rank has left. */
+const IDLE_SLICE_MS = 200;
+
+export interface NetHostInput {
+  memory: WebAssembly.Memory;
+  /** This worker's own connections to every peer's worker, one tag space per communicator. */
+  spaces: TransportSpaces;
+  /** The job's store (the world's deadlines name the rank at fault through it). */
+  store: JobStore;
+  oneHost: boolean;
+  cores: number;
+  simd: boolean;
+}
+
+interface Hosted {
+  addr: number;
+  space: number;
+  rank: number;
+  size: number;
+  engine: NetEngine;
+  /** Ops taken from the lane and not yet ended, in order. */
+  works: Work[];
+  taken: number;
+  ended: number;
+  aborted: boolean;
+  /** The engine's allReduce counts by algorithm when the last op ended (the next one's is the difference). */
+  algos: Record<string, number>;
+}
+
+export class NetProgressHost {
+  private readonly lanes = new Map<number, Hosted>();
+  private readonly ctx: RankContext;
+  private readonly track = traceTrack('network progress thread');
+
+  constructor(private readonly i: NetHostInput) {
+    const core = loadWasm(i.memory, i.simd);
+    const heap = new NodeHeap(i.memory, { canBlock: false });
+    this.ctx = {
+      core, heap, comm: 0, rank: 0, size: 1, localOf: [0], slotBytes: 0, spinPolls: 0, tryPolls: 0, spinUs: 0, pollsPerUs: 1,
+      spinGiven: false, canBlock: false, cores: i.cores, sharedBuffers: new Set([i.memory.buffer]),
+    };
+  }
+
+  private i32(): Int32Array {
+    return new Int32Array(this.i.memory.buffer);
+  }
+
+  /** Serves the lanes until its rank has left (or the thread is asked to stop); then closes them. */
+  async run(): Promise<void> {
+    const bellAt = (NODE_BASE + N.PROGRESS_BELL) >> 2;
+    for (;;) {
+      const i32 = this.i32();
+      const bell = Atomics.load(i32, bellAt);
+      this.attach(i32);
+      for (const h of [...this.lanes.values()]) this.serve(h);
+      if (Atomics.load(i32, (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_STOPPING) break;
+      if (this.lanes.size === 0 && Atomics.load(i32, (NODE_BASE + N.LEFT) >> 2) !== 0) break;
+      const r = Atomics.waitAsync(i32, bellAt, bell, IDLE_SLICE_MS);
+      if (r.async) await r.value;
+    }
+    for (const h of this.lanes.values()) this.detach(h);
+    traceFlush();
+  }
+
+  /** Takes on the lanes its rank has opened since the last look. */
+  private attach(i32: Int32Array): void {
+    const table = laneTable(i32);
+    if (!table) return;
+    const high = Atomics.load(i32, (table + T.HIGH) >> 2);
+    for (let k = 0; k < high; k++) {
+      const addr = Atomics.load(i32, (table + T.ENTRIES + 4 * k) >> 2);
+      if (addr === 0 || this.lanes.has(addr)) continue;
+      const state = Atomics.load(i32, (addr + L.STATE) >> 2);
+      if (state === LANE_CLOSING) {
+        Atomics.store(i32, (addr + L.STATE) >> 2, LANE_DETACHED);
+        Atomics.notify(i32, (addr + L.STATE) >> 2);
+      } else if (state === LANE_OPEN) this.lanes.set(addr, this.hosted(addr));
+    }
+  }
+
+  private hosted(addr: number): Hosted {
+    const c = readNetLaneConfig(this.i.memory, addr);
+    const transport = this.i.spaces.open(c.space, c.members, c.rank);
+    const counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
+    // Every node holds one rank (the only jobs this thread serves): each member is a node of its own.
+    const nodeOf = c.members.map((_, r) => r);
+    const world = { rank: c.rank, size: c.members.length, transport, nodeOf, oneHost: this.i.oneHost, ...(c.space === 0 && { store: this.i.store }) };
+    const engine = new NetEngine(this.ctx, world, undefined, counters, c.commAlgo, c.timeoutMs);
+    // What the rank's flight record shows of a running op: that it started, and whom it awaits.
+    engine.onProgress = (seq, awaited) => {
+      const i32 = this.i32();
+      const ranks = awaited();
+      for (let k = 0; k < Math.min(ranks.length, AWAITED_SHOWN); k++) i32[(addr + L.AWAITED_LIST + 4 * k) >> 2] = ranks[k];
+      Atomics.store(i32, (addr + L.AWAITED) >> 2, ranks.length);
+      Atomics.store(i32, (addr + L.STARTED) >> 2, seq + 1);
+    };
+    return { addr, space: c.space, rank: c.rank, size: c.members.length, engine, works: [], taken: 0, ended: 0, aborted: false, algos: engine.algorithms() };
+  }
+
+  /** Takes the lane's new ops (and an abort its rank asked for); lets go of a closed lane. */
+  private serve(h: Hosted): void {
+    const i32 = this.i32();
+    if (Atomics.load(i32, (h.addr + L.STATE) >> 2) === LANE_CLOSING) {
+      this.detach(h);
+      return;
+    }
+    const reason = h.aborted ? undefined : abortAsked(this.i.memory, h.addr);
+    if (reason !== undefined) {
+      h.aborted = true;
+      h.engine.abort(reason);
+      // Told: the ABORT frames are in the sockets (the rank may end its process as soon as it hears).
+      Atomics.store(i32, (h.addr + L.ABORT_SENT) >> 2, 1);
+      Atomics.notify(i32, (h.addr + L.ABORT_SENT) >> 2);
+    }
+    const posted = Atomics.load(i32, (h.addr + L.POSTED) >> 2);
+    for (; h.taken < posted; h.taken++) {
+      const w = this.take(h, slotAt(h.addr, h.taken));
+      h.works.push(w);
+      if (w.settled) this.endSettled(h);
+      else void h.engine.progressAsync(w).then(() => this.endSettled(h));
+    }
+  }
+
+  private detach(h: Hosted): void {
+    h.engine.close();
+    this.lanes.delete(h.addr);
+    const i32 = this.i32();
+    Atomics.store(i32, (h.addr + L.STATE) >> 2, LANE_DETACHED);
+    Atomics.notify(i32, (h.addr + L.STATE) >> 2);
+  }
+
+  /** The op in `slot`, submitted to the lane's engine (or failed at once, as the engine refuses it). */
+  private take(h: Hosted, slot: number): Work {
+    const { input, output, value: p } = readSlot<PostedOp>(this.i.memory, slot);
+    claimSlot(this.i.memory, slot, SLOT_TAKEN);
+    const view = (addr: number, count: number, dtype: Dtype): Buf => ({
+      addr, dtype, count, bytes: new Uint8Array(this.i.memory.buffer, addr, count * DTYPE_SIZE[dtype]),
+    });
+    const inBuf = p.input ? view(input, p.input.count, p.dtype) : null;
+    const outBuf = p.inPlace ? inBuf : p.output ? view(output, p.output.count, p.dtype) : null;
+    const spec: OpSpec = {
+      name: p.name, algo: p.algo, dtype: p.dtype, op: p.op, count: p.count, root: p.root, counts: p.counts,
+      input: inBuf, output: outBuf, timeoutMs: p.timeoutMs, layout: p.layout, seq: p.seq, shape: p.shape,
+      trace: TRACING ? new OpTrace(this.track, { collective: p.name, bytes: p.count * DTYPE_SIZE[p.dtype], dtype: p.dtype, rank: h.rank, communicator: `space ${h.space}`, ranks: h.size }) : undefined,
+    };
+    try {
+      return h.engine.submit(spec);
+    } catch (e) {
+      const w = new Work(p.name, p.seq, { progress: () => undefined, progressAsync: async () => undefined }, false);
+      w.timing.startedAt = performance.now();
+      w.settle(WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e)));
+      return w;
+    }
+  }
+
+  /** Hands back, in order, the lane's ops that have ended. */
+  private endSettled(h: Hosted): void {
+    if (!this.lanes.has(h.addr)) return; // let go of (its rank closed the communicator)
+    const i32 = this.i32();
+    while (h.works.length && h.works[0].settled) {
+      const w = h.works.shift()!;
+      writeOutcome(this.i.memory, slotAt(h.addr, h.ended), this.outcome(h, w));
+      h.ended++;
+      Atomics.store(i32, (h.addr + L.DONE) >> 2, h.ended);
+      Atomics.notify(i32, (h.addr + L.DONE) >> 2);
+    }
+  }
+
+  private outcome(h: Hosted, w: Work): OpOutcome {
+    const err = w.failure;
+    const now = h.engine.algorithms();
+    const algo = Object.keys(now).find((a) => now[a] !== h.algos[a]);
+    h.algos = now;
+    if (err) log('INFO', `network progress thread: ${w.name} #${w.seq} failed: ${err.message}`);
+    return {
+      startedAt: performance.timeOrigin + w.timing.startedAt,
+      completedAt: performance.timeOrigin + w.timing.completedAt,
+      joinedAt: performance.timeOrigin + w.timing.joinedAt,
+      ...(algo && { algo }),
+      ...(err && { error: { code: err.code, message: err.reason, details: err.details } }),
+    };
+  }
+}

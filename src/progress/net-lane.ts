@@ -1,0 +1,72 @@
+// A lane of the network progress thread (net-host.ts): besides the words every lane has
+// (lanes.ts), it names the communicator the thread must run its ops on — its tag space on the
+// job's connections, its members' numbers there, this rank's place, the algorithm and deadline
+// the rank chose — in a short text block in the node heap, written before the lane is listed.
+// An abort asked by the rank rides in a second block (its reason), published by its address.
+import { readReasonText, writeReasonText } from '../core/reason-text.js';
+import { REASON_BYTES } from '../core/shm-map.js';
+import type { RankContext } from '../comm/context.js';
+import { L, ringProgress } from './lanes.js';
+import { openLane } from './lane-life.js';
+
+export interface NetLaneConfig {
+  /** The communicator's tag space on the job's connections (0: the world). */
+  space: number;
+  /** Each member's rank on the connections. */
+  members: number[];
+  /** This rank's place among them. */
+  rank: number;
+  /** The communicator's algorithm option (unchecked: the engine judges it). */
+  commAlgo: unknown;
+  timeoutMs: number;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** Opens a lane for the communicator `c`; returns it and the heap block of its description. */
+export function openNetLane(ctx: RankContext, c: NetLaneConfig): { lane: number; config: number } {
+  const text = encoder.encode(JSON.stringify(c));
+  // Allocated before the lane: the heap may grow the memory, and the lane's views come after.
+  const config = ctx.heap.alloc(4 + text.length);
+  new Uint8Array(ctx.core.memory.buffer, config + 4, text.length).set(text);
+  new Uint32Array(ctx.core.memory.buffer, config, 1)[0] = text.length;
+  try {
+    const lane = openLane(ctx, (i32, at) => {
+      i32[(at + L.COMM) >> 2] = c.space;
+      i32[(at + L.RANK) >> 2] = c.rank;
+      i32[(at + L.SIZE) >> 2] = c.members.length;
+      i32[(at + L.CONFIG) >> 2] = config;
+      i32[(at + L.ABORT) >> 2] = 0;
+    });
+    return { lane, config };
+  } catch (e) {
+    ctx.heap.free(config);
+    throw e;
+  }
+}
+
+export function readNetLaneConfig(memory: WebAssembly.Memory, lane: number): NetLaneConfig {
+  const at = new Int32Array(memory.buffer)[(lane + L.CONFIG) >> 2];
+  const len = new Uint32Array(memory.buffer, at, 1)[0];
+  return JSON.parse(decoder.decode(new Uint8Array(memory.buffer, at + 4, len).slice())) as NetLaneConfig;
+}
+
+/** The rank aborts the lane's communicator: the thread aborts its engine, which tells every peer. */
+export function askAbort(ctx: RankContext, lane: number, reason: string): number {
+  const block = ctx.heap.alloc(REASON_BYTES);
+  writeReasonText(ctx.core.memory, block, reason);
+  const i32 = new Int32Array(ctx.core.memory.buffer);
+  if (Atomics.compareExchange(i32, (lane + L.ABORT) >> 2, 0, block) !== 0) {
+    ctx.heap.free(block); // asked already
+    return 0;
+  }
+  ringProgress(i32);
+  return block;
+}
+
+/** The reason the rank asked the lane's communicator to abort, once it has ('' before). */
+export function abortAsked(memory: WebAssembly.Memory, lane: number): string | undefined {
+  const block = Atomics.load(new Int32Array(memory.buffer), (lane + L.ABORT) >> 2);
+  return block ? readReasonText(memory, block) : undefined;
+}

@@ -1,0 +1,280 @@
+// A rank's engine for a communicator across nodes when its node's network progress thread runs
+// the collectives (net-host.ts): ops are posted through the rank's lane and go on while the rank
+// computes; the rank only reads their outcomes. Buffers from comm.alloc() are used in place; a
+// plain TypedArray is copied into a heap block when the op is posted and out when it ends.
+// Send and recv stay on the rank's own connections (`direct`, a NetEngine of its own): every
+// rank makes the same split, so each kind of message meets its receive on the same links.
+// Unlike ops across nodes run by the rank, these may be waited for with waitSync().
+import { WebcclError } from '../core/errors.js';
+import { readReasonText } from '../core/reason-text.js';
+import { sameView } from '../comm/buffers.js';
+import type { RankContext } from '../comm/context.js';
+import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from '../comm/engine.js';
+import type { NetEngine } from '../comm/net-engine.js';
+import { FlightRecorder } from '../comm/flight-recorder.js';
+import { Work, type WorkDriver } from '../comm/work.js';
+import { AWAITED_SHOWN, L, LANE_SLOTS, PROGRESS_RUNNING, type OpOutcome, T, laneTable, postedOp, progressState, readSlot, ringProgress, slotAt, writeSlot } from './lanes.js';
+import { closeLane, stageCopy } from './lane-life.js';
+import { type NetLaneConfig, askAbort, openNetLane } from './net-lane.js';
+
+interface PostedNetOp {
+  spec: OpSpec;
+  work: Work;
+  seq: number;
+  /** Heap blocks holding a copy of a plain buffer (0: the buffer is used in place). */
+  stagedIn: number;
+  stagedOut: number;
+  inPlace: boolean;
+}
+
+/** Longest single sleep while waiting for an op (the thread is checked for life between). */
+const SLICE_MS = 50;
+/** How long abort() waits for the thread to tell the peers. */
+const ABORT_SEND_MS = 2000;
+/** How long closing waits for the thread to let go of the lane (it may be ending an op's sends). */
+const DETACH_MS = 10_000;
+
+export class NetProxyEngine implements Engine, WorkDriver {
+  private seq = 0;
+  private lane = 0;
+  private config = 0;
+  private abortBlock = 0;
+  /** Ops posted (or waiting for a slot) and not yet read back, in order. */
+  private readonly ops: PostedNetOp[] = [];
+  private posted = 0;
+  private read = 0;
+  private fromThread = 0;
+  private readonly threadAlgos: Record<string, number> = {};
+  private broken: WebcclError | undefined;
+  readonly progressMode = 'thread' as const;
+
+  private readonly recorder: FlightRecorder;
+
+  constructor(private readonly ctx: RankContext, private readonly c: NetLaneConfig, private readonly direct: NetEngine, private readonly counters: OpCounters) {
+    this.recorder = new FlightRecorder(c.rank, () => this.awaitedInThread());
+  }
+
+  /** The flight record, with the ops the thread has started marked so (read from the lane when asked). */
+  get flight(): FlightRecorder {
+    if (this.lane) {
+      const started = Atomics.load(this.i32(), (this.lane + L.STARTED) >> 2);
+      for (const t of this.ops) if (t.seq < started && Number.isNaN(t.work.timing.startedAt)) t.work.timing.startedAt = performance.now();
+    }
+    return this.recorder;
+  }
+
+  /** The ranks the thread's running op awaits (the first few). */
+  private awaitedInThread(): number[] {
+    if (!this.lane) return [];
+    const i32 = this.i32();
+    const n = Math.min(Atomics.load(i32, (this.lane + L.AWAITED) >> 2), AWAITED_SHOWN);
+    return Array.from({ length: n }, (_, k) => i32[(this.lane + L.AWAITED_LIST + 4 * k) >> 2]);
+  }
+
+  submit(s: OpSpec): Work {
+    if (isP2p(s.name)) {
+      const w = this.direct.submit(s);
+      this.recorder.submitted(w, s, 'direct');
+      return w;
+    }
+    const failed = this.failure();
+    if (failed) throw failed;
+    const algo = this.direct.algorithmOf(s);
+    const seq = this.seq++;
+    s.seq = seq;
+    const work = new Work(s.name, seq, this, this.ctx.canBlock, undefined, true);
+    work.timing.issuedAt = performance.now();
+    this.recorder.submitted(work, s, algo);
+    if (s.trace) work.trace = s.trace.issue(work, algo);
+    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c));
+    const inPlace = s.input !== null && s.output !== null && sameView(s.input.bytes, s.output.bytes);
+    const stagedIn = stageCopy(this.ctx, s.input, true);
+    const stagedOut = inPlace ? stagedIn : stageCopy(this.ctx, s.output, false);
+    s.check?.atStart(seq);
+    this.ops.push({ spec: s, work, seq, stagedIn, stagedOut, inPlace });
+    if (progressState(this.i32()) !== PROGRESS_RUNNING) this.threadGone();
+    else this.postWaiting();
+    return work;
+  }
+
+  pending(): number {
+    return this.direct.pending() + this.ops.filter((t) => !t.work.settled).length;
+  }
+
+  threadOps(): number {
+    return this.fromThread;
+  }
+
+  algorithms(): Record<string, number> {
+    const all = this.direct.algorithms();
+    for (const [a, n] of Object.entries(this.threadAlgos)) all[a] = (all[a] ?? 0) + n;
+    return all;
+  }
+
+  /**
+   * Aborts here (send/recv), in the thread (which tells every peer's thread) and fails what is
+   * pending. Waits (briefly) until the thread has told the peers: a rank often ends its process
+   * right after abort(), which would end the thread before it sent a word, and the peers would
+   * then see closed connections instead of the reason.
+   */
+  abort(reason: string): void {
+    this.direct.abort(reason);
+    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c));
+    const asked = askAbort(this.ctx, this.lane, reason);
+    this.abortBlock ||= asked;
+    const at = (this.lane + L.ABORT_SENT) >> 2;
+    const until = performance.now() + ABORT_SEND_MS;
+    while (asked && Atomics.load(this.i32(), at) === 0 && progressState(this.i32()) === PROGRESS_RUNNING && performance.now() < until) Atomics.wait(this.i32(), at, 0, 20);
+    this.fail(this.direct.failure()!);
+  }
+
+  failure(): WebcclError | undefined {
+    return this.broken ?? this.direct.failure();
+  }
+
+  close(): void {
+    this.direct.close();
+    this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
+    for (const t of this.ops) if (!t.work.settled) t.work.settle(this.broken);
+    if (!this.lane) return;
+    const lane = this.lane;
+    this.lane = 0;
+    // Freed only once the thread let go: its sends may still read the ops' copies. The thread
+    // lets go on its own event loop, so this short wait needs nothing of this thread (even
+    // where several ranks share it, as in tests).
+    if (!closeLane({ ...this.ctx, canBlock: true }, lane, DETACH_MS)) return;
+    for (const t of this.ops.splice(0)) this.unstage(t);
+    for (const b of [lane, this.config, this.abortBlock]) if (b) this.ctx.heap.free(b);
+  }
+
+  // ---------------------------------------------------------------- WorkDriver
+
+  progress(w: Work, block: boolean): void {
+    this.collect();
+    while (block && !w.settled) {
+      const i32 = this.i32();
+      const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
+      if (done === this.read) {
+        if (progressState(i32) !== PROGRESS_RUNNING) return this.threadGone();
+        Atomics.wait(i32, (this.lane + L.DONE) >> 2, done, SLICE_MS);
+      }
+      this.collect();
+    }
+  }
+
+  async progressAsync(w: Work): Promise<void> {
+    this.collect();
+    if (w.settled) return;
+    // Atomics.waitAsync does not keep the process alive: an awaited op must (`await comm.allReduce(x)` at a script's end).
+    const alive = setTimeout(() => undefined, 1 << 30);
+    try {
+      while (!w.settled) {
+        const i32 = this.i32();
+        const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
+        if (done === this.read) {
+          if (progressState(i32) !== PROGRESS_RUNNING) return this.threadGone();
+          const r = Atomics.waitAsync(i32, (this.lane + L.DONE) >> 2, done, SLICE_MS);
+          if (r.async) await r.value;
+        }
+        this.collect();
+      }
+    } finally {
+      clearTimeout(alive);
+    }
+  }
+
+  // ---------------------------------------------------------------- the lane
+
+  private i32(): Int32Array {
+    return new Int32Array(this.ctx.core.memory.buffer);
+  }
+
+  /** Posts the ops that wait for a free slot, as far as slots allow. */
+  private postWaiting(): void {
+    const mem = this.ctx.core.memory;
+    while (this.posted < this.read + this.ops.length && this.posted - this.read < LANE_SLOTS) {
+      const t = this.ops[this.posted - this.read];
+      const s = t.spec;
+      // The call's algorithm option rides unchecked: the thread's engine judges it, as the rank's would.
+      const p = postedOp(s, t.seq, s.algo as never, s.timeoutMs ?? this.c.timeoutMs, 0, t.inPlace);
+      if (!writeSlot(mem, slotAt(this.lane, this.posted), t.stagedIn || s.input?.addr || 0, t.stagedOut || s.output?.addr || 0, p)) {
+        throw new WebcclError('INTERNAL', `${s.name} #${t.seq}: the op's description does not fit a progress-thread slot`);
+      }
+      this.posted++;
+      const i32 = this.i32();
+      Atomics.store(i32, (this.lane + L.POSTED) >> 2, this.posted);
+      ringProgress(i32);
+    }
+  }
+
+  /** Reads back the ops the thread has ended: copies results out, frees copies, settles. */
+  private collect(): void {
+    if (!this.lane) return;
+    const done = Atomics.load(this.i32(), (this.lane + L.DONE) >> 2);
+    const mem = this.ctx.core.memory;
+    for (; this.read < done; this.read++) {
+      const t = this.ops.shift()!;
+      const { value: o } = readSlot<OpOutcome>(mem, slotAt(this.lane, this.read));
+      let err = o.error && new WebcclError(o.error.code, o.error.message, o.error.details);
+      if (!err && t.stagedOut && t.spec.output) {
+        try {
+          t.spec.output.bytes.set(new Uint8Array(mem.buffer, t.stagedOut, t.spec.output.bytes.byteLength));
+        } catch {
+          err = new WebcclError('INVALID_ARGUMENT', `${t.spec.name} #${t.seq}: its output buffer was detached (transferred) while the op was in flight`, { detached: true });
+        }
+      }
+      this.unstage(t);
+      if (!err) {
+        try {
+          t.spec.check?.atEnd(t.seq);
+        } catch (e) {
+          err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
+        }
+      }
+      this.end(t, o, err);
+    }
+    this.postWaiting();
+  }
+
+  private end(t: PostedNetOp, o: OpOutcome, err: WebcclError | undefined): void {
+    this.fromThread++;
+    if (t.work.settled) return; // failed here already (abort)
+    t.work.timing.startedAt = o.startedAt - performance.timeOrigin;
+    t.work.timing.joinedAt = (o.joinedAt ?? NaN) - performance.timeOrigin; // JSON turns NaN into null
+    t.work.settle(err, o.completedAt - performance.timeOrigin);
+    if (err) {
+      this.counters.failed++;
+      this.fail(err);
+      return;
+    }
+    countDone(this.counters, t.work);
+    if (o.algo) this.threadAlgos[o.algo] = (this.threadAlgos[o.algo] ?? 0) + 1;
+  }
+
+  private unstage(t: PostedNetOp): void {
+    if (t.stagedIn) this.ctx.heap.free(t.stagedIn);
+    if (t.stagedOut && t.stagedOut !== t.stagedIn) this.ctx.heap.free(t.stagedOut);
+    t.stagedIn = t.stagedOut = 0;
+  }
+
+  /** Unusable from here: every op not yet ended fails with `err` (copies stay until the thread lets go). */
+  private fail(err: WebcclError): void {
+    this.broken ??= err;
+    for (const t of this.ops) if (!t.work.settled) t.work.settle(err);
+    this.recorder.broke(err);
+  }
+
+  /** The thread ended with ops of ours in hand: they fail (its connections closed, so peers' ops fail too). */
+  private threadGone(): void {
+    const table = laneTable(this.i32());
+    const why = table ? readReasonText(this.ctx.core.memory, table + T.REASON) : '';
+    const err = new WebcclError('ABORTED', `the node's network progress thread ended with this rank's ops in hand${why ? ` (${why})` : ''}`, { progressThread: true, reason: why });
+    this.direct.abort(err.reason);
+    for (const t of this.ops.splice(0)) {
+      this.unstage(t);
+      if (!t.work.settled) t.work.settle(err);
+    }
+    this.posted = this.read;
+    this.fail(err);
+  }
+}

@@ -1,0 +1,124 @@
+// The network progress thread (one rank per node, ranks as processes): collectives across
+// nodes go on while their rank computes without calling webccl; many in flight on several
+// communicators end in issue order; waitSync() works; every rank follows the job's choice; and
+// when the thread or a peer dies, every pending op fails with a coded error, never a hang.
+import { afterAll, describe, expect, it } from 'vitest';
+import { fileURLToPath } from 'node:url';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { bin, cleanEnv, killAll, run } from './helpers/procs.js';
+import { freePort } from './helpers/net.js';
+import { netRanks } from './helpers/net-world.js';
+import { netProgressWorker } from '../src/launch/net-progress-thread.js';
+
+const SCRIPT = fileURLToPath(new URL('./ranks/scenario.mjs', import.meta.url));
+
+afterAll(killAll);
+
+/** Each rank's reports (REPORT <rank> <json> lines). */
+function reports(stdout: string, n: number): any[][] {
+  const out: any[][] = Array.from({ length: n }, () => []);
+  for (const m of stdout.matchAll(/^REPORT (\d+) (.*)$/gm)) out[Number(m[1])].push(JSON.parse(m[2]));
+  return out;
+}
+
+async function procs(n: number, scenario: string, params: object, env: Record<string, string> = {}) {
+  const r = await run(process.execPath, [bin, 'run', '--procs', '-n', String(n), SCRIPT, scenario, JSON.stringify(params)], cleanEnv({ WEBCCL_TIMEOUT_MS: '60000', ...env }), { guardMs: 120_000 });
+  expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+  return reports(r.stdout, n);
+}
+
+describe('ranks as processes: collectives progress on the network progress thread', () => {
+  for (const n of [2, 3]) {
+    it(`--procs -n ${n}: every collective ends during a compute loop that never calls webccl (default mode)`, async () => {
+      const reps = await procs(n, 'progressOverlap', { count: 40_000, busyMs: 1500 });
+      for (const [r, [rep]] of reps.entries()) {
+        expect(rep.mode, `rank ${r}`).toBe('thread');
+        expect(rep.wrong, `rank ${r}`).toEqual([]);
+        expect(rep.during.filter((d: string) => !/: true$/.test(d)), `rank ${r}`).toEqual([]);
+        expect(rep.threadOps, `rank ${r}`).toBeGreaterThanOrEqual(12);
+      }
+    }, 150_000);
+  }
+
+  it('--procs -n 3: many ops in flight on the world and a group end in issue order per communicator, results right', async () => {
+    const reps = await procs(3, 'progressOrder', { ops: 20, count: 3000, busyMs: 300 });
+    for (const [rep] of reps) {
+      expect(rep).toMatchObject({ wrong: [], inOrder: true });
+      expect(rep.threadOps).toBeGreaterThanOrEqual(40);
+    }
+  }, 150_000);
+
+  it('--procs -n 2: waitSync() completes ops across nodes (plain and alloc() buffers, up to 1.2 MB)', async () => {
+    for (const [rep] of await procs(2, 'progressSync', {})) expect(rep).toMatchObject({ wrong: [], mode: 'thread' });
+  }, 150_000);
+
+  it('WEBCCL_PROGRESS=caller: no thread, the rank runs its ops while it waits (none ends during the compute)', async () => {
+    for (const [rep] of await procs(2, 'progressOverlap', { count: 1000, busyMs: 300 }, { WEBCCL_PROGRESS: 'caller' })) {
+      expect(rep).toMatchObject({ wrong: [], threadOps: 0, mode: 'caller' });
+      expect(rep.during.filter((d: string) => !/: false$/.test(d))).toEqual([]);
+    }
+  }, 150_000);
+
+  it('ranks that chose differently follow the job: rank 0 with WEBCCL_PROGRESS=caller, rank 1 not: both run on the caller, results right', async () => {
+    const port = await freePort();
+    // Two processes started as torchrun starts them, one rank per machine (LOCAL_WORLD_SIZE 1).
+    const torchrun = (k: number) => ({ RANK: String(k), WORLD_SIZE: '2', LOCAL_RANK: '0', LOCAL_WORLD_SIZE: '1', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port), WEBCCL_TOKEN: 'mixed-modes' });
+    const runs = await Promise.all([0, 1].map((k) => run(process.execPath, [SCRIPT, 'progressOverlap', JSON.stringify({ count: 1000, busyMs: 1 })],
+      cleanEnv({ ...torchrun(k), ...(k === 0 && { WEBCCL_PROGRESS: 'caller' }) }), { guardMs: 120_000 })));
+    for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+    const reps = reports(runs.map((r) => r.stdout).join('\n'), 2);
+    for (const [rep] of reps) expect(rep).toMatchObject({ wrong: [], threadOps: 0, mode: 'caller' });
+  }, 150_000);
+});
+
+describe('the timeline (WEBCCL_TRACE) of ranks as processes', () => {
+  it("each process has a 'network progress thread' track holding the collectives it ran", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webccl-net-progress-trace-'));
+    const file = join(dir, 'trace.json');
+    try {
+      await procs(2, 'progressOverlap', { count: 1000, busyMs: 20 }, { WEBCCL_TRACE: file });
+      const { traceEvents } = JSON.parse(readFileSync(file, 'utf8')) as { traceEvents: { ph: string; name: string; pid: number; tid: number; args?: { name?: string } }[] };
+      const tracks = traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.args?.name === 'network progress thread');
+      expect(new Set(tracks.map((t) => t.pid)).size).toBe(2);
+      for (const t of tracks) {
+        const ops = traceEvents.filter((e) => e.ph === 'X' && e.pid === t.pid && e.tid === t.tid).map((e) => e.name);
+        for (const op of ['allReduce', 'allGather', 'reduceScatter', 'broadcast', 'allToAll']) expect(ops.some((n) => n.startsWith(`${op} #`)), op).toBe(true);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 150_000);
+});
+
+describe('failures while the network progress thread holds ops', () => {
+  it("the thread ends: the rank's pending op fails ABORTED naming it; the peer's ops fail too, no hang", async () => {
+    const [a, b] = await netRanks(2, 1, { timeoutMs: 60_000 });
+    expect(a.progressMode).toBe('thread');
+    const pending = a.allReduce(new Float32Array(1000).fill(1)); // rank 1 never joins it
+    const outcome = pending.wait().then(() => undefined, (e) => e);
+    await new Promise((r) => setTimeout(r, 100));
+    await netProgressWorker((a as any).ctx.core.memory)!.terminate();
+    const err = await outcome;
+    expect(err?.code).toBe('ABORTED');
+    expect(err.details).toMatchObject({ progressThread: true });
+    expect(err.message).toMatch(/network progress thread ended/);
+    expect(() => a.allReduce(new Float32Array(4))).toThrow(/network progress thread ended/);
+    // The peer's thread lost its connections to rank 0's: its op fails at once (not at the 60 s deadline).
+    const t0 = performance.now();
+    const late = await (async () => b.allReduce(new Float32Array(1000)).wait())().then(() => undefined, (e) => e);
+    expect(['CONNECTION_CLOSED', 'ABORTED']).toContain(late?.code);
+    expect(performance.now() - t0).toBeLessThan(30_000);
+  }, 90_000);
+
+  it('abort(reason) on one rank: the other, waiting in the thread, fails ABORTED with the reason', async () => {
+    const [a, b] = await netRanks(2, 1, { timeoutMs: 60_000 });
+    const waiting = b.allReduce(new Float32Array(16)).wait().then(() => undefined, (e) => e);
+    await new Promise((r) => setTimeout(r, 100));
+    a.abort('stopping on purpose');
+    const err = await waiting;
+    expect(err?.code).toBe('ABORTED');
+    expect(err.message).toMatch(/stopping on purpose/);
+  }, 90_000);
+});
