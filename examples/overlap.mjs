@@ -5,6 +5,8 @@
 // Run it twice to see the difference the progress thread makes:
 //   node bin/webccl.js run -n 2 examples/overlap.mjs                          (progress thread)
 //   WEBCCL_PROGRESS=caller node bin/webccl.js run -n 2 examples/overlap.mjs   (ops move only in the wait)
+// and as processes over TCP, where each rank's network progress thread runs them:
+//   node bin/webccl.js run --procs -n 2 examples/overlap.mjs
 // With WEBCCL_TRACE=overlap.json the timeline of every rank and of the progress thread goes
 // to overlap.json: open it in https://ui.perfetto.dev to see the allReduces under the compute.
 import * as ccl from 'webccl';
