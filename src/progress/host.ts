@@ -5,8 +5,7 @@
 // it. It moves every lane a little in turn (never blocking on one), and sleeps on the node's
 // progress bell only when a whole round moved nothing: at once when no lane has an op, in short
 // slices while one waits for a rank that runs its op itself (that rank's posts do not ring it).
-import { DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
-import { WebcclError } from '../core/errors.js';
+import { DTYPE_SIZE } from '../core/dtypes.js';
 import { NodeHeap } from '../core/heap.js';
 import { N, NODE_BASE, C, D, descOffset, flagOffset } from '../core/shm-map.js';
 import { Doorbell } from '../comm/doorbell.js';
@@ -15,16 +14,12 @@ import { type WasmCore, loadWasm } from '../core/wasm.js';
 import { OpTrace, TRACING, traceFlush, traceTrack } from '../core/trace.js';
 import { progressEnded } from './start.js';
 import { type RankContext, setSpin, defaultSpinUs, pollsPerMicrosecond } from '../comm/context.js';
-import type { Buf } from '../comm/buffers.js';
-import type { OpSpec } from '../comm/engine.js';
 import { ShmEngine } from '../comm/shm-engine.js';
-import { Work, type WorkDriver } from '../comm/work.js';
+import { Work } from '../comm/work.js';
+import { REFUSED, hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 import {
-  L, LANE_BYTES, TABLE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_RUNNING, PROGRESS_STOPPING, T, type OpOutcome, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
+  L, LANE_BYTES, TABLE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_RUNNING, PROGRESS_STOPPING, T, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
 } from './lanes.js';
-
-/** The driver of an op refused at once: it has settled, so nothing ever drives it. */
-const REFUSED: WorkDriver = { progress: () => undefined, progressAsync: async () => undefined };
 
 /** What an op its rank took back ends as: settled, with no outcome to write. */
 const RECLAIMED = new Work('allReduce', -1, REFUSED, true);
@@ -248,53 +243,24 @@ class ProgressHost {
       this.nextGrace = Math.min(this.nextGrace, early);
       return null;
     }
-    if (!claimSlot(this.memory, slot, SLOT_TAKEN)) {
-      const w = new Work(p.name, p.seq, REFUSED, true);
-      w.settle();
-      return w;
-    }
-    const view = (addr: number, count: number, dtype: Dtype): Buf => ({
-      addr, dtype, count, bytes: new Uint8Array(this.memory.buffer, addr, count * DTYPE_SIZE[dtype]),
-    });
-    const inBuf = p.input ? view(input, p.input.count, p.dtype) : null;
-    const outBuf = p.inPlace ? inBuf : p.output ? view(output, p.output.count, p.dtype) : null;
-    const spec: OpSpec = {
-      name: p.name, algo: p.algo, dtype: p.dtype, op: p.op, count: p.count, root: p.root, counts: p.counts,
-      input: inBuf, output: outBuf, timeoutMs: p.timeoutMs, layout: p.layout, seq: p.seq, shape: p.shape,
-      // Row-major already: when ranks hold different layouts, the op runs again on the same buffers.
-      relayout: p.relayout ? () => ({ input: inBuf, output: outBuf, count: p.count }) : undefined,
-      // WEBCCL_TRACE: the op's steps (sleeps, copies) on this thread's own track.
-      trace: TRACING ? new OpTrace(this.track, { collective: p.name, bytes: p.count * DTYPE_SIZE[p.dtype], dtype: p.dtype, rank: h.rank, communicator: `block ${h.comm}`, ranks: h.size }) : undefined,
-    };
+    if (!claimSlot(this.memory, slot, SLOT_TAKEN)) return refusedWork(p.name, p.seq);
+    // WEBCCL_TRACE: the op's steps (sleeps, copies) on this thread's own track.
+    const trace = TRACING ? new OpTrace(this.track, { collective: p.name, bytes: p.count * DTYPE_SIZE[p.dtype], dtype: p.dtype, rank: h.rank, communicator: `block ${h.comm}`, ranks: h.size }) : undefined;
     try {
-      return h.engine.submit(spec);
+      return h.engine.submit(hostedSpec(this.memory, input, output, p, trace));
     } catch (e) {
       // The engine refuses ops once its communicator has failed: this one fails the same way.
-      const w = new Work(p.name, p.seq, REFUSED, true);
-      w.timing.startedAt = performance.now();
-      w.settle(WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e)));
-      return w;
+      return refusedWork(p.name, p.seq, e);
     }
   }
 
   private end(h: Hosted, w: Work): void {
-    if (w !== RECLAIMED) this.writeEnd(h, w);
+    if (w !== RECLAIMED) writeOutcome(this.memory, slotAt(h.addr, h.ended), outcomeOf(w));
     h.ended++;
     const i32 = this.i32();
     Atomics.store(i32, (h.addr + L.DONE) >> 2, h.ended);
     Atomics.notify(i32, (h.addr + L.DONE) >> 2);
   }
 
-  /** Writes an op's outcome into its slot. */
-  private writeEnd(h: Hosted, w: Work): void {
-    const err = w.failure;
-    const outcome: OpOutcome = {
-      startedAt: performance.timeOrigin + w.timing.startedAt,
-      completedAt: performance.timeOrigin + w.timing.completedAt,
-      joinedAt: performance.timeOrigin + w.timing.joinedAt,
-      ...(err && { error: { code: err.code, message: err.reason, details: err.details } }),
-    };
-    writeOutcome(this.memory, slotAt(h.addr, h.ended), outcome);
-  }
 }
 

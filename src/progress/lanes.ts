@@ -44,8 +44,6 @@ export interface OpOutcome {
   completedAt: number;
   /** When every rank the op needed had joined it (NaN: not known). */
   joinedAt: number;
-  /** The allReduce algorithm the thread's engine ran (the network progress thread; the rank knows it otherwise). */
-  algo?: string;
   error?: { code: ErrorCode; message: string; details: Record<string, unknown> };
 }
 

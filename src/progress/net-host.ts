@@ -6,22 +6,20 @@
 // rank would keep for itself, on the same node memory, so an op runs the same schedule either
 // way. Unlike the shared-memory progress thread (host.ts) it never blocks: sockets need its
 // event loop, so it sleeps on the node's progress bell with Atomics.waitAsync.
-import { DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
-import { WebcclError } from '../core/errors.js';
+import { DTYPE_SIZE } from '../core/dtypes.js';
 import { NodeHeap } from '../core/heap.js';
 import { log } from '../core/log.js';
 import { N, NODE_BASE } from '../core/shm-map.js';
 import { loadWasm } from '../core/wasm.js';
 import { OpTrace, TRACING, traceFlush, traceTrack } from '../core/trace.js';
 import type { TransportSpaces } from '../transport/spaces.js';
-import type { Buf } from '../comm/buffers.js';
 import type { RankContext } from '../comm/context.js';
-import type { OpSpec } from '../comm/engine.js';
 import type { JobStore } from '../comm/net-blame.js';
 import { NetEngine } from '../comm/net-engine.js';
-import { Work } from '../comm/work.js';
-import { AWAITED_SHOWN, L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, type OpOutcome, type PostedOp, SLOT_TAKEN, claimSlot, laneTable, readSlot, slotAt, writeOutcome } from './lanes.js';
+import type { Work } from '../comm/work.js';
+import { AWAITED_SHOWN, L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, type PostedOp, SLOT_TAKEN, claimSlot, laneTable, readSlot, slotAt, writeOutcome } from './lanes.js';
 import { abortAsked, readNetLaneConfig } from './net-lane.js';
+import { hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 
 /** Longest sleep on the bell: how often it looks whether its rank has left. */
 const IDLE_SLICE_MS = 200;
@@ -48,8 +46,6 @@ interface Hosted {
   taken: number;
   ended: number;
   aborted: boolean;
-  /** The engine's allReduce counts by algorithm when the last op ended (the next one's is the difference). */
-  algos: Record<string, number>;
 }
 
 export class NetProgressHost {
@@ -119,7 +115,7 @@ export class NetProgressHost {
       Atomics.store(i32, (addr + L.AWAITED) >> 2, ranks.length);
       Atomics.store(i32, (addr + L.STARTED) >> 2, seq + 1);
     };
-    return { addr, space: c.space, rank: c.rank, size: c.members.length, engine, works: [], taken: 0, ended: 0, aborted: false, algos: engine.algorithms() };
+    return { addr, space: c.space, rank: c.rank, size: c.members.length, engine, works: [], taken: 0, ended: 0, aborted: false };
   }
 
   /** Takes the lane's new ops (and an abort its rank asked for); lets go of a closed lane. */
@@ -158,23 +154,11 @@ export class NetProgressHost {
   private take(h: Hosted, slot: number): Work {
     const { input, output, value: p } = readSlot<PostedOp>(this.i.memory, slot);
     claimSlot(this.i.memory, slot, SLOT_TAKEN);
-    const view = (addr: number, count: number, dtype: Dtype): Buf => ({
-      addr, dtype, count, bytes: new Uint8Array(this.i.memory.buffer, addr, count * DTYPE_SIZE[dtype]),
-    });
-    const inBuf = p.input ? view(input, p.input.count, p.dtype) : null;
-    const outBuf = p.inPlace ? inBuf : p.output ? view(output, p.output.count, p.dtype) : null;
-    const spec: OpSpec = {
-      name: p.name, algo: p.algo, dtype: p.dtype, op: p.op, count: p.count, root: p.root, counts: p.counts,
-      input: inBuf, output: outBuf, timeoutMs: p.timeoutMs, layout: p.layout, seq: p.seq, shape: p.shape,
-      trace: TRACING ? new OpTrace(this.track, { collective: p.name, bytes: p.count * DTYPE_SIZE[p.dtype], dtype: p.dtype, rank: h.rank, communicator: `space ${h.space}`, ranks: h.size }) : undefined,
-    };
+    const trace = TRACING ? new OpTrace(this.track, { collective: p.name, bytes: p.count * DTYPE_SIZE[p.dtype], dtype: p.dtype, rank: h.rank, communicator: `space ${h.space}`, ranks: h.size }) : undefined;
     try {
-      return h.engine.submit(spec);
+      return h.engine.submit(hostedSpec(this.i.memory, input, output, p, trace));
     } catch (e) {
-      const w = new Work(p.name, p.seq, { progress: () => undefined, progressAsync: async () => undefined }, false);
-      w.timing.startedAt = performance.now();
-      w.settle(WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e)));
-      return w;
+      return refusedWork(p.name, p.seq, e);
     }
   }
 
@@ -184,25 +168,11 @@ export class NetProgressHost {
     const i32 = this.i32();
     while (h.works.length && h.works[0].settled) {
       const w = h.works.shift()!;
-      writeOutcome(this.i.memory, slotAt(h.addr, h.ended), this.outcome(h, w));
+      if (w.failure) log('INFO', `network progress thread: ${w.name} #${w.seq} failed: ${w.failure.message}`);
+      writeOutcome(this.i.memory, slotAt(h.addr, h.ended), outcomeOf(w));
       h.ended++;
       Atomics.store(i32, (h.addr + L.DONE) >> 2, h.ended);
       Atomics.notify(i32, (h.addr + L.DONE) >> 2);
     }
-  }
-
-  private outcome(h: Hosted, w: Work): OpOutcome {
-    const err = w.failure;
-    const now = h.engine.algorithms();
-    const algo = Object.keys(now).find((a) => now[a] !== h.algos[a]);
-    h.algos = now;
-    if (err) log('INFO', `network progress thread: ${w.name} #${w.seq} failed: ${err.message}`);
-    return {
-      startedAt: performance.timeOrigin + w.timing.startedAt,
-      completedAt: performance.timeOrigin + w.timing.completedAt,
-      joinedAt: performance.timeOrigin + w.timing.joinedAt,
-      ...(algo && { algo }),
-      ...(err && { error: { code: err.code, message: err.reason, details: err.details } }),
-    };
   }
 }

@@ -6,25 +6,19 @@
 // rank makes the same split, so each kind of message meets its receive on the same links.
 // Unlike ops across nodes run by the rank, these may be waited for with waitSync().
 import { WebcclError } from '../core/errors.js';
-import { readReasonText } from '../core/reason-text.js';
-import { sameView } from '../comm/buffers.js';
 import type { RankContext } from '../comm/context.js';
 import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from '../comm/engine.js';
 import type { NetEngine } from '../comm/net-engine.js';
 import { FlightRecorder } from '../comm/flight-recorder.js';
 import { Work, type WorkDriver } from '../comm/work.js';
-import { AWAITED_SHOWN, L, LANE_SLOTS, PROGRESS_RUNNING, type OpOutcome, T, laneTable, postedOp, progressState, readSlot, ringProgress, slotAt, writeSlot } from './lanes.js';
-import { closeLane, stageCopy } from './lane-life.js';
+import { AWAITED_SHOWN, L, LANE_SLOTS, PROGRESS_RUNNING, postedOp, progressState, ringProgress, slotAt, writeSlot } from './lanes.js';
+import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
+import { closeLane } from './lane-life.js';
 import { type NetLaneConfig, askAbort, openNetLane } from './net-lane.js';
 
-interface PostedNetOp {
-  spec: OpSpec;
-  work: Work;
-  seq: number;
-  /** Heap blocks holding a copy of a plain buffer (0: the buffer is used in place). */
-  stagedIn: number;
-  stagedOut: number;
-  inPlace: boolean;
+interface PostedNetOp extends LaneOp {
+  /** The schedule the thread's engine runs it with (the same choice on both threads). */
+  algo: string;
 }
 
 /** Longest single sleep while waiting for an op (the thread is checked for life between). */
@@ -87,11 +81,9 @@ export class NetProxyEngine implements Engine, WorkDriver {
     this.recorder.submitted(work, s, algo);
     if (s.trace) work.trace = s.trace.issue(work, algo);
     if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c));
-    const inPlace = s.input !== null && s.output !== null && sameView(s.input.bytes, s.output.bytes);
-    const stagedIn = stageCopy(this.ctx, s.input, true);
-    const stagedOut = inPlace ? stagedIn : stageCopy(this.ctx, s.output, false);
+    const staged = stageOp(this.ctx, s);
     s.check?.atStart(seq);
-    this.ops.push({ spec: s, work, seq, stagedIn, stagedOut, inPlace });
+    this.ops.push({ spec: s, work, seq, algo, ...staged });
     if (progressState(this.i32()) !== PROGRESS_RUNNING) this.threadGone();
     else this.postWaiting();
     return work;
@@ -143,7 +135,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
     // lets go on its own event loop, so this short wait needs nothing of this thread (even
     // where several ranks share it, as in tests).
     if (!closeLane({ ...this.ctx, canBlock: true }, lane, DETACH_MS)) return;
-    for (const t of this.ops.splice(0)) this.unstage(t);
+    for (const t of this.ops.splice(0)) unstage(this.ctx, t);
     for (const b of [lane, this.config, this.abortBlock]) if (b) this.ctx.heap.free(b);
   }
 
@@ -211,50 +203,20 @@ export class NetProxyEngine implements Engine, WorkDriver {
   private collect(): void {
     if (!this.lane) return;
     const done = Atomics.load(this.i32(), (this.lane + L.DONE) >> 2);
-    const mem = this.ctx.core.memory;
     for (; this.read < done; this.read++) {
       const t = this.ops.shift()!;
-      const { value: o } = readSlot<OpOutcome>(mem, slotAt(this.lane, this.read));
-      let err = o.error && new WebcclError(o.error.code, o.error.message, o.error.details);
-      if (!err && t.stagedOut && t.spec.output) {
-        try {
-          t.spec.output.bytes.set(new Uint8Array(mem.buffer, t.stagedOut, t.spec.output.bytes.byteLength));
-        } catch {
-          err = new WebcclError('INVALID_ARGUMENT', `${t.spec.name} #${t.seq}: its output buffer was detached (transferred) while the op was in flight`, { detached: true });
-        }
+      const { o, err } = readBack(this.ctx, slotAt(this.lane, this.read), t);
+      this.fromThread++;
+      if (!settleFrom(t, o, err)) continue; // failed here already (abort)
+      if (err) {
+        this.counters.failed++;
+        this.fail(err);
+        continue;
       }
-      this.unstage(t);
-      if (!err) {
-        try {
-          t.spec.check?.atEnd(t.seq);
-        } catch (e) {
-          err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
-        }
-      }
-      this.end(t, o, err);
+      countDone(this.counters, t.work);
+      if (t.spec.name === 'allReduce') this.threadAlgos[t.algo] = (this.threadAlgos[t.algo] ?? 0) + 1;
     }
     this.postWaiting();
-  }
-
-  private end(t: PostedNetOp, o: OpOutcome, err: WebcclError | undefined): void {
-    this.fromThread++;
-    if (t.work.settled) return; // failed here already (abort)
-    t.work.timing.startedAt = o.startedAt - performance.timeOrigin;
-    t.work.timing.joinedAt = (o.joinedAt ?? NaN) - performance.timeOrigin; // JSON turns NaN into null
-    t.work.settle(err, o.completedAt - performance.timeOrigin);
-    if (err) {
-      this.counters.failed++;
-      this.fail(err);
-      return;
-    }
-    countDone(this.counters, t.work);
-    if (o.algo) this.threadAlgos[o.algo] = (this.threadAlgos[o.algo] ?? 0) + 1;
-  }
-
-  private unstage(t: PostedNetOp): void {
-    if (t.stagedIn) this.ctx.heap.free(t.stagedIn);
-    if (t.stagedOut && t.stagedOut !== t.stagedIn) this.ctx.heap.free(t.stagedOut);
-    t.stagedIn = t.stagedOut = 0;
   }
 
   /** Unusable from here: every op not yet ended fails with `err` (copies stay until the thread lets go). */
@@ -266,12 +228,10 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   /** The thread ended with ops of ours in hand: they fail (its connections closed, so peers' ops fail too). */
   private threadGone(): void {
-    const table = laneTable(this.i32());
-    const why = table ? readReasonText(this.ctx.core.memory, table + T.REASON) : '';
-    const err = new WebcclError('ABORTED', `the node's network progress thread ended with this rank's ops in hand${why ? ` (${why})` : ''}`, { progressThread: true, reason: why });
+    const err = threadEnded(this.ctx, 'network progress thread');
     this.direct.abort(err.reason);
     for (const t of this.ops.splice(0)) {
-      this.unstage(t);
+      unstage(this.ctx, t);
       if (!t.work.settled) t.work.settle(err);
     }
     this.posted = this.read;

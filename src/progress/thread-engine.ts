@@ -7,27 +7,18 @@
 import { DTYPE_SIZE } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import type { Algo } from '../core/shm-map.js';
-import { readReasonText } from '../core/reason-text.js';
 import type { ProgressMode } from '../core/progress-mode.js';
 import { type Tuning, chooseAllReduceAlgo, resolveTuning } from '../tuner/tuner.js';
-import { sameView } from '../comm/buffers.js';
 import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from '../comm/engine.js';
 import type { RankContext } from '../comm/context.js';
 import { ShmEngine } from '../comm/shm-engine.js';
 import { Work, type WorkDriver } from '../comm/work.js';
-import { L, LANE_SLOTS, PROGRESS_RUNNING, type OpOutcome, SLOT_RECLAIMED, postedOp, T, claimSlot, laneTable, progressState, readSlot, ringProgress, slotAt, writeSlot } from './lanes.js';
-import { closeLane, openLane, stageCopy } from './lane-life.js';
+import { L, LANE_SLOTS, PROGRESS_RUNNING, type OpOutcome, SLOT_RECLAIMED, postedOp, claimSlot, progressState, ringProgress, slotAt, writeSlot } from './lanes.js';
+import { closeLane, openLane } from './lane-life.js';
+import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
 
-interface ThreadOp {
-  spec: OpSpec;
-  work: Work;
-  seq: number;
+interface ThreadOp extends LaneOp {
   algo: Algo;
-  /** Heap blocks that hold a copy of a plain buffer (0: the buffer is used in place). */
-  stagedIn: number;
-  stagedOut: number;
-  /** The output is the input (one copy, when staged). */
-  inPlace: boolean;
   /** Taken back by this rank before the progress thread took it (it runs in `forwarded`). */
   reclaimed: boolean;
 }
@@ -196,7 +187,7 @@ export class ThreadEngine implements Engine, WorkDriver {
     const t = this.inThread[i];
     if (!claimSlot(this.ctx.core.memory, slotAt(this.lane, this.read + i), SLOT_RECLAIMED)) return;
     t.reclaimed = true;
-    this.unstage(t);
+    unstage(this.ctx, t);
     try {
       // Its trace was issued with `w`, which ends it: the local run records no second slice.
       const lw = this.local.submit(untraced(t.spec));
@@ -299,11 +290,9 @@ export class ThreadEngine implements Engine, WorkDriver {
       this.threadGone();
       return work;
     }
-    const inPlace = s.input !== null && s.output !== null && sameView(s.input.bytes, s.output.bytes);
-    const stagedIn = stageCopy(this.ctx, s.input, true);
-    const stagedOut = inPlace ? stagedIn : stageCopy(this.ctx, s.output, false);
+    const staged = stageOp(this.ctx, s);
     s.check?.atStart(seq);
-    this.inThread.push({ spec: s, work, seq, algo, stagedIn, stagedOut, inPlace, reclaimed: false });
+    this.inThread.push({ spec: s, work, seq, algo, ...staged, reclaimed: false });
     this.postWaiting();
     return work;
   }
@@ -332,27 +321,10 @@ export class ThreadEngine implements Engine, WorkDriver {
   private collect(): void {
     if (!this.lane) return;
     const done = Atomics.load(this.i32(), (this.lane + L.DONE) >> 2);
-    const mem = this.ctx.core.memory;
     for (; this.read < done; this.read++) {
       const t = this.inThread.shift()!;
       if (t.reclaimed) continue; // ended by the local engine (forwarded)
-      const { value: o } = readSlot<OpOutcome>(mem, slotAt(this.lane, this.read));
-      let err = o.error && new WebcclError(o.error.code, o.error.message, o.error.details);
-      if (!err && t.stagedOut && t.spec.output) {
-        try {
-          t.spec.output.bytes.set(new Uint8Array(mem.buffer, t.stagedOut, t.spec.output.bytes.byteLength));
-        } catch (e) {
-          err = new WebcclError('INVALID_ARGUMENT', `${t.spec.name} #${t.seq}: its output buffer was detached (transferred) while the op was in flight`, { detached: true });
-        }
-      }
-      this.unstage(t);
-      if (!err) {
-        try {
-          t.spec.check?.atEnd(t.seq);
-        } catch (e) {
-          err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
-        }
-      }
+      const { o, err } = readBack(this.ctx, slotAt(this.lane, this.read), t);
       this.end(t, o, err);
     }
     this.postWaiting();
@@ -360,10 +332,7 @@ export class ThreadEngine implements Engine, WorkDriver {
 
   private end(t: ThreadOp, o: OpOutcome, err: WebcclError | undefined): void {
     this.fromThread++;
-    if (t.work.settled) return; // failed here already (abort)
-    t.work.timing.startedAt = o.startedAt - performance.timeOrigin;
-    t.work.timing.joinedAt = (o.joinedAt ?? NaN) - performance.timeOrigin; // JSON turns NaN into null
-    t.work.settle(err, o.completedAt - performance.timeOrigin);
+    if (!settleFrom(t, o, err)) return; // failed here already (abort)
     if (err) {
       this.counters.failed++;
       if (err.code !== 'MISMATCH') this.fail(err);
@@ -371,12 +340,6 @@ export class ThreadEngine implements Engine, WorkDriver {
     }
     countDone(this.counters, t.work);
     if (t.spec.name === 'allReduce') this.threadAlgos[t.algo] = (this.threadAlgos[t.algo] ?? 0) + 1;
-  }
-
-  private unstage(t: ThreadOp): void {
-    if (t.stagedIn) this.ctx.heap.free(t.stagedIn);
-    if (t.stagedOut && t.stagedOut !== t.stagedIn) this.ctx.heap.free(t.stagedOut);
-    t.stagedIn = t.stagedOut = 0;
   }
 
   /** The communicator is unusable: every op not yet ended fails with `err` (copies stay until the thread lets go). */
@@ -392,12 +355,10 @@ export class ThreadEngine implements Engine, WorkDriver {
 
   /** The progress thread ended with ops of ours in hand: they fail, and so does the communicator on every rank. */
   private threadGone(): void {
-    const table = laneTable(this.i32());
-    const why = table ? readReasonText(this.ctx.core.memory, table + T.REASON) : '';
-    const err = new WebcclError('ABORTED', `the node's progress thread ended with this rank's ops in hand${why ? ` (${why})` : ''}`, { progressThread: true, reason: why });
+    const err = threadEnded(this.ctx, 'progress thread');
     this.local.abort(err.reason);
     for (const t of this.inThread.splice(0)) {
-      this.unstage(t);
+      unstage(this.ctx, t);
       if (!t.work.settled && !t.reclaimed) t.work.settle(err);
     }
     this.posted = this.read;
@@ -409,7 +370,7 @@ export class ThreadEngine implements Engine, WorkDriver {
     const lane = this.lane;
     this.lane = 0;
     if (!closeLane(this.ctx, lane, DETACH_MS)) return;
-    for (const t of this.inThread.splice(0)) this.unstage(t);
+    for (const t of this.inThread.splice(0)) unstage(this.ctx, t);
     this.ctx.heap.free(lane);
   }
 }

@@ -1,0 +1,76 @@
+// What a rank does with the ops it posts through its lane, whichever thread runs them (the
+// node's progress thread, thread-engine.ts, or its network progress thread, net-proxy-engine.ts):
+// copies of plain buffers made at issue, and each op's outcome read back from its slot — the
+// result copied out, the copies freed, WEBCCL_CHECK's end run, the handle stamped and settled.
+import { WebcclError } from '../core/errors.js';
+import { readReasonText } from '../core/reason-text.js';
+import { sameView } from '../comm/buffers.js';
+import type { RankContext } from '../comm/context.js';
+import type { OpSpec } from '../comm/engine.js';
+import type { Work } from '../comm/work.js';
+import { type OpOutcome, T, laneTable, readSlot } from './lanes.js';
+import { stageCopy } from './lane-life.js';
+
+/** An op posted through a lane, with the heap blocks holding copies of its plain buffers (0: used in place). */
+export interface LaneOp {
+  spec: OpSpec;
+  work: Work;
+  seq: number;
+  stagedIn: number;
+  stagedOut: number;
+  /** The output is the input (one copy, when staged). */
+  inPlace: boolean;
+}
+
+/** Copies of `s`'s plain buffers in the node heap (the input's bytes copied in), for an op another thread runs. */
+export function stageOp(ctx: RankContext, s: OpSpec): Pick<LaneOp, 'stagedIn' | 'stagedOut' | 'inPlace'> {
+  const inPlace = s.input !== null && s.output !== null && sameView(s.input.bytes, s.output.bytes);
+  const stagedIn = stageCopy(ctx, s.input, true);
+  return { stagedIn, stagedOut: inPlace ? stagedIn : stageCopy(ctx, s.output, false), inPlace };
+}
+
+/** Frees an op's copies. */
+export function unstage(ctx: RankContext, t: LaneOp): void {
+  if (t.stagedIn) ctx.heap.free(t.stagedIn);
+  if (t.stagedOut && t.stagedOut !== t.stagedIn) ctx.heap.free(t.stagedOut);
+  t.stagedIn = t.stagedOut = 0;
+}
+
+/** Reads `t`'s outcome from `slot`: its result copied out of its copy, the copies freed; the error it ends with, if any. */
+export function readBack(ctx: RankContext, slot: number, t: LaneOp): { o: OpOutcome; err: WebcclError | undefined } {
+  const mem = ctx.core.memory;
+  const { value: o } = readSlot<OpOutcome>(mem, slot);
+  let err = o.error && new WebcclError(o.error.code, o.error.message, o.error.details);
+  if (!err && t.stagedOut && t.spec.output) {
+    try {
+      t.spec.output.bytes.set(new Uint8Array(mem.buffer, t.stagedOut, t.spec.output.bytes.byteLength));
+    } catch {
+      err = new WebcclError('INVALID_ARGUMENT', `${t.spec.name} #${t.seq}: its output buffer was detached (transferred) while the op was in flight`, { detached: true });
+    }
+  }
+  unstage(ctx, t);
+  if (!err) {
+    try {
+      t.spec.check?.atEnd(t.seq);
+    } catch (e) {
+      err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
+    }
+  }
+  return { o, err };
+}
+
+/** Stamps the thread's timing on `t`'s handle and settles it; false when it had settled already (an abort here). */
+export function settleFrom(t: LaneOp, o: OpOutcome, err: WebcclError | undefined): boolean {
+  if (t.work.settled) return false;
+  t.work.timing.startedAt = o.startedAt - performance.timeOrigin;
+  t.work.timing.joinedAt = (o.joinedAt ?? NaN) - performance.timeOrigin; // JSON turns NaN into null
+  t.work.settle(err, o.completedAt - performance.timeOrigin);
+  return true;
+}
+
+/** The error of ops whose thread (`which`: "progress thread", ...) ended with them in hand, with the reason it left. */
+export function threadEnded(ctx: RankContext, which: string): WebcclError {
+  const table = laneTable(new Int32Array(ctx.core.memory.buffer));
+  const why = table ? readReasonText(ctx.core.memory, table + T.REASON) : '';
+  return new WebcclError('ABORTED', `the node's ${which} ended with this rank's ops in hand${why ? ` (${why})` : ''}`, { progressThread: true, reason: why });
+}
