@@ -29,6 +29,15 @@ async function procs(n: number, scenario: string, params: object, env: Record<st
   return reports(r.stdout, n);
 }
 
+/** progressOverlap on two launchers (`--nnodes 2`) of `perNode` rank threads each; each rank's reports. */
+async function twoLaunchers(perNode: number, params: object): Promise<any[][]> {
+  const port = await freePort();
+  const runs = await Promise.all([0, 1].map((k) => run(process.execPath, [bin, 'run', '--nnodes', '2', '--node-rank', String(k), '-n', String(perNode), '--master-port', String(port),
+    SCRIPT, 'progressOverlap', JSON.stringify(params)], cleanEnv({ WEBCCL_TOKEN: 'two-launchers', WEBCCL_TIMEOUT_MS: '60000', SCENARIO_REPORT: 'stdout' }), { guardMs: 120_000 })));
+  for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+  return reports(runs.map((x) => x.stdout).join('\n'), 2 * perNode);
+}
+
 describe('ranks as processes: collectives progress on the network progress thread', () => {
   for (const n of [2, 3]) {
     it(`--procs -n ${n}: every collective ends during a compute loop that never calls webccl (default mode)`, async () => {
@@ -42,6 +51,18 @@ describe('ranks as processes: collectives progress on the network progress threa
     }, 150_000);
   }
 
+  it('--nnodes 2 -n 1 (two launchers, a rank thread each): every collective ends during a compute loop that never calls webccl', async () => {
+    for (const [r, [rep]] of (await twoLaunchers(1, { count: 40_000, busyMs: 1500 })).entries()) {
+      expect(rep?.mode, `rank ${r}`).toBe('thread');
+      expect(rep.wrong, `rank ${r}`).toEqual([]);
+      expect(rep.during.filter((d: string) => !/: true$/.test(d)), `rank ${r}`).toEqual([]);
+    }
+  }, 150_000);
+
+  it('--nnodes 2 -n 2 (nodes of two ranks): the ranks run their ops across nodes themselves (caller), results right', async () => {
+    for (const [r, [rep]] of (await twoLaunchers(2, { count: 1000, busyMs: 1 })).entries()) expect(rep, `rank ${r}`).toMatchObject({ wrong: [], mode: 'caller' });
+  }, 150_000);
+
   it('--procs -n 3: many ops in flight on the world and a group end in issue order per communicator, results right', async () => {
     const reps = await procs(3, 'progressOrder', { ops: 20, count: 3000, busyMs: 300 });
     for (const [rep] of reps) {
@@ -52,6 +73,11 @@ describe('ranks as processes: collectives progress on the network progress threa
 
   it('--procs -n 2: waitSync() completes ops across nodes (plain and alloc() buffers, up to 1.2 MB)', async () => {
     for (const [rep] of await procs(2, 'progressSync', {})) expect(rep).toMatchObject({ wrong: [], mode: 'thread' });
+  }, 150_000);
+
+  it('--procs -n 8 (16 threads on the machine): broadcast and reduce from every root, alloc() and plain buffers, on the network threads', async () => {
+    const reps = await procs(8, 'heapStress', { iters: 1, dtypes: ['f32'], counts: [0, 5, 1000] });
+    for (const [r, [rep]] of reps.entries()) expect(rep, `rank ${r}`).toMatchObject({ ok: true, wrong: [], ops: 3 * 3 * 16 });
   }, 150_000);
 
   it('WEBCCL_PROGRESS=caller: no thread, the rank runs its ops while it waits (none ends during the compute)', async () => {

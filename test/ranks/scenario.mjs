@@ -1,13 +1,14 @@
 // A rank script for worker-thread tests: runs the scenario named in argv[2] with the JSON
 // parameters in argv[3], and posts { ok } or { error: { code, message, details } } to the test.
-// Run as a process (webccl run --procs), it prints each report as a line: REPORT <rank> <json>.
+// Run as a process (webccl run --procs), or with SCENARIO_REPORT=stdout (ranks of a launcher
+// that is not the test), it prints each report as a line: REPORT <world rank> <json>.
 import { parentPort } from 'node:worker_threads';
 import * as ccl from 'webccl';
 import { encode, expectedArray, fill, firstWrong, inputArray, makeBuffer, opsFor } from '../helpers/closed-form.mjs';
 
 const [name, json] = process.argv.slice(2);
 const p = JSON.parse(json ?? '{}');
-const report = (m) => (parentPort ? parentPort.postMessage(m) : console.log(`REPORT ${process.env.RANK} ${JSON.stringify(m)}`));
+const report = (m) => (parentPort && process.env.SCENARIO_REPORT !== 'stdout' ? parentPort.postMessage(m) : console.log(`REPORT ${ccl.getRank()} ${JSON.stringify(m)}`));
 const errorOf = (e) => ({ code: e?.code, message: String(e?.message ?? e), details: e?.details });
 /** Awaits an op and reports { error: null } or { error: { code, message, details } }. */
 const reportOutcome = (work) => work.then(() => report({ error: null }), (e) => report({ error: errorOf(e) }));
