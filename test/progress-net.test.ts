@@ -1,7 +1,9 @@
 // The network progress thread (one rank per node, ranks as processes): collectives across
-// nodes go on while their rank computes without calling webccl; many in flight on several
-// communicators end in issue order; waitSync() works; every rank follows the job's choice; and
-// when the thread or a peer dies, every pending op fails with a coded error, never a hang.
+// nodes go on while their rank computes without calling webccl; small ones stay on the rank in
+// the default mode; many in flight on several communicators end in issue order; waitSync() works
+// on the thread's ops; every rank follows the job's choice; ranks that route one op apart fail
+// with a coded error; and when the thread or a peer dies, every pending op fails with a coded
+// error, never a hang.
 import { afterAll, describe, expect, it } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -39,24 +41,51 @@ async function twoLaunchers(perNode: number, params: object): Promise<any[][]> {
 }
 
 describe('ranks as processes: collectives progress on the network progress thread', () => {
-  for (const n of [2, 3]) {
-    it(`--procs -n ${n}: every collective ends during a compute loop that never calls webccl (default mode)`, async () => {
-      const reps = await procs(n, 'progressOverlap', { count: 40_000, busyMs: 1500 });
-      for (const [r, [rep]] of reps.entries()) {
-        expect(rep.mode, `rank ${r}`).toBe('thread');
-        expect(rep.wrong, `rank ${r}`).toEqual([]);
-        expect(rep.during.filter((d: string) => !/: true$/.test(d)), `rank ${r}`).toEqual([]);
-        expect(rep.threadOps, `rank ${r}`).toBeGreaterThanOrEqual(12);
-      }
-    }, 150_000);
-  }
+  // 40,000 f32 elements: every collective but the barrier is over 64 KiB, which the default
+  // mode hands to the thread; the barrier (0 bytes) runs on the rank, so ends only when waited for.
+  it('--procs -n 2: every collective over 64 KiB ends during a compute loop that never calls webccl; the barrier stays on the rank (default mode)', async () => {
+    const reps = await procs(2, 'progressOverlap', { count: 40_000, busyMs: 1500 });
+    for (const [r, [rep]] of reps.entries()) {
+      expect(rep.mode, `rank ${r}`).toBe('auto');
+      expect(rep.wrong, `rank ${r}`).toEqual([]);
+      expect(rep.during.filter((d: string) => !/^barrier/.test(d) && !/: true$/.test(d)), `rank ${r}`).toEqual([]);
+      expect(rep.during.filter((d: string) => /^barrier/.test(d)), `rank ${r}`).toEqual(['barrier: false', 'barrier alloc: false']);
+      expect(rep.threadOps, `rank ${r}`).toBe(10);
+    }
+  }, 150_000);
 
-  it('--nnodes 2 -n 1 (two launchers, a rank thread each): every collective ends during a compute loop that never calls webccl', async () => {
-    for (const [r, [rep]] of (await twoLaunchers(1, { count: 40_000, busyMs: 1500 })).entries()) {
-      expect(rep?.mode, `rank ${r}`).toBe('thread');
+  it('--procs -n 3, WEBCCL_PROGRESS=thread: every collective, the barrier too, ends during the compute loop', async () => {
+    const reps = await procs(3, 'progressOverlap', { count: 40_000, busyMs: 1500 }, { WEBCCL_PROGRESS: 'thread' });
+    for (const [r, [rep]] of reps.entries()) {
+      expect(rep.mode, `rank ${r}`).toBe('thread');
       expect(rep.wrong, `rank ${r}`).toEqual([]);
       expect(rep.during.filter((d: string) => !/: true$/.test(d)), `rank ${r}`).toEqual([]);
+      expect(rep.threadOps, `rank ${r}`).toBeGreaterThanOrEqual(12);
     }
+  }, 150_000);
+
+  it('--nnodes 2 -n 1 (two launchers, a rank thread each): every collective over 64 KiB ends during a compute loop that never calls webccl', async () => {
+    for (const [r, [rep]] of (await twoLaunchers(1, { count: 40_000, busyMs: 1500 })).entries()) {
+      expect(rep?.mode, `rank ${r}`).toBe('auto');
+      expect(rep.wrong, `rank ${r}`).toEqual([]);
+      expect(rep.during.filter((d: string) => !/^barrier/.test(d) && !/: true$/.test(d)), `rank ${r}`).toEqual([]);
+    }
+  }, 150_000);
+
+  it('--procs -n 3, default mode: small (4 KiB) and large (400 KiB) allReduces alternate in flight: the rank runs the small, the thread the large, all end in issue order, right; waitSync() refused on a small op, fine on a large one', async () => {
+    for (const [r, [rep]] of (await procs(3, 'netRoute', { ops: 12, small: 1000, big: 100_000 })).entries()) {
+      expect(rep, `rank ${r}`).toMatchObject({ wrong: [], inOrder: true, endedBefore: 0, mode: 'auto', smallSync: 'UNSUPPORTED' });
+      expect(rep.threadOps, `rank ${r}`).toBe(6 + 1); // the six large ones and the waitSync'd one
+    }
+  }, 150_000);
+
+  it('ranks that pass counts on both sides of 64 KiB run one op on different paths: each fails with a coded error (MISMATCH naming the count where found), never a hang', async () => {
+    const reps = await procs(2, 'netStraddle', { small: 4, big: 100_000, timeoutMs: 60_000 });
+    const errors = reps.map(([rep]) => rep.error);
+    for (const e of errors) expect(['MISMATCH', 'ABORTED']).toContain(e?.code);
+    const named = errors.filter((e) => e.code === 'MISMATCH' && e.details.field === 'count');
+    expect(named.length, JSON.stringify(errors)).toBeGreaterThanOrEqual(1);
+    expect(named[0].details.values).toEqual(['4', '100000']);
   }, 150_000);
 
   it('--nnodes 2 -n 2 (nodes of two ranks): the ranks run their ops across nodes themselves (caller), results right', async () => {
@@ -64,19 +93,19 @@ describe('ranks as processes: collectives progress on the network progress threa
   }, 150_000);
 
   it('--procs -n 3: many ops in flight on the world and a group end in issue order per communicator, results right', async () => {
-    const reps = await procs(3, 'progressOrder', { ops: 20, count: 3000, busyMs: 300 });
+    const reps = await procs(3, 'progressOrder', { ops: 20, count: 3000, busyMs: 300 }, { WEBCCL_PROGRESS: 'thread' });
     for (const [rep] of reps) {
       expect(rep).toMatchObject({ wrong: [], inOrder: true });
       expect(rep.threadOps).toBeGreaterThanOrEqual(40);
     }
   }, 150_000);
 
-  it('--procs -n 2: waitSync() completes ops across nodes (plain and alloc() buffers, up to 1.2 MB)', async () => {
-    for (const [rep] of await procs(2, 'progressSync', {})) expect(rep).toMatchObject({ wrong: [], mode: 'thread' });
+  it('--procs -n 2, WEBCCL_PROGRESS=thread: waitSync() completes ops across nodes (plain and alloc() buffers, 4 B to 1.2 MB)', async () => {
+    for (const [rep] of await procs(2, 'progressSync', {}, { WEBCCL_PROGRESS: 'thread' })) expect(rep).toMatchObject({ wrong: [], mode: 'thread' });
   }, 150_000);
 
   it('--procs -n 8 (16 threads on the machine): broadcast and reduce from every root, alloc() and plain buffers, on the network threads', async () => {
-    const reps = await procs(8, 'heapStress', { iters: 1, dtypes: ['f32'], counts: [0, 5, 1000] });
+    const reps = await procs(8, 'heapStress', { iters: 1, dtypes: ['f32'], counts: [0, 5, 1000] }, { WEBCCL_PROGRESS: 'thread' });
     for (const [r, [rep]] of reps.entries()) expect(rep, `rank ${r}`).toMatchObject({ ok: true, wrong: [], ops: 3 * 3 * 16 });
   }, 150_000);
 
@@ -104,7 +133,7 @@ describe('the timeline (WEBCCL_TRACE) of ranks as processes', () => {
     const dir = mkdtempSync(join(tmpdir(), 'webccl-net-progress-trace-'));
     const file = join(dir, 'trace.json');
     try {
-      await procs(2, 'progressOverlap', { count: 1000, busyMs: 20 }, { WEBCCL_TRACE: file });
+      await procs(2, 'progressOverlap', { count: 20_000, busyMs: 20 }, { WEBCCL_TRACE: file });
       const { traceEvents } = JSON.parse(readFileSync(file, 'utf8')) as { traceEvents: { ph: string; name: string; pid: number; tid: number; args?: { name?: string } }[] };
       const tracks = traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.args?.name === 'network progress thread');
       expect(new Set(tracks.map((t) => t.pid)).size).toBe(2);
@@ -121,8 +150,8 @@ describe('the timeline (WEBCCL_TRACE) of ranks as processes', () => {
 describe('failures while the network progress thread holds ops', () => {
   it("the thread ends: the rank's pending op fails ABORTED naming it; the peer's ops fail too, no hang", async () => {
     const [a, b] = await netRanks(2, 1, { timeoutMs: 60_000 });
-    expect(a.progressMode).toBe('thread');
-    const pending = a.allReduce(new Float32Array(1000).fill(1)); // rank 1 never joins it
+    expect(a.progressMode).toBe('auto');
+    const pending = a.allReduce(new Float32Array(100_000).fill(1)); // over 64 KiB: the thread's; rank 1 never joins it
     const outcome = pending.wait().then(() => undefined, (e) => e);
     await new Promise((r) => setTimeout(r, 100));
     await netProgressWorker((a as any).ctx.core.memory)!.terminate();

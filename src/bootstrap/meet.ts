@@ -22,21 +22,28 @@ export interface RendezvousSteps {
   connectTimeoutMs: number;
   /** What carries the mesh: 'tcp' or 'ws' (every rank must agree). */
   carrier: string;
-  /** This rank offers to run its ops on a network progress thread of its own (taken when every rank offers). */
-  progress?: boolean;
+  /**
+   * This rank offers to run its ops on a network progress thread of its own (taken when every
+   * rank offers), in its progress mode: 'thread' for every collective, 'auto' to let the job
+   * keep small ones on the ranks.
+   */
+  progress?: 'auto' | 'thread';
 }
 
 export interface Card {
   host: string;
   port: number;
   node: string;
-  progress?: boolean;
+  progress?: 'auto' | 'thread';
 }
 
-/** What the meeting tells every rank: the node of each rank, and whether every rank offered a progress thread. */
+/**
+ * What the meeting tells every rank: the node of each rank, and whether every rank offered a
+ * progress thread ('thread': all for every op; 'auto': all, some leaving small ops to the ranks).
+ */
 export interface Met {
   nodeOf: number[];
-  progress: boolean;
+  progress: false | 'auto' | 'thread';
 }
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -55,7 +62,7 @@ async function refusedByStore(store: StoreSession): Promise<string | undefined> 
  * the node index of every world rank (ranks with the same index share memory).
  */
 export async function meetAndConnect(store: StoreSession, transport: Mesh, o: RendezvousSteps, deadline: number, where: string, wrongToken: () => string | undefined = () => undefined, notes = ''): Promise<Met> {
-  const card: Card = { host: transport.address.host, port: transport.address.port, node: o.nodeKey, ...(o.progress && { progress: true }) };
+  const card: Card = { host: transport.address.host, port: transport.address.port, node: o.nodeKey, ...(o.progress && { progress: o.progress }) };
   await store.set(`rank/${o.rank}`, JSON.stringify(card));
   const cards = await gather(store, o, deadline, where, wrongToken);
   const keys = [...new Set(cards.map((c) => c.node))];
@@ -63,7 +70,9 @@ export async function meetAndConnect(store: StoreSession, transport: Mesh, o: Re
   const at = card.port ? `listening on ${hostPort(card.host, card.port)}` : 'dialling only';
   log('INFO', `rank ${o.rank}/${o.size}: ${keys.length} node(s), mesh of ${o.nchannels} channel(s) per peer over ${transport.carrierName}, ${at}${notes}`);
   await transport.connect(addresses);
-  return { nodeOf: cards.map((c) => keys.indexOf(c.node)), progress: cards.every((c) => c.progress === true) };
+  const offers = cards.map((c) => c.progress);
+  const progress = offers.every((p) => p === 'thread') ? 'thread' : offers.every((p) => p === 'thread' || p === 'auto') ? 'auto' : false;
+  return { nodeOf: cards.map((c) => keys.indexOf(c.node)), progress };
 }
 
 /**

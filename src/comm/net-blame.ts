@@ -13,8 +13,12 @@ import { KIND } from '../core/shm-map.js';
 import type { OpSpec } from './engine.js';
 import { showLayoutSignature, showShapeClass } from './tensor-layout.js';
 
-/** What every rank must agree on for an op, under shm-runner's field names. */
-export const FIELDS = ['collective', 'algorithm', 'piece', 'dtype', 'op', 'layout', 'shape', 'count', 'root', 'counts'] as const;
+/**
+ * What every rank must agree on for an op, under shm-runner's field names, in the order a
+ * disagreement is named: the schedule and its piece size last, as they follow from the others
+ * (ranks whose counts differ often pick different schedules too; the count is the cause).
+ */
+export const FIELDS = ['collective', 'dtype', 'op', 'layout', 'shape', 'count', 'root', 'counts', 'algorithm', 'piece'] as const;
 export type OpFields = Record<(typeof FIELDS)[number], string>;
 
 /** `piece`: the ring allReduce's piece size, 0 for other schedules (the ring's tags count pieces). */

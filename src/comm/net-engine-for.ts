@@ -1,6 +1,7 @@
 // The engine of a communicator across nodes: the rank's own NetEngine, or — when the job's nodes
 // run network progress threads (net-world.ts) — a proxy that posts its collectives to the
-// node's thread, with the rank's NetEngine kept for send and recv.
+// node's thread, with the rank's NetEngine kept for send and recv (and, in the job's 'auto'
+// mode, small collectives: net-route.ts).
 import { NetProxyEngine } from '../progress/net-proxy-engine.js';
 import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
@@ -13,5 +14,5 @@ export function netEngineFor(ctx: RankContext, net: NetPlacement, world: NetWorl
                              counters: OpCounters, algo: unknown, timeoutMs: number): Engine {
   const direct = new NetEngine(ctx, world, local, counters, algo, timeoutMs);
   if (!net.viaThread) return direct;
-  return new NetProxyEngine(ctx, { space, members: [...members], rank: world.rank, commAlgo: algo, timeoutMs }, direct, counters);
+  return new NetProxyEngine(ctx, { space, members: [...members], rank: world.rank, commAlgo: algo, timeoutMs }, direct, counters, net.rankRunsMax ?? 0);
 }

@@ -145,7 +145,9 @@ export class NetEngine implements Engine, WorkDriver {
     }
     const bytes = spec.count * DTYPE_SIZE[spec.dtype];
     const algo = this.algorithmOf(spec);
-    const seq = this.seq++;
+    // Numbered by whoever issues it when it does (a rank that hands some ops to its network
+    // progress thread numbers them all): ops it skips ran on the thread's connections.
+    const seq = this.advance(spec.seq);
     const work = new Work(spec.name, seq, this, false, 'cannot complete an op across nodes, which needs the event loop');
     work.timing.issuedAt = performance.now();
     if (spec.trace) work.trace = spec.trace.issue(work, algo);
@@ -163,6 +165,52 @@ export class NetEngine implements Engine, WorkDriver {
     const held = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0 && !isP2pSpace(h.tag.space) && h.tag.comm !== expectedFrom(op, h.peer));
     if (held) this.account.disagreed(op.seq, held.peer);
     return work;
+  }
+
+  /**
+   * The collective `spec`, number `seq`, runs elsewhere (on the network progress thread's
+   * connections): its fields are kept all the same, so that a peer that ran it here is told
+   * which field the two disagree on (they routed it apart because they disagree on its count).
+   */
+  ranElsewhere(spec: OpSpec, seq: number, algo: string): void {
+    this.advance(seq);
+    this.account.remember(seq, fieldsOf(spec, algo));
+    const held = this.world.transport.held?.().find((h) => h.tag.seq === seq >>> 0 && !isP2pSpace(h.tag.space));
+    if (held) this.disagreedOutside(seq, held.peer);
+  }
+
+  /** Ranks disagree on op `seq`: with no op of its own pending, the engine fails with the verdict all the same (its rank's other path may wait on it). */
+  private disagreedOutside(seq: number, peer: number): void {
+    this.account.disagreed(seq, peer);
+    // (an op pending here fails through the transport's abort, and names itself)
+    if (!this.queue.length) void this.account.dispute?.verdict.then((e) => this.fail(e));
+  }
+
+  /**
+   * The number of the next op (`given`, or the next in line). A message held for a number this
+   * rank skips came from a peer that ran that op here while this rank ran it elsewhere.
+   */
+  private advance(given: number | undefined): number {
+    const seq = given ?? this.seq;
+    if (seq > this.seq) {
+      const skipped = this.world.transport.held?.().find((h) => h.tag.seq >= this.seq >>> 0 && h.tag.seq < seq >>> 0 && !isP2pSpace(h.tag.space));
+      if (skipped) queueMicrotask(() => this.disagreedOutside(skipped.tag.seq, skipped.peer));
+    }
+    this.seq = Math.max(this.seq, seq + 1);
+    return seq;
+  }
+
+  /** Told once when the engine fails (with the error its ops fail with). */
+  onBroken?: (err: WebcclError) => void;
+
+  /** Fails every pending op with `err` and tells every peer, as a failure found here would. */
+  failWith(err: WebcclError): void {
+    this.fail(err);
+  }
+
+  /** Sends and receives not yet settled. */
+  p2pPending(): number {
+    return this.p2p.pending();
   }
 
   /**
@@ -302,6 +350,7 @@ export class NetEngine implements Engine, WorkDriver {
       log('WARN', err.message);
       this.world.transport.abort(info ?? this.account.abortInfoOf(err));
       if (this.topo.perNode > 1) this.local?.abort(`rank ${this.world.rank} failed: ${err.reason} (${err.code})`);
+      this.onBroken?.(err);
     }
     for (const q of this.queue) q.work.settle(err);
     this.p2p.fail(err);
@@ -320,7 +369,7 @@ export class NetEngine implements Engine, WorkDriver {
     if (isP2pSpace(tag.space)) return false; // held for a recv not posted yet
     const op = this.queue.find((q) => q.seq >>> 0 === tag.seq);
     if (op ? expectedFrom(op, peer) === tag.comm : tag.seq >= this.seq >>> 0) return false;
-    queueMicrotask(() => this.account.disagreed(tag.seq, peer));
+    queueMicrotask(() => this.disagreedOutside(tag.seq, peer));
     return true;
   }
 

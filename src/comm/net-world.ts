@@ -6,7 +6,9 @@ import { WebcclError } from '../core/errors.js';
 import { checkModel } from '../tuner/cost-model.js';
 import { adoptJobModel, modelCosts, netTuningBasis } from '../tuner/net-tuner.js';
 import type { NodeHandle } from '../core/node.js';
+import type { Met } from '../bootstrap/meet.js';
 import type { StoreSession } from '../bootstrap/store-session.js';
+import { RANK_RUNS_MAX_BYTES } from '../progress/net-route.js';
 import type { Mesh } from '../transport/mesh/mesh.js';
 import type { Transport } from '../transport/transport.js';
 import { TransportSpaces } from '../transport/spaces.js';
@@ -25,8 +27,12 @@ export interface MetWorld {
   /** Node index of every world rank. */
   nodeOf: number[];
   store: StoreSession;
-  /** Every rank offered to run its collectives on a network progress thread (see NetWorldInput.startNetProgress). */
-  progress?: boolean;
+  /**
+   * Every rank offered to run its collectives on a network progress thread (see
+   * NetWorldInput.startNetProgress): 'thread' when every rank asked for it for every op, 'auto'
+   * when some left the choice to the job (small collectives then stay on the ranks).
+   */
+  progress?: Met['progress'];
 }
 
 /** A started network progress thread: `stop()` ends it (the rank's ops must have ended). */
@@ -75,7 +81,8 @@ export async function netWorldCommunicator(i: NetWorldInput): Promise<Communicat
   }) : undefined;
   // Every communicator of the job (the world, its groups) shares these connections, each in its own tag space.
   const spaces = new TransportSpaces(met.transport);
-  const net = { spaces, store: met.store, remesh: i.remesh, oneHost: i.oneHost, viaThread: thread !== undefined };
+  const net = { spaces, store: met.store, remesh: i.remesh, oneHost: i.oneHost, viaThread: thread !== undefined,
+    rankRunsMax: met.progress === 'auto' ? RANK_RUNS_MAX_BYTES : 0 };
   const placement = netWorld(met.nodeOf, net);
   if (thread) placement.release = () => void thread.stop();
   const transport = spaces.open(0, placement.worldRanks, world.rank);

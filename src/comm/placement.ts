@@ -42,6 +42,8 @@ export interface NetPlacement {
    * collectives on these connections' tag spaces run there, on the threads' own connections.
    */
   viaThread?: boolean;
+  /** With viaThread: the largest collective a rank runs itself all the same (the job's 'auto' mode, net-route.ts); 0 or absent: none. */
+  rankRunsMax?: number;
 }
 
 const iota = (n: number) => Array.from({ length: n }, (_, i) => i);

@@ -2,9 +2,11 @@
 // the collectives (net-host.ts): ops are posted through the rank's lane and go on while the rank
 // computes; the rank only reads their outcomes. Buffers from comm.alloc() are used in place; a
 // plain TypedArray is copied into a heap block when the op is posted and out when it ends.
-// Send and recv stay on the rank's own connections (`direct`, a NetEngine of its own): every
-// rank makes the same split, so each kind of message meets its receive on the same links.
-// Unlike ops across nodes run by the rank, these may be waited for with waitSync().
+// Send and recv stay on the rank's own connections (`direct`, a NetEngine of its own), and so
+// do small collectives in the job's 'auto' mode (net-route.ts): every rank makes the same
+// split, so each message meets its receive on the same links. Ops end in issue order whichever
+// path ran them. Unlike ops across nodes run by the rank, those the thread runs may be waited
+// for with waitSync().
 import { WebcclError } from '../core/errors.js';
 import type { RankContext } from '../comm/context.js';
 import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from '../comm/engine.js';
@@ -15,10 +17,21 @@ import { AWAITED_SHOWN, L, LANE_SLOTS, PROGRESS_RUNNING, postedOp, progressState
 import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
 import { closeLane } from './lane-life.js';
 import { type NetLaneConfig, askAbort, openNetLane } from './net-lane.js';
+import type { OpOutcome } from './lanes.js';
+import { rankRuns } from './net-route.js';
 
 interface PostedNetOp extends LaneOp {
   /** The schedule the thread's engine runs it with (the same choice on both threads). */
   algo: string;
+  /** Read back, not yet settled (an earlier op is still running). */
+  outcome?: OpOutcome;
+}
+
+/** A collective in issue order: posted to the thread (`lane`), or run by the rank itself (`inner`, the direct engine's handle). */
+interface Issued {
+  work: Work;
+  lane?: PostedNetOp;
+  inner?: Work;
 }
 
 /** Longest single sleep while waiting for an op (the thread is checked for life between). */
@@ -40,21 +53,41 @@ export class NetProxyEngine implements Engine, WorkDriver {
   private fromThread = 0;
   private readonly threadAlgos: Record<string, number> = {};
   private broken: WebcclError | undefined;
-  readonly progressMode = 'thread' as const;
+  /** Every collective not yet settled, in issue order (they settle in that order). */
+  private readonly order: Issued[] = [];
+  /** When the last collective settled ended: the next cannot have ended before (its handle waited for it). */
+  private lastEnd = -Infinity;
+  readonly progressMode: 'auto' | 'thread';
 
   private readonly recorder: FlightRecorder;
 
-  constructor(private readonly ctx: RankContext, private readonly c: NetLaneConfig, private readonly direct: NetEngine, private readonly counters: OpCounters) {
-    this.recorder = new FlightRecorder(c.rank, () => this.awaitedInThread());
+  /** `rankRunsMax`: the largest collective the rank runs itself (net-route.ts; 0: the thread runs them all). */
+  constructor(private readonly ctx: RankContext, private readonly c: NetLaneConfig, private readonly direct: NetEngine, private readonly counters: OpCounters,
+              private readonly rankRunsMax = 0) {
+    this.progressMode = rankRunsMax > 0 ? 'auto' : 'thread';
+    this.recorder = new FlightRecorder(c.rank, () => (this.head()?.inner ? this.direct.awaitedRanks() : this.awaitedInThread()));
+    // The rank's own path failed (a peer's ABORT, a deadline, a disagreement found there): the
+    // thread's ops fail too, here and on every peer (their ranks may wait on them).
+    direct.onBroken = (err) => {
+      this.tellThread(`rank ${c.rank} failed: ${err.reason} (${err.code})`);
+      this.fail(err);
+    };
   }
 
   /** The flight record, with the ops the thread has started marked so (read from the lane when asked). */
   get flight(): FlightRecorder {
-    if (this.lane) {
-      const started = Atomics.load(this.i32(), (this.lane + L.STARTED) >> 2);
-      for (const t of this.ops) if (t.seq < started && Number.isNaN(t.work.timing.startedAt)) t.work.timing.startedAt = performance.now();
+    const started = this.lane ? Atomics.load(this.i32(), (this.lane + L.STARTED) >> 2) : 0;
+    for (const e of this.order) {
+      if (!Number.isNaN(e.work.timing.startedAt)) continue;
+      if (e.inner) e.work.timing.startedAt = e.inner.timing.startedAt;
+      else if (e.lane!.seq < started) e.work.timing.startedAt = performance.now();
     }
     return this.recorder;
+  }
+
+  /** The first collective not yet settled. */
+  private head(): Issued | undefined {
+    return this.order.find((e) => !e.work.settled);
   }
 
   /** The ranks the thread's running op awaits (the first few). */
@@ -71,11 +104,15 @@ export class NetProxyEngine implements Engine, WorkDriver {
       this.recorder.submitted(w, s, 'direct');
       return w;
     }
+    this.collect(); // (a failure the thread has reported shows at issue)
     const failed = this.failure();
     if (failed) throw failed;
     const algo = this.direct.algorithmOf(s);
-    const seq = this.seq++;
+    const seq = this.seq;
     s.seq = seq;
+    if (rankRuns(s, this.c.members.length, this.rankRunsMax)) return this.runHere(s, seq, algo);
+    this.seq++;
+    this.direct.ranElsewhere(s, seq, algo);
     const work = new Work(s.name, seq, this, this.ctx.canBlock, undefined, true);
     work.timing.issuedAt = performance.now();
     this.recorder.submitted(work, s, algo);
@@ -83,14 +120,29 @@ export class NetProxyEngine implements Engine, WorkDriver {
     if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c));
     const staged = stageOp(this.ctx, s);
     s.check?.atStart(seq);
-    this.ops.push({ spec: s, work, seq, algo, ...staged });
+    const t: PostedNetOp = { spec: s, work, seq, algo, ...staged };
+    this.ops.push(t);
+    this.order.push({ work, lane: t });
     if (progressState(this.i32()) !== PROGRESS_RUNNING) this.threadGone();
     else this.postWaiting();
     return work;
   }
 
+  /** The fast path: the rank runs `s` on its own connections; the handle it returns ends in issue order. */
+  private runHere(s: OpSpec, seq: number, algo: string): Work {
+    const inner = this.direct.submit(s);
+    this.seq++;
+    const why = `cannot complete this op: it runs on the rank's own connections (a collective of at most ${this.rankRunsMax} bytes across nodes in 'auto' progress mode) and ends on the event loop; WEBCCL_PROGRESS=thread on every rank hands every collective to the network progress thread, where waitSync() works`;
+    const work = new Work(s.name, seq, this, false, why, true);
+    work.timing.issuedAt = inner.timing.issuedAt;
+    this.recorder.submitted(work, s, algo);
+    this.order.push({ work, inner });
+    if (inner.settled) this.release();
+    return work;
+  }
+
   pending(): number {
-    return this.direct.pending() + this.ops.filter((t) => !t.work.settled).length;
+    return this.direct.p2pPending() + this.order.filter((e) => !e.work.settled).length;
   }
 
   threadOps(): number {
@@ -110,14 +162,20 @@ export class NetProxyEngine implements Engine, WorkDriver {
    * then see closed connections instead of the reason.
    */
   abort(reason: string): void {
+    const asked = this.tellThread(reason);
     this.direct.abort(reason);
-    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c));
-    const asked = askAbort(this.ctx, this.lane, reason);
-    this.abortBlock ||= asked;
     const at = (this.lane + L.ABORT_SENT) >> 2;
     const until = performance.now() + ABORT_SEND_MS;
     while (asked && Atomics.load(this.i32(), at) === 0 && progressState(this.i32()) === PROGRESS_RUNNING && performance.now() < until) Atomics.wait(this.i32(), at, 0, 20);
     this.fail(this.direct.failure()!);
+  }
+
+  /** Asks the thread to abort this communicator (it tells every peer's thread); the reason block, or 0 when asked before. */
+  private tellThread(reason: string): number {
+    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c));
+    const asked = askAbort(this.ctx, this.lane, reason);
+    this.abortBlock ||= asked;
+    return asked;
   }
 
   failure(): WebcclError | undefined {
@@ -125,9 +183,10 @@ export class NetProxyEngine implements Engine, WorkDriver {
   }
 
   close(): void {
+    this.direct.onBroken = undefined;
     this.direct.close();
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
-    for (const t of this.ops) if (!t.work.settled) t.work.settle(this.broken);
+    for (const e of this.order.splice(0)) e.work.settle(this.broken);
     if (!this.lane) return;
     const lane = this.lane;
     this.lane = 0;
@@ -144,6 +203,8 @@ export class NetProxyEngine implements Engine, WorkDriver {
   progress(w: Work, block: boolean): void {
     this.collect();
     while (block && !w.settled) {
+      const first = this.head();
+      if (first?.inner) throw new WebcclError('UNSUPPORTED', `${w.name} #${w.seq}: waitSync() would wait behind ${first.work.name} #${first.work.seq}, which ${first.work === w ? '' : 'also '}runs on the rank's own connections and ends on the event loop; await it instead`);
       const i32 = this.i32();
       const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
       if (done === this.read) {
@@ -161,6 +222,12 @@ export class NetProxyEngine implements Engine, WorkDriver {
     const alive = setTimeout(() => undefined, 1 << 30);
     try {
       while (!w.settled) {
+        const first = this.head();
+        if (first?.inner) {
+          await first.inner.wait().catch(() => undefined);
+          this.collect();
+          continue;
+        }
         const i32 = this.i32();
         const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
         if (done === this.read) {
@@ -201,40 +268,67 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   /** Reads back the ops the thread has ended: copies results out, frees copies, settles. */
   private collect(): void {
-    if (!this.lane) return;
-    const done = Atomics.load(this.i32(), (this.lane + L.DONE) >> 2);
-    for (; this.read < done; this.read++) {
-      const t = this.ops.shift()!;
-      const { o, err } = readBack(this.ctx, slotAt(this.lane, this.read), t);
-      this.fromThread++;
-      if (!settleFrom(t, o, err)) continue; // failed here already (abort)
-      if (err) {
+    if (this.lane) {
+      const done = Atomics.load(this.i32(), (this.lane + L.DONE) >> 2);
+      for (; this.read < done; this.read++) {
+        const t = this.ops.shift()!;
+        const { o, err } = readBack(this.ctx, slotAt(this.lane, this.read), t);
+        this.fromThread++;
+        if (!err) {
+          t.outcome = o;
+          continue;
+        }
+        if (!settleFrom(t, o, err)) continue; // failed here already (abort)
         this.counters.failed++;
         this.fail(err);
-        continue;
       }
-      countDone(this.counters, t.work);
-      if (t.spec.name === 'allReduce') this.threadAlgos[t.algo] = (this.threadAlgos[t.algo] ?? 0) + 1;
+      this.postWaiting();
     }
-    this.postWaiting();
+    this.release();
   }
 
-  /** Unusable from here: every op not yet ended fails with `err` (copies stay until the thread lets go). */
+  /** Settles, in issue order, the collectives that have ended (on the thread or here). */
+  private release(): void {
+    for (let e = this.order[0]; e; e = this.order[0]) {
+      if (e.inner) {
+        if (!e.inner.settled) return;
+        const { startedAt, joinedAt, completedAt } = e.inner.timing;
+        Object.assign(e.work.timing, { startedAt, joinedAt });
+        e.work.settle(e.inner.failure, Math.max(completedAt, this.lastEnd));
+      } else if (!e.work.settled) {
+        const t = e.lane!;
+        if (!t.outcome) return;
+        const o = t.outcome;
+        if (settleFrom(t, { ...o, completedAt: Math.max(o.completedAt, performance.timeOrigin + this.lastEnd) }, undefined)) {
+          countDone(this.counters, t.work);
+          if (t.spec.name === 'allReduce') this.threadAlgos[t.algo] = (this.threadAlgos[t.algo] ?? 0) + 1;
+        }
+      }
+      this.lastEnd = Math.max(this.lastEnd, e.work.timing.completedAt);
+      this.order.shift();
+    }
+  }
+
+  /**
+   * Unusable from here: every op not yet ended fails with `err` (copies stay until the thread
+   * lets go), and so do the rank's own ops (its peers may be waiting on them).
+   */
   private fail(err: WebcclError): void {
     this.broken ??= err;
+    for (const e of this.order.splice(0)) e.work.settle(err);
     for (const t of this.ops) if (!t.work.settled) t.work.settle(err);
     this.recorder.broke(err);
+    this.direct.failWith(err);
   }
 
   /** The thread ended with ops of ours in hand: they fail (its connections closed, so peers' ops fail too). */
   private threadGone(): void {
     const err = threadEnded(this.ctx, 'network progress thread');
-    this.direct.abort(err.reason);
+    this.fail(err);
     for (const t of this.ops.splice(0)) {
       unstage(this.ctx, t);
       if (!t.work.settled) t.work.settle(err);
     }
     this.posted = this.read;
-    this.fail(err);
   }
 }

@@ -563,6 +563,49 @@ const scenarios = {
     group.destroy();
   },
 
+  /**
+   * The job's default ('auto') mode across nodes: collectives of p.small elements run on the
+   * rank, of p.big on the network progress thread; alternating, all in flight, they end in issue
+   * order with the right results. waitSync() is refused on a small op (it ends on the event
+   * loop) and works on a large one.
+   */
+  async netRoute() {
+    const comm = await ccl.initCommGroup();
+    const { rank: r, size: n } = comm;
+    const { wrong, check } = checker(r);
+    const ops = [];
+    for (let k = 0; k < p.ops; k++) {
+      const a = new Float32Array(k % 2 ? p.big : p.small).fill(r + k);
+      ops.push({ w: comm.allReduce(a), a, want: n * k + (n * (n - 1)) / 2 });
+    }
+    // Waiting for the last op waits for them all: each ends only after those issued before it.
+    await ops.at(-1).w;
+    const endedBefore = ops.filter((o) => !o.w.isCompleted()).length;
+    await Promise.all(ops.map((o) => o.w));
+    for (const [k, o] of ops.entries()) check(`allReduce #${k}`, o.a, () => o.want);
+    const ends = ops.map((o) => o.w.timing.completedAt);
+    const inOrder = ends.every((v, i) => i === 0 || v >= ends[i - 1]);
+    const small = comm.allReduce(new Float32Array(4).fill(1));
+    let smallSync = 'returned';
+    try {
+      small.waitSync();
+    } catch (e) {
+      smallSync = e.code;
+    }
+    await small;
+    const big = new Float32Array(p.big).fill(1);
+    comm.allReduce(big).waitSync();
+    check('waitSync big', big, () => n);
+    report({ wrong, inOrder, endedBefore, threadOps: comm.stats().threadOps, mode: comm.progressMode, smallSync });
+  },
+
+  /** Rank 0 passes p.small elements to an allReduce, the others p.big: the two run it on different paths (net-route.ts). */
+  async netStraddle() {
+    const comm = await ccl.initCommGroup({ timeoutMs: p.timeoutMs });
+    await comm.barrier();
+    await reportOutcome(issued(() => comm.allReduce(new Float32Array(comm.rank === 0 ? p.small : p.big))));
+  },
+
   /** Rank 0 hands an op to the progress thread and says so; rank 1 issues its op only after p.lateMs. */
   async progressHeld() {
     const comm = await ccl.initCommGroup({ timeoutMs: 60_000 });

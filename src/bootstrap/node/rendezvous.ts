@@ -31,16 +31,16 @@ export interface RendezvousOptions extends WorldInit {
   tls?: WireTls;
   /** What carries the mesh (WEBCCL_TRANSPORT; default tcp). */
   carrier?: CarrierName;
-  /** This rank offers to run its ops on a network progress thread (see meet.ts). */
-  progress?: boolean;
+  /** This rank offers to run its ops on a network progress thread, in its mode (see meet.ts). */
+  progress?: 'auto' | 'thread';
 }
 
 export interface Rendezvous {
   transport: Mesh;
   /** Node index of every world rank (ranks with the same index share memory). */
   nodeOf: number[];
-  /** Every rank offered a network progress thread. */
-  progress: boolean;
+  /** Every rank offered a network progress thread, and in which mode the job runs it (see meet.ts). */
+  progress: false | 'auto' | 'thread';
   store: StoreClient;
   server?: StoreServer;
 }

@@ -67,7 +67,8 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   const oneHost = isLoopback(world.masterAddr);
   // A node of this rank alone offers a network progress thread (the job takes it if every rank offers).
   // (WEBCCL_CHECK hashes buffers between an op's own start and end: the rank must run them.)
-  const progress = node.nranks === 1 && resolveProgressMode(opts.progress) !== 'caller' && !checkMode() && canStartNetProgress();
+  const mode = resolveProgressMode(opts.progress);
+  const progress = node.nranks === 1 && mode !== 'caller' && !checkMode() && canStartNetProgress() ? mode : undefined;
   const rv = await rendezvous({ ...world, tls, carrier, nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'), connectTimeoutMs, progress });
   const { storeFd: _fd, storeServed: _served, ...jobWorld } = world;
   const startNetProgress = () => startNetProgressThread({
