@@ -86,6 +86,11 @@ export class FlightRecorder {
     slot.algorithm = algorithm;
   }
 
+  /** Prints nothing: another record (of the engine that hands this one its ops) prints them all. */
+  mute(): void {
+    this.printed = true;
+  }
+
   /** The communicator broke with `e`: on the first TIMEOUT or ABORTED, prints the record once. */
   broke(e: WebcclError): void {
     if (this.printed || this.capacity === 0 || (e.code !== 'TIMEOUT' && e.code !== 'ABORTED')) return;

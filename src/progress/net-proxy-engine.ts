@@ -66,6 +66,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
               private readonly rankRunsMax = 0) {
     this.progressMode = rankRunsMax > 0 ? 'auto' : 'thread';
     this.recorder = new FlightRecorder(c.rank, () => (this.head()?.inner ? this.direct.awaitedRanks() : this.awaitedInThread()));
+    direct.flight.mute(); // this record holds its ops too
     // The rank's own path failed (a peer's ABORT, a deadline, a disagreement found there): the
     // thread's ops fail too, here and on every peer (their ranks may wait on them).
     direct.onBroken = (err) => {
@@ -76,13 +77,18 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   /** The flight record, with the ops the thread has started marked so (read from the lane when asked). */
   get flight(): FlightRecorder {
+    this.markStarted();
+    return this.recorder;
+  }
+
+  /** Marks started the pending ops that have (the thread's, from the lane; the rank's own, from their handles). */
+  private markStarted(): void {
     const started = this.lane ? Atomics.load(this.i32(), (this.lane + L.STARTED) >> 2) : 0;
     for (const e of this.order) {
       if (!Number.isNaN(e.work.timing.startedAt)) continue;
       if (e.inner) e.work.timing.startedAt = e.inner.timing.startedAt;
       else if (e.lane!.seq < started) e.work.timing.startedAt = performance.now();
     }
-    return this.recorder;
   }
 
   /** The first collective not yet settled. */
@@ -315,6 +321,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
    */
   private fail(err: WebcclError): void {
     this.broken ??= err;
+    this.markStarted();
     for (const e of this.order.splice(0)) e.work.settle(err);
     for (const t of this.ops) if (!t.work.settled) t.work.settle(err);
     this.recorder.broke(err);

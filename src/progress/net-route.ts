@@ -21,12 +21,16 @@ import type { OpSpec } from '../comm/engine.js';
  */
 export const RANK_RUNS_MAX_BYTES = 64 * 1024;
 
-/** The op's size as nccl-tests names it: bytes of the whole result (per-peer counts: undefined, ranks need not agree on a total). */
+/**
+ * The op's size as nccl-tests names it (bytes of the whole result), when every rank of a
+ * well-formed op agrees on it. Not for allToAll: one rank may pass equal blocks of n and another
+ * per-peer counts of n each (the same exchange), and with uneven counts no total is shared.
+ */
 export function messageBytes(s: OpSpec, size: number): number | undefined {
-  if (s.counts) return undefined;
+  if (s.name === 'allToAll') return undefined;
   const bytes = s.count * DTYPE_SIZE[s.dtype];
   switch (s.name) {
-    case 'allGather': case 'gather': case 'reduceScatter': case 'scatter': case 'allToAll':
+    case 'allGather': case 'gather': case 'reduceScatter': case 'scatter':
       return bytes * size;
     default:
       return bytes;
