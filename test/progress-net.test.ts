@@ -72,11 +72,21 @@ describe('ranks as processes: collectives progress on the network progress threa
     }
   }, 150_000);
 
-  it('--procs -n 3, default mode: small (4 KiB) and large (400 KiB) allReduces alternate in flight: the rank runs the small, the thread the large, all end in issue order, right; waitSync() refused on a small op, fine on a large one', async () => {
+  it('--procs -n 3, default mode: small (4-8 KiB) and large (400-800 KiB) allReduces alternate in flight on the world and a group: the rank runs the small, the thread the large, each communicator ends them in issue order, right; waitSync() refused on a small op, fine on a large one', async () => {
     for (const [r, [rep]] of (await procs(3, 'netRoute', { ops: 12, small: 1000, big: 100_000 })).entries()) {
       expect(rep, `rank ${r}`).toMatchObject({ wrong: [], inOrder: true, endedBefore: 0, mode: 'auto', smallSync: 'UNSUPPORTED' });
       expect(rep.threadOps, `rank ${r}`).toBe(6 + 1); // the six large ones and the waitSync'd one
+      expect(rep.groupThreadOps, `rank ${r}`).toBe(6);
     }
+  }, 150_000);
+
+  it("the job runs every collective on the thread only when every rank asks: rank 0 with WEBCCL_PROGRESS=thread, rank 1 not: both in 'auto', results right", async () => {
+    const port = await freePort();
+    const torchrun = (k: number) => ({ RANK: String(k), WORLD_SIZE: '2', LOCAL_RANK: '0', LOCAL_WORLD_SIZE: '1', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port), WEBCCL_TOKEN: 'mixed-thread' });
+    const runs = await Promise.all([0, 1].map((k) => run(process.execPath, [SCRIPT, 'netRoute', JSON.stringify({ ops: 4, small: 10, big: 100_000 })],
+      cleanEnv({ ...torchrun(k), ...(k === 0 && { WEBCCL_PROGRESS: 'thread' }) }), { guardMs: 120_000 })));
+    for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+    for (const [rep] of reports(runs.map((r) => r.stdout).join('\n'), 2)) expect(rep).toMatchObject({ wrong: [], inOrder: true, mode: 'auto', smallSync: 'UNSUPPORTED', threadOps: 2 + 1 });
   }, 150_000);
 
   it('ranks that pass counts on both sides of 64 KiB run one op on different paths: each fails with a coded error (MISMATCH naming the count where found), never a hang', async () => {
