@@ -98,8 +98,13 @@ describe('ranks as processes: collectives progress on the network progress threa
     expect(named[0].details.values).toEqual(['4', '100000']);
   }, 150_000);
 
-  it('--nnodes 2 -n 2 (nodes of two ranks): the ranks run their ops across nodes themselves (caller), results right', async () => {
-    for (const [r, [rep]] of (await twoLaunchers(2, { count: 1000, busyMs: 1 })).entries()) expect(rep, `rank ${r}`).toMatchObject({ wrong: [], mode: 'caller' });
+  it('--nnodes 2 -n 2 (nodes of two rank threads): every collective over 64 KiB ends during a compute loop that never calls webccl, the node phase of hierarchical ops met by the network threads', async () => {
+    for (const [r, [rep]] of (await twoLaunchers(2, { count: 40_000, busyMs: 1500 })).entries()) {
+      expect(rep, `rank ${r}`).toMatchObject({ wrong: [], mode: 'auto' });
+      expect(rep.during.filter((d: string) => !/^barrier/.test(d) && !/: true$/.test(d)), `rank ${r}`).toEqual([]);
+      expect(rep.threadOps, `rank ${r}`).toBe(10);
+      expect(rep.algorithms.hierarchical, `rank ${r}: ${JSON.stringify(rep.algorithms)}`).toBe(2); // the allReduce, plain and alloc()
+    }
   }, 150_000);
 
   it('--procs -n 3: many ops in flight on the world and a group end in issue order per communicator, results right', async () => {

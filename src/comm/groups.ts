@@ -96,19 +96,22 @@ async function form(f: Former, groups: number[][], opts: CommunicatorOptions): P
   const mine = groups.find((g) => g.includes(me));
   let addr = 0;
   let space = 0;
+  // With network progress threads, the node's members' threads meet in a block of their own.
+  let threadAddr = 0;
   if (mine) {
     const here = mine.filter((r) => p.nodeOf[r] === p.nodeOf[me]);
     const oneNode = here.length === mine.length;
     if (here[0] === me && (oneNode || here.length > 1)) addr = allocCommBlock(f.ctx, here.length);
+    if (here[0] === me && !oneNode && here.length > 1 && p.net?.viaThread) threadAddr = allocCommBlock(f.ctx, here.length);
     if (mine[0] === me && !oneNode) space = newSpace(p.worldRanks[me]);
   }
   // The group's first rank numbers it: with its world rank, a name no other communicator of the job has.
   const serial = mine?.[0] === me ? ++formedHere : 0;
   let where: number[][];
   try {
-    where = await exchange(parent, [addr, space, serial], 'forming the group');
+    where = await exchange(parent, [addr, space, serial, threadAddr], 'forming the group');
   } catch (e) {
-    if (addr) f.ctx.heap.free(addr);
+    for (const a of [addr, threadAddr]) if (a) f.ctx.heap.free(a);
     throw e;
   }
   if (!mine) return null;
@@ -130,9 +133,11 @@ async function form(f: Former, groups: number[][], opts: CommunicatorOptions): P
   // The members as the connections number them (world ranks, unless the parent was shrunk).
   const transport = net.spaces.open(placement.space, placement.netRanks ?? fail('INTERNAL', 'a group across nodes without its ranks on the connections'), rank);
   placement.release = () => local?.destroy();
+  const threadBlock = where[mine[here[0]]][3];
+  const threadNode = threadBlock ? { block: threadBlock, rank: here.indexOf(rank), localOf: here.map((i) => placement.localOf[i]) } : undefined;
   return f.make(f.ctx, opts, {
     rank, size: mine.length, placement,
-    engine: (counters, algo, timeoutMs) => netEngineFor(f.ctx, net, { rank, size: mine.length, transport, nodeOf: [...placement.nodeOf], oneHost: net.oneHost }, placement.space, placement.netRanks!, local, counters, algo, timeoutMs),
+    engine: (counters, algo, timeoutMs) => netEngineFor(f.ctx, net, { rank, size: mine.length, transport, nodeOf: [...placement.nodeOf], oneHost: net.oneHost }, placement.space, placement.netRanks!, local, counters, algo, timeoutMs, threadNode),
   });
 }
 

@@ -2,17 +2,25 @@
 // run network progress threads (net-world.ts) — a proxy that posts its collectives to the
 // node's thread, with the rank's NetEngine kept for send and recv (and, in the job's 'auto'
 // mode, small collectives: net-route.ts).
+import { WebcclError } from '../core/errors.js';
 import { NetProxyEngine } from '../progress/net-proxy-engine.js';
+import type { NetLaneConfig } from '../progress/net-lane.js';
 import type { Communicator } from './communicator.js';
 import type { RankContext } from './context.js';
 import type { Engine, OpCounters } from './engine.js';
 import { NetEngine, type NetWorld } from './net-engine.js';
 import type { NetPlacement } from './placement.js';
 
-/** `space` and `members`: the communicator's tag space and its ranks as the job's connections number them. */
+/**
+ * `space` and `members`: the communicator's tag space and its ranks as the job's connections
+ * number them. `threadNode`: where the node's network threads meet for the node phase (when
+ * this node holds several of its members; see NetLaneConfig.node).
+ */
 export function netEngineFor(ctx: RankContext, net: NetPlacement, world: NetWorld, space: number, members: readonly number[], local: Communicator | undefined,
-                             counters: OpCounters, algo: unknown, timeoutMs: number): Engine {
+                             counters: OpCounters, algo: unknown, timeoutMs: number, threadNode?: NetLaneConfig['node']): Engine {
   const direct = new NetEngine(ctx, world, local, counters, algo, timeoutMs);
-  if (!net.viaThread) return direct;
-  return new NetProxyEngine(ctx, { space, members: [...members], rank: world.rank, commAlgo: algo, timeoutMs }, direct, counters, net.rankRunsMax ?? 0);
+  if (!net.viaThread || net.hub === undefined) return direct;
+  if (local && local.size > 1 && !threadNode) throw new WebcclError('INTERNAL', 'a communicator with node mates, without a block for their network threads');
+  const config = { space, members: [...members], rank: world.rank, nodeOf: [...world.nodeOf], ...(threadNode && { node: threadNode }), commAlgo: algo, timeoutMs };
+  return new NetProxyEngine(ctx, config, direct, counters, net.hub, net.rankRunsMax ?? 0);
 }

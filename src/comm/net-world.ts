@@ -15,6 +15,8 @@ import { TransportSpaces } from '../transport/spaces.js';
 import { Communicator, type CommunicatorOptions } from './communicator.js';
 import type { RankContext } from './context.js';
 import { netEngineFor } from './net-engine-for.js';
+import { allocCommBlock } from './shm-block.js';
+import type { NetLaneConfig } from '../progress/net-lane.js';
 import { netWorld } from './placement.js';
 
 /** Connections per pair of ranks across nodes (WEBCCL_NCHANNELS for Node ranks). */
@@ -35,8 +37,9 @@ export interface MetWorld {
   progress?: Met['progress'];
 }
 
-/** A started network progress thread: `stop()` ends it (the rank's ops must have ended). */
+/** A started network progress thread: `stop()` ends it (the rank's ops must have ended); `hub`, its state block (net-hub.ts). */
 export interface NetProgress {
+  hub: number;
   stop(): Promise<void>;
 }
 
@@ -72,24 +75,40 @@ export async function netWorldCommunicator(i: NetWorldInput): Promise<Communicat
     met.transport.close();
     throw e;
   });
-  // Collectives go to the node's network progress thread when every rank offered one: each
+  // Collectives go to the rank's network progress thread when every rank offered one: each
   // rank's choice must be the job's, since the threads talk over connections of their own.
-  const oneRankNodes = new Set(met.nodeOf).size === met.nodeOf.length;
-  const thread = met.progress && oneRankNodes && i.startNetProgress ? await i.startNetProgress().catch((e: unknown) => {
+  const viaThread = met.progress !== false && i.startNetProgress !== undefined;
+  // The node's threads meet in a communicator block of their own for the node phase of a
+  // hierarchical op (the ranks keep theirs for the ops they run): the node's first rank makes it.
+  const threadNode = viaThread && node.nranks > 1 ? await threadNodeBlock(ctx, local, localRank).catch((e: unknown) => {
+    met.transport.close();
+    throw e;
+  }) : undefined;
+  const thread = viaThread ? await i.startNetProgress!().catch((e: unknown) => {
     met.transport.close();
     throw e;
   }) : undefined;
   // Every communicator of the job (the world, its groups) shares these connections, each in its own tag space.
   const spaces = new TransportSpaces(met.transport);
   const net = { spaces, store: met.store, remesh: i.remesh, oneHost: i.oneHost, viaThread: thread !== undefined,
-    rankRunsMax: met.progress === 'auto' ? RANK_RUNS_MAX_BYTES : 0 };
+    rankRunsMax: met.progress === 'auto' ? RANK_RUNS_MAX_BYTES : 0, hub: thread?.hub };
   const placement = netWorld(met.nodeOf, net);
   if (thread) placement.release = () => void thread.stop();
   const transport = spaces.open(0, placement.worldRanks, world.rank);
   return new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs }, {
     rank: world.rank, size: world.size, placement,
-    engine: (counters, algo, timeoutMs) => netEngineFor(ctx, net, { rank: world.rank, size: world.size, transport, nodeOf: met.nodeOf, store: met.store, oneHost: i.oneHost }, 0, placement.worldRanks, local, counters, algo, timeoutMs),
+    engine: (counters, algo, timeoutMs) => netEngineFor(ctx, net, { rank: world.rank, size: world.size, transport, nodeOf: met.nodeOf, store: met.store, oneHost: i.oneHost }, 0, placement.worldRanks, local, counters, algo, timeoutMs, threadNode),
   });
+}
+
+/**
+ * A communicator block for the node's network progress threads (NetLaneConfig.node): allocated
+ * by the node's first rank, its address given to the others over the node's own communicator.
+ */
+async function threadNodeBlock(ctx: RankContext, local: Communicator, localRank: number): Promise<NonNullable<NetLaneConfig['node']>> {
+  const at = new Float64Array([localRank === 0 ? allocCommBlock(ctx, local.size) : 0]);
+  await local.broadcast(at, { root: 0 });
+  return { block: at[0], rank: localRank, localOf: Array.from({ length: local.size }, (_, r) => r) };
 }
 
 /** Store key of the cost model and cores a job's ranks tune with. */

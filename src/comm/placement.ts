@@ -44,6 +44,8 @@ export interface NetPlacement {
   viaThread?: boolean;
   /** With viaThread: the largest collective a rank runs itself all the same (the job's 'auto' mode, net-route.ts); 0 or absent: none. */
   rankRunsMax?: number;
+  /** With viaThread: the state block of this rank's network progress thread (net-hub.ts). */
+  hub?: number;
 }
 
 const iota = (n: number) => Array.from({ length: n }, (_, i) => i);

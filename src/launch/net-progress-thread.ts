@@ -1,18 +1,18 @@
-// Node: starting a node's network progress thread (net-progress-worker.js, bundled beside this
-// module) for a rank whose node holds no other rank. Unlike the shared-memory progress thread it
-// is started by the rank, after the rendezvous: it needs the job's store and every peer's, and it
-// ends with the rank (the node is the rank's own). It is unref'd: it never keeps a process alive.
+// Node: starting a rank's network progress thread (net-progress-worker.js, bundled beside this
+// module). Unlike the shared-memory progress thread it is started by the rank, after the
+// rendezvous: it needs the job's store and every peer's, and it ends with the rank. Each rank of
+// a node has its own (a thread's sockets are its own; the node phase of a hierarchical op meets
+// the node mates' threads over shared memory). It is unref'd: it never keeps a process alive.
 import { Worker } from 'node:worker_threads';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { WebcclError } from '../core/errors.js';
 import type { TlsFiles } from '../core/config.js';
-import { N, NODE_BASE } from '../core/shm-map.js';
 import { TRACING } from '../core/trace.js';
 import type { WorldInit } from '../bootstrap/world.js';
-import { PROGRESS_RUNNING, PROGRESS_STOPPING, ringProgress } from '../progress/lanes.js';
-import { progressEnded } from '../progress/start.js';
+import { PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STOPPING, ringProgress } from '../progress/lanes.js';
+import { hubEnded, hubState, hubStateAt, moveHub } from '../progress/net-hub.js';
 import type { NetProgress } from '../comm/net-world.js';
 
 declare const __dirname: string | undefined;
@@ -28,6 +28,10 @@ export interface NetProgressInit {
   oneHost: boolean;
   cores: number;
   simd: boolean;
+  /** The thread's state block (net-hub.ts), allocated by its rank. */
+  hub: number;
+  /** The rank's place on its node (its LEFT word says when it has left). */
+  localRank: number;
 }
 
 /** How long stop() waits for the thread to end by itself (it looks at least every 200 ms). */
@@ -41,10 +45,13 @@ function workerPath(): string | null {
   return null;
 }
 
-/** The thread of each node memory (tests end one to see its rank's ops fail). */
-const threads = new WeakMap<WebAssembly.Memory, Worker>();
-/** @internal The network progress thread running on `memory`, if any. */
-export const netProgressWorker = (memory: WebAssembly.Memory): Worker | undefined => threads.get(memory);
+/** The threads of each node memory, by world rank (tests end one to see its rank's ops fail). */
+const threads = new WeakMap<WebAssembly.Memory, Map<number, Worker>>();
+/** @internal The network progress thread of world rank `rank` (default: the first) running on `memory`, if any. */
+export const netProgressWorker = (memory: WebAssembly.Memory, rank?: number): Worker | undefined => {
+  const ranks = threads.get(memory);
+  return rank === undefined ? ranks?.values().next().value : ranks?.get(rank);
+};
 
 /** Whether this installation can start one (the worker script is there). */
 export const canStartNetProgress = (): boolean => workerPath() !== null;
@@ -53,14 +60,15 @@ export const canStartNetProgress = (): boolean => workerPath() !== null;
 export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
   const path = workerPath();
   if (!path) return Promise.reject(new WebcclError('INTERNAL', 'the network progress thread script net-progress-worker.js is missing (run npm run build)'));
-  const i32 = new Int32Array(init.memory.buffer);
+  const { memory, hub } = init;
   const w = new Worker(path, { workerData: init });
   w.unref();
-  threads.set(init.memory, w);
+  const mine = threads.get(memory) ?? threads.set(memory, new Map()).get(memory)!;
+  mine.set(init.world.rank, w);
   let failure = '';
   const exited = new Promise<void>((done) =>
     w.on('exit', (code) => {
-      progressEnded(init.memory, failure || (code === 0 ? '' : `it exited with code ${code}`));
+      hubEnded(memory, hub, failure || (code === 0 ? '' : `it exited with code ${code}`));
       done();
     }),
   );
@@ -69,18 +77,18 @@ export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
   // (briefly) until it has.
   if (TRACING) {
     process.on('exit', () => {
-      const words = new Int32Array(init.memory.buffer);
-      const at = (NODE_BASE + N.PROGRESS) >> 2;
-      if (Atomics.compareExchange(words, at, PROGRESS_RUNNING, PROGRESS_STOPPING) !== PROGRESS_RUNNING) return;
+      if (!moveHub(memory, hub, PROGRESS_RUNNING, PROGRESS_STOPPING)) return;
+      const words = new Int32Array(memory.buffer);
       ringProgress(words);
       const until = performance.now() + EXIT_FLUSH_MS;
-      while (Atomics.load(words, at) === PROGRESS_STOPPING && performance.now() < until) Atomics.wait(words, at, PROGRESS_STOPPING, 50);
+      while (hubState(memory, hub) === PROGRESS_STOPPING && performance.now() < until) Atomics.wait(words, hubStateAt(hub), PROGRESS_STOPPING, 50);
     });
   }
   const thread: NetProgress = {
+    hub,
     async stop() {
-      Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_RUNNING, PROGRESS_STOPPING);
-      ringProgress(new Int32Array(init.memory.buffer));
+      moveHub(memory, hub, PROGRESS_RUNNING, PROGRESS_STOPPING);
+      ringProgress(new Int32Array(memory.buffer));
       let timer: ReturnType<typeof setTimeout> | undefined;
       const forced = new Promise<void>((done) => (timer = setTimeout(() => void w.terminate().then(() => done()), STOP_GRACE_MS)));
       await Promise.race([exited, forced]);
@@ -97,7 +105,7 @@ export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
       w.removeAllListeners('message');
       w.unref();
       if (m.ready) {
-        Atomics.store(new Int32Array(init.memory.buffer), (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_RUNNING);
+        moveHub(memory, hub, PROGRESS_NONE, PROGRESS_RUNNING);
         resolve(thread);
       } else if (m.error) {
         failure = m.error.message;

@@ -6,9 +6,8 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { WebcclError } from '../core/errors.js';
 import { writeSync } from 'node:fs';
 import { setLogThread, setLogWriter } from '../core/log.js';
-import { N, NODE_BASE } from '../core/shm-map.js';
 import { installTraceSink } from '../core/node/trace-files.js';
-import { progressEnded } from '../progress/start.js';
+import { hubEnded } from '../progress/net-hub.js';
 import { NetProgressHost } from '../progress/net-host.js';
 import { StoreClient } from '../bootstrap/node/store-client.js';
 import { meshAt } from '../bootstrap/node/rendezvous.js';
@@ -45,18 +44,17 @@ async function main(): Promise<void> {
   // Atomics.waitAsync does not keep a thread's event loop alive: this does, until the loop ends.
   const alive = setInterval(() => undefined, 1 << 30);
   try {
-    await new NetProgressHost({ memory: d.memory, spaces: new TransportSpaces(mesh), store, oneHost: d.oneHost, cores: d.cores, simd: d.simd }).run();
+    await new NetProgressHost({ memory: d.memory, hub: d.hub, rank: world.rank, localRank: d.localRank, spaces: new TransportSpaces(mesh), store, oneHost: d.oneHost, cores: d.cores, simd: d.simd }).run();
   } finally {
     clearInterval(alive);
     mesh.close();
     void store.close();
   }
-  progressEnded(d.memory, '');
-  Atomics.notify(new Int32Array(d.memory.buffer), (NODE_BASE + N.PROGRESS) >> 2); // a rank's process waits for this at its exit
+  hubEnded(d.memory, d.hub, ''); // (a rank's process waits for this at its exit)
 }
 
 main().catch((e: unknown) => {
   const err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', e instanceof Error ? e.message : String(e));
-  progressEnded(d.memory, `${err.reason} (${err.code})`);
+  hubEnded(d.memory, d.hub, `${err.reason} (${err.code})`);
   parentPort!.postMessage({ error: { code: err.code, message: err.reason, details: err.details } });
 });

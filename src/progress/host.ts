@@ -158,6 +158,8 @@ class ProgressHost {
       if (addr === 0 || this.lanes.has(addr)) continue;
       // A lane allocated after `i32` was made may lie beyond it (the memory grew for it).
       if (addr + LANE_BYTES > i32.byteLength) i32 = this.i32();
+      // A lane with a description is a rank's network progress thread's (net-lane.ts), not ours.
+      if (Atomics.load(i32, (addr + L.CONFIG) >> 2) !== 0) continue;
       const state = Atomics.load(i32, (addr + L.STATE) >> 2);
       if (state === LANE_CLOSING) {
         // Opened and closed again before this thread looked (its ops, if any, were taken back):

@@ -54,16 +54,16 @@ export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number
 
 /**
  * Asks the progress thread to let go of `lane` and takes it off the table: true once the
- * thread has let go (or ended), so that the caller may free the lane and its ops' copies;
+ * thread has let go (or ended: `gone`), so that the caller may free the lane and its ops' copies;
  * false if it did not answer within `limitMs` (the memory is then left in place).
  */
-export function closeLane(ctx: RankContext, lane: number, limitMs: number): boolean {
+export function closeLane(ctx: RankContext, lane: number, limitMs: number, gone = () => progressState(new Int32Array(ctx.core.memory.buffer)) === PROGRESS_GONE): boolean {
   const i32 = () => new Int32Array(ctx.core.memory.buffer);
   Atomics.store(i32(), (lane + L.STATE) >> 2, LANE_CLOSING);
   ringProgress(i32());
   const until = performance.now() + limitMs;
   while (Atomics.load(i32(), (lane + L.STATE) >> 2) !== LANE_DETACHED) {
-    if (progressState(i32()) === PROGRESS_GONE) break;
+    if (gone()) break;
     const left = until - performance.now();
     if (left <= 0 || !ctx.canBlock) {
       log('WARN', `rank ${ctx.rank}: the progress thread did not let go of a closed communicator's lane; its memory is left in place`);

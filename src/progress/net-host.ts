@@ -9,16 +9,21 @@
 import { DTYPE_SIZE } from '../core/dtypes.js';
 import { NodeHeap } from '../core/heap.js';
 import { log } from '../core/log.js';
-import { N, NODE_BASE } from '../core/shm-map.js';
+import { C, N, NODE_BASE } from '../core/shm-map.js';
 import { loadWasm } from '../core/wasm.js';
 import { OpTrace, TRACING, traceFlush, traceTrack } from '../core/trace.js';
 import type { TransportSpaces } from '../transport/spaces.js';
 import type { RankContext } from '../comm/context.js';
 import type { JobStore } from '../comm/net-blame.js';
 import { NetEngine } from '../comm/net-engine.js';
+import { Communicator } from '../comm/communicator.js';
+import { ShmEngine } from '../comm/shm-engine.js';
+import { groupContext, releaseCommBlock } from '../comm/shm-block.js';
+import { hubState } from './net-hub.js';
+import type { NetLaneConfig } from './net-lane.js';
 import type { Work } from '../comm/work.js';
 import { AWAITED_SHOWN, L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, type PostedOp, SLOT_TAKEN, claimSlot, laneTable, readSlot, slotAt, writeOutcome } from './lanes.js';
-import { abortAsked, readNetLaneConfig } from './net-lane.js';
+import { abortAsked, laneOwner, readNetLaneConfig } from './net-lane.js';
 import { hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 
 /** Longest sleep on the bell: how often it looks whether its rank has left. */
@@ -26,6 +31,11 @@ const IDLE_SLICE_MS = 200;
 
 export interface NetHostInput {
   memory: WebAssembly.Memory;
+  /** The thread's state block (net-hub.ts). */
+  hub: number;
+  /** Its rank's world rank (it serves that rank's lanes only) and place on the node. */
+  rank: number;
+  localRank: number;
   /** This worker's own connections to every peer's worker, one tag space per communicator. */
   spaces: TransportSpaces;
   /** The job's store (the world's deadlines name the rank at fault through it). */
@@ -41,6 +51,8 @@ interface Hosted {
   rank: number;
   size: number;
   engine: NetEngine;
+  /** The node phase's communicator among the node's network threads (hierarchical schedules), if the node holds several members. */
+  local: Communicator | undefined;
   /** Ops taken from the lane and not yet ended, in order. */
   works: Work[];
   taken: number;
@@ -55,7 +67,8 @@ export class NetProgressHost {
 
   constructor(private readonly i: NetHostInput) {
     const core = loadWasm(i.memory, i.simd);
-    const heap = new NodeHeap(i.memory, { canBlock: false });
+    // (its node phase hands the node communicator views of the ranks' buffers, checked by them at issue)
+    const heap = new NodeHeap(i.memory, { canBlock: false, runsRanksOps: true });
     this.ctx = {
       core, heap, comm: 0, rank: 0, size: 1, localOf: [0], slotBytes: 0, spinPolls: 0, tryPolls: 0, spinUs: 0, pollsPerUs: 1,
       spinGiven: false, canBlock: false, cores: i.cores, sharedBuffers: new Set([i.memory.buffer]),
@@ -74,8 +87,8 @@ export class NetProgressHost {
       const bell = Atomics.load(i32, bellAt);
       this.attach(i32);
       for (const h of [...this.lanes.values()]) this.serve(h);
-      if (Atomics.load(i32, (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_STOPPING) break;
-      if (this.lanes.size === 0 && Atomics.load(i32, (NODE_BASE + N.LEFT) >> 2) !== 0) break;
+      if (hubState(this.i.memory, this.i.hub) === PROGRESS_STOPPING) break;
+      if (this.lanes.size === 0 && Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * this.i.localRank) >> 2) !== 0) break;
       const r = Atomics.waitAsync(i32, bellAt, bell, IDLE_SLICE_MS);
       if (r.async) await r.value;
     }
@@ -91,6 +104,10 @@ export class NetProgressHost {
     for (let k = 0; k < high; k++) {
       const addr = Atomics.load(i32, (table + T.ENTRIES + 4 * k) >> 2);
       if (addr === 0 || this.lanes.has(addr)) continue;
+      // Its rank's network lanes only: the node's other lanes are its shared-memory progress
+      // thread's (no description) or another rank's network thread's.
+      const config = Atomics.load(i32, (addr + L.CONFIG) >> 2);
+      if (config === 0 || laneOwner(this.i.memory, config) !== this.i.rank) continue;
       const state = Atomics.load(i32, (addr + L.STATE) >> 2);
       if (state === LANE_CLOSING) {
         Atomics.store(i32, (addr + L.STATE) >> 2, LANE_DETACHED);
@@ -103,10 +120,9 @@ export class NetProgressHost {
     const c = readNetLaneConfig(this.i.memory, addr);
     const transport = this.i.spaces.open(c.space, c.members, c.rank);
     const counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
-    // Every node holds one rank (the only jobs this thread serves): each member is a node of its own.
-    const nodeOf = c.members.map((_, r) => r);
-    const world = { rank: c.rank, size: c.members.length, transport, nodeOf, oneHost: this.i.oneHost, ...(c.space === 0 && { store: this.i.store }) };
-    const engine = new NetEngine(this.ctx, world, undefined, counters, c.commAlgo, c.timeoutMs);
+    const world = { rank: c.rank, size: c.members.length, transport, nodeOf: c.nodeOf, oneHost: this.i.oneHost, ...(c.space === 0 && { store: this.i.store }) };
+    const local = c.node && this.nodeCommunicator(c.node, c.timeoutMs);
+    const engine = new NetEngine(this.ctx, world, local, counters, c.commAlgo, c.timeoutMs);
     // What the rank's flight record shows of a running op: that it started, and whom it awaits.
     engine.onProgress = (seq, awaited) => {
       const i32 = this.i32();
@@ -115,7 +131,20 @@ export class NetProgressHost {
       Atomics.store(i32, (addr + L.AWAITED) >> 2, ranks.length);
       Atomics.store(i32, (addr + L.STARTED) >> 2, seq + 1);
     };
-    return { addr, space: c.space, rank: c.rank, size: c.members.length, engine, works: [], taken: 0, ended: 0, aborted: false };
+    return { addr, space: c.space, rank: c.rank, size: c.members.length, engine, local, works: [], taken: 0, ended: 0, aborted: false };
+  }
+
+  /**
+   * The communicator over `node.block` in which this node's network threads meet for the node
+   * phase of a hierarchical op: run here (this thread waits on the event loop, never blocks).
+   */
+  private nodeCommunicator(node: NonNullable<NetLaneConfig['node']>, timeoutMs: number): Communicator {
+    const ctx = groupContext({ ...this.ctx, slotBytes: this.i32()[(node.block + C.SLOT_BYTES) >> 2], worldRank: this.i.rank }, node.block, node.rank, node.localOf);
+    const placement = {
+      worldRanks: node.localOf, nodeOf: node.localOf.map(() => 0), localOf: node.localOf, space: 0, group: true, id: 'network threads',
+      release: () => releaseCommBlock(ctx, node.block, node.localOf.length),
+    };
+    return new Communicator(ctx, { timeoutMs }, { rank: node.rank, size: node.localOf.length, placement, engine: (counters, algo, t) => new ShmEngine(ctx, counters, algo, t, false) });
   }
 
   /** Takes the lane's new ops (and an abort its rank asked for); lets go of a closed lane. */
@@ -144,6 +173,7 @@ export class NetProgressHost {
 
   private detach(h: Hosted): void {
     h.engine.close();
+    if (h.local && h.local.stats().pending === 0) h.local.destroy(); // (else left: a node mate may still read it)
     this.lanes.delete(h.addr);
     const i32 = this.i32();
     Atomics.store(i32, (h.addr + L.STATE) >> 2, LANE_DETACHED);

@@ -16,6 +16,14 @@ export interface NetLaneConfig {
   members: number[];
   /** This rank's place among them. */
   rank: number;
+  /** Each member's node (its schedules across nodes are chosen from them). */
+  nodeOf: number[];
+  /**
+   * This node's members, when there are several: the communicator block in which the node's
+   * network progress threads meet for the node phase of a hierarchical op (their own: the ranks
+   * keep theirs for the ops they run), this rank's place there and the node rank of each member.
+   */
+  node?: { block: number; rank: number; localOf: number[] };
   /** The communicator's algorithm option (unchecked: the engine judges it). */
   commAlgo: unknown;
   timeoutMs: number;
@@ -24,13 +32,19 @@ export interface NetLaneConfig {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** Opens a lane for the communicator `c`; returns it and the heap block of its description. */
-export function openNetLane(ctx: RankContext, c: NetLaneConfig): { lane: number; config: number } {
+/** The description block: its text's length, the world rank whose thread serves the lane, the text. */
+const TEXT_AT = 8;
+
+/**
+ * Opens a lane for the communicator `c`, served by the network progress thread of world rank
+ * `owner` (a node may hold several); returns it and the heap block of its description.
+ */
+export function openNetLane(ctx: RankContext, c: NetLaneConfig, owner: number): { lane: number; config: number } {
   const text = encoder.encode(JSON.stringify(c));
   // Allocated before the lane: the heap may grow the memory, and the lane's views come after.
-  const config = ctx.heap.alloc(4 + text.length);
-  new Uint8Array(ctx.core.memory.buffer, config + 4, text.length).set(text);
-  new Uint32Array(ctx.core.memory.buffer, config, 1)[0] = text.length;
+  const config = ctx.heap.alloc(TEXT_AT + text.length);
+  new Uint8Array(ctx.core.memory.buffer, config + TEXT_AT, text.length).set(text);
+  new Uint32Array(ctx.core.memory.buffer, config, 2).set([text.length, owner]);
   try {
     const lane = openLane(ctx, (i32, at) => {
       i32[(at + L.COMM) >> 2] = c.space;
@@ -49,7 +63,12 @@ export function openNetLane(ctx: RankContext, c: NetLaneConfig): { lane: number;
 export function readNetLaneConfig(memory: WebAssembly.Memory, lane: number): NetLaneConfig {
   const at = new Int32Array(memory.buffer)[(lane + L.CONFIG) >> 2];
   const len = new Uint32Array(memory.buffer, at, 1)[0];
-  return JSON.parse(decoder.decode(new Uint8Array(memory.buffer, at + 4, len).slice())) as NetLaneConfig;
+  return JSON.parse(decoder.decode(new Uint8Array(memory.buffer, at + TEXT_AT, len).slice())) as NetLaneConfig;
+}
+
+/** The world rank whose network progress thread serves the lane described at `config`. */
+export function laneOwner(memory: WebAssembly.Memory, config: number): number {
+  return new Uint32Array(memory.buffer, config, 2)[1];
 }
 
 /** The rank aborts the lane's communicator: the thread aborts its engine, which tells every peer. */

@@ -13,9 +13,10 @@ import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from '../
 import type { NetEngine } from '../comm/net-engine.js';
 import { FlightRecorder } from '../comm/flight-recorder.js';
 import { Work, type WorkDriver } from '../comm/work.js';
-import { AWAITED_SHOWN, L, LANE_SLOTS, PROGRESS_RUNNING, postedOp, progressState, ringProgress, slotAt, writeSlot } from './lanes.js';
-import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
+import { AWAITED_SHOWN, L, LANE_SLOTS, PROGRESS_GONE, PROGRESS_RUNNING, postedOp, ringProgress, slotAt, writeSlot } from './lanes.js';
+import { type LaneOp, readBack, settleFrom, stageOp, unstage } from './lane-outcomes.js';
 import { closeLane } from './lane-life.js';
+import { hubReason, hubState } from './net-hub.js';
 import { type NetLaneConfig, askAbort, openNetLane } from './net-lane.js';
 import type { OpOutcome } from './lanes.js';
 import { rankRuns } from './net-route.js';
@@ -61,9 +62,12 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   private readonly recorder: FlightRecorder;
 
-  /** `rankRunsMax`: the largest collective the rank runs itself (net-route.ts; 0: the thread runs them all). */
+  /**
+   * `hub`: the thread's state block (net-hub.ts). `rankRunsMax`: the largest collective the rank
+   * runs itself (net-route.ts; 0: the thread runs them all).
+   */
   constructor(private readonly ctx: RankContext, private readonly c: NetLaneConfig, private readonly direct: NetEngine, private readonly counters: OpCounters,
-              private readonly rankRunsMax = 0) {
+              private readonly hub: number, private readonly rankRunsMax = 0) {
     this.progressMode = rankRunsMax > 0 ? 'auto' : 'thread';
     this.recorder = new FlightRecorder(c.rank, () => (this.head()?.inner ? this.direct.awaitedRanks() : this.awaitedInThread()));
     direct.flight.mute(); // this record holds its ops too
@@ -123,13 +127,13 @@ export class NetProxyEngine implements Engine, WorkDriver {
     work.timing.issuedAt = performance.now();
     this.recorder.submitted(work, s, algo);
     if (s.trace) work.trace = s.trace.issue(work, algo);
-    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c));
+    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c, this.c.members[this.c.rank]));
     const staged = stageOp(this.ctx, s);
     s.check?.atStart(seq);
     const t: PostedNetOp = { spec: s, work, seq, algo, ...staged };
     this.ops.push(t);
     this.order.push({ work, lane: t });
-    if (progressState(this.i32()) !== PROGRESS_RUNNING) this.threadGone();
+    if (!this.threadRuns()) this.threadGone();
     else this.postWaiting();
     return work;
   }
@@ -172,13 +176,13 @@ export class NetProxyEngine implements Engine, WorkDriver {
     this.direct.abort(reason);
     const at = (this.lane + L.ABORT_SENT) >> 2;
     const until = performance.now() + ABORT_SEND_MS;
-    while (asked && Atomics.load(this.i32(), at) === 0 && progressState(this.i32()) === PROGRESS_RUNNING && performance.now() < until) Atomics.wait(this.i32(), at, 0, 20);
+    while (asked && Atomics.load(this.i32(), at) === 0 && this.threadRuns() && performance.now() < until) Atomics.wait(this.i32(), at, 0, 20);
     this.fail(this.direct.failure()!);
   }
 
   /** Asks the thread to abort this communicator (it tells every peer's thread); the reason block, or 0 when asked before. */
   private tellThread(reason: string): number {
-    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c));
+    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c, this.c.members[this.c.rank]));
     const asked = askAbort(this.ctx, this.lane, reason);
     this.abortBlock ||= asked;
     return asked;
@@ -199,7 +203,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
     // Freed only once the thread let go: its sends may still read the ops' copies. The thread
     // lets go on its own event loop, so this short wait needs nothing of this thread (even
     // where several ranks share it, as in tests).
-    if (!closeLane({ ...this.ctx, canBlock: true }, lane, DETACH_MS)) return;
+    if (!closeLane({ ...this.ctx, canBlock: true }, lane, DETACH_MS, () => hubState(this.ctx.core.memory, this.hub) === PROGRESS_GONE)) return;
     for (const t of this.ops.splice(0)) unstage(this.ctx, t);
     for (const b of [lane, this.config, this.abortBlock]) if (b) this.ctx.heap.free(b);
   }
@@ -214,7 +218,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
       const i32 = this.i32();
       const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
       if (done === this.read) {
-        if (progressState(i32) !== PROGRESS_RUNNING) return this.threadGone();
+        if (!this.threadRuns()) return this.threadGone();
         Atomics.wait(i32, (this.lane + L.DONE) >> 2, done, SLICE_MS);
       }
       this.collect();
@@ -237,7 +241,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
         const i32 = this.i32();
         const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
         if (done === this.read) {
-          if (progressState(i32) !== PROGRESS_RUNNING) return this.threadGone();
+          if (!this.threadRuns()) return this.threadGone();
           const r = Atomics.waitAsync(i32, (this.lane + L.DONE) >> 2, done, SLICE_MS);
           if (r.async) await r.value;
         }
@@ -252,6 +256,10 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   private i32(): Int32Array {
     return new Int32Array(this.ctx.core.memory.buffer);
+  }
+
+  private threadRuns(): boolean {
+    return hubState(this.ctx.core.memory, this.hub) === PROGRESS_RUNNING;
   }
 
   /** Posts the ops that wait for a free slot, as far as slots allow. */
@@ -330,7 +338,8 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   /** The thread ended with ops of ours in hand: they fail (its connections closed, so peers' ops fail too). */
   private threadGone(): void {
-    const err = threadEnded(this.ctx, 'network progress thread');
+    const why = hubReason(this.ctx.core.memory, this.hub);
+    const err = new WebcclError('ABORTED', `the node's network progress thread ended with this rank's ops in hand${why ? ` (${why})` : ''}`, { progressThread: true, reason: why });
     this.fail(err);
     for (const t of this.ops.splice(0)) {
       unstage(this.ctx, t);

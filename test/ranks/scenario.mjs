@@ -512,7 +512,8 @@ const scenarios = {
       }
       if (zc) for (const b of [x, out, part, big, root]) comm.free(b);
     }
-    report({ wrong, during, startedAfterCall, threadOps: comm.stats().threadOps, heldOps: comm.stats().heldOps, mode: comm.progressMode });
+    const s = comm.stats();
+    report({ wrong, during, startedAfterCall, threadOps: s.threadOps, heldOps: s.heldOps, mode: comm.progressMode, algorithms: s.allReduceAlgorithms });
   },
 
   /** Synchronous-style calls (waitSync) back to back, plain and alloc() buffers: results right. */

@@ -21,6 +21,7 @@ import { checkSecrets } from '../../wire/secrets.js';
 import { resolveProgressMode } from '../../core/progress-mode.js';
 import { checkMode } from '../input-check.js';
 import { canStartNetProgress, startNetProgress as startNetProgressThread } from '../../launch/net-progress-thread.js';
+import { newHub } from '../../progress/net-hub.js';
 
 
 export interface JoinWorldInput {
@@ -65,15 +66,15 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   const carrier = carrierFromEnv(tls);
   const connectTimeoutMs = envNumber('WEBCCL_CONNECT_TIMEOUT_MS') ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const oneHost = isLoopback(world.masterAddr);
-  // A node of this rank alone offers a network progress thread (the job takes it if every rank offers).
+  // The rank offers a network progress thread (the job takes it if every rank offers).
   // (WEBCCL_CHECK hashes buffers between an op's own start and end: the rank must run them.)
   const mode = resolveProgressMode(opts.progress);
-  const progress = node.nranks === 1 && mode !== 'caller' && !checkMode() && canStartNetProgress() ? mode : undefined;
+  const progress = mode !== 'caller' && !checkMode() && canStartNetProgress() ? mode : undefined;
   const rv = await rendezvous({ ...world, tls, carrier, nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'), connectTimeoutMs, progress });
   const { storeFd: _fd, storeServed: _served, ...jobWorld } = world;
   const startNetProgress = () => startNetProgressThread({
     memory: node.memory, world: jobWorld, tls: opts.tls, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'), connectTimeoutMs, oneHost,
-    cores: opts.cores ?? availableParallelism(), simd: ctx.core.simd,
+    cores: opts.cores ?? availableParallelism(), simd: ctx.core.simd, hub: newHub(ctx), localRank,
   });
   const remesh = (prefix: string, rank: number, size: number) => meshAt(rv.store, {
     rank, size, jobId: world.jobId, token: world.token, nchannels, masterAddr: world.masterAddr, ifname: envString('WEBCCL_SOCKET_IFNAME'), tls, carrier,

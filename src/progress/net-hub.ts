@@ -1,0 +1,58 @@
+// The state of one network progress thread, in a small block of the node heap that its rank
+// allocates before starting it: whether it runs (PROGRESS_* of lanes.ts) and, once it ended, why.
+// A node of several ranks has one such thread per rank beside the node's shared-memory progress
+// thread, so none of them may use the node header's own progress word and reason.
+import { REASON_BYTES } from '../core/shm-map.js';
+import { readReasonText, writeReasonText } from '../core/reason-text.js';
+import type { RankContext } from '../comm/context.js';
+import { L, PROGRESS_GONE, T, laneTable } from './lanes.js';
+
+const H = { STATE: 0, REASON: 64 } as const;
+const HUB_BYTES = H.REASON + REASON_BYTES;
+
+/** A hub in the node heap, its thread not yet running. */
+export function newHub(ctx: RankContext): number {
+  const hub = ctx.heap.alloc(HUB_BYTES);
+  new Uint8Array(ctx.core.memory.buffer, hub, HUB_BYTES).fill(0);
+  return hub;
+}
+
+/** The word holding the thread's state (to wait on). */
+export const hubStateAt = (hub: number): number => (hub + H.STATE) >> 2;
+
+export function hubState(memory: WebAssembly.Memory, hub: number): number {
+  return Atomics.load(new Int32Array(memory.buffer), hubStateAt(hub));
+}
+
+/** Moves the state from `from` to `to`; whether it was `from`. */
+export function moveHub(memory: WebAssembly.Memory, hub: number, from: number, to: number): boolean {
+  const i32 = new Int32Array(memory.buffer);
+  const ok = Atomics.compareExchange(i32, hubStateAt(hub), from, to) === from;
+  if (ok) Atomics.notify(i32, hubStateAt(hub));
+  return ok;
+}
+
+/** Why the thread ended ('' while it runs, or when it ended as asked). */
+export function hubReason(memory: WebAssembly.Memory, hub: number): string {
+  return readReasonText(memory, hub + H.REASON);
+}
+
+/**
+ * Records that the thread has ended (`why` when it failed) and wakes whoever waits for it: its
+ * rank's ops (their lanes' DONE words) and a process exit waiting for its trace.
+ */
+export function hubEnded(memory: WebAssembly.Memory, hub: number, why: string): void {
+  const i32 = new Int32Array(memory.buffer);
+  const was = Atomics.exchange(i32, hubStateAt(hub), PROGRESS_GONE);
+  if (why && was !== PROGRESS_GONE) writeReasonText(memory, hub + H.REASON, why);
+  Atomics.notify(i32, hubStateAt(hub));
+  const table = laneTable(i32);
+  const high = table ? Atomics.load(i32, (table + T.HIGH) >> 2) : 0;
+  for (let k = 0; k < high; k++) {
+    const lane = Atomics.load(i32, (table + T.ENTRIES + 4 * k) >> 2);
+    if (lane) {
+      Atomics.notify(i32, (lane + L.DONE) >> 2);
+      Atomics.notify(i32, (lane + L.STATE) >> 2);
+    }
+  }
+}
