@@ -182,6 +182,25 @@ describe('failures while the network progress thread holds ops', () => {
     expect(performance.now() - t0).toBeLessThan(30_000);
   }, 90_000);
 
+  it("2 nodes x 2 ranks: rank 0's thread ends in a hierarchical op's node phase: rank 0 fails ABORTED naming it, the other node's ranks and the node mate that comes later fail with coded errors, no hang", async () => {
+    const comms = await netRanks(2, 2, { timeoutMs: 60_000 });
+    const big = () => new Float32Array(200_000).fill(1); // 800 KB: the thread's, hierarchical
+    expect(comms[0].progressMode).toBe('auto');
+    // Rank 1 (rank 0's node mate) comes late: rank 0's thread waits for its thread in the node phase.
+    const outcomes = [0, 2, 3].map((r) => comms[r].allReduce(big()).wait().then(() => undefined, (e) => e));
+    await new Promise((r) => setTimeout(r, 200));
+    await netProgressWorker((comms[0] as any).ctx.core.memory, 0)!.terminate();
+    const t0 = performance.now();
+    const errs = await Promise.all(outcomes);
+    expect(errs[0]?.code).toBe('ABORTED');
+    expect(errs[0].details).toMatchObject({ progressThread: true });
+    for (const [k, e] of errs.entries()) expect(['ABORTED', 'CONNECTION_CLOSED'], `rank ${[0, 2, 3][k]}: ${e?.message}`).toContain(e?.code);
+    // The node mate's thread would wait for rank 0's in the node phase: their block was aborted.
+    const late = await (async () => comms[1].allReduce(big()).wait())().then(() => undefined, (e) => e);
+    expect(['ABORTED', 'CONNECTION_CLOSED'], late?.message).toContain(late?.code);
+    expect(performance.now() - t0).toBeLessThan(30_000);
+  }, 90_000);
+
   it('abort(reason) on one rank: the other, waiting in the thread, fails ABORTED with the reason', async () => {
     const [a, b] = await netRanks(2, 1, { timeoutMs: 60_000 });
     const waiting = b.allReduce(new Float32Array(16)).wait().then(() => undefined, (e) => e);

@@ -38,6 +38,8 @@ export interface CommParts {
   size: number;
   engine: EngineFactory;
   placement: Placement;
+  /** WEBCCL_TRACE: the track its ops are drawn on (default: its rank's); a progress thread's node communicator draws on the thread's. */
+  track?: TraceTrack;
 }
 
 export class Communicator {
@@ -79,7 +81,7 @@ export class Communicator {
     const timeoutMs = opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS;
     this.checkInputs = checkMode();
     this.engine = world ? world.engine(this.counters, opts.algo, timeoutMs) : nodeEngine(ctx, this.counters, opts.algo, timeoutMs, opts.progress);
-    if (TRACING) this.track = rankTrack(ctx.worldRank ?? this.placement.worldRanks[this.rank], this.placement.group ? this.placement.id : undefined);
+    if (TRACING) this.track = world?.track ?? rankTrack(ctx.worldRank ?? this.placement.worldRanks[this.rank], this.placement.group ? this.placement.id : undefined);
   }
 
   // ---------------------------------------------------------------- groups

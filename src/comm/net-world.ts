@@ -16,6 +16,7 @@ import { Communicator, type CommunicatorOptions } from './communicator.js';
 import type { RankContext } from './context.js';
 import { netEngineFor } from './net-engine-for.js';
 import { allocCommBlock } from './shm-block.js';
+import { settledWithoutBlocking } from './work.js';
 import type { NetLaneConfig } from '../progress/net-lane.js';
 import { netWorld } from './placement.js';
 
@@ -107,7 +108,8 @@ export async function netWorldCommunicator(i: NetWorldInput): Promise<Communicat
  */
 async function threadNodeBlock(ctx: RankContext, local: Communicator, localRank: number): Promise<NonNullable<NetLaneConfig['node']>> {
   const at = new Float64Array([localRank === 0 ? allocCommBlock(ctx, local.size) : 0]);
-  await local.broadcast(at, { root: 0 });
+  // Waited for without blocking: this thread may serve the job's store, which node mates need meanwhile.
+  await settledWithoutBlocking(local.broadcast(at, { root: 0 }), 1);
   return { block: at[0], rank: localRank, localOf: Array.from({ length: local.size }, (_, r) => r) };
 }
 

@@ -59,12 +59,16 @@ export function readBack(ctx: RankContext, slot: number, t: LaneOp): { o: OpOutc
   return { o, err };
 }
 
-/** Stamps the thread's timing on `t`'s handle and settles it; false when it had settled already (an abort here). */
-export function settleFrom(t: LaneOp, o: OpOutcome, err: WebcclError | undefined): boolean {
+/**
+ * Stamps the thread's timing on `t`'s handle and settles it, as ended no sooner than
+ * `notBefore` (this thread's ms: an op ends after those issued before it); false when it had
+ * settled already (an abort here).
+ */
+export function settleFrom(t: LaneOp, o: OpOutcome, err: WebcclError | undefined, notBefore = -Infinity): boolean {
   if (t.work.settled) return false;
   t.work.timing.startedAt = o.startedAt - performance.timeOrigin;
   t.work.timing.joinedAt = (o.joinedAt ?? NaN) - performance.timeOrigin; // JSON turns NaN into null
-  t.work.settle(err, o.completedAt - performance.timeOrigin);
+  t.work.settle(err, Math.max(o.completedAt - performance.timeOrigin, notBefore));
   return true;
 }
 

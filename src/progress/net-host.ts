@@ -144,7 +144,7 @@ export class NetProgressHost {
       worldRanks: node.localOf, nodeOf: node.localOf.map(() => 0), localOf: node.localOf, space: 0, group: true, id: 'network threads',
       release: () => releaseCommBlock(ctx, node.block, node.localOf.length),
     };
-    return new Communicator(ctx, { timeoutMs }, { rank: node.rank, size: node.localOf.length, placement, engine: (counters, algo, t) => new ShmEngine(ctx, counters, algo, t, false) });
+    return new Communicator(ctx, { timeoutMs }, { rank: node.rank, size: node.localOf.length, placement, track: this.track, engine: (counters, algo, t) => new ShmEngine(ctx, counters, algo, t, false) });
   }
 
   /** Takes the lane's new ops (and an abort its rank asked for); lets go of a closed lane. */

@@ -56,3 +56,22 @@ export function hubEnded(memory: WebAssembly.Memory, hub: number, why: string): 
     }
   }
 }
+
+/** What to undo, on the rank's thread, if a network thread ends before its rank is done with it (by memory and hub). */
+const lostHooks = new WeakMap<WebAssembly.Memory, Map<number, Set<() => void>>>();
+
+/** Runs `fn` if the thread of `hub` is lost; returns the call that takes it back. */
+export function onThreadLost(memory: WebAssembly.Memory, hub: number, fn: () => void): () => void {
+  const byHub = lostHooks.get(memory) ?? lostHooks.set(memory, new Map()).get(memory)!;
+  const fns = byHub.get(hub) ?? byHub.set(hub, new Set()).get(hub)!;
+  fns.add(fn);
+  return () => fns.delete(fn);
+}
+
+/** The thread of `hub` has ended (`lost`: before its rank was done with it). */
+export function threadEnded(memory: WebAssembly.Memory, hub: number, lost: boolean): void {
+  const byHub = lostHooks.get(memory);
+  const fns = byHub?.get(hub);
+  byHub?.delete(hub);
+  if (lost) for (const fn of fns ?? []) fn();
+}

@@ -16,7 +16,9 @@ import { Work, type WorkDriver } from '../comm/work.js';
 import { AWAITED_SHOWN, L, LANE_SLOTS, PROGRESS_GONE, PROGRESS_RUNNING, postedOp, ringProgress, slotAt, writeSlot } from './lanes.js';
 import { type LaneOp, readBack, settleFrom, stageOp, unstage } from './lane-outcomes.js';
 import { closeLane } from './lane-life.js';
-import { hubReason, hubState } from './net-hub.js';
+import { hubReason, hubState, onThreadLost } from './net-hub.js';
+import { ShmRunner } from '../comm/shm-runner.js';
+import { ABORT_REASON } from '../core/shm-map.js';
 import { type NetLaneConfig, askAbort, openNetLane } from './net-lane.js';
 import type { OpOutcome } from './lanes.js';
 import { rankRuns } from './net-route.js';
@@ -61,6 +63,8 @@ export class NetProxyEngine implements Engine, WorkDriver {
   readonly progressMode: 'auto' | 'thread';
 
   private readonly recorder: FlightRecorder;
+  /** Takes back what the thread's loss would do (the communicator is closed: its block may be reused). */
+  private unhook: (() => void) | undefined;
 
   /**
    * `hub`: the thread's state block (net-hub.ts). `rankRunsMax`: the largest collective the rank
@@ -71,6 +75,15 @@ export class NetProxyEngine implements Engine, WorkDriver {
     this.progressMode = rankRunsMax > 0 ? 'auto' : 'thread';
     this.recorder = new FlightRecorder(c.rank, () => (this.head()?.inner ? this.direct.awaitedRanks() : this.awaitedInThread()));
     direct.flight.mute(); // this record holds its ops too
+    // The thread lost mid-op leaves its node mates' threads waiting for it in the node phase:
+    // their communicator block is aborted, so that they fail (and tell their peers) at once.
+    const node = c.node;
+    if (node) {
+      this.unhook = onThreadLost(ctx.core.memory, hub, () => {
+        const who = `world rank ${c.members[c.rank]}'s network progress thread ended`;
+        new ShmRunner(ctx.core, node.block, node.rank, node.localOf.length, node.localOf).abort(ABORT_REASON.PEER_ERROR, -1, who);
+      });
+    }
     // The rank's own path failed (a peer's ABORT, a deadline, a disagreement found there): the
     // thread's ops fail too, here and on every peer (their ranks may wait on them).
     direct.onBroken = (err) => {
@@ -193,6 +206,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
   }
 
   close(): void {
+    this.unhook?.();
     this.direct.onBroken = undefined;
     this.direct.close();
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
@@ -312,8 +326,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
       } else if (!e.work.settled) {
         const t = e.lane!;
         if (!t.outcome) return;
-        const o = t.outcome;
-        if (settleFrom(t, { ...o, completedAt: Math.max(o.completedAt, performance.timeOrigin + this.lastEnd) }, undefined)) {
+        if (settleFrom(t, t.outcome, undefined, this.lastEnd)) {
           countDone(this.counters, t.work);
           if (t.spec.name === 'allReduce') this.threadAlgos[t.algo] = (this.threadAlgos[t.algo] ?? 0) + 1;
         }

@@ -608,7 +608,7 @@ const scenarios = {
     const big = new Float32Array(p.big).fill(1);
     comm.allReduce(big).waitSync();
     check('waitSync big', big, () => n);
-    report({ wrong, inOrder, endedBefore, threadOps: comm.stats().threadOps, groupThreadOps, mode: comm.progressMode, smallSync });
+    report({ wrong, inOrder, endedBefore, threadOps: comm.stats().threadOps, groupThreadOps, mode: comm.progressMode, smallSync, ...(!inOrder && { ends: Object.fromEntries(Object.entries(ops).map(([k, l]) => [k, l.map((o) => o.w.timing.completedAt)])) }) });
   },
 
   /** Rank 0 passes p.small elements to an allReduce, the others p.big: the two run it on different paths (net-route.ts). */
