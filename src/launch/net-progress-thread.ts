@@ -11,8 +11,8 @@ import { WebcclError } from '../core/errors.js';
 import type { TlsFiles } from '../core/config.js';
 import { TRACING } from '../core/trace.js';
 import type { WorldInit } from '../bootstrap/world.js';
-import { PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STOPPING, ringProgress } from '../progress/lanes.js';
-import { hubEnded, hubState, hubStateAt, moveHub, threadEnded } from '../progress/net-hub.js';
+import { PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STOPPING } from '../progress/lanes.js';
+import { hubEnded, hubState, hubStateAt, moveHub, ringHub, threadEnded } from '../progress/net-hub.js';
 import type { NetProgress } from '../comm/net-world.js';
 
 declare const __dirname: string | undefined;
@@ -80,7 +80,7 @@ export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
     process.on('exit', () => {
       if (!moveHub(memory, hub, PROGRESS_RUNNING, PROGRESS_STOPPING)) return;
       const words = new Int32Array(memory.buffer);
-      ringProgress(words);
+      ringHub(memory, hub);
       const until = performance.now() + EXIT_FLUSH_MS;
       while (hubState(memory, hub) === PROGRESS_STOPPING && performance.now() < until) Atomics.wait(words, hubStateAt(hub), PROGRESS_STOPPING, 50);
     });
@@ -89,7 +89,7 @@ export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
     hub,
     async stop() {
       moveHub(memory, hub, PROGRESS_RUNNING, PROGRESS_STOPPING);
-      ringProgress(new Int32Array(memory.buffer));
+      ringHub(memory, hub);
       let timer: ReturnType<typeof setTimeout> | undefined;
       const forced = new Promise<void>((done) => (timer = setTimeout(() => void w.terminate().then(() => done()), STOP_GRACE_MS)));
       await Promise.race([exited, forced]);

@@ -13,9 +13,10 @@ const SLICE_MS = 50;
 
 /**
  * A lane in the node heap, listed in the node's lane table (made by the first rank that needs
- * it). `fill` writes what else its thread must know before the lane is listed (net-lane.ts).
+ * it). `fill` writes what else its thread must know before the lane is listed (net-lane.ts);
+ * `ring` wakes the thread that serves it.
  */
-export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number) => void): number {
+export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number) => void, ring = () => ringProgress(new Int32Array(ctx.core.memory.buffer))): number {
   const { heap, core } = ctx;
   let table = laneTable(new Int32Array(ctx.core.memory.buffer));
   if (!table) {
@@ -45,7 +46,7 @@ export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number
       const high = Atomics.load(i32, (table + T.HIGH) >> 2);
       if (high > k || Atomics.compareExchange(i32, (table + T.HIGH) >> 2, high, k + 1) === high) break;
     }
-    ringProgress(i32);
+    ring();
     return lane;
   }
   heap.free(lane);
@@ -53,14 +54,15 @@ export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number
 }
 
 /**
- * Asks the progress thread to let go of `lane` and takes it off the table: true once the
- * thread has let go (or ended: `gone`), so that the caller may free the lane and its ops' copies;
+ * Asks the progress thread to let go of `lane` (`ring` wakes it) and takes it off the table: true
+ * once the thread has let go (or ended: `gone`), so that the caller may free the lane and its ops' copies;
  * false if it did not answer within `limitMs` (the memory is then left in place).
  */
-export function closeLane(ctx: RankContext, lane: number, limitMs: number, gone = () => progressState(new Int32Array(ctx.core.memory.buffer)) === PROGRESS_GONE): boolean {
+export function closeLane(ctx: RankContext, lane: number, limitMs: number, gone = () => progressState(new Int32Array(ctx.core.memory.buffer)) === PROGRESS_GONE,
+                          ring = () => ringProgress(new Int32Array(ctx.core.memory.buffer))): boolean {
   const i32 = () => new Int32Array(ctx.core.memory.buffer);
   Atomics.store(i32(), (lane + L.STATE) >> 2, LANE_CLOSING);
-  ringProgress(i32());
+  ring();
   const until = performance.now() + limitMs;
   while (Atomics.load(i32(), (lane + L.STATE) >> 2) !== LANE_DETACHED) {
     if (gone()) break;

@@ -19,7 +19,7 @@ import { NetEngine } from '../comm/net-engine.js';
 import { Communicator } from '../comm/communicator.js';
 import { ShmEngine } from '../comm/shm-engine.js';
 import { groupContext, releaseCommBlock } from '../comm/shm-block.js';
-import { hubState } from './net-hub.js';
+import { hubBellAt, hubState } from './net-hub.js';
 import type { NetLaneConfig } from './net-lane.js';
 import type { Work } from '../comm/work.js';
 import { AWAITED_SHOWN, L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, type PostedOp, SLOT_TAKEN, claimSlot, laneTable, readSlot, slotAt, writeOutcome } from './lanes.js';
@@ -81,7 +81,7 @@ export class NetProgressHost {
 
   /** Serves the lanes until its rank has left (or the thread is asked to stop); then closes them. */
   async run(): Promise<void> {
-    const bellAt = (NODE_BASE + N.PROGRESS_BELL) >> 2;
+    const bellAt = hubBellAt(this.i.hub);
     for (;;) {
       const i32 = this.i32();
       const bell = Atomics.load(i32, bellAt);
@@ -136,10 +136,12 @@ export class NetProgressHost {
 
   /**
    * The communicator over `node.block` in which this node's network threads meet for the node
-   * phase of a hierarchical op: run here (this thread waits on the event loop, never blocks).
+   * phase of a hierarchical op, run here. It may block this thread, as a rank's node phase does
+   * (node-phase.ts): only while no other op of the thread could move meanwhile; waking from a
+   * blocking wait takes microseconds, from the event loop's polls far longer.
    */
   private nodeCommunicator(node: NonNullable<NetLaneConfig['node']>, timeoutMs: number): Communicator {
-    const ctx = groupContext({ ...this.ctx, slotBytes: this.i32()[(node.block + C.SLOT_BYTES) >> 2], worldRank: this.i.rank }, node.block, node.rank, node.localOf);
+    const ctx = groupContext({ ...this.ctx, slotBytes: this.i32()[(node.block + C.SLOT_BYTES) >> 2], worldRank: this.i.rank, canBlock: true }, node.block, node.rank, node.localOf);
     const placement = {
       worldRanks: node.localOf, nodeOf: node.localOf.map(() => 0), localOf: node.localOf, space: 0, group: true, id: 'network threads',
       release: () => releaseCommBlock(ctx, node.block, node.localOf.length),

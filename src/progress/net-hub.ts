@@ -1,13 +1,14 @@
 // The state of one network progress thread, in a small block of the node heap that its rank
-// allocates before starting it: whether it runs (PROGRESS_* of lanes.ts) and, once it ended, why.
-// A node of several ranks has one such thread per rank beside the node's shared-memory progress
-// thread, so none of them may use the node header's own progress word and reason.
+// allocates before starting it: whether it runs (PROGRESS_* of lanes.ts), once it ended why, and
+// the bell it sleeps on. A node of several ranks has one such thread per rank beside the node's
+// shared-memory progress thread, so none of them may use the node header's own progress word,
+// reason or bell (on a shared bell, every op posted on the node woke every thread of it).
 import { REASON_BYTES } from '../core/shm-map.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import type { RankContext } from '../comm/context.js';
 import { L, PROGRESS_GONE, T, laneTable } from './lanes.js';
 
-const H = { STATE: 0, REASON: 64 } as const;
+const H = { STATE: 0, BELL: 4, REASON: 64 } as const;
 const HUB_BYTES = H.REASON + REASON_BYTES;
 
 /** A hub in the node heap, its thread not yet running. */
@@ -19,6 +20,15 @@ export function newHub(ctx: RankContext): number {
 
 /** The word holding the thread's state (to wait on). */
 export const hubStateAt = (hub: number): number => (hub + H.STATE) >> 2;
+/** The word the thread sleeps on. */
+export const hubBellAt = (hub: number): number => (hub + H.BELL) >> 2;
+
+/** Wakes the thread (a post, a new or closing lane, an abort, a stop). */
+export function ringHub(memory: WebAssembly.Memory, hub: number): void {
+  const i32 = new Int32Array(memory.buffer);
+  Atomics.add(i32, hubBellAt(hub), 1);
+  Atomics.notify(i32, hubBellAt(hub));
+}
 
 export function hubState(memory: WebAssembly.Memory, hub: number): number {
   return Atomics.load(new Int32Array(memory.buffer), hubStateAt(hub));

@@ -6,7 +6,8 @@
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import { REASON_BYTES } from '../core/shm-map.js';
 import type { RankContext } from '../comm/context.js';
-import { L, ringProgress } from './lanes.js';
+import { L } from './lanes.js';
+import { ringHub } from './net-hub.js';
 import { openLane } from './lane-life.js';
 
 export interface NetLaneConfig {
@@ -39,7 +40,7 @@ const TEXT_AT = 8;
  * Opens a lane for the communicator `c`, served by the network progress thread of world rank
  * `owner` (a node may hold several); returns it and the heap block of its description.
  */
-export function openNetLane(ctx: RankContext, c: NetLaneConfig, owner: number): { lane: number; config: number } {
+export function openNetLane(ctx: RankContext, c: NetLaneConfig, owner: number, hub: number): { lane: number; config: number } {
   const text = encoder.encode(JSON.stringify(c));
   // Allocated before the lane: the heap may grow the memory, and the lane's views come after.
   const config = ctx.heap.alloc(TEXT_AT + text.length);
@@ -52,7 +53,7 @@ export function openNetLane(ctx: RankContext, c: NetLaneConfig, owner: number): 
       i32[(at + L.SIZE) >> 2] = c.members.length;
       i32[(at + L.CONFIG) >> 2] = config;
       i32[(at + L.ABORT) >> 2] = 0;
-    });
+    }, () => ringHub(ctx.core.memory, hub));
     return { lane, config };
   } catch (e) {
     ctx.heap.free(config);
@@ -71,8 +72,8 @@ export function laneOwner(memory: WebAssembly.Memory, config: number): number {
   return new Uint32Array(memory.buffer, config, 2)[1];
 }
 
-/** The rank aborts the lane's communicator: the thread aborts its engine, which tells every peer. */
-export function askAbort(ctx: RankContext, lane: number, reason: string): number {
+/** The rank aborts the lane's communicator: the thread (of `hub`) aborts its engine, which tells every peer. */
+export function askAbort(ctx: RankContext, lane: number, reason: string, hub: number): number {
   const block = ctx.heap.alloc(REASON_BYTES);
   writeReasonText(ctx.core.memory, block, reason);
   const i32 = new Int32Array(ctx.core.memory.buffer);
@@ -80,7 +81,7 @@ export function askAbort(ctx: RankContext, lane: number, reason: string): number
     ctx.heap.free(block); // asked already
     return 0;
   }
-  ringProgress(i32);
+  ringHub(ctx.core.memory, hub);
   return block;
 }
 

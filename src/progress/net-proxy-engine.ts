@@ -13,10 +13,10 @@ import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from '../
 import type { NetEngine } from '../comm/net-engine.js';
 import { FlightRecorder } from '../comm/flight-recorder.js';
 import { Work, type WorkDriver } from '../comm/work.js';
-import { AWAITED_SHOWN, L, LANE_SLOTS, PROGRESS_GONE, PROGRESS_RUNNING, postedOp, ringProgress, slotAt, writeSlot } from './lanes.js';
+import { AWAITED_SHOWN, L, LANE_SLOTS, PROGRESS_GONE, PROGRESS_RUNNING, postedOp, slotAt, writeSlot } from './lanes.js';
 import { type LaneOp, readBack, settleFrom, stageOp, unstage } from './lane-outcomes.js';
 import { closeLane } from './lane-life.js';
-import { hubReason, hubState, onThreadLost } from './net-hub.js';
+import { hubReason, hubState, onThreadLost, ringHub } from './net-hub.js';
 import { ShmRunner } from '../comm/shm-runner.js';
 import { ABORT_REASON } from '../core/shm-map.js';
 import { type NetLaneConfig, askAbort, openNetLane } from './net-lane.js';
@@ -140,7 +140,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
     work.timing.issuedAt = performance.now();
     this.recorder.submitted(work, s, algo);
     if (s.trace) work.trace = s.trace.issue(work, algo);
-    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c, this.c.members[this.c.rank]));
+    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c, this.c.members[this.c.rank], this.hub));
     const staged = stageOp(this.ctx, s);
     s.check?.atStart(seq);
     const t: PostedNetOp = { spec: s, work, seq, algo, ...staged };
@@ -195,8 +195,8 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   /** Asks the thread to abort this communicator (it tells every peer's thread); the reason block, or 0 when asked before. */
   private tellThread(reason: string): number {
-    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c, this.c.members[this.c.rank]));
-    const asked = askAbort(this.ctx, this.lane, reason);
+    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c, this.c.members[this.c.rank], this.hub));
+    const asked = askAbort(this.ctx, this.lane, reason, this.hub);
     this.abortBlock ||= asked;
     return asked;
   }
@@ -217,7 +217,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
     // Freed only once the thread let go: its sends may still read the ops' copies. The thread
     // lets go on its own event loop, so this short wait needs nothing of this thread (even
     // where several ranks share it, as in tests).
-    if (!closeLane({ ...this.ctx, canBlock: true }, lane, DETACH_MS, () => hubState(this.ctx.core.memory, this.hub) === PROGRESS_GONE)) return;
+    if (!closeLane({ ...this.ctx, canBlock: true }, lane, DETACH_MS, () => hubState(this.ctx.core.memory, this.hub) === PROGRESS_GONE, () => ringHub(this.ctx.core.memory, this.hub))) return;
     for (const t of this.ops.splice(0)) unstage(this.ctx, t);
     for (const b of [lane, this.config, this.abortBlock]) if (b) this.ctx.heap.free(b);
   }
@@ -288,9 +288,8 @@ export class NetProxyEngine implements Engine, WorkDriver {
         throw new WebcclError('INTERNAL', `${s.name} #${t.seq}: the op's description does not fit a progress-thread slot`);
       }
       this.posted++;
-      const i32 = this.i32();
-      Atomics.store(i32, (this.lane + L.POSTED) >> 2, this.posted);
-      ringProgress(i32);
+      Atomics.store(this.i32(), (this.lane + L.POSTED) >> 2, this.posted);
+      ringHub(mem, this.hub);
     }
   }
 
