@@ -136,12 +136,13 @@ export class NetProgressHost {
 
   /**
    * The communicator over `node.block` in which this node's network threads meet for the node
-   * phase of a hierarchical op, run here. It may block this thread, as a rank's node phase does
-   * (node-phase.ts): only while no other op of the thread could move meanwhile; waking from a
-   * blocking wait takes microseconds, from the event loop's polls far longer.
+   * phase of a hierarchical op, run here. Its waits never block this thread: a rank posts its
+   * ops one by one, so the thread cannot know that an op of another communicator, not yet
+   * posted, is what a node mate's thread waits for (blocking deadlocked node mates that issue
+   * two communicators' ops in opposite orders, test/groups-launch.test.ts).
    */
   private nodeCommunicator(node: NonNullable<NetLaneConfig['node']>, timeoutMs: number): Communicator {
-    const ctx = groupContext({ ...this.ctx, slotBytes: this.i32()[(node.block + C.SLOT_BYTES) >> 2], worldRank: this.i.rank, canBlock: true }, node.block, node.rank, node.localOf);
+    const ctx = groupContext({ ...this.ctx, slotBytes: this.i32()[(node.block + C.SLOT_BYTES) >> 2], worldRank: this.i.rank }, node.block, node.rank, node.localOf);
     const placement = {
       worldRanks: node.localOf, nodeOf: node.localOf.map(() => 0), localOf: node.localOf, space: 0, group: true, id: 'network threads',
       release: () => releaseCommBlock(ctx, node.block, node.localOf.length),
