@@ -35,6 +35,19 @@ it('examples/multi-process.mjs as 2 processes (webccl run --procs)', () => {
   expect(r.stdout).toMatch(/rank 1 of 2: pid \d+[\s\S]*avg of 262144 floats over 2 ranks: element 0 is 0.5[\s\S]*2 process\(es\), pids \d+, \d+: every result checked/);
 });
 
+// The training step of examples/overlap.mjs: its gradients (1 MiB each) go to the progress
+// thread on one node and to the network progress threads across processes; the results agree.
+for (const form of [['-n', '2'], ['--procs', '-n', '2']]) {
+  it(`examples/overlap.mjs (webccl run ${form.join(' ')}): the progress thread runs the gradients' allReduces, results agree`, () => {
+    const r = run(['bin/webccl.js', 'run', ...form, 'examples/overlap.mjs']);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/step with allReduces issued as layers finish, one wait: +[\d.]+ ms[\s\S]*average gradient element: 0.875 \(all ranks agree\)/);
+    const threadOps = Number(/ops run by the progress thread on rank 0: (\d+)/.exec(r.stdout)?.[1]);
+    expect(threadOps).toBeGreaterThan(0);
+  });
+}
+
 it('examples/launch.mjs', () => {
   const r = run(['examples/launch.mjs']);
   expect(r.status).toBe(0);
