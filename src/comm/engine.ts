@@ -76,6 +76,13 @@ export interface OpCounters {
   moveMs: number;
 }
 
+/** `a`'s counts of each key with `b`'s added (engines that hand some ops to a progress thread report both). */
+export function addCounts(a: Record<string, number>, b: Record<string, number>): Record<string, number> {
+  const all = { ...a };
+  for (const [k, n] of Object.entries(b)) all[k] = (all[k] ?? 0) + n;
+  return all;
+}
+
 /** Adds a completed op's time to the counters. */
 export function countDone(c: OpCounters, w: Work): void {
   const wait = w.waitMs;

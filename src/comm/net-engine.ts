@@ -17,8 +17,8 @@ import { ringAllReduce } from '../algorithms/ring.js';
 import { doublingAllReduce } from '../algorithms/doubling.js';
 import { treeAllReduce } from '../algorithms/tree.js';
 import { hierarchicalAllReduce } from '../algorithms/hierarchical.js';
-import { type NetAlgo, type NetTopology, NET_ALGORITHMS, chooseNetAllReduce, flatAlgo, resolveNetAlgo, ringPiece, ringWays } from '../tuner/net-tuner.js';
-import { forcedPieceBytes } from '../tuner/ring-pieces.js';
+import { NET_ALGORITHMS, flatAlgo } from '../tuner/net-tuner.js';
+import { type NetOpAlgo, NetSchedule } from './net-schedule.js';
 import { Arena } from './arena.js';
 import { type Kernels, workingMemory } from './net-memory.js';
 import { runNetOp } from './net-ops.js';
@@ -51,7 +51,7 @@ interface NetOp {
   spec: OpSpec;
   work: Work;
   seq: number;
-  algo: NetAlgo | 'chain' | 'dissemination' | 'pairwise' | 'direct';
+  algo: NetOpAlgo;
   /** The ring allReduce's piece size (0 for the other schedules). */
   piece: number;
   /** An allReduce's ring (flat, or across nodes): the connections per pair its messages go on (undefined: all of them). */
@@ -64,12 +64,6 @@ interface NetOp {
 }
 
 const trace = enabled('TRACE');
-/** The ranks of each node, in world-rank order; nodes in order of their first rank. */
-function nodesOf(nodeOf: number[]): number[][] {
-  const byNode = new Map<number, number[]>();
-  nodeOf.forEach((n, r) => (byNode.get(n) ?? byNode.set(n, []).get(n)!).push(r));
-  return [...byNode.values()];
-}
 
 export class NetEngine implements Engine, WorkDriver {
   private readonly queue: NetOp[] = [];
@@ -79,16 +73,9 @@ export class NetEngine implements Engine, WorkDriver {
   private started = -1;
   private broken?: WebcclError;
   private readonly arena: Arena;
-  private readonly topo: NetTopology;
-  private readonly standing: NetAlgo | undefined;
-  /** WEBCCL_PIECE_BYTES, read once: the ring allReduce's piece size when forced. */
-  private readonly forcedPiece: number | undefined;
+  /** The topology and each op's schedule, piece size and ways (net-schedule.ts). */
+  private readonly schedule: NetSchedule;
   private readonly byAlgorithm: Record<string, number> = Object.fromEntries(NET_ALGORITHMS.map((a) => [a, 0]));
-  /** Every world rank, and those at this rank's place on every node (its hierarchical group). */
-  private readonly worldRanks: number[];
-  private readonly interRanks: number[];
-  /** The world ranks of this node, by local rank. */
-  private readonly nodeRanks: number[];
   /** The wasm kernels the schedules reduce, copy and scale with. */
   private readonly kernels: Kernels;
   /** Ranks whose message some pending receive awaits (named when a deadline passes). */
@@ -108,19 +95,8 @@ export class NetEngine implements Engine, WorkDriver {
 
   constructor(private readonly ctx: RankContext, private readonly world: NetWorld, private readonly local: Communicator | undefined,
               private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
-    const nodes = nodesOf(world.nodeOf);
-    const perNode = nodes.every((n) => n.length === nodes[0].length) ? nodes[0].length : 0;
-    this.nodeRanks = nodes.find((n) => n.includes(world.rank))!;
-    // What the tuner decides from must be the same on every rank (each decides alone, and ranks
-    // that pick other schedules or pieces fail MISMATCH): with nodes of unequal counts (a group,
-    // a shrunk communicator), the most ranks any machine holds, not this rank's node's count.
-    this.topo = { nodes: nodes.length, perNode, sharing: world.oneHost ? world.size : Math.max(...nodes.map((n) => n.length)), channels: world.transport.channels ?? 1 };
-    const at = this.nodeRanks.indexOf(world.rank);
-    this.interRanks = perNode ? nodes.map((n) => n[at]) : [world.rank];
-    this.worldRanks = world.nodeOf.map((_, r) => r);
+    this.schedule = new NetSchedule({ ...world, channels: world.transport.channels }, commAlgo);
     this.kernels = ctx.core.exports as unknown as Kernels;
-    this.standing = resolveNetAlgo(commAlgo, this.topo);
-    this.forcedPiece = forcedPieceBytes();
     this.arena = new Arena(ctx.heap);
     this.flight = new FlightRecorder(world.rank, () => this.awaitedRanks());
     this.p2p = new NetP2p(world.transport, p2pSpace(), timeoutMs, {
@@ -153,9 +129,9 @@ export class NetEngine implements Engine, WorkDriver {
     if (spec.trace) work.trace = spec.trace.issue(work, algo);
     // The ring's pieces are part of its schedule (tags count them): in the signature, so ranks
     // whose models or WEBCCL_PIECE_BYTES disagree fail with MISMATCH.
-    const piece = algo === 'ring' ? ringPiece(bytes, this.world.size, this.topo.sharing, this.forcedPiece) : 0;
+    const piece = algo === 'ring' ? this.schedule.piece(bytes) : 0;
     const signature = signatureOf(spec, algo, piece);
-    const op: NetOp = { spec, work, seq, algo, piece, ways: spec.name === 'allReduce' ? this.ringWaysOf(algo, bytes, piece) : undefined, signature, pairs: pairSignatures(spec, signature), done: Promise.resolve() };
+    const op: NetOp = { spec, work, seq, algo, piece, ways: spec.name === 'allReduce' ? this.schedule.ringWaysOf(algo, bytes, piece) : undefined, signature, pairs: pairSignatures(spec, signature), done: Promise.resolve() };
     this.account.remember(seq, fieldsOf(spec, algo, piece));
     op.done = this.tail = this.tail.then(() => this.run(op));
     this.queue.push(op);
@@ -217,25 +193,8 @@ export class NetEngine implements Engine, WorkDriver {
    * The schedule a collective runs; a call's algorithm option is refused here as in submit() (an
    * engine that hands the op to another thread asks first, and names it in its records).
    */
-  algorithmOf(spec: OpSpec): NetOp['algo'] {
-    return spec.name === 'allReduce' ? chooseNetAllReduce(spec.count * DTYPE_SIZE[spec.dtype], this.world.size, this.topo, this.standing, spec.algo)
-      : spec.name === 'barrier' ? 'dissemination' : spec.name === 'broadcast' || spec.name === 'reduce' ? 'chain'
-      : spec.name === 'allToAll' ? 'pairwise' : spec.name === 'gather' || spec.name === 'scatter' ? 'direct' : 'ring';
-  }
-
-  /**
-   * The connections per pair an allReduce's ring spreads over (the model's choice, channels.ts):
-   * the flat ring's, or the ring across nodes of a hierarchical op (on each node's shard).
-   * Undefined for the schedules that send one message per peer and step (they use them all).
-   */
-  private ringWaysOf(algo: string, bytes: number, piece: number): number | undefined {
-    const { channels = 1, sharing = this.world.size, nodes, perNode } = this.topo;
-    if (channels <= 1) return undefined;
-    if (algo === 'ring') return ringWays(bytes, this.world.size, sharing, piece, channels);
-    if (algo !== 'hierarchical') return undefined;
-    const shard = bytes / perNode;
-    if (flatAlgo(shard, nodes, sharing, channels) !== 'ring') return undefined;
-    return ringWays(shard, nodes, sharing, ringPiece(shard, nodes, sharing, this.forcedPiece), channels);
+  algorithmOf(spec: OpSpec): NetOpAlgo {
+    return this.schedule.algorithmOf(spec);
   }
 
   /** The ranks whose message some pending receive awaits, in order. */
@@ -349,7 +308,7 @@ export class NetEngine implements Engine, WorkDriver {
       this.broken = err;
       log('WARN', err.message);
       this.world.transport.abort(info ?? this.account.abortInfoOf(err));
-      if (this.topo.perNode > 1) this.local?.abort(`rank ${this.world.rank} failed: ${err.reason} (${err.code})`);
+      if (this.schedule.topo.perNode > 1) this.local?.abort(`rank ${this.world.rank} failed: ${err.reason} (${err.code})`);
       this.onBroken?.(err);
     }
     for (const q of this.queue) q.work.settle(err);
@@ -378,7 +337,7 @@ export class NetEngine implements Engine, WorkDriver {
    * arrive: a mate may itself wait on the network, so follow the stall from it (see stallRoot).
    */
   private async nodeStall(op: NetOp, nodeErr: WebcclError): Promise<WebcclError> {
-    const mates = ((nodeErr.details.missing as number[] | undefined) ?? []).map((l) => this.nodeRanks[l]).filter((r) => r !== undefined);
+    const mates = ((nodeErr.details.missing as number[] | undefined) ?? []).map((l) => this.schedule.nodeRanks[l]).filter((r) => r !== undefined);
     const stall = await stallRoot(this.world.store, this.world.rank, op.seq, mates, stallGraceMs(op.spec.timeoutMs ?? this.timeoutMs));
     return new WebcclError('TIMEOUT', `${nodeErr.reason}${stallText(stall)}`, { ...nodeErr.details, missing: stall.missing, awaited: mates });
   }
@@ -414,18 +373,19 @@ export class NetEngine implements Engine, WorkDriver {
   /** Runs the op's schedule on its working memory; the allReduce algorithm is this engine's choice. */
   private execute(op: NetOp): Promise<void> {
     const m = workingMemory(this.ctx.core.memory, this.kernels, this.arena, op.spec.dtype, op.spec.op);
-    const world = this.group(this.worldRanks, op);
+    const world = this.group(this.schedule.worldRanks, op);
     return runNetOp(op.spec, { m, world, kernels: this.kernels, allReduce: (w, from) => this.allReduce(op, m, world, w, from) });
   }
 
   /** Of `from` into `w` when given: the flat schedules read it in place, the others after a copy. */
   private allReduce(op: NetOp, m: Mem, world: Group, w: Span, from?: Span): Promise<void> {
-    const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size, this.topo.sharing, this.topo.channels), src?: Span, piece?: number) =>
-      (algo === 'ring' ? ringAllReduce(g, mm, s, src, piece ?? ringPiece(s.count * mm.elemBytes, g.size, this.topo.sharing, this.forcedPiece)) : doublingAllReduce(g, mm, s, src));
+    const { topo } = this.schedule;
+    const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size, topo.sharing, topo.channels), src?: Span, piece?: number) =>
+      (algo === 'ring' ? ringAllReduce(g, mm, s, src, piece ?? this.schedule.piece(s.count * mm.elemBytes, g.size)) : doublingAllReduce(g, mm, s, src));
     if (op.algo !== 'tree' && op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling', from, op.piece);
     if (from) m.copy(w.addr, from.addr, w.count);
     if (op.algo === 'tree') return treeAllReduce(world, m, w);
-    return hierarchicalAllReduce(nodePhase(this.local!, this.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs, op.spec.layout), this.group(this.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
+    return hierarchicalAllReduce(nodePhase(this.local!, this.schedule.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs, op.spec.layout), this.group(this.schedule.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
   }
 
 }

@@ -12,7 +12,7 @@ import type { TlsFiles } from '../core/config.js';
 import { TRACING } from '../core/trace.js';
 import type { WorldInit } from '../bootstrap/world.js';
 import { PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STOPPING } from '../progress/lanes.js';
-import { hubEnded, hubState, hubStateAt, moveHub, ringHub, threadEnded } from '../progress/net-hub.js';
+import { hubEnded, hubState, hubStateAt, moveHub, netThreadExited, ringHub } from '../progress/net-hub.js';
 import type { NetProgress } from '../comm/net-world.js';
 
 declare const __dirname: string | undefined;
@@ -69,7 +69,7 @@ export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
   const exited = new Promise<void>((done) =>
     w.on('exit', (code) => {
       hubEnded(memory, hub, failure || (code === 0 ? '' : `it exited with code ${code}`));
-      threadEnded(memory, hub, code !== 0 || failure !== '');
+      netThreadExited(memory, hub, code !== 0 || failure !== '');
       done();
     }),
   );

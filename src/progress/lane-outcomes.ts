@@ -72,9 +72,16 @@ export function settleFrom(t: LaneOp, o: OpOutcome, err: WebcclError | undefined
   return true;
 }
 
-/** The error of ops whose thread (`which`: "progress thread", ...) ended with them in hand, with the reason it left. */
-export function threadEnded(ctx: RankContext, which: string): WebcclError {
-  const table = laneTable(new Int32Array(ctx.core.memory.buffer));
-  const why = table ? readReasonText(ctx.core.memory, table + T.REASON) : '';
+/**
+ * The error of ops whose thread (`which`: "progress thread", ...) ended with them in hand, with
+ * the reason it left (`why`; default: the node's progress thread's, in the lane table).
+ */
+export function threadEnded(ctx: RankContext, which: string, why = nodeThreadReason(ctx)): WebcclError {
   return new WebcclError('ABORTED', `the node's ${which} ended with this rank's ops in hand${why ? ` (${why})` : ''}`, { progressThread: true, reason: why });
+}
+
+/** Why the node's shared-memory progress thread ended ('' while it runs). */
+function nodeThreadReason(ctx: RankContext): string {
+  const table = laneTable(new Int32Array(ctx.core.memory.buffer));
+  return table ? readReasonText(ctx.core.memory, table + T.REASON) : '';
 }

@@ -79,7 +79,7 @@ export function onThreadLost(memory: WebAssembly.Memory, hub: number, fn: () => 
 }
 
 /** The thread of `hub` has ended (`lost`: before its rank was done with it). */
-export function threadEnded(memory: WebAssembly.Memory, hub: number, lost: boolean): void {
+export function netThreadExited(memory: WebAssembly.Memory, hub: number, lost: boolean): void {
   const byHub = lostHooks.get(memory);
   const fns = byHub?.get(hub);
   byHub?.delete(hub);

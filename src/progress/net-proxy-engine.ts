@@ -9,18 +9,17 @@
 // for with waitSync().
 import { WebcclError } from '../core/errors.js';
 import type { RankContext } from '../comm/context.js';
-import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from '../comm/engine.js';
+import { type Engine, type OpCounters, type OpSpec, addCounts, countDone, isP2p } from '../comm/engine.js';
 import type { NetEngine } from '../comm/net-engine.js';
 import { FlightRecorder } from '../comm/flight-recorder.js';
 import { Work, type WorkDriver } from '../comm/work.js';
-import { AWAITED_SHOWN, L, LANE_SLOTS, PROGRESS_GONE, PROGRESS_RUNNING, postedOp, slotAt, writeSlot } from './lanes.js';
-import { type LaneOp, readBack, settleFrom, stageOp, unstage } from './lane-outcomes.js';
+import { AWAITED_SHOWN, L, LANE_SLOTS, type OpOutcome, PROGRESS_GONE, PROGRESS_RUNNING, postedOp, slotAt, writeSlot } from './lanes.js';
+import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
 import { closeLane } from './lane-life.js';
 import { hubReason, hubState, onThreadLost, ringHub } from './net-hub.js';
 import { ShmRunner } from '../comm/shm-runner.js';
 import { ABORT_REASON } from '../core/shm-map.js';
 import { type NetLaneConfig, askAbort, openNetLane } from './net-lane.js';
-import type { OpOutcome } from './lanes.js';
 import { rankRuns } from './net-route.js';
 
 interface PostedNetOp extends LaneOp {
@@ -87,7 +86,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
     // The rank's own path failed (a peer's ABORT, a deadline, a disagreement found there): the
     // thread's ops fail too, here and on every peer (their ranks may wait on them).
     direct.onBroken = (err) => {
-      this.tellThread(`rank ${c.rank} failed: ${err.reason} (${err.code})`);
+      this.tellThread(`rank ${c.members[c.rank]} failed: ${err.reason} (${err.code})`);
       this.fail(err);
     };
   }
@@ -173,9 +172,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
   }
 
   algorithms(): Record<string, number> {
-    const all = this.direct.algorithms();
-    for (const [a, n] of Object.entries(this.threadAlgos)) all[a] = (all[a] ?? 0) + n;
-    return all;
+    return addCounts(this.direct.algorithms(), this.threadAlgos);
   }
 
   /**
@@ -228,7 +225,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
     this.collect();
     while (block && !w.settled) {
       const first = this.head();
-      if (first?.inner) throw new WebcclError('UNSUPPORTED', `${w.name} #${w.seq}: waitSync() would wait behind ${first.work.name} #${first.work.seq}, which ${first.work === w ? '' : 'also '}runs on the rank's own connections and ends on the event loop; await it instead`);
+      if (first?.inner) throw new WebcclError('UNSUPPORTED', `${w.name} #${w.seq}: waitSync() would wait behind ${first.work.name} #${first.work.seq}, which runs on the rank's own connections and ends on the event loop; await it instead`);
       const i32 = this.i32();
       const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
       if (done === this.read) {
@@ -350,8 +347,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   /** The thread ended with ops of ours in hand: they fail (its connections closed, so peers' ops fail too). */
   private threadGone(): void {
-    const why = hubReason(this.ctx.core.memory, this.hub);
-    const err = new WebcclError('ABORTED', `the node's network progress thread ended with this rank's ops in hand${why ? ` (${why})` : ''}`, { progressThread: true, reason: why });
+    const err = threadEnded(this.ctx, 'network progress thread', hubReason(this.ctx.core.memory, this.hub));
     this.fail(err);
     for (const t of this.ops.splice(0)) {
       unstage(this.ctx, t);

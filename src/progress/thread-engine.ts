@@ -9,7 +9,7 @@ import { WebcclError } from '../core/errors.js';
 import type { Algo } from '../core/shm-map.js';
 import type { ProgressMode } from '../core/progress-mode.js';
 import { type Tuning, chooseAllReduceAlgo, resolveTuning } from '../tuner/tuner.js';
-import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from '../comm/engine.js';
+import { type Engine, type OpCounters, type OpSpec, addCounts, countDone, isP2p } from '../comm/engine.js';
 import type { RankContext } from '../comm/context.js';
 import { ShmEngine } from '../comm/shm-engine.js';
 import { Work, type WorkDriver } from '../comm/work.js';
@@ -151,9 +151,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   }
 
   algorithms(): Record<string, number> {
-    const all = this.local.algorithms();
-    for (const [a, n] of Object.entries(this.threadAlgos)) all[a] = (all[a] ?? 0) + n;
-    return all;
+    return addCounts(this.local.algorithms(), this.threadAlgos);
   }
 
   abort(reason: string): void {
