@@ -44,7 +44,11 @@ await Promise.all([
   build({ ...node, format: 'esm', entryPoints: ['src/launch/simulate/threads.ts'], outfile: 'dist/node/sim-threads.js' }),
   // The tuner's cost model (bench/model-error.mjs).
   build({ ...node, format: 'esm', entryPoints: ['src/tuner/index.ts'], outfile: 'dist/node/tuner.js' }),
-  build({ ...common, platform: 'browser', format: 'esm', target: 'es2022', entryPoints: ['src/index.ts'], outfile: 'dist/browser/index.js' }),
+  build({ ...common, platform: 'browser', format: 'esm', target: 'es2022', entryPoints: ['src/browser.ts'], outfile: 'dist/browser/index.js' }),
+  // A page's progress thread: a module Web Worker index.js starts from this file beside it.
+  build({ ...common, platform: 'browser', format: 'esm', target: 'es2022', entryPoints: ['src/progress/page-worker.ts'], outfile: 'dist/browser/progress-worker.js' }),
+  // A page rank's network progress thread (a job across nodes): a module Web Worker the rank starts from this file.
+  build({ ...common, platform: 'browser', format: 'esm', target: 'es2022', entryPoints: ['src/progress/page-net-worker.ts'], outfile: 'dist/browser/net-progress-worker.js' }),
 ]);
 execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--emitDeclarationOnly'], { cwd: root, stdio: 'inherit' });
 // Types per condition (package.json "exports"): dist/types/node.d.ts for Node (launch and the

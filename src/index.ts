@@ -15,12 +15,15 @@ import type { TlsFiles } from './core/config.js';
 import { type MasterOptions, pageJob } from './bootstrap/page-job.js';
 import { joinPageWorld } from './comm/page-join.js';
 import type { PageSocketClass } from './transport/ws/page-carrier.js';
+import { progressSettled } from './progress/start.js';
+import { START_WAIT_MS } from './progress/node-engine.js';
 
 export { Communicator, type CollectiveOptions, type CommunicatorOptions, type AllToAllOptions, type RootedOptions, type P2pOptions } from './comm/communicator.js';
 export { Work, type WorkTiming } from './comm/work.js';
 export type { FlightEntry, FlightState } from './comm/flight-recorder.js';
 export { WebcclError, type ErrorCode } from './core/errors.js';
 export { createNode, abortNode, leaveNode, type NodeHandle, type NodeOptions } from './core/node.js';
+export { stopProgressThread } from './progress/start.js';
 export { joinNode, type JoinOptions } from './comm/context.js';
 export { Sum, Prod, Max, Min, Avg, DTYPES, DTYPE_ALIASES, REDUCE_OPS, type Dtype, type DtypeName, type ReduceOp } from './core/dtypes.js';
 export { ENV_VARS } from './core/config.js';
@@ -106,6 +109,8 @@ export async function initCommGroup(options?: InitOptions): Promise<Communicator
   }
   const { node, rank } = init ?? { node: createNode({ nranks: 1 }), rank: 0 };
   if (rank === 0) unknownEnvNames(); // once per job, not once per rank
+  // A page's progress thread may still be loading: wait here, where waiting blocks no thread.
+  await progressSettled(node.memory, START_WAIT_MS);
   const ctx = joinNode(node, rank, { cores: opts.cores ?? init?.cores, simd: opts.simd ?? init?.simd });
   const comm = new Communicator(ctx, { algo: opts.algo, timeoutMs: opts.timeoutMs, progress: opts.progress });
   await comm[SETUP_BARRIER]();

@@ -18,6 +18,5 @@ registerProgressStarter(startNodeProgress);
 installTraceSink();
 export { launch, startRanks, type LaunchOptions, type LaunchResult, type LaunchHandle, type RankFailure } from './launch/threads.js';
 export { launchProcesses, startProcesses, type ProcessLaunchOptions, type ProcessLaunchHandle } from './launch/processes.js';
-export { stopProgressThread } from './progress/start.js';
 // Shadows the browser build's connectStore (export * above): Node 20 brings no WebSocket of its own.
 export { connectStore } from './bootstrap/node/connect-store.js';

@@ -70,6 +70,27 @@ describe.skipIf(!haveChromium)('pages in jobs with Node processes', () => {
     }
   }, 240_000);
 
+  it("a page of 2 workers and a Node rank: the ops over 64 KiB end while every rank computes without calling webccl, on the ranks' network progress threads (the page's are Web Workers), right", async () => {
+    const job = await servedJob('net-progress');
+    try {
+      const proc = run(node, [fixture('net-overlap.mjs'), '3000'], job.nodeEnv(0, 3));
+      const tab = await (await browser.newContext()).newPage();
+      const q = new URLSearchParams({ master: job.master, token: JOB_TOKEN, job: job.jobId, size: '3', first: '1', ranks: '2', busyMs: '3000' });
+      await tab.goto(`${job.served.http.url}/test/browser/net-progress.html?${q}`);
+      const pages = await tab.waitForFunction('window.webcclResults', undefined, { timeout: 120_000 }).then((h) => h.jsonValue());
+      const r = await proc;
+      expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+      const reports = [JSON.parse(r.stdout.trim()), ...pages];
+      for (const [rank, rep] of reports.entries()) {
+        expect(rep, JSON.stringify(rep)).toMatchObject({ rank, during: [true, true], right: true });
+        expect(rep.threadOps).toBeGreaterThanOrEqual(2);
+      }
+      await tab.close();
+    } finally {
+      await job.close();
+    }
+  }, 180_000);
+
   it('a page closed mid-op: every Node rank fails with a coded error naming one of its ranks, none hangs', async () => {
     const job = await servedJob('page-closed');
     try {

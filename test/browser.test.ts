@@ -19,8 +19,9 @@ describe.skipIf(!haveChromium)('in headless Chromium', () => {
   beforeAll(async () => {
     server = createServer((req, res) => {
       const path = normalize(decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname));
-      const file = join(root, path);
-      if (!file.startsWith(root) || !/^\/(dist\/browser|test\/browser)\//.test(path) || !existsSync(file)) {
+      // /moved/index.js: the browser bundle alone, as a bundler that moved it without progress-worker.js serves it.
+      const file = path === '/moved/index.js' ? join(root, 'dist/browser/index.js') : join(root, path);
+      if (!file.startsWith(root) || !/^\/(dist\/browser|test\/browser|moved\/index\.js$)/.test(path) || !existsSync(file)) {
         res.writeHead(404).end();
         return;
       }
@@ -38,13 +39,15 @@ describe.skipIf(!haveChromium)('in headless Chromium', () => {
   });
   afterAll(() => new Promise<void>((res) => server.close(() => res())));
 
-  /** Loads a page of test/browser/ and returns what it left in window.webcclResults. */
+  /** Loads a page of test/browser/ and returns what it left in window.webcclResults (and `warnings`: the console's; webccl's log lines go to console.error). */
   async function visit(page: string): Promise<any> {
     return withTab(async (tab, errors) => {
+      const warnings: string[] = [];
+      tab.on('console', (m) => ['warning', 'error'].includes(m.type()) && !m.location().url.endsWith('/favicon.ico') && warnings.push(m.text()));
       await tab.goto(`${origin}/test/browser/${page}`);
-      const got = await tab.waitForFunction(() => (window as any).webcclResults, null, { timeout: 60_000 }).then((h) => h.jsonValue());
+      const got = await tab.waitForFunction(() => (window as any).webcclResults, null, { timeout: 90_000 }).then((h) => h.jsonValue());
       expect(errors).toEqual([]);
-      return got;
+      return { ...got, warnings };
     });
   }
 
@@ -55,6 +58,37 @@ describe.skipIf(!haveChromium)('in headless Chromium', () => {
     for (const [rank, r] of got.results.entries()) {
       expect(r).toEqual({ rank, sum: true, max: true, gather: true, f16: 0x4200, bcast: true }); // 3.0 in f16
     }
+  });
+
+  describe("the page's progress thread (a module Web Worker createNode starts)", () => {
+    for (const [n, mode, busyMs] of [[2, 'thread', 1500], [2, 'auto', 1500], [4, 'auto', 3000]] as const) {
+      it(`${n} ranks, progress ${mode}: collectives end while every rank computes without calling webccl, right`, async () => {
+        const got = await visit(`progress.html?n=${n}&mode=${mode}&busyMs=${busyMs}`);
+        expect(got.results).toHaveLength(n);
+        for (const [rank, r] of got.results.entries()) {
+          expect(r, JSON.stringify(r)).toMatchObject({ rank, during: [true, true, true], right: true });
+          expect(r.threadOps).toBeGreaterThanOrEqual(3);
+        }
+        expect(got.warnings).toEqual([]);
+      });
+    }
+
+    it('stopped while it holds an op: ABORTED naming it on every rank, no hang', async () => {
+      const got = await visit('progress.html?n=2&mode=thread&stop=1');
+      for (const r of got.results) expect(r.outcome, JSON.stringify(r)).toMatchObject({ code: 'ABORTED' });
+      expect(got.results[0].outcome.details).toMatchObject({ progressThread: true });
+    });
+
+    it('its script missing beside the bundle (moved by a bundler): a warning, and the ranks run their ops themselves, right', async () => {
+      const got = await visit('progress.html?n=2&mode=auto&busyMs=200&lib=/moved/index.js');
+      for (const [rank, r] of got.results.entries()) expect(r, JSON.stringify(r)).toMatchObject({ rank, right: true, threadOps: 0 });
+      expect(got.warnings.join('\n')).toMatch(/progress thread did not start \(its script .*\/moved\/progress-worker\.js could not be loaded\)/);
+    });
+
+    it("its script missing, progress 'thread': UNSUPPORTED naming the script, not a silent fallback", async () => {
+      const got = await visit('progress.html?n=2&mode=thread&lib=/moved/index.js');
+      for (const r of got.results) expect(r.init, JSON.stringify(r)).toMatchObject({ code: 'UNSUPPORTED', message: expect.stringMatching(/progress-worker\.js/) });
+    });
   });
 
   it("the page's main thread allocates while a worker holds the heap lock: TIMEOUT naming the holder, not a TypeError; then it works", async () => {

@@ -25,7 +25,7 @@ try {
       worker.postMessage({ node, rank });
     })),
   );
-  for (const r of results) log(`rank ${r.rank}/${r.size}: allReduce sum ${r.sum}, allGather ${r.gathered.join(',')}, broadcast from rank 0: ${r.broadcast}`);
+  for (const r of results) log(`rank ${r.rank}/${r.size}: allReduce sum ${r.sum}, allGather ${r.gathered.join(',')}, broadcast from rank 0: ${r.broadcast}; ops run by the progress thread: ${r.threadOps}`);
   const want = (n * (n + 1)) / 2;
   const ok = results.every((r, rank) => r.rank === rank && r.sum === want && r.gathered.every((v, i) => v === i) && r.broadcast === 42);
   finish(ok ? 'done' : 'wrong', ok ? `${n} ranks: every result checked, all correct` : `${n} ranks: WRONG results`);

@@ -48,6 +48,9 @@ export interface Met {
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
+/** Store key under which the ranks' network progress threads meet for a mesh of their own. */
+export const NET_PROGRESS_MESH = 'netprogress';
+
 /** Where a store served apart from the ranks (webccl serve) records a peer it refused for the token. */
 export const WRONG_TOKEN_KEY = 'refused/token';
 

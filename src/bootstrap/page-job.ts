@@ -4,6 +4,7 @@ import { fail } from '../core/errors.js';
 import { showValue } from '../core/options.js';
 import { checkSecrets } from '../wire/secrets.js';
 import type { StoreSession } from './store-session.js';
+import type { Met } from './meet.js';
 
 export interface PageJob {
   /** The serving process: ws://HOST:P (its store at /store, its relay at /webccl-relay). */
@@ -19,6 +20,8 @@ export interface MetWorldOf<T> {
   transport: T;
   nodeOf: number[];
   store: StoreSession;
+  /** Whether every rank offered a network progress thread (Met.progress). */
+  progress?: Met['progress'];
 }
 
 /** The options that name a job by its master, as createNode and initCommGroup take them. */

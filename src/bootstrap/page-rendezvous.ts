@@ -21,6 +21,8 @@ export interface PageRendezvousOptions {
   connectTimeoutMs: number;
   /** The WebSocket class (default: the runtime's own). */
   WebSocket?: PageSocketClass;
+  /** This rank offers a network progress thread of its own (RendezvousSteps.progress). */
+  progress?: 'auto' | 'thread';
 }
 
 export async function pageRendezvous(o: PageRendezvousOptions): Promise<MetWorldOf<PageTransport>> {
@@ -32,18 +34,18 @@ export async function pageRendezvous(o: PageRendezvousOptions): Promise<MetWorld
   });
   let transport: PageTransport | undefined;
   try {
-    const steps = { rank: o.rank, size: job.size, nodeKey: o.nodeKey, nchannels: o.nchannels, connectTimeoutMs: o.connectTimeoutMs, carrier: 'ws' };
+    const steps = { rank: o.rank, size: job.size, nodeKey: o.nodeKey, nchannels: o.nchannels, connectTimeoutMs: o.connectTimeoutMs, carrier: 'ws', progress: o.progress };
     await agreeOnSize(store, steps);
     await agreeOnCarrier(store, steps);
     transport = PageTransport.create({
       rank: o.rank, size: job.size, jobId: job.jobId, token: job.token, nchannels: o.nchannels, timeoutMs: o.connectTimeoutMs,
       relay: job.master + RELAY_PATH, WebSocket: Ws,
     });
-    const { nodeOf } = await meetAndConnect(store, transport, steps, deadline, job.master);
+    const { nodeOf, progress } = await meetAndConnect(store, transport, steps, deadline, job.master);
     // From here the job's ops keep a Node process alive (their deadline timers), not idle connections.
     transport.unref();
     store.unref();
-    return { transport, nodeOf, store };
+    return { transport, nodeOf, store, progress };
   } catch (e) {
     transport?.close();
     await tellAbort(store, o.rank, e);

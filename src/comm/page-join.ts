@@ -10,6 +10,10 @@ import { type PageSocketClass, RELAY_PATH } from '../transport/ws/page-carrier.j
 import { Communicator, type CommunicatorOptions } from './communicator.js';
 import { type JoinOptions, joinNodeAs } from './context.js';
 import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_NCHANNELS, netWorldCommunicator } from './net-world.js';
+import { resolveProgressMode } from '../core/progress-mode.js';
+import { checkMode } from './input-check.js';
+import { loadPageNetThread, startPageNetProgress } from '../progress/page-net-thread.js';
+import { newHub } from '../progress/net-hub.js';
 
 export interface PageJoinInput {
   node: NodeHandle;
@@ -30,7 +34,23 @@ export async function joinPageWorld(i: PageJoinInput): Promise<Communicator> {
   ctx.worldRank = world.rank;
   const local = new Communicator(ctx, { timeoutMs: opts.timeoutMs });
   const connectTimeoutMs = DEFAULT_CONNECT_TIMEOUT_MS;
-  const met = await pageRendezvous({ job, rank: world.rank, nodeKey: node.key, nchannels: DEFAULT_NCHANNELS, connectTimeoutMs, WebSocket: i.WebSocket });
+  // The rank offers a network progress thread once its script has loaded (the job takes it if
+  // every rank offers). (WEBCCL_CHECK hashes buffers between an op's own start and end: the rank must run them.)
+  const mode = resolveProgressMode(opts.progress);
+  // (A page that is not cross-origin isolated has unshared memory, which no worker can share.)
+  const shared = typeof SharedArrayBuffer === 'function' && node.memory.buffer instanceof SharedArrayBuffer;
+  const worker = mode !== 'caller' && !checkMode() && shared ? await loadPageNetThread() : undefined;
+  const progress = worker && mode !== 'caller' ? mode : undefined;
+  const met = await pageRendezvous({ job, rank: world.rank, nodeKey: node.key, nchannels: DEFAULT_NCHANNELS, connectTimeoutMs, WebSocket: i.WebSocket, progress }).catch((e: unknown) => {
+    worker?.terminate();
+    throw e;
+  });
+  if (worker && !met.progress) worker.terminate(); // some rank offered none: the job runs without threads
+  const oneHost = isLoopbackHost(new URL(job.master).hostname);
+  const startNetProgress = () => startPageNetProgress(worker!, {
+    memory: node.memory, job, rank: world.rank, localRank, nchannels: DEFAULT_NCHANNELS, connectTimeoutMs, oneHost,
+    cores: ctx.cores, simd: ctx.core.simd, hub: newHub(ctx),
+  });
   const remesh = (prefix: string, rank: number, size: number) => {
     const t = PageTransport.create({
       rank, size, jobId: job.jobId, token: job.token, nchannels: DEFAULT_NCHANNELS, timeoutMs: connectTimeoutMs,
@@ -38,5 +58,5 @@ export async function joinPageWorld(i: PageJoinInput): Promise<Communicator> {
     });
     return connectAt(met.store, t, { rank, size, timeoutMs: connectTimeoutMs }, prefix);
   };
-  return netWorldCommunicator({ ctx, local, node, localRank, world, met, opts, remesh, oneHost: isLoopbackHost(new URL(job.master).hostname) });
+  return netWorldCommunicator({ ctx, local, node, localRank, world, met, opts, remesh, oneHost, ...(progress && { startNetProgress }) });
 }

@@ -11,6 +11,7 @@ import { hubEnded } from '../progress/net-hub.js';
 import { NetProgressHost } from '../progress/net-host.js';
 import { StoreClient } from '../bootstrap/node/store-client.js';
 import { meshAt } from '../bootstrap/node/rendezvous.js';
+import { NET_PROGRESS_MESH } from '../bootstrap/meet.js';
 import { carrierFromEnv } from '../bootstrap/node/mesh-carrier.js';
 import { agreeOnTuning } from '../comm/net-world.js';
 import { TransportSpaces } from '../transport/spaces.js';
@@ -26,8 +27,6 @@ setLogThread(`rank ${d.world.rank}'s network progress thread`);
 setLogWriter((line) => writeSync(2, `${line}\n`));
 installTraceSink();
 
-/** Store key under which the progress threads' own mesh meets. */
-const MESH_PREFIX = 'netprogress';
 
 async function main(): Promise<void> {
   const { world } = d;
@@ -38,7 +37,7 @@ async function main(): Promise<void> {
   const mesh = await meshAt(store, {
     rank: world.rank, size: world.size, jobId: world.jobId, token: world.token, nchannels: d.nchannels, masterAddr: world.masterAddr,
     ifname: d.ifname, tls, carrier: carrierFromEnv(tls), timeoutMs: d.connectTimeoutMs,
-  }, MESH_PREFIX);
+  }, NET_PROGRESS_MESH);
   store.unref();
   parentPort!.postMessage({ ready: true });
   // Atomics.waitAsync does not keep a thread's event loop alive: this does, until the loop ends.

@@ -18,7 +18,7 @@ import { ShmEngine } from '../comm/shm-engine.js';
 import { Work } from '../comm/work.js';
 import { REFUSED, hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 import {
-  L, LANE_BYTES, TABLE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_RUNNING, PROGRESS_STOPPING, T, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
+  L, LANE_BYTES, TABLE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STARTING, PROGRESS_STOPPING, T, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
 } from './lanes.js';
 
 /** What an op its rank took back ends as: settled, with no outcome to write. */
@@ -73,7 +73,9 @@ class ProgressHost {
   constructor(private readonly memory: WebAssembly.Memory, private readonly o: HostOptions) {
     this.heap = new NodeHeap(memory, { canBlock: true });
     this.nranks = this.i32()[(NODE_BASE + N.NRANKS) >> 2];
-    Atomics.store(this.i32(), (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_RUNNING);
+    // Where its start was announced as pending (a page's worker), ranks wait for this word to move.
+    Atomics.compareExchange(this.i32(), (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, PROGRESS_RUNNING);
+    Atomics.notify(this.i32(), (NODE_BASE + N.PROGRESS) >> 2);
   }
 
   private i32(): Int32Array {
@@ -81,6 +83,8 @@ class ProgressHost {
   }
 
   run(): void {
+    // Stopped, or given up on (progressNotStarted), before its script ran: its ranks run their own ops.
+    if (Atomics.load(this.i32(), (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_NONE) return;
     for (;;) {
       const i32 = this.i32();
       const bell = Atomics.load(i32, (NODE_BASE + N.PROGRESS_BELL) >> 2);

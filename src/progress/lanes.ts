@@ -105,6 +105,11 @@ export const PROGRESS_RUNNING = 1;
 export const PROGRESS_GONE = 2;
 /** Asked to end (its starter's stop()): it ends its loop, writes its trace, and says it is gone. */
 export const PROGRESS_STOPPING = 3;
+/**
+ * Started where the thread's script loads later (a page's Web Worker): the thread marks itself
+ * running when it begins; a script that fails to load leaves the node without one (NONE).
+ */
+export const PROGRESS_STARTING = 4;
 
 export const slotAt = (lane: number, n: number): number => lane + L.SLOTS + (n % LANE_SLOTS) * SLOT_BYTES;
 

@@ -21,6 +21,10 @@ import { checkMode } from '../comm/input-check.js';
 import { ShmEngine } from '../comm/shm-engine.js';
 import { PROGRESS_RUNNING, progressState } from './lanes.js';
 import { ThreadEngine } from './thread-engine.js';
+import { progressStarting, waitProgressSettled } from './start.js';
+
+/** Longest a rank waits for a page's progress thread to start (its script to load) before going on without it. */
+export const START_WAIT_MS = 30_000;
 
 /**
  * The engine of a communicator whose ranks are all on `ctx`'s node: ops handed to the node's
@@ -30,9 +34,14 @@ export function nodeEngine(ctx: RankContext, counters: OpCounters, commAlgo: unk
   const mode = resolveProgressMode(progress);
   // WEBCCL_CHECK hashes the buffers between the rank's own slices of an op: it needs the rank to run them.
   if (mode === 'caller' || ctx.size === 1 || checkMode()) return new ShmEngine(ctx, counters, commAlgo, timeoutMs);
+  // A page's thread may still be loading its script: choose once it runs or is known not to.
+  waitProgressSettled(ctx.core.memory, Math.min(timeoutMs, START_WAIT_MS), ctx.canBlock);
   if (!hasProgressThread(ctx)) {
     if (mode === 'auto') return new ShmEngine(ctx, counters, commAlgo, timeoutMs);
-    throw new WebcclError('UNSUPPORTED', "progress 'thread' (WEBCCL_PROGRESS): this node has no progress thread (webccl's launchers and createNode() start one in Node; createNode({ nranks, progress: false }) and pages have none)", { option: 'progress' });
+    const why = progressStarting(ctx.core.memory)
+      ? 'this node\'s progress thread has not started yet (a rank on a page\'s main thread cannot wait for it here: await initCommGroup, which does)'
+      : 'this node has no progress thread (webccl\'s launchers and createNode() start one; createNode({ nranks, progress: false }) makes none, and a page\'s fails to start where its script progress-worker.js cannot be loaded beside index.js)';
+    throw new WebcclError('UNSUPPORTED', `progress 'thread' (WEBCCL_PROGRESS): ${why}`, { option: 'progress' });
   }
   return new ThreadEngine(ctx, counters, commAlgo, timeoutMs, mode);
 }

@@ -1,12 +1,13 @@
 // Starting and stopping a node's progress thread. Starting a thread is the platform's business
-// (Node's worker_threads; a page would need the URL of a worker script): the Node entry
-// registers a starter here, and createNode calls it. The thread is started by whoever creates
-// the node (a launcher, a test, a page's main thread), never by a rank: a thread a rank started
-// would end with that rank, with its peers' ops still in hand.
+// (Node's worker_threads, a page's module Web Worker): each entry registers a starter here, and
+// createNode calls it. The thread is started by whoever creates the node (a launcher, a test, a
+// page's main thread), never by a rank: a thread a rank started would end with that rank, with
+// its peers' ops still in hand.
 import { N, NODE_BASE } from '../core/shm-map.js';
 import { writeReasonText } from '../core/reason-text.js';
 import type { NodeHandle } from '../core/node.js';
-import { L, PROGRESS_GONE, PROGRESS_RUNNING, PROGRESS_STOPPING, T, laneTable, ringProgress } from './lanes.js';
+import { log } from '../core/log.js';
+import { L, PROGRESS_GONE, PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STARTING, PROGRESS_STOPPING, T, laneTable, ringProgress } from './lanes.js';
 
 /** A started progress thread: `stop()` ends it (the node's ranks must have ended their ops). */
 export interface ProgressThread {
@@ -19,18 +20,38 @@ export type ProgressStarter = (node: NodeHandle, ended: (why: string) => void, e
 const STARTER = Symbol.for('webccl.progressStarter');
 const threads = new WeakMap<WebAssembly.Memory, ProgressThread>();
 
-export function registerProgressStarter(start: ProgressStarter): void {
-  (globalThis as Record<symbol, unknown>)[STARTER] = start;
+interface Registered {
+  start: ProgressStarter;
+  /** The thread's script loads after start() returns (a page's): the node says STARTING until it runs. */
+  loadsLater: boolean;
+}
+
+export function registerProgressStarter(start: ProgressStarter, o: { loadsLater?: boolean } = {}): void {
+  (globalThis as Record<symbol, Registered>)[STARTER] = { start, loadsLater: o.loadsLater ?? false };
 }
 
 /** Starts the node's progress thread where the platform can; false where it cannot. */
 export function startProgressThread(node: NodeHandle, env?: Record<string, string | undefined>): boolean {
-  const start = (globalThis as Record<symbol, ProgressStarter | undefined>)[STARTER];
-  if (!start) return false;
+  const got = (globalThis as Record<symbol, Registered | undefined>)[STARTER];
+  if (!got) return false;
   const i32 = new Int32Array(node.memory.buffer);
-  // Marked running before the thread runs: ranks may post to it from the first op on.
-  Atomics.store(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_RUNNING);
-  threads.set(node.memory, start(node, (why) => progressEnded(node.memory, why), env));
+  // Marked before the thread runs: ranks may post to it from the first op on. A script loaded
+  // later may fail to load: until the thread says it runs, ranks wait to choose (progressSettled).
+  Atomics.store(i32, (NODE_BASE + N.PROGRESS) >> 2, got.loadsLater ? PROGRESS_STARTING : PROGRESS_RUNNING);
+  threads.set(node.memory, got.start(node, (why) => progressEnded(node.memory, why), env));
+  return true;
+}
+
+/**
+ * A thread announced as STARTING whose script never ran (it failed to load): the node has no
+ * progress thread, so its ranks run their ops themselves, as on a node made without one. No
+ * rank has handed it an op (ranks wait while it is STARTING), so nothing is lost.
+ */
+export function progressNotStarted(memory: WebAssembly.Memory, why: string): boolean {
+  const i32 = new Int32Array(memory.buffer);
+  if (Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, PROGRESS_NONE) !== PROGRESS_STARTING) return false;
+  log('WARN', `the node's progress thread did not start (${why}): its ranks run their ops themselves, while they wait`);
+  Atomics.notify(i32, (NODE_BASE + N.PROGRESS) >> 2);
   return true;
 }
 
@@ -45,6 +66,8 @@ export async function stopProgressThread(node: NodeHandle): Promise<void> {
   threads.delete(node.memory);
   const i32 = new Int32Array(node.memory.buffer);
   Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_RUNNING, PROGRESS_STOPPING);
+  // Stopped before its script ran: it never will, and no rank handed it anything.
+  if (Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, PROGRESS_NONE) === PROGRESS_STARTING) Atomics.notify(i32, (NODE_BASE + N.PROGRESS) >> 2);
   ringProgress(i32);
   await t.stop();
 }
@@ -66,5 +89,29 @@ export function progressEnded(memory: WebAssembly.Memory, why: string): void {
       Atomics.notify(i32, (lane + L.DONE) >> 2);
       Atomics.notify(i32, (lane + L.STATE) >> 2);
     }
+  }
+}
+
+/** Whether the node's progress thread was announced and has not yet said that it runs. */
+export const progressStarting = (memory: WebAssembly.Memory): boolean =>
+  Atomics.load(new Int32Array(memory.buffer), (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_STARTING;
+
+/**
+ * Waits (blocking: a worker's rank choosing its engine) until a STARTING progress thread runs or
+ * is known not to, at most `ms`; where the thread cannot block, returns at once.
+ */
+export function waitProgressSettled(memory: WebAssembly.Memory, ms: number, canBlock: boolean): void {
+  const i32 = new Int32Array(memory.buffer);
+  const until = performance.now() + ms;
+  while (canBlock && progressStarting(memory) && performance.now() < until) Atomics.wait(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, Math.min(50, until - performance.now()));
+}
+
+/** The same without blocking (initCommGroup, which may run on a page's main thread). */
+export async function progressSettled(memory: WebAssembly.Memory, ms: number): Promise<void> {
+  const i32 = new Int32Array(memory.buffer);
+  const until = performance.now() + ms;
+  while (progressStarting(memory) && performance.now() < until) {
+    const r = Atomics.waitAsync(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, Math.min(50, until - performance.now()));
+    if (r.async) await r.value;
   }
 }

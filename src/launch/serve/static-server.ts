@@ -5,7 +5,7 @@
 // Read-only: GET and HEAD, files under DIR only (no `..`, no symlink leading out of it).
 import { createReadStream, realpathSync, statSync } from 'node:fs';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
-import { extname, join, sep } from 'node:path';
+import { dirname, extname, join, sep } from 'node:path';
 import { WebcclError } from '../../core/errors.js';
 
 /** The headers that make a page cross-origin isolated (and let it load this server's files). */
@@ -69,6 +69,9 @@ function closeServer(server: Server): Promise<void> {
   });
 }
 
+/** Served from beside the browser build: the progress threads' worker scripts, which index.js loads from its own directory. */
+const BESIDE_BUILD = ['/progress-worker.js', '/net-progress-worker.js'];
+
 function respond(req: IncomingMessage, res: ServerResponse, root: string, browserBuild: string): void {
   const fail = (status: number, why: string): void => void res.writeHead(status, { ...ISOLATION_HEADERS, 'content-type': 'text/plain; charset=utf-8' }).end(`${status} ${why}\n`);
   if (req.method !== 'GET' && req.method !== 'HEAD') return void res.writeHead(405, { ...ISOLATION_HEADERS, allow: 'GET, HEAD' }).end();
@@ -81,6 +84,8 @@ function respond(req: IncomingMessage, res: ServerResponse, root: string, browse
   if (path.includes('\0') || path.split('/').includes('..')) return fail(403, 'outside the served directory');
   let file: string;
   if (path === '/webccl.js' || path === '/webccl.js.map') file = path.endsWith('.map') ? `${browserBuild}.map` : browserBuild;
+  // The scripts /webccl.js starts as its progress threads, found beside it (import.meta.url).
+  else if (BESIDE_BUILD.includes(path)) file = join(dirname(browserBuild), path);
   else {
     file = join(root, path);
     try {

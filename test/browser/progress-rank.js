@@ -1,0 +1,49 @@
+// One rank of progress.html: issues collectives, then computes without calling webccl, and
+// reports whether they ended meanwhile (the node's progress thread ran them) and were right.
+const busy = (ms) => {
+  const until = performance.now() + ms;
+  let x = 0;
+  while (performance.now() < until) x += Math.sqrt(x + 1);
+  return x;
+};
+const failure = (e) => ({ code: e.code ?? e.name, message: e.message, details: e.details });
+
+onmessage = async ({ data }) => {
+  if (data.go) return; // handled by the waiter below
+  const { lib, node, rank, mode, stop, busyMs } = data;
+  const { initCommGroup } = await import(lib);
+  let comm;
+  try {
+    comm = await initCommGroup({ node, rank, progress: mode });
+  } catch (e) {
+    postMessage({ rank, init: failure(e) });
+    return;
+  }
+  const n = comm.size;
+  if (stop) {
+    if (rank === 1) await new Promise((res) => addEventListener('message', ({ data: d }) => d.go && res()));
+    const x = comm.alloc('f32', 1000).fill(1);
+    const w = comm.allReduce(x);
+    if (rank === 0) postMessage({ posted: true });
+    const outcome = await w.then(() => 'completed', failure);
+    postMessage({ rank, outcome });
+    return;
+  }
+  // auto hands an op to the thread when the rank calls webccl after issuing it: the second
+  // call hands over the first op, and every later one goes at once.
+  const lead = new Float64Array(8).fill(rank);
+  const x = comm.alloc('f32', 1 << 20).fill(rank + 1); // 4 MiB: zero-copy from alloc()
+  const plain = new Int32Array(100_003).fill(rank); // a plain array: copied in and out
+  const out = new Int32Array(n * 100_003);
+  const works = [comm.allReduce(lead), comm.allReduce(x), comm.allGather(out, plain)];
+  busy(busyMs);
+  const during = works.map((w) => w.isCompleted());
+  await Promise.all(works);
+  const want = (n * (n + 1)) / 2;
+  postMessage({
+    rank,
+    during,
+    right: lead.every((v) => v === (n * (n - 1)) / 2) && x.every((v) => v === want) && out.every((v, i) => v === Math.floor(i / 100_003)),
+    threadOps: comm.stats().threadOps,
+  });
+};
