@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, 
 import { spawn, spawnSync } from 'node:child_process';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { outputMatch } from './helpers/output-match.js';
@@ -35,10 +35,10 @@ symlinkSync(join(tmp, 'secret.txt'), join(dir, 'leak.txt'));
 writeFileSync(join(dir, 'rank.js'), `import { initCommGroup } from '/webccl.js';
 onmessage = async ({ data: { node, rank } }) => {
   try {
-    const comm = await initCommGroup({ node, rank });
+    const comm = await initCommGroup({ node, rank, progress: 'thread' }); // UNSUPPORTED if its progress thread did not start
     const x = new Float32Array(1000).fill(rank + 1);
     await comm.allReduce(x);
-    postMessage({ rank, sum: x[0], ok: x.every((v) => v === 3) });
+    postMessage({ rank, sum: x[0], ok: x.every((v) => v === 3), threadOps: comm.stats().threadOps });
   } catch (e) { postMessage({ rank, error: String(e.code) + ' ' + e.message }); }
 };`);
 writeFileSync(join(dir, 'two.html'), `<!doctype html><script type="module">
@@ -96,6 +96,15 @@ describe('webccl serve: the static server', () => {
     if (existsSync(`${browserBuild}.map`)) expect((await get('/webccl.js.map')).status).toBe(200);
   });
 
+  it('/progress-worker.js and /net-progress-worker.js are the scripts beside the browser build (its progress threads, which it loads from its own directory)', async () => {
+    for (const f of ['progress-worker.js', 'net-progress-worker.js']) {
+      const r = await get(`/${f}`);
+      expect(r.status, f).toBe(200);
+      expect(r.body, f).toBe(readFileSync(join(dirname(browserBuild), f), 'utf8'));
+      expect(r.headers['content-type'], f).toMatch(/javascript/);
+    }
+  });
+
   it('refuses what lies outside the directory: .., encoded .., a symlink leading out; 404 for a missing file; 405 for POST; HEAD has no body', async () => {
     // The URL parser resolves `..` (encoded or not) against the root, so these never leave it.
     for (const path of ['/../secret.txt', '/%2e%2e/secret.txt', '/sub/%2E%2E/%2E%2E/secret.txt', '/..%2fsecret.txt', '/sub/..%2f..%2fsecret.txt']) {
@@ -124,12 +133,12 @@ describe('webccl serve: the static server', () => {
     expect({ code: e.code, port: e.details.port }).toEqual({ code: 'ADDRESS_IN_USE', port: server.port });
   });
 
-  it.skipIf(!haveChromium)('a page it serves is cross-origin isolated in Chromium: two workers share a node through /webccl.js and allReduce', async () => {
+  it.skipIf(!haveChromium)('a page it serves is cross-origin isolated in Chromium: two workers share a node through /webccl.js and allReduce on its progress thread (/progress-worker.js beside it)', async () => {
     await withTab(async (tab, errors) => {
       await tab.goto(`${server.url}/two.html`);
       const got = await tab.waitForFunction(() => (window as any).webcclResults, null, { timeout: 60_000 }).then((h) => h.jsonValue());
       expect(errors).toEqual([]);
-      expect(got).toEqual({ isolated: true, results: [{ rank: 0, sum: 3, ok: true }, { rank: 1, sum: 3, ok: true }] });
+      expect(got).toEqual({ isolated: true, results: [{ rank: 0, sum: 3, ok: true, threadOps: 1 }, { rank: 1, sum: 3, ok: true, threadOps: 1 }] });
     });
   }, 90_000);
 });
