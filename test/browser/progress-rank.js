@@ -35,7 +35,11 @@ onmessage = async ({ data }) => {
   const x = comm.alloc('f32', 1 << 20).fill(rank + 1); // 4 MiB: zero-copy from alloc()
   const plain = new Int32Array(100_003).fill(rank); // a plain array: copied in and out
   const out = new Int32Array(n * 100_003);
-  const works = [comm.allReduce(lead), comm.allReduce(x), comm.allGather(out, plain)];
+  // Rooted ops too, from the last rank and into rank 1 % n, on alloc() and plain buffers.
+  const root = n - 1;
+  const b = comm.alloc('f64', 30_000).fill(rank === root ? 7 : 0);
+  const red = new Float32Array(50_000).fill(rank + 1);
+  const works = [comm.allReduce(lead), comm.allReduce(x), comm.allGather(out, plain), comm.broadcast(b, { root }), comm.reduce(red, { root: 1 % n })];
   busy(busyMs);
   const during = works.map((w) => w.isCompleted());
   await Promise.all(works);
@@ -43,7 +47,8 @@ onmessage = async ({ data }) => {
   postMessage({
     rank,
     during,
-    right: lead.every((v) => v === (n * (n - 1)) / 2) && x.every((v) => v === want) && out.every((v, i) => v === Math.floor(i / 100_003)),
+    right: lead.every((v) => v === (n * (n - 1)) / 2) && x.every((v) => v === want) && out.every((v, i) => v === Math.floor(i / 100_003)) &&
+      b.every((v) => v === 7) && (rank !== 1 % n || red.every((v) => v === want)),
     threadOps: comm.stats().threadOps,
   });
 };
