@@ -39,7 +39,10 @@ export function startPageProgress(node: NodeHandle, ended: (why: string) => void
     const message = (e as ErrorEvent).message;
     const why = message ? `it failed: ${message}` : `its script ${url.href} could not be loaded`;
     // Never ran: no rank handed it anything, so the node goes on without it. Else its ops fail.
-    if (progressNotStarted(node.memory, why)) return done();
+    if (progressNotStarted(node.memory, why)) {
+      w.terminate();
+      return done();
+    }
     log('WARN', `the node's progress thread failed: ${why}`);
     end(why);
   };
