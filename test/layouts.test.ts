@@ -18,6 +18,8 @@ const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 8) &
 const SHAPES: [number, number, number, number][] = [
   [0, 3, 2, 2], [2, 0, 3, 3], [1, 1, 1, 1], [2, 3, 4, 5], [1, 17, 3, 3], [2, 5, 1, 7], [1, 20, 6, 1],
   [3, 33, 5, 7], [1, 1, 9, 9], [2, 40, 16, 17], [1, 64, 8, 8], [1, 16, 4, 4],
+  // Whole channel blocks over groups of pixels and a few more (convert.ts: NHWC <-> NC1HWC0).
+  [2, 64, 5, 7],
   // H·W a multiple of 2048 (1-byte tiles then write their 16 rows in two halves, transpose.ts)
   // and of 4096, with C over a block of tiles and not a multiple of C0.
   [1, 37, 32, 64], [2, 70, 64, 64],

@@ -39,6 +39,12 @@ export const L_NC1HWC0: i32 = 2;
 // NHWC <-> NC1HWC0 goes pixel by pixel: the NHWC side streams once and each channel block is
 // one more stream (block by block, every pass would rewrite each line of the NHWC side).
 
+// Whole blocks go a group of pixels at a time, block by block, in runs of RUN bytes per block
+// (the group's NHWC side, RUN · blocks bytes, is read again from L1). At 16 MiB runs of 512
+// bytes measured 1.2–1.5× as fast as pixel by pixel for 1-, 2- and 4-byte elements (256 KiB:
+// 1.1–1.2×); 128–256 byte runs gained less, 1–2 KiB runs lost it for 4-byte ones (4 blocks).
+const RUN: usize = 512;
+
 /**
  * Both directions when every block is whole and a multiple of 16 bytes: pixel p's block k is
  * read at src + p·ssp + k·ssk and written at dst + p·dsp + k·dsk, `len` bytes each. Without
@@ -46,12 +52,24 @@ export const L_NC1HWC0: i32 = 2;
  * NHWC -> NC1HWC0 ran 1.4× as fast at 16 MiB, f16 1.1×.
  */
 @inline function wholeBlocks(dst: usize, src: usize, blocks: usize, hw: usize, len: usize, ssk: usize, dsk: usize, ssp: usize, dsp: usize): void {
-  for (let p: usize = 0; p < hw; p++) {
-    const s = src + p * ssp;
-    const d = dst + p * dsp;
+  const group = max<usize>(1, RUN / len);
+  let p: usize = 0;
+  for (; p + group <= hw; p += group) {
     for (let k: usize = 0; k < blocks; k++) {
-      for (let i: usize = 0; i < len; i += 16) v128.store(d + k * dsk + i, v128.load(s + k * ssk + i));
+      const s = src + p * ssp + k * ssk;
+      const d = dst + p * dsp + k * dsk;
+      // The usual run lengths (C0 of 1, 2 or 4 bytes) with the length known: 1.1–1.25× more.
+      if (len == 32) runs(d, s, RUN / 32, 32, ssp, dsp);
+      else if (len == 64) runs(d, s, RUN / 64, 64, ssp, dsp);
+      else runs(d, s, group, len, ssp, dsp);
     }
+  }
+  for (let k: usize = 0; k < blocks; k++) runs(dst + p * dsp + k * dsk, src + p * ssp + k * ssk, hw - p, len, ssp, dsp);
+}
+
+@inline function runs(d: usize, s: usize, count: usize, len: usize, ssp: usize, dsp: usize): void {
+  for (let p: usize = 0; p < count; p++) {
+    for (let i: usize = 0; i < len; i += 16) v128.store(d + p * dsp + i, v128.load(s + p * ssp + i));
   }
 }
 
