@@ -80,7 +80,8 @@ describe('layout kernels match the reference in both builds', () => {
 // planes then alias in L1 and L2, with planes below and at 128 KiB, and with C a multiple of
 // C0 or not (a last channel block too small for that walk), in the default c0 of each width.
 const LARGE_SHAPES: Record<number, [number, number, number, number][]> = {
-  1: [[1, 64, 128, 256], [1, 40, 256, 256], [1, 17, 512, 256]],
+  // [1, 80, 131, 131]: 1-byte NCHW -> NHWC staged in dst (transpose.ts), its blocks and the rest.
+  1: [[1, 64, 128, 256], [1, 40, 256, 256], [1, 17, 512, 256], [1, 80, 131, 131]],
   2: [[1, 20, 256, 256], [2, 24, 128, 256]],
   4: [[1, 32, 128, 128], [1, 20, 128, 256]],
   8: [[1, 6, 128, 256]],
