@@ -83,7 +83,8 @@ const LARGE_SHAPES: Record<number, [number, number, number, number][]> = {
   // [1, 80, 131, 131]: 1-byte NCHW -> NHWC staged in dst (transpose.ts), its blocks and the rest.
   1: [[1, 64, 128, 256], [1, 40, 256, 256], [1, 17, 512, 256], [1, 80, 131, 131]],
   2: [[1, 20, 256, 256], [2, 24, 128, 256]],
-  4: [[1, 32, 128, 128], [1, 20, 128, 256]],
+  // [1, 16, 127, 131]: 4-byte NCHW -> NC1HWC0 in short runs (transpose.ts) ending in a partial block.
+  4: [[1, 32, 128, 128], [1, 20, 128, 256], [1, 16, 127, 131]],
   8: [[1, 6, 128, 256]],
 };
 
