@@ -19,6 +19,8 @@ import { allocCommBlock } from './shm-block.js';
 import { settledWithoutBlocking } from './work.js';
 import type { NetLaneConfig } from '../progress/net-lane.js';
 import { netWorld } from './placement.js';
+import { resolveProgressMode } from '../core/progress-mode.js';
+import { checkMode } from './input-check.js';
 
 /** Connections per pair of ranks across nodes (WEBCCL_NCHANNELS for Node ranks). */
 export const DEFAULT_NCHANNELS = 2;
@@ -36,6 +38,16 @@ export interface MetWorld {
    * when some left the choice to the job (small collectives then stay on the ranks).
    */
   progress?: Met['progress'];
+}
+
+/**
+ * What this rank offers at the rendezvous for a network progress thread of its own: its progress
+ * mode, unless 'caller' or WEBCCL_CHECK (which hashes buffers between an op's own start and end,
+ * so the rank must run them); undefined offers none. The platform must also be able to start one.
+ */
+export function netThreadOffer(progress: unknown): 'auto' | 'thread' | undefined {
+  const mode = resolveProgressMode(progress);
+  return mode !== 'caller' && !checkMode() ? mode : undefined;
 }
 
 /** A started network progress thread: `stop()` ends it (the rank's ops must have ended); `hub`, its state block (net-hub.ts). */

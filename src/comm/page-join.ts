@@ -9,9 +9,7 @@ import { PageTransport } from '../transport/ws/page-transport.js';
 import { type PageSocketClass, RELAY_PATH } from '../transport/ws/page-carrier.js';
 import { Communicator, type CommunicatorOptions } from './communicator.js';
 import { type JoinOptions, joinNodeAs } from './context.js';
-import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_NCHANNELS, netWorldCommunicator } from './net-world.js';
-import { resolveProgressMode } from '../core/progress-mode.js';
-import { checkMode } from './input-check.js';
+import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_NCHANNELS, netThreadOffer, netWorldCommunicator } from './net-world.js';
 import { loadPageNetThread, startPageNetProgress } from '../progress/page-net-thread.js';
 import { newHub } from '../progress/net-hub.js';
 
@@ -35,12 +33,11 @@ export async function joinPageWorld(i: PageJoinInput): Promise<Communicator> {
   const local = new Communicator(ctx, { timeoutMs: opts.timeoutMs });
   const connectTimeoutMs = DEFAULT_CONNECT_TIMEOUT_MS;
   // The rank offers a network progress thread once its script has loaded (the job takes it if
-  // every rank offers). (WEBCCL_CHECK hashes buffers between an op's own start and end: the rank must run them.)
-  const mode = resolveProgressMode(opts.progress);
-  // (A page that is not cross-origin isolated has unshared memory, which no worker can share.)
+  // every rank offers). A page that is not cross-origin isolated has unshared memory, which no worker can share.
   const shared = typeof SharedArrayBuffer === 'function' && node.memory.buffer instanceof SharedArrayBuffer;
-  const worker = mode !== 'caller' && !checkMode() && shared ? await loadPageNetThread() : undefined;
-  const progress = worker && mode !== 'caller' ? mode : undefined;
+  const offer = shared ? netThreadOffer(opts.progress) : undefined;
+  const worker = offer ? await loadPageNetThread() : undefined;
+  const progress = worker ? offer : undefined;
   const met = await pageRendezvous({ job, rank: world.rank, nodeKey: node.key, nchannels: DEFAULT_NCHANNELS, connectTimeoutMs, WebSocket: i.WebSocket, progress }).catch((e: unknown) => {
     worker?.terminate();
     throw e;

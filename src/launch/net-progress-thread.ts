@@ -12,7 +12,8 @@ import type { TlsFiles } from '../core/config.js';
 import { TRACING } from '../core/trace.js';
 import type { WorldInit } from '../bootstrap/world.js';
 import { PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STOPPING } from '../progress/lanes.js';
-import { hubEnded, hubState, hubStateAt, moveHub, netThreadExited, ringHub } from '../progress/net-hub.js';
+import { askHubToStop, hubEnded, hubState, hubStateAt, moveHub, netThreadExited } from '../progress/net-hub.js';
+import { stopWithin } from '../progress/thread-stop.js';
 import type { NetProgress } from '../comm/net-world.js';
 
 declare const __dirname: string | undefined;
@@ -34,8 +35,6 @@ export interface NetProgressInit {
   localRank: number;
 }
 
-/** How long stop() waits for the thread to end by itself (it looks at least every 200 ms). */
-const STOP_GRACE_MS = 2000;
 /** How long a process's exit waits for the thread to write its trace. */
 const EXIT_FLUSH_MS = 2000;
 
@@ -78,9 +77,8 @@ export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
   // (briefly) until it has.
   if (TRACING) {
     process.on('exit', () => {
-      if (!moveHub(memory, hub, PROGRESS_RUNNING, PROGRESS_STOPPING)) return;
+      if (!askHubToStop(memory, hub)) return;
       const words = new Int32Array(memory.buffer);
-      ringHub(memory, hub);
       const until = performance.now() + EXIT_FLUSH_MS;
       while (hubState(memory, hub) === PROGRESS_STOPPING && performance.now() < until) Atomics.wait(words, hubStateAt(hub), PROGRESS_STOPPING, 50);
     });
@@ -88,12 +86,8 @@ export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
   const thread: NetProgress = {
     hub,
     async stop() {
-      moveHub(memory, hub, PROGRESS_RUNNING, PROGRESS_STOPPING);
-      ringHub(memory, hub);
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const forced = new Promise<void>((done) => (timer = setTimeout(() => void w.terminate().then(() => done()), STOP_GRACE_MS)));
-      await Promise.race([exited, forced]);
-      clearTimeout(timer);
+      askHubToStop(memory, hub);
+      await stopWithin(exited, () => w.terminate());
     },
   };
   return new Promise<NetProgress>((resolve, reject) => {

@@ -8,11 +8,9 @@ import { fileURLToPath } from 'node:url';
 import type { NodeHandle } from '../core/node.js';
 import { log } from '../core/log.js';
 import type { ProgressThread } from '../progress/start.js';
+import { stopWithin } from '../progress/thread-stop.js';
 
 declare const __dirname: string | undefined;
-
-/** How long stop() waits for the thread to end by itself (it looks at least every 200 ms). */
-const STOP_GRACE_MS = 2000;
 
 /** The worker script: beside the bundle; from the TypeScript sources, in the built dist/. */
 function workerPath(): string | null {
@@ -43,10 +41,7 @@ export function startNodeProgress(node: NodeHandle, ended: (why: string) => void
   return {
     /** Waits for the thread to end after it was asked to; ends it by force after STOP_GRACE_MS. */
     async stop() {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const forced = new Promise<void>((done) => (timer = setTimeout(() => void w.terminate().then(() => done()), STOP_GRACE_MS)));
-      await Promise.race([exited, forced]);
-      clearTimeout(timer);
+      await stopWithin(exited, () => w.terminate());
       await exited;
     },
   };

@@ -6,7 +6,7 @@
 import { REASON_BYTES } from '../core/shm-map.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import type { RankContext } from '../comm/context.js';
-import { L, PROGRESS_GONE, T, laneTable } from './lanes.js';
+import { L, PROGRESS_GONE, PROGRESS_RUNNING, PROGRESS_STOPPING, T, laneTable } from './lanes.js';
 
 const H = { STATE: 0, BELL: 4, REASON: 64 } as const;
 const HUB_BYTES = H.REASON + REASON_BYTES;
@@ -28,6 +28,13 @@ export function ringHub(memory: WebAssembly.Memory, hub: number): void {
   const i32 = new Int32Array(memory.buffer);
   Atomics.add(i32, hubBellAt(hub), 1);
   Atomics.notify(i32, hubBellAt(hub));
+}
+
+/** Asks a running thread to end (it writes its trace, then says it is gone); false if it was not running. */
+export function askHubToStop(memory: WebAssembly.Memory, hub: number): boolean {
+  if (!moveHub(memory, hub, PROGRESS_RUNNING, PROGRESS_STOPPING)) return false;
+  ringHub(memory, hub);
+  return true;
 }
 
 export function hubState(memory: WebAssembly.Memory, hub: number): number {

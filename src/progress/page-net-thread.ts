@@ -9,13 +9,12 @@ import { log } from '../core/log.js';
 import { WebcclError } from '../core/errors.js';
 import type { NetProgress } from '../comm/net-world.js';
 import type { PageJob } from '../bootstrap/page-job.js';
-import { PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STOPPING } from './lanes.js';
-import { hubEnded, moveHub, netThreadExited, ringHub } from './net-hub.js';
+import { PROGRESS_NONE, PROGRESS_RUNNING } from './lanes.js';
+import { askHubToStop, hubEnded, moveHub, netThreadExited } from './net-hub.js';
+import { stopWithin, workerErrorText } from './thread-stop.js';
 
 /** How long a rank waits for the script to load before it goes on without a thread. */
 const LOAD_WAIT_MS = 30_000;
-/** How long stop() waits for the thread to end by itself (it looks at least every 200 ms). */
-const STOP_GRACE_MS = 2000;
 
 /** What the thread needs to join the job (plain data: it crosses to the worker). */
 export interface PageNetInit {
@@ -52,10 +51,7 @@ export function loadPageNetThread(): Promise<Worker | undefined> {
     };
     const timer = setTimeout(() => give(undefined, `its script ${url.href} did not load within ${LOAD_WAIT_MS / 1000} s`), LOAD_WAIT_MS);
     w.onmessage = ({ data }: MessageEvent<PageNetMessage>) => give('loaded' in data ? w : undefined, 'its script said something else first');
-    w.onerror = (e: Event) => {
-      e.preventDefault();
-      give(undefined, (e as ErrorEvent).message || `its script ${url.href} could not be loaded`);
-    };
+    w.onerror = (e: Event) => give(undefined, workerErrorText(e) || `its script ${url.href} could not be loaded`);
   });
 }
 
@@ -76,18 +72,13 @@ export function startPageNetProgress(w: Worker, init: PageNetInit): Promise<NetP
   const thread: NetProgress = {
     hub,
     async stop() {
-      moveHub(memory, hub, PROGRESS_RUNNING, PROGRESS_STOPPING);
-      ringHub(memory, hub);
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const forced = new Promise<void>((res) => (timer = setTimeout(() => { end('it did not end within 2 s of being asked, and was terminated', true); res(); }, STOP_GRACE_MS)));
-      await Promise.race([exited, forced]);
-      clearTimeout(timer);
+      askHubToStop(memory, hub);
+      await stopWithin(exited, () => end('it did not end within 2 s of being asked, and was terminated', true));
     },
   };
   return new Promise<NetProgress>((resolve, reject) => {
     w.onerror = (e: Event) => {
-      e.preventDefault();
-      const why = `it failed: ${(e as ErrorEvent).message || 'an error in its worker'}`;
+      const why = `it failed: ${workerErrorText(e) || 'an error in its worker'}`;
       reject(new WebcclError('INTERNAL', `the network progress thread ${why}`));
       end(why, true);
     };

@@ -7,9 +7,7 @@
 import type { NodeHandle } from '../core/node.js';
 import { log } from '../core/log.js';
 import { type ProgressThread, progressNotStarted } from './start.js';
-
-/** How long stop() waits for the thread to end by itself (it looks at least every 200 ms). */
-const STOP_GRACE_MS = 2000;
+import { stopWithin, workerErrorText } from './thread-stop.js';
 
 /** What the worker posts back: that it has ended (`why` empty when it ended by itself). */
 export interface PageThreadEnded {
@@ -35,8 +33,7 @@ export function startPageProgress(node: NodeHandle, ended: (why: string) => void
   };
   w.onmessage = ({ data }: MessageEvent<PageThreadEnded>) => end(data.ended);
   w.onerror = (e: Event) => {
-    e.preventDefault(); // reported here, as the node's: not also as the page's uncaught error
-    const message = (e as ErrorEvent).message;
+    const message = workerErrorText(e); // reported here, as the node's: not also as the page's uncaught error
     const why = message ? `it failed: ${message}` : `its script ${url.href} could not be loaded`;
     // Never ran: no rank handed it anything, so the node goes on without it. Else its ops fail.
     if (progressNotStarted(node.memory, why)) {
@@ -48,11 +45,6 @@ export function startPageProgress(node: NodeHandle, ended: (why: string) => void
   };
   w.postMessage({ memory: node.memory, cores: navigator.hardwareConcurrency || 1 });
   return {
-    async stop() {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const forced = new Promise<void>((res) => (timer = setTimeout(() => { end('it did not end within 2 s of being asked, and was terminated'); res(); }, STOP_GRACE_MS)));
-      await Promise.race([exited, forced]);
-      clearTimeout(timer);
-    },
+    stop: () => stopWithin(exited, () => end('it did not end within 2 s of being asked, and was terminated')),
   };
 }

@@ -48,9 +48,15 @@ export function startProgressThread(node: NodeHandle, env?: Record<string, strin
  * rank has handed it an op (ranks wait while it is STARTING), so nothing is lost.
  */
 export function progressNotStarted(memory: WebAssembly.Memory, why: string): boolean {
+  if (!leaveStarting(memory)) return false;
+  log('WARN', `the node's progress thread did not start (${why}): its ranks run their ops themselves, while they wait`);
+  return true;
+}
+
+/** STARTING -> NONE (the node goes on without the thread), waking the ranks that wait to choose; false if it was not STARTING. */
+function leaveStarting(memory: WebAssembly.Memory): boolean {
   const i32 = new Int32Array(memory.buffer);
   if (Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, PROGRESS_NONE) !== PROGRESS_STARTING) return false;
-  log('WARN', `the node's progress thread did not start (${why}): its ranks run their ops themselves, while they wait`);
   Atomics.notify(i32, (NODE_BASE + N.PROGRESS) >> 2);
   return true;
 }
@@ -66,8 +72,7 @@ export async function stopProgressThread(node: NodeHandle): Promise<void> {
   threads.delete(node.memory);
   const i32 = new Int32Array(node.memory.buffer);
   Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_RUNNING, PROGRESS_STOPPING);
-  // Stopped before its script ran: it never will, and no rank handed it anything.
-  if (Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, PROGRESS_NONE) === PROGRESS_STARTING) Atomics.notify(i32, (NODE_BASE + N.PROGRESS) >> 2);
+  leaveStarting(node.memory); // stopped before its script ran: it never will, and no rank handed it anything
   ringProgress(i32);
   await t.stop();
 }

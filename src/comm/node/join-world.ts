@@ -13,13 +13,11 @@ import { carrierFromEnv } from '../../bootstrap/node/mesh-carrier.js';
 import { onLauncherLost } from '../../bootstrap/node/launcher-pipe.js';
 import { Communicator, type CommunicatorOptions } from '../communicator.js';
 import { type JoinOptions, joinNodeAs } from '../context.js';
-import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_NCHANNELS, netWorldCommunicator } from '../net-world.js';
+import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_NCHANNELS, netThreadOffer, netWorldCommunicator } from '../net-world.js';
 import { DEFAULT_MASTER_PORT, type WorldInit } from '../../bootstrap/world.js';
 import { storeServedFromEnv, takeStoreFd } from '../../bootstrap/node/store-handoff.js';
 import { resolveWireTls } from '../../wire/node/secure-socket.js';
 import { checkSecrets } from '../../wire/secrets.js';
-import { resolveProgressMode } from '../../core/progress-mode.js';
-import { checkMode } from '../input-check.js';
 import { canStartNetProgress, startNetProgress as startNetProgressThread } from '../../launch/net-progress-thread.js';
 import { newHub } from '../../progress/net-hub.js';
 
@@ -67,9 +65,7 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   const connectTimeoutMs = envNumber('WEBCCL_CONNECT_TIMEOUT_MS') ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const oneHost = isLoopback(world.masterAddr);
   // The rank offers a network progress thread (the job takes it if every rank offers).
-  // (WEBCCL_CHECK hashes buffers between an op's own start and end: the rank must run them.)
-  const mode = resolveProgressMode(opts.progress);
-  const progress = mode !== 'caller' && !checkMode() && canStartNetProgress() ? mode : undefined;
+  const progress = canStartNetProgress() ? netThreadOffer(opts.progress) : undefined;
   const rv = await rendezvous({ ...world, tls, carrier, nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'), connectTimeoutMs, progress });
   const { storeFd: _fd, storeServed: _served, ...jobWorld } = world;
   const startNetProgress = () => startNetProgressThread({
