@@ -35,11 +35,12 @@ onmessage = async ({ data }) => {
   const x = comm.alloc('f32', 1 << 20).fill(rank + 1); // 4 MiB: zero-copy from alloc()
   const plain = new Int32Array(100_003).fill(rank); // a plain array: copied in and out
   const out = new Int32Array(n * 100_003);
-  // Rooted ops too, from the last rank and into rank 1 % n, on alloc() and plain buffers.
-  const root = n - 1;
-  const b = comm.alloc('f64', 30_000).fill(rank === root ? 7 : 0);
-  const red = new Float32Array(50_000).fill(rank + 1);
-  const works = [comm.allReduce(lead), comm.allReduce(x), comm.allGather(out, plain), comm.broadcast(b, { root }), comm.reduce(red, { root: 1 % n })];
+  // Rooted ops too, from every root: broadcast into alloc() buffers, reduce into plain arrays.
+  const roots = Array.from({ length: n }, (_, root) => root);
+  const bs = roots.map((root) => comm.alloc('f64', 10_000).fill(rank === root ? root + 7 : 0));
+  const reds = roots.map(() => new Float32Array(20_000).fill(rank + 1));
+  const works = [comm.allReduce(lead), comm.allReduce(x), comm.allGather(out, plain),
+    ...roots.flatMap((root) => [comm.broadcast(bs[root], { root }), comm.reduce(reds[root], { root })])];
   busy(busyMs);
   const during = works.map((w) => w.isCompleted());
   await Promise.all(works);
@@ -48,7 +49,7 @@ onmessage = async ({ data }) => {
     rank,
     during,
     right: lead.every((v) => v === (n * (n - 1)) / 2) && x.every((v) => v === want) && out.every((v, i) => v === Math.floor(i / 100_003)) &&
-      b.every((v) => v === 7) && (rank !== 1 % n || red.every((v) => v === want)),
+      roots.every((root) => bs[root].every((v) => v === root + 7) && (rank !== root || reds[root].every((v) => v === want))),
     threadOps: comm.stats().threadOps,
   });
 };
