@@ -42,6 +42,23 @@ describe('groups on one node', () => {
     expect([view[0], view[view.length - 1]]).toEqual([3, 3]);
   });
 
+  it("abort() of a destroyed group does nothing: the group formed next in its freed block runs (the abort used to be written there)", async () => {
+    const [a, b] = inprocRanks(2);
+    const [ga, gb] = await formAll([a, b], (c) => c.createGroup([0, 1]));
+    ga!.destroy();
+    gb!.destroy();
+    const [ha, hb] = await formAll([a, b], (c) => c.createGroup([0, 1]));
+    const blockOf = (g: Communicator) => (g as unknown as { ctx: { comm: number } }).ctx.comm;
+    expect(blockOf(ha!)).toBe(blockOf(ga!)); // the same memory, now the new group's
+    ga!.abort('too late');
+    gb!.abort('too late');
+    const x = [new Float32Array(3).fill(1), new Float32Array(3).fill(2)];
+    expect(await settleAll([ha!.allReduce(x[0]), hb!.allReduce(x[1])])).toEqual([undefined, undefined]);
+    expect(Array.from(x[0])).toEqual([3, 3, 3]);
+    ha!.destroy();
+    hb!.destroy();
+  });
+
   it('createGroup: members get a communicator with their own numbering, others null', async () => {
     const world = inprocRanks(4);
     const gs = await formAll(world, (c) => c.createGroup(['rank3', 1]));

@@ -13,7 +13,7 @@ import { joinNode } from '../src/comm/context.js';
 import { Communicator } from '../src/comm/communicator.js';
 import { registerProgressStarter, startProgressThread as startProgressThreadInSource, stopProgressThread as stopInSource } from '../src/progress/start.js';
 import { closeLane, openLane } from '../src/progress/lane-life.js';
-import { L, LANE_CLOSING, LANE_DETACHED } from '../src/progress/lanes.js';
+import { L, LANE_CLOSING, LANE_DETACHED, entryAt, laneTable, stillListed } from '../src/progress/lanes.js';
 import { startNodeProgress } from '../src/launch/progress-thread.js';
 import { WebcclError } from '../src/core/errors.js';
 
@@ -194,6 +194,27 @@ describe('the progress option', () => {
     expect({ closed, warned }).toEqual({ closed: true, warned: [] });
     expect(Atomics.load(i32, (lane + L.STATE) >> 2)).toBe(LANE_DETACHED);
     await stopInSource(node);
+  });
+
+  it("the lane table tells a thread that read a lane whether it was unlisted meanwhile (then freed, its memory reused: garbage read as a lane), and whose lane it lists", () => {
+    const node = createNode({ nranks: 2, slotBytes: 4096, progress: false });
+    const ctx = joinNode(node, 0);
+    const i32 = new Int32Array(node.memory.buffer);
+    const net = openLane(ctx, undefined, () => undefined, 3 + 1); // world rank 3's network thread's
+    const shm = openLane(ctx);
+    const table = laneTable(i32);
+    const [a, b] = [0, 1].map((k) => entryAt(i32, table, k));
+    expect([a.lane, a.owner, b.lane, b.owner]).toEqual([net, 4, shm, 0]);
+    expect(stillListed(i32, table, 0, a.turn)).toBe(true);
+    // Its thread is gone; its rank unlists it, frees it, and the memory is another lane's at once.
+    expect(closeLane(ctx, net, 1000, () => true)).toBe(true);
+    ctx.heap.free(net);
+    const again = openLane(ctx);
+    expect(again).toBe(net); // the same address, listed in the same entry: only the count tells
+    const now = entryAt(i32, table, 0);
+    expect([now.lane, now.owner]).toEqual([net, 0]);
+    expect(stillListed(i32, table, 0, a.turn)).toBe(false);
+    expect(stillListed(i32, table, 1, b.turn)).toBe(true);
   });
 
   it('in one thread: two ranks\' ops end while that thread computes, run by the node\'s progress thread', async () => {

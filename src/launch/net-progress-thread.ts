@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { WebcclError } from '../core/errors.js';
+import { log } from '../core/log.js';
 import type { TlsFiles } from '../core/config.js';
 import { TRACING } from '../core/trace.js';
 import type { WorldInit } from '../bootstrap/world.js';
@@ -93,6 +94,8 @@ export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
   return new Promise<NetProgress>((resolve, reject) => {
     w.on('error', (e) => {
       failure = e instanceof Error ? e.message : String(e);
+      // Its ranks' ops fail with the message; where it broke is for whoever reads the log.
+      log('WARN', `world rank ${init.world.rank}'s network progress thread crashed: ${e instanceof Error ? e.stack ?? e.message : String(e)}`);
       reject(new WebcclError('INTERNAL', `the network progress thread failed: ${failure}`));
     });
     w.on('message', (m: { ready?: boolean; error?: { code: string; message: string; details: Record<string, unknown> } }) => {

@@ -18,7 +18,7 @@ import { ShmEngine } from '../comm/shm-engine.js';
 import { Work } from '../comm/work.js';
 import { REFUSED, hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 import {
-  L, LANE_BYTES, TABLE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STARTING, PROGRESS_STOPPING, T, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, slotState, laneTable, readSlot, slotAt, writeOutcome,
+  L, LANE_BYTES, TABLE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STARTING, PROGRESS_STOPPING, T, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, entryAt, slotState, laneTable, stillListed, readSlot, slotAt, writeOutcome,
 } from './lanes.js';
 
 /** What an op its rank took back ends as: settled, with no outcome to write. */
@@ -158,13 +158,14 @@ class ProgressHost {
     if (table + TABLE_BYTES > i32.byteLength) i32 = this.i32();
     const high = Atomics.load(i32, (table + T.HIGH) >> 2);
     for (let k = 0; k < high; k++) {
-      const addr = Atomics.load(i32, (table + T.ENTRIES + 4 * k) >> 2);
-      if (addr === 0 || this.lanes.has(addr)) continue;
+      const { lane: addr, turn, owner } = entryAt(i32, table, k);
+      // Another owner: a rank's network progress thread's lane (net-lane.ts), not ours.
+      if (addr === 0 || owner !== 0 || this.lanes.has(addr)) continue;
       // A lane allocated after `i32` was made may lie beyond it (the memory grew for it).
       if (addr + LANE_BYTES > i32.byteLength) i32 = this.i32();
-      // A lane with a description is a rank's network progress thread's (net-lane.ts), not ours.
-      if (Atomics.load(i32, (addr + L.CONFIG) >> 2) !== 0) continue;
       const state = Atomics.load(i32, (addr + L.STATE) >> 2);
+      // One this thread let go of may have been freed since (its memory reused): looked at next turn.
+      if (!stillListed(i32, table, k, turn)) continue;
       if (state === LANE_CLOSING) {
         // Opened and closed again before this thread looked (its ops, if any, were taken back):
         // there is nothing to let go of, but its rank waits to hear so.

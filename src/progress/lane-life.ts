@@ -6,7 +6,7 @@ import { log } from '../core/log.js';
 import { N, NODE_BASE } from '../core/shm-map.js';
 import type { RankContext } from '../comm/context.js';
 import type { Buf } from '../comm/buffers.js';
-import { L, LANE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, MAX_LANES, PROGRESS_GONE, T, TABLE_BYTES, laneTable, progressState, ringProgress } from './lanes.js';
+import { ENTRY_RESERVED, L, LANE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, MAX_LANES, PROGRESS_GONE, T, TABLE_BYTES, laneTable, progressState, ringProgress } from './lanes.js';
 
 /** Longest single sleep while closing waits (the thread is checked for life between). */
 const SLICE_MS = 50;
@@ -16,7 +16,7 @@ const SLICE_MS = 50;
  * it). `fill` writes what else its thread must know before the lane is listed (net-lane.ts);
  * `ring` wakes the thread that serves it.
  */
-export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number) => void, ring = () => ringProgress(new Int32Array(ctx.core.memory.buffer))): number {
+export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number) => void, ring = () => ringProgress(new Int32Array(ctx.core.memory.buffer)), owner = 0): number {
   const { heap, core } = ctx;
   let table = laneTable(new Int32Array(ctx.core.memory.buffer));
   if (!table) {
@@ -41,7 +41,11 @@ export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number
   fill?.(i32, lane);
   Atomics.store(i32, (lane + L.STATE) >> 2, LANE_OPEN);
   for (let k = 0; k < MAX_LANES; k++) {
-    if (Atomics.compareExchange(i32, (table + T.ENTRIES + 4 * k) >> 2, 0, lane) !== 0) continue;
+    // Claimed, then its owner written, then listed: a reader never sees a lane with another's owner.
+    if (Atomics.compareExchange(i32, (table + T.ENTRIES + 4 * k) >> 2, 0, ENTRY_RESERVED) !== 0) continue;
+    Atomics.store(i32, (table + T.OWNERS + 4 * k) >> 2, owner);
+    Atomics.store(i32, (table + T.ENTRIES + 4 * k) >> 2, lane);
+    Atomics.add(i32, (table + T.TURNS + 4 * k) >> 2, 1);
     for (;;) {
       const high = Atomics.load(i32, (table + T.HIGH) >> 2);
       if (high > k || Atomics.compareExchange(i32, (table + T.HIGH) >> 2, high, k + 1) === high) break;
@@ -75,7 +79,10 @@ export function closeLane(ctx: RankContext, lane: number, limitMs: number, gone 
   }
   const table = laneTable(i32());
   for (let k = 0; k < MAX_LANES; k++) {
-    if (Atomics.compareExchange(i32(), (table + T.ENTRIES + 4 * k) >> 2, lane, 0) === lane) break;
+    if (Atomics.compareExchange(i32(), (table + T.ENTRIES + 4 * k) >> 2, lane, 0) !== lane) continue;
+    // Counted before the caller frees the lane: a thread reading it meanwhile sees the count move.
+    Atomics.add(i32(), (table + T.TURNS + 4 * k) >> 2, 1);
+    break;
   }
   return true;
 }

@@ -95,10 +95,34 @@ export const SLOT_ENDED = 4;
 const TEXT_MAX = SLOT_BYTES - S.TEXT - 4;
 export const LANE_BYTES = L.SLOTS + LANE_SLOTS * SLOT_BYTES;
 
-/** The lane table: a count of entries ever used, why the progress thread ended, then lane addresses. */
-export const T = { HIGH: 0, REASON: 64, ENTRIES: 64 + REASON_BYTES } as const;
 export const MAX_LANES = 1024;
-export const TABLE_BYTES = T.ENTRIES + 4 * MAX_LANES;
+/**
+ * The lane table: a count of entries ever used, why the progress thread ended, then per entry
+ * the lane's address (0: free, ENTRY_RESERVED while it is being listed), a count of its
+ * listings and unlistings (a lane is unlisted before it is freed: a reader that finds the count
+ * unchanged around its reads read a live lane, see readEntry), and whose thread serves it (0:
+ * the node's shared-memory progress thread; 1 + a world rank: that rank's network thread).
+ */
+export const T = { HIGH: 0, REASON: 64, ENTRIES: 64 + REASON_BYTES, TURNS: 64 + REASON_BYTES + 4 * MAX_LANES, OWNERS: 64 + REASON_BYTES + 8 * MAX_LANES } as const;
+export const TABLE_BYTES = T.OWNERS + 4 * MAX_LANES;
+/** An entry claimed by a rank that has not yet written whose lane it is. */
+export const ENTRY_RESERVED = -1;
+
+/** What entry `k` of the table lists: its lane (0 when none), its turn count and its owner. */
+export function entryAt(i32: Int32Array, table: number, k: number): { lane: number; turn: number; owner: number } {
+  const turn = Atomics.load(i32, (table + T.TURNS + 4 * k) >> 2);
+  const lane = Atomics.load(i32, (table + T.ENTRIES + 4 * k) >> 2);
+  return { lane: lane > 0 ? lane : 0, turn, owner: Atomics.load(i32, (table + T.OWNERS + 4 * k) >> 2) };
+}
+
+/**
+ * Whether entry `k` still lists the lane it listed at `turn`: a thread that reads another
+ * rank's lane (or its own after letting go of it) checks this after its reads, since a lane
+ * unlisted meanwhile may have been freed and its memory reused (garbage read as a lane).
+ */
+export function stillListed(i32: Int32Array, table: number, k: number, turn: number): boolean {
+  return Atomics.load(i32, (table + T.TURNS + 4 * k) >> 2) === turn;
+}
 
 export const PROGRESS_NONE = 0;
 export const PROGRESS_RUNNING = 1;

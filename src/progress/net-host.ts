@@ -22,8 +22,8 @@ import { groupContext, releaseCommBlock } from '../comm/shm-block.js';
 import { hubBellAt, hubState } from './net-hub.js';
 import type { NetLaneConfig } from './net-lane.js';
 import type { Work } from '../comm/work.js';
-import { AWAITED_SHOWN, L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, type PostedOp, SLOT_TAKEN, claimSlot, laneTable, readSlot, slotAt, writeOutcome } from './lanes.js';
-import { abortAsked, laneOwner, readNetLaneConfig } from './net-lane.js';
+import { AWAITED_SHOWN, L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, type PostedOp, SLOT_TAKEN, claimSlot, entryAt, laneTable, readSlot, slotAt, stillListed, writeOutcome } from './lanes.js';
+import { abortAsked, readNetLaneConfig } from './net-lane.js';
 import { hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 
 /** Longest sleep on the bell: how often it looks whether its rank has left. */
@@ -102,13 +102,13 @@ export class NetProgressHost {
     if (!table) return;
     const high = Atomics.load(i32, (table + T.HIGH) >> 2);
     for (let k = 0; k < high; k++) {
-      const addr = Atomics.load(i32, (table + T.ENTRIES + 4 * k) >> 2);
-      if (addr === 0 || this.lanes.has(addr)) continue;
+      const { lane: addr, turn, owner } = entryAt(i32, table, k);
       // Its rank's network lanes only: the node's other lanes are its shared-memory progress
-      // thread's (no description) or another rank's network thread's.
-      const config = Atomics.load(i32, (addr + L.CONFIG) >> 2);
-      if (config === 0 || laneOwner(this.i.memory, config) !== this.i.rank) continue;
+      // thread's or another rank's network thread's (which may free theirs at any time).
+      if (addr === 0 || owner !== this.i.rank + 1 || this.lanes.has(addr)) continue;
       const state = Atomics.load(i32, (addr + L.STATE) >> 2);
+      // One it let go of may have been freed since (and its memory reused): looked at again next turn.
+      if (!stillListed(i32, table, k, turn)) continue;
       if (state === LANE_CLOSING) {
         Atomics.store(i32, (addr + L.STATE) >> 2, LANE_DETACHED);
         Atomics.notify(i32, (addr + L.STATE) >> 2);

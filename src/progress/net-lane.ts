@@ -33,8 +33,8 @@ export interface NetLaneConfig {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** The description block: its text's length, the world rank whose thread serves the lane, the text. */
-const TEXT_AT = 8;
+/** The description block: its text's length, then the text. */
+const TEXT_AT = 4;
 
 /**
  * Opens a lane for the communicator `c`, served by the network progress thread of world rank
@@ -45,7 +45,7 @@ export function openNetLane(ctx: RankContext, c: NetLaneConfig, owner: number, h
   // Allocated before the lane: the heap may grow the memory, and the lane's views come after.
   const config = ctx.heap.alloc(TEXT_AT + text.length);
   new Uint8Array(ctx.core.memory.buffer, config + TEXT_AT, text.length).set(text);
-  new Uint32Array(ctx.core.memory.buffer, config, 2).set([text.length, owner]);
+  new Uint32Array(ctx.core.memory.buffer, config, 1)[0] = text.length;
   try {
     const lane = openLane(ctx, (i32, at) => {
       i32[(at + L.COMM) >> 2] = c.space;
@@ -53,7 +53,7 @@ export function openNetLane(ctx: RankContext, c: NetLaneConfig, owner: number, h
       i32[(at + L.SIZE) >> 2] = c.members.length;
       i32[(at + L.CONFIG) >> 2] = config;
       i32[(at + L.ABORT) >> 2] = 0;
-    }, () => ringHub(ctx.core.memory, hub));
+    }, () => ringHub(ctx.core.memory, hub), owner + 1);
     return { lane, config };
   } catch (e) {
     ctx.heap.free(config);
@@ -65,11 +65,6 @@ export function readNetLaneConfig(memory: WebAssembly.Memory, lane: number): Net
   const at = new Int32Array(memory.buffer)[(lane + L.CONFIG) >> 2];
   const len = new Uint32Array(memory.buffer, at, 1)[0];
   return JSON.parse(decoder.decode(new Uint8Array(memory.buffer, at + TEXT_AT, len).slice())) as NetLaneConfig;
-}
-
-/** The world rank whose network progress thread serves the lane described at `config`. */
-export function laneOwner(memory: WebAssembly.Memory, config: number): number {
-  return new Uint32Array(memory.buffer, config, 2)[1];
 }
 
 /** The rank aborts the lane's communicator: the thread (of `hub`) aborts its engine, which tells every peer. */
