@@ -618,6 +618,30 @@ const scenarios = {
     await reportOutcome(issued(() => comm.allReduce(new Float32Array(comm.rank === 0 ? p.small : p.big))));
   },
 
+  /**
+   * A group across nodes destroyed, the next formed (its blocks likely where the first's were),
+   * then abort() of the destroyed one: it must do nothing, and the next group's allReduce of
+   * p.count f32 (on the network threads, their node phase in the new block) is right.
+   */
+  async abortDestroyed() {
+    const world = await ccl.initCommGroup();
+    const all = [...Array(world.size).keys()];
+    const { wrong, check } = checker(world.rank);
+    const sum = (g) => {
+      const x = new Float32Array(p.count).fill(world.rank + 1);
+      return g.allReduce(x).then(() => check(`allReduce on group ${g.placement.id}`, x, () => (world.size * (world.size + 1)) / 2));
+    };
+    const first = await world.createGroup(all);
+    await sum(first);
+    first.destroy();
+    const next = await world.createGroup(all);
+    first.abort('too late');
+    let error = null;
+    await sum(next).then(() => sum(next)).catch((e) => (error = errorOf(e)));
+    report({ wrong, error, threadOps: next.stats().threadOps });
+    next.destroy();
+  },
+
   /** Rank 0 hands an op to the progress thread and says so; rank 1 issues its op only after p.lateMs. */
   async progressHeld() {
     const comm = await ccl.initCommGroup({ timeoutMs: 60_000 });
