@@ -329,8 +329,9 @@ export class Communicator {
     return this.engine.flight.record();
   }
 
-  /** Fails every pending op here and on every other rank of the communicator. */
+  /** Fails every pending op here and on every other rank of the communicator (nothing once destroyed: its memory may be another's). */
   abort(reason = 'abort() called'): void {
+    if (this.destroyed) return;
     this.engine.abort(reason);
   }
 
