@@ -113,6 +113,12 @@ describe('ranks as processes: collectives progress on the network progress threa
     }
   }, 150_000);
 
+  it('--procs -n 2, every op on the ranks (WEBCCL_PROGRESS=caller): abort() of a destroyed group does nothing either', async () => {
+    for (const [r, [rep]] of (await procs(2, 'abortDestroyed', { count: 40_000 }, { WEBCCL_PROGRESS: 'caller' })).entries()) {
+      expect(rep, `rank ${r}`).toEqual({ wrong: [], error: null, threadOps: 0 });
+    }
+  }, 150_000);
+
   it('--procs -n 3: many ops in flight on the world and a group end in issue order per communicator, results right', async () => {
     const reps = await procs(3, 'progressOrder', { ops: 20, count: 3000, busyMs: 300 }, { WEBCCL_PROGRESS: 'thread' });
     for (const [rep] of reps) {

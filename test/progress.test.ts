@@ -62,6 +62,12 @@ describe('ops progress while their ranks compute', () => {
     }
   });
 
+  it('8 thread ranks, every op on the progress thread: abort() of a destroyed group does nothing (the next group, in its memory, runs right)', async () => {
+    const { result, reports } = await runScenario(8, 'abortDestroyed', { count: 3000 }, { env: { WEBCCL_PROGRESS: 'thread' } });
+    expect(result.failure?.message).toBeUndefined();
+    for (const [r, [rep]] of reports.entries()) expect(rep, `rank ${r}`).toEqual({ wrong: [], error: null, threadOps: 2 });
+  });
+
   it('many ops in flight on the world and a group end in issue order per communicator, results right', async () => {
     const { result, reports } = await runScenario(4, 'progressOrder', { ops: 20, count: 3000, busyMs: 300 }, { env: { WEBCCL_PROGRESS: 'thread' } });
     expect(result.failure?.message).toBeUndefined();
