@@ -114,7 +114,8 @@ async function main() {
   if (!exe) console.log('# no C compiler (cc): the C columns stay empty');
   console.log('# threads   webccl   js wait   js spin   C futex   C yield    C spin');
   const rows = [];
-  const fmt = (x) => (x === undefined ? '-' : x.toFixed(1)).padStart(9);
+  // Two decimals below 1 µs: C's spinning barrier of two threads takes a few hundredths.
+  const fmt = (x) => (x === undefined ? '-' : x.toFixed(x < 1 ? 2 : 1)).padStart(9);
   for (const t of opts.threads) {
     const busy = waitQuiet(30);
     // Spinning threads beyond the cores take whole time slices: fewer barriers keep it short.
