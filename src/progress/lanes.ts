@@ -100,7 +100,7 @@ export const MAX_LANES = 1024;
  * The lane table: a count of entries ever used, why the progress thread ended, then per entry
  * the lane's address (0: free, ENTRY_RESERVED while it is being listed), a count of its
  * listings and unlistings (a lane is unlisted before it is freed: a reader that finds the count
- * unchanged around its reads read a live lane, see readEntry), and whose thread serves it (0:
+ * unchanged around its reads read a live lane: stillListed), and whose thread serves it (0:
  * the node's shared-memory progress thread; 1 + a world rank: that rank's network thread).
  */
 export const T = { HIGH: 0, REASON: 64, ENTRIES: 64 + REASON_BYTES, TURNS: 64 + REASON_BYTES + 4 * MAX_LANES, OWNERS: 64 + REASON_BYTES + 8 * MAX_LANES } as const;
