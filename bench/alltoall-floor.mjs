@@ -9,17 +9,15 @@
 //
 //   node bench/alltoall-floor.mjs [--ranks 2] [--size 16M] [--reps 30]
 import { Worker } from 'node:worker_threads';
+import { bytesOf, flagOf } from './machine.mjs';
 
+const USAGE = 'usage: node bench/alltoall-floor.mjs [--ranks 2] [--size 16M] [--reps 30]';
 const args = process.argv.slice(2);
-const option = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args.splice(i, 2)[1] : dflt;
-};
-const bytes = (s) => Number.parseInt(s, 10) * ({ K: 1024, M: 1 << 20 }[s.slice(-1).toUpperCase()] ?? 1);
-const n = Number(option('--ranks', '2'));
-const size = bytes(option('--size', '16M'));
-const reps = Number(option('--reps', '30'));
-if (args.length) throw new Error(`unknown arguments ${args.join(' ')}; usage: node bench/alltoall-floor.mjs [--ranks 2] [--size 16M] [--reps 30]`);
+const unknown = args.filter((a, i) => i % 2 === 0 && !['--ranks', '--size', '--reps'].includes(a));
+if (unknown.length || args.length % 2) throw new Error(`unknown arguments ${unknown.join(' ')}; ${USAGE}`);
+const n = Number(flagOf(args, '--ranks', '2'));
+const size = bytesOf(flagOf(args, '--size', '16M'), '--size');
+const reps = Number(flagOf(args, '--reps', '30'));
 if (!(n >= 2 && size % (n * 64) === 0)) throw new Error(`--size must be a multiple of 64 x --ranks`);
 
 // Layout: a control page (barrier words), then per rank its input, then per rank its output.

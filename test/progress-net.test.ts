@@ -108,13 +108,13 @@ describe('ranks as processes: collectives progress on the network progress threa
   }, 150_000);
 
   it('--nnodes 2 -n 2: abort() of a destroyed group across nodes does nothing (it used to hand the threads a lane over the freed node block, which the next group then used): the next group runs right', async () => {
-    for (const [r, [rep]] of (await twoLaunchers(2, { count: 40_000 }, 'abortDestroyed', { WEBCCL_PROGRESS: 'thread' })).entries()) {
+    for (const [r, [rep]] of (await twoLaunchers(2, { count: 40_000, rounds: 4 }, 'abortDestroyed', { WEBCCL_PROGRESS: 'thread' })).entries()) {
       expect(rep, `rank ${r}`).toEqual({ wrong: [], error: null, threadOps: 2 });
     }
   }, 150_000);
 
   it('--procs -n 2, every op on the ranks (WEBCCL_PROGRESS=caller): abort() of a destroyed group does nothing either', async () => {
-    for (const [r, [rep]] of (await procs(2, 'abortDestroyed', { count: 40_000 }, { WEBCCL_PROGRESS: 'caller' })).entries()) {
+    for (const [r, [rep]] of (await procs(2, 'abortDestroyed', { count: 40_000, rounds: 4 }, { WEBCCL_PROGRESS: 'caller' })).entries()) {
       expect(rep, `rank ${r}`).toEqual({ wrong: [], error: null, threadOps: 0 });
     }
   }, 150_000);

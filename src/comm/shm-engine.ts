@@ -124,8 +124,6 @@ export class ShmEngine implements Engine, WorkDriver {
   }
 
   abort(reason: string): void {
-    // Closed, its block may already be freed and another communicator's: nothing is written there.
-    if (this.closed) return;
     this.runner.abort(ABORT_REASON.USER, this.ctx.rank, reason);
     this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${this.ctx.rank}: ${reason}`, { by: this.ctx.rank, reason }));
   }

@@ -18,7 +18,7 @@ import { ShmEngine } from '../comm/shm-engine.js';
 import { Work } from '../comm/work.js';
 import { REFUSED, hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 import {
-  L, LANE_BYTES, TABLE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STARTING, PROGRESS_STOPPING, T, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, entryAt, slotState, laneTable, stillListed, readSlot, slotAt, writeOutcome,
+  L, LANE_BYTES, TABLE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STARTING, PROGRESS_STOPPING, T, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, laneAt, ownerAt, slotState, laneTable, stillListed, turnAt, readSlot, slotAt, writeOutcome,
 } from './lanes.js';
 
 /** What an op its rank took back ends as: settled, with no outcome to write. */
@@ -158,9 +158,10 @@ class ProgressHost {
     if (table + TABLE_BYTES > i32.byteLength) i32 = this.i32();
     const high = Atomics.load(i32, (table + T.HIGH) >> 2);
     for (let k = 0; k < high; k++) {
-      const { lane: addr, turn, owner } = entryAt(i32, table, k);
+      const turn = turnAt(i32, table, k);
+      const addr = laneAt(i32, table, k);
       // Another owner: a rank's network progress thread's lane (net-lane.ts), not ours.
-      if (addr === 0 || owner !== 0 || this.lanes.has(addr)) continue;
+      if (addr === 0 || this.lanes.has(addr) || ownerAt(i32, table, k) !== 0) continue;
       // A lane allocated after `i32` was made may lie beyond it (the memory grew for it).
       if (addr + LANE_BYTES > i32.byteLength) i32 = this.i32();
       const state = Atomics.load(i32, (addr + L.STATE) >> 2);

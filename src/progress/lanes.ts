@@ -108,12 +108,17 @@ export const TABLE_BYTES = T.OWNERS + 4 * MAX_LANES;
 /** An entry claimed by a rank that has not yet written whose lane it is. */
 export const ENTRY_RESERVED = -1;
 
-/** What entry `k` of the table lists: its lane (0 when none), its turn count and its owner. */
-export function entryAt(i32: Int32Array, table: number, k: number): { lane: number; turn: number; owner: number } {
-  const turn = Atomics.load(i32, (table + T.TURNS + 4 * k) >> 2);
+/** The lane entry `k` of the table lists (0: none, or one being listed). */
+export function laneAt(i32: Int32Array, table: number, k: number): number {
   const lane = Atomics.load(i32, (table + T.ENTRIES + 4 * k) >> 2);
-  return { lane: lane > 0 ? lane : 0, turn, owner: Atomics.load(i32, (table + T.OWNERS + 4 * k) >> 2) };
+  return lane > 0 ? lane : 0;
 }
+
+/** Entry `k`'s count of listings and unlistings: read before the entry, checked after (stillListed). */
+export const turnAt = (i32: Int32Array, table: number, k: number): number => Atomics.load(i32, (table + T.TURNS + 4 * k) >> 2);
+
+/** Whose thread serves the lane entry `k` lists (0: the node's shared-memory progress thread; 1 + a world rank). */
+export const ownerAt = (i32: Int32Array, table: number, k: number): number => Atomics.load(i32, (table + T.OWNERS + 4 * k) >> 2);
 
 /**
  * Whether entry `k` still lists the lane it listed at `turn`: a thread that reads another
@@ -121,7 +126,19 @@ export function entryAt(i32: Int32Array, table: number, k: number): { lane: numb
  * unlisted meanwhile may have been freed and its memory reused (garbage read as a lane).
  */
 export function stillListed(i32: Int32Array, table: number, k: number, turn: number): boolean {
-  return Atomics.load(i32, (table + T.TURNS + 4 * k) >> 2) === turn;
+  return turnAt(i32, table, k) === turn;
+}
+
+/** Wakes whoever waits on any listed lane (its ops' outcomes, its closing): the thread serving them has ended. */
+export function wakeLanes(i32: Int32Array, table: number): void {
+  const high = Atomics.load(i32, (table + T.HIGH) >> 2);
+  for (let k = 0; k < high; k++) {
+    const lane = laneAt(i32, table, k);
+    if (lane) {
+      Atomics.notify(i32, (lane + L.DONE) >> 2);
+      Atomics.notify(i32, (lane + L.STATE) >> 2);
+    }
+  }
 }
 
 export const PROGRESS_NONE = 0;

@@ -22,7 +22,7 @@ import { groupContext, releaseCommBlock } from '../comm/shm-block.js';
 import { hubBellAt, hubState } from './net-hub.js';
 import type { NetLaneConfig } from './net-lane.js';
 import type { Work } from '../comm/work.js';
-import { AWAITED_SHOWN, L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, type PostedOp, SLOT_TAKEN, claimSlot, entryAt, laneTable, readSlot, slotAt, stillListed, writeOutcome } from './lanes.js';
+import { AWAITED_SHOWN, L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, type PostedOp, SLOT_TAKEN, claimSlot, laneAt, laneTable, ownerAt, readSlot, slotAt, stillListed, turnAt, writeOutcome } from './lanes.js';
 import { abortAsked, readNetLaneConfig } from './net-lane.js';
 import { hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 
@@ -102,10 +102,11 @@ export class NetProgressHost {
     if (!table) return;
     const high = Atomics.load(i32, (table + T.HIGH) >> 2);
     for (let k = 0; k < high; k++) {
-      const { lane: addr, turn, owner } = entryAt(i32, table, k);
+      const turn = turnAt(i32, table, k);
+      const addr = laneAt(i32, table, k);
       // Its rank's network lanes only: the node's other lanes are its shared-memory progress
       // thread's or another rank's network thread's (which may free theirs at any time).
-      if (addr === 0 || owner !== this.i.rank + 1 || this.lanes.has(addr)) continue;
+      if (addr === 0 || this.lanes.has(addr) || ownerAt(i32, table, k) !== this.i.rank + 1) continue;
       const state = Atomics.load(i32, (addr + L.STATE) >> 2);
       // One it let go of may have been freed since (and its memory reused): looked at again next turn.
       if (!stillListed(i32, table, k, turn)) continue;

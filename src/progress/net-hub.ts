@@ -6,7 +6,7 @@
 import { REASON_BYTES } from '../core/shm-map.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import type { RankContext } from '../comm/context.js';
-import { L, PROGRESS_GONE, PROGRESS_RUNNING, PROGRESS_STOPPING, T, entryAt, laneTable } from './lanes.js';
+import { PROGRESS_GONE, PROGRESS_RUNNING, PROGRESS_STOPPING, laneTable, wakeLanes } from './lanes.js';
 
 const H = { STATE: 0, BELL: 4, REASON: 64 } as const;
 const HUB_BYTES = H.REASON + REASON_BYTES;
@@ -64,14 +64,7 @@ export function hubEnded(memory: WebAssembly.Memory, hub: number, why: string): 
   if (why && was !== PROGRESS_GONE) writeReasonText(memory, hub + H.REASON, why);
   Atomics.notify(i32, hubStateAt(hub));
   const table = laneTable(i32);
-  const high = table ? Atomics.load(i32, (table + T.HIGH) >> 2) : 0;
-  for (let k = 0; k < high; k++) {
-    const { lane } = entryAt(i32, table, k);
-    if (lane) {
-      Atomics.notify(i32, (lane + L.DONE) >> 2);
-      Atomics.notify(i32, (lane + L.STATE) >> 2);
-    }
-  }
+  if (table) wakeLanes(i32, table);
 }
 
 /** What to undo, on the rank's thread, if a network thread ends before its rank is done with it (by memory and hub). */

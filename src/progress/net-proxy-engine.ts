@@ -55,7 +55,6 @@ export class NetProxyEngine implements Engine, WorkDriver {
   private fromThread = 0;
   private readonly threadAlgos: Record<string, number> = {};
   private broken: WebcclError | undefined;
-  private closed = false;
   /** Every collective not yet settled, in issue order (they settle in that order). */
   private readonly order: Issued[] = [];
   /** When the last collective settled ended: the next cannot have ended before (its handle waited for it). */
@@ -183,8 +182,6 @@ export class NetProxyEngine implements Engine, WorkDriver {
    * then see closed connections instead of the reason.
    */
   abort(reason: string): void {
-    // Closed: a lane opened now would hand the thread a communicator whose node block may be freed.
-    if (this.closed) return;
     const asked = this.tellThread(reason);
     this.direct.abort(reason);
     const at = (this.lane + L.ABORT_SENT) >> 2;
@@ -206,7 +203,6 @@ export class NetProxyEngine implements Engine, WorkDriver {
   }
 
   close(): void {
-    this.closed = true;
     this.unhook?.();
     this.direct.onBroken = undefined;
     this.direct.close();

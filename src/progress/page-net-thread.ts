@@ -11,7 +11,7 @@ import type { NetProgress } from '../comm/net-world.js';
 import type { PageJob } from '../bootstrap/page-job.js';
 import { PROGRESS_NONE, PROGRESS_RUNNING } from './lanes.js';
 import { askHubToStop, hubEnded, moveHub, netThreadExited } from './net-hub.js';
-import { stopWithin, workerErrorText } from './thread-stop.js';
+import { FORCED_STOP, stopWithin, workerErrorText } from './thread-stop.js';
 
 /** How long a rank waits for the script to load before it goes on without a thread. */
 const LOAD_WAIT_MS = 30_000;
@@ -73,7 +73,7 @@ export function startPageNetProgress(w: Worker, init: PageNetInit): Promise<NetP
     hub,
     async stop() {
       askHubToStop(memory, hub);
-      await stopWithin(exited, () => end('it did not end within 2 s of being asked, and was terminated', true));
+      await stopWithin(exited, () => end(FORCED_STOP, true));
     },
   };
   return new Promise<NetProgress>((resolve, reject) => {

@@ -7,7 +7,7 @@
 import type { NodeHandle } from '../core/node.js';
 import { log } from '../core/log.js';
 import { type ProgressThread, progressNotStarted } from './start.js';
-import { stopWithin, workerErrorText } from './thread-stop.js';
+import { FORCED_STOP, stopWithin, workerErrorText } from './thread-stop.js';
 
 /** What the worker posts back: that it has ended (`why` empty when it ended by itself). */
 export interface PageThreadEnded {
@@ -45,6 +45,6 @@ export function startPageProgress(node: NodeHandle, ended: (why: string) => void
   };
   w.postMessage({ memory: node.memory, cores: navigator.hardwareConcurrency || 1 });
   return {
-    stop: () => stopWithin(exited, () => end('it did not end within 2 s of being asked, and was terminated')),
+    stop: () => stopWithin(exited, () => end(FORCED_STOP)),
   };
 }

@@ -7,7 +7,7 @@ import { N, NODE_BASE } from '../core/shm-map.js';
 import { writeReasonText } from '../core/reason-text.js';
 import type { NodeHandle } from '../core/node.js';
 import { log } from '../core/log.js';
-import { L, PROGRESS_GONE, PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STARTING, PROGRESS_STOPPING, T, entryAt, laneTable, ringProgress } from './lanes.js';
+import { PROGRESS_GONE, PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STARTING, PROGRESS_STOPPING, T, laneTable, ringProgress, wakeLanes } from './lanes.js';
 
 /** A started progress thread: `stop()` ends it (the node's ranks must have ended their ops). */
 export interface ProgressThread {
@@ -87,14 +87,7 @@ export function progressEnded(memory: WebAssembly.Memory, why: string): void {
   const table = laneTable(i32);
   if (!table) return;
   if (why && was !== PROGRESS_GONE) writeReasonText(memory, table + T.REASON, why);
-  const high = Atomics.load(i32, (table + T.HIGH) >> 2);
-  for (let k = 0; k < high; k++) {
-    const { lane } = entryAt(i32, table, k);
-    if (lane) {
-      Atomics.notify(i32, (lane + L.DONE) >> 2);
-      Atomics.notify(i32, (lane + L.STATE) >> 2);
-    }
-  }
+  wakeLanes(i32, table);
 }
 
 /** Whether the node's progress thread was announced and has not yet said that it runs. */

@@ -4,6 +4,8 @@
 
 /** How long a thread asked to stop gets before it is ended by force. */
 export const STOP_GRACE_MS = 2000;
+/** Why a thread ended by force after its grace ended (page workers report it as their end). */
+export const FORCED_STOP = `it did not end within ${STOP_GRACE_MS / 1000} s of being asked, and was terminated`;
 
 /** Waits until `exited` settles, calling `force` (and waiting for it) if STOP_GRACE_MS pass first. */
 export async function stopWithin(exited: Promise<void>, force: () => unknown): Promise<void> {
