@@ -80,10 +80,11 @@ describe.skipIf(!haveChromium)('in headless Chromium', () => {
       expect(got.results[0].outcome.details).toMatchObject({ progressThread: true });
     });
 
-    it('its script missing beside the bundle (moved by a bundler): a warning, and the ranks run their ops themselves, right', async () => {
+    it('its script missing beside the bundle (moved by a bundler): a warning, the ranks run their ops themselves, right, and the failed worker is terminated', async () => {
       const got = await visit('progress.html?n=2&mode=auto&busyMs=200&lib=/moved/index.js');
       for (const [rank, r] of got.results.entries()) expect(r, JSON.stringify(r)).toMatchObject({ rank, right: true, threadOps: 0 });
       expect(got.warnings.join('\n')).toMatch(/progress thread did not start \(its script .*\/moved\/progress-worker\.js could not be loaded\)/);
+      expect(got.terminated).toEqual([expect.stringMatching(/\/moved\/progress-worker\.js$/)]);
     });
 
     it("its script missing, progress 'thread': UNSUPPORTED naming the script, not a silent fallback", async () => {
