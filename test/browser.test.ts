@@ -74,6 +74,12 @@ describe.skipIf(!haveChromium)('in headless Chromium', () => {
       });
     }
 
+    it('4 ranks, progress thread: abort() of a destroyed group does nothing (the next group, in its memory, runs right)', async () => {
+      const got = await visit('progress.html?n=4&mode=thread&abortDestroyed=1');
+      expect(got.results).toHaveLength(4);
+      for (const [rank, r] of got.results.entries()) expect(r, JSON.stringify(r)).toEqual({ rank, right: true, error: null });
+    });
+
     it('stopped while it holds an op: ABORTED naming it on every rank, no hang', async () => {
       const got = await visit('progress.html?n=2&mode=thread&stop=1');
       for (const r of got.results) expect(r.outcome, JSON.stringify(r)).toMatchObject({ code: 'ABORTED' });

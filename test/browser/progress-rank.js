@@ -8,6 +8,38 @@ const busy = (ms) => {
 };
 const failure = (e) => ({ code: e.code ?? e.name, message: e.message, details: e.details });
 
+/**
+ * Four times: a group of every rank, an allReduce, destroyed; the next group (its block where the
+ * first's was, every rank having let go); abort() of the destroyed one, which must do nothing;
+ * two allReduces on the next group, checked.
+ */
+async function abortDestroyed(comm) {
+  const all = Array.from({ length: comm.size }, (_, r) => r);
+  const want = (comm.size * (comm.size + 1)) / 2;
+  let right = true;
+  const sum = async (g) => {
+    const x = new Float32Array(3000).fill(comm.rank + 1);
+    await g.allReduce(x);
+    right &&= x.every((v) => v === want);
+  };
+  for (let round = 0; round < 4; round++) {
+    const first = await comm.createGroup(all);
+    await sum(first);
+    first.destroy();
+    await comm.barrier();
+    const next = await comm.createGroup(all);
+    first.abort('too late');
+    try {
+      await sum(next);
+      await sum(next);
+    } catch (e) {
+      return { right: false, error: failure(e) };
+    }
+    next.destroy();
+  }
+  return { right, error: null };
+}
+
 onmessage = async ({ data }) => {
   if (data.go) return; // handled by the waiter below
   const { lib, node, rank, mode, stop, busyMs } = data;
@@ -20,6 +52,10 @@ onmessage = async ({ data }) => {
     return;
   }
   const n = comm.size;
+  if (data.abortDestroyed) {
+    postMessage({ rank, ...(await abortDestroyed(comm)) });
+    return;
+  }
   if (stop) {
     if (rank === 1) await new Promise((res) => addEventListener('message', ({ data: d }) => d.go && res()));
     const x = comm.alloc('f32', 1000).fill(1);
