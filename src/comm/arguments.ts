@@ -53,7 +53,7 @@ export function rootRank(root: unknown, what: string, size: number): number {
  * already overwritten.
  */
 export function noPartialOverlap(name: string, input: Buf, output: Buf, rank: number, size: number): void {
-  if (!overlaps(input.bytes, output.bytes) || sameView(input.bytes, output.bytes)) return;
+  if (!overlaps(input, output) || sameView(input, output)) return;
   const [small, large] = input.bytes.byteLength < output.bytes.byteLength ? [input.bytes, output.bytes] : [output.bytes, input.bytes];
   const gathering = name === 'allGather' || name === 'gather', scattering = name === 'reduceScatter' || name === 'scatter';
   const blockForm = (gathering && small === input.bytes) || (scattering && small === output.bytes);

@@ -214,7 +214,7 @@ export class Communicator {
     const ob = this.bufs.of(out, 'allToAll output');
     const ib = this.bufs.of(input, 'allToAll input');
     sameDtype('allToAll', ob, ib, this.size);
-    if (overlaps(ib.bytes, ob.bytes)) fail('INVALID_ARGUMENT', 'allToAll: output and input overlap; give it buffers apart (it does not run in place)', { overlap: sameView(ib.bytes, ob.bytes) ? 'same' : 'partial' });
+    if (overlaps(ib, ob)) fail('INVALID_ARGUMENT', 'allToAll: output and input overlap; give it buffers apart (it does not run in place)', { overlap: sameView(ib, ob) ? 'same' : 'partial' });
     if ((o.sendCounts === undefined) !== (o.recvCounts === undefined)) {
       fail('INVALID_ARGUMENT', 'allToAll: give both sendCounts and recvCounts (per-peer counts), or neither (equal blocks)', { option: o.sendCounts === undefined ? 'sendCounts' : 'recvCounts' });
     }
@@ -255,14 +255,14 @@ export class Communicator {
   send(x: BufferArg, peer: number, opts?: P2pOptions): Work {
     const o = collectiveOptions('send', opts) as P2pOptions;
     const b = this.bufs.of(x, 'send buffer');
-    return this.enqueue('send', undefined, b.dtype, 'sum', b.count, peerRank(peer, 'send', this.rank, this.size), b, null, o, { peer, tag: o.tag ?? 0 });
+    return this.p2p('send', b, peerRank(peer, 'send', this.rank, this.size), o);
   }
 
   /** Receives into x what rank `peer` sends with the same tag (the k-th recv takes the k-th send); sizes must match. */
   recv(x: BufferArg, peer: number, opts?: P2pOptions): Work {
     const o = collectiveOptions('recv', opts) as P2pOptions;
     const b = this.bufs.of(x, 'recv buffer');
-    return this.enqueue('recv', undefined, b.dtype, 'sum', b.count, peerRank(peer, 'recv', this.rank, this.size), null, b, o, { peer, tag: o.tag ?? 0 });
+    return this.p2p('recv', b, peerRank(peer, 'recv', this.rank, this.size), o);
   }
 
   barrier(opts?: { timeoutMs?: number }): Work {
@@ -359,12 +359,42 @@ export class Communicator {
     });
   }
 
-  private enqueue(name: Kind, algo: unknown, dtype: Dtype, op: ReduceOp, count: number, root: number,
-                  input: Buf | null, output: Buf | null, o: { timeoutMs?: number; wireLayout?: unknown; [WIRE_SIGNATURE]?: number }, extra: Partial<OpSpec> = {}): Work {
-    if (input && output) noPartialOverlap(name, input, output, this.rank, this.size);
+  /**
+   * send and recv: enqueue() without the steps only collectives take, unless the op needs them
+   * (a tensor layout, WEBCCL_CHECK, WEBCCL_TRACE). A ping-pong pays every step per message.
+   */
+  private p2p(name: 'send' | 'recv', b: Buf, peer: number, o: P2pOptions): Work {
+    const input = name === 'send' ? b : null, output = name === 'send' ? null : b;
+    const tag = o.tag ?? 0;
+    if (b.layout !== undefined || this.checkInputs || this.track !== undefined) return this.enqueue(name, undefined, b.dtype, 'sum', b.count, peer, input, output, o, { peer, tag });
+    this.admit(name, input, output, b.count);
+    const work = this.engine.submit({
+      name, algo: undefined, dtype: b.dtype, op: 'sum', count: b.count, root: peer, input, output, timeoutMs: o.timeoutMs, check: undefined,
+      layout: undefined, shape: undefined, relayout: undefined, trace: undefined, peer, tag, counts: undefined,
+    });
+    return this.issued(work, input, output, b.bytes.byteLength);
+  }
+
+  /** Refuses an op whose buffers an op not yet waited for still holds, or that is too long. */
+  private admit(name: Kind, input: Buf | null, output: Buf | null, count: number): void {
     const busy = (input && this.inFlight.heldBy(input)) || (output && this.inFlight.heldBy(output));
     if (busy) fail('BUFFER_BUSY', `${name}: a buffer is still in use by ${busy}, which has not been waited for; wait for it (or a later op) first`);
     if (count > 0x7fffffff) fail('INVALID_ARGUMENT', `${name}: count ${count} exceeds 2^31-1 elements`);
+  }
+
+  /** An op the engine took: its group names itself in its errors, its buffers are held, it is counted. */
+  private issued(work: Work, input: Buf | null, output: Buf | null, bytes: number): Work {
+    if (this.placement.group) work.label((e) => inGroup(e, this.placement, this.rank));
+    this.inFlight.add(work, input, output);
+    this.counters.ops++;
+    this.counters.bytes += bytes;
+    return work;
+  }
+
+  private enqueue(name: Kind, algo: unknown, dtype: Dtype, op: ReduceOp, count: number, root: number,
+                  input: Buf | null, output: Buf | null, o: { timeoutMs?: number; wireLayout?: unknown; [WIRE_SIGNATURE]?: number }, extra: Partial<OpSpec> = {}): Work {
+    if (input && output) noPartialOverlap(name, input, output, this.rank, this.size);
+    this.admit(name, input, output, count);
     const check = this.checkInputs && input ? new InputCheck(name, input, output) : undefined;
     // Tensors with layouts may run on converted copies (layout-plan.ts); plain buffers as they are.
     const laidOut = input?.layout !== undefined || output?.layout !== undefined || o.wireLayout !== undefined || o[WIRE_SIGNATURE] !== undefined;
@@ -382,10 +412,6 @@ export class Communicator {
       throw e;
     }
     if (plan) work.beforeSettle((e) => plan.finish(e));
-    if (this.placement.group) work.label((e) => inGroup(e, this.placement, this.rank));
-    this.inFlight.add(work, input, output);
-    this.counters.ops++;
-    this.counters.bytes += (extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count) * DTYPE_SIZE[dtype];
-    return work;
+    return this.issued(work, input, output, (extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count) * DTYPE_SIZE[dtype]);
   }
 }

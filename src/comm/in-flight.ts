@@ -27,8 +27,10 @@ export class BuffersInFlight {
    * no search. Pairs of arrays, not a Map: a program holds one or two memories at a time, and a
    * look through two entries costs less than hashing the key (a ping-pong pays it per message).
    */
-  private readonly memories: ArrayBufferLike[] = [];
+  private readonly memories: (ArrayBufferLike | undefined)[] = [];
   private readonly counts: number[] = [];
+  /** Entries of `memories` in use (the arrays keep their slots: a ping-pong empties and refills them every message). */
+  private nMemories = 0;
   /** opsSeen() when the list was last looked through: nothing seen since, nothing to release. */
   private seenAtRelease = -1;
 
@@ -56,30 +58,35 @@ export class BuffersInFlight {
   /** `name #seq` of an op the caller has not yet seen end that reads or writes any byte of `b`. */
   heldBy(b: Buf): string | undefined {
     this.release();
-    if (this.memories.indexOf(b.bytes.buffer) < 0) return undefined;
+    if (this.held.length === 0 || this.memoryAt(b.memory) < 0) return undefined;
     // Loops, not find/filter: every op issued runs this (a ping-pong pays it per message).
     const held = this.held;
     for (let i = 0; i < held.length; i++) {
       const h = held.at(i);
-      if ((h.input !== null && overlaps(b.bytes, h.input.bytes)) || (h.output !== null && overlaps(b.bytes, h.output.bytes))) return `${h.work.name} #${h.work.seq}`;
+      if ((h.input !== null && overlaps(b, h.input)) || (h.output !== null && overlaps(b, h.output))) return `${h.work.name} #${h.work.seq}`;
     }
     return undefined;
   }
 
+  private memoryAt(m: ArrayBufferLike): number {
+    for (let i = 0; i < this.nMemories; i++) if (this.memories[i] === m) return i;
+    return -1;
+  }
+
   private count(b: Buf | null, by: number): void {
     if (b === null) return;
-    const m = b.bytes.buffer;
-    const i = this.memories.indexOf(m);
+    const m = b.memory;
+    const i = this.memoryAt(m);
     if (i < 0) {
       if (by <= 0) return;
-      this.memories.push(m);
-      this.counts.push(by);
+      this.memories[this.nMemories] = m;
+      this.counts[this.nMemories++] = by;
     } else if ((this.counts[i] += by) <= 0) {
-      // The last entry takes the emptied one's place.
-      this.memories[i] = this.memories[this.memories.length - 1];
-      this.counts[i] = this.counts[this.counts.length - 1];
-      this.memories.pop();
-      this.counts.pop();
+      // The last entry takes the emptied one's place; its slot keeps nothing alive.
+      const last = --this.nMemories;
+      this.memories[i] = this.memories[last];
+      this.counts[i] = this.counts[last];
+      this.memories[last] = undefined;
     }
   }
 
@@ -112,3 +119,4 @@ export class BuffersInFlight {
     held.truncate(kept);
   }
 }
+

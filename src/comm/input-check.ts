@@ -43,7 +43,7 @@ export class InputCheck {
 
   constructor(private readonly name: string, private readonly input: Buf, private readonly output: Buf | null) {
     this.atIssue = hashOrNaN(input);
-    this.writesInput = output !== null && (output === input || overlaps(input.bytes, output.bytes));
+    this.writesInput = output !== null && (output === input || overlaps(input, output));
   }
 
   /** The op begins: its input must be as it was at issue. */

@@ -159,12 +159,13 @@ function converting(p: PlanContext, name: Kind, dtype: Dtype, own: TensorLayout,
     const bytes = physicalCount({ ...wire, shape: l.shape }) * es;
     const addr = p.heap.alloc(bytes);
     temps.push(addr);
-    return { bytes: new Uint8Array(p.core.memory.buffer, addr, bytes), dtype, count: bytes / es, addr };
+    const memory = p.core.memory.buffer;
+    return { bytes: new Uint8Array(memory, addr, bytes), memory, dtype, count: bytes / es, addr };
   };
   const release = () => { for (const a of temps.splice(0)) p.heap.free(a); };
   if (sameLayout(own, wire) || sameBytes(own, wire)) return { input, output, finish: () => undefined };
   try {
-    const inPlace = input !== null && output !== null && sameView(input.bytes, output.bytes);
+    const inPlace = input !== null && output !== null && sameView(input, output);
     const wIn = input && inL ? wireBuf(inL) : null;
     if (input && inL && wIn) convert(p, name, 'input', dtype, inL, { ...wire, shape: inL.shape }, input, wIn);
     const wOut = inPlace ? wIn : output && outL ? wireBuf(outL) : null;

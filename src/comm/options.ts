@@ -1,7 +1,7 @@
 // The options of a communicator and of each of its collectives. A key that another collective
 // knows is refused too (`op` on a broadcast, `algo` on an allGather): the call would ignore it,
 // and the caller would believe it applied.
-import { type OptionSpec, anything, checkOptions, integer, string, timeoutMs } from '../core/options.js';
+import { type OptionSpec, anything, NO_OPTIONS, checkOptions, integer, string, timeoutMs } from '../core/options.js';
 import { envNumber } from '../core/config.js';
 import { fail } from '../core/errors.js';
 import type { BufferArg } from './buffers.js';
@@ -86,6 +86,7 @@ const EXAMPLE: Record<keyof typeof COLLECTIVE_OPTIONS, string> = {
 
 /** The options of collective `name`, checked (refused with INVALID_ARGUMENT before anything moves). */
 export function collectiveOptions(name: keyof typeof COLLECTIVE_OPTIONS, o: unknown): CollectiveOptions {
+  if (o === undefined) return NO_OPTIONS; // (before the lookups below: a ping-pong pays them per message)
   return checkOptions<CollectiveOptions>(name, o, COLLECTIVE_OPTIONS[name], EXAMPLE[name], ANY_COLLECTIVE);
 }
 

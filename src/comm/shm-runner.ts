@@ -35,6 +35,8 @@ const SLICE_MS = 50;
 export class ShmRunner {
   private u8: Uint8Array;
   private i32: Int32Array;
+  /** What views() hands out: one object, renewed in place (point-to-point calls it several times a message). */
+  private readonly current: { u8: Uint8Array; i32: Int32Array };
   private readonly advance: (desc: number) => number;
   readonly stepReached: (desc: number, t: number) => number;
 
@@ -48,6 +50,7 @@ export class ShmRunner {
   constructor(readonly core: WasmCore, readonly comm: number, readonly rank: number, readonly nranks: number, private readonly localOf?: readonly number[]) {
     this.u8 = new Uint8Array(core.memory.buffer);
     this.i32 = new Int32Array(core.memory.buffer);
+    this.current = { u8: this.u8, i32: this.i32 };
     this.advance = core.exports.advance as (desc: number) => number;
     this.stepReached = core.exports.stepReached as (desc: number, t: number) => number;
     this.commAbort = (comm + C.ABORT) >> 2;
@@ -62,10 +65,10 @@ export class ShmRunner {
     const g = Atomics.load(this.i32, (NODE_BASE + N.GROWTHS) >> 2);
     if (g !== this.growths) {
       this.growths = g;
-      this.u8 = new Uint8Array(this.core.memory.buffer);
-      this.i32 = new Int32Array(this.core.memory.buffer);
+      this.current.u8 = this.u8 = new Uint8Array(this.core.memory.buffer);
+      this.current.i32 = this.i32 = new Int32Array(this.core.memory.buffer);
     }
-    return { u8: this.u8, i32: this.i32 };
+    return this.current;
   }
 
   /** Whether the node or this communicator has been aborted (cheap: two loads). */

@@ -57,7 +57,7 @@ export const anything: Check = () => undefined;
  * `elsewhere` are keys of sibling functions, refused as not applying here rather than unknown.
  */
 /** What an absent options bag reads as: one frozen object, not a new one per call (per op). */
-const NO_OPTIONS = Object.freeze({});
+export const NO_OPTIONS = Object.freeze({});
 
 export function checkOptions<T extends object>(where: string, o: unknown, spec: OptionSpec, example: string, elsewhere: readonly string[] = []): T {
   if (o === undefined) return NO_OPTIONS as T;

@@ -22,7 +22,10 @@ export function refusedWork(name: PostedOp['name'], seq: number, e?: unknown): W
 
 /** The op `p` as an engine takes it, its buffers at `input` / `output` in `memory`. */
 export function hostedSpec(memory: WebAssembly.Memory, input: number, output: number, p: PostedOp, trace: OpTrace | undefined): OpSpec {
-  const view = (addr: number, count: number, dtype: Dtype): Buf => ({ addr, dtype, count, bytes: new Uint8Array(memory.buffer, addr, count * DTYPE_SIZE[dtype]) });
+  const view = (addr: number, count: number, dtype: Dtype): Buf => {
+    const buffer = memory.buffer;
+    return { addr, dtype, count, bytes: new Uint8Array(buffer, addr, count * DTYPE_SIZE[dtype]), memory: buffer };
+  };
   const inBuf = p.input ? view(input, p.input.count, p.dtype) : null;
   const outBuf = p.inPlace ? inBuf : p.output ? view(output, p.output.count, p.dtype) : null;
   return {

@@ -24,7 +24,7 @@ export interface LaneOp {
 
 /** Copies of `s`'s plain buffers in the node heap (the input's bytes copied in), for an op another thread runs. */
 export function stageOp(ctx: RankContext, s: OpSpec): Pick<LaneOp, 'stagedIn' | 'stagedOut' | 'inPlace'> {
-  const inPlace = s.input !== null && s.output !== null && sameView(s.input.bytes, s.output.bytes);
+  const inPlace = s.input !== null && s.output !== null && sameView(s.input, s.output);
   const stagedIn = stageCopy(ctx, s.input, true);
   return { stagedIn, stagedOut: inPlace ? stagedIn : stageCopy(ctx, s.output, false), inPlace };
 }

@@ -12,8 +12,10 @@
 // A record's life: FREE → POSTED (sender, after every other field) → TAKEN or SHORT (receiver,
 // after copying the payload out, or finding its buffer of another size) → FREE (sender, once it
 // has read the outcome; only then may record i + RECORDS take the slot). The receiver reads
-// STATE before NUM: the sender writes NUM before STATE, so a POSTED state with NUM = i is
-// record i itself, never a later record in the same slot.
+// STATE before NUM: the sender writes NUM (and the other fields, plainly) before STATE (an
+// atomic store, which publishes them), so a POSTED state with NUM = i is record i itself, never
+// a later record in the same slot; and NUM stays put while the record is POSTED (only the
+// receiver ends that).
 import { C } from '../../core/shm-map.js';
 import type { RankContext } from '../context.js';
 import type { ShmRunner } from '../shm-runner.js';

@@ -122,7 +122,8 @@ export class ShmSends {
         }
         if (s.staged) i32 = this.runner.views().i32; // staging may have grown the memory
         const w = rec >> 2;
-        Atomics.store(i32, w + R.NUM, num);
+        // Plain stores: the atomic store of the state below publishes them all.
+        i32[w + R.NUM] = num;
         i32[w + R.TAG] = s.tag;
         i32[w + R.BYTES] = s.buf.bytes.byteLength;
         i32[w + R.ADDR] = addr;
@@ -159,7 +160,8 @@ export class ShmSends {
     if (bytes <= INLINE) {
       const { u8 } = this.runner.views();
       const at = rec + INLINE_AT;
-      for (let i = 0; i < bytes; i++) u8[at + i] = s.buf.bytes[i];
+      const from = s.buf.bytes;
+      for (let i = 0; i < bytes; i++) u8[at + i] = from[i];
       return 0;
     }
     s.staged = this.staging.take(bytes);
