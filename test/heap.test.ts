@@ -9,6 +9,7 @@ import { createNode } from '../src/core/node.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { runScenario } from './helpers/threads.js';
 import { caught } from './helpers/caught.js';
+import { freshBuffer } from '../src/core/fresh-buffer.js';
 import { allocCommBlock, releaseCommBlock } from '../src/comm/shm-block.js';
 import type { RankContext } from '../src/comm/context.js';
 
@@ -108,6 +109,28 @@ describe('node heap', () => {
     Atomics.store(i32, (NODE_BASE + N.HEAP_LOCK) >> 2, 2);
     Atomics.store(i32, (NODE_BASE + N.ABORT) >> 2, 2);
     expect(caught(() => heap.alloc(64)).code).toBe('ABORTED');
+  });
+});
+
+describe("a buffer another thread's memory.grow has not reached yet", () => {
+  const TOP = (NODE_BASE + N.HEAP_TOP) >> 2;
+
+  it('is renewed (grow(0)) when it ends below the heap top: no view falls short of a block', () => {
+    // A memory whose buffer lags, as V8 leaves it on a thread until it handles another
+    // thread's grow: its old, shorter buffer until grow(0) is called here.
+    const real = new WebAssembly.Memory({ initial: 2, maximum: 16, shared: true });
+    const old = real.buffer;
+    real.grow(2);
+    let renewed = false;
+    const lagging = { get buffer() { return renewed ? real.buffer : old; }, grow(n: number) { renewed = true; return real.grow(n); } } as unknown as WebAssembly.Memory;
+    new Int32Array(real.buffer)[TOP] = real.buffer.byteLength; // the heap's top at the new end
+    expect(freshBuffer(lagging).byteLength).toBe(4 * 65536);
+    expect(renewed).toBe(true);
+    // A top inside the old buffer: nothing to renew (no call into the memory).
+    renewed = false;
+    new Int32Array(real.buffer)[TOP] = old.byteLength;
+    expect(freshBuffer(lagging)).toBe(old);
+    expect(renewed).toBe(false);
   });
 });
 

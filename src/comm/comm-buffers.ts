@@ -1,6 +1,7 @@
 // A communicator's view of the buffers its calls pass: the record of each TypedArray
 // (buffers.ts), whether it is a view of the node memory (then it must lie in a live block of
 // this rank's), and the root's side buffer of gather and scatter.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { fail } from '../core/errors.js';
 import { type Buf, BufRecords } from './buffers.js';
 import { sameDtype } from './arguments.js';
@@ -15,7 +16,7 @@ export class CommBuffers {
   /** Whether a buffer is (a view of) the node memory; asks the memory only for unknown SABs. */
   private readonly isShared = (b: ArrayBufferLike): boolean => {
     if (this.ctx.sharedBuffers.has(b)) return true;
-    if (typeof SharedArrayBuffer === 'undefined' || !(b instanceof SharedArrayBuffer) || b !== (this.ctx.core.memory.buffer as ArrayBufferLike)) return false;
+    if (typeof SharedArrayBuffer === 'undefined' || !(b instanceof SharedArrayBuffer) || b !== (freshBuffer(this.ctx.core.memory) as ArrayBufferLike)) return false;
     this.ctx.sharedBuffers.add(b);
     return true;
   };

@@ -1,6 +1,7 @@
 // Communicator: a group of ranks with its own op sequence. Validates every call before
 // anything moves, then hands the op to its engine: shared memory when every rank is on this
 // node, the network algorithms when the group spans nodes.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { DTYPE_SIZE, type Dtype, type DtypeName, type ReduceOp, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
 import type { Kind } from '../core/shm-map.js';
@@ -290,7 +291,7 @@ export class Communicator {
     const d = parseDtype(dtype);
     if (!Number.isSafeInteger(count) || count < 0) fail('INVALID_ARGUMENT', `alloc: count must be a non-negative integer, got ${count}`);
     const addr = this.ctx.heap.alloc(count * DTYPE_SIZE[d]);
-    const buffer = this.ctx.core.memory.buffer;
+    const buffer = freshBuffer(this.ctx.core.memory);
     this.ctx.sharedBuffers.add(buffer);
     const data = new ARRAY_OF[d](buffer, addr, count) as TypedArray;
     return d === 'bf16' || d === 'f16' ? { data: data as Uint16Array, dtype: d } : data;

@@ -1,5 +1,6 @@
 // What one rank holds after joining its node: the wasm core on the node's memory, the heap,
 // its place in the world communicator, and the calibrated spin budget.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { envNumber } from '../core/config.js';
 import { NodeHeap } from '../core/heap.js';
 import { D, LAYOUT_VERSION, NODE_BASE, NODE_MAGIC_VALUE, descOffset } from '../core/shm-map.js';
@@ -81,7 +82,7 @@ export function joinNodeAs(node: NodeHandle, rank: number, options?: JoinOptions
   if (!Number.isInteger(rank) || rank < 0 || rank >= node.nranks) {
     fail('INVALID_ARGUMENT', `joinNode: rank ${showValue(rank)} is outside the node's 0..${node.nranks - 1} range`, { rank });
   }
-  const header = new Int32Array(node.memory.buffer, NODE_BASE, 2);
+  const header = new Int32Array(freshBuffer(node.memory), NODE_BASE, 2);
   if (header[0] !== NODE_MAGIC_VALUE || header[1] !== LAYOUT_VERSION) {
     fail('INVALID_ARGUMENT', `joinNode: this memory holds no webccl node of layout ${LAYOUT_VERSION} (make it with createNode)`);
   }
@@ -91,7 +92,7 @@ export function joinNodeAs(node: NodeHandle, rank: number, options?: JoinOptions
   const ctx: RankContext = {
     core, heap: new NodeHeap(node.memory, { canBlock, rank }), comm: node.world, rank, size: node.nranks, slotBytes: node.slotBytes,
     localOf: Array.from({ length: node.nranks }, (_, r) => r),
-    spinPolls: 0, tryPolls: 0, spinUs: 0, pollsPerUs: 1, spinGiven: false, canBlock, cores, sharedBuffers: new Set([node.memory.buffer]),
+    spinPolls: 0, tryPolls: 0, spinUs: 0, pollsPerUs: 1, spinGiven: false, canBlock, cores, sharedBuffers: new Set([freshBuffer(node.memory)]),
   };
   // Spin in time, not in polls: measure how fast this thread polls a flag.
   // With a core per rank, spinning costs nobody anything and a sleeping rank takes ~40 us to
@@ -125,7 +126,7 @@ export function setSpin(ctx: RankContext, spinUs: number): void {
 /** Flag polls per microsecond of this thread, probing rank `rank`'s flag of the block `comm` (read only). */
 export function pollsPerMicrosecond(core: WasmCore, comm: number, nranks: number, rank: number): number {
   const desc = descOffset(comm, nranks, rank);
-  const i32 = new Int32Array(core.memory.buffer);
+  const i32 = new Int32Array(freshBuffer(core.memory));
   i32[(desc + D.COMM) >> 2] = comm;
   i32[(desc + D.RANK) >> 2] = rank;
   const probe = core.exports.spinProbe as (desc: number, polls: number) => number;

@@ -2,6 +2,7 @@
 // and between dtypes, for buffers anywhere in JS memory (they pass through a wasm memory of
 // this thread's own; the collectives convert in their node's memory instead, see
 // layout-plan.ts).
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { ARRAY_OF, DTYPE_SIZE, type Dtype, type DtypeName, parseDtype } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
 import { type OptionSpec, anything, checkOptions, integer } from '../core/options.js';
@@ -39,7 +40,7 @@ function scratchCore(bytes: number): Scratch {
     const core = loadWasm(memory);
     scratch = { core, base: (core.exports.heapBase() + 63) & ~63 };
   }
-  const have = scratch.core.memory.buffer.byteLength;
+  const have = freshBuffer(scratch.core.memory).byteLength;
   const need = scratch.base + bytes;
   if (need > have) scratch.core.memory.grow(Math.ceil((need - have) / 65536));
   return scratch;
@@ -73,7 +74,7 @@ export function convertBytes(es: number, from: TensorLayout, to: TensorLayout, s
   const at = s.base;
   const out = (at + inBytes + 63) & ~63;
   const mid = (out + outBytes + 63) & ~63;
-  const mem = new Uint8Array(s.core.memory.buffer);
+  const mem = new Uint8Array(freshBuffer(s.core.memory));
   mem.set(src, at);
   convertAt(s.core.exports, es, from, to, out, at, () => mid);
   dst.set(mem.subarray(out, out + outBytes));
@@ -197,8 +198,8 @@ function runHalf(kernel: 'f32ToF16' | 'f32ToBf16' | 'f16ToF32' | 'bf16ToF32', sr
   const s = scratchCore(src.byteLength + dst.byteLength + 64);
   const at = s.base;
   const out = (at + src.byteLength + 63) & ~63;
-  const mem = new Uint8Array(s.core.memory.buffer);
+  const mem = new Uint8Array(freshBuffer(s.core.memory));
   mem.set(src, at);
   (s.core.exports[kernel] as HalfFn)(out, at, count);
-  dst.set(new Uint8Array(s.core.memory.buffer, out, dst.byteLength));
+  dst.set(new Uint8Array(freshBuffer(s.core.memory), out, dst.byteLength));
 }

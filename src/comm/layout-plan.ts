@@ -20,6 +20,7 @@
 //                the wire layout in its node memory before the op, runs the op there, and
 //                converts the result into its output's own layout when the op ends.
 // stats() counts the conversions and their bytes; WEBCCL_DEBUG=INFO logs each with its cost.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
 import type { NodeHeap } from '../core/heap.js';
@@ -159,7 +160,7 @@ function converting(p: PlanContext, name: Kind, dtype: Dtype, own: TensorLayout,
     const bytes = physicalCount({ ...wire, shape: l.shape }) * es;
     const addr = p.heap.alloc(bytes);
     temps.push(addr);
-    const memory = p.core.memory.buffer;
+    const memory = freshBuffer(p.core.memory);
     return { bytes: new Uint8Array(memory, addr, bytes), memory, dtype, count: bytes / es, addr };
   };
   const release = () => { for (const a of temps.splice(0)) p.heap.free(a); };
@@ -223,7 +224,7 @@ function convert(p: PlanContext, name: Kind, what: string, dtype: Dtype, from: T
   try {
     const s = at(src);
     const d = at(dst);
-    const mem = () => new Uint8Array(p.core.memory.buffer);
+    const mem = () => new Uint8Array(freshBuffer(p.core.memory));
     if (!src.addr) mem().set(src.bytes, s);
     convertAt(p.core.exports, es, from, to, d, s, () => {
       const a = p.heap.alloc(physicalCount({ ...from, layout: 'NCHW' }) * es);

@@ -1,6 +1,7 @@
 // Working memory of a network op, in the node's wasm memory so that the kernels reach it:
 // a buffer from comm.alloc() is used in place, any other is copied into the op's scratch at its
 // start and out at its end. The schedules see it as a Mem (src/algorithms/group.ts).
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE } from '../core/dtypes.js';
 import type { Mem, Span } from '../algorithms/group.js';
 import type { Arena } from './arena.js';
@@ -21,7 +22,7 @@ export function workingMemory(memory: WebAssembly.Memory, ex: Kernels, arena: Ar
   const o = OP_CODE[op === 'avg' ? 'sum' : (op as 'sum')];
   return {
     elemBytes: e,
-    view: (addr, count) => new Uint8Array(memory.buffer, addr, count * e),
+    view: (addr, count) => new Uint8Array(freshBuffer(memory), addr, count * e),
     reduce: (dst, src, count) => ex.reduceInto(d, o, dst, src, count),
     reduceFrom: (dst, a, b, count) => ex.reduce2(d, o, dst, a, b, count),
     copy: (dst, src, count) => ex.copyBytes(dst, src, count * e),

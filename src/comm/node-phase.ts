@@ -1,5 +1,6 @@
 // The node phase of a hierarchical op across nodes: this node's ranks meet over shared memory
 // through the node communicator, and what that communicator reports is said in world ranks.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { ARRAY_OF, type Dtype } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import type { NodeLocal } from '../algorithms/hierarchical.js';
@@ -28,7 +29,7 @@ function aloneOnThread(): boolean {
 export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankContext, dtype: Dtype, op: string, timeoutMs: number, layout = 0): NodeLocal {
   const memory = ctx.core.memory;
   const arr = (s: Span) => {
-    const data = new ARRAY_OF[dtype](memory.buffer, s.addr, s.count);
+    const data = new ARRAY_OF[dtype](freshBuffer(memory), s.addr, s.count);
     return dtype === 'bf16' || dtype === 'f16' ? { data: data as Uint16Array, dtype } : (data as TypedArray);
   };
   const reduceOp = op === 'avg' ? 'sum' : (op as 'sum');

@@ -1,6 +1,7 @@
 // Joining a job as a rank that cannot listen (browser-safe): a page's rank, alone or one of its
 // workers' node, meets the job at the store `webccl serve` hosts and connects by dialling
 // (bootstrap/page-rendezvous.ts); the world communicator is then built as a Node rank's is.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import type { NodeHandle } from '../core/node.js';
 import type { PageJob } from '../bootstrap/page-job.js';
 import { pageRendezvous } from '../bootstrap/page-rendezvous.js';
@@ -34,7 +35,7 @@ export async function joinPageWorld(i: PageJoinInput): Promise<Communicator> {
   const connectTimeoutMs = DEFAULT_CONNECT_TIMEOUT_MS;
   // The rank offers a network progress thread once its script has loaded (the job takes it if
   // every rank offers). A page that is not cross-origin isolated has unshared memory, which no worker can share.
-  const shared = typeof SharedArrayBuffer === 'function' && node.memory.buffer instanceof SharedArrayBuffer;
+  const shared = typeof SharedArrayBuffer === 'function' && freshBuffer(node.memory) instanceof SharedArrayBuffer;
   const offer = shared ? netThreadOffer(opts.progress) : undefined;
   const worker = offer ? await loadPageNetThread() : undefined;
   const progress = worker ? offer : undefined;

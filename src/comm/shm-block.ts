@@ -2,6 +2,7 @@
 // its ranks, in the node heap (the world's block sits before the heap). One member allocates it
 // and hands its address to the others; each member releases it when it destroys its
 // communicator, and the last to do so frees it.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { C, NODE_BASE, commBlockBytes } from '../core/shm-map.js';
 import { type RankContext, defaultSpinUs, setSpin } from './context.js';
 
@@ -10,8 +11,8 @@ export function allocCommBlock(ctx: RankContext, nranks: number): number {
   const bytes = commBlockBytes(nranks, ctx.slotBytes);
   const addr = ctx.heap.allocShared(bytes); // its last member frees it, whoever allocated it
   // Blocks are reused: flags and signatures must start at zero, as the world block's do.
-  new Uint8Array(ctx.core.memory.buffer, addr, bytes).fill(0);
-  const i32 = new Int32Array(ctx.core.memory.buffer);
+  new Uint8Array(freshBuffer(ctx.core.memory), addr, bytes).fill(0);
+  const i32 = new Int32Array(freshBuffer(ctx.core.memory));
   i32[(addr + C.NRANKS) >> 2] = nranks;
   i32[(addr + C.SLOT_BYTES) >> 2] = ctx.slotBytes;
   Atomics.store(i32, (addr + C.NODE) >> 2, NODE_BASE);
@@ -20,7 +21,7 @@ export function allocCommBlock(ctx: RankContext, nranks: number): number {
 
 /** This member is done with the block at `addr`; the last of its `nranks` members frees it. */
 export function releaseCommBlock(ctx: RankContext, addr: number, nranks: number): void {
-  const i32 = new Int32Array(ctx.core.memory.buffer);
+  const i32 = new Int32Array(freshBuffer(ctx.core.memory));
   if (Atomics.add(i32, (addr + C.RELEASED) >> 2, 1) + 1 === nranks) ctx.heap.free(addr);
 }
 

@@ -1,6 +1,7 @@
 // Runs one op's step loop (assembly/engine) for this rank: calls advance() until it is done,
 // serves its copy requests between JS buffers and shared memory, blocks on a flag when the
 // loop has spun long enough, and turns a missed deadline or a failed check into a WebcclError.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { WebcclError } from '../core/errors.js';
 import { ABORT_BY_LAUNCHER, ABORT_REASON, ALGO, C, D, E, KIND, N, NODE_BASE, SIG_FIELDS, ST, flagOffset } from '../core/shm-map.js';
 import { showLayoutSignature, showShapeClass } from './tensor-layout.js';
@@ -48,8 +49,9 @@ export class ShmRunner {
 
   /** `localOf[r]`: the node rank of communicator rank r (whose LEFT word says it has left); absent: not known. */
   constructor(readonly core: WasmCore, readonly comm: number, readonly rank: number, readonly nranks: number, private readonly localOf?: readonly number[]) {
-    this.u8 = new Uint8Array(core.memory.buffer);
-    this.i32 = new Int32Array(core.memory.buffer);
+    const buffer = freshBuffer(core.memory);
+    this.u8 = new Uint8Array(buffer);
+    this.i32 = new Int32Array(buffer);
     this.current = { u8: this.u8, i32: this.i32 };
     this.advance = core.exports.advance as (desc: number) => number;
     this.stepReached = core.exports.stepReached as (desc: number, t: number) => number;
@@ -65,8 +67,9 @@ export class ShmRunner {
     const g = Atomics.load(this.i32, (NODE_BASE + N.GROWTHS) >> 2);
     if (g !== this.growths) {
       this.growths = g;
-      this.current.u8 = this.u8 = new Uint8Array(this.core.memory.buffer);
-      this.current.i32 = this.i32 = new Int32Array(this.core.memory.buffer);
+      const buffer = freshBuffer(this.core.memory);
+      this.current.u8 = this.u8 = new Uint8Array(buffer);
+      this.current.i32 = this.i32 = new Int32Array(buffer);
     }
     return this.current;
   }

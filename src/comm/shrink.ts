@@ -9,6 +9,7 @@
 //     once every rank is heard from or suspected (or the deadline passes), the first to
 //     compare-and-set the member list decides it, and the members connect anew (the failure
 //     closed the old connections).
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { WebcclError, fail } from '../core/errors.js';
 import { C, N, NODE_BASE } from '../core/shm-map.js';
 import type { Communicator, CommunicatorOptions } from './communicator.js';
@@ -59,7 +60,7 @@ function excluded(rank: number, members: number[]): never {
 async function oneNode(f: Former, opts: CommunicatorOptions, timeoutMs: number): Promise<Communicator> {
   const { comm, ctx } = f;
   const p = comm.placement;
-  const view = () => new Int32Array(ctx.core.memory.buffer);
+  const view = () => new Int32Array(freshBuffer(ctx.core.memory));
   const at = (field: number) => (ctx.comm + field) >> 2;
   if (Atomics.compareExchange(view(), at(C.SHRINK_CLAIM), 0, 1) === 0) {
     const alive = p.localOf.flatMap((l, r) => (Atomics.load(view(), (NODE_BASE + N.LEFT + 4 * l) >> 2) === 0 ? [r] : []));

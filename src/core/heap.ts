@@ -11,7 +11,9 @@
 //
 // The memory may grow under any rank. A view taken before the lock was won can be shorter than
 // the memory another rank just grew; writes through it past its end are silently dropped (that
-// once left a new block's header all zero). So views are taken after the lock is held.
+// once left a new block's header all zero). So views are taken after the lock is held, from a
+// buffer renewed when another thread's grow has not reached this one yet (fresh-buffer.ts).
+import { freshBuffer } from './fresh-buffer.js';
 import { WebcclError, fail } from './errors.js';
 import { N, NODE_BASE } from './shm-map.js';
 import { UNSHARED_NODE_BYTES, isShared } from './unshared-memory.js';
@@ -64,7 +66,7 @@ export class NodeHeap {
     this.owner = (o.rank ?? -1) + 1 || 0xffff;
     this.runsRanksOps = o.runsRanksOps ?? false;
     // The lock and the heap bounds sit in the node header, inside the memory's first pages.
-    this.lockView = new Int32Array(memory.buffer, 0, (NODE_BASE + N.HEADER_BYTES) >> 2);
+    this.lockView = new Int32Array(freshBuffer(memory), 0, (NODE_BASE + N.HEADER_BYTES) >> 2);
     this.ownView = this.view();
   }
 
@@ -171,7 +173,7 @@ export class NodeHeap {
       fail('INVALID_ARGUMENT', `alloc of ${bytes} bytes exceeds the node's 2 GiB shared memory (${HEAP_LIMIT - top} bytes left at the top of the heap)`, { bytes, available: HEAP_LIMIT - top });
     }
     let view = i32;
-    const have = this.memory.buffer.byteLength;
+    const have = freshBuffer(this.memory).byteLength;
     if (top + need > have) {
       try {
         this.memory.grow(Math.ceil((top + need - have) / PAGE));
@@ -180,16 +182,18 @@ export class NodeHeap {
         fail('INVALID_ARGUMENT', `alloc of ${bytes} bytes: the node memory could not grow to ${top + need} bytes (${(e as Error).message})${fixed}`, { bytes });
       }
       view = this.view();
-      Atomics.add(view, GROWTHS, 1);
     }
     writeHeader(view, top, need, USED);
     view[TOP] = top + need;
+    // Counted after the top moved: a rank that sees the count renews its views, and finds the
+    // top past the end of a buffer its thread has not renewed yet (fresh-buffer.ts).
+    if (view !== i32) Atomics.add(view, GROWTHS, 1);
     return top + HDR;
   }
 
   /** A view of the whole memory as it is now (another rank may have grown it). */
   private view(): Int32Array {
-    return new Int32Array(this.memory.buffer);
+    return new Int32Array(freshBuffer(this.memory));
   }
 
   private locked<T>(fn: (i32: Int32Array) => T): T {

@@ -1,5 +1,6 @@
 // A node: the ranks that share one WebAssembly.Memory. Whoever starts the node's ranks (the
 // launcher, a test, a page) calls createNode once and hands the result to every rank.
+import { freshBuffer } from './fresh-buffer.js';
 import { WebcclError, fail } from './errors.js';
 import { ABORT_BY_LAUNCHER, C, LAYOUT_VERSION, MAX_RANKS, N, NODE_BASE, NODE_MAGIC_VALUE, commBlockBytes } from './shm-map.js';
 import { writeReasonText } from './reason-text.js';
@@ -54,7 +55,7 @@ export function createNode(options: NodeOptions): NodeHandle {
   const memory = createSharedMemory(heapStart + (1 << 20), nranks);
   const { exports } = loadWasm(memory);
   if (exports.heapBase() > NODE_BASE) throw new WebcclError('INTERNAL', `wasm static data (${exports.heapBase()} B) overlaps the node header`);
-  const i32 = new Int32Array(memory.buffer);
+  const i32 = new Int32Array(freshBuffer(memory));
   i32[(NODE_BASE + N.MAGIC) >> 2] = NODE_MAGIC_VALUE;
   i32[(NODE_BASE + N.VERSION) >> 2] = LAYOUT_VERSION;
   i32[(NODE_BASE + N.NRANKS) >> 2] = nranks;
@@ -97,7 +98,7 @@ export function checkNodeHandle(where: string, node: unknown): asserts node is N
  * only wake the sleepers again.
  */
 export function abortNode(handle: NodeHandle, deadRank: number | null, code: number, reason = ''): void {
-  const i32 = new Int32Array(handle.memory.buffer);
+  const i32 = new Int32Array(freshBuffer(handle.memory));
   if (Atomics.compareExchange(i32, (NODE_BASE + N.ABORT_CLAIM) >> 2, 0, 1) === 0) {
     Atomics.store(i32, (NODE_BASE + N.ABORT_CODE) >> 2, code);
     writeReasonText(handle.memory, NODE_BASE + N.REASON, reason);
@@ -120,7 +121,7 @@ export function leaveNode(handle: NodeHandle, rank: number, how: 'ended' | 'died
     fail('INVALID_ARGUMENT', `leaveNode: rank ${rank} is outside the node's 0..${handle.nranks - 1} range`);
   }
   if (how !== 'ended' && how !== 'died') fail('INVALID_ARGUMENT', `leaveNode: how must be 'ended' or 'died', got ${showValue(how)}`);
-  const i32 = new Int32Array(handle.memory.buffer);
+  const i32 = new Int32Array(freshBuffer(handle.memory));
   Atomics.store(i32, (NODE_BASE + N.LEFT + 4 * rank) >> 2, how === 'died' ? LEFT_DIED : LEFT_ENDED);
   ring(handle, i32);
 }

@@ -3,6 +3,7 @@
 // rendezvous: it needs the job's store and every peer's, and it ends with the rank. Each rank of
 // a node has its own (a thread's sockets are its own; the node phase of a hierarchical op meets
 // the node mates' threads over shared memory). It is unref'd: it never keeps a process alive.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { Worker } from 'node:worker_threads';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -79,7 +80,7 @@ export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
   if (TRACING) {
     process.on('exit', () => {
       if (!askHubToStop(memory, hub)) return;
-      const words = new Int32Array(memory.buffer);
+      const words = new Int32Array(freshBuffer(memory));
       const until = performance.now() + EXIT_FLUSH_MS;
       while (hubState(memory, hub) === PROGRESS_STOPPING && performance.now() < until) Atomics.wait(words, hubStateAt(hub), PROGRESS_STOPPING, 50);
     });

@@ -5,6 +5,7 @@
 // it. It moves every lane a little in turn (never blocking on one), and sleeps on the node's
 // progress bell only when a whole round moved nothing: at once when no lane has an op, in short
 // slices while one waits for a rank that runs its op itself (that rank's posts do not ring it).
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { DTYPE_SIZE } from '../core/dtypes.js';
 import { NodeHeap } from '../core/heap.js';
 import { N, NODE_BASE, C, D, descOffset, flagOffset } from '../core/shm-map.js';
@@ -79,7 +80,7 @@ class ProgressHost {
   }
 
   private i32(): Int32Array {
-    return new Int32Array(this.memory.buffer);
+    return new Int32Array(freshBuffer(this.memory));
   }
 
   run(): void {
@@ -184,12 +185,12 @@ class ProgressHost {
     const comm = at(L.COMM);
     const size = at(L.SIZE);
     const rank = at(L.RANK);
-    const localOf = Array.from(new Uint8Array(this.memory.buffer, addr + L.LOCAL_OF, size));
+    const localOf = Array.from(new Uint8Array(freshBuffer(this.memory), addr + L.LOCAL_OF, size));
     const { core, pollsPerUs } = this.core(at(L.SIMD) === 1);
     const ctx: RankContext = {
       core, heap: this.heap, comm, rank, size, localOf, slotBytes: i32[(comm + C.SLOT_BYTES) >> 2],
       spinPolls: 0, tryPolls: 0, spinUs: 0, pollsPerUs, spinGiven: false, canBlock: true, cores: this.o.cores,
-      sharedBuffers: new Set([this.memory.buffer]),
+      sharedBuffers: new Set([freshBuffer(this.memory)]),
     };
     // It never blocks inside one lane: each wait spins only its short try before the next lane.
     setSpin(ctx, defaultSpinUs(size, this.o.cores));

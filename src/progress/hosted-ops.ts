@@ -1,6 +1,7 @@
 // What a progress thread (host.ts for shared memory, net-host.ts across nodes) does with the ops
 // it takes from a lane: the op as its engine takes it (buffers viewed in the node memory where the
 // rank posted them), the handle of an op refused at once, and the outcome written back.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import type { OpTrace } from '../core/trace.js';
@@ -23,7 +24,7 @@ export function refusedWork(name: PostedOp['name'], seq: number, e?: unknown): W
 /** The op `p` as an engine takes it, its buffers at `input` / `output` in `memory`. */
 export function hostedSpec(memory: WebAssembly.Memory, input: number, output: number, p: PostedOp, trace: OpTrace | undefined): OpSpec {
   const view = (addr: number, count: number, dtype: Dtype): Buf => {
-    const buffer = memory.buffer;
+    const buffer = freshBuffer(memory);
     return { addr, dtype, count, bytes: new Uint8Array(buffer, addr, count * DTYPE_SIZE[dtype]), memory: buffer };
   };
   const inBuf = p.input ? view(input, p.input.count, p.dtype) : null;

@@ -1,6 +1,7 @@
 // A lane's life: opened in the node heap and listed in the node's lane table by the first op a
 // rank hands to the progress thread, closed (the thread lets go first) when its communicator is
 // destroyed; and the heap copies of plain buffers that the ops it carries run on.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { WebcclError } from '../core/errors.js';
 import { log } from '../core/log.js';
 import { N, NODE_BASE } from '../core/shm-map.js';
@@ -16,13 +17,13 @@ const SLICE_MS = 50;
  * it). `fill` writes what else its thread must know before the lane is listed (net-lane.ts);
  * `ring` wakes the thread that serves it.
  */
-export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number) => void, ring = () => ringProgress(new Int32Array(ctx.core.memory.buffer)), owner = 0): number {
+export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number) => void, ring = () => ringProgress(new Int32Array(freshBuffer(ctx.core.memory))), owner = 0): number {
   const { heap, core } = ctx;
-  let table = laneTable(new Int32Array(ctx.core.memory.buffer));
+  let table = laneTable(new Int32Array(freshBuffer(ctx.core.memory)));
   if (!table) {
     const t = heap.alloc(TABLE_BYTES);
-    new Uint8Array(core.memory.buffer, t, TABLE_BYTES).fill(0);
-    const was = Atomics.compareExchange(new Int32Array(ctx.core.memory.buffer), (NODE_BASE + N.LANES) >> 2, 0, t);
+    new Uint8Array(freshBuffer(core.memory), t, TABLE_BYTES).fill(0);
+    const was = Atomics.compareExchange(new Int32Array(freshBuffer(ctx.core.memory)), (NODE_BASE + N.LANES) >> 2, 0, t);
     if (was === 0) table = t;
     else {
       heap.free(t);
@@ -30,9 +31,9 @@ export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number
     }
   }
   const lane = heap.alloc(LANE_BYTES);
-  const u8 = new Uint8Array(core.memory.buffer, lane, L.SLOTS);
+  const u8 = new Uint8Array(freshBuffer(core.memory), lane, L.SLOTS);
   u8.fill(0);
-  const i32 = new Int32Array(ctx.core.memory.buffer);
+  const i32 = new Int32Array(freshBuffer(ctx.core.memory));
   i32[(lane + L.COMM) >> 2] = ctx.comm;
   i32[(lane + L.RANK) >> 2] = ctx.rank;
   i32[(lane + L.SIZE) >> 2] = ctx.size;
@@ -62,9 +63,9 @@ export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number
  * once the thread has let go (or ended: `gone`), so that the caller may free the lane and its ops' copies;
  * false if it did not answer within `limitMs` (the memory is then left in place).
  */
-export function closeLane(ctx: RankContext, lane: number, limitMs: number, gone = () => progressState(new Int32Array(ctx.core.memory.buffer)) === PROGRESS_GONE,
-                          ring = () => ringProgress(new Int32Array(ctx.core.memory.buffer))): boolean {
-  const i32 = () => new Int32Array(ctx.core.memory.buffer);
+export function closeLane(ctx: RankContext, lane: number, limitMs: number, gone = () => progressState(new Int32Array(freshBuffer(ctx.core.memory))) === PROGRESS_GONE,
+                          ring = () => ringProgress(new Int32Array(freshBuffer(ctx.core.memory)))): boolean {
+  const i32 = () => new Int32Array(freshBuffer(ctx.core.memory));
   Atomics.store(i32(), (lane + L.STATE) >> 2, LANE_CLOSING);
   ring();
   const until = performance.now() + limitMs;
@@ -94,6 +95,6 @@ export function closeLane(ctx: RankContext, lane: number, limitMs: number, gone 
 export function stageCopy(ctx: RankContext, b: Buf | null, copyIn: boolean): number {
   if (!b || b.addr) return 0;
   const addr = ctx.heap.alloc(b.bytes.byteLength);
-  if (copyIn) new Uint8Array(ctx.core.memory.buffer, addr, b.bytes.byteLength).set(b.bytes);
+  if (copyIn) new Uint8Array(freshBuffer(ctx.core.memory), addr, b.bytes.byteLength).set(b.bytes);
   return addr;
 }

@@ -2,6 +2,7 @@
 // node's progress thread, thread-engine.ts, or its network progress thread, net-proxy-engine.ts):
 // copies of plain buffers made at issue, and each op's outcome read back from its slot — the
 // result copied out, the copies freed, WEBCCL_CHECK's end run, the handle stamped and settled.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { WebcclError } from '../core/errors.js';
 import { readReasonText } from '../core/reason-text.js';
 import { sameView } from '../comm/buffers.js';
@@ -82,6 +83,6 @@ export function threadEnded(ctx: RankContext, which: string, why = nodeThreadRea
 
 /** Why the node's shared-memory progress thread ended ('' while it runs). */
 function nodeThreadReason(ctx: RankContext): string {
-  const table = laneTable(new Int32Array(ctx.core.memory.buffer));
+  const table = laneTable(new Int32Array(freshBuffer(ctx.core.memory)));
   return table ? readReasonText(ctx.core.memory, table + T.REASON) : '';
 }

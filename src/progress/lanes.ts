@@ -6,6 +6,7 @@
 // rank may sleep on). Every lane is listed in one table per node, so the progress thread finds
 // new lanes without a message. Nothing here is posted with postMessage: it works the same
 // between Node worker threads and between a page's Web Workers.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { N, NODE_BASE, REASON_BYTES } from '../core/shm-map.js';
 import { boundedUtf8 } from '../core/reason-text.js';
 import type { ErrorCode } from '../core/errors.js';
@@ -161,22 +162,22 @@ const decoder = new TextDecoder();
 export function writeSlot(memory: WebAssembly.Memory, slot: number, input: number, output: number, value: unknown, state = SLOT_POSTED): boolean {
   const bytes = encoder.encode(JSON.stringify(value));
   if (bytes.length > TEXT_MAX) return false;
-  const i32 = new Int32Array(memory.buffer, slot, 4);
+  const i32 = new Int32Array(freshBuffer(memory), slot, 4);
   i32[1] = input;
   i32[2] = output;
   i32[3] = bytes.length;
-  new Uint8Array(memory.buffer, slot + S.TEXT + 4, bytes.length).set(bytes);
+  new Uint8Array(freshBuffer(memory), slot + S.TEXT + 4, bytes.length).set(bytes);
   Atomics.store(i32, 0, state);
   return true;
 }
 
 export function slotState(memory: WebAssembly.Memory, slot: number): number {
-  return Atomics.load(new Int32Array(memory.buffer), (slot + S.STATE) >> 2);
+  return Atomics.load(new Int32Array(freshBuffer(memory)), (slot + S.STATE) >> 2);
 }
 
 /** Moves a slot from POSTED to `to` (TAKEN by the progress thread, RECLAIMED by its rank): whoever moves it first owns the op. */
 export function claimSlot(memory: WebAssembly.Memory, slot: number, to: number): boolean {
-  return Atomics.compareExchange(new Int32Array(memory.buffer), (slot + S.STATE) >> 2, SLOT_POSTED, to) === SLOT_POSTED;
+  return Atomics.compareExchange(new Int32Array(freshBuffer(memory)), (slot + S.STATE) >> 2, SLOT_POSTED, to) === SLOT_POSTED;
 }
 
 /** Writes an outcome, shortening its text rather than losing it (an error's details may be long). */
@@ -187,10 +188,10 @@ export function writeOutcome(memory: WebAssembly.Memory, slot: number, value: { 
 }
 
 export function readSlot<T>(memory: WebAssembly.Memory, slot: number): { input: number; output: number; value: T } {
-  const i32 = new Int32Array(memory.buffer, slot, 4);
+  const i32 = new Int32Array(freshBuffer(memory), slot, 4);
   const len = Math.min(i32[3], TEXT_MAX);
   // slice(): decoders may refuse views of shared memory.
-  const text = decoder.decode(new Uint8Array(memory.buffer, slot + S.TEXT + 4, len).slice());
+  const text = decoder.decode(new Uint8Array(freshBuffer(memory), slot + S.TEXT + 4, len).slice());
   return { input: i32[1], output: i32[2], value: JSON.parse(text) as T };
 }
 

@@ -6,6 +6,7 @@
 // rank would keep for itself, on the same node memory, so an op runs the same schedule either
 // way. Unlike the shared-memory progress thread (host.ts) it never blocks: sockets need its
 // event loop, so it sleeps on the node's progress bell with Atomics.waitAsync.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { DTYPE_SIZE } from '../core/dtypes.js';
 import { NodeHeap } from '../core/heap.js';
 import { log } from '../core/log.js';
@@ -71,12 +72,12 @@ export class NetProgressHost {
     const heap = new NodeHeap(i.memory, { canBlock: false, runsRanksOps: true });
     this.ctx = {
       core, heap, comm: 0, rank: 0, size: 1, localOf: [0], slotBytes: 0, spinPolls: 0, tryPolls: 0, spinUs: 0, pollsPerUs: 1,
-      spinGiven: false, canBlock: false, cores: i.cores, sharedBuffers: new Set([i.memory.buffer]),
+      spinGiven: false, canBlock: false, cores: i.cores, sharedBuffers: new Set([freshBuffer(i.memory)]),
     };
   }
 
   private i32(): Int32Array {
-    return new Int32Array(this.i.memory.buffer);
+    return new Int32Array(freshBuffer(this.i.memory));
   }
 
   /** Serves the lanes until its rank has left (or the thread is asked to stop); then closes them. */

@@ -3,6 +3,7 @@
 // the bell it sleeps on. A node of several ranks has one such thread per rank beside the node's
 // shared-memory progress thread, so none of them may use the node header's own progress word,
 // reason or bell (on a shared bell, every op posted on the node woke every thread of it).
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { REASON_BYTES } from '../core/shm-map.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import type { RankContext } from '../comm/context.js';
@@ -14,7 +15,7 @@ const HUB_BYTES = H.REASON + REASON_BYTES;
 /** A hub in the node heap, its thread not yet running. */
 export function newHub(ctx: RankContext): number {
   const hub = ctx.heap.alloc(HUB_BYTES);
-  new Uint8Array(ctx.core.memory.buffer, hub, HUB_BYTES).fill(0);
+  new Uint8Array(freshBuffer(ctx.core.memory), hub, HUB_BYTES).fill(0);
   return hub;
 }
 
@@ -25,7 +26,7 @@ export const hubBellAt = (hub: number): number => (hub + H.BELL) >> 2;
 
 /** Wakes the thread (a post, a new or closing lane, an abort, a stop). */
 export function ringHub(memory: WebAssembly.Memory, hub: number): void {
-  const i32 = new Int32Array(memory.buffer);
+  const i32 = new Int32Array(freshBuffer(memory));
   Atomics.add(i32, hubBellAt(hub), 1);
   Atomics.notify(i32, hubBellAt(hub));
 }
@@ -38,12 +39,12 @@ export function askHubToStop(memory: WebAssembly.Memory, hub: number): boolean {
 }
 
 export function hubState(memory: WebAssembly.Memory, hub: number): number {
-  return Atomics.load(new Int32Array(memory.buffer), hubStateAt(hub));
+  return Atomics.load(new Int32Array(freshBuffer(memory)), hubStateAt(hub));
 }
 
 /** Moves the state from `from` to `to`; whether it was `from`. */
 export function moveHub(memory: WebAssembly.Memory, hub: number, from: number, to: number): boolean {
-  const i32 = new Int32Array(memory.buffer);
+  const i32 = new Int32Array(freshBuffer(memory));
   const ok = Atomics.compareExchange(i32, hubStateAt(hub), from, to) === from;
   if (ok) Atomics.notify(i32, hubStateAt(hub));
   return ok;
@@ -59,7 +60,7 @@ export function hubReason(memory: WebAssembly.Memory, hub: number): string {
  * rank's ops (their lanes' DONE words) and a process exit waiting for its trace.
  */
 export function hubEnded(memory: WebAssembly.Memory, hub: number, why: string): void {
-  const i32 = new Int32Array(memory.buffer);
+  const i32 = new Int32Array(freshBuffer(memory));
   const was = Atomics.exchange(i32, hubStateAt(hub), PROGRESS_GONE);
   if (why && was !== PROGRESS_GONE) writeReasonText(memory, hub + H.REASON, why);
   Atomics.notify(i32, hubStateAt(hub));

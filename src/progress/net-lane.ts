@@ -3,6 +3,7 @@
 // job's connections, its members' numbers there, this rank's place, the algorithm and deadline
 // the rank chose — in a short text block in the node heap, written before the lane is listed.
 // An abort asked by the rank rides in a second block (its reason), published by its address.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import { REASON_BYTES } from '../core/shm-map.js';
 import type { RankContext } from '../comm/context.js';
@@ -44,8 +45,8 @@ export function openNetLane(ctx: RankContext, c: NetLaneConfig, owner: number, h
   const text = encoder.encode(JSON.stringify(c));
   // Allocated before the lane: the heap may grow the memory, and the lane's views come after.
   const config = ctx.heap.alloc(TEXT_AT + text.length);
-  new Uint8Array(ctx.core.memory.buffer, config + TEXT_AT, text.length).set(text);
-  new Uint32Array(ctx.core.memory.buffer, config, 1)[0] = text.length;
+  new Uint8Array(freshBuffer(ctx.core.memory), config + TEXT_AT, text.length).set(text);
+  new Uint32Array(freshBuffer(ctx.core.memory), config, 1)[0] = text.length;
   try {
     const lane = openLane(ctx, (i32, at) => {
       i32[(at + L.COMM) >> 2] = c.space;
@@ -62,16 +63,16 @@ export function openNetLane(ctx: RankContext, c: NetLaneConfig, owner: number, h
 }
 
 export function readNetLaneConfig(memory: WebAssembly.Memory, lane: number): NetLaneConfig {
-  const at = new Int32Array(memory.buffer)[(lane + L.CONFIG) >> 2];
-  const len = new Uint32Array(memory.buffer, at, 1)[0];
-  return JSON.parse(decoder.decode(new Uint8Array(memory.buffer, at + TEXT_AT, len).slice())) as NetLaneConfig;
+  const at = new Int32Array(freshBuffer(memory))[(lane + L.CONFIG) >> 2];
+  const len = new Uint32Array(freshBuffer(memory), at, 1)[0];
+  return JSON.parse(decoder.decode(new Uint8Array(freshBuffer(memory), at + TEXT_AT, len).slice())) as NetLaneConfig;
 }
 
 /** The rank aborts the lane's communicator: the thread (of `hub`) aborts its engine, which tells every peer. */
 export function askAbort(ctx: RankContext, lane: number, reason: string, hub: number): number {
   const block = ctx.heap.alloc(REASON_BYTES);
   writeReasonText(ctx.core.memory, block, reason);
-  const i32 = new Int32Array(ctx.core.memory.buffer);
+  const i32 = new Int32Array(freshBuffer(ctx.core.memory));
   if (Atomics.compareExchange(i32, (lane + L.ABORT) >> 2, 0, block) !== 0) {
     ctx.heap.free(block); // asked already
     return 0;
@@ -82,6 +83,6 @@ export function askAbort(ctx: RankContext, lane: number, reason: string, hub: nu
 
 /** The reason the rank asked the lane's communicator to abort, once it has ('' before). */
 export function abortAsked(memory: WebAssembly.Memory, lane: number): string | undefined {
-  const block = Atomics.load(new Int32Array(memory.buffer), (lane + L.ABORT) >> 2);
+  const block = Atomics.load(new Int32Array(freshBuffer(memory)), (lane + L.ABORT) >> 2);
   return block ? readReasonText(memory, block) : undefined;
 }

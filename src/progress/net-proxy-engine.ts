@@ -7,6 +7,7 @@
 // split, so each message meets its receive on the same links. Ops end in issue order whichever
 // path ran them. Unlike ops across nodes run by the rank, those the thread runs may be waited
 // for with waitSync().
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { WebcclError } from '../core/errors.js';
 import type { RankContext } from '../comm/context.js';
 import { type Engine, type OpCounters, type OpSpec, addCounts, countDone, isP2p } from '../comm/engine.js';
@@ -266,7 +267,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
   // ---------------------------------------------------------------- the lane
 
   private i32(): Int32Array {
-    return new Int32Array(this.ctx.core.memory.buffer);
+    return new Int32Array(freshBuffer(this.ctx.core.memory));
   }
 
   private threadRuns(): boolean {

@@ -13,6 +13,7 @@
 //   over stays untouched for 1 ms: a wait begun meanwhile takes it back.
 //   Ops issued behind ops one runner holds go to the same runner, to keep the order.
 // Send/recv always run on this rank (they keep no place in the collective order).
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { WebcclError } from '../core/errors.js';
 import { resolveProgressMode } from '../core/progress-mode.js';
 import type { RankContext } from '../comm/context.js';
@@ -48,5 +49,5 @@ export function nodeEngine(ctx: RankContext, counters: OpCounters, commAlgo: unk
 
 /** Whether `ctx`'s node has a running progress thread. */
 export function hasProgressThread(ctx: RankContext): boolean {
-  return progressState(new Int32Array(ctx.core.memory.buffer)) === PROGRESS_RUNNING;
+  return progressState(new Int32Array(freshBuffer(ctx.core.memory))) === PROGRESS_RUNNING;
 }

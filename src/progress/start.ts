@@ -3,6 +3,7 @@
 // createNode calls it. The thread is started by whoever creates the node (a launcher, a test, a
 // page's main thread), never by a rank: a thread a rank started would end with that rank, with
 // its peers' ops still in hand.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { N, NODE_BASE } from '../core/shm-map.js';
 import { writeReasonText } from '../core/reason-text.js';
 import type { NodeHandle } from '../core/node.js';
@@ -34,7 +35,7 @@ export function registerProgressStarter(start: ProgressStarter, o: { loadsLater?
 export function startProgressThread(node: NodeHandle, env?: Record<string, string | undefined>): boolean {
   const got = (globalThis as Record<symbol, Registered | undefined>)[STARTER];
   if (!got) return false;
-  const i32 = new Int32Array(node.memory.buffer);
+  const i32 = new Int32Array(freshBuffer(node.memory));
   // Marked before the thread runs: ranks may post to it from the first op on. A script loaded
   // later may fail to load: until the thread says it runs, ranks wait to choose (progressSettled).
   Atomics.store(i32, (NODE_BASE + N.PROGRESS) >> 2, got.loadsLater ? PROGRESS_STARTING : PROGRESS_RUNNING);
@@ -55,7 +56,7 @@ export function progressNotStarted(memory: WebAssembly.Memory, why: string): boo
 
 /** STARTING -> NONE (the node goes on without the thread), waking the ranks that wait to choose; false if it was not STARTING. */
 function leaveStarting(memory: WebAssembly.Memory): boolean {
-  const i32 = new Int32Array(memory.buffer);
+  const i32 = new Int32Array(freshBuffer(memory));
   if (Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, PROGRESS_NONE) !== PROGRESS_STARTING) return false;
   Atomics.notify(i32, (NODE_BASE + N.PROGRESS) >> 2);
   return true;
@@ -70,7 +71,7 @@ export async function stopProgressThread(node: NodeHandle): Promise<void> {
   const t = threads.get(node.memory);
   if (!t) return;
   threads.delete(node.memory);
-  const i32 = new Int32Array(node.memory.buffer);
+  const i32 = new Int32Array(freshBuffer(node.memory));
   Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_RUNNING, PROGRESS_STOPPING);
   leaveStarting(node.memory); // stopped before its script ran: it never will, and no rank handed it anything
   ringProgress(i32);
@@ -82,7 +83,7 @@ export async function stopProgressThread(node: NodeHandle): Promise<void> {
  * waits for it, so that each fails the ops it had handed over instead of waiting for them.
  */
 export function progressEnded(memory: WebAssembly.Memory, why: string): void {
-  const i32 = new Int32Array(memory.buffer);
+  const i32 = new Int32Array(freshBuffer(memory));
   const was = Atomics.exchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_GONE);
   const table = laneTable(i32);
   if (!table) return;
@@ -92,21 +93,21 @@ export function progressEnded(memory: WebAssembly.Memory, why: string): void {
 
 /** Whether the node's progress thread was announced and has not yet said that it runs. */
 export const progressStarting = (memory: WebAssembly.Memory): boolean =>
-  Atomics.load(new Int32Array(memory.buffer), (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_STARTING;
+  Atomics.load(new Int32Array(freshBuffer(memory)), (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_STARTING;
 
 /**
  * Waits (blocking: a worker's rank choosing its engine) until a STARTING progress thread runs or
  * is known not to, at most `ms`; where the thread cannot block, returns at once.
  */
 export function waitProgressSettled(memory: WebAssembly.Memory, ms: number, canBlock: boolean): void {
-  const i32 = new Int32Array(memory.buffer);
+  const i32 = new Int32Array(freshBuffer(memory));
   const until = performance.now() + ms;
   while (canBlock && progressStarting(memory) && performance.now() < until) Atomics.wait(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, Math.min(50, until - performance.now()));
 }
 
 /** The same without blocking (initCommGroup, which may run on a page's main thread). */
 export async function progressSettled(memory: WebAssembly.Memory, ms: number): Promise<void> {
-  const i32 = new Int32Array(memory.buffer);
+  const i32 = new Int32Array(freshBuffer(memory));
   const until = performance.now() + ms;
   while (progressStarting(memory) && performance.now() < until) {
     const r = Atomics.waitAsync(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, Math.min(50, until - performance.now()));

@@ -4,6 +4,7 @@
 // is copied into a heap block when the op is posted and out of it when its outcome is read.
 //
 // Which ops it hands over and which it runs itself: the modes are told in node-engine.ts.
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { DTYPE_SIZE } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import type { Algo } from '../core/shm-map.js';
@@ -265,7 +266,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   }
 
   private i32(): Int32Array {
-    return new Int32Array(this.ctx.core.memory.buffer);
+    return new Int32Array(freshBuffer(this.ctx.core.memory));
   }
 
   // ---------------------------------------------------------------- the lane
