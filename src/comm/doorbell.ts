@@ -13,11 +13,19 @@ export type LastLook = () => number | null;
 export class Doorbell {
   private readonly bell: number;
   private readonly sleepers: number;
+  /**
+   * A view of the node memory taken once: its two words lie in the communicator's block, which
+   * existed before the bell, and a view of a shared memory stays valid however it grows (an
+   * unshared one never grows). Asking for the current view on every post cost a ping-pong a
+   * load and a call per message.
+   */
+  private readonly words: Int32Array;
 
-  /** `view`: the current Int32Array of the node memory (renewed when the memory grows). */
-  constructor(private readonly view: () => Int32Array, comm: number) {
+  /** `view`: the current Int32Array of the node memory. */
+  constructor(view: () => Int32Array, comm: number) {
     this.bell = (comm + C.DOORBELL) >> 2;
     this.sleepers = (comm + C.SLEEPERS) >> 2;
+    this.words = view();
   }
 
   /** Blocks the thread until rung, or until `look`'s time has passed (not at all when it says null). */
@@ -25,7 +33,7 @@ export class Doorbell {
     try {
       const bell = this.register();
       const ms = look();
-      if (ms !== null) Atomics.wait(this.view(), this.bell, bell, ms);
+      if (ms !== null) Atomics.wait(this.words, this.bell, bell, ms);
     } finally {
       this.unregister();
     }
@@ -37,7 +45,7 @@ export class Doorbell {
       const bell = this.register();
       const ms = look();
       if (ms === null) return;
-      const view = this.view();
+      const view = this.words;
       if (!(view.buffer instanceof (globalThis.SharedArrayBuffer ?? Object))) {
         // An unshared node memory (a node of one rank in a page without isolation) cannot be
         // waited on; no other thread rings it, and what this rank waits for arrives on its own
@@ -58,24 +66,24 @@ export class Doorbell {
 
   /** Wakes every sleeper, so that each looks again. */
   ring(): void {
-    const i32 = this.view();
+    const i32 = this.words;
     Atomics.add(i32, this.bell, 1);
     Atomics.notify(i32, this.bell);
   }
 
   /** Rings only when someone sleeps (a post on the fast path). */
   ringIfSleepers(): void {
-    if (Atomics.load(this.view(), this.sleepers) > 0) this.ring();
+    if (Atomics.load(this.words, this.sleepers) > 0) this.ring();
   }
 
   /** Counts this thread as a sleeper (every poster that finds one rings) and reads the bell. */
   private register(): number {
-    const i32 = this.view();
+    const i32 = this.words;
     Atomics.add(i32, this.sleepers, 1);
     return Atomics.load(i32, this.bell);
   }
 
   private unregister(): void {
-    Atomics.sub(this.view(), this.sleepers, 1);
+    Atomics.sub(this.words, this.sleepers, 1);
   }
 }

@@ -107,6 +107,13 @@ export class BuffersInFlight {
       if (held.at(i).ordered) last = i;
     }
     if (!observed) return;
+    if (observed === held.length) {
+      // Every op seen to end (a program that waits for each op, a ping-pong): nothing held.
+      held.truncate(0);
+      for (let i = 0; i < this.nMemories; i++) this.memories[i] = undefined;
+      this.nMemories = 0;
+      return;
+    }
     let kept = 0;
     for (let i = 0; i < held.length; i++) {
       const h = held.at(i);
