@@ -12,9 +12,13 @@
 //            returns a Work with timing does
 //
 // Prints one-way µs (round trip / 2), the median of --reps blocks of -n round trips, per depth.
+// Then the CPU an 8-byte message costs (its send and its recv, issued and completed) with both
+// ranks in one thread, so that no crossing or wait is counted: webccl (two ranks of one node,
+// built package), beside the `handles` depth's own send and recv.
 //
 //   node bench/p2p-floor.mjs [-n 200000] [--reps 5]
 import { Worker } from 'node:worker_threads';
+import { Communicator, createNode, joinNode } from 'webccl';
 import { flagOf } from './machine.mjs';
 
 const USAGE = 'usage: node bench/p2p-floor.mjs [-n 200000] [--reps 5]';
@@ -153,3 +157,56 @@ async function sitting(depth) {
 console.log(`# bench/p2p-floor: 8-byte ping-pong between 2 worker threads, no library; one-way us (round trip / 2), median of ${reps} x ${iters} round trips`);
 console.log('# depth     one-way(us)');
 for (const depth of ['word', 'records', 'handles']) console.log(`${depth.padEnd(10)} ${(await sitting(depth)).toFixed(3).padStart(11)}`);
+
+/** µs of CPU per message: `step(i)` sends from rank i & 1 to the other and completes both ops. */
+function cpuPerMessage(step) {
+  for (let i = 0; i < 100000; i++) step(i);
+  const us = [];
+  for (let r = 0; r < reps; r++) {
+    const t0 = performance.now();
+    for (let i = 0; i < iters; i++) step(i);
+    us.push(((performance.now() - t0) * 1000) / iters);
+  }
+  return us.sort((a, b) => a - b)[Math.floor(reps / 2)];
+}
+
+function webcclStep() {
+  const node = createNode({ nranks: 2, slotBytes: 4096, progress: false });
+  const comms = [0, 1].map((r) => new Communicator(joinNode(node, r, { cores: 2 }), { timeoutMs: 60_000 }));
+  const bufs = [new Uint8Array(8), new Uint8Array(8)];
+  return (i) => {
+    const a = i & 1, z = a ^ 1;
+    const s = comms[a].send(bufs[a], z);
+    const r = comms[z].recv(bufs[z], a);
+    if (!r.isCompleted() || !s.isCompleted()) throw new Error('an op of a one-thread ping-pong did not complete');
+  };
+}
+
+/** The `handles` depth's send and recv, both ranks in this thread (a slot of each ring is free again once its record was read back). */
+function handlesStep() {
+  const i32 = new Int32Array(new SharedArrayBuffer(2 * 256 * 64)), u8 = new Uint8Array(i32.buffer);
+  const bufs = [new Uint8Array(8), new Uint8Array(8)];
+  const records = new WeakMap(bufs.map((b) => [b, { bytes: b, count: 8 }]));
+  const sent = [0, 0], taken = [0, 0];
+  const timed = () => ({ issuedAt: performance.now(), completedAt: NaN });
+  return (i) => {
+    const a = i & 1, z = a ^ 1;
+    const from = records.get(bufs[a]).bytes, into = records.get(bufs[z]).bytes;
+    const send = timed(), num = sent[a]++, rec = (a * 256 + (num % 256)) * 64, w = rec >> 2;
+    i32[w + 1] = num;
+    for (let k = 0; k < 8; k++) u8[rec + 32 + k] = from[k];
+    Atomics.store(i32, w, 1);
+    const recv = timed();
+    if (!(Atomics.load(i32, w) === 1 && i32[w + 1] === taken[z]++)) throw new Error('record');
+    for (let k = 0; k < 8; k++) into[k] = u8[rec + 32 + k];
+    Atomics.store(i32, w, 2);
+    recv.completedAt = performance.now();
+    if (Atomics.load(i32, w) !== 2) throw new Error('taken');
+    Atomics.store(i32, w, 0);
+    send.completedAt = performance.now();
+  };
+}
+
+console.log('#\n# one thread, both ranks: CPU per 8-byte message (send and recv issued and completed), median us');
+console.log(`webccl     ${cpuPerMessage(webcclStep()).toFixed(3).padStart(11)}`);
+console.log(`handles    ${cpuPerMessage(handlesStep()).toFixed(3).padStart(11)}`);
