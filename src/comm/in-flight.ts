@@ -126,4 +126,3 @@ export class BuffersInFlight {
     held.truncate(kept);
   }
 }
-
