@@ -102,7 +102,7 @@ describe('a communicator after many ops without buffers', () => {
   it('2 ranks, 2000 barriers: the in-flight record stays bounded', async () => {
     const comms = inprocRanks(2);
     for (let i = 0; i < 2000; i++) await settleAll(comms.map((c) => c.barrier()));
-    for (const c of comms) expect((c as unknown as { inFlight: BuffersInFlight }).inFlight.size).toBeLessThanOrEqual(1);
+    for (const c of comms) expect((c as unknown as { issue: { inFlight: BuffersInFlight } }).issue.inFlight.size).toBeLessThanOrEqual(1);
     comms.forEach((c) => c.destroy());
   });
 });

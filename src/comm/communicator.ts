@@ -2,26 +2,24 @@
 // anything moves, then hands the op to its engine: shared memory when every rank is on this
 // node, the network algorithms when the group spans nodes.
 import { freshBuffer } from '../core/fresh-buffer.js';
-import { DTYPE_SIZE, type Dtype, type DtypeName, type ReduceOp, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
+import { DTYPE_SIZE, type Dtype, type DtypeName, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
-import type { Kind } from '../core/shm-map.js';
-import { type Buf, type BufferArg, type TypedArray, overlaps, sameView } from './buffers.js';
-import { type ConversionCounters, WIRE_SIGNATURE, planLayouts } from './layout-plan.js';
-import { BuffersInFlight } from './in-flight.js';
+import { type BufferArg, type TypedArray, overlaps, sameView } from './buffers.js';
+import type { ConversionCounters } from './layout-plan.js';
+import { OpIssue } from './op-issue.js';
 import { CommBuffers } from './comm-buffers.js';
-import { noPartialOverlap, peerRank, perRank, rootRank, sameDtype, sameShape } from './arguments.js';
-import { InputCheck, checkMode } from './input-check.js';
+import { peerRank, perRank, rootRank, sameDtype, sameShape } from './arguments.js';
 import type { Work } from './work.js';
-import type { Engine, OpCounters, OpSpec } from './engine.js';
+import type { Engine, OpCounters } from './engine.js';
 import type { FlightEntry } from './flight-recorder.js';
 import { nodeEngine } from '../progress/node-engine.js';
 import type { RankContext } from './context.js';
 import { type AllToAllOptions, type CollectiveOptions, type CommunicatorOptions, type P2pOptions, type RootedOptions, COMMUNICATOR_OPTIONS, collectiveOptions, communicatorOptions, envTimeoutMs } from './options.js';
 import { checkOptions, showValue } from '../core/options.js';
-import { type Placement, inGroup, nodeWorld, spansNodes } from './placement.js';
+import { type Placement, nodeWorld, spansNodes } from './placement.js';
 import { type Former, createGroup, splitGroups } from './groups.js';
 import { shrinkComm } from './shrink.js';
-import { OpTrace, TRACING, type TraceTrack, rankTrack } from '../core/trace.js';
+import { TRACING, type TraceTrack, rankTrack } from '../core/trace.js';
 
 export type { AllToAllOptions, CollectiveOptions, CommunicatorOptions, P2pOptions, RootedOptions } from './options.js';
 
@@ -50,16 +48,13 @@ export class Communicator {
   readonly acrossNodes: boolean;
   private readonly engine: Engine;
   private readonly counters: OpCounters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
-  /** WEBCCL_TRACE: this rank's track (by world rank), where its ops are drawn. */
-  private readonly track: TraceTrack | undefined;
   private readonly conversions: ConversionCounters = { conversions: 0, conversionBytes: 0, conversionMs: 0 };
-  private readonly inFlight = new BuffersInFlight();
+  /** Hands each checked call to the engine (op-issue.ts). */
+  private readonly issue: OpIssue;
   /** The buffers its calls pass, checked and described (comm-buffers.ts). */
   private readonly bufs: CommBuffers;
   /** Of the progress thread's ops, the setup barrier's (0 or 1), which stats() leaves out too. */
   private setupThreadOps = 0;
-  /** WEBCCL_CHECK=1: fail an op whose buffers the caller writes while it is in flight. */
-  private readonly checkInputs: boolean;
   private destroyed = false;
   private shrunk = false;
   /** @internal Where this communicator's ranks are (world ranks, nodes, tag space). */
@@ -80,9 +75,13 @@ export class Communicator {
     this.bufs = new CommBuffers(ctx, this.rank, this.size);
     this.acrossNodes = spansNodes(this.placement);
     const timeoutMs = opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS;
-    this.checkInputs = checkMode();
     this.engine = world ? world.engine(this.counters, opts.algo, timeoutMs) : nodeEngine(ctx, this.counters, opts.algo, timeoutMs, opts.progress);
-    if (TRACING) this.track = world?.track ?? rankTrack(ctx.worldRank ?? this.placement.worldRanks[this.rank], this.placement.group ? this.placement.id : undefined);
+    // WEBCCL_TRACE: this rank's track (by world rank), where its ops are drawn.
+    const track = TRACING ? world?.track ?? rankTrack(ctx.worldRank ?? this.placement.worldRanks[this.rank], this.placement.group ? this.placement.id : undefined) : undefined;
+    this.issue = new OpIssue({
+      ctx, engine: this.engine, rank: this.rank, size: this.size, acrossNodes: this.acrossNodes, placement: this.placement,
+      counters: this.counters, conversions: this.conversions, track,
+    });
   }
 
   // ---------------------------------------------------------------- groups
@@ -147,7 +146,7 @@ export class Communicator {
 
   /** What group formation needs of this communicator. */
   private former(): Former {
-    return { comm: this, ctx: this.ctx, make: (ctx, opts, parts) => new Communicator(ctx, opts, parts), unsettled: () => this.inFlight.unsettled() };
+    return { comm: this, ctx: this.ctx, make: (ctx, opts, parts) => new Communicator(ctx, opts, parts), unsettled: () => this.issue.inFlight.unsettled() };
   }
 
   // ---------------------------------------------------------------- collectives
@@ -158,7 +157,7 @@ export class Communicator {
     const out = o.out === undefined ? inp : this.bufs.of(o.out, 'allReduce out');
     sameShape('allReduce', inp, out, this.size);
     const op = parseOp(o.op, inp.dtype);
-    return this.enqueue('allReduce', o.algo, inp.dtype, op, inp.count, 0, inp, out, o);
+    return this.issue.enqueue('allReduce', o.algo, inp.dtype, op, inp.count, 0, inp, out, o);
   }
 
   /** out (size × n elements) receives every rank's input (n elements), in rank order. */
@@ -170,7 +169,7 @@ export class Communicator {
     if (ob.count !== ib.count * this.size) {
       fail('SIZE_MISMATCH', `allGather: output holds ${ob.count} elements; it must hold size × input count = ${this.size} × ${ib.count} = ${this.size * ib.count} (every rank contributes the same count, as in NCCL)`);
     }
-    return this.enqueue('allGather', undefined, ib.dtype, 'sum', ib.count, 0, ib, ob, o);
+    return this.issue.enqueue('allGather', undefined, ib.dtype, 'sum', ib.count, 0, ib, ob, o);
   }
 
   /** out (n elements) receives the reduction over ranks of block `rank` of input (size × n). */
@@ -183,7 +182,7 @@ export class Communicator {
       fail('SIZE_MISMATCH', `reduceScatter: input holds ${ib.count} elements; it must hold size × output count = ${this.size} × ${ob.count} = ${this.size * ob.count} (equal per-rank counts, as in NCCL)`);
     }
     const op = parseOp(o.op, ib.dtype);
-    return this.enqueue('reduceScatter', undefined, ib.dtype, op, ob.count, 0, ib, ob, o);
+    return this.issue.enqueue('reduceScatter', undefined, ib.dtype, op, ob.count, 0, ib, ob, o);
   }
 
   broadcast(x: BufferArg, opts?: CollectiveOptions): Work {
@@ -192,7 +191,7 @@ export class Communicator {
     const out = o.out === undefined ? xb : this.bufs.of(o.out, 'broadcast out');
     sameShape('broadcast', xb, out, this.size);
     const root = rootRank(o.root, 'broadcast', this.size);
-    return this.enqueue('broadcast', undefined, xb.dtype, 'sum', xb.count, root, xb, out, o);
+    return this.issue.enqueue('broadcast', undefined, xb.dtype, 'sum', xb.count, root, xb, out, o);
   }
 
   /** Reduces every rank's x into the root's x (or o.out on the root). */
@@ -203,7 +202,7 @@ export class Communicator {
     sameShape('reduce', xb, out, this.size);
     const op = parseOp(o.op, xb.dtype);
     const root = rootRank(o.root, 'reduce', this.size);
-    return this.enqueue('reduce', undefined, xb.dtype, op, xb.count, root, xb, out, o);
+    return this.issue.enqueue('reduce', undefined, xb.dtype, op, xb.count, root, xb, out, o);
   }
 
   /**
@@ -226,12 +225,12 @@ export class Communicator {
       if (send[me] !== recv[me]) {
         fail('SIZE_MISMATCH', `allToAll: sendCounts[${me}] = ${send[me]} but recvCounts[${me}] = ${recv[me]}; the block a rank sends itself is one count`, { sendCount: send[me], recvCount: recv[me] });
       }
-      return this.enqueue('allToAll', undefined, ib.dtype, 'sum', 0, 0, ib, ob, o, { counts: { send, recv } });
+      return this.issue.enqueue('allToAll', undefined, ib.dtype, 'sum', 0, 0, ib, ob, o, { counts: { send, recv } });
     }
     if (ib.count % this.size !== 0 || ob.count !== ib.count) {
       fail('SIZE_MISMATCH', `allToAll: input holds ${ib.count} and output ${ob.count} elements; both must hold size × block = ${this.size} × n (or pass sendCounts and recvCounts)`);
     }
-    return this.enqueue('allToAll', undefined, ib.dtype, 'sum', ib.count / this.size, 0, ib, ob, o);
+    return this.issue.enqueue('allToAll', undefined, ib.dtype, 'sum', ib.count / this.size, 0, ib, ob, o);
   }
 
   /** The root's out (size × n elements) receives every rank's input (n elements), in rank order; out may be null elsewhere. */
@@ -240,7 +239,7 @@ export class Communicator {
     const ib = this.bufs.of(input, 'gather input');
     const root = rootRank(o.root, 'gather', this.size);
     const ob = this.bufs.root(out, root, 'gather output', ib, ib.count * this.size);
-    return this.enqueue('gather', undefined, ib.dtype, 'sum', ib.count, root, ib, ob, o);
+    return this.issue.enqueue('gather', undefined, ib.dtype, 'sum', ib.count, root, ib, ob, o);
   }
 
   /** Every rank's out (n elements) receives its block of the root's input (size × n); input may be null elsewhere. */
@@ -249,26 +248,26 @@ export class Communicator {
     const ob = this.bufs.of(out, 'scatter output');
     const root = rootRank(o.root, 'scatter', this.size);
     const ib = this.bufs.root(input, root, 'scatter input', ob, ob.count * this.size);
-    return this.enqueue('scatter', undefined, ob.dtype, 'sum', ob.count, root, ib, ob, o);
+    return this.issue.enqueue('scatter', undefined, ob.dtype, 'sum', ob.count, root, ib, ob, o);
   }
 
   /** Sends x to rank `peer`; completes once the peer's matching recv has taken it. */
   send(x: BufferArg, peer: number, opts?: P2pOptions): Work {
     const o = collectiveOptions('send', opts) as P2pOptions;
     const b = this.bufs.of(x, 'send buffer');
-    return this.p2p('send', b, peerRank(peer, 'send', this.rank, this.size), o);
+    return this.issue.p2p('send', b, peerRank(peer, 'send', this.rank, this.size), o);
   }
 
   /** Receives into x what rank `peer` sends with the same tag (the k-th recv takes the k-th send); sizes must match. */
   recv(x: BufferArg, peer: number, opts?: P2pOptions): Work {
     const o = collectiveOptions('recv', opts) as P2pOptions;
     const b = this.bufs.of(x, 'recv buffer');
-    return this.p2p('recv', b, peerRank(peer, 'recv', this.rank, this.size), o);
+    return this.issue.p2p('recv', b, peerRank(peer, 'recv', this.rank, this.size), o);
   }
 
   barrier(opts?: { timeoutMs?: number }): Work {
     const o = collectiveOptions('barrier', opts);
-    return this.enqueue('barrier', undefined, 'u8', 'sum', 0, 0, null, null, o);
+    return this.issue.enqueue('barrier', undefined, 'u8', 'sum', 0, 0, null, null, o);
   }
 
   /**
@@ -346,73 +345,5 @@ export class Communicator {
     this.destroyed = true;
     this.engine.close();
     this.placement.release?.();
-  }
-
-  // ---------------------------------------------------------------- hand-off
-
-  /** WEBCCL_TRACE: an op's args on this rank's track (the engine adds seq and algorithm). */
-  private opTrace(name: Kind, dtype: Dtype, count: number, extra: Partial<OpSpec>): OpTrace {
-    const elems = extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count;
-    return new OpTrace(this.track!, {
-      // (a job across nodes also has each node's own communicator, for the hierarchical node phase)
-      collective: name, bytes: elems * DTYPE_SIZE[dtype], dtype, communicator: this.ctx.worldRank !== undefined && !this.acrossNodes ? 'node' : this.placement.id, ranks: this.size,
-      ...(extra.peer !== undefined && { peer: extra.peer, tag: extra.tag }),
-    });
-  }
-
-  /**
-   * send and recv: enqueue() without the steps only collectives take, unless the op needs them
-   * (a tensor layout, WEBCCL_CHECK, WEBCCL_TRACE). A ping-pong pays every step per message.
-   */
-  private p2p(name: 'send' | 'recv', b: Buf, peer: number, o: P2pOptions): Work {
-    const input = name === 'send' ? b : null, output = name === 'send' ? null : b;
-    const tag = o.tag ?? 0;
-    if (b.layout !== undefined || this.checkInputs || this.track !== undefined) return this.enqueue(name, undefined, b.dtype, 'sum', b.count, peer, input, output, o, { peer, tag });
-    this.admit(name, input, output, b.count);
-    const work = this.engine.submit({
-      name, algo: undefined, dtype: b.dtype, op: 'sum', count: b.count, root: peer, input, output, timeoutMs: o.timeoutMs, check: undefined,
-      layout: undefined, shape: undefined, relayout: undefined, trace: undefined, peer, tag, counts: undefined,
-    });
-    return this.issued(work, input, output, b.bytes.byteLength);
-  }
-
-  /** Refuses an op whose buffers an op not yet waited for still holds, or that is too long. */
-  private admit(name: Kind, input: Buf | null, output: Buf | null, count: number): void {
-    const busy = (input && this.inFlight.heldBy(input)) || (output && this.inFlight.heldBy(output));
-    if (busy) fail('BUFFER_BUSY', `${name}: a buffer is still in use by ${busy}, which has not been waited for; wait for it (or a later op) first`);
-    if (count > 0x7fffffff) fail('INVALID_ARGUMENT', `${name}: count ${count} exceeds 2^31-1 elements`);
-  }
-
-  /** An op the engine took: its group names itself in its errors, its buffers are held, it is counted. */
-  private issued(work: Work, input: Buf | null, output: Buf | null, bytes: number): Work {
-    if (this.placement.group) work.label((e) => inGroup(e, this.placement, this.rank));
-    this.inFlight.add(work, input, output);
-    this.counters.ops++;
-    this.counters.bytes += bytes;
-    return work;
-  }
-
-  private enqueue(name: Kind, algo: unknown, dtype: Dtype, op: ReduceOp, count: number, root: number,
-                  input: Buf | null, output: Buf | null, o: { timeoutMs?: number; wireLayout?: unknown; [WIRE_SIGNATURE]?: number }, extra: Partial<OpSpec> = {}): Work {
-    if (input && output) noPartialOverlap(name, input, output, this.rank, this.size);
-    this.admit(name, input, output, count);
-    const check = this.checkInputs && input ? new InputCheck(name, input, output) : undefined;
-    // Tensors with layouts may run on converted copies (layout-plan.ts); plain buffers as they are.
-    const laidOut = input?.layout !== undefined || output?.layout !== undefined || o.wireLayout !== undefined || o[WIRE_SIGNATURE] !== undefined;
-    const plan = laidOut ? planLayouts({ core: this.ctx.core, heap: this.ctx.heap, rank: this.rank, size: this.size, counters: this.conversions, acrossNodes: this.acrossNodes }, name, input, output, o.wireLayout, o[WIRE_SIGNATURE]) : undefined;
-    let work: Work;
-    try {
-      work = this.engine.submit({
-        name, algo, dtype, op, count: plan?.count ?? count, root, input: plan ? plan.input : input, output: plan ? plan.output : output,
-        timeoutMs: o.timeoutMs, check, layout: plan?.layout, shape: plan?.shape, relayout: plan?.relayout, trace: this.track && this.opTrace(name, dtype, count, extra),
-        // Fields listed, not spread: a spread makes a slow dictionary object (microseconds an op).
-        peer: extra.peer, tag: extra.tag, counts: extra.counts,
-      });
-    } catch (e) {
-      plan?.finish(e);
-      throw e;
-    }
-    if (plan) work.beforeSettle((e) => plan.finish(e));
-    return this.issued(work, input, output, (extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count) * DTYPE_SIZE[dtype]);
   }
 }
