@@ -56,6 +56,26 @@ describe('BuffersInFlight', () => {
     expect(f.heldBy(z)).toBeUndefined();
   });
 
+  it('a collective released unseen and seen later does not count twice: later ops still hold their buffers', () => {
+    // The record empties itself without a look once it counts no op unseen; a count that went
+    // low would let a buffer in flight be taken.
+    const f = new BuffersInFlight();
+    const x = buf(8), y = buf(8), z = buf(8);
+    const a = ended('allReduce', 0);
+    f.add(a, x, x);
+    const b = ended('allReduce', 1);
+    f.add(b, y, y);
+    see(b); // releases a, unseen
+    expect(f.heldBy(x)).toBeUndefined();
+    const s = ended('send', 0);
+    f.add(s, z, null);
+    see(a); // a's own end: already released, counts for nothing now
+    expect(f.heldBy(z)).toBe('send #0');
+    see(s);
+    expect(f.heldBy(z)).toBeUndefined();
+    expect(f.size).toBe(0);
+  });
+
   it('a burst of ops on distinct buffers, none waited: each is found, none released', () => {
     const f = new BuffersInFlight();
     const bufs = Array.from({ length: 300 }, () => buf(4));

@@ -95,6 +95,12 @@ export interface Engine {
   /** The last ops submitted, for comm.flightRecord() and the print on a TIMEOUT or ABORTED. */
   readonly flight: FlightRecorder;
   submit(spec: OpSpec): Work;
+  /**
+   * A send or recv with nothing but its buffer, peer, tag and deadline (no layout, check or
+   * trace): submit() without an OpSpec to build and read, where the engine offers it (a
+   * ping-pong pays every step per message).
+   */
+  sendRecv?(name: P2pKind, buf: Buf, peer: number, tag: number, timeoutMs: number | undefined): Work;
   /** Ops issued and not yet settled. */
   pending(): number;
   /** Who runs this communicator's collectives: 'auto' or 'thread' (engines that hand ops to the progress thread); absent: the rank ('caller'). */

@@ -9,6 +9,7 @@ import { envNumber } from '../core/config.js';
 import { log } from '../core/log.js';
 import type { OpSpec } from './engine.js';
 import type { Work } from './work.js';
+import type { Buf } from './buffers.js';
 
 export const DEFAULT_FLIGHT_RECORDER_OPS = 64;
 /** More slots than anyone reads: a larger setting is refused rather than allocated. */
@@ -58,6 +59,8 @@ function capacityFromEnv(): number {
 export class FlightRecorder {
   private readonly slots: Slot[] = [];
   private issued = 0;
+  /** The slot the next op takes (issued % capacity, kept: a division per op costs more). */
+  private next = 0;
   private printed = false;
 
   /**
@@ -67,22 +70,34 @@ export class FlightRecorder {
   constructor(private readonly rank: number, private readonly waitingOn: () => number[] = () => [],
               readonly capacity = capacityFromEnv()) {}
 
-  /** An op was submitted (the engine's one hook per op). */
+  /** An op was submitted (the engine's one hook per op; send and recv: submittedP2p). */
   submitted(work: Work, s: OpSpec, algorithm: string): void {
     if (this.capacity === 0) return;
-    const i = this.issued++ % this.capacity;
+    this.fill(work, s.name, s.counts ? s.counts.send.reduce((a, c) => a + c, 0) : s.count, s.dtype, s.op, s.root, algorithm);
+  }
+
+  /** A send or recv was submitted (its peer in the root column). */
+  submittedP2p(work: Work, buf: Buf, peer: number): void {
+    if (this.capacity === 0) return;
+    this.fill(work, work.name, buf.count, buf.dtype, 'sum', peer, 'direct');
+  }
+
+  /** Takes the next ring slot (reused once the ring wraps). */
+  private fill(work: Work, collective: string, count: number, dtype: string, op: string, root: number, algorithm: string): void {
+    const i = this.next;
+    this.next = i + 1 === this.capacity ? 0 : i + 1;
+    this.issued++;
     const slot = this.slots[i];
-    const count = s.counts ? s.counts.send.reduce((a, c) => a + c, 0) : s.count;
     if (!slot) {
-      this.slots.push({ work, collective: s.name, count, dtype: s.dtype, op: s.op, root: s.root, algorithm });
+      this.slots.push({ work, collective, count, dtype, op, root, algorithm });
       return;
     }
     slot.work = work;
-    slot.collective = s.name;
+    slot.collective = collective;
     slot.count = count;
-    slot.dtype = s.dtype;
-    slot.op = s.op;
-    slot.root = s.root;
+    slot.dtype = dtype;
+    slot.op = op;
+    slot.root = root;
     slot.algorithm = algorithm;
   }
 

@@ -10,7 +10,7 @@ import { type Buf, overlaps } from './buffers.js';
 import { isP2p } from './engine.js';
 import type { Kind } from '../core/shm-map.js';
 import { KeepList } from '../core/keep-list.js';
-import { type Work, opsSeen } from './work.js';
+import type { SeenListener, Work } from './work.js';
 
 interface Held {
   work: Work;
@@ -20,7 +20,7 @@ interface Held {
   ordered: boolean;
 }
 
-export class BuffersInFlight {
+export class BuffersInFlight implements SeenListener {
   private readonly held = new KeepList<Held>();
   /**
    * Held buffers counted by the memory they view: a buffer over memory no held op views needs
@@ -31,8 +31,10 @@ export class BuffersInFlight {
   private readonly counts: number[] = [];
   /** Entries of `memories` in use (the arrays keep their slots: a ping-pong empties and refills them every message). */
   private nMemories = 0;
-  /** opsSeen() when the list was last looked through: nothing seen since, nothing to release. */
-  private seenAtRelease = -1;
+  /** Recorded ops the caller has not yet seen end: none, and the record holds nothing. */
+  private unseen = 0;
+  /** Recorded ops seen to end since the list was last looked through: none, nothing to release. */
+  private seenSince = 0;
 
   /** The ops issued and not ended yet, in issue order. */
   unsettled(): Work[] {
@@ -46,8 +48,19 @@ export class BuffersInFlight {
     // buffers (a loop of barriers) would otherwise keep a record of every op it ever issued.
     this.release();
     this.held.push({ work, input, output, ordered: !isP2p(work.name as Kind) });
+    if (work.observed) this.seenSince++; // (seen already: dropped at the next look)
+    else {
+      work.holder = this;
+      this.unseen++;
+    }
     this.count(input, 1);
     this.count(output, 1);
+  }
+
+  /** A recorded op was seen to end (Work tells its holder). */
+  opSeen(): void {
+    this.unseen--;
+    this.seenSince++;
   }
 
   /** Ops still recorded (the caller has not yet seen them end). */
@@ -93,35 +106,35 @@ export class BuffersInFlight {
   /**
    * Drops every op the caller has seen end, and every collective issued before the last such
    * collective. Looks only when some op has been seen to end since it last looked, so a burst
-   * of ops issued without waiting costs nothing here per op.
+   * of ops issued without waiting costs nothing here per op, and a program that has seen every
+   * op end (a ping-pong) empties the record without looking through it.
    */
   private release(): void {
-    const seen = opsSeen();
-    if (seen === this.seenAtRelease) return;
-    this.seenAtRelease = seen;
+    if (this.seenSince === 0) return;
+    this.seenSince = 0;
     const held = this.held;
-    let last = -1, observed = 0;
-    for (let i = 0; i < held.length; i++) {
-      if (!held.at(i).work.observed) continue;
-      observed++;
-      if (held.at(i).ordered) last = i;
-    }
-    if (!observed) return;
-    if (observed === held.length) {
-      // Every op seen to end (a program that waits for each op, a ping-pong): nothing held.
+    if (this.unseen === 0) {
       held.truncate(0);
       for (let i = 0; i < this.nMemories; i++) this.memories[i] = undefined;
       this.nMemories = 0;
       return;
     }
+    let last = -1;
+    for (let i = 0; i < held.length; i++) if (held.at(i).ordered && held.at(i).work.observed) last = i;
     let kept = 0;
     for (let i = 0; i < held.length; i++) {
       const h = held.at(i);
-      if (!h.work.observed && !(h.ordered && i < last)) held.set(kept++, h);
-      else {
-        this.count(h.input, -1);
-        this.count(h.output, -1);
+      if (!h.work.observed && !(h.ordered && i < last)) {
+        held.set(kept++, h);
+        continue;
       }
+      if (!h.work.observed) {
+        // Released unseen (a later collective was seen to end): its own end no longer counts here.
+        h.work.holder = undefined;
+        this.unseen--;
+      }
+      this.count(h.input, -1);
+      this.count(h.output, -1);
     }
     held.truncate(kept);
   }

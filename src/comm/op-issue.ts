@@ -77,7 +77,8 @@ export class OpIssue {
     const tag = o.tag ?? 0;
     if (b.layout !== undefined || this.checkInputs || this.p.track !== undefined) return this.enqueue(name, undefined, b.dtype, 'sum', b.count, peer, input, output, o, { peer, tag });
     this.admit(name, input, output, b.count);
-    const work = this.p.engine.submit({
+    const engine = this.p.engine;
+    const work = engine.sendRecv ? engine.sendRecv(name, b, peer, tag, o.timeoutMs) : engine.submit({
       name, algo: undefined, dtype: b.dtype, op: 'sum', count: b.count, root: peer, input, output, timeoutMs: o.timeoutMs, check: undefined,
       layout: undefined, shape: undefined, relayout: undefined, trace: undefined, peer, tag, counts: undefined,
     });

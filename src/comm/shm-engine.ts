@@ -8,7 +8,8 @@ import { enabled, log } from '../core/log.js';
 import { type Tuning, chooseAllReduceAlgo, chunkElems, keepInputMaxBytes, keepsInput, resolveTuning } from '../tuner/tuner.js';
 import { sameView } from './buffers.js';
 import type { InputCheck } from './input-check.js';
-import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from './engine.js';
+import { type Engine, type OpCounters, type OpSpec, type P2pKind, countDone, isP2p } from './engine.js';
+import type { Buf } from './buffers.js';
 import { type RankContext, worldRankOf } from './context.js';
 import { opLine } from './op-line.js';
 import { FlightRecorder } from './flight-recorder.js';
@@ -76,10 +77,8 @@ export class ShmEngine implements Engine, WorkDriver {
   submit(s: OpSpec): Work {
     if (this.broken) throw this.broken;
     if (isP2p(s.name)) {
-      if (!this.p2p) throw new WebcclError('INTERNAL', `${s.name}: this engine runs collectives only`);
-      const w = this.p2p.submit(s, s.timeoutMs ?? this.timeoutMs);
+      const w = this.sendRecv(s.name, (s.name === 'send' ? s.input : s.output)!, s.peer!, s.tag ?? 0, s.timeoutMs, s.check);
       if (s.trace) w.trace = s.trace.issue(w, 'direct');
-      this.flight.submitted(w, s, 'direct');
       return w;
     }
     const algo = s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
@@ -98,6 +97,14 @@ export class ShmEngine implements Engine, WorkDriver {
     this.flight.submitted(q.work, s, algo);
     this.progress(q.work, false);
     return q.work;
+  }
+
+  sendRecv(name: P2pKind, buf: Buf, peer: number, tag: number, timeoutMs: number | undefined, check?: InputCheck): Work {
+    if (this.broken) throw this.broken;
+    if (!this.p2p) throw new WebcclError('INTERNAL', `${name}: this engine runs collectives only`);
+    const w = this.p2p.submit(name, buf, peer, tag, timeoutMs ?? this.timeoutMs, check);
+    this.flight.submittedP2p(w, buf, peer);
+    return w;
   }
 
   /** Whether every rank has reached step `step` of the op in descriptor `desc` (the wait it stands in). */

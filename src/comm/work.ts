@@ -35,13 +35,10 @@ export interface WorkDriver {
 
 const DONE = Promise.resolve();
 
-/**
- * Ops of this thread whose end a caller has seen, counted: what remembers ops in flight
- * (in-flight.ts) looks through its list again only when this has moved.
- */
-let seenCount = 0;
-/** @internal */
-export const opsSeen = (): number => seenCount;
+/** Told once when the caller sees an op end (what remembers the buffers of ops in flight: in-flight.ts). */
+export interface SeenListener {
+  opSeen(): void;
+}
 
 export class Work implements PromiseLike<void> {
   readonly name: string;
@@ -49,6 +46,8 @@ export class Work implements PromiseLike<void> {
   readonly timing: WorkTiming = { issuedAt: NaN, startedAt: NaN, joinedAt: NaN, completedAt: NaN };
   /** @internal The op's events on its rank's trace track (WEBCCL_TRACE only). */
   trace: OpTrace | undefined;
+  /** @internal Told when the caller sees the op end (in-flight.ts), unless it no longer cares. */
+  holder: SeenListener | undefined = undefined;
   private state: 'pending' | 'done' | 'failed' = 'pending';
   private error: WebcclError | undefined;
   private promise: Promise<void> | undefined;
@@ -203,7 +202,7 @@ export class Work implements PromiseLike<void> {
   private see(): void {
     if (this.seen) return;
     this.seen = true;
-    seenCount++;
+    this.holder?.opSeen();
   }
 
   private rethrow(): void {

@@ -10,8 +10,9 @@ import { WebcclError } from '../core/errors.js';
 import type { Algo } from '../core/shm-map.js';
 import type { ProgressMode } from '../core/progress-mode.js';
 import { type Tuning, chooseAllReduceAlgo, resolveTuning } from '../tuner/tuner.js';
-import { type Engine, type OpCounters, type OpSpec, addCounts, countDone, isP2p } from '../comm/engine.js';
+import { type Engine, type OpCounters, type OpSpec, type P2pKind, addCounts, countDone, isP2p } from '../comm/engine.js';
 import type { RankContext } from '../comm/context.js';
+import type { Buf } from '../comm/buffers.js';
 import { ShmEngine } from '../comm/shm-engine.js';
 import { Work, type WorkDriver } from '../comm/work.js';
 import { L, LANE_SLOTS, PROGRESS_RUNNING, type OpOutcome, SLOT_RECLAIMED, postedOp, claimSlot, progressState, ringProgress, slotAt, writeSlot } from './lanes.js';
@@ -92,6 +93,11 @@ export class ThreadEngine implements Engine, WorkDriver {
     this.lastIssued = work;
     this.lastReturnedAt = performance.now();
     return work;
+  }
+
+  sendRecv(name: P2pKind, buf: Buf, peer: number, tag: number, timeoutMs: number | undefined): Work {
+    if (this.broken) throw this.broken;
+    return this.local.sendRecv(name, buf, peer, tag, timeoutMs);
   }
 
   /** Keeps an op unstarted until the rank's next call (auto mode, a rank that waits at once). */
