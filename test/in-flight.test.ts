@@ -37,7 +37,7 @@ describe('BuffersInFlight', () => {
       f.add(w, null, null);
       see(w);
     }
-    expect(f.size).toBe(2); // the allReduce, and the last send (released at the next op)
+    expect(f.size).toBe(1); // the allReduce (each send, seen to end before the next op, is never recorded)
     expect(f.heldBy(x)).toBe('allReduce #0');
   });
 
@@ -54,6 +54,22 @@ describe('BuffersInFlight', () => {
     expect(f.heldBy(x)).toBeUndefined();
     expect(f.heldBy(y)).toBe('send #0');
     expect(f.heldBy(z)).toBeUndefined();
+  });
+
+  it('the send or recv added last holds its buffer at once, though recorded only at the next call', () => {
+    const f = new BuffersInFlight();
+    const x = buf(8);
+    const s = ended('send', 0);
+    f.add(s, x, null);
+    expect(f.heldBy(x)).toBe('send #0');
+    expect(f.unsettled()).toEqual([]); // (it ended; the caller has not seen it)
+    expect(f.size).toBe(1);
+    see(s);
+    expect(f.heldBy(x)).toBeUndefined();
+    const r = ended('recv', 1);
+    f.add(r, null, x);
+    see(r); // seen before the next call: never recorded
+    expect(f.size).toBe(0);
   });
 
   it('a collective released unseen and seen later does not count twice: later ops still hold their buffers', () => {

@@ -36,18 +36,49 @@ export class BuffersInFlight implements SeenListener {
   /** Recorded ops seen to end since the list was last looked through: none, nothing to release. */
   private seenSince = 0;
 
+  /**
+   * The send or recv added last, kept out of the list until the next call here: a program that
+   * waits for each message before the next (a ping-pong) has seen it end by then, and it is
+   * never recorded at all (a search, a push and counting its memory, per message).
+   */
+  private lastWork: Work | undefined = undefined;
+  private lastIn: Buf | null = null;
+  private lastOut: Buf | null = null;
+
   /** The ops issued and not ended yet, in issue order. */
   unsettled(): Work[] {
+    this.recordLast();
     const out: Work[] = [];
     for (const h of this.held) if (!h.work.settled) out.push(h.work);
     return out;
   }
 
   add(work: Work, input: Buf | null, output: Buf | null): void {
+    this.recordLast();
+    if (isP2p(work.name as Kind)) {
+      // (a collective seen to end releases the collectives before it: it is recorded at once)
+      this.lastWork = work;
+      this.lastIn = input;
+      this.lastOut = output;
+      return;
+    }
+    this.record(work, input, output, true);
+  }
+
+  /** Records the send or recv added last, unless the caller has seen it end meanwhile. */
+  private recordLast(): void {
+    const w = this.lastWork;
+    if (w === undefined) return;
+    this.lastWork = undefined;
+    if (!w.observed) this.record(w, this.lastIn, this.lastOut, false);
+    this.lastIn = this.lastOut = null;
+  }
+
+  private record(work: Work, input: Buf | null, output: Buf | null, ordered: boolean): void {
     // Released here too, not only when a buffer is checked: a program issuing only ops without
     // buffers (a loop of barriers) would otherwise keep a record of every op it ever issued.
     this.release();
-    this.held.push({ work, input, output, ordered: !isP2p(work.name as Kind) });
+    this.held.push({ work, input, output, ordered });
     if (work.observed) this.seenSince++; // (seen already: dropped at the next look)
     else {
       work.holder = this;
@@ -65,11 +96,13 @@ export class BuffersInFlight implements SeenListener {
 
   /** Ops still recorded (the caller has not yet seen them end). */
   get size(): number {
+    this.recordLast();
     return this.held.length;
   }
 
   /** `name #seq` of an op the caller has not yet seen end that reads or writes any byte of `b`. */
   heldBy(b: Buf): string | undefined {
+    this.recordLast();
     this.release();
     if (this.held.length === 0 || this.memoryAt(b.memory) < 0) return undefined;
     // Loops, not find/filter: every op issued runs this (a ping-pong pays it per message).
