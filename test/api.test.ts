@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { WebcclError } from '../src/core/errors.js';
 import * as ccl from '../src/index.js';
-import { createNode } from '../src/core/node.js';
+import { abortNode, createNode } from '../src/core/node.js';
+import { ABORT_REASON } from '../src/core/shm-map.js';
 import { joinNode } from '../src/comm/context.js';
 import { Communicator } from '../src/comm/communicator.js';
 
@@ -98,6 +99,25 @@ describe('argument checks', () => {
     const [e] = await settleAll([w]);
     expect((e as WebcclError).code).toBe('ABORTED');
     expect(code(() => q.allReduce(new Float32Array(1)))).toBe('ABORTED');
+  });
+
+  it('a step every rank posted before an abort still decides: MISMATCH on the rank that looks after it, not ABORTED', async () => {
+    // As when a rank's script fails on the MISMATCH and its launcher aborts the node before a
+    // slower rank has looked at the step they all posted (once in the fault matrix, on threads).
+    for (const by of ['comm', 'node'] as const) {
+      const node = createNode({ nranks: 2, slotBytes: 4096, progress: false });
+      const [p, q] = [0, 1].map((r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { timeoutMs: 20_000 }));
+      const w = p.allReduce(new Float32Array(8));
+      expect(w.isCompleted()).toBe(false); // posted; rank 1 has not
+      const [e1] = await settleAll([q.allReduce(new Float32Array(9))]);
+      expect((e1 as WebcclError).code).toBe('MISMATCH');
+      if (by === 'comm') q.abort('rank 1 failed on the mismatch');
+      else abortNode(node, 1, ABORT_REASON.PEER_DIED, 'rank 1 exited with code 1'); // what the threads launcher does
+      const [e0] = await settleAll([w]);
+      expect((e0 as WebcclError).code, by).toBe('MISMATCH');
+      const [next] = await settleAll([p.allReduce(new Float32Array(8))]);
+      expect((next as WebcclError).code, by).toBe('ABORTED'); // the next op sees the abort
+    }
   });
 });
 

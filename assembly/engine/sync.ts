@@ -46,18 +46,23 @@ function aborted(desc: usize): bool {
   return atomic.load<i32>(<usize>load<u32>(comm + C_NODE) + NODE_ABORT) != 0;
 }
 
-/** Waits until every rank has posted step t. */
+/**
+ * Waits until every rank has posted step t. A step every rank has reached completes even if the
+ * communicator was aborted since: the abort came after the last post, and a rank that raised it
+ * may have seen what the step decided (a MISMATCH, reported on every rank, then its script
+ * failed and its launcher aborted the node); a rank descheduled in this loop meanwhile must see
+ * the same, not ABORTED. The next wait sees the abort.
+ */
 export function waitAll(desc: usize, t: u32): i32 {
   const comm = <usize>field(desc, D_COMM);
   const n = field(desc, D_NRANKS);
-  if (allReached(comm, n, t)) return ST_DONE;
   let spins = field(desc, D_SPIN);
   while (true) {
+    if (allReached(comm, n, t)) return ST_DONE;
     if (aborted(desc)) {
       setField(desc, D_ERR, E_ABORTED);
       return ST_ERROR;
     }
-    if (allReached(comm, n, t)) return ST_DONE;
     if (spins == 0) {
       setField(desc, D_WAIT_VAL, t);
       return ST_BLOCKED;
