@@ -142,7 +142,6 @@ function isDetached(b: ArrayBufferLike): boolean {
   }
 }
 
-/** Whether two buffers share any byte. */
 /** Whether two buffers share a byte. */
 export function overlaps(a: Buf, b: Buf): boolean {
   const x = a.bytes, y = b.bytes;

@@ -2,7 +2,6 @@
 // and between dtypes, for buffers anywhere in JS memory (they pass through a wasm memory of
 // this thread's own; the collectives convert in their node's memory instead, see
 // layout-plan.ts).
-import { freshBuffer } from '../core/fresh-buffer.js';
 import { ARRAY_OF, DTYPE_SIZE, type Dtype, type DtypeName, parseDtype } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
 import { type OptionSpec, anything, checkOptions, integer } from '../core/options.js';
@@ -32,7 +31,8 @@ let scratch: Scratch | undefined;
 /**
  * A wasm core of this thread's own for conversions of buffers outside any node memory: made at
  * the first call, grown to the largest conversion and kept (a shared memory, as the core
- * imports one; where SharedArrayBuffer is missing, an unshared one of a fixed 256 MiB).
+ * imports one; where SharedArrayBuffer is missing, an unshared one of a fixed 256 MiB). Only this
+ * thread grows it, so its `buffer` is always current (no fresh-buffer.ts: it has no node header).
  */
 function scratchCore(bytes: number): Scratch {
   if (!scratch) {
@@ -40,7 +40,7 @@ function scratchCore(bytes: number): Scratch {
     const core = loadWasm(memory);
     scratch = { core, base: (core.exports.heapBase() + 63) & ~63 };
   }
-  const have = freshBuffer(scratch.core.memory).byteLength;
+  const have = scratch.core.memory.buffer.byteLength;
   const need = scratch.base + bytes;
   if (need > have) scratch.core.memory.grow(Math.ceil((need - have) / 65536));
   return scratch;
@@ -74,7 +74,7 @@ export function convertBytes(es: number, from: TensorLayout, to: TensorLayout, s
   const at = s.base;
   const out = (at + inBytes + 63) & ~63;
   const mid = (out + outBytes + 63) & ~63;
-  const mem = new Uint8Array(freshBuffer(s.core.memory));
+  const mem = new Uint8Array(s.core.memory.buffer);
   mem.set(src, at);
   convertAt(s.core.exports, es, from, to, out, at, () => mid);
   dst.set(mem.subarray(out, out + outBytes));
@@ -198,8 +198,8 @@ function runHalf(kernel: 'f32ToF16' | 'f32ToBf16' | 'f16ToF32' | 'bf16ToF32', sr
   const s = scratchCore(src.byteLength + dst.byteLength + 64);
   const at = s.base;
   const out = (at + src.byteLength + 63) & ~63;
-  const mem = new Uint8Array(freshBuffer(s.core.memory));
+  const mem = new Uint8Array(s.core.memory.buffer);
   mem.set(src, at);
   (s.core.exports[kernel] as HalfFn)(out, at, count);
-  dst.set(new Uint8Array(freshBuffer(s.core.memory), out, dst.byteLength));
+  dst.set(new Uint8Array(s.core.memory.buffer, out, dst.byteLength));
 }

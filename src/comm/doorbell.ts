@@ -14,18 +14,14 @@ export class Doorbell {
   private readonly bell: number;
   private readonly sleepers: number;
   /**
-   * A view of the node memory taken once: its two words lie in the communicator's block, which
-   * existed before the bell, and a view of a shared memory stays valid however it grows (an
-   * unshared one never grows). Asking for the current view on every post cost a ping-pong a
-   * load and a call per message.
+   * `words`: a view of the node memory, kept: the bell's two words lie in the communicator's
+   * block, which existed before the bell, and a view of a shared memory stays valid however it
+   * grows (an unshared one never grows). Asking for the current view on every post cost a
+   * ping-pong a load and a call per message.
    */
-  private readonly words: Int32Array;
-
-  /** `view`: the current Int32Array of the node memory. */
-  constructor(view: () => Int32Array, comm: number) {
+  constructor(private readonly words: Int32Array, comm: number) {
     this.bell = (comm + C.DOORBELL) >> 2;
     this.sleepers = (comm + C.SLEEPERS) >> 2;
-    this.words = view();
   }
 
   /** Blocks the thread until rung, or until `look`'s time has passed (not at all when it says null). */

@@ -59,8 +59,6 @@ function capacityFromEnv(): number {
 export class FlightRecorder {
   private readonly slots: Slot[] = [];
   private issued = 0;
-  /** The slot the next op takes (issued % capacity, kept: a division per op costs more). */
-  private next = 0;
   private printed = false;
 
   /**
@@ -84,9 +82,7 @@ export class FlightRecorder {
 
   /** Takes the next ring slot (reused once the ring wraps). */
   private fill(work: Work, collective: string, count: number, dtype: string, op: string, root: number, algorithm: string): void {
-    const i = this.next;
-    this.next = i + 1 === this.capacity ? 0 : i + 1;
-    this.issued++;
+    const i = this.issued++ % this.capacity;
     const slot = this.slots[i];
     if (!slot) {
       this.slots.push({ work, collective, count, dtype, op, root, algorithm });

@@ -79,11 +79,8 @@ export class BuffersInFlight implements SeenListener {
     // buffers (a loop of barriers) would otherwise keep a record of every op it ever issued.
     this.release();
     this.held.push({ work, input, output, ordered });
-    if (work.observed) this.seenSince++; // (seen already: dropped at the next look)
-    else {
-      work.holder = this;
-      this.unseen++;
-    }
+    work.holder = this; // (a collective is added as issued, a send or recv only while unseen: see recordLast)
+    this.unseen++;
     this.count(input, 1);
     this.count(output, 1);
   }

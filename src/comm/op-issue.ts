@@ -51,12 +51,13 @@ export class OpIssue {
     const check = this.checkInputs && input ? new InputCheck(name, input, output) : undefined;
     // Tensors with layouts may run on converted copies (layout-plan.ts); plain buffers as they are.
     const laidOut = input?.layout !== undefined || output?.layout !== undefined || o.wireLayout !== undefined || o[WIRE_SIGNATURE] !== undefined;
+    const elems = extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count;
     const plan = laidOut ? planLayouts({ core: p.ctx.core, heap: p.ctx.heap, rank: p.rank, size: p.size, counters: p.conversions, acrossNodes: p.acrossNodes }, name, input, output, o.wireLayout, o[WIRE_SIGNATURE]) : undefined;
     let work: Work;
     try {
       work = p.engine.submit({
         name, algo, dtype, op, count: plan?.count ?? count, root, input: plan ? plan.input : input, output: plan ? plan.output : output,
-        timeoutMs: o.timeoutMs, check, layout: plan?.layout, shape: plan?.shape, relayout: plan?.relayout, trace: p.track && this.opTrace(name, dtype, count, extra),
+        timeoutMs: o.timeoutMs, check, layout: plan?.layout, shape: plan?.shape, relayout: plan?.relayout, trace: p.track && this.opTrace(name, dtype, elems, extra),
         // Fields listed, not spread: a spread makes a slow dictionary object (microseconds an op).
         peer: extra.peer, tag: extra.tag, counts: extra.counts,
       });
@@ -65,24 +66,21 @@ export class OpIssue {
       throw e;
     }
     if (plan) work.beforeSettle((e) => plan.finish(e));
-    return this.issued(work, input, output, (extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count) * DTYPE_SIZE[dtype]);
+    return this.issued(work, input, output, elems * DTYPE_SIZE[dtype]);
   }
 
   /**
-   * send and recv: enqueue() without the steps only collectives take, unless the op needs them
-   * (a tensor layout, WEBCCL_CHECK, WEBCCL_TRACE). A ping-pong pays every step per message.
+   * send and recv: straight to the engine's sendRecv, without the steps only collectives take,
+   * unless the op needs them (a tensor layout, WEBCCL_CHECK, WEBCCL_TRACE) or the engine takes
+   * send and recv only as specs (across nodes). A ping-pong pays every step per message.
    */
   p2p(name: 'send' | 'recv', b: Buf, peer: number, o: P2pOptions): Work {
     const input = name === 'send' ? b : null, output = name === 'send' ? null : b;
     const tag = o.tag ?? 0;
-    if (b.layout !== undefined || this.checkInputs || this.p.track !== undefined) return this.enqueue(name, undefined, b.dtype, 'sum', b.count, peer, input, output, o, { peer, tag });
-    this.admit(name, input, output, b.count);
     const engine = this.p.engine;
-    const work = engine.sendRecv ? engine.sendRecv(name, b, peer, tag, o.timeoutMs) : engine.submit({
-      name, algo: undefined, dtype: b.dtype, op: 'sum', count: b.count, root: peer, input, output, timeoutMs: o.timeoutMs, check: undefined,
-      layout: undefined, shape: undefined, relayout: undefined, trace: undefined, peer, tag, counts: undefined,
-    });
-    return this.issued(work, input, output, b.bytes.byteLength);
+    if (!engine.sendRecv || b.layout !== undefined || this.checkInputs || this.p.track !== undefined) return this.enqueue(name, undefined, b.dtype, 'sum', b.count, peer, input, output, o, { peer, tag });
+    this.admit(name, input, output, b.count);
+    return this.issued(engine.sendRecv(name, b, peer, tag, o.timeoutMs), input, output, b.bytes.byteLength);
   }
 
   /** Refuses an op whose buffers an op not yet waited for still holds, or that is too long. */
@@ -103,9 +101,8 @@ export class OpIssue {
   }
 
   /** WEBCCL_TRACE: an op's args on this rank's track (the engine adds seq and algorithm). */
-  private opTrace(name: Kind, dtype: Dtype, count: number, extra: Partial<OpSpec>): OpTrace {
+  private opTrace(name: Kind, dtype: Dtype, elems: number, extra: Partial<OpSpec>): OpTrace {
     const p = this.p;
-    const elems = extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count;
     return new OpTrace(p.track!, {
       // (a job across nodes also has each node's own communicator, for the hierarchical node phase)
       collective: name, bytes: elems * DTYPE_SIZE[dtype], dtype, communicator: p.ctx.worldRank !== undefined && !p.acrossNodes ? 'node' : p.placement.id, ranks: p.size,

@@ -11,8 +11,9 @@ export function allocCommBlock(ctx: RankContext, nranks: number): number {
   const bytes = commBlockBytes(nranks, ctx.slotBytes);
   const addr = ctx.heap.allocShared(bytes); // its last member frees it, whoever allocated it
   // Blocks are reused: flags and signatures must start at zero, as the world block's do.
-  new Uint8Array(freshBuffer(ctx.core.memory), addr, bytes).fill(0);
-  const i32 = new Int32Array(freshBuffer(ctx.core.memory));
+  const buffer = freshBuffer(ctx.core.memory);
+  new Uint8Array(buffer, addr, bytes).fill(0);
+  const i32 = new Int32Array(buffer);
   i32[(addr + C.NRANKS) >> 2] = nranks;
   i32[(addr + C.SLOT_BYTES) >> 2] = ctx.slotBytes;
   Atomics.store(i32, (addr + C.NODE) >> 2, NODE_BASE);

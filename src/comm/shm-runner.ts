@@ -34,9 +34,7 @@ const SMALL_COPY = 64;
 const SLICE_MS = 50;
 
 export class ShmRunner {
-  private u8: Uint8Array;
-  private i32: Int32Array;
-  /** What views() hands out: one object, renewed in place (point-to-point calls it several times a message). */
+  /** The views of the memory views() hands out: one object, renewed in place (point-to-point calls it several times a message). */
   private readonly current: { u8: Uint8Array; i32: Int32Array };
   private readonly advance: (desc: number) => number;
   readonly stepReached: (desc: number, t: number) => number;
@@ -50,13 +48,11 @@ export class ShmRunner {
   /** `localOf[r]`: the node rank of communicator rank r (whose LEFT word says it has left); absent: not known. */
   constructor(readonly core: WasmCore, readonly comm: number, readonly rank: number, readonly nranks: number, private readonly localOf?: readonly number[]) {
     const buffer = freshBuffer(core.memory);
-    this.u8 = new Uint8Array(buffer);
-    this.i32 = new Int32Array(buffer);
-    this.current = { u8: this.u8, i32: this.i32 };
+    this.current = { u8: new Uint8Array(buffer), i32: new Int32Array(buffer) };
     this.advance = core.exports.advance as (desc: number) => number;
     this.stepReached = core.exports.stepReached as (desc: number, t: number) => number;
     this.commAbort = (comm + C.ABORT) >> 2;
-    this.bell = new Doorbell(() => this.views().i32, comm);
+    this.bell = new Doorbell(this.current.i32, comm);
   }
 
   /**
@@ -67,23 +63,24 @@ export class ShmRunner {
    * one cost a ping-pong ~10% of its time, at several calls a message.
    */
   views(): { u8: Uint8Array; i32: Int32Array } {
-    const g = this.i32[(NODE_BASE + N.GROWTHS) >> 2];
+    const g = this.current.i32[(NODE_BASE + N.GROWTHS) >> 2];
     if (g !== this.growths) {
       this.growths = g;
       const buffer = freshBuffer(this.core.memory);
-      this.current.u8 = this.u8 = new Uint8Array(buffer);
-      this.current.i32 = this.i32 = new Int32Array(buffer);
+      this.current.u8 = new Uint8Array(buffer);
+      this.current.i32 = new Int32Array(buffer);
     }
     return this.current;
   }
 
   /** Whether the node or this communicator has been aborted (cheap: two loads). */
   aborted(): boolean {
-    return this.i32[this.nodeAbort] !== 0 || this.i32[this.commAbort] !== 0;
+    const i32 = this.current.i32;
+    return i32[this.nodeAbort] !== 0 || i32[this.commAbort] !== 0;
   }
 
   field(desc: number, f: number): number {
-    return this.i32[(desc + f) >> 2] >>> 0;
+    return this.current.i32[(desc + f) >> 2] >>> 0;
   }
 
   /**
@@ -103,7 +100,7 @@ export class ShmRunner {
       if (!block) {
         // A caller that only polls never sleeps: it must learn here that the wait is hopeless,
         // and that the deadline has passed.
-        const gone = this.departedBehind(this.i32[(op.desc + D.WAIT_VAL) >> 2]);
+        const gone = this.departedBehind(this.current.i32[(op.desc + D.WAIT_VAL) >> 2]);
         if (gone >= 0) throw this.departed(op, gone);
         this.beforeDeadline(op);
         return false;

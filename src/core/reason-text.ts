@@ -23,13 +23,15 @@ export function boundedUtf8(text: string, max = MAX_TEXT): Uint8Array {
 /** Writes `text` into the area at byte address `at` (copied: encoders may refuse shared views). */
 export function writeReasonText(memory: WebAssembly.Memory, at: number, text: string): void {
   const bytes = boundedUtf8(text);
-  new Uint8Array(freshBuffer(memory), at + 4, bytes.length).set(bytes);
-  new Uint32Array(freshBuffer(memory), at, 1)[0] = bytes.length;
+  const buffer = freshBuffer(memory);
+  new Uint8Array(buffer, at + 4, bytes.length).set(bytes);
+  new Uint32Array(buffer, at, 1)[0] = bytes.length;
 }
 
 /** The text in the area at `at` ('' when none was written). */
 export function readReasonText(memory: WebAssembly.Memory, at: number): string {
-  const len = Math.min(new Uint32Array(freshBuffer(memory), at, 1)[0], MAX_TEXT);
+  const buffer = freshBuffer(memory);
+  const len = Math.min(new Uint32Array(buffer, at, 1)[0], MAX_TEXT);
   // slice() copies into an unshared buffer, which every TextDecoder accepts.
-  return decoder.decode(new Uint8Array(freshBuffer(memory), at + 4, len).slice());
+  return decoder.decode(new Uint8Array(buffer, at + 4, len).slice());
 }

@@ -124,7 +124,7 @@ class ProgressHost {
     const i32 = this.i32();
     Atomics.store(i32, (NODE_BASE + N.PROGRESS_SLEEP) >> 2, comm + C.DOORBELL);
     try {
-      new Doorbell(() => this.i32(), comm).sleep(() => {
+      new Doorbell(i32, comm).sleep(() => {
         // The last look, once registered: a post, or a step reached meanwhile, means no sleep.
         if (Atomics.load(this.i32(), bellAt) !== bell) return null;
         for (const h of held) {

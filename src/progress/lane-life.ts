@@ -22,8 +22,9 @@ export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number
   let table = laneTable(new Int32Array(freshBuffer(ctx.core.memory)));
   if (!table) {
     const t = heap.alloc(TABLE_BYTES);
-    new Uint8Array(freshBuffer(core.memory), t, TABLE_BYTES).fill(0);
-    const was = Atomics.compareExchange(new Int32Array(freshBuffer(ctx.core.memory)), (NODE_BASE + N.LANES) >> 2, 0, t);
+    const buffer = freshBuffer(core.memory); // (after the alloc, which may have grown the memory)
+    new Uint8Array(buffer, t, TABLE_BYTES).fill(0);
+    const was = Atomics.compareExchange(new Int32Array(buffer), (NODE_BASE + N.LANES) >> 2, 0, t);
     if (was === 0) table = t;
     else {
       heap.free(t);
@@ -31,9 +32,10 @@ export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number
     }
   }
   const lane = heap.alloc(LANE_BYTES);
-  const u8 = new Uint8Array(freshBuffer(core.memory), lane, L.SLOTS);
+  const buffer = freshBuffer(core.memory);
+  const u8 = new Uint8Array(buffer, lane, L.SLOTS);
   u8.fill(0);
-  const i32 = new Int32Array(freshBuffer(ctx.core.memory));
+  const i32 = new Int32Array(buffer);
   i32[(lane + L.COMM) >> 2] = ctx.comm;
   i32[(lane + L.RANK) >> 2] = ctx.rank;
   i32[(lane + L.SIZE) >> 2] = ctx.size;

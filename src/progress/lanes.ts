@@ -162,11 +162,12 @@ const decoder = new TextDecoder();
 export function writeSlot(memory: WebAssembly.Memory, slot: number, input: number, output: number, value: unknown, state = SLOT_POSTED): boolean {
   const bytes = encoder.encode(JSON.stringify(value));
   if (bytes.length > TEXT_MAX) return false;
-  const i32 = new Int32Array(freshBuffer(memory), slot, 4);
+  const buffer = freshBuffer(memory);
+  const i32 = new Int32Array(buffer, slot, 4);
   i32[1] = input;
   i32[2] = output;
   i32[3] = bytes.length;
-  new Uint8Array(freshBuffer(memory), slot + S.TEXT + 4, bytes.length).set(bytes);
+  new Uint8Array(buffer, slot + S.TEXT + 4, bytes.length).set(bytes);
   Atomics.store(i32, 0, state);
   return true;
 }
@@ -188,10 +189,11 @@ export function writeOutcome(memory: WebAssembly.Memory, slot: number, value: { 
 }
 
 export function readSlot<T>(memory: WebAssembly.Memory, slot: number): { input: number; output: number; value: T } {
-  const i32 = new Int32Array(freshBuffer(memory), slot, 4);
+  const buffer = freshBuffer(memory);
+  const i32 = new Int32Array(buffer, slot, 4);
   const len = Math.min(i32[3], TEXT_MAX);
   // slice(): decoders may refuse views of shared memory.
-  const text = decoder.decode(new Uint8Array(freshBuffer(memory), slot + S.TEXT + 4, len).slice());
+  const text = decoder.decode(new Uint8Array(buffer, slot + S.TEXT + 4, len).slice());
   return { input: i32[1], output: i32[2], value: JSON.parse(text) as T };
 }
 

@@ -45,8 +45,9 @@ export function openNetLane(ctx: RankContext, c: NetLaneConfig, owner: number, h
   const text = encoder.encode(JSON.stringify(c));
   // Allocated before the lane: the heap may grow the memory, and the lane's views come after.
   const config = ctx.heap.alloc(TEXT_AT + text.length);
-  new Uint8Array(freshBuffer(ctx.core.memory), config + TEXT_AT, text.length).set(text);
-  new Uint32Array(freshBuffer(ctx.core.memory), config, 1)[0] = text.length;
+  const buffer = freshBuffer(ctx.core.memory);
+  new Uint8Array(buffer, config + TEXT_AT, text.length).set(text);
+  new Uint32Array(buffer, config, 1)[0] = text.length;
   try {
     const lane = openLane(ctx, (i32, at) => {
       i32[(at + L.COMM) >> 2] = c.space;
@@ -63,9 +64,10 @@ export function openNetLane(ctx: RankContext, c: NetLaneConfig, owner: number, h
 }
 
 export function readNetLaneConfig(memory: WebAssembly.Memory, lane: number): NetLaneConfig {
-  const at = new Int32Array(freshBuffer(memory))[(lane + L.CONFIG) >> 2];
-  const len = new Uint32Array(freshBuffer(memory), at, 1)[0];
-  return JSON.parse(decoder.decode(new Uint8Array(freshBuffer(memory), at + TEXT_AT, len).slice())) as NetLaneConfig;
+  const buffer = freshBuffer(memory);
+  const at = new Int32Array(buffer)[(lane + L.CONFIG) >> 2];
+  const len = new Uint32Array(buffer, at, 1)[0];
+  return JSON.parse(decoder.decode(new Uint8Array(buffer, at + TEXT_AT, len).slice())) as NetLaneConfig;
 }
 
 /** The rank aborts the lane's communicator: the thread (of `hub`) aborts its engine, which tells every peer. */
