@@ -211,6 +211,22 @@ describe('constructors and launchers', () => {
     expect(thrown(() => new Communicator(ctx, 'fast' as any)).code).toBe('INVALID_ARGUMENT');
   });
 
+  it('the spin budget: 20 µs with a core per rank, none when ranks outnumber cores, or as given', () => {
+    const saved = process.env.WEBCCL_SPIN_US;
+    delete process.env.WEBCCL_SPIN_US;
+    try {
+      const spins = (cores: number, spinUs?: number) => {
+        const ctx = joinNode(node, 0, { cores, ...(spinUs !== undefined && { spinUs }) });
+        return [ctx.spinUs, ctx.spinPolls > 0, ctx.tryPolls > 0];
+      };
+      expect(spins(2)).toEqual([20, true, true]);
+      expect(spins(1)).toEqual([0, false, false]); // 2 ranks on 1 core: a spinning rank holds the core its peer needs
+      expect(spins(1, 5)).toEqual([5, true, true]);
+    } finally {
+      if (saved !== undefined) process.env.WEBCCL_SPIN_US = saved;
+    }
+  });
+
   it('WEBCCL_TIMEOUT_MS out of the range a deadline can have', () => {
     const ctx = joinNode(node, 1, { spinUs: 0 });
     const saved = process.env.WEBCCL_TIMEOUT_MS;

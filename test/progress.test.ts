@@ -52,6 +52,18 @@ describe('ops progress while their ranks compute', () => {
     }
   });
 
+  it('auto: an op held and run on the rank, or handed to the thread and taken back, is in the flight record once', async () => {
+    const { result, reports } = await runScenario(2, 'flightOnce', {}, { env: { WEBCCL_PROGRESS: 'auto' } });
+    expect(result.failure?.message).toBeUndefined();
+    for (const [r, [rep]] of reports.entries()) {
+      // initCommGroup's barrier (seq 0), then 11 ops: every seq once, in order, all done.
+      expect(rep.seqs, `rank ${r}`).toEqual(Array.from({ length: 12 }, (_, i) => i));
+      expect(rep.states).toEqual(['done']);
+      expect(rep.heldOps).toBeGreaterThanOrEqual(1);
+      expect(rep.threadOps).toBeGreaterThanOrEqual(1);
+    }
+  });
+
   it('with WEBCCL_PROGRESS=caller nothing is handed to the thread (the rank runs its ops while it waits)', async () => {
     const { result, reports } = await runScenario(2, 'progressOverlap', { count: 1000, busyMs: 1 }, { env: { WEBCCL_PROGRESS: 'caller' } });
     expect(result.failure?.message).toBeUndefined();

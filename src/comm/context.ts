@@ -49,9 +49,14 @@ export interface JoinOptions {
 /** What each key of JoinOptions may hold (initCommGroup takes them too). */
 export const JOIN_OPTIONS = { cores: integer(1, 1 << 16), simd: boolean, spinUs: number(0, 1_000_000) } as const satisfies OptionSpec;
 
-/** Spin budgets (µs) before blocking: a core per rank, more ranks than cores, a call's own try. */
+/**
+ * Spin budgets (µs) before blocking: a core per rank, more ranks than cores, a call's own try.
+ * With more ranks than cores a peer that shares the core cannot post while this rank spins, and
+ * a spin of even 1 µs (and the call's own try, as long) cost a 4-rank barrier on 2 cores 3-5 µs
+ * of its ~30 (README, "Measured": spin budget): such ranks sleep at once.
+ */
 export const DEDICATED_SPIN_US = 20;
-export const OVERSUBSCRIBED_SPIN_US = 1;
+export const OVERSUBSCRIBED_SPIN_US = 0;
 export const TRY_SPIN_US = 2;
 
 let blockAllowed: boolean | undefined;

@@ -74,7 +74,12 @@ export class ShmEngine implements Engine, WorkDriver {
     });
   }
 
-  submit(s: OpSpec): Work {
+  /**
+   * `recordedAs`: the handle the op was entered in the flight record with already (the progress
+   * thread's engine holds an op, then runs it here): its entry follows this run instead of a
+   * second entry being made.
+   */
+  submit(s: OpSpec, recordedAs?: Work): Work {
     if (this.broken) throw this.broken;
     if (isP2p(s.name)) {
       const w = this.sendRecv(s.name, (s.name === 'send' ? s.input : s.output)!, s.peer!, s.tag ?? 0, s.timeoutMs, s.check);
@@ -94,7 +99,8 @@ export class ShmEngine implements Engine, WorkDriver {
     // An op that starts at once takes its start time as its issue time (one clock read fewer).
     if (this.queue.length) q.work.timing.issuedAt = performance.now();
     this.queue.push(q);
-    this.flight.submitted(q.work, s, algo);
+    if (recordedAs) this.flight.rebind(recordedAs, q.work);
+    else this.flight.submitted(q.work, s, algo);
     this.progress(q.work, false);
     return q.work;
   }

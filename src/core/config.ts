@@ -7,7 +7,7 @@ export const ENV_VARS: Record<string, string> = {
   WEBCCL_MODEL: 'path of a cost model (JSON, as webccl tune writes) the tuner uses (default: ~/.webccl/model.json when webccl tune wrote one, else the built-in model)',
   WEBCCL_BUFFSIZE: 'bytes of one staging slot per rank, the chunk size of pipelined copies (default 262144)',
   WEBCCL_TIMEOUT_MS: 'deadline of every wait in milliseconds (default 300000)',
-  WEBCCL_SPIN_US: 'microseconds a rank spins on a flag before it blocks (default 20, or 1 when ranks outnumber cores)',
+  WEBCCL_SPIN_US: 'microseconds a rank spins on a flag before it blocks (default 20, or 0 when ranks outnumber cores)',
   WEBCCL_WASM: 'simd | scalar: force a build of the WebAssembly core (default: simd where supported)',
   WEBCCL_DEBUG: 'WARN | INFO | TRACE: log level on stderr (default WARN)',
   WEBCCL_KEEP_INPUT_MAX_BYTES: 'largest input, in bytes, that an allGather, allToAll, gather or scatter on one node stages through the slots instead of letting peers read it in place (default: one slot, WEBCCL_BUFFSIZE, when the ranks outnumber the cores, else 0)',

@@ -133,7 +133,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   /** Runs an op on this rank (the local engine), behind the handle the caller holds (`fresh`: not issued before). */
   private runHere(s: OpSpec, seq: number, w: Work, fresh = true): Work {
     if (fresh) w.timing.issuedAt = performance.now();
-    const lw = this.local.submit(s);
+    const lw = this.local.submit(s, fresh ? undefined : w); // a held op is in the flight record already
     this.forwarded.set(w, lw);
     this.settleForwarded(w, lw);
     return w;
@@ -195,7 +195,7 @@ export class ThreadEngine implements Engine, WorkDriver {
     unstage(this.ctx, t);
     try {
       // Its trace was issued with `w`, which ends it: the local run records no second slice.
-      const lw = this.local.submit(untraced(t.spec));
+      const lw = this.local.submit(untraced(t.spec), w); // (in the flight record since toThread)
       this.forwarded.set(w, lw);
       this.settleForwarded(w, lw);
     } catch (e) {

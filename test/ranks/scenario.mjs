@@ -468,6 +468,26 @@ const scenarios = {
    * Every collective issued, then a compute loop that never calls webccl (p.busyMs), then a
    * look: did the op end during the compute? Plain buffers and alloc() buffers.
    */
+  // Ops run every way auto mode runs them (held at issue and run on the rank, handed to the
+  // progress thread, taken back from it by a wait right after issue): each once in the flight record.
+  async flightOnce() {
+    const comm = await ccl.initCommGroup();
+    const x = new Float32Array(8);
+    for (let i = 0; i < 6; i++) comm.allReduce(x).waitSync(); // waited at once: held, then run here
+    const lead = comm.barrier(); // not waited at once: the ops after it go to the thread
+    const sent = comm.allReduce(x);
+    const end = performance.now() + 20;
+    while (performance.now() < end); // the thread takes `sent` meanwhile
+    sent.waitSync();
+    lead.waitSync();
+    comm.barrier(); // after a wait that came late: to the thread
+    const taken = comm.allReduce(x);
+    taken.waitSync(); // at once: taken back from its slot if the thread has not taken it yet
+    comm.barrier().waitSync();
+    const rec = comm.flightRecord();
+    report({ seqs: rec.map((e) => e.seq), states: [...new Set(rec.map((e) => e.state))], heldOps: comm.stats().heldOps, threadOps: comm.stats().threadOps });
+  },
+
   async progressOverlap() {
     const comm = await ccl.initCommGroup();
     const { rank: r, size: n } = comm;
