@@ -80,22 +80,6 @@ export class FlightRecorder {
     this.fill(work, work.name, buf.count, buf.dtype, 'sum', peer, 'direct');
   }
 
-  /**
-   * The op entered as `recorded` now runs as `running` (the same op, seq and fields, behind
-   * another handle): its entry reads that one's state and times. Looked for from the newest
-   * entry back; an op whose entry the ring has reused since is not entered again.
-   */
-  rebind(recorded: Work, running: Work): void {
-    const n = this.slots.length;
-    for (let k = 1; k <= n; k++) {
-      const slot = this.slots[(this.issued - k) % this.capacity];
-      if (slot.work === recorded) {
-        slot.work = running;
-        return;
-      }
-    }
-  }
-
   /** Takes the next ring slot (reused once the ring wraps). */
   private fill(work: Work, collective: string, count: number, dtype: string, op: string, root: number, algorithm: string): void {
     const i = this.issued++ % this.capacity;

@@ -75,11 +75,11 @@ export class ShmEngine implements Engine, WorkDriver {
   }
 
   /**
-   * `recordedAs`: the handle the op was entered in the flight record with already (the progress
-   * thread's engine holds an op, then runs it here): its entry follows this run instead of a
-   * second entry being made.
+   * `runAs`: the handle the op runs under, made and entered in the flight record by the engine
+   * that hands it here (the progress thread's engine, running an op on its rank: one it held,
+   * or took back from the thread), whose timing it keeps. Without it, a handle of this engine's.
    */
-  submit(s: OpSpec, recordedAs?: Work): Work {
+  submit(s: OpSpec, runAs?: Work): Work {
     if (this.broken) throw this.broken;
     if (isP2p(s.name)) {
       const w = this.sendRecv(s.name, (s.name === 'send' ? s.input : s.output)!, s.peer!, s.tag ?? 0, s.timeoutMs, s.check);
@@ -91,16 +91,15 @@ export class ShmEngine implements Engine, WorkDriver {
     const seq = s.seq ?? this.seq++;
     const q: QueuedOp = {
       name: s.name, seq, desc: this.desc, elemBytes: es, input: s.input, output: s.output, deadline: Infinity, timeoutMs: s.timeoutMs ?? this.timeoutMs,
-      work: new Work(s.name, seq, this, this.ctx.canBlock), algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, layout: s.layout ?? 0,
+      work: runAs ?? new Work(s.name, seq, this, this.ctx.canBlock), algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, layout: s.layout ?? 0,
       shape: s.shape ?? 0, relayout: s.relayout, algoOption: s.algo,
       chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size), counts: s.counts, started: false, check: s.check,
     };
     if (s.trace) q.work.trace = q.trace = s.trace.issue(q.work, algo);
     // An op that starts at once takes its start time as its issue time (one clock read fewer).
-    if (this.queue.length) q.work.timing.issuedAt = performance.now();
+    if (this.queue.length && Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = performance.now();
     this.queue.push(q);
-    if (recordedAs) this.flight.rebind(recordedAs, q.work);
-    else this.flight.submitted(q.work, s, algo);
+    if (!runAs) this.flight.submitted(q.work, s, algo);
     this.progress(q.work, false);
     return q.work;
   }

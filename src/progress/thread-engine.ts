@@ -53,8 +53,6 @@ export class ThreadEngine implements Engine, WorkDriver {
   private readonly inThread: ThreadOp[] = [];
   private posted = 0;
   private read = 0;
-  /** Ops this rank took back to run itself: their handle here and the local engine's. */
-  private readonly forwarded = new Map<Work, Work>();
   private readonly threadAlgos: Record<string, number> = {};
   private broken: WebcclError | undefined;
   private fromThread = 0;
@@ -66,6 +64,8 @@ export class ThreadEngine implements Engine, WorkDriver {
   /** The op submit() returned last, and when. */
   private lastIssued: Work | undefined;
   private lastReturnedAt = 0;
+  /** See laneWords(). */
+  private words: Int32Array | undefined;
   readonly flight;
 
   constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number, readonly mode: Exclude<ProgressMode, 'caller'>) {
@@ -87,11 +87,12 @@ export class ThreadEngine implements Engine, WorkDriver {
     const convertsHere = s.relayout !== undefined && (s.layout ?? 0) !== 0;
     if (convertsHere) this.drainThread();
     const threadBusy = this.inThread.some((t) => !t.reclaimed);
-    if (convertsHere || this.local.pendingCollectives() > 0) this.runHere(s, seq, work);
+    if (convertsHere || this.local.pendingCollectives() > 0) this.runHere(s, work);
     else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce) this.hold(s, seq, work);
     else this.toThread(s, seq, work);
     this.lastIssued = work;
-    this.lastReturnedAt = performance.now();
+    // A held op was stamped as it was held, just now: one clock read fewer for the common case.
+    this.lastReturnedAt = this.held?.work === work ? work.timing.issuedAt : performance.now();
     return work;
   }
 
@@ -118,7 +119,7 @@ export class ThreadEngine implements Engine, WorkDriver {
     if (!h) return;
     this.held = undefined;
     if (h.work === waited) {
-      this.runHere(untraced(h.spec), h.seq, h.work, false);
+      this.runHere(untraced(h.spec), h.work, false);
       return;
     }
     this.waitsAtOnce = false;
@@ -130,13 +131,21 @@ export class ThreadEngine implements Engine, WorkDriver {
     for (let t = this.inThread.findLast((x) => !x.reclaimed); t && !t.work.settled; t = this.inThread.findLast((x) => !x.reclaimed)) this.progress(t.work, true);
   }
 
-  /** Runs an op on this rank (the local engine), behind the handle the caller holds (`fresh`: not issued before). */
-  private runHere(s: OpSpec, seq: number, w: Work, fresh = true): Work {
-    if (fresh) w.timing.issuedAt = performance.now();
-    const lw = this.local.submit(s, fresh ? undefined : w); // a held op is in the flight record already
-    this.forwarded.set(w, lw);
-    this.settleForwarded(w, lw);
-    return w;
+  /**
+   * Runs an op on this rank: the local engine runs it under the handle the caller holds, which
+   * it settles (`fresh`: the op was neither issued nor entered in the flight record before).
+   */
+  private runHere(s: OpSpec, w: Work, fresh = true): void {
+    if (fresh) {
+      w.timing.issuedAt = performance.now();
+      this.flight.submitted(w, s, this.algoOf(s));
+    }
+    this.local.submit(s, w);
+  }
+
+  /** Whether `w` (pending) runs on this rank, not in the progress thread's hands. */
+  private runsHere(w: Work): boolean {
+    return !this.inThread.some((t) => t.work === w && !t.reclaimed);
   }
 
   pending(): number {
@@ -181,8 +190,11 @@ export class ThreadEngine implements Engine, WorkDriver {
   /** In auto mode, a wait begun before the progress thread took the op takes it back (see the top). */
   waiting(w: Work): void {
     // How this rank completes its ops (at once, or after other work) predicts the next one's.
-    this.waitsAtOnce = w === this.lastIssued && performance.now() - this.lastReturnedAt <= AT_ONCE_MS;
+    // A held op waited for starts here and now (release runs it): its start time is the clock.
+    const held = this.held?.work === w;
     this.release(w);
+    const now = held && !Number.isNaN(w.timing.startedAt) ? w.timing.startedAt : performance.now();
+    this.waitsAtOnce = w === this.lastIssued && now - this.lastReturnedAt <= AT_ONCE_MS;
     this.collect();
     if (this.mode !== 'auto') return;
     // Only an op with nothing of this communicator ahead of it in the thread's hands (ops taken
@@ -195,9 +207,7 @@ export class ThreadEngine implements Engine, WorkDriver {
     unstage(this.ctx, t);
     try {
       // Its trace was issued with `w`, which ends it: the local run records no second slice.
-      const lw = this.local.submit(untraced(t.spec), w); // (in the flight record since toThread)
-      this.forwarded.set(w, lw);
-      this.settleForwarded(w, lw);
+      this.local.submit(untraced(t.spec), w); // (in the flight record since toThread)
     } catch (e) {
       w.settle(WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e)));
     }
@@ -206,35 +216,25 @@ export class ThreadEngine implements Engine, WorkDriver {
   progress(w: Work, block: boolean): void {
     if (!block) this.waitsAtOnce = false; // it polls: it goes on with other work meanwhile
     this.release(block ? w : undefined);
-    const lw = this.forwarded.get(w);
-    if (lw) {
-      this.local.progress(lw, block);
-      this.settleForwarded(w, lw);
-      return;
-    }
+    if (this.runsHere(w)) return this.local.progress(w, block);
     this.collect();
     while (block && !w.settled) {
       const sleep = this.look();
       if (sleep === 'gone') return this.threadGone();
-      if (sleep) Atomics.wait(this.i32(), sleep.at, sleep.value, sleep.ms);
+      if (sleep) Atomics.wait(this.laneWords(), sleep.at, sleep.value, sleep.ms);
       this.collect();
     }
   }
 
   async progressAsync(w: Work): Promise<void> {
     this.release(w);
-    const lw = this.forwarded.get(w);
-    if (lw) {
-      await this.local.progressAsync(lw);
-      this.settleForwarded(w, lw);
-      return;
-    }
+    if (this.runsHere(w)) return this.local.progressAsync(w);
     this.collect();
     while (!w.settled) {
       const sleep = this.look();
       if (sleep === 'gone') return this.threadGone();
       if (sleep) {
-        const r = Atomics.waitAsync(this.i32(), sleep.at, sleep.value, sleep.ms);
+        const r = Atomics.waitAsync(this.laneWords(), sleep.at, sleep.value, sleep.ms);
         if (r.async) await r.value;
       }
       this.collect();
@@ -248,7 +248,7 @@ export class ThreadEngine implements Engine, WorkDriver {
    * moved here, and the sleep is short while any is pending (their posts do not ring the lane).
    */
   private look(): { at: number; value: number; ms: number } | 'gone' | undefined {
-    const i32 = this.i32();
+    const i32 = this.laneWords();
     const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
     const p2p = this.local.pending() > 0;
     if (done !== this.read || (p2p && this.local.pollP2p())) return undefined;
@@ -258,21 +258,22 @@ export class ThreadEngine implements Engine, WorkDriver {
 
   // ---------------------------------------------------------------- who runs what
 
-  private settleForwarded(w: Work, lw: Work): void {
-    if (!lw.settled) return;
-    this.forwarded.delete(w);
-    w.timing.issuedAt = Math.min(w.timing.issuedAt, lw.timing.issuedAt) || lw.timing.issuedAt;
-    w.timing.startedAt = lw.timing.startedAt;
-    w.timing.joinedAt = lw.timing.joinedAt;
-    w.settle(lw.failure, lw.timing.completedAt);
-  }
-
   private algoOf(s: OpSpec): Algo {
     return s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
   }
 
   private i32(): Int32Array {
     return new Int32Array(freshBuffer(this.ctx.core.memory));
+  }
+
+  /**
+   * A view of the node memory taken once the lane was opened, for the lane's words and the node
+   * header only, which lie inside it (a view of a shared memory stays valid however the memory
+   * grows): a new view per look cost every op waited in auto mode a typed array or two. Not for
+   * ringProgress(), which may ring a communicator's doorbell allocated later.
+   */
+  private laneWords(): Int32Array {
+    return this.words ?? this.i32();
   }
 
   // ---------------------------------------------------------------- the lane
@@ -289,7 +290,10 @@ export class ThreadEngine implements Engine, WorkDriver {
       work.settle(this.broken);
       return work;
     }
-    if (!this.lane) this.lane = openLane(this.ctx);
+    if (!this.lane) {
+      this.lane = openLane(this.ctx);
+      this.words = new Int32Array(freshBuffer(this.ctx.core.memory)); // (after the lane's allocation)
+    }
     if (progressState(this.i32()) !== PROGRESS_RUNNING) {
       this.inThread.push({ spec: s, work, seq, algo, stagedIn: 0, stagedOut: 0, inPlace: false, reclaimed: false });
       this.threadGone();
@@ -325,7 +329,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   /** Reads back the ops the progress thread has ended: copies results out, frees copies, settles. */
   private collect(): void {
     if (!this.lane) return;
-    const done = Atomics.load(this.i32(), (this.lane + L.DONE) >> 2);
+    const done = Atomics.load(this.laneWords(), (this.lane + L.DONE) >> 2);
     for (; this.read < done; this.read++) {
       const t = this.inThread.shift()!;
       if (t.reclaimed) continue; // ended by the local engine (forwarded)
@@ -379,3 +383,4 @@ export class ThreadEngine implements Engine, WorkDriver {
     this.ctx.heap.free(lane);
   }
 }
+
