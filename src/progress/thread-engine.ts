@@ -21,7 +21,7 @@ import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from
 
 interface ThreadOp extends LaneOp {
   algo: Algo;
-  /** Taken back by this rank before the progress thread took it (it runs in `forwarded`). */
+  /** Taken back by this rank before the progress thread took it (the local engine runs it). */
   reclaimed: boolean;
 }
 
@@ -332,7 +332,7 @@ export class ThreadEngine implements Engine, WorkDriver {
     const done = Atomics.load(this.laneWords(), (this.lane + L.DONE) >> 2);
     for (; this.read < done; this.read++) {
       const t = this.inThread.shift()!;
-      if (t.reclaimed) continue; // ended by the local engine (forwarded)
+      if (t.reclaimed) continue; // ended by the local engine
       const { o, err } = readBack(this.ctx, slotAt(this.lane, this.read), t);
       this.end(t, o, err);
     }
