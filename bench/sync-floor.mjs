@@ -49,9 +49,9 @@ function jsThread() {
       if (mode === 'wait' && performance.now() > until) Atomics.wait(a, GENERATION, g, 50);
     }
   };
-  // Warm-up, as webccl's rank script has: the threads start milliseconds apart, and the first
-  // barrier would count that wait.
-  for (let b = 0; b < Math.min(n, 2000); b++) barrier();
+  // Warm-up, as long as webccl's rank script has: the threads start milliseconds apart, and the
+  // first barriers would count that wait (and the engine's compiling).
+  for (let b = 0; b < 20_000; b++) barrier();
   const t0 = performance.now();
   for (let b = 0; b < n; b++) barrier();
   if (index === 0) parentPort.postMessage(((performance.now() - t0) * 1000) / n);
