@@ -383,4 +383,3 @@ export class ThreadEngine implements Engine, WorkDriver {
     this.ctx.heap.free(lane);
   }
 }
-

@@ -464,10 +464,6 @@ const scenarios = {
     await reportOutcome(comm.recv(new Uint8Array(4), 1));
   },
 
-  /**
-   * Every collective issued, then a compute loop that never calls webccl (p.busyMs), then a
-   * look: did the op end during the compute? Plain buffers and alloc() buffers.
-   */
   // Ops run every way auto mode runs them (held at issue and run on the rank, handed to the
   // progress thread, taken back from it by a wait right after issue): each once in the flight record.
   async flightOnce() {
@@ -488,6 +484,10 @@ const scenarios = {
     report({ seqs: rec.map((e) => e.seq), states: [...new Set(rec.map((e) => e.state))], heldOps: comm.stats().heldOps, threadOps: comm.stats().threadOps });
   },
 
+  /**
+   * Every collective issued, then a compute loop that never calls webccl (p.busyMs), then a
+   * look: did the op end during the compute? Plain buffers and alloc() buffers.
+   */
   async progressOverlap() {
     const comm = await ccl.initCommGroup();
     const { rank: r, size: n } = comm;
