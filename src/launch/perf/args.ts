@@ -62,7 +62,7 @@ export const PERF_USAGE = `usage: webccl perf <${COLLECTIVES.join('|')}> [option
       --time SEC           length of a timed block when -n is auto (default 0.2)
       --reps R             timed blocks per row; report the median block (default 1)
   -w, --warmup_iters N     untimed iterations before each timed block (default 5); with -n
-                           auto the sweep also warms up for about 0.25 s at its smallest size
+                           auto the sweep also warms up for about 2 s at its smallest size
   -c, --check 0|1          check every result against closed-form data: #wrong (default 1)
   -d, --datatype T         ${DTYPES.join(' ')} (or float, double, half, bfloat16, int32, ...), a
                            comma list, or all (default f32)
