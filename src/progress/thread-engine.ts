@@ -104,8 +104,9 @@ export class ThreadEngine implements Engine, WorkDriver {
   /** Keeps an op unstarted until the rank's next call (auto mode, a rank that waits at once). */
   private hold(s: OpSpec, seq: number, work: Work): void {
     work.timing.issuedAt = performance.now();
-    this.flight.submitted(work, s, this.algoOf(s));
-    if (s.trace) work.trace = s.trace.issue(work, this.algoOf(s));
+    const algo = this.algoOf(s);
+    this.flight.submitted(work, s, algo);
+    if (s.trace) work.trace = s.trace.issue(work, algo);
     this.held = { spec: s, seq, work };
     this.heldCount++;
   }

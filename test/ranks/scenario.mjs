@@ -475,10 +475,9 @@ const scenarios = {
     const end = performance.now() + 20;
     while (performance.now() < end); // the thread takes `sent` meanwhile
     sent.waitSync();
-    lead.waitSync();
-    comm.barrier(); // after a wait that came late: to the thread
+    lead.waitSync(); // a wait that came late: the next op goes to the thread, first in its hands
     const taken = comm.allReduce(x);
-    taken.waitSync(); // at once: taken back from its slot if the thread has not taken it yet
+    taken.waitSync(); // at once, within the thread's 1 ms grace: taken back and run here
     comm.barrier().waitSync();
     const rec = comm.flightRecord();
     report({ seqs: rec.map((e) => e.seq), states: [...new Set(rec.map((e) => e.state))], heldOps: comm.stats().heldOps, threadOps: comm.stats().threadOps });
