@@ -1,10 +1,11 @@
 // The flight recorder: each communicator's last N ops (WEBCCL_FLIGHT_RECORDER) with their
 // fields, state, times, awaited peers and error; printed once at WARN when a TIMEOUT or ABORTED
 // breaks the communicator, on one node (in-process ranks) and across nodes (loopback TCP).
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import type { FlightEntry } from '../src/comm/flight-recorder.js';
 import { inprocRanks, settleAll, together } from './helpers/inproc.js';
 import { all, netRanks } from './helpers/net-world.js';
+import { bin, cleanEnv, fixture, killAll, run } from './helpers/procs.js';
 
 afterEach(() => {
   delete process.env.WEBCCL_FLIGHT_RECORDER;
@@ -111,4 +112,21 @@ describe('flight recorder across nodes', () => {
     expect(last(comms[1])).toMatchObject({ collective: first ? 'allReduce' : 'barrier', seq: first ? 2 : 3, state: 'failed', error: late.code });
     for (const c of comms) c.destroy();
   });
+});
+
+describe('flight recorder of a job of processes (webccl run --procs, auto progress)', () => {
+  afterAll(killAll);
+
+  it('ops the rank runs itself, ops the network progress thread runs and a send/recv are each one entry', async () => {
+    const r = await run(process.execPath, [bin, 'run', '-n', '2', '--procs', fixture('flight-once.mjs')], cleanEnv(), { guardMs: 60_000 });
+    expect(r.code, r.stderr).toBe(0);
+    const reports = [...r.stdout.matchAll(/^flight (\d) (.*)$/gm)].map((m) => [Number(m[1]), JSON.parse(m[2])] as const);
+    expect(reports).toHaveLength(2);
+    for (const [rank, rep] of reports) {
+      // initCommGroup's barrier, 7 allReduces (4 small, run by the rank; 3 large, by the thread), then the send or recv.
+      expect(rep.ops, `rank ${rank}`).toEqual(['barrier #0', ...Array.from({ length: 7 }, (_, i) => `allReduce #${i + 1}`), rank === 0 ? 'send #0' : 'recv #0']);
+      expect(rep.states).toEqual(['done']);
+      expect(rep.threadOps).toBeGreaterThanOrEqual(1);
+    }
+  }, 90_000);
 });
