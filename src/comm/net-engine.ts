@@ -385,7 +385,7 @@ export class NetEngine implements Engine, WorkDriver {
     if (op.algo !== 'tree' && op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling', from, op.piece);
     if (from) m.copy(w.addr, from.addr, w.count);
     if (op.algo === 'tree') return treeAllReduce(world, m, w);
-    return hierarchicalAllReduce(nodePhase(this.local!, this.schedule.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs, op.spec.layout), this.group(this.schedule.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
+    return hierarchicalAllReduce(nodePhase(this.local, this.schedule.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs, op.spec.layout), this.group(this.schedule.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
   }
 
 }

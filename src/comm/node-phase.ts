@@ -25,8 +25,24 @@ function aloneOnThread(): boolean {
   return n <= 1;
 }
 
-/** This node's ranks (`nodeRanks`: their world ranks, by local rank) as the schedule's NodeLocal, under the op's deadline. */
-export function nodePhase(local: Communicator, nodeRanks: number[], ctx: RankContext, dtype: Dtype, op: string, timeoutMs: number, layout = 0): NodeLocal {
+/**
+ * The NodeLocal of a rank with no node mate in its communicator: the hierarchical schedule skips
+ * the node phase for it (its shard is its whole buffer), so neither method is ever called.
+ */
+const ALONE: NodeLocal = {
+  rank: 0,
+  size: 1,
+  reduceScatter: () => Promise.reject(new WebcclError('INTERNAL', 'a node phase for a rank alone on its node')),
+  allGather: () => Promise.reject(new WebcclError('INTERNAL', 'a node phase for a rank alone on its node')),
+};
+
+/**
+ * This node's ranks (`nodeRanks`: their world ranks, by local rank) as the schedule's NodeLocal,
+ * under the op's deadline. `local` is undefined where the rank has no node mate in the
+ * communicator (a network progress thread keeps none then; a group keeps none for one member).
+ */
+export function nodePhase(local: Communicator | undefined, nodeRanks: number[], ctx: RankContext, dtype: Dtype, op: string, timeoutMs: number, layout = 0): NodeLocal {
+  if (local === undefined || local.size === 1) return ALONE;
   const memory = ctx.core.memory;
   const arr = (s: Span) => {
     const data = new ARRAY_OF[dtype](freshBuffer(memory), s.addr, s.count);
