@@ -18,6 +18,7 @@ import { descriptorCount, writeCounts } from './shm-counts.js';
 import { joinTime, stampStart } from './shm-join.js';
 import { Work, type WorkDriver } from './work.js';
 import { ShmP2p } from './p2p/shm-p2p.js';
+import { OTHERS_LOOK_MS, type QueueServer, joinThreadQueues, leaveThreadQueues, othersQueued, serveOthers } from './thread-queues.js';
 
 interface QueuedOp extends RunningOp {
   name: Kind;
@@ -42,7 +43,7 @@ interface QueuedOp extends RunningOp {
 
 const trace = enabled('TRACE');
 
-export class ShmEngine implements Engine, WorkDriver {
+export class ShmEngine implements Engine, WorkDriver, QueueServer {
   private readonly runner: ShmRunner;
   private readonly desc: number;
   private readonly queue: QueuedOp[] = [];
@@ -64,6 +65,7 @@ export class ShmEngine implements Engine, WorkDriver {
     this.tuning = resolveTuning(ctx.size, commAlgo);
     this.keepMaxBytes = keepInputMaxBytes(ctx.size, ctx.cores, ctx.slotBytes);
     this.flight = new FlightRecorder(ctx.rank, () => this.runner.missingRanks());
+    joinThreadQueues(this);
     this.p2p = !withP2p ? null : new ShmP2p(ctx, this.runner, {
       serve: () => this.serveCollectives(),
       broke: (e) => this.fail(e),
@@ -145,6 +147,7 @@ export class ShmEngine implements Engine, WorkDriver {
   }
 
   close(): void {
+    leaveThreadQueues(this);
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
     if (!this.closed) this.p2p?.close();
     this.closed = true;
@@ -188,14 +191,16 @@ export class ShmEngine implements Engine, WorkDriver {
   progress(w: Work, block: boolean): void {
     while (this.queue.length && !w.settled) {
       const q = this.queue[0];
-      if (!block || !this.p2p?.pending()) {
+      const others = othersQueued(this);
+      if (!block || (!this.p2p?.pending() && !others)) {
         if (!this.step(q, block)) return;
         continue;
       }
-      // A peer's send or recv may wait for this rank while it waits here: serve both.
-      if (this.step(q, false) || this.p2p!.poll()) continue;
+      // A peer's send or recv, or an op of another of this thread's communicators, may wait for
+      // this rank while it waits here: serve them all.
+      if (this.step(q, false) || this.movedElsewhere()) continue;
       try {
-        this.runner.sleep(q, () => this.p2p!.poll());
+        this.runner.sleep(q, () => this.movedElsewhere(), others ? OTHERS_LOOK_MS : undefined);
       } catch (e) {
         this.settleFailed(q, e);
       }
@@ -205,14 +210,32 @@ export class ShmEngine implements Engine, WorkDriver {
   async progressAsync(w: Work): Promise<void> {
     while (this.queue.length && !w.settled) {
       const q = this.queue[0];
-      const moved = () => this.p2p?.poll() ?? false;
-      if (!this.step(q, false) && !moved()) await this.runner.sleepAsync(q, moved).catch((e) => this.settleFailed(q, e));
+      if (!this.step(q, false) && !this.movedElsewhere()) {
+        await this.runner.sleepAsync(q, () => this.movedElsewhere(), othersQueued(this) ? OTHERS_LOOK_MS : undefined).catch((e) => this.settleFailed(q, e));
+      }
     }
+  }
+
+  /** This communicator's send/recv, or the thread's other communicators' ops, moved (thread-queues.ts). */
+  private movedElsewhere(): boolean {
+    return (this.p2p?.poll() ?? false) || serveOthers(this);
   }
 
   /** Moves queued collectives along without blocking (a p2p wait lends its time). */
   private serveCollectives(): void {
     while (this.queue.length && this.step(this.queue[0], false));
+  }
+
+  /** QueueServer: what only this thread moves (its collectives, its send/recv). */
+  queued(): number {
+    return this.queue.length + (this.p2p?.pending() ?? 0);
+  }
+
+  /** QueueServer: moves them along without blocking (another communicator's wait lends its time). */
+  serveQueued(): boolean {
+    let moved = false;
+    while (this.queue.length && this.step(this.queue[0], false)) moved = true;
+    return (this.p2p?.poll() ?? false) || moved;
   }
 
   /** Starts/advances the head op; true when it settled. */

@@ -134,13 +134,13 @@ export class ShmRunner {
    * completed meanwhile (or other work moved), else how long to sleep. A rank that leaves from
    * here on rings the bell, and this rank looks again.
    */
-  private lastLook(op: RunningOp, now: number, moved?: () => boolean): number | null {
+  private lastLook(op: RunningOp, now: number, moved?: () => boolean, sliceMs = SLICE_MS): number | null {
     const { i32 } = this.views();
     const step = i32[(op.desc + D.WAIT_VAL) >> 2];
     if (this.stepReached(op.desc, step) || moved?.()) return null;
     const gone = this.departedBehind(step);
     if (gone >= 0) throw this.departed(op, gone);
-    return Math.min(SLICE_MS, op.deadline - now);
+    return Math.min(sliceMs, op.deadline - now);
   }
 
   /**
@@ -176,18 +176,19 @@ export class ShmRunner {
   /**
    * Sleeps on the doorbell until the step the loop waits for completes (or a slice ends).
    * `moved` is asked at the last look: other work on the doorbell (point-to-point ops) that
-   * made progress instead.
+   * made progress instead. `sliceMs`: the longest sleep before the loop looks again (the ops of
+   * the thread's other communicators ring other doorbells: see thread-queues.ts).
    */
-  sleep(op: RunningOp, moved?: () => boolean): void {
+  sleep(op: RunningOp, moved?: () => boolean, sliceMs?: number): void {
     const now = this.beforeDeadline(op);
-    this.bell.sleep(() => this.lastLook(op, now, moved));
+    this.bell.sleep(() => this.lastLook(op, now, moved, sliceMs));
     op.trace?.step('sleep', now, performance.now());
   }
 
   /** The same without blocking the thread (a browser's main thread may not block). */
-  sleepAsync(op: RunningOp, moved?: () => boolean): Promise<void> {
+  sleepAsync(op: RunningOp, moved?: () => boolean, sliceMs?: number): Promise<void> {
     const now = this.beforeDeadline(op);
-    const slept = this.bell.sleepAsync(() => this.lastLook(op, now, moved));
+    const slept = this.bell.sleepAsync(() => this.lastLook(op, now, moved, sliceMs));
     return op.trace ? slept.finally(() => op.trace!.step('sleep', now, performance.now())) : slept;
   }
 

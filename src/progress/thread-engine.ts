@@ -14,6 +14,7 @@ import { type Engine, type OpCounters, type OpSpec, type P2pKind, addCounts, cou
 import type { RankContext } from '../comm/context.js';
 import type { Buf } from '../comm/buffers.js';
 import { ShmEngine } from '../comm/shm-engine.js';
+import { OTHERS_LOOK_MS, type QueueServer, joinThreadQueues, leaveThreadQueues, othersQueued, releaseHoldsElsewhere, serveOthers } from '../comm/thread-queues.js';
 import { Work, type WorkDriver } from '../comm/work.js';
 import { L, LANE_SLOTS, PROGRESS_RUNNING, type OpOutcome, SLOT_RECLAIMED, postedOp, claimSlot, progressState, ringProgress, slotAt, writeSlot } from './lanes.js';
 import { closeLane, openLane } from './lane-life.js';
@@ -44,7 +45,7 @@ function untraced(s: OpSpec): OpSpec {
   return s.trace ? { ...s, trace: undefined } : s;
 }
 
-export class ThreadEngine implements Engine, WorkDriver {
+export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   private readonly local: ShmEngine;
   private readonly tuning: Tuning;
   private seq = 0;
@@ -59,7 +60,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   /** Auto mode: whether this rank waited for its last op right after issuing it (see submit). */
   private waitsAtOnce = false;
   /** Auto mode: the op held until the rank's next call says who runs it (see the top). */
-  private held: { spec: OpSpec; seq: number; work: Work } | undefined;
+  private held: { spec: OpSpec; seq: number; work: Work; algo: Algo } | undefined;
   private heldCount = 0;
   /** The op submit() returned last, and when. */
   private lastIssued: Work | undefined;
@@ -72,12 +73,18 @@ export class ThreadEngine implements Engine, WorkDriver {
     this.local = new ShmEngine(ctx, counters, commAlgo, timeoutMs);
     this.tuning = resolveTuning(ctx.size, commAlgo);
     this.flight = this.local.flight;
+    joinThreadQueues(this);
   }
 
   submit(s: OpSpec): Work {
     if (this.broken) throw this.broken;
     if (isP2p(s.name)) return this.local.submit(s);
+    // Whatever can refuse the call (an algorithm this node does not have) comes before it takes
+    // a number or moves a held op along: a refused call leaves this rank's sequence where its
+    // peers' is, whichever of them the call was refused on.
+    const algo = this.algoOf(s);
     this.release(undefined);
+    releaseHoldsElsewhere(this);
     const seq = this.seq++;
     s.seq = seq; // the spec is this call's own: numbered here, whichever engine runs it
     const work = new Work(s.name, seq, this, this.ctx.canBlock);
@@ -87,9 +94,9 @@ export class ThreadEngine implements Engine, WorkDriver {
     const convertsHere = s.relayout !== undefined && (s.layout ?? 0) !== 0;
     if (convertsHere) this.drainThread();
     const threadBusy = this.inThread.some((t) => !t.reclaimed);
-    if (convertsHere || this.local.pendingCollectives() > 0) this.runHere(s, work);
-    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce) this.hold(s, seq, work);
-    else this.toThread(s, seq, work);
+    if (convertsHere || this.local.pendingCollectives() > 0) this.runHere(s, work, algo);
+    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce) this.hold(s, seq, work, algo);
+    else this.toThread(s, seq, work, algo);
     this.lastIssued = work;
     // A held op was stamped as it was held, just now: one clock read fewer for the common case.
     this.lastReturnedAt = this.held?.work === work ? work.timing.issuedAt : performance.now();
@@ -102,12 +109,11 @@ export class ThreadEngine implements Engine, WorkDriver {
   }
 
   /** Keeps an op unstarted until the rank's next call (auto mode, a rank that waits at once). */
-  private hold(s: OpSpec, seq: number, work: Work): void {
+  private hold(s: OpSpec, seq: number, work: Work, algo: Algo): void {
     work.timing.issuedAt = performance.now();
-    const algo = this.algoOf(s);
     this.flight.submitted(work, s, algo);
     if (s.trace) work.trace = s.trace.issue(work, algo);
-    this.held = { spec: s, seq, work };
+    this.held = { spec: s, seq, work, algo };
     this.heldCount++;
   }
 
@@ -120,11 +126,27 @@ export class ThreadEngine implements Engine, WorkDriver {
     if (!h) return;
     this.held = undefined;
     if (h.work === waited) {
-      this.runHere(untraced(h.spec), h.work, false);
+      this.runHere(untraced(h.spec), h.work, h.algo, false);
       return;
     }
     this.waitsAtOnce = false;
-    this.toThread(untraced(h.spec), h.seq, h.work, false);
+    this.toThread(untraced(h.spec), h.seq, h.work, h.algo, false);
+  }
+
+  /** QueueServer: the op held for this rank's next call, which only this thread starts. */
+  queued(): number {
+    return this.held ? 1 : 0;
+  }
+
+  /** QueueServer: a wait on another communicator is such a call: the held op goes to the thread. */
+  serveQueued(): boolean {
+    if (!this.held) return false;
+    this.release(undefined);
+    return true;
+  }
+
+  releaseHold(): void {
+    this.release(undefined);
   }
 
   /** Waits until the progress thread has ended every op of this communicator it holds. */
@@ -136,10 +158,10 @@ export class ThreadEngine implements Engine, WorkDriver {
    * Runs an op on this rank: the local engine runs it under the handle the caller holds, which
    * it settles (`fresh`: the op was neither issued nor entered in the flight record before).
    */
-  private runHere(s: OpSpec, w: Work, fresh = true): void {
+  private runHere(s: OpSpec, w: Work, algo: Algo, fresh = true): void {
     if (fresh) {
       w.timing.issuedAt = performance.now();
-      this.flight.submitted(w, s, this.algoOf(s));
+      this.flight.submitted(w, s, algo);
     }
     this.local.submit(s, w);
   }
@@ -181,6 +203,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   }
 
   close(): void {
+    leaveThreadQueues(this);
     this.local.close();
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
     if (this.lane) this.detach();
@@ -217,6 +240,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   progress(w: Work, block: boolean): void {
     if (!block) this.waitsAtOnce = false; // it polls: it goes on with other work meanwhile
     this.release(block ? w : undefined);
+    releaseHoldsElsewhere(this);
     if (this.runsHere(w)) return this.local.progress(w, block);
     this.collect();
     while (block && !w.settled) {
@@ -229,6 +253,7 @@ export class ThreadEngine implements Engine, WorkDriver {
 
   async progressAsync(w: Work): Promise<void> {
     this.release(w);
+    releaseHoldsElsewhere(this);
     if (this.runsHere(w)) return this.local.progressAsync(w);
     this.collect();
     while (!w.settled) {
@@ -245,16 +270,17 @@ export class ThreadEngine implements Engine, WorkDriver {
   /**
    * One look while a thread-run op is awaited: undefined when something moved (collect
    * again), 'gone' when the thread has ended, else what to sleep on (the lane's DONE word).
-   * A peer may wait for this rank's send/recv meanwhile: those run on this rank, so they are
-   * moved here, and the sleep is short while any is pending (their posts do not ring the lane).
+   * A peer may wait for this rank's send/recv meanwhile, or for an op of another of its
+   * communicators that this rank runs itself: those are moved here, and the sleep is short
+   * while any is pending (their posts do not ring the lane; see thread-queues.ts).
    */
   private look(): { at: number; value: number; ms: number } | 'gone' | undefined {
     const i32 = this.laneWords();
     const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
     const p2p = this.local.pending() > 0;
-    if (done !== this.read || (p2p && this.local.pollP2p())) return undefined;
+    if (done !== this.read || (p2p && this.local.pollP2p()) || serveOthers(this.local)) return undefined;
     if (progressState(i32) !== PROGRESS_RUNNING) return 'gone';
-    return { at: (this.lane + L.DONE) >> 2, value: done, ms: p2p ? P2P_SLICE_MS : SLICE_MS };
+    return { at: (this.lane + L.DONE) >> 2, value: done, ms: p2p ? P2P_SLICE_MS : othersQueued(this.local) ? OTHERS_LOOK_MS : SLICE_MS };
   }
 
   // ---------------------------------------------------------------- who runs what
@@ -280,8 +306,7 @@ export class ThreadEngine implements Engine, WorkDriver {
   // ---------------------------------------------------------------- the lane
 
   /** Hands an op to the progress thread (`fresh`: not issued before, e.g. held). */
-  private toThread(s: OpSpec, seq: number, work: Work, fresh = true): Work {
-    const algo = this.algoOf(s);
+  private toThread(s: OpSpec, seq: number, work: Work, algo: Algo, fresh = true): Work {
     if (fresh) {
       this.flight.submitted(work, s, algo);
       work.timing.issuedAt = performance.now();
