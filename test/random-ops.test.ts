@@ -5,8 +5,13 @@
 // across communicators — checks each result against its own plain reference and prints
 // "ok <rank> <ops>". The grid's edges get their own runs: 8 thread ranks on 2 cores in each
 // progress mode, tiny slots (every op crosses chunk boundaries), the scalar build.
-// More and longer on request: WEBCCL_RANDOM_OPS=400 WEBCCL_RANDOM_SEEDS=10 npx vitest run test/random-ops;
-// WEBCCL_RANDOM_FIRST_SEED=S starts the seeds at S (the deaths and shrinks take the first).
+// The model-based runs add what a user's program does around its ops (see the fixture): calls
+// refused at issue on some ranks and not others, waits in a random order, buffers allocated and
+// freed, groups formed anew; on 2, 4 and 8 thread ranks, 3 processes and 2 nodes x 2 threads, in
+// each progress mode. More and longer on request (npm run fuzz: 10 seeds of 400 ops), or
+// WEBCCL_RANDOM_OPS=400 WEBCCL_RANDOM_SEEDS=10 npx vitest run test/random-ops;
+// WEBCCL_RANDOM_FIRST_SEED=S starts the seeds at S (the deaths and shrinks take the first). A
+// failing rank prints its seed.
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { freePort } from './helpers/net.js';
@@ -21,8 +26,8 @@ const SEEDS = Array.from({ length: Number(process.env.WEBCCL_RANDOM_SEEDS) || 1 
 type Form = 'threads' | 'procs' | 'nnodes';
 
 /** Runs `n` ranks in `form` (nnodes: 2 launchers of n/2 threads); every launcher's run. */
-async function launch(form: Form, n: number, seed: number, extra: Env = {}, die?: { rank: number; at: number }, shrinkAfter?: { rank: number; at: number }[], ops = OPS): Promise<Run[]> {
-  const args = [f.script, JSON.stringify(shrinkAfter ? { seed, ops, deaths: shrinkAfter, shrink: true } : { seed, ops, die })];
+async function launch(form: Form, n: number, seed: number, extra: Env = {}, die?: { rank: number; at: number }, shrinkAfter?: { rank: number; at: number }[], ops = OPS, model = false): Promise<Run[]> {
+  const args = [f.script, JSON.stringify(shrinkAfter ? { seed, ops, deaths: shrinkAfter, shrink: true } : { seed, ops, die, model })];
   const flags = die || shrinkAfter ? ['--fault-tolerant'] : [];
   if (form === 'nnodes') {
     const port = String(await freePort());
@@ -38,12 +43,19 @@ function allOk(runs: Run[], n: number): void {
   const wrong = out.split('\n').filter((l) => /^(wrong|failed) /.test(l));
   expect(wrong, out).toEqual([]);
   for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
-  expect([...out.matchAll(/^ok (\d+) \d+$/gm)].map((m) => Number(m[1])).sort((a, b) => a - b)).toEqual([...Array(n).keys()]);
+  expect([...out.matchAll(/^ok (\d+) \d+( refused \d+)?$/gm)].map((m) => Number(m[1])).sort((a, b) => a - b), out).toEqual([...Array(n).keys()]);
 }
 
+const MODES = ['auto', 'thread', 'caller'] as const;
+/** The model-based runs: every launch form × every progress mode. */
+const models: { name: string; form: Form; n: number; env?: Env }[] = [
+  ...[2, 4, 8].flatMap((n) => MODES.map((p) => ({ name: `${n} thread ranks, ${p} progress`, form: 'threads' as Form, n, env: { WEBCCL_PROGRESS: p } }))),
+  ...MODES.map((p) => ({ name: `3 processes, ${p} progress`, form: 'procs' as Form, n: 3, env: { WEBCCL_PROGRESS: p } })),
+  ...MODES.map((p) => ({ name: `2 nodes x 2 threads, ${p} progress`, form: 'nnodes' as Form, n: 4, env: { WEBCCL_PROGRESS: p } })),
+];
+const MODEL_OPS = Number(process.env.WEBCCL_RANDOM_OPS) || 80;
+
 const cases: { name: string; form: Form; n: number; env?: Env }[] = [
-  { name: '8 thread ranks on 2 cores (auto progress)', form: 'threads', n: 8 },
-  { name: '8 thread ranks, every op on the progress thread', form: 'threads', n: 8, env: { WEBCCL_PROGRESS: 'thread' } },
   { name: '8 thread ranks, every op on the ranks, no spinning', form: 'threads', n: 8, env: { WEBCCL_PROGRESS: 'caller', WEBCCL_SPIN_US: '0' } },
   { name: '5 thread ranks, 4 KiB slots (ops cross chunk boundaries)', form: 'threads', n: 5, env: { WEBCCL_BUFFSIZE: '4096' } },
   { name: '3 thread ranks, scalar wasm, WEBCCL_CHECK=1', form: 'threads', n: 3, env: { WEBCCL_WASM: 'scalar', WEBCCL_CHECK: '1' } },
@@ -115,6 +127,13 @@ describe('seeded random ops, every result checked', () => {
     }, 300_000);
   }
 
+  for (const c of models) {
+    for (const seed of SEEDS) {
+      it(`model: ${c.name}, refusals, waits in random order, memory and groups anew (seed ${seed}, ${MODEL_OPS} ops)`, async () => {
+        allOk(await launch(c.form, c.n, seed, c.env, undefined, undefined, MODEL_OPS, true), c.n);
+      }, 300_000);
+    }
+  }
   for (const c of cases) {
     for (const seed of SEEDS) {
       it(`${c.name} (seed ${seed}, ${OPS} ops)`, async () => {
