@@ -1,14 +1,14 @@
 // Buffers at the API boundary: a TypedArray, or { data, dtype } for dtypes JS lacks (bf16 and
 // f16 held in a Uint16Array). Normalised to bytes + dtype + count, and to the address in the
 // node's shared memory when the buffer lives there (comm.alloc): such buffers are used in place.
-import { ARRAY_OF, DTYPE_SIZE, type Dtype, type DtypeName, dtypeOfArray, parseDtype } from '../core/dtypes.js';
+import { ARRAY_OF, DTYPE_SIZE, type Dtype, type DtypeName, dtypeOfArray, holds, parseDtype } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
 import { type Layout, type TensorLayout, parseTensorLayout } from './tensor-layout.js';
 
 export type TypedArray =
   | Float32Array | Float64Array | Int32Array | Uint32Array | Int8Array | Uint8Array | BigInt64Array | Uint16Array;
 export interface TensorLike {
-  data: TypedArray;
+  data: TypedArray | Float16ArrayLike;
   /** Ours (f32, bf16, …) or the TF.js / ONNX Runtime name of the same type (float32, bfloat16, …). */
   dtype: DtypeName;
   shape?: number[];
@@ -24,11 +24,20 @@ export interface LayoutTensorArg {
 }
 /** An ONNX Runtime Tensor on the CPU, used in place: its `type` names the dtype. */
 export interface OrtTensorLike {
-  data: TypedArray;
+  data: TypedArray | Float16ArrayLike;
   type: DtypeName;
   dims?: readonly number[];
 }
-export type BufferArg = TypedArray | TensorLike | OrtTensorLike | LayoutTensorArg;
+/**
+ * A Float16Array (Node 24 and later, recent browsers): passed as f16. Typed by shape, so that
+ * programs compiled against libraries without it still compile.
+ */
+export interface Float16ArrayLike extends ArrayBufferView {
+  readonly [Symbol.toStringTag]: 'Float16Array';
+  readonly length: number;
+  [index: number]: number;
+}
+export type BufferArg = TypedArray | Float16ArrayLike | TensorLike | OrtTensorLike | LayoutTensorArg;
 
 export interface Buf {
   bytes: Uint8Array; // the same memory, as bytes
@@ -54,7 +63,7 @@ export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) =
   let data: ArrayBufferView;
   if (ArrayBuffer.isView(x) && !(x instanceof DataView)) {
     dtype = dtypeOfArray(x);
-    if (!dtype) fail('INVALID_DTYPE', `${what}: ${x.constructor.name} is not supported (use Float32Array, Float64Array, Int32Array, Uint32Array, Int8Array, Uint8Array, BigInt64Array, or { data: Uint16Array, dtype: 'bf16' | 'f16' })`);
+    if (!dtype) fail('INVALID_DTYPE', `${what}: ${x.constructor.name} is not supported (use Float32Array, Float64Array, Int32Array, Uint32Array, Int8Array, Uint8Array, BigInt64Array, Float16Array where the runtime has one, or { data: Uint16Array, dtype: 'bf16' | 'f16' })`);
     data = x;
   } else if (typeof x === 'object' && x !== null && ('dataSync' in x || ('data' in x && ('dtype' in x || 'type' in x || 'layout' in x)))) {
     const t = tensorFields(x, what);
@@ -62,8 +71,8 @@ export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) =
     const implied = t.dtype === undefined && 'layout' in x && ArrayBuffer.isView(t.data) ? dtypeOfArray(t.data) : undefined;
     const d = implied ?? parseDtype(t.dtype, what);
     dtype = d;
-    if (!(t.data instanceof ARRAY_OF[d])) {
-      fail('INVALID_DTYPE', `${what}: dtype ${d} needs data in a ${ARRAY_OF[d].name}, got ${describe(t.data)}`);
+    if (!holds(d, t.data)) {
+      fail('INVALID_DTYPE', `${what}: dtype ${d} needs data in a ${ARRAY_OF[d].name}${d === 'f16' ? ' (or a Float16Array, where the runtime has one)' : ''}, got ${describe(t.data)}`);
     }
     data = t.data as ArrayBufferView;
   } else {

@@ -33,10 +33,23 @@ export const ARRAY_OF: Record<Dtype, { new (b: ArrayBufferLike, off: number, len
   f16: Uint16Array,
 };
 
+/**
+ * The runtime's Float16Array, where it has one (Node 24 and later, recent browsers; not Node 20
+ * or 22): its elements are f16 patterns, so it passes as f16 in place, as ONNX Runtime's float16
+ * tensors hold it. A Uint16Array with dtype 'f16' works everywhere.
+ */
+export const FLOAT16_ARRAY = (globalThis as { Float16Array?: new (b: ArrayBufferLike, off: number, len: number) => ArrayBufferView }).Float16Array;
+
 const DTYPE_OF_CTOR = new Map<unknown, Dtype>([
   [Float32Array, 'f32'], [Float64Array, 'f64'], [Int32Array, 'i32'], [Uint32Array, 'u32'],
   [Int8Array, 'i8'], [Uint8Array, 'u8'], [BigInt64Array, 'i64'],
+  ...(FLOAT16_ARRAY ? [[FLOAT16_ARRAY, 'f16'] as const] : []),
 ]);
+
+/** Whether `data` can hold dtype `d`'s elements: its array type, or a Float16Array for f16. */
+export function holds(d: Dtype, data: unknown): boolean {
+  return data instanceof ARRAY_OF[d] || (d === 'f16' && FLOAT16_ARRAY !== undefined && data instanceof FLOAT16_ARRAY);
+}
 
 /** The dtype of a plain TypedArray (one map lookup: this runs on every call). */
 export function dtypeOfArray(a: ArrayBufferView): Dtype | undefined {
