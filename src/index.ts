@@ -89,7 +89,9 @@ export async function initCommGroup(options?: InitOptions): Promise<Communicator
   if (world) return world;
   const dialling = dialOnlyJoin(opts);
   if (dialling) {
-    const Ws = (globalThis as { WebSocket?: PageSocketClass }).WebSocket ?? (await (globalThis as Record<symbol, SocketLoader | undefined>)[PAGE_WEBSOCKET]?.());
+    // Node's ws package where the entry provides it (Node 22 and later also have a global
+    // WebSocket, undici's, on which dialling ranks hung); a page's own elsewhere.
+    const Ws = (await (globalThis as Record<symbol, SocketLoader | undefined>)[PAGE_WEBSOCKET]?.()) ?? (globalThis as { WebSocket?: PageSocketClass }).WebSocket;
     const c = await joinPageWorld({ ...dialling, opts, WebSocket: Ws });
     if (c.rank === 0) unknownEnvNames();
     await c[SETUP_BARRIER]();
