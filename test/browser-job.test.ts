@@ -12,6 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHROMIUM, haveChromium, warnIfNoChromium } from './helpers/chromium.js';
 import { type Run, bin, fixture, killAll, root, run } from './helpers/procs.js';
 import { JOB_TOKEN, type ServedJob, servedJob } from './helpers/served-job.js';
+import { cleanEnv } from './helpers/jobs.js';
+import { tmpdir } from 'node:os';
 
 warnIfNoChromium('the browser job tests');
 afterAll(killAll);
@@ -65,6 +67,25 @@ describe.skipIf(!haveChromium)('pages in jobs with Node processes', () => {
       // The two pages' links passed the relay; the pages reached the Node ranks directly.
       expect(job.served.store!.relay.stats().bytesForwarded).toBeGreaterThan(0);
       await Promise.all(pages.map((p) => p.tab.close()));
+    } finally {
+      await job.close();
+    }
+  }, 240_000);
+
+  it('2 Node ranks given only MASTER_ADDR, MASTER_PORT (serve\'s own port), RANK, WORLD_SIZE and WEBCCL_TOKEN, and a page of 2 workers: every op checks out', async () => {
+    const job = await servedJob('plain-vars');
+    try {
+      // No WEBCCL_STORE_SERVED, WEBCCL_TRANSPORT or WEBCCL_JOB_ID, and serve's HTTP port, not its
+      // store's: the ranks find the store, the job id and the carrier from serve itself.
+      const plain = (rank: number) => cleanEnv({ MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(job.served.http.port), RANK: String(rank), WORLD_SIZE: '4', WEBCCL_TOKEN: JOB_TOKEN, HOME: tmpdir() });
+      const procs = Promise.all([0, 1].map((r) => run(node, [join(root, 'examples', 'browser', 'job-node.mjs')], plain(r))));
+      const page = await openJobPage(jobUrl(job, { size: 4, first: 2, ranks: 2 }));
+      const result = await page.result();
+      const rs = await procs;
+      for (const r of rs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+      expect(okRanks(rs).sort()).toEqual([0, 1]);
+      expect(result, await page.log()).toEqual({ ok: true, ranks: [2, 3] });
+      await page.tab.close();
     } finally {
       await job.close();
     }

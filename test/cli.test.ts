@@ -38,6 +38,14 @@ describe('webccl run', () => {
     expect(() => parseRunArgs(['-n', '0', 's.mjs'])).toThrow(/1\.\.64/);
     expect(parseRunArgs(['-n', '3', 's.mjs', '-x'])).toEqual({ nranks: 3, script: 's.mjs', args: ['-x'] });
   });
+
+  it('a launcher of one node of several takes MASTER_ADDR and MASTER_PORT when no flag names them; one of a single node does not', () => {
+    const env = { MASTER_ADDR: '10.1.2.3', MASTER_PORT: '8080' };
+    expect(parseRunArgs(['--nnodes', '2', '--node-rank', '1', 's.mjs'], env)).toMatchObject({ nodes: { nnodes: 2, nodeRank: 1, masterAddr: '10.1.2.3', masterPort: 8080 } });
+    expect(parseRunArgs(['--nnodes', '2', '--master-port', '9000', 's.mjs'], env)).toMatchObject({ nodes: { masterAddr: '10.1.2.3', masterPort: 9000 } });
+    expect(parseRunArgs(['-n', '4', 's.mjs'], env)).toEqual({ nranks: 4, script: 's.mjs', args: [] });
+    expect(() => parseRunArgs(['--nnodes', '2', 's.mjs'], { MASTER_PORT: 'http' })).toThrow(/MASTER_PORT needs a port in 1\.\.65535, got http/);
+  });
 });
 
 describe('one argument parser for every subcommand', () => {

@@ -13,7 +13,7 @@ export const ENV_VARS: Record<string, string> = {
   WEBCCL_KEEP_INPUT_MAX_BYTES: 'largest input, in bytes, that an allGather, allToAll, gather or scatter on one node stages through the slots instead of letting peers read it in place (default: one slot, WEBCCL_BUFFSIZE, when the ranks outnumber the cores, else 0)',
   WEBCCL_DIRECT_MAX_BYTES: 'largest allReduce, in bytes, that the tuner runs with the direct algorithm (default: the cost model\'s crossover)',
   WEBCCL_TOKEN: 'secret every rank of a job proves at rendezvous, the same on every node (default: a fresh one per webccl run --procs job; else a per-user file when the master is loopback)',
-  WEBCCL_TRANSPORT: 'tcp | ws: what carries the connections between nodes: TCP, or WebSocket (ws://, on each rank\'s own port, path /webccl-link); every rank of a job must agree (default tcp)',
+  WEBCCL_TRANSPORT: 'tcp | ws: what carries the connections between nodes: TCP, or WebSocket (ws://, on each rank\'s own port, path /webccl-link); every rank of a job must agree (default tcp, or ws when MASTER_PORT is webccl serve\'s own port)',
   WEBCCL_PIECE_BYTES: 'piece size, in bytes, of the ring allReduce across nodes, 4096..16777216; every rank must set the same (default: chosen per message by the cost model, 64 KiB..4 MiB)',
   WEBCCL_NCHANNELS: 'TCP connections per pair of ranks across nodes, 1..64 (default 2); an allReduce ring uses as many as the cost model picks',
   WEBCCL_SOCKET_IFNAME: 'network interface whose address peers dial, e.g. eth0 (default: loopback for a job on one machine, else the interface that reaches MASTER_ADDR)',
@@ -26,7 +26,7 @@ export const ENV_VARS: Record<string, string> = {
   WEBCCL_CHECK: '1: debug mode that fails an op (BUFFER_BUSY) whose buffers the program writes while it is in flight, found by hashing them at issue, start, between slices and at completion (default 0)',
   WEBCCL_PROGRESS: 'thread | caller | auto: who moves ops along: the node\'s progress thread (ops go on while the rank computes), the calling rank while it waits or polls, or chosen per op (default auto)',
   WEBCCL_TRACE: 'path of a Chrome-trace / Perfetto JSON timeline to write (one track per rank and per progress thread); unset: no trace',
-  WEBCCL_STORE_SERVED: '1: the job\'s rendezvous store is already served at MASTER_ADDR:MASTER_PORT (by webccl serve, for a job with browser ranks): world rank 0 joins it as a client instead of serving it; each run of the job finds it empty (default 0)',
+  WEBCCL_STORE_SERVED: '1: the job\'s rendezvous store is already served at MASTER_ADDR:MASTER_PORT (by webccl serve, for a job with browser ranks): world rank 0 joins it as a client instead of serving it; each run of the job finds it empty (default 0; not needed when MASTER_PORT is webccl serve\'s own port, where ranks find its store)',
   WEBCCL_JOB_ID: "name every rank of a job must share at rendezvous (default: the outer launcher's job id, else MASTER_ADDR:MASTER_PORT)",
 };
 

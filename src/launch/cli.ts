@@ -108,7 +108,7 @@ function integer(flag: string, v: string | undefined, what: string, min: number,
 }
 
 /** The arguments after `run`; 'help' when -h or --help comes before the script. Throws UsageError. */
-export function parseRunArgs(argv: string[]): RunArgs | 'help' {
+export function parseRunArgs(argv: string[], env: Record<string, string | undefined> = process.env): RunArgs | 'help' {
   // The first argument that is no flag nor a flag's value is the script; everything after it is the script's.
   const { given, help, positionals, rest } = parseFlags(argv, RUN_FLAGS, { error: UsageError, stopAtPositional: true });
   if (help) return 'help';
@@ -122,8 +122,13 @@ export function parseRunArgs(argv: string[]): RunArgs | 'help' {
   const nnodes = raw.nnodes ? integer(raw.nnodes.flag, raw.nnodes.value, 'a node count', 1, 1e9) : 1;
   const nodeRank = raw.nodeRank ? integer(raw.nodeRank.flag, raw.nodeRank.value, 'a node rank', 0, 1e9) : 0;
   if (nodeRank >= nnodes) throw new UsageError(`--node-rank ${nodeRank} is out of range for --nnodes ${nnodes} (expected 0..${nnodes - 1})`);
-  const masterPort = raw.masterPort && integer(raw.masterPort.flag, raw.masterPort.value, 'a port', 1, 65535);
-  let masterAddr = raw.masterAddr?.value?.replace(/^\[(.*)\]$/, '$1'); // "[::1]" is the address ::1
+  // A launcher of one node of several takes the store's address from MASTER_ADDR and MASTER_PORT
+  // when no flag names it, as every rank it starts would (not a launcher of one node: an exported
+  // MASTER_ADDR must not turn `webccl run -n 4` into a job over the network).
+  const fromEnv = nnodes > 1 && !procs;
+  const portArg = raw.masterPort ?? (fromEnv && env.MASTER_PORT ? { flag: 'MASTER_PORT', value: env.MASTER_PORT } : undefined);
+  const masterPort = portArg && integer(portArg.flag, portArg.value, 'a port', 1, 65535);
+  let masterAddr = (raw.masterAddr?.value ?? (fromEnv ? env.MASTER_ADDR || undefined : undefined))?.replace(/^\[(.*)\]$/, '$1'); // "[::1]" is the address ::1
   if (raw.masterAddr && (!masterAddr || /\s/.test(masterAddr))) {
     throw new UsageError(`--master-addr needs a host name or address, got ${JSON.stringify(raw.masterAddr.value ?? 'nothing')}`);
   }

@@ -13,6 +13,7 @@ import { log } from '../core/log.js';
 import type { TlsFiles } from '../core/config.js';
 import { TRACING } from '../core/trace.js';
 import type { WorldInit } from '../bootstrap/world.js';
+import type { CarrierName } from '../bootstrap/node/mesh-carrier.js';
 import { PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STOPPING } from '../progress/lanes.js';
 import { askHubToStop, hubEnded, hubState, hubStateAt, moveHub, netThreadExited } from '../progress/net-hub.js';
 import { stopWithin } from '../progress/thread-stop.js';
@@ -25,6 +26,8 @@ export interface NetProgressInit {
   memory: WebAssembly.Memory;
   world: Omit<WorldInit, 'storeFd' | 'storeServed'>;
   tls?: boolean | TlsFiles;
+  /** What carries the job's mesh: the rank's (WEBCCL_TRANSPORT, or ws for a job whose store webccl serve hosts). */
+  carrier: CarrierName;
   nchannels: number;
   ifname?: string;
   connectTimeoutMs: number;

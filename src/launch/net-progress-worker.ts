@@ -12,7 +12,6 @@ import { NetProgressHost } from '../progress/net-host.js';
 import { StoreClient } from '../bootstrap/node/store-client.js';
 import { meshAt } from '../bootstrap/node/rendezvous.js';
 import { NET_PROGRESS_MESH } from '../bootstrap/meet.js';
-import { carrierFromEnv } from '../bootstrap/node/mesh-carrier.js';
 import { agreeOnTuning } from '../comm/net-world.js';
 import { TransportSpaces } from '../transport/spaces.js';
 import { resolveWireTls } from '../wire/node/secure-socket.js';
@@ -36,7 +35,7 @@ async function main(): Promise<void> {
   await agreeOnTuning(store, world.rank);
   const mesh = await meshAt(store, {
     rank: world.rank, size: world.size, jobId: world.jobId, token: world.token, nchannels: d.nchannels, masterAddr: world.masterAddr,
-    ifname: d.ifname, tls, carrier: carrierFromEnv(tls), timeoutMs: d.connectTimeoutMs,
+    ifname: d.ifname, tls, carrier: d.carrier, timeoutMs: d.connectTimeoutMs,
   }, NET_PROGRESS_MESH);
   store.unref();
   parentPort!.postMessage({ ready: true });

@@ -15,6 +15,7 @@ import { type CarrierName, listenMesh } from './mesh-carrier.js';
 import { StoreClient } from './store-client.js';
 import { type StoreServer, refusalLine, startStoreServer } from './store-server.js';
 import { isLoopback } from './job-secrets.js';
+import { ServedElsewhere, type ServedJobInfo, askServedJob } from './served-store.js';
 import type { WorldInit } from '../world.js';
 import type { WireTls } from '../../wire/node/secure-socket.js';
 
@@ -33,6 +34,8 @@ export interface RendezvousOptions extends WorldInit {
   carrier?: CarrierName;
   /** This rank offers to run its ops on a network progress thread, in its mode (see meet.ts). */
   progress?: 'auto' | 'thread';
+  /** The job id was given (WEBCCL_JOB_ID): kept even where MASTER_PORT turns out to be webccl serve's. */
+  keepJobId?: boolean;
 }
 
 export interface Rendezvous {
@@ -43,6 +46,12 @@ export interface Rendezvous {
   progress: false | 'auto' | 'thread';
   store: StoreClient;
   server?: StoreServer;
+  /** What carries the mesh: the given carrier, else ws for a job webccl serve hosts, else tcp. */
+  carrier: CarrierName;
+  /** The job's id: the given one, or the one webccl serve hosts. */
+  jobId: string;
+  /** MASTER_PORT was webccl serve's HTTP port: the job it hosts (its store was joined). */
+  served?: ServedJobInfo;
 }
 
 /** How long rank 0 keeps the store up after failing, so the others can read why. */
@@ -73,21 +82,37 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
     if (r.kind === 'auth' && r.reason === AUTH_FAIL_REASONS[2]) wrongToken ??= r.remote;
     refusals.warn(refusalLine(where, r));
   };
+  // MASTER_PORT may be `webccl serve`'s own HTTP port (a job with browser ranks): rank 0 finds it
+  // taken and asks it, the others' store connections meet its silence and ask it; either way the
+  // rank then joins the store serve hosts, as its job (served-store.ts).
+  let served: ServedJobInfo | undefined;
   const server = o.rank === 0 && !o.storeServed
-    ? await startStoreServer({ host: o.masterAddr, port: o.masterPort, fd: o.storeFd, token: o.token, jobId: o.jobId, tls: o.tls, onReject }).catch((e: WebcclError) => {
-        throw within(e, 'rank 0 cannot serve the rendezvous store');
+    ? await startStoreServer({ host: o.masterAddr, port: o.masterPort, fd: o.storeFd, token: o.token, jobId: o.jobId, tls: o.tls, onReject }).catch(async (e: WebcclError) => {
+        if (e.code === 'ADDRESS_IN_USE' && !o.tls && o.storeFd === undefined && (served = await askServedJob(o.masterAddr, o.masterPort))) return undefined;
+        throw within(e, e.code === 'ADDRESS_IN_USE'
+          ? `rank 0 cannot serve the rendezvous store: another program holds MASTER_PORT=${o.masterPort} (give a free MASTER_PORT, or the port of a \`webccl serve --token\` to join the job it hosts)`
+          : 'rank 0 cannot serve the rendezvous store');
       })
     : undefined;
-  const store = await StoreClient.connect({ host: o.masterAddr, port: o.masterPort, token: o.token, jobId: o.jobId, timeoutMs: o.connectTimeoutMs, tls: o.tls }).catch((e: WebcclError) => {
-    throw within(e, `rank ${o.rank} cannot reach the rendezvous store at ${where}`);
+  const jobOf = (s: ServedJobInfo | undefined) => (s && !o.keepJobId ? s.jobId : o.jobId);
+  const connect = (s: ServedJobInfo | undefined) => StoreClient.connect({ host: o.masterAddr, port: s?.storePort ?? o.masterPort, token: o.token, jobId: jobOf(s), timeoutMs: o.connectTimeoutMs, tls: o.tls });
+  const store = await connect(served).catch((e: unknown) => {
+    if (!(e instanceof ServedElsewhere)) throw e;
+    served = e.info;
+    return connect(served);
+  }).catch((e: WebcclError) => {
+    throw within(e, `rank ${o.rank} cannot reach the rendezvous store at ${served ? hostPort(o.masterAddr, served.storePort) : where}`);
   });
+  const jobId = jobOf(served);
+  // Pages reach a job's other ranks over WebSocket only: a job webccl serve hosts runs on ws.
+  const carrier = o.carrier ?? (served ? 'ws' : 'tcp');
   let transport: Mesh | undefined;
   try {
-    const steps = { ...o, carrier: o.carrier ?? 'tcp' };
+    const steps = { ...o, jobId, carrier };
     await agreeOnSize(store, steps);
     await agreeOnCarrier(store, steps);
-    transport = await listenMesh(o.carrier ?? 'tcp', {
-      rank: o.rank, size: o.size, jobId: o.jobId, token: o.token, nchannels: o.nchannels, timeoutMs: o.connectTimeoutMs, tls: o.tls,
+    transport = await listenMesh(carrier, {
+      rank: o.rank, size: o.size, jobId, token: o.token, nchannels: o.nchannels, timeoutMs: o.connectTimeoutMs, tls: o.tls,
       host: listenHost(o.masterAddr, o.ifname, store.localAddress),
     });
     const tlsNote = o.tls ? `, TLS keyed by the ${o.tls.keyedBy === 'token' ? 'job token' : 'certificates'}` : '';
@@ -95,7 +120,7 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
     // From here the job's ops keep the process alive (their deadline timers); an idle mesh or
     // store must not keep a rank whose script has ended.
     for (const h of [transport, store, server]) h?.unref();
-    return { transport, nodeOf, progress, store, server };
+    return { transport, nodeOf, progress, store, server, carrier, jobId, ...(served && { served }) };
   } catch (e) {
     transport?.close();
     await tellAbort(store, o.rank, e);

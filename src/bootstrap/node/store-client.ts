@@ -9,6 +9,7 @@ import { type SessionOptions, type StoreConn, Retry, StoreSession, clientLimits,
 import { STORE_TLS_NOTICE } from './store-server.js';
 import { socketFlow } from './socket-flow.js';
 import { type WireTls, secureDialled } from '../../wire/node/secure-socket.js';
+import { SILENCE_MS, ServedElsewhere, askServedJob } from './served-store.js';
 
 export type { StoreValue } from '../store-session.js';
 
@@ -69,18 +70,35 @@ function attempt(o: { host: string; port: number; token: Uint8Array; jobId: stri
     const socket = net.connect({ host: o.host, port: o.port });
     socket.setNoDelay(true);
     let connected = false;
+    let heard = false;
     const timer = setTimeout(() => {
       socket.destroy();
       reject(new Retry(connected ? 'the connection was accepted but no store handshake came within the deadline (is another program using MASTER_PORT?)' : 'no answer within the deadline'));
     }, Math.min(Math.max(1, deadline - Date.now()), 0x7fffffff));
-    socket.on('error', (e: NodeJS.ErrnoException) => {
+    // A store greets at once; a port still silent after SILENCE_MS may be webccl serve's HTTP
+    // port, asked on a second connection while this one waits on (served-store.ts).
+    let asking: ReturnType<typeof setTimeout> | undefined;
+    const stop = () => {
       clearTimeout(timer);
+      clearTimeout(asking);
+    };
+    socket.on('error', (e: NodeJS.ErrnoException) => {
+      stop();
       reject(new Retry(e.code ?? e.message));
     });
     socket.once('connect', () => {
       connected = true;
+      if (!o.tls) {
+        socket.once('data', () => (heard = true));
+        asking = setTimeout(() => void askServedJob(o.host, o.port).then((served) => {
+          if (!served || heard || socket.destroyed) return;
+          stop();
+          socket.destroy();
+          reject(new ServedElsewhere(served));
+        }), SILENCE_MS);
+      }
       secureDialled(o.tls, socket, { notice: STORE_TLS_NOTICE, where: `store at ${o.where}`, timeoutMs: deadline - Date.now() })
-        .then((s) => StoreClient.handshake(s, o)).then(resolve, reject).finally(() => clearTimeout(timer));
+        .then((s) => StoreClient.handshake(s, o)).then(resolve, reject).finally(stop);
     });
   });
 }

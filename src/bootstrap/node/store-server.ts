@@ -323,8 +323,15 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       }
     };
     send({ type: 'hello', version: VERSION, maxValueBytes: maxValue, nonce: challenge.nonce });
+    let first = true;
     return {
-      data: (chunk) => guarded(() => parser.push(chunk)),
+      data: (chunk) => {
+        // An HTTP request is a rank asking whether this port is webccl serve's (served-store.ts),
+        // sent when the store was slow to greet it (a port listening before its store started):
+        // let go quietly, no refused peer. (No store frame starts so: its length would be ~1 GiB.)
+        if (first && (first = false, isHttpGet(chunk))) return hangUp();
+        guarded(() => parser.push(chunk));
+      },
       close: () => {
         clearTimeout(authTimer);
         parser.close();
@@ -393,4 +400,9 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
         for (const c of conns) c.destroy();
       }),
   };
+}
+
+/** Whether a connection's first bytes are an HTTP GET. */
+function isHttpGet(chunk: Uint8Array): boolean {
+  return chunk.length >= 4 && chunk[0] === 0x47 && chunk[1] === 0x45 && chunk[2] === 0x54 && chunk[3] === 0x20;
 }

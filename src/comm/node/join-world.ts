@@ -48,7 +48,7 @@ export function worldFromEnv(env: Record<string, string | undefined>): WorldInit
 }
 
 export async function joinWorld(input: JoinWorldInput): Promise<Communicator | undefined> {
-  const world = input.world ?? worldFromEnv(process.env);
+  let world = input.world ?? worldFromEnv(process.env);
   if (!world) return undefined;
   const node = input.node ?? createNode({ nranks: 1 });
   if (world.size === node.nranks) return undefined; // every rank on this node: shared memory only
@@ -61,15 +61,20 @@ export async function joinWorld(input: JoinWorldInput): Promise<Communicator | u
   const nchannels = envNumber('WEBCCL_NCHANNELS') ?? DEFAULT_NCHANNELS;
   if (!Number.isInteger(nchannels) || nchannels < 1 || nchannels > 64) fail('INVALID_ARGUMENT', `WEBCCL_NCHANNELS=${nchannels}: expected an integer in 1..64`);
   const tls = resolveWireTls(opts.tls, checkSecrets(world.token, world.jobId), world.jobId);
-  const carrier = carrierFromEnv(tls);
+  // Unset, the carrier is the job's to choose: tcp, or ws when its store is webccl serve's.
+  const givenCarrier = envString('WEBCCL_TRANSPORT') === undefined ? undefined : carrierFromEnv(tls);
   const connectTimeoutMs = envNumber('WEBCCL_CONNECT_TIMEOUT_MS') ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const oneHost = isLoopback(world.masterAddr);
   // The rank offers a network progress thread (the job takes it if every rank offers).
   const progress = canStartNetProgress() ? netThreadOffer(opts.progress) : undefined;
-  const rv = await rendezvous({ ...world, tls, carrier, nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'), connectTimeoutMs, progress });
+  const rv = await rendezvous({ ...world, tls, carrier: givenCarrier, nodeKey: node.key, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'), connectTimeoutMs, progress,
+    keepJobId: envString('WEBCCL_JOB_ID') !== undefined });
+  // MASTER_PORT was `webccl serve`'s own port: the job is the one serve hosts (served-store.ts).
+  if (rv.served) world = { ...world, masterPort: rv.served.storePort, jobId: rv.jobId, storeServed: true };
+  const carrier = rv.carrier;
   const { storeFd: _fd, storeServed: _served, ...jobWorld } = world;
   const startNetProgress = () => startNetProgressThread({
-    memory: node.memory, world: jobWorld, tls: opts.tls, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'), connectTimeoutMs, oneHost,
+    memory: node.memory, world: jobWorld, tls: opts.tls, carrier, nchannels, ifname: envString('WEBCCL_SOCKET_IFNAME'), connectTimeoutMs, oneHost,
     cores: opts.cores ?? availableParallelism(), simd: ctx.core.simd, hub: newHub(ctx), localRank,
   });
   const remesh = (prefix: string, rank: number, size: number) => meshAt(rv.store, {

@@ -66,7 +66,8 @@ export async function startServe(o: ServeOptions): Promise<Served> {
   }
   let http: StaticServer;
   try {
-    http = await startStaticServer(o);
+    // (its /webccl-job names the store, so that Node ranks given serve's own port find it)
+    http = await startStaticServer({ ...o, ...(store && { job: { jobId: o.store!.jobId, storePort: store.port } }) });
   } catch (e) {
     await store?.close();
     throw e;

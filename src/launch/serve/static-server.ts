@@ -7,6 +7,7 @@ import { createReadStream, realpathSync, statSync } from 'node:fs';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import { dirname, extname, join, sep } from 'node:path';
 import { WebcclError } from '../../core/errors.js';
+import { JOB_INFO_PATH, type ServedJobInfo } from '../../bootstrap/node/served-store.js';
 
 /** The headers that make a page cross-origin isolated (and let it load this server's files). */
 export const ISOLATION_HEADERS = {
@@ -30,6 +31,8 @@ export interface StaticServerOptions {
   port?: number;
   /** The browser build served at /webccl.js (and its source map at /webccl.js.map). */
   browserBuild: string;
+  /** The job hosted beside the files, answered at /webccl-job (served-store.ts); absent: 404. */
+  job?: ServedJobInfo;
 }
 
 export interface StaticServer {
@@ -51,7 +54,7 @@ export async function startStaticServer(o: StaticServerOptions): Promise<StaticS
     throw new WebcclError('INVALID_ARGUMENT', `serve: ${o.dir} is not a directory (${(e as Error).message})`, { dir: o.dir });
   }
   const host = o.host ?? '127.0.0.1';
-  const server = createServer((req, res) => respond(req, res, root, o.browserBuild));
+  const server = createServer((req, res) => respond(req, res, root, o.browserBuild, o.job));
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e: NodeJS.ErrnoException) => reject(e.code === 'EADDRINUSE'
       ? new WebcclError('ADDRESS_IN_USE', `serve: ${host}:${o.port ?? 0} is in use`, { host, port: o.port })
@@ -72,7 +75,7 @@ function closeServer(server: Server): Promise<void> {
 /** Served from beside the browser build: the progress threads' worker scripts, which index.js loads from its own directory. */
 const BESIDE_BUILD = ['/progress-worker.js', '/net-progress-worker.js'];
 
-function respond(req: IncomingMessage, res: ServerResponse, root: string, browserBuild: string): void {
+function respond(req: IncomingMessage, res: ServerResponse, root: string, browserBuild: string, job: ServedJobInfo | undefined): void {
   const fail = (status: number, why: string): void => void res.writeHead(status, { ...ISOLATION_HEADERS, 'content-type': 'text/plain; charset=utf-8' }).end(`${status} ${why}\n`);
   if (req.method !== 'GET' && req.method !== 'HEAD') return void res.writeHead(405, { ...ISOLATION_HEADERS, allow: 'GET, HEAD' }).end();
   let path: string;
@@ -82,6 +85,9 @@ function respond(req: IncomingMessage, res: ServerResponse, root: string, browse
     return fail(400, 'bad path');
   }
   if (path.includes('\0') || path.split('/').includes('..')) return fail(403, 'outside the served directory');
+  if (path === JOB_INFO_PATH && job) {
+    return void res.writeHead(200, { ...ISOLATION_HEADERS, 'content-type': 'application/json', 'cache-control': 'no-store' }).end(req.method === 'HEAD' ? undefined : JSON.stringify(job));
+  }
   let file: string;
   if (path === '/webccl.js' || path === '/webccl.js.map') file = path.endsWith('.map') ? `${browserBuild}.map` : browserBuild;
   // The scripts /webccl.js starts as its progress threads, found beside it (import.meta.url).
