@@ -221,9 +221,11 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
     return (this.p2p?.poll() ?? false) || serveOthers(this);
   }
 
-  /** Moves queued collectives along without blocking (a p2p wait lends its time). */
-  private serveCollectives(): void {
-    while (this.queue.length && this.step(this.queue[0], false));
+  /** Moves queued collectives along without blocking (a p2p wait lends its time); true when one ended. */
+  private serveCollectives(): boolean {
+    let moved = false;
+    while (this.queue.length && this.step(this.queue[0], false)) moved = true;
+    return moved;
   }
 
   /** QueueServer: what only this thread moves (its collectives, its send/recv). */
@@ -233,8 +235,7 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
 
   /** QueueServer: moves them along without blocking (another communicator's wait lends its time). */
   serveQueued(): boolean {
-    let moved = false;
-    while (this.queue.length && this.step(this.queue[0], false)) moved = true;
+    const moved = this.serveCollectives();
     return (this.p2p?.poll() ?? false) || moved;
   }
 
