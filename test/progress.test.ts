@@ -20,7 +20,7 @@ import { WebcclError } from '../src/core/errors.js';
 const SCRIPT = fileURLToPath(new URL('./ranks/scenario.mjs', import.meta.url));
 
 describe('ops progress while their ranks compute', () => {
-  // auto: each op follows one not waited for (after a waited op, auto holds the next one until the rank's next call).
+  // auto: each op follows one not waited for (a burst), in turn a small one and a large one.
   for (const [n, mode] of [[2, 'auto'], [4, 'thread'], [8, 'auto']] as const) {
     it(`${n} thread ranks, WEBCCL_PROGRESS=${mode}: every collective ends during a compute loop that never calls webccl`, async () => {
       const { result, reports } = await runScenario(n, 'progressOverlap', { count: 40_000, busyMs: n > 4 ? 3000 : 1500, lead: mode === 'auto' }, { env: { WEBCCL_PROGRESS: mode } });
@@ -28,27 +28,30 @@ describe('ops progress while their ranks compute', () => {
       for (const [r, [rep]] of reports.entries()) {
         expect(rep.wrong, `rank ${r}`).toEqual([]);
         expect(rep.during.filter((d: string) => !/: true( \(lead true\))?$/.test(d)), `rank ${r}`).toEqual([]);
-        expect(rep.threadOps).toBeGreaterThanOrEqual(12);
+        // auto: the barriers start on their rank at issue, and end there (their peers post theirs)
+        expect(rep.threadOps).toBeGreaterThanOrEqual(mode === 'auto' ? 10 : 12);
       }
     });
   }
 
-  it('auto: an op issued right after a waited one is held, unstarted, until the rank calls webccl again (here: isCompleted() after the compute)', async () => {
-    const busyMs = 50;
-    const { result, reports } = await runScenario(2, 'progressOverlap', { count: 1000, busyMs }, { env: { WEBCCL_PROGRESS: 'auto' } });
+  it('auto: an op held at issue (its rank waited for the last at once) and then left alone starts on the thread while its rank computes', async () => {
+    // The seed's pattern: waited ops, then one issued and left alone during a compute that never
+    // calls webccl. The hold is bounded: the thread takes the op HOLD_MS after it first sees it.
+    const busyMs = 200;
+    const { result, reports } = await runScenario(2, 'progressOverlap', { count: 20_000, busyMs }, { env: { WEBCCL_PROGRESS: 'auto' } });
     expect(result.failure?.message).toBeUndefined();
     for (const [r, [rep]] of reports.entries()) {
       expect(rep.wrong).toEqual([]);
-      // Each op held at issue started only once isCompleted() released it, not during the compute
-      // it was issued before (how soon it then ended depends on the scheduler: not checked).
+      expect(rep.during.filter((d: string) => !d.endsWith(': true')), `rank ${r}`).toEqual([]);
       // Whether an op is held depends on the rank's previous wait coming within 0.5 ms of its
-      // issue: a rank descheduled in between (2 busy cores) is rightly judged to compute, and
-      // its op goes to the thread at once. Most ops are held; every held one must wait.
+      // issue (a rank descheduled in between is judged to compute, and its op goes to the thread
+      // at once); plain buffers this large are handed over with their copies. Every held op must
+      // have started in the first half of the compute (how soon depends on the scheduler).
       expect(rep.startedAfterCall).toHaveLength(12);
       const held = rep.startedAfterCall.filter((d: string) => d.includes(' held: '));
-      expect(held.length, `rank ${r}: ${rep.startedAfterCall}`).toBeGreaterThanOrEqual(6);
-      const early = held.filter((d: string) => Number(d.split(': ')[1]) < -busyMs / 2);
-      expect(early, `rank ${r}`).toEqual([]);
+      expect(held.length, `rank ${r}: ${rep.startedAfterCall}`).toBeGreaterThanOrEqual(3);
+      const late = held.filter((d: string) => Number(d.split(': ')[1]) > -busyMs / 2);
+      expect(late, `rank ${r}`).toEqual([]);
     }
   });
 
@@ -56,8 +59,8 @@ describe('ops progress while their ranks compute', () => {
     const { result, reports } = await runScenario(2, 'flightOnce', {}, { env: { WEBCCL_PROGRESS: 'auto' } });
     expect(result.failure?.message).toBeUndefined();
     for (const [r, [rep]] of reports.entries()) {
-      // initCommGroup's barrier (seq 0), then 10 ops: every seq once, in order, all done.
-      expect(rep.seqs, `rank ${r}`).toEqual(Array.from({ length: 11 }, (_, i) => i));
+      // initCommGroup's barrier (seq 0), then 13 ops: every seq once, in order, all done.
+      expect(rep.seqs, `rank ${r}`).toEqual(Array.from({ length: 14 }, (_, i) => i));
       expect(rep.states).toEqual(['done']);
       expect(rep.heldOps).toBeGreaterThanOrEqual(1);
       expect(rep.threadOps).toBeGreaterThanOrEqual(1);

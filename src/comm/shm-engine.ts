@@ -129,6 +129,28 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
     return this.queue.length;
   }
 
+  /**
+   * Runs the queued collectives until none is left, sleeping on the doorbell between steps, for
+   * at most `ms`: true when none is left. For ops of one exchange that this rank started at
+   * issue, whose peers are issuing them too (thread-engine.ts hands the next op on after them).
+   */
+  settleQueued(ms: number): boolean {
+    const until = performance.now() + ms;
+    while (this.queue.length) {
+      const q = this.queue[0];
+      if (this.step(q, false)) continue;
+      const left = until - performance.now();
+      if (left <= 0) return false;
+      if (!this.ctx.canBlock) continue; // (a page's main thread: it looks again, for at most `ms`)
+      try {
+        this.runner.sleep(q, undefined, left);
+      } catch (e) {
+        this.settleFailed(q, e);
+      }
+    }
+    return true;
+  }
+
   pending(): number {
     return this.queue.length + (this.p2p?.pending() ?? 0);
   }

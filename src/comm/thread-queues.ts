@@ -54,5 +54,6 @@ export function serveOthers(self: unknown): boolean {
 
 /** The rank calls webccl on `self`: the other engines' held ops go on (QueueServer.releaseHold). */
 export function releaseHoldsElsewhere(self: unknown): void {
+  if (servers.size < 2) return; // (every op pays for this look)
   for (const s of servers) if (s !== self) s.releaseHold?.();
 }

@@ -27,6 +27,7 @@ export const N = {
   PROGRESS_BELL: 48, // bumped and notified when a rank posts an op for the progress thread (it sleeps on it)
   LANES: 52, // address of the progress thread's lane table (0 until a rank first posts to it)
   PROGRESS_SLEEP: 56, // the doorbell word the progress thread sleeps on instead of PROGRESS_BELL (0: none); posts ring it too
+  PROGRESS_LOOK: 60, // 1 while the progress thread looks at every lane at least every HOLD_MS unrung (a hold needs no ring), else 0
   LEFT: 64, // MAX_RANKS words: 1 once that rank's thread has ended (its launcher sets it)
   REASON: 320, // why the node was aborted: REASON_BYTES of text (see core/reason-text.ts)
   HEADER_BYTES: 576,

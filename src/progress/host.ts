@@ -19,8 +19,9 @@ import { ShmEngine } from '../comm/shm-engine.js';
 import { Work } from '../comm/work.js';
 import { REFUSED, hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 import {
-  L, LANE_BYTES, TABLE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STARTING, PROGRESS_STOPPING, T, type PostedOp, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, laneAt, ownerAt, slotState, laneTable, stillListed, turnAt, readSlot, slotAt, writeOutcome,
+  L, LANE_BYTES, TABLE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STARTING, PROGRESS_STOPPING, HOLD_MS, T, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, laneAt, ownerAt, slotState, laneTable, stillListed, turnAt, slotAt,
 } from './lanes.js';
+import { type SlotViews, readPosted, slotViews, writeOutcome } from './slot-codec.js';
 
 /** What an op its rank took back ends as: settled, with no outcome to write. */
 const RECLAIMED = new Work('allReduce', -1, REFUSED, true);
@@ -32,6 +33,13 @@ const BUSY_SLICE_MS = 1;
 const DOORBELL_SLICE_MS = 20;
 /** Longest sleep with no lane open: how often it looks whether every rank has left. */
 const IDLE_SLICE_MS = 200;
+/**
+ * How long after it last saw an op within its grace (held, or posted with one) it keeps looking
+ * at every lane each HOLD_MS without being rung: a rank that waits for its ops at once holds
+ * one after another, and a ring for each would cost it a wake-up call apiece. Short: on a
+ * machine whose every core runs a rank, each look takes a core from a rank for a while.
+ */
+const LINGER_MS = 0.6;
 
 interface Hosted {
   addr: number;
@@ -45,6 +53,11 @@ interface Hosted {
   ended: number;
   /** The node rank of this lane's rank (its LEFT word). */
   local: number;
+  /** Its L.HOLDS at the last look. */
+  holds: number;
+  /** The hold it saw last (its L.HOLD tag), and when it first saw it (this thread's ms). */
+  holdTag: number;
+  holdSeenAt: number;
 }
 
 export interface HostOptions {
@@ -70,6 +83,9 @@ class ProgressHost {
   private readonly track = traceTrack('progress thread');
   /** The soonest an op within its grace may be taken (ms from now; Infinity: none waits). */
   private nextGrace = Infinity;
+  /** When it last saw an op within its grace (this thread's ms): it lingers for LINGER_MS after. */
+  private graceSeenAt = -Infinity;
+  private slots: SlotViews | undefined;
 
   constructor(private readonly memory: WebAssembly.Memory, private readonly o: HostOptions) {
     this.heap = new NodeHeap(memory, { canBlock: true });
@@ -81,6 +97,12 @@ class ProgressHost {
 
   private i32(): Int32Array {
     return new Int32Array(freshBuffer(this.memory));
+  }
+
+  /** Views that reach `h`'s lane (renewed when the lane lies past the last ones: the memory grew for it). */
+  private views(h: Hosted): SlotViews {
+    if (!this.slots || this.slots.i32.byteLength < h.addr + LANE_BYTES) this.slots = slotViews(this.memory);
+    return this.slots;
   }
 
   run(): void {
@@ -103,6 +125,7 @@ class ProgressHost {
       if (Atomics.load(i32, (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_STOPPING) break;
       this.sleep(bell, busy);
     }
+    Atomics.store(this.i32(), (NODE_BASE + N.PROGRESS_LOOK) >> 2, 0);
     const stopped = Atomics.load(this.i32(), (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_STOPPING;
     traceFlush();
     progressEnded(this.memory, stopped && [...this.lanes.values()].some((h) => h.works.length) ? 'stopped by the one that started it, with ops in hand' : '');
@@ -115,10 +138,12 @@ class ProgressHost {
    */
   private sleep(bell: number, busy: boolean): void {
     const bellAt = (NODE_BASE + N.PROGRESS_BELL) >> 2;
+    const cap = this.lookCap();
+    if (cap === 0) return;
     const held = [...this.lanes.values()].filter((h) => h.works.length);
     const comm = held.length && held.every((h) => h.comm === held[0].comm) ? held[0].comm : 0;
     if (!comm) {
-      Atomics.wait(this.i32(), bellAt, bell, Math.min(this.nextGrace, busy ? BUSY_SLICE_MS : IDLE_SLICE_MS));
+      Atomics.wait(this.i32(), bellAt, bell, Math.min(this.nextGrace, cap, busy ? BUSY_SLICE_MS : IDLE_SLICE_MS));
       return;
     }
     const i32 = this.i32();
@@ -132,11 +157,32 @@ class ProgressHost {
           const step = this.i32()[(desc + D.WAIT_VAL) >> 2];
           if (h.engine.stepReached(desc, step)) return null;
         }
-        return Math.min(this.nextGrace, DOORBELL_SLICE_MS);
+        return Math.min(this.nextGrace, cap, DOORBELL_SLICE_MS);
       });
     } finally {
       Atomics.store(this.i32(), (NODE_BASE + N.PROGRESS_SLEEP) >> 2, 0);
     }
+  }
+
+  /**
+   * The longest it may sleep unrung: HOLD_MS while it lingers (ranks then hold ops without
+   * ringing: PROGRESS_LOOK is 1), else no bound, once it has said so and found no op held or
+   * posted meanwhile (0: one was; look again). A rank stores its hold, then reads the word; this
+   * thread stores the word, then reads the holds: one of the two sees the other's store.
+   */
+  private lookCap(): number {
+    const i32 = this.i32();
+    const lookAt = (NODE_BASE + N.PROGRESS_LOOK) >> 2;
+    if (performance.now() - this.graceSeenAt < LINGER_MS) {
+      Atomics.store(i32, lookAt, 1);
+      return HOLD_MS;
+    }
+    if (Atomics.load(i32, lookAt) === 0) return Infinity;
+    Atomics.store(i32, lookAt, 0);
+    for (const h of this.lanes.values()) {
+      if (Atomics.load(i32, (h.addr + L.HOLD) >> 2) !== 0 || Atomics.load(i32, (h.addr + L.POSTED) >> 2) !== h.taken) return 0;
+    }
+    return Infinity;
   }
 
   /** Fails every op it holds (its thread is failing) and says so to every rank. */
@@ -195,7 +241,7 @@ class ProgressHost {
     // It never blocks inside one lane: each wait spins only its short try before the next lane.
     setSpin(ctx, defaultSpinUs(size, this.o.cores));
     const counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
-    return { addr, rank, comm, size, engine: new ShmEngine(ctx, counters, undefined, 0, false), works: [], taken: 0, ended: 0, local: localOf[rank] };
+    return { addr, rank, comm, size, engine: new ShmEngine(ctx, counters, undefined, 0, false), works: [], taken: 0, ended: 0, local: localOf[rank], holds: 0, holdTag: 0, holdSeenAt: 0 };
   }
 
   private core(simd: boolean): { core: WasmCore; pollsPerUs: number } {
@@ -221,7 +267,8 @@ class ProgressHost {
       return { moved: true };
     }
     let moved = false;
-    const posted = Atomics.load(i32, (h.addr + L.POSTED) >> 2);
+    let posted = Atomics.load(i32, (h.addr + L.POSTED) >> 2);
+    if (h.taken === posted) posted = this.takeHold(h, i32, posted);
     for (; h.taken < posted; h.taken++) {
       const w = this.take(h, slotAt(h.addr, h.taken));
       if (!w) break; // within its grace: its rank may still take it back
@@ -240,16 +287,50 @@ class ProgressHost {
   }
 
   /**
+   * The op a rank holds (written in slot `posted`, not counted) once it has been held HOLD_MS
+   * since this thread first saw it: this thread counts it posted, unless its rank took it first (both move the tag to 0; whoever
+   * does owns it). Returns the count of posted ops.
+   */
+  private takeHold(h: Hosted, i32: Int32Array, posted: number): number {
+    const holds = Atomics.load(i32, (h.addr + L.HOLDS) >> 2);
+    const at = (h.addr + L.HOLD) >> 2;
+    const tag = Atomics.load(i32, at);
+    if (holds !== h.holds) {
+      h.holds = holds; // its rank held ops since the last look, whether or not one is held now
+      this.graceSeenAt = performance.now();
+    }
+    if (tag === 0) return posted;
+    const now = performance.now();
+    this.graceSeenAt = now;
+    // Timed by this thread's clock from when it first saw the hold: nothing per op for its rank to write.
+    if (tag !== h.holdTag) {
+      h.holdTag = tag;
+      h.holdSeenAt = now;
+    }
+    const early = h.holdSeenAt + HOLD_MS - now;
+    if (early > 0) {
+      this.nextGrace = Math.min(this.nextGrace, early);
+      return posted;
+    }
+    if (Atomics.compareExchange(i32, at, tag, 0) !== tag) return Atomics.load(i32, (h.addr + L.POSTED) >> 2);
+    // Its rank counts it too when it finds the tag gone (whichever is first).
+    Atomics.compareExchange(i32, (h.addr + L.POSTED) >> 2, posted, posted + 1);
+    return posted + 1;
+  }
+
+  /**
    * The op in `slot`, submitted to the lane's engine (or ended at once: its rank took it back to
    * run it itself); null while the op is within its grace (see PostedOp.graceUntil).
    */
   private take(h: Hosted, slot: number): Work | null {
     // Taken back already (a rank that waits at once): ends with nothing to read or write.
     if (slotState(this.memory, slot) === SLOT_RECLAIMED) return RECLAIMED;
-    const { input, output, value: p } = readSlot<PostedOp>(this.memory, slot);
-    const early = p.graceUntil - (performance.timeOrigin + performance.now());
+    const { input, output, value: p } = readPosted(this.memory, this.views(h), slot);
+    const now = performance.now();
+    const early = p.graceUntil - (performance.timeOrigin + now);
     if (early > 0 && slotState(this.memory, slot) === SLOT_POSTED) {
       this.nextGrace = Math.min(this.nextGrace, early);
+      this.graceSeenAt = now;
       return null;
     }
     if (!claimSlot(this.memory, slot, SLOT_TAKEN)) return refusedWork(p.name, p.seq);
@@ -264,7 +345,7 @@ class ProgressHost {
   }
 
   private end(h: Hosted, w: Work): void {
-    if (w !== RECLAIMED) writeOutcome(this.memory, slotAt(h.addr, h.ended), outcomeOf(w));
+    if (w !== RECLAIMED) writeOutcome(this.memory, this.views(h), slotAt(h.addr, h.ended), outcomeOf(w));
     h.ended++;
     const i32 = this.i32();
     Atomics.store(i32, (h.addr + L.DONE) >> 2, h.ended);

@@ -9,7 +9,8 @@ import { sameView } from '../comm/buffers.js';
 import type { RankContext } from '../comm/context.js';
 import type { OpSpec } from '../comm/engine.js';
 import type { Work } from '../comm/work.js';
-import { type OpOutcome, T, laneTable, readSlot } from './lanes.js';
+import { type OpOutcome, T, laneTable } from './lanes.js';
+import { type SlotViews, readOutcome } from './slot-codec.js';
 import { stageCopy } from './lane-life.js';
 
 /** An op posted through a lane, with the heap blocks holding copies of its plain buffers (0: used in place). */
@@ -31,16 +32,17 @@ export function stageOp(ctx: RankContext, s: OpSpec): Pick<LaneOp, 'stagedIn' | 
 }
 
 /** Frees an op's copies. */
-export function unstage(ctx: RankContext, t: LaneOp): void {
+export function unstage(ctx: RankContext, t: Pick<LaneOp, 'stagedIn' | 'stagedOut'>): void {
   if (t.stagedIn) ctx.heap.free(t.stagedIn);
   if (t.stagedOut && t.stagedOut !== t.stagedIn) ctx.heap.free(t.stagedOut);
-  t.stagedIn = t.stagedOut = 0;
+  if (t.stagedIn || t.stagedOut) t.stagedIn = t.stagedOut = 0;
 }
 
 /** Reads `t`'s outcome from `slot`: its result copied out of its copy, the copies freed; the error it ends with, if any. */
-export function readBack(ctx: RankContext, slot: number, t: LaneOp): { o: OpOutcome; err: WebcclError | undefined } {
+/** (`v`: views that reach the slot.) */
+export function readBack(ctx: RankContext, v: SlotViews, slot: number, t: LaneOp): { o: OpOutcome; err: WebcclError | undefined } {
   const mem = ctx.core.memory;
-  const { value: o } = readSlot<OpOutcome>(mem, slot);
+  const o = readOutcome(mem, v, slot);
   let err = o.error && new WebcclError(o.error.code, o.error.message, o.error.details);
   if (!err && t.stagedOut && t.spec.output) {
     try {

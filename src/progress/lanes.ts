@@ -74,13 +74,24 @@ export const L = {
   AWAITED_LIST: 44,
   ABORT_SENT: 60, // 1 once the thread has aborted the communicator (its peers are told)
   LOCAL_OF: 64, // SIZE bytes: the node rank of each communicator rank
-  SLOTS: 128,
+  // Lanes of the node's progress thread only: an op held for its rank (thread-engine.ts hold),
+  // written in slot POSTED but not counted; 0, or a tag that whoever takes the op moves to 0.
+  HOLD: 128,
+  HOLDS: 132, // ops its rank has held so far (the thread lingers while this moves: host.ts LINGER_MS)
+  SLOTS: 192,
 } as const;
 /** Ranks a lane names as awaited (words 44..59). */
 export const AWAITED_SHOWN = 4;
 export const LANE_OPEN = 0;
 export const LANE_CLOSING = 1;
 export const LANE_DETACHED = 2;
+
+/**
+ * The longest the node's progress thread leaves an op alone for its rank ('auto' progress): a
+ * rank that waits at once takes it back in that time and runs it itself, without a hand-off; an
+ * op left unwaited (its rank computes) starts on the thread after at most about this long.
+ */
+export const HOLD_MS = 0.25;
 
 /** Ops a lane holds at once; more wait on their rank until a slot frees. */
 export const LANE_SLOTS = 256;
@@ -182,7 +193,7 @@ export function claimSlot(memory: WebAssembly.Memory, slot: number, to: number):
 }
 
 /** Writes an outcome, shortening its text rather than losing it (an error's details may be long). */
-export function writeOutcome(memory: WebAssembly.Memory, slot: number, value: { error?: { message: string; details: unknown } }): void {
+export function writeOutcomeText(memory: WebAssembly.Memory, slot: number, value: { error?: { message: string; details: unknown } }): void {
   if (writeSlot(memory, slot, 0, 0, value, SLOT_ENDED) || !value.error) return;
   const short = { ...value, error: { ...value.error, details: { truncated: true }, message: new TextDecoder().decode(boundedUtf8(value.error.message, 2048)) } };
   writeSlot(memory, slot, 0, 0, short, SLOT_ENDED);

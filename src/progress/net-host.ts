@@ -23,7 +23,8 @@ import { groupContext, releaseCommBlock } from '../comm/shm-block.js';
 import { hubBellAt, hubState } from './net-hub.js';
 import type { NetLaneConfig } from './net-lane.js';
 import type { Work } from '../comm/work.js';
-import { AWAITED_SHOWN, L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, type PostedOp, SLOT_TAKEN, claimSlot, laneAt, laneTable, ownerAt, readSlot, slotAt, stillListed, turnAt, writeOutcome } from './lanes.js';
+import { AWAITED_SHOWN, L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, SLOT_TAKEN, claimSlot, laneAt, laneTable, ownerAt, slotAt, stillListed, turnAt } from './lanes.js';
+import { readPosted, slotViews, writeOutcome } from './slot-codec.js';
 import { abortAsked, readNetLaneConfig } from './net-lane.js';
 import { hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 
@@ -187,7 +188,7 @@ export class NetProgressHost {
 
   /** The op in `slot`, submitted to the lane's engine (or failed at once, as the engine refuses it). */
   private take(h: Hosted, slot: number): Work {
-    const { input, output, value: p } = readSlot<PostedOp>(this.i.memory, slot);
+    const { input, output, value: p } = readPosted(this.i.memory, slotViews(this.i.memory), slot);
     claimSlot(this.i.memory, slot, SLOT_TAKEN);
     const trace = TRACING ? new OpTrace(this.track, { collective: p.name, bytes: p.count * DTYPE_SIZE[p.dtype], dtype: p.dtype, rank: h.rank, communicator: `space ${h.space}`, ranks: h.size }) : undefined;
     try {
@@ -204,7 +205,7 @@ export class NetProgressHost {
     while (h.works.length && h.works[0].settled) {
       const w = h.works.shift()!;
       if (w.failure) log('INFO', `network progress thread: ${w.name} #${w.seq} failed: ${w.failure.message}`);
-      writeOutcome(this.i.memory, slotAt(h.addr, h.ended), outcomeOf(w));
+      writeOutcome(this.i.memory, slotViews(this.i.memory), slotAt(h.addr, h.ended), outcomeOf(w));
       h.ended++;
       Atomics.store(i32, (h.addr + L.DONE) >> 2, h.ended);
       Atomics.notify(i32, (h.addr + L.DONE) >> 2);

@@ -14,7 +14,8 @@ import { type Engine, type OpCounters, type OpSpec, addCounts, countDone, isP2p 
 import type { NetEngine } from '../comm/net-engine.js';
 import { FlightRecorder } from '../comm/flight-recorder.js';
 import { Work, type WorkDriver } from '../comm/work.js';
-import { AWAITED_SHOWN, L, LANE_SLOTS, type OpOutcome, PROGRESS_GONE, PROGRESS_RUNNING, postedOp, slotAt, writeSlot } from './lanes.js';
+import { AWAITED_SHOWN, L, LANE_BYTES, LANE_SLOTS, type OpOutcome, PROGRESS_GONE, PROGRESS_RUNNING, postedOp, slotAt } from './lanes.js';
+import { type SlotViews, slotViews, writePosted } from './slot-codec.js';
 import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
 import { closeLane } from './lane-life.js';
 import { hubReason, hubState, onThreadLost, ringHub } from './net-hub.js';
@@ -63,6 +64,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
   readonly progressMode: 'auto' | 'thread';
 
   private readonly recorder: FlightRecorder;
+  private slots: SlotViews | undefined;
   /** Takes back what the thread's loss would do (the communicator is closed: its block may be reused). */
   private unhook: (() => void) | undefined;
 
@@ -270,6 +272,12 @@ export class NetProxyEngine implements Engine, WorkDriver {
     return new Int32Array(freshBuffer(this.ctx.core.memory));
   }
 
+  /** Views that reach the lane's slots (made once the lane is open). */
+  private views(): SlotViews {
+    if (!this.slots || this.slots.i32.byteLength < this.lane + LANE_BYTES) this.slots = slotViews(this.ctx.core.memory);
+    return this.slots;
+  }
+
   private threadRuns(): boolean {
     return hubState(this.ctx.core.memory, this.hub) === PROGRESS_RUNNING;
   }
@@ -282,7 +290,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
       const s = t.spec;
       // The call's algorithm option rides unchecked: the thread's engine judges it, as the rank's would.
       const p = postedOp(s, t.seq, s.algo as never, s.timeoutMs ?? this.c.timeoutMs, 0, t.inPlace);
-      if (!writeSlot(mem, slotAt(this.lane, this.posted), t.stagedIn || s.input?.addr || 0, t.stagedOut || s.output?.addr || 0, p)) {
+      if (!writePosted(mem, this.views(), slotAt(this.lane, this.posted), t.stagedIn || s.input?.addr || 0, t.stagedOut || s.output?.addr || 0, p)) {
         throw new WebcclError('INTERNAL', `${s.name} #${t.seq}: the op's description does not fit a progress-thread slot`);
       }
       this.posted++;
@@ -297,7 +305,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
       const done = Atomics.load(this.i32(), (this.lane + L.DONE) >> 2);
       for (; this.read < done; this.read++) {
         const t = this.ops.shift()!;
-        const { o, err } = readBack(this.ctx, slotAt(this.lane, this.read), t);
+        const { o, err } = readBack(this.ctx, this.views(), slotAt(this.lane, this.read), t);
         this.fromThread++;
         if (!err) {
           t.outcome = o;

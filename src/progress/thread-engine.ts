@@ -9,14 +9,16 @@ import { DTYPE_SIZE } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import type { Algo } from '../core/shm-map.js';
 import type { ProgressMode } from '../core/progress-mode.js';
-import { type Tuning, chooseAllReduceAlgo, resolveTuning } from '../tuner/tuner.js';
+import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../tuner/tuner.js';
 import { type Engine, type OpCounters, type OpSpec, type P2pKind, addCounts, countDone, isP2p } from '../comm/engine.js';
 import type { RankContext } from '../comm/context.js';
 import type { Buf } from '../comm/buffers.js';
 import { ShmEngine } from '../comm/shm-engine.js';
 import { OTHERS_LOOK_MS, type QueueServer, joinThreadQueues, leaveThreadQueues, othersQueued, releaseHoldsElsewhere, serveOthers } from '../comm/thread-queues.js';
 import { Work, type WorkDriver } from '../comm/work.js';
-import { L, LANE_SLOTS, PROGRESS_RUNNING, type OpOutcome, SLOT_RECLAIMED, postedOp, claimSlot, progressState, ringProgress, slotAt, writeSlot } from './lanes.js';
+import { N, NODE_BASE } from '../core/shm-map.js';
+import { HOLD_MS, L, LANE_SLOTS, PROGRESS_RUNNING, type OpOutcome, SLOT_RECLAIMED, postedOp, claimSlot, progressState, ringProgress, slotAt } from './lanes.js';
+import { type SlotViews, renewPosted, slotViews, specFitsWords, writePosted } from './slot-codec.js';
 import { closeLane, openLane } from './lane-life.js';
 import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
 
@@ -26,14 +28,73 @@ interface ThreadOp extends LaneOp {
   reclaimed: boolean;
 }
 
+/** An op held for this rank's next call (auto mode, see hold). */
+interface Held {
+  spec: OpSpec;
+  seq: number;
+  work: Work;
+  algo: Algo;
+  /** In slot `posted` of the lane, under this tag in L.HOLD (0: not written: a large plain buffer's op). */
+  tag: number;
+  staged: Pick<LaneOp, 'stagedIn' | 'stagedOut' | 'inPlace'>;
+}
+
+/**
+ * Auto mode: collectives of at most this many bytes (the larger of input and output) that fit
+ * one chunk start on the rank at issue, as without a progress thread. By the time the call
+ * returns, the rank's data is posted where its peers read it (every shared-memory algorithm at
+ * these sizes is one exchange), so they complete without this rank even if it computes before it
+ * waits; and such
+ * an op lasts a few µs to a few tens, where a hand-off or a hold costs as much again (a hold
+ * costs its rank ~0.5 µs, and the progress thread's looks at held ops ~15% of a 2-core machine
+ * whose every core runs a rank).
+ */
+const RANK_STARTS_MAX = 64 * 1024;
+
+/**
+ * How long an op's issue waits for ops this rank started at issue to end (their peers are
+ * issuing them too, so this is short unless a peer is late), so that the new op starts at issue
+ * or goes to the thread; past this it queues behind them on the rank (a communicator's ops run
+ * in order, one at a time, on one runner).
+ */
+const SETTLE_MS = 20;
+
+/** The larger of an op's input and output, in bytes. */
+const opBytes = (s: OpSpec): number => Math.max(s.input?.bytes.byteLength ?? 0, s.output?.bytes.byteLength ?? 0);
+
+/** The copies of an op whose buffers all live in the node memory: none. */
+const UNSTAGED: Held['staged'] = Object.freeze({ stagedIn: 0, stagedOut: 0, inPlace: false });
+
+/** Bytes of `s`'s buffers that are not in the node memory (copied when the op is handed over). */
+function plainBytes(s: OpSpec): number {
+  const n = (b: OpSpec['input']) => (b && !b.addr ? b.bytes.byteLength : 0);
+  return n(s.input) + (s.output === s.input ? 0 : n(s.output));
+}
+
+/** Whether ops `a` (run with `a.algo`) and `s` (with `algo`) post the same description but for their numbers. */
+function sameOp(a: { spec: OpSpec; algo: Algo }, s: OpSpec, algo: Algo): boolean {
+  const b = a.spec;
+  return a.algo === algo && b.name === s.name && b.dtype === s.dtype && b.op === s.op && b.count === s.count && b.root === s.root &&
+    b.timeoutMs === s.timeoutMs && b.layout === s.layout && b.shape === s.shape && b.relayout === undefined && s.relayout === undefined &&
+    b.input?.addr === s.input?.addr && b.input?.count === s.input?.count && b.output?.addr === s.output?.addr && b.output?.count === s.output?.count &&
+    (b.input === b.output) === (s.input === s.output);
+}
+
+/** What names an op's shape for the ops a rank waits for late (see hold). */
+const shapeKey = (s: OpSpec): string => `${s.name}/${s.dtype}/${s.count}/${s.root}`;
+
 /** The same while this rank has send/recv pending (their peers' posts do not ring the lane). */
 const P2P_SLICE_MS = 1;
 /** Longest single sleep while waiting for the progress thread (it is checked for life between). */
 const SLICE_MS = 50;
 /** A wait begun this soon after the call returned counts as waiting at once (a synchronous-style call). */
 const AT_ONCE_MS = 0.5;
-/** How long the progress thread leaves a new op to its rank in auto mode (a wait right after issue takes it back): 1 ms, long enough for a descheduled rank on oversubscribed cores. */
-const GRACE_MS = 1;
+/**
+ * Plain (not alloc()) buffers up to this many bytes in all are copied into the node heap when
+ * their op is held, so that the progress thread can take it; a larger one is held unwritten
+ * (see hold) where its rank has only ever waited for that op at once.
+ */
+const HOLD_COPY_MAX = 64 * 1024;
 /** How long closing waits for the progress thread to let go of the lane. */
 const DETACH_MS = 10_000;
 
@@ -59,14 +120,22 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   private fromThread = 0;
   /** Auto mode: whether this rank waited for its last op right after issuing it (see submit). */
   private waitsAtOnce = false;
-  /** Auto mode: the op held until the rank's next call says who runs it (see the top). */
-  private held: { spec: OpSpec; seq: number; work: Work; algo: Algo } | undefined;
+  /** Auto mode: the op held until the rank's next call says who runs it (see hold). */
+  private held: Held | undefined;
+  /** The op a hold last wrote into slot `rewritten` (the lane's next): a hold of the same op renews it (see hold). */
+  private lastHeld: { spec: OpSpec; algo: Algo } | undefined;
+  private rewritten = -1;
+  /** Shapes (shapeKey) of large plain-buffer ops this rank last waited for at once: these may be held unwritten. */
+  private readonly atOnceShapes = new Set<string>();
+  /** The shape of each large plain-buffer op held or handed over, for the wait that tells its pattern. */
+  private readonly shapeOf = new WeakMap<Work, string>();
+  private plainShapes = false;
   private heldCount = 0;
   /** The op submit() returned last, and when. */
   private lastIssued: Work | undefined;
   private lastReturnedAt = 0;
   /** See laneWords(). */
-  private words: Int32Array | undefined;
+  private views: SlotViews | undefined;
   readonly flight;
 
   constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number, readonly mode: Exclude<ProgressMode, 'caller'>) {
@@ -93,9 +162,10 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     // thread holds.
     const convertsHere = s.relayout !== undefined && (s.layout ?? 0) !== 0;
     if (convertsHere) this.drainThread();
-    const threadBusy = this.inThread.some((t) => !t.reclaimed);
-    if (convertsHere || this.local.pendingCollectives() > 0) this.runHere(s, work, algo);
-    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce) this.hold(s, seq, work, algo);
+    const threadBusy = this.inThread.length > 0 && this.inThread.some((t) => !t.reclaimed);
+    if (convertsHere || (this.local.pendingCollectives() > 0 && !this.settleHere())) this.runHere(s, work, algo);
+    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && this.oneExchange(s)) this.runHere(s, work, algo);
+    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && this.mayHold(s, work)) this.hold(s, seq, work, algo);
     else this.toThread(s, seq, work, algo);
     this.lastIssued = work;
     // A held op was stamped as it was held, just now: one clock read fewer for the common case.
@@ -108,13 +178,82 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     return this.local.sendRecv(name, buf, peer, tag, timeoutMs);
   }
 
-  /** Keeps an op unstarted until the rank's next call (auto mode, a rank that waits at once). */
+  /**
+   * Whether `s` may be held. Any op may, but one on large plain buffers is held unwritten (its
+   * copy would cost a rank that waits at once as much as the op), and so starts only at the
+   * rank's next call: only where this rank waited for the last op of its shape at once. Else it
+   * is handed over at once, copies and all, and goes on while the rank computes.
+   */
+  private mayHold(s: OpSpec, work: Work): boolean {
+    if (plainBytes(s) <= HOLD_COPY_MAX) return true;
+    const key = shapeKey(s);
+    this.shapeOf.set(work, key);
+    this.plainShapes = true;
+    return this.atOnceShapes.has(key);
+  }
+
+  /**
+   * Holds an op for a rank that waits at once (auto mode): its next call says who runs it. A
+   * wait for the op runs it here, as fast as without a progress thread; any other call hands it
+   * to the thread. Meanwhile it lies written in the lane's next slot, uncounted, tagged in
+   * L.HOLD: a rank that computes instead of calling leaves it to the thread, which takes it
+   * HOLD_MS after issue (host.ts takeHold). A ring wakes the thread only when it is not looking
+   * at the lanes every HOLD_MS already (PROGRESS_LOOK), which it keeps doing while ranks hold.
+   */
   private hold(s: OpSpec, seq: number, work: Work, algo: Algo): void {
     work.timing.issuedAt = performance.now();
     this.flight.submitted(work, s, algo);
     if (s.trace) work.trace = s.trace.issue(work, algo);
-    this.held = { spec: s, seq, work, algo };
+    const h: Held = { spec: s, seq, work, algo, tag: 0, staged: UNSTAGED };
+    this.held = h;
     this.heldCount++;
+    const last = this.lastHeld;
+    if (last && this.rewritten === this.posted && sameOp(last, s, algo)) {
+      // The op held last, taken back by its rank (a loop of one op waited at once): its slot
+      // holds this one already, but for its number. Every op pays for this path.
+      renewPosted(this.views!, slotAt(this.lane, this.posted), seq);
+    } else if (!this.writeHeld(h)) {
+      return;
+    }
+    h.tag = (seq % 0x3fffffff) + 1;
+    const i32 = this.views!.i32;
+    Atomics.store(i32, (this.lane + L.HOLD) >> 2, h.tag);
+    i32[(this.lane + L.HOLDS) >> 2] = this.heldCount; // (the thread only lingers by it)
+    if (Atomics.load(i32, (NODE_BASE + N.PROGRESS_LOOK) >> 2) === 0) ringProgress(this.i32());
+  }
+
+  /** Writes the held op into the lane's next slot; false when it cannot go there (it stays held unwritten). */
+  private writeHeld(h: Held): boolean {
+    const { spec: s, seq, algo } = h;
+    this.lastHeld = undefined;
+    const room = this.posted === this.read + this.inThread.length && this.posted - this.read < LANE_SLOTS;
+    const plain = plainBytes(s);
+    if (!room || !specFitsWords(s, algo) || plain > HOLD_COPY_MAX) return false;
+    this.openLaneOnce();
+    if (progressState(this.laneWords()) !== PROGRESS_RUNNING) return false;
+    if (plain) h.staged = stageOp(this.ctx, s);
+    const inPlace = h.staged.inPlace || (plain === 0 && s.input !== null && s.input === s.output);
+    const p = postedOp(s, seq, algo, s.timeoutMs ?? this.timeoutMs, 0, inPlace);
+    writePosted(this.ctx.core.memory, this.views!, slotAt(this.lane, this.posted), h.staged.stagedIn || s.input?.addr || 0, h.staged.stagedOut || s.output?.addr || 0, p);
+    // Only an op on node-memory buffers is written again as it was (a copy is made per op).
+    if (!plain) this.lastHeld = { spec: s, algo };
+    this.rewritten = this.posted;
+    return true;
+  }
+
+  /**
+   * Takes the held op back from its slot: true when it is still this rank's; false when the
+   * progress thread took it (it is then counted posted, and this rank follows it there).
+   */
+  private unhold(h: Held): boolean {
+    if (!h.tag) return true;
+    const i32 = this.laneWords();
+    if (Atomics.compareExchange(i32, (this.lane + L.HOLD) >> 2, h.tag, 0) === h.tag) return true;
+    Atomics.compareExchange(i32, (this.lane + L.POSTED) >> 2, this.posted, this.posted + 1);
+    this.posted++;
+    h.spec.check?.atStart(h.seq);
+    this.inThread.push({ spec: untraced(h.spec), work: h.work, seq: h.seq, algo: h.algo, ...h.staged, reclaimed: false });
+    return false;
   }
 
   /**
@@ -125,12 +264,36 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     const h = this.held;
     if (!h) return;
     this.held = undefined;
+    if (!this.unhold(h)) {
+      if (h.work !== waited) this.waitsAtOnce = false;
+      return;
+    }
     if (h.work === waited) {
+      unstage(this.ctx, h.staged);
       this.runHere(untraced(h.spec), h.work, h.algo, false);
       return;
     }
     this.waitsAtOnce = false;
-    this.toThread(untraced(h.spec), h.seq, h.work, h.algo, false);
+    if (!h.tag) {
+      this.toThread(untraced(h.spec), h.seq, h.work, h.algo, false);
+      return;
+    }
+    // Written already (with no grace): counted posted now, for the thread to take at once.
+    h.spec.check?.atStart(h.seq);
+    this.inThread.push({ spec: untraced(h.spec), work: h.work, seq: h.seq, algo: h.algo, ...h.staged, reclaimed: false });
+    this.posted++;
+    const i32 = this.i32();
+    Atomics.store(i32, (this.lane + L.POSTED) >> 2, this.posted);
+    ringProgress(i32);
+  }
+
+  /** The held op fails with the communicator: taken back (or followed to the thread), its copies freed. */
+  private dropHold(err: WebcclError): void {
+    const h = this.held;
+    if (!h) return;
+    this.held = undefined;
+    h.work.settle(err);
+    if (this.unhold(h)) unstage(this.ctx, h.staged);
   }
 
   /** QueueServer: the op held for this rank's next call, which only this thread starts. */
@@ -168,7 +331,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
 
   /** Whether `w` (pending) runs on this rank, not in the progress thread's hands. */
   private runsHere(w: Work): boolean {
-    return !this.inThread.some((t) => t.work === w && !t.reclaimed);
+    return this.inThread.length === 0 || !this.inThread.some((t) => t.work === w && !t.reclaimed);
   }
 
   pending(): number {
@@ -206,6 +369,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     leaveThreadQueues(this);
     this.local.close();
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
+    this.dropHold(this.broken);
     if (this.lane) this.detach();
   }
 
@@ -219,11 +383,12 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     this.release(w);
     const now = held && !Number.isNaN(w.timing.startedAt) ? w.timing.startedAt : performance.now();
     this.waitsAtOnce = w === this.lastIssued && now - this.lastReturnedAt <= AT_ONCE_MS;
+    this.learnShape(w, this.waitsAtOnce);
     this.collect();
     if (this.mode !== 'auto') return;
     // Only an op with nothing of this communicator ahead of it in the thread's hands (ops taken
     // back earlier ran here), and still in its slot untaken.
-    const i = this.inThread.findIndex((t) => t.work === w);
+    const i = this.inThread.length ? this.inThread.findIndex((t) => t.work === w) : -1;
     if (i < 0 || this.read + i >= this.posted || this.inThread.some((t, k) => k !== i && !t.reclaimed)) return;
     const t = this.inThread[i];
     if (!claimSlot(this.ctx.core.memory, slotAt(this.lane, this.read + i), SLOT_RECLAIMED)) return;
@@ -237,8 +402,20 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     }
   }
 
+  /** Large plain-buffer ops: whether this rank waited for `w`'s shape at once (see mayHold). */
+  private learnShape(w: Work, atOnce: boolean): void {
+    if (!this.plainShapes) return; // (every wait pays for this look)
+    const key = this.shapeOf.get(w);
+    if (key === undefined) return;
+    if (!atOnce) this.atOnceShapes.delete(key);
+    else if (this.atOnceShapes.size < 256) this.atOnceShapes.add(key);
+  }
+
   progress(w: Work, block: boolean): void {
-    if (!block) this.waitsAtOnce = false; // it polls: it goes on with other work meanwhile
+    if (!block) {
+      this.waitsAtOnce = false; // it polls: it goes on with other work meanwhile
+      this.learnShape(w, false);
+    }
     this.release(block ? w : undefined);
     releaseHoldsElsewhere(this);
     if (this.runsHere(w)) return this.local.progress(w, block);
@@ -285,6 +462,21 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
 
   // ---------------------------------------------------------------- who runs what
 
+  /**
+   * Ends the ops this rank started at issue (see RANK_STARTS_MAX), waiting up to SETTLE_MS for
+   * their peers: an op of this communicator starts only once the ones before it have ended, so a
+   * second op issued behind a pending one would sit unstarted (its data unposted) while the rank
+   * computes. False when they have not ended (the new op then queues behind them here).
+   */
+  private settleHere(): boolean {
+    return this.local.settleQueued(this.ctx.canBlock ? SETTLE_MS : 0);
+  }
+
+  /** Small enough to start on this rank (see RANK_STARTS_MAX): one exchange of one chunk. */
+  private oneExchange(s: OpSpec): boolean {
+    return s.counts === undefined && opBytes(s) <= RANK_STARTS_MAX && s.count <= chunkElems(s.name, this.ctx.slotBytes, DTYPE_SIZE[s.dtype], this.ctx.size);
+  }
+
   private algoOf(s: OpSpec): Algo {
     return s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
   }
@@ -300,7 +492,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
    * ringProgress(), which may ring a communicator's doorbell allocated later.
    */
   private laneWords(): Int32Array {
-    return this.words ?? this.i32();
+    return this.views?.i32 ?? this.i32();
   }
 
   // ---------------------------------------------------------------- the lane
@@ -316,10 +508,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
       work.settle(this.broken);
       return work;
     }
-    if (!this.lane) {
-      this.lane = openLane(this.ctx);
-      this.words = new Int32Array(freshBuffer(this.ctx.core.memory)); // (after the lane's allocation)
-    }
+    this.openLaneOnce();
     if (progressState(this.i32()) !== PROGRESS_RUNNING) {
       this.inThread.push({ spec: s, work, seq, algo, stagedIn: 0, stagedOut: 0, inPlace: false, reclaimed: false });
       this.threadGone();
@@ -332,23 +521,31 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     return work;
   }
 
+  private openLaneOnce(): void {
+    if (this.lane) return;
+    this.lane = openLane(this.ctx);
+    this.views = slotViews(this.ctx.core.memory); // (after the lane's allocation)
+  }
+
   /** Posts the ops that wait for a free slot, as far as slots allow. */
   private postWaiting(): void {
     const mem = this.ctx.core.memory;
     while (this.posted < this.read + this.inThread.length && this.posted - this.read < LANE_SLOTS) {
       const t = this.inThread[this.posted - this.read];
       const s = t.spec;
-      const grace = this.mode === 'auto' ? performance.timeOrigin + performance.now() + GRACE_MS : 0;
+      // Auto mode: left alone for HOLD_MS, in which a wait takes it back (a rank may wait at once after all).
+      const grace = this.mode === 'auto' ? performance.timeOrigin + performance.now() + HOLD_MS : 0;
       const p = postedOp(s, t.seq, t.algo, s.timeoutMs ?? this.timeoutMs, grace, t.inPlace);
       const inAddr = t.stagedIn || s.input?.addr || 0;
       const outAddr = t.stagedOut || s.output?.addr || 0;
-      if (!writeSlot(mem, slotAt(this.lane, this.posted), inAddr, outAddr, p)) {
+      if (!writePosted(mem, this.views!, slotAt(this.lane, this.posted), inAddr, outAddr, p)) {
         throw new WebcclError('INTERNAL', `${s.name} #${t.seq}: the op's description does not fit a progress-thread slot`);
       }
       this.posted++;
       const i32 = this.i32();
       Atomics.store(i32, (this.lane + L.POSTED) >> 2, this.posted);
-      ringProgress(i32);
+      // A thread that looks every HOLD_MS anyway needs no ring for an op it may not take sooner.
+      if (!grace || Atomics.load(i32, (NODE_BASE + N.PROGRESS_LOOK) >> 2) === 0) ringProgress(i32);
     }
   }
 
@@ -359,7 +556,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     for (; this.read < done; this.read++) {
       const t = this.inThread.shift()!;
       if (t.reclaimed) continue; // ended by the local engine
-      const { o, err } = readBack(this.ctx, slotAt(this.lane, this.read), t);
+      const { o, err } = readBack(this.ctx, this.views!, slotAt(this.lane, this.read), t);
       this.end(t, o, err);
     }
     this.postWaiting();
@@ -380,10 +577,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   /** The communicator is unusable: every op not yet ended fails with `err` (copies stay until the thread lets go). */
   private fail(err: WebcclError): void {
     this.broken ??= err;
-    if (this.held) {
-      this.held.work.settle(err);
-      this.held = undefined;
-    }
+    this.dropHold(err);
     for (const t of this.inThread) if (!t.work.settled && !t.reclaimed) t.work.settle(err);
     this.flight.broke(err);
   }

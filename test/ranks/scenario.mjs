@@ -468,16 +468,18 @@ const scenarios = {
   // progress thread, taken back from it by a wait right after issue): each once in the flight record.
   async flightOnce() {
     const comm = await ccl.initCommGroup();
-    const x = new Float32Array(8);
+    const x = comm.alloc('f32', 32 * 1024); // above what a rank starts itself at issue
+    const small = new Float32Array(8);
+    for (let i = 0; i < 3; i++) comm.allReduce(small).waitSync(); // waited at once, small: run here at issue
     for (let i = 0; i < 6; i++) comm.allReduce(x).waitSync(); // waited at once: held, then run here
-    const lead = comm.barrier(); // not waited at once: the ops after it go to the thread
-    const sent = comm.allReduce(x);
+    const lead = comm.barrier(); // small: started here at issue, not waited at once
+    const sent = comm.allReduce(x); // held (the last wait came at once), then left alone
     const end = performance.now() + 20;
-    while (performance.now() < end); // the thread takes `sent` meanwhile
+    while (performance.now() < end); // the thread takes `sent` meanwhile (its hold is bounded)
     sent.waitSync();
     lead.waitSync(); // a wait that came late: the next op goes to the thread, first in its hands
     const taken = comm.allReduce(x);
-    taken.waitSync(); // at once, within the thread's 1 ms grace: taken back and run here
+    taken.waitSync(); // at once, within the thread's grace (HOLD_MS): taken back and run here
     comm.barrier().waitSync();
     const rec = comm.flightRecord();
     report({ seqs: rec.map((e) => e.seq), states: [...new Set(rec.map((e) => e.state))], heldOps: comm.stats().heldOps, threadOps: comm.stats().threadOps });
