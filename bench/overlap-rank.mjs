@@ -4,6 +4,10 @@
 //   T_comp        the compute alone, a fixed amount of work calibrated to last about T_comm;
 //   T_serial      the compute, then the op;
 //   T_overlapped  allReduceAsync, the compute (no webccl call), then wait.
+//   T_wait_long   the wait alone, after an op issued right after a waited one (a barrier) and a
+//                 long compute (p.longMs, at least 10× T_comm): near 0 when the op went on
+//                 during the compute without any call from its rank, about T_comm when it
+//                 waited for the rank's next call.
 // Each figure is this rank's median over `reps` blocks; the launcher takes the slowest rank.
 // regime 'busy': one tight arithmetic loop (the CPU is saturated for the whole compute).
 // regime 'idle': rounds of 1 ms of that loop, then 1 ms awaiting a timer (the CPU is free half
@@ -133,6 +137,17 @@ for (const bytes of o.sizes) {
     await compute(amount, perMs);
     await w.wait();
   });
+  const longAmount = await amountFor(Math.max(o.longMs ?? 200, 10 * agreed[0]), perMs);
+  const waits = [];
+  for (let k = 0; k < o.reps; k++) {
+    await comm.barrier(); // waited at once: the op after it is the first of a change of pattern
+    const w = op();
+    await compute(longAmount, perMs);
+    const t0 = performance.now();
+    await w.wait();
+    waits.push(performance.now() - t0);
+  }
+  const tWaitLong = median(waits);
   // Check the overlapped op's result on closed-form data (every rank adds rank + 1).
   x.fill(rank + 1);
   const w = op();
@@ -143,13 +158,13 @@ for (const bytes of o.sizes) {
   if (x[count - 1] !== expect) wrong++;
   comm.free(x);
   // Rank 0 prints every rank's row, gathered over the communicator itself (after the timing).
-  const all = new Float64Array(comm.size * 6);
-  const row = new Float64Array([tComm, tComp, tSerial, tOverlapped, wrong, rank]);
+  const all = new Float64Array(comm.size * 7);
+  const row = new Float64Array([tComm, tComp, tSerial, tOverlapped, wrong, rank, tWaitLong]);
   await ccl.allGather(all, row);
   if (rank === 0) {
     const ranks = Array.from({ length: comm.size }, (_, r) => {
-      const [c, p, s, v, bad] = all.subarray(r * 6, r * 6 + 6);
-      return { rank: r, tComm: c, tComp: p, tSerial: s, tOverlapped: v, wrong: bad };
+      const [c, p, s, v, bad, , wl] = all.subarray(r * 7, r * 7 + 7);
+      return { rank: r, tComm: c, tComp: p, tSerial: s, tOverlapped: v, wrong: bad, tWaitLong: wl };
     });
     console.log(JSON.stringify({ kind: 'row', bytes, ranks }));
   }

@@ -79,7 +79,14 @@ export class Work implements PromiseLike<void> {
       this.see();
       return DONE;
     }
-    if (!this.promise) this.driver.waiting?.(this);
+    if (!this.promise) {
+      this.driver.waiting?.(this);
+      // Often ended by that look alone (an op the progress thread ended while the rank computed).
+      if ((this.state as Work['state']) === 'done') {
+        this.see();
+        return DONE;
+      }
+    }
     this.promise ??= !this.awaitsAsync
       ? new Promise<void>((resolve, reject) => {
           queueMicrotask(() => {

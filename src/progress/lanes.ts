@@ -1,7 +1,7 @@
 // The shared-memory mailbox between the ranks of a node and its progress thread. A lane is one
 // communicator rank's queue of ops: a block in the node heap with a ring of slots. The rank
-// writes an op into the next slot (its buffers' addresses in the node memory and a short JSON
-// of the op's fields), then bumps POSTED and rings the node's progress bell; the progress
+// writes an op into the next slot (its buffers' addresses in the node memory and the op's fields,
+// as words: slot-codec.ts), then bumps POSTED and rings the node's progress bell; the progress
 // thread takes it, runs it, writes the outcome into the same slot and bumps DONE (which the
 // rank may sleep on). Every lane is listed in one table per node, so the progress thread finds
 // new lanes without a message. Nothing here is posted with postMessage: it works the same

@@ -4,14 +4,14 @@
 // Who runs an op (WEBCCL_PROGRESS, or the communicator's `progress` option):
 // - 'caller': this rank, while it waits or polls (the engine of a node without progress thread);
 // - 'thread': the progress thread;
-// - 'auto': decided per op from how the rank completed its last op. A rank that waited for it
-//   at once (`await comm.allReduce(x)`, waitSync() right after the call) is expected to do so
-//   again: its next op is held, unstarted, until the rank calls webccl again. A wait for that
-//   op runs it on the rank itself, as fast as without a progress thread (no copy, no hand-over);
-//   any other call (the next op, a poll with isCompleted()) hands it to the thread, and the rank
-//   is then expected to go on computing: its next ops go to the thread at once. An op handed
-//   over stays untouched for 1 ms: a wait begun meanwhile takes it back.
-//   Ops issued behind ops one runner holds go to the same runner, to keep the order.
+// - 'auto': decided per op (thread-engine.ts). A rank that waited for its last op at once
+//   (`await comm.allReduce(x)`, waitSync() right after the call) is expected to do so again:
+//   a small op of one exchange then starts on the rank at issue (its data is posted for the
+//   peers before the call returns), and a larger one is held, written into the lane but
+//   uncounted: a wait for it runs it on the rank, no copy, no hand-over; any other call hands it
+//   to the thread; left alone (the rank computes), the thread takes it HOLD_MS after it first
+//   sees it. Ops of a rank that did not wait at once go to the thread at once (a wait within
+//   HOLD_MS takes one back). Ops issued behind ops one runner holds go to the same runner.
 // Send/recv always run on this rank (they keep no place in the collective order).
 import { freshBuffer } from '../core/fresh-buffer.js';
 import { WebcclError } from '../core/errors.js';
