@@ -21,6 +21,7 @@ import { HOLD_MS, L, LANE_SLOTS, PROGRESS_RUNNING, type OpOutcome, SLOT_RECLAIME
 import { type SlotViews, renewPosted, slotViews, specFitsWords, writePosted } from './slot-codec.js';
 import { closeLane, openLane } from './lane-life.js';
 import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
+import { AT_ONCE_MS, HOLD_COPY_MAX, type Held, RANK_STARTS_MAX, SETTLE_MS, ShapeMemory, UNSTAGED, opBytes, plainBytes, sameOp } from './auto-choice.js';
 
 interface ThreadOp extends LaneOp {
   algo: Algo;
@@ -28,73 +29,10 @@ interface ThreadOp extends LaneOp {
   reclaimed: boolean;
 }
 
-/** An op held for this rank's next call (auto mode, see hold). */
-interface Held {
-  spec: OpSpec;
-  seq: number;
-  work: Work;
-  algo: Algo;
-  /** In slot `posted` of the lane, under this tag in L.HOLD (0: not written: a large plain buffer's op). */
-  tag: number;
-  staged: Pick<LaneOp, 'stagedIn' | 'stagedOut' | 'inPlace'>;
-}
-
-/**
- * Auto mode: collectives of at most this many bytes (the larger of input and output) that fit
- * one chunk start on the rank at issue, as without a progress thread. By the time the call
- * returns, the rank's data is posted where its peers read it (every shared-memory algorithm at
- * these sizes is one exchange), so they complete without this rank even if it computes before it
- * waits; and such
- * an op lasts a few µs to a few tens, where a hand-off or a hold costs as much again (a hold
- * costs its rank ~0.5 µs, and the progress thread's looks at held ops ~15% of a 2-core machine
- * whose every core runs a rank).
- */
-const RANK_STARTS_MAX = 64 * 1024;
-
-/**
- * How long an op's issue waits for ops this rank started at issue to end (their peers are
- * issuing them too, so this is short unless a peer is late), so that the new op starts at issue
- * or goes to the thread; past this it queues behind them on the rank (a communicator's ops run
- * in order, one at a time, on one runner).
- */
-const SETTLE_MS = 20;
-
-/** The larger of an op's input and output, in bytes. */
-const opBytes = (s: OpSpec): number => Math.max(s.input?.bytes.byteLength ?? 0, s.output?.bytes.byteLength ?? 0);
-
-/** The copies of an op whose buffers all live in the node memory: none. */
-const UNSTAGED: Held['staged'] = Object.freeze({ stagedIn: 0, stagedOut: 0, inPlace: false });
-
-/** Bytes of `s`'s buffers that are not in the node memory (copied when the op is handed over). */
-function plainBytes(s: OpSpec): number {
-  const n = (b: OpSpec['input']) => (b && !b.addr ? b.bytes.byteLength : 0);
-  return n(s.input) + (s.output === s.input ? 0 : n(s.output));
-}
-
-/** Whether ops `a` (run with `a.algo`) and `s` (with `algo`) post the same description but for their numbers. */
-function sameOp(a: { spec: OpSpec; algo: Algo }, s: OpSpec, algo: Algo): boolean {
-  const b = a.spec;
-  return a.algo === algo && b.name === s.name && b.dtype === s.dtype && b.op === s.op && b.count === s.count && b.root === s.root &&
-    b.timeoutMs === s.timeoutMs && b.layout === s.layout && b.shape === s.shape && b.relayout === undefined && s.relayout === undefined &&
-    b.input?.addr === s.input?.addr && b.input?.count === s.input?.count && b.output?.addr === s.output?.addr && b.output?.count === s.output?.count &&
-    (b.input === b.output) === (s.input === s.output);
-}
-
-/** What names an op's shape for the ops a rank waits for late (see hold). */
-const shapeKey = (s: OpSpec): string => `${s.name}/${s.dtype}/${s.count}/${s.root}`;
-
 /** The same while this rank has send/recv pending (their peers' posts do not ring the lane). */
 const P2P_SLICE_MS = 1;
 /** Longest single sleep while waiting for the progress thread (it is checked for life between). */
 const SLICE_MS = 50;
-/** A wait begun this soon after the call returned counts as waiting at once (a synchronous-style call). */
-const AT_ONCE_MS = 0.5;
-/**
- * Plain (not alloc()) buffers up to this many bytes in all are copied into the node heap when
- * their op is held, so that the progress thread can take it; a larger one is held unwritten
- * (see hold) where its rank has only ever waited for that op at once.
- */
-const HOLD_COPY_MAX = 64 * 1024;
 /** How long closing waits for the progress thread to let go of the lane. */
 const DETACH_MS = 10_000;
 
@@ -125,11 +63,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   /** The op a hold last wrote into slot `rewritten` (the lane's next): a hold of the same op renews it (see hold). */
   private lastHeld: { spec: OpSpec; algo: Algo } | undefined;
   private rewritten = -1;
-  /** Shapes (shapeKey) of large plain-buffer ops this rank last waited for at once: these may be held unwritten. */
-  private readonly atOnceShapes = new Set<string>();
-  /** The shape of each large plain-buffer op held or handed over, for the wait that tells its pattern. */
-  private readonly shapeOf = new WeakMap<Work, string>();
-  private plainShapes = false;
+  private readonly shapes = new ShapeMemory();
   private heldCount = 0;
   /** The op submit() returned last, and when. */
   private lastIssued: Work | undefined;
@@ -165,7 +99,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     const threadBusy = this.inThread.length > 0 && this.inThread.some((t) => !t.reclaimed);
     if (convertsHere || (this.local.pendingCollectives() > 0 && !this.settleHere())) this.runHere(s, work, algo);
     else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && this.oneExchange(s)) this.runHere(s, work, algo);
-    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && this.mayHold(s, work)) this.hold(s, seq, work, algo);
+    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && this.shapes.mayHold(s, work)) this.hold(s, seq, work, algo);
     else this.toThread(s, seq, work, algo);
     this.lastIssued = work;
     // A held op was stamped as it was held, just now: one clock read fewer for the common case.
@@ -176,20 +110,6 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   sendRecv(name: P2pKind, buf: Buf, peer: number, tag: number, timeoutMs: number | undefined): Work {
     if (this.broken) throw this.broken;
     return this.local.sendRecv(name, buf, peer, tag, timeoutMs);
-  }
-
-  /**
-   * Whether `s` may be held. Any op may, but one on large plain buffers is held unwritten (its
-   * copy would cost a rank that waits at once as much as the op), and so starts only at the
-   * rank's next call: only where this rank waited for the last op of its shape at once. Else it
-   * is handed over at once, copies and all, and goes on while the rank computes.
-   */
-  private mayHold(s: OpSpec, work: Work): boolean {
-    if (plainBytes(s) <= HOLD_COPY_MAX) return true;
-    const key = shapeKey(s);
-    this.shapeOf.set(work, key);
-    this.plainShapes = true;
-    return this.atOnceShapes.has(key);
   }
 
   /**
@@ -383,7 +303,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     this.release(w);
     const now = held && !Number.isNaN(w.timing.startedAt) ? w.timing.startedAt : performance.now();
     this.waitsAtOnce = w === this.lastIssued && now - this.lastReturnedAt <= AT_ONCE_MS;
-    this.learnShape(w, this.waitsAtOnce);
+    this.shapes.learn(w, this.waitsAtOnce);
     this.collect();
     if (this.mode !== 'auto') return;
     // Only an op with nothing of this communicator ahead of it in the thread's hands (ops taken
@@ -402,19 +322,10 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     }
   }
 
-  /** Large plain-buffer ops: whether this rank waited for `w`'s shape at once (see mayHold). */
-  private learnShape(w: Work, atOnce: boolean): void {
-    if (!this.plainShapes) return; // (every wait pays for this look)
-    const key = this.shapeOf.get(w);
-    if (key === undefined) return;
-    if (!atOnce) this.atOnceShapes.delete(key);
-    else if (this.atOnceShapes.size < 256) this.atOnceShapes.add(key);
-  }
-
   progress(w: Work, block: boolean): void {
     if (!block) {
       this.waitsAtOnce = false; // it polls: it goes on with other work meanwhile
-      this.learnShape(w, false);
+      this.shapes.learn(w, false);
     }
     this.release(block ? w : undefined);
     releaseHoldsElsewhere(this);
