@@ -68,7 +68,8 @@ describe.skipIf(!haveChromium)('in headless Chromium', () => {
         for (const [rank, r] of got.results.entries()) {
           // allReduce ×2, allGather, then a broadcast and a reduce from every root.
           expect(r, JSON.stringify(r)).toMatchObject({ rank, during: Array(3 + 2 * n).fill(true), right: true });
-          expect(r.threadOps).toBeGreaterThanOrEqual(3 + 2 * n);
+          // auto: the first, 64-byte allReduce starts on its rank at issue (the rank waited at once before)
+          expect(r.threadOps).toBeGreaterThanOrEqual((mode === 'auto' ? 2 : 3) + 2 * n);
         }
         expect(got.warnings).toEqual([]);
       });

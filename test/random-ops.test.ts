@@ -53,7 +53,7 @@ const models: { name: string; form: Form; n: number; env?: Env }[] = [
   ...MODES.map((p) => ({ name: `3 processes, ${p} progress`, form: 'procs' as Form, n: 3, env: { WEBCCL_PROGRESS: p } })),
   ...MODES.map((p) => ({ name: `2 nodes x 2 threads, ${p} progress`, form: 'nnodes' as Form, n: 4, env: { WEBCCL_PROGRESS: p } })),
 ];
-const MODEL_OPS = Number(process.env.WEBCCL_RANDOM_OPS) || 80;
+const MODEL_OPS = Number(process.env.WEBCCL_RANDOM_OPS) || 40;
 
 const cases: { name: string; form: Form; n: number; env?: Env }[] = [
   { name: '8 thread ranks, every op on the ranks, no spinning', form: 'threads', n: 8, env: { WEBCCL_PROGRESS: 'caller', WEBCCL_SPIN_US: '0' } },

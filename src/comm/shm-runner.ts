@@ -157,11 +157,21 @@ export class ShmRunner {
     return -1;
   }
 
-  /** The error of an op whose awaited `rank` has left; an abort published before it leaves says more. */
+  /**
+   * The error of an op whose awaited `rank` has left. An abort says more when it comes from that
+   * rank or its communicator (its reason); not when another rank died meanwhile, most likely of
+   * this very departure (its op failed, its script exited): this op failed for `rank`.
+   */
   private departed(op: RunningOp, rank: number): WebcclError {
-    const died = Atomics.load(this.views().i32, (NODE_BASE + N.LEFT + 4 * (this.localOf?.[rank] ?? rank)) >> 2) === LEFT_DIED;
+    const node = this.localOf?.[rank] ?? rank;
+    const died = Atomics.load(this.views().i32, (NODE_BASE + N.LEFT + 4 * node) >> 2) === LEFT_DIED;
     const how = died ? 'died' : 'has left the job (its script ended)';
-    return this.abortError(`${op.name} #${op.seq}`) ?? new WebcclError('CONNECTION_CLOSED', `${op.name} #${op.seq} on rank ${this.rank}: rank ${rank} ${how} without joining this op`, {
+    const aborted = this.abortError(`${op.name} #${op.seq}`);
+    // A node's abort (a communicator's carries a `cause`) for another rank's death.
+    const byOther = aborted !== null && !('cause' in aborted.details) && aborted.details.by !== node && aborted.details.by !== -1;
+    if (aborted && !byOther) return aborted;
+    const since = aborted ? ` (since then: ${aborted.reason})` : '';
+    return new WebcclError('CONNECTION_CLOSED', `${op.name} #${op.seq} on rank ${this.rank}: rank ${rank} ${how} without joining this op${since}`, {
       rank, peer: rank, seq: op.seq, ...(died && { died }),
     });
   }

@@ -65,8 +65,8 @@ onmessage = async ({ data }) => {
     postMessage({ rank, outcome });
     return;
   }
-  // auto hands an op to the thread when the rank calls webccl after issuing it: the second
-  // call hands over the first op, and every later one goes at once.
+  // auto: the small first op starts on the rank at issue (its data posted for the peers); the
+  // second is held, and handed over by the third call; every later one goes at once.
   const lead = new Float64Array(8).fill(rank);
   const x = comm.alloc('f32', 1 << 20).fill(rank + 1); // 4 MiB: zero-copy from alloc()
   const plain = new Int32Array(100_003).fill(rank); // a plain array: copied in and out
