@@ -117,7 +117,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
    * wait for the op runs it here, as fast as without a progress thread; any other call hands it
    * to the thread. Meanwhile it lies written in the lane's next slot, uncounted, tagged in
    * L.HOLD: a rank that computes instead of calling leaves it to the thread, which takes it
-   * HOLD_MS after issue (host.ts takeHold). A ring wakes the thread only when it is not looking
+   * HOLD_MS after it first sees it (host.ts takeHold). A ring wakes the thread only when it is not looking
    * at the lanes every HOLD_MS already (PROGRESS_LOOK), which it keeps doing while ranks hold.
    */
   private hold(s: OpSpec, seq: number, work: Work, algo: Algo): void {
