@@ -23,7 +23,7 @@ describe('ops progress while their ranks compute', () => {
   // auto: each op follows one not waited for (a burst), in turn a small one and a large one.
   for (const [n, mode] of [[2, 'auto'], [4, 'thread'], [8, 'auto']] as const) {
     it(`${n} thread ranks, WEBCCL_PROGRESS=${mode}: every collective ends during a compute loop that never calls webccl`, async () => {
-      const { result, reports } = await runScenario(n, 'progressOverlap', { count: 40_000, busyMs: n > 4 ? 2000 : 800, lead: mode === 'auto' }, { env: { WEBCCL_PROGRESS: mode } });
+      const { result, reports } = await runScenario(n, 'progressOverlap', { count: 40_000, busyMs: n > 4 ? 3000 : 800, lead: mode === 'auto' }, { env: { WEBCCL_PROGRESS: mode } });
       expect(result.failure?.message).toBeUndefined();
       for (const [r, [rep]] of reports.entries()) {
         expect(rep.wrong, `rank ${r}`).toEqual([]);

@@ -43,9 +43,10 @@ export const RANK_STARTS_MAX = 64 * 1024;
  * How long an op's issue waits for ops this rank started at issue to end (their peers are
  * issuing them too, so this is short unless a peer is late), so that the new op starts at issue
  * or goes to the thread; past this it queues behind them on the rank (a communicator's ops run
- * in order, one at a time, on one runner).
+ * in order, one at a time, on one runner). 20 ms was too short for 8 thread ranks on 2 busy
+ * cores, where a rank may wait that long for a core before it issues the same op.
  */
-export const SETTLE_MS = 20;
+export const SETTLE_MS = 100;
 
 /** The larger of an op's input and output, in bytes. */
 export const opBytes = (s: OpSpec): number => Math.max(s.input?.bytes.byteLength ?? 0, s.output?.bytes.byteLength ?? 0);
