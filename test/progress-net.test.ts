@@ -44,7 +44,7 @@ describe('ranks as processes: collectives progress on the network progress threa
   // 40,000 f32 elements: every collective but the barrier is over 64 KiB, which the default
   // mode hands to the thread; the barrier (0 bytes) runs on the rank, so ends only when waited for.
   it('--procs -n 2: every collective over 64 KiB ends during a compute loop that never calls webccl; the barrier stays on the rank (default mode)', async () => {
-    const reps = await procs(2, 'progressOverlap', { count: 40_000, busyMs: 800 });
+    const reps = await procs(2, 'progressOverlap', { count: 40_000, busyMs: 1500 });
     for (const [r, [rep]] of reps.entries()) {
       expect(rep.mode, `rank ${r}`).toBe('auto');
       expect(rep.wrong, `rank ${r}`).toEqual([]);
@@ -55,7 +55,7 @@ describe('ranks as processes: collectives progress on the network progress threa
   }, 150_000);
 
   it('--procs -n 3, WEBCCL_PROGRESS=thread: every collective, the barrier too, ends during the compute loop', async () => {
-    const reps = await procs(3, 'progressOverlap', { count: 40_000, busyMs: 800 }, { WEBCCL_PROGRESS: 'thread' });
+    const reps = await procs(3, 'progressOverlap', { count: 40_000, busyMs: 1500 }, { WEBCCL_PROGRESS: 'thread' });
     for (const [r, [rep]] of reps.entries()) {
       expect(rep.mode, `rank ${r}`).toBe('thread');
       expect(rep.wrong, `rank ${r}`).toEqual([]);
@@ -65,7 +65,7 @@ describe('ranks as processes: collectives progress on the network progress threa
   }, 150_000);
 
   it('--nnodes 2 -n 1 (two launchers, a rank thread each): every collective over 64 KiB ends during a compute loop that never calls webccl', async () => {
-    for (const [r, [rep]] of (await twoLaunchers(1, { count: 40_000, busyMs: 800 })).entries()) {
+    for (const [r, [rep]] of (await twoLaunchers(1, { count: 40_000, busyMs: 1500 })).entries()) {
       expect(rep?.mode, `rank ${r}`).toBe('auto');
       expect(rep.wrong, `rank ${r}`).toEqual([]);
       expect(rep.during.filter((d: string) => !/^barrier/.test(d) && !/: true$/.test(d)), `rank ${r}`).toEqual([]);
@@ -99,7 +99,7 @@ describe('ranks as processes: collectives progress on the network progress threa
   }, 150_000);
 
   it('--nnodes 2 -n 2 (nodes of two rank threads): every collective over 64 KiB ends during a compute loop that never calls webccl, the node phase of hierarchical ops met by the network threads', async () => {
-    for (const [r, [rep]] of (await twoLaunchers(2, { count: 40_000, busyMs: 800 })).entries()) {
+    for (const [r, [rep]] of (await twoLaunchers(2, { count: 40_000, busyMs: 1500 })).entries()) {
       expect(rep, `rank ${r}`).toMatchObject({ wrong: [], mode: 'auto' });
       expect(rep.during.filter((d: string) => !/^barrier/.test(d) && !/: true$/.test(d)), `rank ${r}`).toEqual([]);
       expect(rep.threadOps, `rank ${r}`).toBe(10);
