@@ -18,9 +18,9 @@ const alloc = (c: Communicator, dtype: string, count: number): Buf => {
 };
 const place = (c: Communicator, dtype: string, count: number, zeroCopy: boolean): Buf => (zeroCopy ? alloc(c, dtype, count) : makeBuffer(dtype, count));
 
-function describeWrong(what: string, data: any, want: (i: number) => unknown): string | undefined {
+function describeWrong(what: string, data: any, want: ((i: number) => unknown) | ArrayLike<unknown>): string | undefined {
   const i = firstWrong(data, want);
-  return i < 0 ? undefined : `${what}: element ${i} is ${data[i]}, expected ${want(i)}`;
+  return i < 0 ? undefined : `${what}: element ${i} is ${data[i]}, expected ${typeof want === 'function' ? want(i) : want[i]}`;
 }
 
 for (const build of ['simd', 'scalar'] as const) {
@@ -42,10 +42,10 @@ for (const build of ['simd', 'scalar'] as const) {
             await together(cs, (c, r) => c.allReduce(bufs[r].x.arg, { op: op as any, algo: algo as any, out: bufs[r].out.arg }));
             const exp = expectedArray(op, dtype, n, count);
             bufs.forEach((b, r) => {
-              const w = describeWrong(`${dtype} ${op} count ${count} ${algo} ${mode} rank ${r}`, b.out.data, (i) => exp[i]);
+              const w = describeWrong(`${dtype} ${op} count ${count} ${algo} ${mode} rank ${r}`, b.out.data, exp);
               if (w) wrong.push(w);
               if (b.out !== b.x) {
-                const w2 = describeWrong(`${dtype} ${op} ${algo} ${mode}: input changed on rank ${r}`, b.x.data, (i) => inputArray(op, dtype, r, count)[i]);
+                const w2 = describeWrong(`${dtype} ${op} ${algo} ${mode}: input changed on rank ${r}`, b.x.data, inputArray(op, dtype, r, count));
                 if (w2) wrong.push(w2);
               }
               if (zc) {
@@ -60,15 +60,23 @@ for (const build of ['simd', 'scalar'] as const) {
       it(`allGather, reduceScatter, broadcast, reduce over ${n} rank(s)`, async () => {
         const cs = comms();
         const wrong: string[] = [];
-        const check = (what: string, data: any, want: (i: number) => unknown) => {
+        // zero-copy buffers go back to the pool after each dtype and size
+        const taken: [Communicator, any][] = [];
+        let zc = false;
+        const kept = (c: Communicator, dtype: string, count: number) => {
+          const b = place(c, dtype, count, zc);
+          if (zc) taken.push([c, b.arg]);
+          return b;
+        };
+        const check = (what: string, data: any, want: ((i: number) => unknown) | ArrayLike<unknown>) => {
           const w = describeWrong(what, data, want);
           if (w) wrong.push(w);
         };
-        for (const dtype of DTYPES) for (const count of sizesFor(dtype)) for (const zc of [false, true]) {
+        for (const dtype of DTYPES) for (const count of sizesFor(dtype)) for (zc of [false, true]) {
           const tag = `${dtype} count ${count}${zc ? ' zero-copy' : ''}`;
           // allGather, out of place and in place (input = this rank's block of the output)
           for (const inPlace of [false, true]) {
-            const outs = cs.map((c) => place(c, dtype, n * count, zc));
+            const outs = cs.map((c) => kept(c, dtype, n * count));
             const inputs = cs.map((c, r) => {
               if (inPlace) {
                 const o = outs[r];
@@ -76,46 +84,50 @@ for (const build of ['simd', 'scalar'] as const) {
                 fill(sub, dtype, 'sum', r);
                 return o.arg.dtype ? { data: sub, dtype } : sub;
               }
-              const x = place(c, dtype, count, zc);
+              const x = kept(c, dtype, count);
               fill(x.data, dtype, 'sum', r);
               return x.arg;
             });
             await together(cs, (c, r) => c.allGather(outs[r].arg, inputs[r]));
-            outs.forEach((o, r) => check(`allGather ${tag}${inPlace ? ' in-place' : ''} rank ${r}`, o.data, (i) => inputArray('sum', dtype, Math.floor(i / count), count)[i % count]));
+            const blocks = cs.map((_, q) => inputArray('sum', dtype, q, count));
+            outs.forEach((o, r) => check(`allGather ${tag}${inPlace ? ' in-place' : ''} rank ${r}`, o.data, (i) => blocks[Math.floor(i / count)][i % count]));
           }
           for (const op of opsFor(dtype)) {
             const inputs = cs.map((c, r) => {
-              const x = place(c, dtype, n * count, zc);
+              const x = kept(c, dtype, n * count);
               fill(x.data, dtype, op, r);
               return x;
             });
-            const outs = cs.map((c) => place(c, dtype, count, zc));
+            const outs = cs.map((c) => kept(c, dtype, count));
             await together(cs, (c, r) => c.reduceScatter(outs[r].arg, inputs[r].arg, { op: op as any }));
-            outs.forEach((o, r) => check(`reduceScatter ${tag} ${op} rank ${r}`, o.data, (i) => expectedArray(op, dtype, n, n * count)[r * count + i]));
+            const exp = expectedArray(op, dtype, n, n * count);
+            outs.forEach((o, r) => check(`reduceScatter ${tag} ${op} rank ${r}`, o.data, exp.subarray(r * count, (r + 1) * count)));
           }
           for (const root of [0, n - 1]) {
             const xs = cs.map((c, r) => {
-              const x = place(c, dtype, count, zc);
+              const x = kept(c, dtype, count);
               if (r === root) fill(x.data, dtype, 'max', 99);
               return x;
             });
             await together(cs, (c, r) => c.broadcast(xs[r].arg, { root }));
-            xs.forEach((x, r) => check(`broadcast ${tag} root ${root} rank ${r}`, x.data, (i) => inputArray('max', dtype, 99, count)[i]));
-            const outs = cs.map((c) => place(c, dtype, count, zc));
+            const sent = inputArray('max', dtype, 99, count);
+            xs.forEach((x, r) => check(`broadcast ${tag} root ${root} rank ${r}`, x.data, sent));
+            const outs = cs.map((c) => kept(c, dtype, count));
             await together(cs, (c, r) => c.broadcast(xs[r].arg, { root, out: outs[r].arg }));
-            outs.forEach((o, r) => check(`broadcast out-of-place ${tag} root ${root} rank ${r}`, o.data, (i) => inputArray('max', dtype, 99, count)[i]));
+            outs.forEach((o, r) => check(`broadcast out-of-place ${tag} root ${root} rank ${r}`, o.data, sent));
             for (const op of opsFor(dtype)) {
               const ys = cs.map((c, r) => {
-                const y = place(c, dtype, count, zc);
+                const y = kept(c, dtype, count);
                 fill(y.data, dtype, op, r);
                 return y;
               });
-              const outs = cs.map((c) => place(c, dtype, count, zc));
+              const outs = cs.map((c) => kept(c, dtype, count));
               await together(cs, (c, r) => c.reduce(ys[r].arg, { op: op as any, root, out: outs[r].arg }));
-              check(`reduce ${tag} ${op} root ${root}`, outs[root].data, (i) => expectedArray(op, dtype, n, count)[i]);
-              ys.forEach((y, r) => check(`reduce ${tag} ${op}: input changed on rank ${r}`, y.data, (i) => inputArray(op, dtype, r, count)[i]));
+              check(`reduce ${tag} ${op} root ${root}`, outs[root].data, expectedArray(op, dtype, n, count));
+              ys.forEach((y, r) => check(`reduce ${tag} ${op}: input changed on rank ${r}`, y.data, inputArray(op, dtype, r, count)));
             }
           }
+          for (const [c, a] of taken.splice(0)) c.free(a);
         }
         await together(cs, (c) => c.barrier());
         expect(wrong.slice(0, 5)).toEqual([]);

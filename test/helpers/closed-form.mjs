@@ -91,35 +91,40 @@ export function makeBuffer(dtype, count) {
 
 export function fill(data, dtype, op, r) {
   const src = inputArray(op, dtype, r, data.length);
-  for (let i = 0; i < data.length; i++) data[i] = src[i];
+  if (src.constructor === data.constructor) data.set(src.subarray(0, data.length));
+  else for (let i = 0; i < data.length; i++) data[i] = src[i];
   return data;
 }
 
-/** Index of the first element of `data` that differs from want(i), or -1. */
+/** Index of the first element of `data` that differs from want (a function of the index, or an array to compare with), or -1. */
 export function firstWrong(data, want) {
+  if (typeof want !== 'function') {
+    for (let i = 0; i < data.length; i++) if (data[i] !== want[i]) return i;
+    return -1;
+  }
   for (let i = 0; i < data.length; i++) if (data[i] !== want(i)) return i;
   return -1;
 }
 
+// value(op, dtype, r, i) repeats in i with these periods (the moduli in value()), so the memoised
+// arrays compute one period and copy it along: the grids compare megabytes against them.
+const PERIOD = { sum: 11, avg: 11, prod: 21, max: 17, min: 17 };
 const cache = new Map();
-/** expected(op, dtype, n, i) for i < count, memoised (tests compare many buffers against it). */
-export function expectedArray(op, dtype, n, count) {
-  const key = `${op}/${dtype}/${n}`;
+function memo(key, dtype, op, count, at) {
   let a = cache.get(key);
   if (!a || a.length < count) {
-    a = Array.from({ length: Math.max(count, 2 * (a?.length ?? 0)) }, (_, i) => expected(op, dtype, n, i));
+    const length = Math.max(count, 2 * (a?.length ?? 0));
+    a = new ARRAY[dtype](length);
+    const p = Math.min(PERIOD[op], length);
+    for (let i = 0; i < p; i++) a[i] = at(i);
+    for (let filled = p; filled < length; filled *= 2) a.copyWithin(filled, 0, Math.min(filled, length - filled));
     cache.set(key, a);
   }
   return a;
 }
 
-/** The input rank r holds: encode(value(op, r, i)), memoised. */
-export function inputArray(op, dtype, r, count) {
-  const key = `in/${op}/${dtype}/${r}`;
-  let a = cache.get(key);
-  if (!a || a.length < count) {
-    a = Array.from({ length: Math.max(count, 2 * (a?.length ?? 0)) }, (_, i) => encode(dtype, value(op, dtype, r, i)));
-    cache.set(key, a);
-  }
-  return a;
-}
+/** expected(op, dtype, n, i) for i < count (at least), as the dtype's typed array, memoised (tests compare many buffers against it). */
+export const expectedArray = (op, dtype, n, count) => memo(`${op}/${dtype}/${n}`, dtype, op, count, (i) => expected(op, dtype, n, i));
+
+/** The input rank r holds: encode(value(op, r, i)) for i < count (at least), as the dtype's typed array, memoised. */
+export const inputArray = (op, dtype, r, count) => memo(`in/${op}/${dtype}/${r}`, dtype, op, count, (i) => encode(dtype, value(op, dtype, r, i)));

@@ -28,7 +28,7 @@ function checker(r) {
   const wrong = [];
   const check = (what, data, want) => {
     const i = firstWrong(data, want);
-    if (i >= 0 && wrong.length < 5) wrong.push(`${what}: rank ${r} element ${i} is ${data[i]}, expected ${want(i)}`);
+    if (i >= 0 && wrong.length < 5) wrong.push(`${what}: rank ${r} element ${i} is ${data[i]}, expected ${typeof want === 'function' ? want(i) : want[i]}`);
   };
   return { wrong, check };
 }
@@ -45,27 +45,28 @@ const scenarios = {
         const data = x.data ?? x;
         fill(data, dtype, op, r);
         await comm.allReduce(x, { op, algo });
-        check(`allReduce ${dtype} ${op} ${count} ${algo}${zc ? ' zero-copy' : ''}`, data, (i) => expectedArray(op, dtype, n, count)[i]);
+        check(`allReduce ${dtype} ${op} ${count} ${algo}${zc ? ' zero-copy' : ''}`, data, expectedArray(op, dtype, n, count));
         if (zc) comm.free(x);
       }
       const out = makeBuffer(dtype, n * count);
       const part = makeBuffer(dtype, count);
       fill(part.data, dtype, 'sum', r);
       await comm.allGather(out.arg, part.arg);
-      check(`allGather ${dtype} ${count}`, out.data, (i) => inputArray('sum', dtype, Math.floor(i / count), count)[i % count]);
+      const blocks = Array.from({ length: n }, (_, q) => inputArray('sum', dtype, q, count));
+      check(`allGather ${dtype} ${count}`, out.data, (i) => blocks[Math.floor(i / count)][i % count]);
       const rsIn = makeBuffer(dtype, n * count);
       fill(rsIn.data, dtype, 'max', r);
       const rsOut = makeBuffer(dtype, count);
       await comm.reduceScatter(rsOut.arg, rsIn.arg, { op: 'max' });
-      check(`reduceScatter ${dtype} ${count}`, rsOut.data, (i) => expectedArray('max', dtype, n, n * count)[r * count + i]);
+      check(`reduceScatter ${dtype} ${count}`, rsOut.data, expectedArray('max', dtype, n, n * count).subarray(r * count));
       const b = makeBuffer(dtype, count);
       if (r === n - 1) fill(b.data, dtype, 'prod', 7);
       await comm.broadcast(b.arg, { root: n - 1 });
-      check(`broadcast ${dtype} ${count}`, b.data, (i) => inputArray('prod', dtype, 7, count)[i]);
+      check(`broadcast ${dtype} ${count}`, b.data, inputArray('prod', dtype, 7, count));
       const y = makeBuffer(dtype, count);
       fill(y.data, dtype, 'min', r);
       await comm.reduce(y.arg, { op: 'min', root: 0 });
-      if (r === 0) check(`reduce ${dtype} ${count}`, y.data, (i) => expectedArray('min', dtype, n, count)[i]);
+      if (r === 0) check(`reduce ${dtype} ${count}`, y.data, expectedArray('min', dtype, n, count));
     }
     // Async handles: several ops in flight complete in issue order.
     const a = new Float32Array(1000).fill(r + 1);
@@ -190,23 +191,24 @@ const scenarios = {
           await (kind === 'broadcast' ? comm.broadcast(x.arg, o) : comm.reduce(x.arg, o));
           ops++;
           const res = out ?? x;
-          if (kind === 'broadcast') check(what, res.data, (i) => inputArray(op, dtype, root, count)[i]);
-          else if (r === root) check(what, res.data, (i) => expectedArray(op, dtype, n, count)[i]);
-          else check(`${what} (input kept)`, x.data, (i) => inputArray(op, dtype, r, count)[i]);
+          if (kind === 'broadcast') check(what, res.data, inputArray(op, dtype, root, count));
+          else if (r === root) check(what, res.data, expectedArray(op, dtype, n, count));
+          else check(`${what} (input kept)`, x.data, inputArray(op, dtype, r, count));
           release(...(out ? [x, out] : [x]));
         }
         if (p.unrooted) {
           const x = alloc(dtype, count);
           fill(x.data, dtype, op, r);
           await comm.allReduce(x.arg, { op });
-          check(`allReduce ${dtype} ${op} ${count}`, x.data, (i) => expectedArray(op, dtype, n, count)[i]);
+          check(`allReduce ${dtype} ${op} ${count}`, x.data, expectedArray(op, dtype, n, count));
           const gathered = alloc(dtype, n * count);
           await comm.allGather(gathered.arg, x.arg);
-          check(`allGather ${dtype} ${count}`, gathered.data, (i) => expectedArray(op, dtype, n, count)[i % count]);
+          const reduced = expectedArray(op, dtype, n, count);
+          check(`allGather ${dtype} ${count}`, gathered.data, (i) => reduced[i % count]);
           const piece = alloc(dtype, count);
           fill(gathered.data, dtype, 'max', r);
           await comm.reduceScatter(piece.arg, gathered.arg, { op: 'max' });
-          check(`reduceScatter ${dtype} ${count}`, piece.data, (i) => expectedArray('max', dtype, n, n * count)[r * count + i]);
+          check(`reduceScatter ${dtype} ${count}`, piece.data, expectedArray('max', dtype, n, n * count).subarray(r * count));
           ops += 3;
           release(piece, x, gathered);
         }
