@@ -1,6 +1,9 @@
 // webccl run --procs: one OS process per rank, torchrun's variables in each environment, and a
 // job that ends as a whole (a rank's death, or a signal to the launcher, ends every rank).
 import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 // The built bundle: rank processes load its rank guard (dist/node/rank-guard.js) first.
@@ -54,6 +57,14 @@ describe('webccl run --procs', () => {
     const pids = readyPids(r.stdout);
     expect(pids).toHaveLength(2);
     for (const pid of pids) expect(alive(pid)).toBe(false);
+  });
+
+  it('names the rank that failed first, though ranks that failed because of it were gone before it', () => {
+    const marker = join(mkdtempSync(join(tmpdir(), 'webccl-exit-order-')), 'going');
+    const r = webccl(['-n', '3', fixture, 'exit-slowly-rank-1', marker]);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/^webccl: rank 1 failed: exited with code 7$/m);
+    expect(r.stderr).toMatch(/^webccl: ranks 0, 2 then ended too$/m);
   });
 
   it('on SIGTERM to the launcher, ends every rank and exits non-zero', async () => {

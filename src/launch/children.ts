@@ -5,9 +5,15 @@
 import type { ChildProcess } from 'node:child_process';
 import type { LaunchResult, RankFailure } from './threads.js';
 
+const epochMs = () => performance.timeOrigin + performance.now();
+
 export class ChildGroup {
   readonly failures: RankFailure[] = [];
   terminated = false;
+  /** When each failed rank said it started to exit (ms since the epoch), where it could say. */
+  private readonly exitAt = new Map<number, number>();
+  /** When this launcher heard of each failure. */
+  private readonly heardAt = new Map<RankFailure, number>();
   private ending = false;
   private readonly children: ChildProcess[] = [];
   private readonly timers: ReturnType<typeof setTimeout>[] = [];
@@ -38,7 +44,9 @@ export class ChildGroup {
 
   /** Records a failure; the first one ends the group after the grace period. */
   fail(rank: number, message: string, error?: unknown): void {
-    this.failures.push({ rank, message, ...(error !== undefined && { error }) });
+    const f = { rank, message, ...(error !== undefined && { error }) };
+    this.failures.push(f);
+    this.heardAt.set(f, epochMs());
     if (this.tolerant && rank >= 0) return;
     if (!this.ending && !this.terminated) this.endAll(this.graceMs);
     this.ending = true;
@@ -48,14 +56,28 @@ export class ChildGroup {
   terminate(reason: string): void {
     if (this.terminated) return this.signalAll('SIGKILL');
     this.terminated = true;
-    this.failures.push({ rank: -1, message: reason });
+    const f = { rank: -1, message: reason };
+    this.failures.push(f);
+    this.heardAt.set(f, epochMs());
     this.endAll(0);
   }
 
+  /** Rank `rank` said it started to exit with a failure at `at` (ms since the epoch). */
+  exiting(rank: number, at: number): void {
+    if (!this.exitAt.has(rank)) this.exitAt.set(rank, at);
+  }
+
+  /**
+   * The failures in the order they happened: a rank that said when it started to exit counts
+   * from then (its exit events may come after those of peers that failed on its closed
+   * connections), any other from when this launcher heard of it.
+   */
   result(): LaunchResult {
     this.timers.forEach(clearTimeout);
-    const tolerated = this.tolerant && this.failures.every((f) => f.rank >= 0) && this.failures.length < this.children.length;
-    return { exitCode: this.failures.length && !tolerated ? 1 : 0, failure: this.failures[0], failures: this.failures };
+    const when = (f: RankFailure) => (f.rank >= 0 ? this.exitAt.get(f.rank) : undefined) ?? this.heardAt.get(f) ?? Infinity;
+    const failures = [...this.failures].sort((a, b) => when(a) - when(b));
+    const tolerated = this.tolerant && failures.every((f) => f.rank >= 0) && failures.length < this.children.length;
+    return { exitCode: failures.length && !tolerated ? 1 : 0, failure: failures[0], failures };
   }
 
   private signalAll(signal: NodeJS.Signals): void {

@@ -6,9 +6,10 @@
 // Each rank also holds a pipe to the launcher (see bootstrap/node/launcher-pipe.ts): when the
 // launcher itself ends, even by SIGKILL, every rank aborts its communicator and ends.
 import { spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { randomJobId, randomToken } from '../bootstrap/node/job-secrets.js';
-import { LAUNCHER_FD, LAUNCHER_FD_VAR } from '../bootstrap/node/launcher-pipe.js';
+import { LAUNCHER_FD, LAUNCHER_FD_VAR, exitNoticeTimes } from '../bootstrap/node/launcher-pipe.js';
 import { ChildGroup } from './children.js';
 import { type ReservedPort, STORE_FD_VAR, reserveStorePort, storeHandoff } from '../bootstrap/node/store-handoff.js';
 import { rankGuardUrl } from './paths.js';
@@ -33,6 +34,9 @@ export interface ProcessLaunchOptions {
   /** A failing rank does not end the job (see LaunchOptions.faultTolerant): the others go on. */
   faultTolerant?: boolean;
 }
+
+/** How long the launcher reads a rank's pipe after the rank has exited (its own children may hold the pipe open). */
+const PIPE_DRAIN_MS = 500;
 
 const PROCESS_LAUNCH_OPTIONS = {
   nranks: integer(1, 1 << 16), script: string, args: stringArray, env: object, masterAddr: string, masterPort: integer(0, 65535),
@@ -80,9 +84,28 @@ export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHand
       // stdio[LAUNCHER_FD] is the pipe: this process holds the other end until it ends.
       const child = spawn(process.execPath, ['--import', rankGuardUrl(), script, ...(o.args ?? [])], { env, stdio: ['inherit', 'inherit', 'inherit', 'pipe', ...handoff.stdio] });
       if (rank === 0) reserved?.release();
-      child.once('exit', () => child.stdio[LAUNCHER_FD]?.destroy()); // this end would keep the launcher running
+      // The rank writes on the pipe as it starts to exit with a failure (launcher-pipe.ts); its
+      // end closes when it has gone, and then this end would only keep the launcher running.
+      const pipe = child.stdio[LAUNCHER_FD] as Readable | null;
+      let said = '';
+      pipe?.setEncoding('utf8');
+      pipe?.on('data', (d: string) => {
+        said += d;
+        for (const at of exitNoticeTimes(said)) group.exiting(rank, at);
+      });
+      pipe?.on('error', () => undefined);
+      pipe?.on('end', () => pipe.destroy());
       if (child.pid !== undefined) pids.push(child.pid);
-      return group.watch(child, 'exit', (failure, error) => failure && group.fail(rank, failure, error));
+      const ended = group.watch(child, 'exit', (failure, error) => failure && group.fail(rank, failure, error));
+      // What the rank wrote before it exited is read before the result is made: its end of the
+      // pipe closes as it goes (a process it started might hold it open: bounded).
+      return ended.then(() => {
+        if (!pipe || pipe.destroyed) return;
+        return new Promise<void>((done) => {
+          const t = setTimeout(() => (pipe.destroy(), done()), PIPE_DRAIN_MS);
+          pipe.once('close', () => (clearTimeout(t), done()));
+        });
+      });
     }));
     if (trace) mergeJobTrace(trace, pids, shared.WEBCCL_JOB_ID, started);
     return group.result();

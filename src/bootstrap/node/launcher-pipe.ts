@@ -2,7 +2,11 @@
 // agents watch their workers: the launcher holds one end of a pipe given to the rank as an extra
 // file descriptor (named in WEBCCL_LAUNCHER_FD). The kernel closes the launcher's end when the
 // launcher ends, however it ends (SIGKILL included); the rank then aborts its communicators, so
-// that peers elsewhere fail with a coded error instead of waiting, and ends itself.
+// that peers elsewhere fail with a coded error instead of waiting, and ends itself. The rank
+// also writes on that pipe when it starts to exit with a failure, and when: a process that
+// exits closes its sockets before it is gone, so a peer that fails on the closed connection
+// may end first, and only that word lets the launcher name the rank that failed first.
+import { writeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { isMainThread } from 'node:worker_threads';
 
@@ -59,5 +63,22 @@ export function watchLauncher(env: Record<string, string | undefined> = process.
   pipe.on('close', lost);
   pipe.on('error', lost);
   pipe.unref(); // the pipe alone must not keep the rank alive
+  // (the first 'exit' listener: --import loads this before the rank's script)
+  process.on('exit', (code) => {
+    if (code === 0) return;
+    try {
+      writeSync(Number(named), exitNotice(code, performance.timeOrigin + performance.now()));
+    } catch {
+      // the launcher has gone: nobody to tell
+    }
+  });
   return true;
+}
+
+/** What a rank writes on the pipe as it starts to exit with `code`, at `at` (ms since the epoch). */
+export const exitNotice = (code: number, at: number): string => `exiting ${code} ${at}\n`;
+
+/** The times (ms since the epoch) at which a rank said it was exiting, read from what it wrote. */
+export function exitNoticeTimes(text: string): number[] {
+  return [...text.matchAll(/^exiting -?\d+ ([\d.]+)$/gm)].map((m) => Number(m[1]));
 }
