@@ -7,7 +7,8 @@
 //   npm run build && node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4]
 //       [-b 8] [-e 64M] [-f 4] [--time 0.2] [--reps 1] [--tcp] [--group G] [--quiet 30] [--json FILE] [--plot FILE.svg|DIR/]
 //
-// Every system uses the same timing method (see bench/README.md): time = the slowest rank's
+// webccl runs at its default settings: the WEBCCL_ variables of this environment (but the
+// token and job id) are not passed on. Every system uses the same timing method (see bench/README.md): time = the slowest rank's
 // mean time per call over a block of about --time seconds, after a barrier (the median of
 // --reps such blocks); busbw as nccl-tests. webccl and Open MPI run out of place; torch's
 // collectives run in place.
@@ -23,6 +24,9 @@ import { fileURLToPath } from 'node:url';
 import { waitQuiet } from './machine.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+/** The WEBCCL_ variables webccl's runs keep (a launcher's job credentials); the others are dropped. */
+const DEFAULT_KEEPS = new Set(['WEBCCL_TOKEN', 'WEBCCL_JOB_ID']);
+const dropped = Object.keys(process.env).filter((k) => k.startsWith('WEBCCL_') && !DEFAULT_KEEPS.has(k));
 const perfJs = join(root, 'dist', 'node', 'perf.js');
 if (!existsSync(perfJs)) {
   console.error('bench/compare: dist/ is missing; run `npm run build` first');
@@ -135,6 +139,7 @@ const mpi = findOpenMpi();
 const gloo = findGloo();
 console.log(`# bench/compare on ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}`);
 console.log(`# anchors found: webccl (this tree)${mpi ? `, Open MPI ${mpi.version}` : ''}${gloo ? `, Gloo (torch ${gloo.version}, ${gloo.python})` : ''}`);
+console.log(`# webccl at its default settings (no WEBCCL_ variable${dropped.length ? `; ignored here: ${dropped.join(', ')}` : ''})`);
 if (!mpi) console.log('# Open MPI not found: apt-get install openmpi-bin libopenmpi-dev  (mpirun and mpicc are needed)');
 if (!gloo) console.log('# Gloo not found: apt-get install python3-torch  (or set PYTHON to a python3 that has torch)');
 
@@ -145,9 +150,18 @@ if (!gloo) console.log('# Gloo not found: apt-get install python3-torch  (or set
 const sweep = (o) => ['-b', String(o.b), '-e', String(o.e), '-f', String(o.f)];
 const parseLines = (text) => text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
 
+/**
+ * The environment webccl runs in: this one without any WEBCCL_ setting (but the token and job
+ * id a launcher needs), so the tables show what a user who sets nothing gets.
+ */
+function defaultEnv() {
+  const env = { ...process.env };
+  for (const k of Object.keys(env)) if (k.startsWith('WEBCCL_') && !DEFAULT_KEEPS.has(k)) delete env[k];
+  return env;
+}
 function runWebccl(op, n, transport, group) {
   const json = join(tmpdir(), `webccl-compare-${process.pid}-${op}-${n}-${transport}${group ? `-g${group}` : ''}.json`);
-  const r = run(process.execPath, [join(root, 'bin', 'webccl.js'), 'perf', op, ...sweep(opts), '--ranks', String(n), ...(group ? ['--group', String(group)] : []), '--transport', transport, '--time', String(opts.time), '--reps', String(opts.reps), '-c', '1', '--json', json], { timeout: 1_800_000 });
+  const r = run(process.execPath, [join(root, 'bin', 'webccl.js'), 'perf', op, ...sweep(opts), '--ranks', String(n), ...(group ? ['--group', String(group)] : []), '--transport', transport, '--time', String(opts.time), '--reps', String(opts.reps), '-c', '1', '--json', json], { timeout: 1_800_000, env: defaultEnv() });
   if (!existsSync(json)) return { error: (r.stderr || r.stdout || 'no output').trim().split('\n').slice(-3).join(' ') };
   const rep = JSON.parse(readFileSync(json, 'utf8'));
   return { rows: rep.rows.map((x) => ({ size: x.size, time_us: x.oop.time_us, busbw: x.oop.busbw, wrong: x.oop.wrong, ip_busbw: x.ip?.busbw })) };
