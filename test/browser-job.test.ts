@@ -190,9 +190,9 @@ describe.skipIf(!haveChromium)('pages in jobs with Node processes', () => {
       await tab.waitForFunction('document.getElementById("status").dataset.state !== "running"', undefined, { timeout: 120_000 });
       const status = await tab.textContent('#status');
       const rows = (await tab.evaluate('window.perfRows')) as { size: number; wrong: number; ranks: number }[];
-      expect(status).toMatch(/^3 ranks, 4 sizes: every result right/);
-      expect(rows.map((r) => [r.size, r.wrong, r.ranks])).toEqual([1024, 4096, 16384, 65536].map((s) => [s, 0, 3]));
-      expect(await tab.locator('#chart circle').count()).toBe(4);
+      expect(status).toMatch(/^3 ranks, 8 sizes: every result right/);
+      expect(rows.map((r) => [r.size, r.wrong, r.ranks])).toEqual([8, 32, 128, 512, 2048, 8192, 32768, 65536].map((s) => [s, 0, 3]));
+      expect(await tab.locator('#chart circle').count()).toBe(8);
       const r = await nodeRank;
       expect({ code: r.code, out: r.stdout }, r.stderr).toEqual({ code: 0, out: '' }); // rank 2 prints no rows: rank 0 (the page) does
       await tab.close();

@@ -5,10 +5,11 @@
 // and every result checked (each rank adds rank + 1). Rank 0 gets each row through `onRow`.
 //   await allReduceSweep(comm, { sizes: [1024, 4096], seconds: 0.1 }, (row) => ...)
 
-/** Sizes from 1 KiB to `max` bytes, ×4 each. */
-export function sweepSizes(max) {
+/** Sizes from `min` (default 8 B, so the latency end shows) to `max` bytes, ×4 each, and `max` itself. */
+export function sweepSizes(max, min = 8) {
   const sizes = [];
-  for (let s = 1024; s <= max; s *= 4) sizes.push(s);
+  for (let s = min; s <= max; s *= 4) sizes.push(s);
+  if (sizes.at(-1) !== max && max > min) sizes.push(max);
   return sizes;
 }
 

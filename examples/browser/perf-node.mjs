@@ -3,11 +3,12 @@
 // Rank 0 prints each row as a JSON line. Start it as any Node rank of a job whose store
 // `webccl serve --token T` hosts (its store port is printed by serve):
 //   RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=8081 WEBCCL_TOKEN=T \
-//   WEBCCL_TRANSPORT=ws WEBCCL_STORE_SERVED=1 node examples/browser/perf-node.mjs [maxBytes] [seconds]
+//   WEBCCL_TRANSPORT=ws WEBCCL_STORE_SERVED=1 node examples/browser/perf-node.mjs [maxBytes] [seconds] [minBytes]
 // Pages then open http://127.0.0.1:8080/examples/browser/perf.html?size=3&first=1&ranks=2&token=T
 import { initCommGroup } from 'webccl';
 import { allReduceSweep, sweepSizes } from './perf-loop.js';
 
 const comm = await initCommGroup();
-const sizes = sweepSizes(Number(process.argv[2] ?? 16 * 1024 * 1024));
+// The same sizes as the pages' (their ?max= and ?min=, defaults 16 MiB and 8 B).
+const sizes = sweepSizes(Number(process.argv[2] ?? 16 * 1024 * 1024), Number(process.argv[4] ?? 8));
 await allReduceSweep(comm, { sizes, seconds: Number(process.argv[3] ?? 0.1) }, (row) => console.log(JSON.stringify(row)));

@@ -1,35 +1,44 @@
-// The live benchmark page: one module worker per rank (perf-rank.js); each row that rank 0
-// reports is added to the table and the chart (busbw against size, log2 size axis). Alone, the
+// The live benchmark page: first this page's floor (perf-floor.js), then one module worker per
+// rank (perf-rank.js); each row that rank 0 reports is added to the table and the chart
+// (perf-chart.js: busbw against size, the floor as a dashed reference). Alone, the
 // page's workers are one node; with ?size=N (and first, token, as job.html takes them) they
 // join a job of N ranks across pages and Node ranks (examples/browser/perf-node.mjs), whose store
 // `webccl serve --token T` hosts, and the chart shows the job's allReduce.
 import { createNode } from '../../dist/browser/index.js';
 import { sweepSizes } from './perf-loop.js';
+import { chartSvg, floorBusBw, humanBytes } from './perf-chart.js';
+import { measureFloor } from './perf-floor.js';
 
 const q = new URLSearchParams(location.search);
 const ranks = Number(q.get('ranks') ?? 2);
-const sizes = sweepSizes(Number(q.get('max') ?? 16 * 1024 * 1024));
+const max = Number(q.get('max') ?? 16 * 1024 * 1024);
+const sizes = sweepSizes(max, Number(q.get('min') ?? 8));
 const seconds = Number(q.get('seconds') ?? 0.1);
 const status = document.getElementById('status');
 const table = document.getElementById('rows');
 const chart = document.getElementById('chart');
+const timeChart = document.getElementById('time-chart');
+const floorNote = document.getElementById('floor');
 const rows = [];
+let floor;
+let jobRanks = ranks;
 
 function draw() {
-  const W = 640, H = 320, pad = 40;
-  const xs = (size) => pad + ((Math.log2(size) - Math.log2(sizes[0])) / Math.max(1, Math.log2(sizes.at(-1)) - Math.log2(sizes[0]))) * (W - 2 * pad);
-  const top = Math.max(...rows.map((r) => r.busbw), 1e-9);
-  const ys = (b) => H - pad - (b / top) * (H - 2 * pad);
-  const pts = rows.map((r) => `${xs(r.size).toFixed(1)},${ys(r.busbw).toFixed(1)}`);
-  chart.innerHTML = `<text x="${pad}" y="20">busbw, max ${top.toFixed(2)} GB/s</text>`
-    + `<text x="${W - pad}" y="${H - 10}" text-anchor="end">size ${sizes[0]} B … ${sizes.at(-1)} B (log)</text>`
-    + `<polyline points="${pts.join(' ')}"/>` + rows.map((r, i) => `<circle r="3" cx="${pts[i].split(',')[0]}" cy="${pts[i].split(',')[1]}"/>`).join('');
+  for (const [svg, measure] of [[chart, 'busbw'], [timeChart, 'time']]) {
+    const c = chartSvg({ rows, sizes, ranks: rows[0]?.ranks ?? jobRanks, floor, measure });
+    svg.setAttribute('viewBox', `0 0 ${c.width} ${c.height}`);
+    svg.setAttribute('width', String(c.width));
+    svg.setAttribute('height', String(c.height));
+    svg.innerHTML = c.markup;
+  }
 }
 
 function add(row) {
   rows.push(row);
   const tr = table.insertRow();
-  for (const v of [row.size, row.timeUs.toFixed(1), row.algbw.toFixed(3), row.busbw.toFixed(3), row.wrong]) tr.insertCell().textContent = String(v);
+  const ofFloor = floor ? (row.busbw / floorBusBw(floor, row.size, row.ranks)).toFixed(2) : '';
+  for (const v of [humanBytes(row.size), row.timeUs.toFixed(1), row.algbw.toPrecision(3), row.busbw.toPrecision(3), ofFloor, row.wrong]) tr.insertCell().textContent = String(v);
+  tr.dataset.size = String(row.size);
   draw();
 }
 
@@ -39,6 +48,14 @@ try {
     master: q.get('master') ?? `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}`,
     worldSize: Number(q.get('size')), token: q.get('token') ?? '', jobId: q.get('job') ?? undefined,
   };
+  if (job) jobRanks = job.worldSize;
+  draw();
+  // The page's own floor first (its workers would otherwise compete with the ranks).
+  status.textContent = "measuring this page's floor…";
+  floor = await measureFloor(max);
+  floorNote.textContent = `This page's floor (dashed): two one-way wake-ups of a worker blocked in Atomics.wait (${floor.oneWayUs.toFixed(1)} µs each) and one copy of the buffer (${floor.copyGBs.toFixed(2)} GB/s); the table's "of floor" is busbw over the floor's.`;
+  draw();
+  status.textContent = 'running…';
   // A page of one rank in a job joins alone (no shared memory needed); otherwise one node.
   const node = job && ranks === 1 ? undefined : createNode({ nranks: ranks, ...(job && { firstRank, ...job }) });
   let finished = 0;
@@ -58,6 +75,7 @@ try {
   status.dataset.state = wrong ? 'failed' : 'done';
   status.textContent = `${rows[0]?.ranks ?? ranks} ranks, ${rows.length} sizes: ${wrong ? `${wrong} wrong results` : 'every result right'}`;
   window.perfRows = rows; // read by bench/browser-ws.mjs
+  window.perfFloor = floor;
 } catch (e) {
   status.dataset.state = 'failed';
   status.textContent = String(e.message ?? e);
