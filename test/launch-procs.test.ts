@@ -1,7 +1,7 @@
 // webccl run --procs: one OS process per rank, torchrun's variables in each environment, and a
 // job that ends as a whole (a rank's death, or a signal to the launcher, ends every rank).
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -60,8 +60,9 @@ describe('webccl run --procs', () => {
   });
 
   it('names the rank that failed first, though ranks that failed because of it were gone before it', () => {
-    const marker = join(mkdtempSync(join(tmpdir(), 'webccl-exit-order-')), 'going');
-    const r = webccl(['-n', '3', fixture, 'exit-slowly-rank-1', marker]);
+    const at = mkdtempSync(join(tmpdir(), 'webccl-exit-order-'));
+    const r = webccl(['-n', '3', fixture, 'exit-slowly-rank-1', join(at, 'going')]);
+    rmSync(at, { recursive: true, force: true });
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/^webccl: rank 1 failed: exited with code 7$/m);
     expect(r.stderr).toMatch(/^webccl: ranks 0, 2 then ended too$/m);
