@@ -1,23 +1,31 @@
-// Headless Chromium for the browser tests (Debian's, driven by playwright-core, which downloads
-// no browser of its own). Tests skip, with a message, where it is not installed.
+// Headless browsers for the browser tests, Debian's, driven by playwright-core (which downloads
+// no browser of its own): Chromium over CDP, and Firefox ESR over WebDriver BiDi (playwright's
+// 'moz-firefox' channel, for a stock Firefox). Tests skip, with a message, where one is missing.
 import { existsSync } from 'node:fs';
 import type { Page } from 'playwright-core';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 export const haveChromium = existsSync(CHROMIUM);
+export const FIREFOX = process.env.FIREFOX_PATH ?? '/usr/bin/firefox-esr';
+export const haveFirefox = existsSync(FIREFOX);
 
 /** Prints why `what` is skipped, where Chromium is missing. */
 export function warnIfNoChromium(what: string): void {
   if (!haveChromium) console.warn(`${what} skipped: no Chromium at ${CHROMIUM} (apt-get install chromium)`);
 }
 
-/** Runs `fn` on a fresh tab that records the page's uncaught errors in `errors`; the browser closes however `fn` ends. */
-export async function withTab<T>(fn: (tab: Page, errors: string[]) => Promise<T>): Promise<T> {
-  const { chromium } = await import('playwright-core');
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+/**
+ * Runs `fn` on a fresh tab that records the page's uncaught errors in `errors`; the browser
+ * (Chromium, or Firefox ESR) closes however `fn` ends.
+ */
+export async function withTab<T>(fn: (tab: Page, errors: string[]) => Promise<T>, which: 'chromium' | 'firefox' = 'chromium'): Promise<T> {
+  const { chromium, firefox } = await import('playwright-core');
+  const browser = which === 'firefox'
+    ? await firefox.launch({ channel: 'moz-firefox', executablePath: FIREFOX, headless: true })
+    : await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
   try {
     const tab = await (await browser.newContext()).newPage(); // a context of its own: tab.context().newPage() opens more
     const errors: string[] = [];
