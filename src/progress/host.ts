@@ -21,7 +21,7 @@ import { REFUSED, hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 import {
   L, LANE_BYTES, TABLE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STARTING, PROGRESS_STOPPING, HOLD_MS, T, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, laneAt, ownerAt, slotState, laneTable, stillListed, turnAt, slotAt,
 } from './lanes.js';
-import { type SlotViews, readPosted, slotViews, writeOutcome } from './slot-codec.js';
+import { type SlotViews, readPosted, viewsReaching, writeOutcome } from './slot-codec.js';
 
 /** What an op its rank took back ends as: settled, with no outcome to write. */
 const RECLAIMED = new Work('allReduce', -1, REFUSED, true);
@@ -101,8 +101,7 @@ class ProgressHost {
 
   /** Views that reach `h`'s lane (renewed when the lane lies past the last ones: the memory grew for it). */
   private views(h: Hosted): SlotViews {
-    if (!this.slots || this.slots.i32.byteLength < h.addr + LANE_BYTES) this.slots = slotViews(this.memory);
-    return this.slots;
+    return (this.slots = viewsReaching(this.memory, this.slots, h.addr + LANE_BYTES));
   }
 
   run(): void {

@@ -35,11 +35,10 @@ export function stageOp(ctx: RankContext, s: OpSpec): Pick<LaneOp, 'stagedIn' | 
 export function unstage(ctx: RankContext, t: Pick<LaneOp, 'stagedIn' | 'stagedOut'>): void {
   if (t.stagedIn) ctx.heap.free(t.stagedIn);
   if (t.stagedOut && t.stagedOut !== t.stagedIn) ctx.heap.free(t.stagedOut);
-  if (t.stagedIn || t.stagedOut) t.stagedIn = t.stagedOut = 0;
+  if (t.stagedIn || t.stagedOut) t.stagedIn = t.stagedOut = 0; // (UNSTAGED, frozen, is never written)
 }
 
-/** Reads `t`'s outcome from `slot`: its result copied out of its copy, the copies freed; the error it ends with, if any. */
-/** (`v`: views that reach the slot.) */
+/** Reads `t`'s outcome from `slot` (`v`: views that reach it): its result copied out of its copy, the copies freed; the error it ends with, if any. */
 export function readBack(ctx: RankContext, v: SlotViews, slot: number, t: LaneOp): { o: OpOutcome; err: WebcclError | undefined } {
   const mem = ctx.core.memory;
   const o = readOutcome(mem, v, slot);

@@ -23,8 +23,8 @@ import { groupContext, releaseCommBlock } from '../comm/shm-block.js';
 import { hubBellAt, hubState } from './net-hub.js';
 import type { NetLaneConfig } from './net-lane.js';
 import type { Work } from '../comm/work.js';
-import { AWAITED_SHOWN, L, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, SLOT_TAKEN, claimSlot, laneAt, laneTable, ownerAt, slotAt, stillListed, turnAt } from './lanes.js';
-import { readPosted, slotViews, writeOutcome } from './slot-codec.js';
+import { AWAITED_SHOWN, L, LANE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, SLOT_TAKEN, claimSlot, laneAt, laneTable, ownerAt, slotAt, stillListed, turnAt } from './lanes.js';
+import { type SlotViews, readPosted, viewsReaching, writeOutcome } from './slot-codec.js';
 import { abortAsked, readNetLaneConfig } from './net-lane.js';
 import { hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 
@@ -66,6 +66,7 @@ export class NetProgressHost {
   private readonly lanes = new Map<number, Hosted>();
   private readonly ctx: RankContext;
   private readonly track = traceTrack('network progress thread');
+  private slots: SlotViews | undefined;
 
   constructor(private readonly i: NetHostInput) {
     const core = loadWasm(i.memory, i.simd);
@@ -79,6 +80,11 @@ export class NetProgressHost {
 
   private i32(): Int32Array {
     return new Int32Array(freshBuffer(this.i.memory));
+  }
+
+  /** Views that reach `h`'s lane (made again only when the memory grew for it). */
+  private views(h: Hosted): SlotViews {
+    return (this.slots = viewsReaching(this.i.memory, this.slots, h.addr + LANE_BYTES));
   }
 
   /** Serves the lanes until its rank has left (or the thread is asked to stop); then closes them. */
@@ -188,7 +194,7 @@ export class NetProgressHost {
 
   /** The op in `slot`, submitted to the lane's engine (or failed at once, as the engine refuses it). */
   private take(h: Hosted, slot: number): Work {
-    const { input, output, value: p } = readPosted(this.i.memory, slotViews(this.i.memory), slot);
+    const { input, output, value: p } = readPosted(this.i.memory, this.views(h), slot);
     claimSlot(this.i.memory, slot, SLOT_TAKEN);
     const trace = TRACING ? new OpTrace(this.track, { collective: p.name, bytes: p.count * DTYPE_SIZE[p.dtype], dtype: p.dtype, rank: h.rank, communicator: `space ${h.space}`, ranks: h.size }) : undefined;
     try {
@@ -205,7 +211,7 @@ export class NetProgressHost {
     while (h.works.length && h.works[0].settled) {
       const w = h.works.shift()!;
       if (w.failure) log('INFO', `network progress thread: ${w.name} #${w.seq} failed: ${w.failure.message}`);
-      writeOutcome(this.i.memory, slotViews(this.i.memory), slotAt(h.addr, h.ended), outcomeOf(w));
+      writeOutcome(this.i.memory, this.views(h), slotAt(h.addr, h.ended), outcomeOf(w));
       h.ended++;
       Atomics.store(i32, (h.addr + L.DONE) >> 2, h.ended);
       Atomics.notify(i32, (h.addr + L.DONE) >> 2);

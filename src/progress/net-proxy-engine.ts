@@ -15,7 +15,7 @@ import type { NetEngine } from '../comm/net-engine.js';
 import { FlightRecorder } from '../comm/flight-recorder.js';
 import { Work, type WorkDriver } from '../comm/work.js';
 import { AWAITED_SHOWN, L, LANE_BYTES, LANE_SLOTS, type OpOutcome, PROGRESS_GONE, PROGRESS_RUNNING, postedOp, slotAt } from './lanes.js';
-import { type SlotViews, slotViews, writePosted } from './slot-codec.js';
+import { type SlotViews, viewsReaching, writePosted } from './slot-codec.js';
 import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
 import { closeLane } from './lane-life.js';
 import { hubReason, hubState, onThreadLost, ringHub } from './net-hub.js';
@@ -274,8 +274,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   /** Views that reach the lane's slots (made once the lane is open). */
   private views(): SlotViews {
-    if (!this.slots || this.slots.i32.byteLength < this.lane + LANE_BYTES) this.slots = slotViews(this.ctx.core.memory);
-    return this.slots;
+    return (this.slots = viewsReaching(this.ctx.core.memory, this.slots, this.lane + LANE_BYTES));
   }
 
   private threadRuns(): boolean {

@@ -39,6 +39,11 @@ export function slotViews(memory: WebAssembly.Memory): SlotViews {
   return { i32: new Int32Array(b), f64: new Float64Array(b, 0, b.byteLength >> 3) };
 }
 
+/** `v` when it reaches byte `end` of the memory, else views made now (the memory grew for what lies there). */
+export function viewsReaching(memory: WebAssembly.Memory, v: SlotViews | undefined, end: number): SlotViews {
+  return v && v.i32.byteLength >= end ? v : slotViews(memory);
+}
+
 /** The i32 index of `slot`'s first word, and that of its first f64 word (slots are 8-byte aligned). */
 const at = (slot: number): { i: number; f: number } => ({ i: slot >> 2, f: (slot >> 3) + S.F64 });
 

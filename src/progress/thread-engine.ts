@@ -171,9 +171,14 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     if (Atomics.compareExchange(i32, (this.lane + L.HOLD) >> 2, h.tag, 0) === h.tag) return true;
     Atomics.compareExchange(i32, (this.lane + L.POSTED) >> 2, this.posted, this.posted + 1);
     this.posted++;
+    this.followHeld(h);
+    return false;
+  }
+
+  /** The held op, written in its slot, is the thread's now: this rank reads its outcome as any other's. */
+  private followHeld(h: Held): void {
     h.spec.check?.atStart(h.seq);
     this.inThread.push({ spec: untraced(h.spec), work: h.work, seq: h.seq, algo: h.algo, ...h.staged, reclaimed: false });
-    return false;
   }
 
   /**
@@ -199,8 +204,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
       return;
     }
     // Written already (with no grace): counted posted now, for the thread to take at once.
-    h.spec.check?.atStart(h.seq);
-    this.inThread.push({ spec: untraced(h.spec), work: h.work, seq: h.seq, algo: h.algo, ...h.staged, reclaimed: false });
+    this.followHeld(h);
     this.posted++;
     const i32 = this.i32();
     Atomics.store(i32, (this.lane + L.POSTED) >> 2, this.posted);
