@@ -181,20 +181,40 @@ describe.skipIf(!haveChromium)('pages in jobs with Node processes', () => {
     }
   }, 180_000);
 
-  it('perf.html across a job: a page of 2 workers and a Node rank (examples/browser/perf-node.mjs) run the live sweep; rows with #wrong 0 on the page of rank 0', async () => {
+  it('perf.html across a job: a page of 2 workers and a Node process of 2 threads (examples/browser/perf-node.mjs) run the live sweep, then each node alone as a second and third series; every row right, the chart screenshot', async () => {
     const job = await servedJob('perf-job');
     try {
-      const nodeRank = run(node, [join(root, 'examples', 'browser', 'perf-node.mjs'), '65536', '0.02'], job.nodeEnv(2, 3));
+      // The Node ranks are a `webccl run` launcher's 2 threads: node 1 of the job (world ranks 2, 3); the page is node 0.
+      const nodeRanks = run(node, [bin, 'run', '--nnodes', '2', '--node-rank', '1', '--nproc-per-node', '2', '--master-addr', '127.0.0.1', '--master-port', String(job.served.store!.port),
+        join(root, 'examples', 'browser', 'perf-node.mjs'), '65536', '0.02'], job.nodeEnv(0, 0));
       const tab = await (await browser.newContext()).newPage();
-      await tab.goto(`${job.served.http.url}/examples/browser/perf.html?${new URLSearchParams({ size: '3', first: '0', ranks: '2', token: JOB_TOKEN, job: job.jobId, max: '65536', seconds: '0.02' })}`);
-      await tab.waitForFunction('document.getElementById("status").dataset.state !== "running"', undefined, { timeout: 120_000 });
+      await tab.goto(`${job.served.http.url}/examples/browser/perf.html?${new URLSearchParams({ size: '4', first: '0', ranks: '2', token: JOB_TOKEN, job: job.jobId, max: '65536', seconds: '0.02' })}`);
+      await tab.waitForFunction('document.getElementById("status").dataset.state !== "running"', undefined, { timeout: 150_000 });
       const status = await tab.textContent('#status');
+      const sizes = [8, 32, 128, 512, 2048, 8192, 32768, 65536];
       const rows = (await tab.evaluate('window.perfRows')) as { size: number; wrong: number; ranks: number }[];
-      expect(status).toMatch(/^3 ranks, 8 sizes: every result right/);
-      expect(rows.map((r) => [r.size, r.wrong, r.ranks])).toEqual([8, 32, 128, 512, 2048, 8192, 32768, 65536].map((s) => [s, 0, 3]));
-      expect(await tab.locator('#chart circle').count()).toBe(8);
-      const r = await nodeRank;
-      expect({ code: r.code, out: r.stdout }, r.stderr).toEqual({ code: 0, out: '' }); // rank 2 prints no rows: rank 0 (the page) does
+      expect(status).toMatch(/^4 ranks, 8 sizes: every result right/);
+      expect(rows.map((r) => [r.size, r.wrong, r.ranks])).toEqual(sizes.map((s) => [s, 0, 4]));
+      // Each node alone: the page's workers, then the Node process's threads, every row right.
+      const alone = (await tab.evaluate('window.perfNodeRows')) as { size: number; wrong: number; ranks: number; series: string; busbw: number }[];
+      const series = ['page ranks 0, 1 alone', 'Node ranks 2, 3 alone'];
+      expect(alone.map((r) => [r.series, r.size, r.wrong, r.ranks])).toEqual(series.flatMap((name) => sizes.map((s) => [name, s, 0, 2])));
+      expect(alone.every((r) => r.busbw > 0)).toBe(true);
+      const tableRows = await tab.$$eval('#node-rows tr', (trs) => trs.slice(1).map((tr) => tr.children[0].textContent));
+      expect(tableRows).toEqual(series.flatMap((name) => sizes.map(() => name)));
+      // The chart: 3 series of 8 points, each series named in the legend and in its points' tooltips.
+      const chart = await tab.$eval('#chart', (svg) => ({
+        points: [...svg.querySelectorAll('circle')].map((c) => c.querySelector('title')?.textContent ?? ''),
+        legend: [...svg.querySelectorAll('.legend')].map((t) => t.textContent),
+        lines: svg.querySelectorAll('polyline.series, polyline.extra').length,
+      }));
+      expect(chart.points).toHaveLength(24);
+      expect(chart.legend).toEqual(['allReduce, 4 ranks', "this page's floor", ...series]);
+      expect(chart.lines).toBe(3);
+      for (const name of series) expect(chart.points.filter((t) => t.startsWith(`${name}, `))).toHaveLength(8);
+      await tab.locator('.result').screenshot({ path: join(tmpdir(), 'webccl-perf-job.png') });
+      const r = await nodeRanks;
+      expect({ code: r.code, out: r.stdout }, r.stderr).toEqual({ code: 0, out: '' }); // the Node ranks print no rows: rank 0 (the page) does
       await tab.close();
     } finally {
       await job.close();

@@ -157,6 +157,29 @@ describe('groups across nodes', () => {
       destroyAll(world);
     }
   });
+
+  it("splitByNode: each rank gets its node's ranks, of the world and of a group across nodes; on one node, everyone", async () => {
+    const world = await netRanks(2, 2, { timeoutMs: 30_000 });
+    try {
+      const nodes = await Promise.all(world.map((c) => c.splitByNode()));
+      expect(nodes.map((g) => [membersOf(g), g.rank, g.acrossNodes])).toEqual([[[0, 1], 0, false], [[0, 1], 1, false], [[2, 3], 0, false], [[2, 3], 1, false]]);
+      await checkSum(nodes, membersOf);
+      // A group in an order of its own: its members on each node, in the group's order.
+      const group = await Promise.all(world.map((c) => c.createGroup([3, 1, 2])));
+      const inGroup = await Promise.all(group.map((g) => g?.splitByNode() ?? null));
+      expect(inGroup.map((g) => (g ? membersOf(g) : null))).toEqual([null, [1], [3, 2], [3, 2]]);
+      await checkSum(inGroup, membersOf);
+      const bad = await Promise.all(world.map((c) => c.splitByNode({ timeout: 5 } as never).then(() => undefined, (e) => e.code)));
+      expect(bad).toEqual(Array(4).fill('INVALID_ARGUMENT'));
+      for (const g of [...nodes, ...group, ...inGroup]) g?.destroy();
+    } finally {
+      destroyAll(world);
+    }
+    const one = inprocRanks(3);
+    const all = await formAll(one, (c) => c.splitByNode());
+    expect(all.map((g) => g && [membersOf(g), g.rank])).toEqual([[[0, 1, 2], 0], [[0, 1, 2], 1], [[0, 1, 2], 2]]);
+    await checkSum(all, membersOf);
+  });
 });
 
 describe('group formation across nodes', () => {

@@ -29,4 +29,18 @@ describe('perf.html chart helpers', () => {
       expect(markup).toContain('class="floor"');
     }
   });
+
+  it('draws further series (each node alone) in colours of their own, each named in the legend and in its points', () => {
+    const rows = [{ size: 8, timeUs: 20, busbw: 0.0004 }, { size: 4096, timeUs: 40, busbw: 0.1 }];
+    const alone = (t: number) => rows.map((r) => ({ ...r, timeUs: r.timeUs / t, busbw: r.busbw * t }));
+    const extra = [{ label: 'page ranks 0, 1 alone', rows: alone(2) }, { label: 'Node ranks 2, 3 alone', rows: alone(3) }];
+    const { markup } = chartSvg({ rows, sizes: [8, 64, 4096], ranks: 4, floor: { oneWayUs: 5, copyGBs: 4 }, extra });
+    expect(markup.match(/<circle /g)).toHaveLength(6);
+    expect([...markup.matchAll(/class="legend"[^>]*>([^<]*)</g)].map((m) => m[1])).toEqual(['allReduce, 4 ranks', "this page's floor", 'page ranks 0, 1 alone', 'Node ranks 2, 3 alone']);
+    expect(markup).toContain('<title>Node ranks 2, 3 alone, 4 KiB: 13.3 µs, busbw 0.300 GB/s</title>');
+    const colours = [...markup.matchAll(/<polyline class="(?:series|extra)"[^>]* stroke="([^"]+)"/g)].map((m) => m[1]);
+    expect(new Set(colours).size).toBe(3);
+    // The highest point of any series sets the scale: the busbw axis reaches Node's 0.3 GB/s.
+    expect(Math.max(...[...markup.matchAll(/class="tick-y"[^>]*>([^<]*)</g)].map((m) => Number(m[1])))).toBeGreaterThanOrEqual(0.3);
+  });
 });

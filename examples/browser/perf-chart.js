@@ -1,9 +1,14 @@
 // The live benchmark's charts (perf.html), as SVG strings: bus bandwidth (linear GB/s: the large
 // messages) and time per call (log µs: the latency end) against message size, with labelled
-// axes, ticks in human sizes (8 B … 16 MiB), grid lines, a tooltip on each point, and this
-// page's floor as a dashed reference curve. Pure: rows in, markup out (no DOM).
+// axes, ticks in human sizes (8 B … 16 MiB), grid lines, a tooltip on each point, this page's
+// floor as a dashed reference curve, and further series (each node of a job on its own) in
+// colours of their own. Pure: rows in, markup out (no DOM).
 
-const W = 720, H = 360, LEFT = 64, RIGHT = 20, TOP = 28, BOTTOM = 48;
+const W = 720, H = 360, LEFT = 64, RIGHT = 20, BOTTOM = 48;
+/** The main series' colour, then the further series'. */
+const COLOURS = ['#2b6cb0', '#c05621', '#2f855a', '#6b46c1', '#b7791f'];
+/** Legend entries per line, and each one's width. */
+const LEGEND_PER_LINE = 3, LEGEND_W = 215;
 const UNITS = ['B', 'KiB', 'MiB', 'GiB'];
 /** Pixels between two size labels' centres ("512 KiB" is about 45 px wide at 11 px). */
 const MIN_LABEL_GAP = 50;
@@ -55,14 +60,19 @@ const MEASURES = {
 
 /**
  * The chart of `measure` ('busbw' or 'time') for `rows` ({ size, timeUs, busbw }) over the sweep
- * `sizes`, with `floor` ({ oneWayUs, copyGBs }, or undefined while it is measured) for `ranks` ranks.
+ * `sizes`, with `floor` ({ oneWayUs, copyGBs }, or undefined while it is measured) for `ranks`
+ * ranks, and `extra` series ([{ label, rows }]) beside it.
  */
-export function chartSvg({ rows, sizes, ranks, floor, measure = 'busbw' }) {
+export function chartSvg({ rows, sizes, ranks, floor, measure = 'busbw', extra = [] }) {
   const m = MEASURES[measure];
+  const legend = [{ label: `allReduce, ${ranks} ranks`, colour: COLOURS[0] }];
+  if (floor) legend.push({ label: "this page's floor", colour: '#9ca3af', dashed: true });
+  extra.forEach((e, k) => legend.push({ label: e.label, colour: COLOURS[1 + (k % (COLOURS.length - 1))] }));
+  const TOP = 12 + 16 * Math.ceil(legend.length / LEGEND_PER_LINE);
   const lo = Math.log2(sizes[0]), hi = Math.log2(sizes.at(-1));
   const x = (size) => LEFT + ((Math.log2(size) - lo) / Math.max(hi - lo, 1)) * (W - LEFT - RIGHT);
   const floorPts = floor ? sizes.map((s) => [s, m.floor(floor, s, ranks)]) : [];
-  const values = [...rows.map(m.of), ...floorPts.map((p) => p[1])].filter((v) => v > 0);
+  const values = [...rows, ...extra.flatMap((e) => e.rows)].map(m.of).concat(floorPts.map((p) => p[1])).filter((v) => v > 0);
   const ticksY = m.log ? decadeTicks(Math.min(1, ...values), Math.max(10, ...values)) : niceTicks(Math.max(1e-9, ...values));
   const span = m.log ? [Math.log10(ticksY[0]), Math.log10(ticksY.at(-1))] : [0, ticksY.at(-1)];
   const y = (v) => {
@@ -89,15 +99,17 @@ export function chartSvg({ rows, sizes, ranks, floor, measure = 'busbw' }) {
     const d = floorPts.map(([s, v]) => `${x(s).toFixed(1)},${y(v).toFixed(1)}`).join(' ');
     parts.push(`<polyline class="floor" points="${d}" fill="none" stroke="#9ca3af" stroke-dasharray="5 4"><title>${esc(`this page's floor: 2 × ${floor.oneWayUs.toFixed(1)} µs one-way wake-up + one copy at ${floor.copyGBs.toFixed(2)} GB/s`)}</title></polyline>`);
   }
-  if (rows.length) {
-    parts.push(`<polyline class="series" points="${rows.map((r) => `${x(r.size).toFixed(1)},${y(m.of(r)).toFixed(1)}`).join(' ')}" fill="none" stroke="#2b6cb0" stroke-width="2"/>`);
-    for (const r of rows) {
-      const tip = `${humanBytes(r.size)}: ${r.timeUs.toFixed(1)} µs, busbw ${r.busbw.toPrecision(3)} GB/s${floor ? `, ${(r.busbw / floorBusBw(floor, r.size, ranks)).toFixed(2)}× the floor` : ''}`;
-      parts.push(`<circle r="4" cx="${x(r.size).toFixed(1)}" cy="${y(m.of(r)).toFixed(1)}" fill="#2b6cb0"><title>${esc(tip)}</title></circle>`);
-    }
-  }
-  // legend
-  parts.push(`<line x1="${LEFT + 10}" x2="${LEFT + 34}" y1="14" y2="14" stroke="#2b6cb0" stroke-width="2"/><text x="${LEFT + 40}" y="18" font-size="12">allReduce, ${ranks} ranks</text>`);
-  if (floor) parts.push(`<line x1="${LEFT + 200}" x2="${LEFT + 224}" y1="14" y2="14" stroke="#9ca3af" stroke-dasharray="5 4"/><text x="${LEFT + 230}" y="18" font-size="12">this page's floor</text>`);
+  const series = (rs, colour, cls, tipOf) => {
+    if (!rs.length) return;
+    parts.push(`<polyline class="${cls}" points="${rs.map((r) => `${x(r.size).toFixed(1)},${y(m.of(r)).toFixed(1)}`).join(' ')}" fill="none" stroke="${colour}" stroke-width="2"/>`);
+    for (const r of rs) parts.push(`<circle class="${cls}-point" r="4" cx="${x(r.size).toFixed(1)}" cy="${y(m.of(r)).toFixed(1)}" fill="${colour}"><title>${esc(tipOf(r))}</title></circle>`);
+  };
+  const figures = (r) => `${humanBytes(r.size)}: ${r.timeUs.toFixed(1)} µs, busbw ${r.busbw.toPrecision(3)} GB/s`;
+  extra.forEach((e, k) => series(e.rows, legend[legend.length - extra.length + k].colour, 'extra', (r) => `${e.label}, ${figures(r)}`));
+  series(rows, COLOURS[0], 'series', (r) => `${figures(r)}${floor ? `, ${(r.busbw / floorBusBw(floor, r.size, ranks)).toFixed(2)}× the floor` : ''}`);
+  legend.forEach((e, k) => {
+    const lx = LEFT + 10 + (k % LEGEND_PER_LINE) * LEGEND_W, ly = 14 + 16 * Math.floor(k / LEGEND_PER_LINE);
+    parts.push(`<line x1="${lx}" x2="${lx + 24}" y1="${ly}" y2="${ly}" stroke="${e.colour}" stroke-width="2"${e.dashed ? ' stroke-dasharray="5 4"' : ''}/><text class="legend" x="${lx + 30}" y="${ly + 4}" font-size="12">${esc(e.label)}</text>`);
+  });
   return { width: W, height: H, markup: parts.join('') };
 }

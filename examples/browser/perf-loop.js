@@ -44,3 +44,36 @@ export async function allReduceSweep(comm, { sizes, seconds }, onRow) {
     }
   }
 }
+
+/**
+ * Each node of the job on its own: the ranks of every node of at least 2 (a page's workers, a
+ * Node process's threads) run the same sweep among themselves over shared memory, one node at a
+ * time so that none competes with another for the cores, while the others wait. `kind` names
+ * this rank's side ('page' or 'Node'); rank 0 gets each node's rows through `onRow`, each with
+ * `series` naming the node (its kind and world ranks). Every rank of `comm` calls it.
+ */
+export async function nodeSweeps(comm, { sizes, seconds, kind }, onRow) {
+  const local = await comm.splitByNode();
+  // Which node each rank is on (its node's first rank here) and of what kind.
+  const mine = Int32Array.of(comm.groupRank(local.worldRank(0)), kind === 'Node' ? 1 : 0);
+  const all = new Int32Array(2 * comm.size);
+  await comm.allGather(all, mine);
+  const firstOf = (r) => all[2 * r];
+  const nodes = [...new Set(Array.from({ length: comm.size }, (_, r) => firstOf(r)))].sort((a, b) => a - b);
+  // A node's sweep can outlast the default deadline of the ranks that wait for it.
+  const timeoutMs = Math.max(60_000, sizes.length * seconds * 1000 * 20);
+  for (const first of nodes) {
+    const members = Array.from({ length: comm.size }, (_, r) => r).filter((r) => firstOf(r) === first);
+    if (members.length < 2) continue;
+    const rows = [];
+    if (firstOf(comm.rank) === first) await allReduceSweep(local, { sizes, seconds }, (row) => rows.push(row));
+    const series = `${all[2 * first + 1] ? 'Node' : 'page'} ranks ${members.join(', ')} alone`;
+    for (const [k, size] of sizes.entries()) {
+      const r = new Float64Array(4);
+      if (comm.rank === first) r.set([rows[k].timeUs, rows[k].algbw, rows[k].busbw, rows[k].wrong]);
+      await comm.broadcast(r, { root: first, timeoutMs });
+      if (comm.rank === 0) onRow({ size, timeUs: r[0], algbw: r[1], busbw: r[2], wrong: r[3], ranks: members.length, series });
+    }
+  }
+  local.destroy();
+}

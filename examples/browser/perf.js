@@ -3,7 +3,9 @@
 // (perf-chart.js: busbw against size, the floor as a dashed reference). Alone, the
 // page's workers are one node; with ?size=N (and first, token, as job.html takes them) they
 // join a job of N ranks across pages and Node ranks (examples/browser/perf-node.mjs), whose store
-// `webccl serve --token T` hosts, and the chart shows the job's allReduce.
+// `webccl serve --token T` hosts, and the chart shows the job's allReduce; then each node of the
+// job on its own (this page's workers, a Node process's threads) as further series, so the cost
+// of crossing between them shows beside what each side does alone.
 import { createNode } from '../../dist/browser/index.js';
 import { sweepSizes } from './perf-loop.js';
 import { chartSvg, floorBusBw, humanBytes } from './perf-chart.js';
@@ -19,13 +21,17 @@ const table = document.getElementById('rows');
 const chart = document.getElementById('chart');
 const timeChart = document.getElementById('time-chart');
 const floorNote = document.getElementById('floor');
+const nodeTable = document.getElementById('node-rows');
 const rows = [];
+/** Each node's own sweep (in a job), by series name. */
+const nodeSeries = new Map();
 let floor;
 let jobRanks = ranks;
 
 function draw() {
   for (const [svg, measure] of [[chart, 'busbw'], [timeChart, 'time']]) {
-    const c = chartSvg({ rows, sizes, ranks: rows[0]?.ranks ?? jobRanks, floor, measure });
+    const extra = [...nodeSeries].map(([label, rs]) => ({ label, rows: rs }));
+    const c = chartSvg({ rows, sizes, ranks: rows[0]?.ranks ?? jobRanks, floor, measure, extra });
     svg.setAttribute('viewBox', `0 0 ${c.width} ${c.height}`);
     svg.setAttribute('width', String(c.width));
     svg.setAttribute('height', String(c.height));
@@ -34,11 +40,22 @@ function draw() {
 }
 
 function add(row) {
+  if (row.series) return addNodeRow(row);
   rows.push(row);
   const tr = table.insertRow();
   const ofFloor = floor ? (row.busbw / floorBusBw(floor, row.size, row.ranks)).toFixed(2) : '';
   for (const v of [humanBytes(row.size), row.timeUs.toFixed(1), row.algbw.toPrecision(3), row.busbw.toPrecision(3), ofFloor, row.wrong]) tr.insertCell().textContent = String(v);
   tr.dataset.size = String(row.size);
+  draw();
+}
+
+/** A row of one node's own sweep: its series on the charts, a row of the second table. */
+function addNodeRow(row) {
+  if (!nodeSeries.has(row.series)) nodeSeries.set(row.series, []);
+  nodeSeries.get(row.series).push(row);
+  nodeTable.hidden = false;
+  const tr = nodeTable.insertRow();
+  for (const v of [row.series, humanBytes(row.size), row.timeUs.toFixed(1), row.algbw.toPrecision(3), row.busbw.toPrecision(3), row.wrong]) tr.insertCell().textContent = String(v);
   draw();
 }
 
@@ -68,13 +85,14 @@ try {
         else if (++finished === ranks) resolve();
       };
       w.onerror = (e) => reject(new Error(`rank ${rank}: ${e.message}`));
-      w.postMessage({ join: node ? { node, rank } : { ...job, rank: firstRank }, sizes, seconds });
+      w.postMessage({ join: node ? { node, rank } : { ...job, rank: firstRank }, sizes, seconds, inJob: Boolean(job) });
     }
   });
-  const wrong = rows.reduce((a, r) => a + r.wrong, 0);
+  const wrong = [...rows, ...[...nodeSeries.values()].flat()].reduce((a, r) => a + r.wrong, 0);
   status.dataset.state = wrong ? 'failed' : 'done';
   status.textContent = `${rows[0]?.ranks ?? ranks} ranks, ${rows.length} sizes: ${wrong ? `${wrong} wrong results` : 'every result right'}`;
   window.perfRows = rows; // read by bench/browser-ws.mjs
+  window.perfNodeRows = [...nodeSeries.values()].flat();
   window.perfFloor = floor;
 } catch (e) {
   status.dataset.state = 'failed';

@@ -116,6 +116,16 @@ export class Communicator {
   }
 
   /**
+   * MPI's split by shared memory (MPI_COMM_TYPE_SHARED): the ranks of this communicator that
+   * share this rank's node (a process's worker threads, a page's workers), in this
+   * communicator's order. Every rank calls it; each gets its own node's communicator, which
+   * never crosses a network.
+   */
+  splitByNode(options?: CommunicatorOptions): Promise<Communicator> {
+    return this.forming('splitByNode', options, (o) => splitGroups(this.former(), this.placement.nodeOf[this.rank], this.rank, o)) as Promise<Communicator>;
+  }
+
+  /**
    * After ranks died or left (or a failure aborted the communicator), the survivors' new
    * communicator without them (NCCL's ncclCommShrink, ULFM's MPI_Comm_shrink): every surviving
    * rank calls it once; ranks keep their order. Across nodes the members agree through the
