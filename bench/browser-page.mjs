@@ -4,7 +4,9 @@
 // first (one-way Atomics.wait wake-up ℓ, plain copy rate B: floor time 2·ℓ + S/B), then
 // `webccl perf allreduce` over the same sizes on Node worker threads. Prints, per size, each
 // browser's time, its time over the floor's, and its busbw over Node's; writes the rows as JSON.
-//   npm run build && node bench/browser-page.mjs [--browsers chromium,firefox] [--ranks 2] [--max 16M] [--seconds 0.2] [--json out.json]
+// With --main, the pages' rank 0 runs on the main thread (perf.html?main=1: it awaits each call),
+// and ×floor is over that thread's floor (Atomics.waitAsync against a worker's Atomics.wait).
+//   npm run build && node bench/browser-page.mjs [--browsers chromium,firefox] [--ranks 2] [--max 16M] [--seconds 0.2] [--main] [--json out.json]
 // Needs playwright-core (a dev dependency) and Debian's chromium / firefox-esr (or CHROMIUM_PATH, FIREFOX_PATH).
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,6 +30,7 @@ const max = bytes(arg('max', '16M'));
 const seconds = Number(arg('seconds', '0.2'));
 const jsonOut = arg('json', undefined);
 const browsers = arg('browsers', 'chromium,firefox').split(',');
+const onMain = process.argv.includes('--main');
 const PATHS = { chromium: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', firefox: process.env.FIREFOX_PATH ?? '/usr/bin/firefox-esr' };
 
 /** The browser's rows and floor from perf.html, served by `webccl serve --demo`. */
@@ -49,7 +52,7 @@ async function pageRun(which) {
       : await chromium.launch({ executablePath: PATHS.chromium, args: ['--no-sandbox', '--disable-gpu'] });
     try {
       const tab = await browser.newPage();
-      await tab.goto(`${url}?${new URLSearchParams({ ranks: String(ranks), max: String(max), seconds: String(seconds) })}`);
+      await tab.goto(`${url}?${new URLSearchParams({ ranks: String(ranks), max: String(max), seconds: String(seconds), ...(onMain && { main: '1' }) })}`);
       await tab.waitForSelector('#status:not([data-state="running"])', { timeout: 1_800_000 });
       const state = await tab.getAttribute('#status', 'data-state');
       if (state !== 'done') return { skipped: `${which}: ${await tab.textContent('#status')}` };
@@ -84,9 +87,9 @@ const pages = {};
 for (const b of browsers) pages[b] = await pageRun(b);
 const node = nodeRun();
 
-console.log(`# bench/browser-page: allReduce, ${ranks} ranks, Node ${process.version} worker threads beside each browser's page workers`);
+console.log(`# bench/browser-page: allReduce, ${ranks} ranks, Node ${process.version} worker threads beside each browser's page workers${onMain ? ' (rank 0 on the page\'s main thread)' : ''}`);
 for (const [b, p] of Object.entries(pages)) {
-  console.log(p.skipped ? `# ${b}: skipped (${p.skipped})` : `# ${b} ${p.version}: floor one-way ${p.floor.oneWayUs.toFixed(1)} µs, copy ${p.floor.copyGBs.toFixed(2)} GB/s`);
+  console.log(p.skipped ? `# ${b}: skipped (${p.skipped})` : `# ${b} ${p.version}: floor one-way ${p.floor.oneWayUs.toFixed(1)} µs${p.floor.workerOneWayUs ? ` (main thread; between workers ${p.floor.workerOneWayUs.toFixed(1)} µs)` : ''}, copy ${p.floor.copyGBs.toFixed(2)} GB/s`);
 }
 const live = Object.entries(pages).filter(([, p]) => !p.skipped);
 const head = ['size', 'node µs', 'node busbw', ...live.flatMap(([b]) => [`${b} µs`, `×floor`, `busbw/node`])];
@@ -105,4 +108,4 @@ for (const size of live[0]?.[1].rows.map((r) => r.size) ?? [...node.keys()]) {
   out.push(row);
   console.log(cells.map((c) => String(c).padStart(12)).join(''));
 }
-if (jsonOut) writeFileSync(jsonOut, JSON.stringify({ ranks, max, seconds, node: process.version, browsers: Object.fromEntries(live.map(([b, p]) => [b, { version: p.version, floor: p.floor }])), rows: out }, null, 2));
+if (jsonOut) writeFileSync(jsonOut, JSON.stringify({ ranks, max, seconds, onMain, node: process.version, browsers: Object.fromEntries(live.map(([b, p]) => [b, { version: p.version, floor: p.floor }])), rows: out }, null, 2));

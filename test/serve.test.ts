@@ -190,4 +190,26 @@ describe('webccl serve: the command', () => {
       child.kill('SIGTERM');
     }
   }, 120_000);
+
+  it.skipIf(!haveChromium)("the live benchmark with rank 0 on the page's main thread (?main=1): it awaits every call, every row right, over that thread's own floor", async () => {
+    const child = spawn(process.execPath, [bin, 'serve', '--demo', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      const [, url] = await outputMatch(child.stdout, /live benchmark at (http:\/\/\S+perf\.html)/);
+      await withTab(async (tab, errors) => {
+        await tab.goto(`${url}?ranks=2&main=1&max=8192&seconds=0.02`);
+        await tab.waitForSelector('#status:not([data-state="running"])', { timeout: 90_000 });
+        expect({ state: await tab.getAttribute('#status', 'data-state'), text: await tab.textContent('#status') }).toEqual({ state: 'done', text: '2 ranks, 6 sizes: every result right' });
+        expect(await tab.evaluate('window.perfOnMain')).toBe(true);
+        const rows = (await tab.evaluate('window.perfRows')) as { size: number; wrong: number; timeUs: number }[];
+        expect(rows.map((r) => [r.size, r.wrong])).toEqual([8, 32, 128, 512, 2048, 8192].map((s) => [s, 0]));
+        const floor = (await tab.evaluate('window.perfFloor')) as { oneWayUs: number; workerOneWayUs: number; copyGBs: number };
+        expect(floor.oneWayUs > 0 && floor.workerOneWayUs > 0 && floor.copyGBs > 0).toBe(true);
+        expect(await tab.textContent('#floor')).toContain("this thread's Atomics.waitAsync and a worker's Atomics.wait");
+        expect(await tab.locator('#chart circle').count()).toBe(6);
+        expect(errors).toEqual([]);
+      });
+    } finally {
+      child.kill('SIGTERM');
+    }
+  }, 120_000);
 });

@@ -16,5 +16,5 @@ const comm = await initCommGroup();
 // The same sizes as the pages' (their ?max= and ?min=, defaults 16 MiB and 8 B).
 const sizes = sweepSizes(Number(process.argv[2] ?? 16 * 1024 * 1024), Number(process.argv[4] ?? 8));
 const seconds = Number(process.argv[3] ?? 0.1);
-await allReduceSweep(comm, { sizes, seconds }, (row) => console.log(JSON.stringify(row)));
-await nodeSweeps(comm, { sizes, seconds, kind: 'Node' }, (row) => console.log(JSON.stringify(row)));
+await allReduceSweep(comm, { sizes, seconds, block: !comm.acrossNodes }, (row) => console.log(JSON.stringify(row)));
+await nodeSweeps(comm, { sizes, seconds, kind: 'Node', block: true }, (row) => console.log(JSON.stringify(row)));

@@ -7,8 +7,9 @@ import { allReduceSweep, nodeSweeps } from './perf-loop.js';
 onmessage = async ({ data: { join, sizes, seconds, inJob } }) => {
   try {
     const comm = await initCommGroup(join);
-    await allReduceSweep(comm, { sizes, seconds }, (row) => postMessage({ row }));
-    if (inJob) await nodeSweeps(comm, { sizes, seconds, kind: 'page' }, (row) => postMessage({ row }));
+    // A worker may block: on one node each call completes with waitSync(), as `webccl perf` does.
+    await allReduceSweep(comm, { sizes, seconds, block: !comm.acrossNodes }, (row) => postMessage({ row }));
+    if (inJob) await nodeSweeps(comm, { sizes, seconds, kind: 'page', block: true }, (row) => postMessage({ row }));
     postMessage({ done: comm.rank });
   } catch (e) {
     postMessage({ error: `${join.node && !join.node.job ? 'node rank' : 'rank'} ${join.rank}: ${e.code ?? e.name}: ${e.message}` });

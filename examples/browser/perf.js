@@ -6,10 +6,10 @@
 // `webccl serve --token T` hosts, and the chart shows the job's allReduce; then each node of the
 // job on its own (this page's workers, a Node process's threads) as further series, so the cost
 // of crossing between them shows beside what each side does alone.
-import { createNode } from '../../dist/browser/index.js';
-import { sweepSizes } from './perf-loop.js';
+import { createNode, initCommGroup } from '../../dist/browser/index.js';
+import { allReduceSweep, sweepSizes } from './perf-loop.js';
 import { chartSvg, floorBusBw, humanBytes } from './perf-chart.js';
-import { measureFloor } from './perf-floor.js';
+import { measureFloor, measureMainFloor } from './perf-floor.js';
 
 const q = new URLSearchParams(location.search);
 const ranks = Number(q.get('ranks') ?? 2);
@@ -66,18 +66,30 @@ try {
     worldSize: Number(q.get('size')), token: q.get('token') ?? '', jobId: q.get('job') ?? undefined,
   };
   if (job) jobRanks = job.worldSize;
+  // ?main=1 (the page alone): rank 0 runs here, on the page's main thread, which may not block.
+  const onMain = q.get('main') === '1' && !job && ranks > 1;
   draw();
   // The page's own floor first (its workers would otherwise compete with the ranks).
   status.textContent = "measuring this page's floor…";
   floor = await measureFloor(max);
-  floorNote.textContent = `This page's floor (dashed): two one-way wake-ups of a worker blocked in Atomics.wait (${floor.oneWayUs.toFixed(1)} µs each) and one copy of the buffer (${floor.copyGBs.toFixed(2)} GB/s); the table's "of floor" is busbw over the floor's.`;
+  const workerOneWayUs = floor.oneWayUs;
+  if (onMain) floor = { ...floor, ...(await measureMainFloor()), workerOneWayUs };
+  floorNote.textContent = onMain
+    ? `This page's floor (dashed), with rank 0 on its main thread: two one-way wake-ups between this thread's Atomics.waitAsync and a worker's Atomics.wait (${floor.oneWayUs.toFixed(1)} µs each; between two workers ${workerOneWayUs.toFixed(1)} µs) and one copy of the buffer (${floor.copyGBs.toFixed(2)} GB/s); the table's "of floor" is busbw over the floor's.`
+    : `This page's floor (dashed): two one-way wake-ups of a worker blocked in Atomics.wait (${floor.oneWayUs.toFixed(1)} µs each) and one copy of the buffer (${floor.copyGBs.toFixed(2)} GB/s); the table's "of floor" is busbw over the floor's.`;
   draw();
   status.textContent = 'running…';
   // A page of one rank in a job joins alone (no shared memory needed); otherwise one node.
   const node = job && ranks === 1 ? undefined : createNode({ nranks: ranks, ...(job && { firstRank, ...job }) });
   let finished = 0;
   await new Promise((resolve, reject) => {
-    for (let rank = 0; rank < ranks; rank++) {
+    if (onMain) {
+      // This thread's rank awaits each call (it may not block); rank 0 reports the rows.
+      initCommGroup({ node, rank: 0 })
+        .then((comm) => allReduceSweep(comm, { sizes, seconds, block: false }, add))
+        .then(() => ++finished === ranks && resolve(), (e) => reject(new Error(`main-thread rank 0: ${e.code ?? e.name}: ${e.message}`)));
+    }
+    for (let rank = onMain ? 1 : 0; rank < ranks; rank++) {
       const w = new Worker(new URL('./perf-rank.js', import.meta.url), { type: 'module' });
       w.onmessage = ({ data }) => {
         if (data.error) reject(new Error(data.error));
@@ -94,6 +106,7 @@ try {
   window.perfRows = rows; // read by bench/browser-ws.mjs
   window.perfNodeRows = [...nodeSeries.values()].flat();
   window.perfFloor = floor;
+  window.perfOnMain = onMain;
 } catch (e) {
   status.dataset.state = 'failed';
   status.textContent = String(e.message ?? e);
