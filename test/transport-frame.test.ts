@@ -6,6 +6,7 @@ import { WebcclError } from '../src/core/errors.js';
 import { Kind, Refusal, VERSION, authPayload, encodeDataHeader, encodeHandshake, type Handshake } from '../src/wire/link-frames.js';
 import { FrameReader } from '../src/wire/link-reader.js';
 import { Mailbox, type Sink, type Tag } from '../src/transport/transport.js';
+import { HoldBuffers } from '../src/transport/hold-buffers.js';
 
 const nonce = new Uint8Array(32).fill(7);
 const hello: Handshake = { type: 'hello', version: VERSION, jobId: 'job-ü', rank: 3, size: 4, channel: 1, nchannels: 2, nonce };
@@ -117,6 +118,39 @@ describe('Mailbox', () => {
     await expect(p).rejects.toMatchObject({ code: 'SIZE_MISMATCH' });
     deliver(box, t(2), [1, 2]);
     await expect(box.post(t(2), new Uint8Array(3))).rejects.toMatchObject({ code: 'SIZE_MISMATCH' });
+  });
+
+  it('reuses the buffer of an early payload once it was copied out, for the next early payload of its length, never one still held', async () => {
+    const buffers = new HoldBuffers(1 << 20, 2);
+    const box = new Mailbox(1, undefined, buffers);
+    const first = box.claim(t(1), 3) as Exclude<Sink, { skip: true }>;
+    first.into.set([1, 2, 3]);
+    first.done(); // held: no receive yet
+    const held2 = box.claim(t(2), 3) as Exclude<Sink, { skip: true }>;
+    expect(held2.into).not.toBe(first.into); // t(1)'s payload is still held
+    held2.into.set([4, 5, 6]);
+    held2.done();
+    const a = new Uint8Array(3);
+    await box.post(t(1), a); // copied out: its buffer is free again
+    const third = box.claim(t(3), 3) as Exclude<Sink, { skip: true }>;
+    expect(third.into).toBe(first.into);
+    third.into.set([7, 8, 9]);
+    third.done();
+    const b = new Uint8Array(3);
+    const c = new Uint8Array(3);
+    await box.post(t(2), b);
+    await box.post(t(3), c);
+    expect([...a, ...b, ...c]).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect((box.claim(t(4), 5) as Exclude<Sink, { skip: true }>).into).toHaveLength(5); // another length: a new one
+    // Within its budget only: past it a buffer handed back is dropped.
+    const small = new HoldBuffers(4, 2);
+    const x = small.take(3);
+    small.give(x);
+    small.give(small.take(3)); // the same one, back again
+    const y = new Uint8Array(3);
+    small.give(y); // 6 bytes > 4: dropped
+    expect(small.take(3)).toBe(x);
+    expect(small.take(3)).not.toBe(y);
   });
 
   it('holds early payloads only within its limits', () => {

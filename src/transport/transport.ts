@@ -5,6 +5,7 @@
 // whatever order frames arrive in, and payloads that come first are held within hard limits.
 import { type ErrorCode, WebcclError } from '../core/errors.js';
 import type { Sink } from '../wire/link-reader.js';
+import { HoldBuffers } from './hold-buffers.js';
 
 export interface Tag {
   /** What the ranks of the op must agree on (the op's signature): a payload with another in its slot means they disagree. */
@@ -175,7 +176,8 @@ export class Mailbox {
   /** Asked before a payload is held: true drops it (no receive of this rank can want it). */
   unexpected?: (tag: Tag) => boolean;
 
-  constructor(private readonly peer: number, private readonly limits: HoldLimits = DEFAULT_HOLD_LIMITS) {}
+  /** `buffers`: where early payloads are held (shared by a transport's peers; hold-buffers.ts). */
+  constructor(private readonly peer: number, private readonly limits: HoldLimits = DEFAULT_HOLD_LIMITS, private readonly buffers = new HoldBuffers()) {}
 
   /** The tags of the payloads held. */
   heldTags(): Tag[] {
@@ -231,7 +233,7 @@ export class Mailbox {
     }
     this.heldMessages++;
     this.heldBytes += length;
-    const into = new Uint8Array(length);
+    const into = this.buffers.take(length);
     return {
       into,
       done: () => {
@@ -303,6 +305,7 @@ export class Mailbox {
     this.heldBytes -= payload.length;
     if (payload.length !== r.into.length) return r.reject(this.mismatch(tag, payload.length, r.into.length));
     r.into.set(payload);
+    this.buffers.give(payload); // copied out: nothing else refers to it
     r.resolve();
   }
 

@@ -15,6 +15,7 @@ import { RateLimitedLog } from '../../core/rate-log.js';
 import { checkSecrets, hostPort } from '../../wire/secrets.js';
 import type { Identity } from '../../wire/link-handshake.js';
 import { MAX_ABORT_TEXT_BYTES, encodeHandshake } from '../../wire/link-frames.js';
+import { HoldBuffers } from '../hold-buffers.js';
 import {
   DEFAULT_HOLD_LIMITS, Mailbox, abortError, checkTag, encodeAbortInfo,
   type AbortInfo, type HoldLimits, type Tag, type Transport, type TransportWatcher,
@@ -92,7 +93,8 @@ export class Mesh implements Transport {
     this.inbound = none();
     this.outbound = none();
     this.gone = new Array(o.size).fill(undefined);
-    this.boxes = Array.from({ length: o.size }, (_, p) => new Mailbox(p, o.limits ?? DEFAULT_HOLD_LIMITS));
+    const held = new HoldBuffers(); // (one budget for every peer's early payloads)
+    this.boxes = Array.from({ length: o.size }, (_, p) => new Mailbox(p, o.limits ?? DEFAULT_HOLD_LIMITS, held));
     this.refusals = new RateLimitedLog(`rank ${o.rank}: refused connections`);
   }
 
