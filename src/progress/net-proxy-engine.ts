@@ -67,6 +67,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
   private slots: SlotViews | undefined;
   /** Takes back what the thread's loss would do (the communicator is closed: its block may be reused). */
   private unhook: (() => void) | undefined;
+  private noBlockText: string | undefined;
 
   /**
    * `hub`: the thread's state block (net-hub.ts). `rankRunsMax`: the largest collective the rank
@@ -153,12 +154,16 @@ export class NetProxyEngine implements Engine, WorkDriver {
     return work;
   }
 
+  /** Why waitSync() refuses an op the rank runs itself (made once: every such op carries it). */
+  private get whyNoBlock(): string {
+    return (this.noBlockText ??= `cannot complete this op: it runs on the rank's own connections (a collective of at most ${this.rankRunsMax} bytes across nodes in 'auto' progress mode) and ends on the event loop; WEBCCL_PROGRESS=thread on every rank hands every collective to the network progress thread, where waitSync() works`);
+  }
+
   /** The fast path: the rank runs `s` on its own connections; the handle it returns ends in issue order. */
   private runHere(s: OpSpec, seq: number, algo: string): Work {
     const inner = this.direct.submit(s);
     this.seq++;
-    const why = `cannot complete this op: it runs on the rank's own connections (a collective of at most ${this.rankRunsMax} bytes across nodes in 'auto' progress mode) and ends on the event loop; WEBCCL_PROGRESS=thread on every rank hands every collective to the network progress thread, where waitSync() works`;
-    const work = new Work(s.name, seq, this, false, why, true);
+    const work = new Work(s.name, seq, this, false, this.whyNoBlock, true);
     work.timing.issuedAt = inner.timing.issuedAt;
     this.recorder.submitted(work, s, algo);
     this.order.push({ work, inner });
@@ -242,8 +247,9 @@ export class NetProxyEngine implements Engine, WorkDriver {
   async progressAsync(w: Work): Promise<void> {
     this.collect();
     if (w.settled) return;
-    // Atomics.waitAsync does not keep the process alive: an awaited op must (`await comm.allReduce(x)` at a script's end).
-    const alive = setTimeout(() => undefined, 1 << 30);
+    // Atomics.waitAsync does not keep the process alive: an awaited op must (`await comm.allReduce(x)`
+    // at a script's end). Made at the first wait on the lane: an op the rank runs keeps its own.
+    let alive: ReturnType<typeof setTimeout> | undefined;
     try {
       while (!w.settled) {
         const first = this.head();
@@ -257,12 +263,13 @@ export class NetProxyEngine implements Engine, WorkDriver {
         if (done === this.read) {
           if (!this.threadRuns()) return this.threadGone();
           const r = Atomics.waitAsync(i32, (this.lane + L.DONE) >> 2, done, SLICE_MS);
+          alive ??= setTimeout(() => undefined, 1 << 30);
           if (r.async) await r.value;
         }
         this.collect();
       }
     } finally {
-      clearTimeout(alive);
+      if (alive !== undefined) clearTimeout(alive);
     }
   }
 
