@@ -1,9 +1,10 @@
 // The allReduce sweep of the live benchmark, on any communicator (browser-safe; a page's workers
 // and Node ranks of the same job run it, so every rank makes the same calls): for each size,
-// warm-up calls for a third of `seconds`, then enough timed calls to fill `seconds` (every rank agrees on the largest
-// count), the slowest rank's mean time agreed with an allReduce (max), as nccl-tests reports,
-// and every result checked (each rank adds rank + 1). Rank 0 gets each row through `onRow`.
-// Ranks that may block complete each call with waitSync() and others await it: `block`.
+// warm-up calls (a second at the first size, a third of `seconds` at each), then enough timed
+// calls to fill `seconds` (every rank agrees on the largest count), the slowest rank's mean time
+// agreed with an allReduce (max), as nccl-tests reports, and every result checked (each rank
+// adds rank + 1). Rank 0 gets each row through `onRow`. Ranks that may block complete each call
+// with waitSync() and others await it: `block`.
 //   await allReduceSweep(comm, { sizes: [1024, 4096], seconds: 0.1 }, (row) => ...)
 
 /** Sizes from `min` (default 8 B, so the latency end shows) to `max` bytes, ×4 each, and `max` itself. */
@@ -15,17 +16,17 @@ export function sweepSizes(max, min = 8) {
 }
 
 /**
- * `block`: complete each call with waitSync() (a worker or Node thread of a communicator on one
- * node may block: what `webccl perf` does there), else await it. Timed calls are out of place
- * (x into y): the inputs stay as filled, so no refill sits in the timed loop, and each result is
- * checked at both ends, which the call must have written (they are cleared before it).
- */
-/**
  * How long the first size is warmed up (ms): V8 compiles the path every size shares by use, and
  * in a page that takes thousands of calls (the first rows ran 2–5× slower after 2,000).
  */
 const FIRST_WARMUP_MS = 1000;
 
+/**
+ * `block`: complete each call with waitSync() (a worker or Node thread of a communicator on one
+ * node may block: what `webccl perf` does there), else await it. Timed calls are out of place
+ * (x into y): the inputs stay as filled, so no refill sits in the timed loop, and each result is
+ * checked at both ends, which the call must have written (they are cleared before it).
+ */
 export async function allReduceSweep(comm, { sizes, seconds, block = false }, onRow) {
   const n = comm.size;
   const rank = comm.rank;
