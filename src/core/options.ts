@@ -64,9 +64,9 @@ export function checkOptions<T extends object>(where: string, o: unknown, spec: 
   if (typeof o !== 'object' || o === null || Array.isArray(o) || ArrayBuffer.isView(o)) {
     fail('INVALID_ARGUMENT', `${where}: options must be an object like ${example}, got ${showValue(o)}`, { value: o });
   }
-  const known = Object.keys(spec);
   for (const key of Object.keys(o)) {
     if (!Object.hasOwn(spec, key)) {
+      const known = Object.keys(spec); // (made for a refusal only, not on every call)
       if (elsewhere.includes(key)) {
         if ((o as Record<string, unknown>)[key] === undefined) continue; // absent, as for a known key
         fail('INVALID_ARGUMENT', `${where}: option ${JSON.stringify(key)} does not apply to ${where}; it takes ${known.join(', ')}`, { option: key, known });
