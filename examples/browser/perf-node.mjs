@@ -1,8 +1,8 @@
 // A Node rank of the live benchmark across a job (examples/browser/perf.html?size=N&...): the
 // same allReduce sweep the pages' ranks run, so Node ranks and browser ranks meet in one job,
-// then each node's own sweep (a page's workers, a Node process's threads: perf-loop.js).
-// Rank 0 prints each row as a JSON line (a node's rows name it in `series`). Start it as any Node rank of a job whose store
-// `webccl serve --token T` hosts (its store port is printed by serve):
+// then each node's own sweep (a page's workers, a Node process's threads: perf-loop.js). Rank 0
+// prints each row as a JSON line (a node's rows name it in `series`). Start it as any Node rank
+// of a job whose store `webccl serve --token T` hosts (its store port is printed by serve):
 //   RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=8081 WEBCCL_TOKEN=T \
 //   WEBCCL_TRANSPORT=ws WEBCCL_STORE_SERVED=1 node examples/browser/perf-node.mjs [maxBytes] [seconds] [minBytes]
 // Pages then open http://127.0.0.1:8080/examples/browser/perf.html?size=3&first=1&ranks=2&token=T

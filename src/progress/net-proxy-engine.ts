@@ -62,12 +62,13 @@ export class NetProxyEngine implements Engine, WorkDriver {
   /** When the last collective settled ended: the next cannot have ended before (its handle waited for it). */
   private lastEnd = -Infinity;
   readonly progressMode: 'auto' | 'thread';
+  /** Why waitSync() refuses an op the rank runs itself (made once: every such op carries it). */
+  private readonly whyNoBlock: string;
 
   private readonly recorder: FlightRecorder;
   private slots: SlotViews | undefined;
   /** Takes back what the thread's loss would do (the communicator is closed: its block may be reused). */
   private unhook: (() => void) | undefined;
-  private noBlockText: string | undefined;
 
   /**
    * `hub`: the thread's state block (net-hub.ts). `rankRunsMax`: the largest collective the rank
@@ -76,6 +77,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
   constructor(private readonly ctx: RankContext, private readonly c: NetLaneConfig, private readonly direct: NetEngine, private readonly counters: OpCounters,
               private readonly hub: number, private readonly rankRunsMax = 0) {
     this.progressMode = rankRunsMax > 0 ? 'auto' : 'thread';
+    this.whyNoBlock = `cannot complete this op: it runs on the rank's own connections (a collective of at most ${rankRunsMax} bytes across nodes in 'auto' progress mode) and ends on the event loop; WEBCCL_PROGRESS=thread on every rank hands every collective to the network progress thread, where waitSync() works`;
     this.recorder = new FlightRecorder(c.rank, () => (this.head()?.inner ? this.direct.awaitedRanks() : this.awaitedInThread()));
     direct.flight.mute(); // this record holds its ops too
     // The thread lost mid-op leaves its node mates' threads waiting for it in the node phase:
@@ -152,11 +154,6 @@ export class NetProxyEngine implements Engine, WorkDriver {
     if (!this.threadRuns()) this.threadGone();
     else this.postWaiting();
     return work;
-  }
-
-  /** Why waitSync() refuses an op the rank runs itself (made once: every such op carries it). */
-  private get whyNoBlock(): string {
-    return (this.noBlockText ??= `cannot complete this op: it runs on the rank's own connections (a collective of at most ${this.rankRunsMax} bytes across nodes in 'auto' progress mode) and ends on the event loop; WEBCCL_PROGRESS=thread on every rank hands every collective to the network progress thread, where waitSync() works`);
   }
 
   /** The fast path: the rank runs `s` on its own connections; the handle it returns ends in issue order. */

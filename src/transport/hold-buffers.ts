@@ -30,10 +30,4 @@ export class HoldBuffers {
     list.push(b);
     this.bytes += n;
   }
-
-  /** Lets go of every kept buffer. */
-  clear(): void {
-    this.free.clear();
-    this.bytes = 0;
-  }
 }
