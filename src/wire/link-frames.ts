@@ -76,18 +76,29 @@ export function encodeHandshake(m: Handshake): Uint8Array {
   }
 }
 
-/** A data frame's header (kind, length, tag); the payload follows it on the wire uncopied. */
-export function encodeDataHeader(tag: FrameTag, length: number): Uint8Array {
+/**
+ * A data frame's header (kind, length, tag) at the start of a new array with `room` bytes after
+ * it: 0 where the payload follows on the wire uncopied, the payload's length where a small one
+ * is copied in behind its header and written once (one array per frame, not three).
+ */
+export function encodeDataHeader(tag: FrameTag, length: number, room = 0): Uint8Array {
   if (length > MAX_PAYLOAD_BYTES) throw new WebcclError('INVALID_ARGUMENT', `a payload of ${length} bytes is over the frame limit of ${MAX_PAYLOAD_BYTES}`);
-  const b = new Uint8Array(HEADER_BYTES + TAG_BYTES);
-  const v = new DataView(b.buffer);
-  v.setUint8(0, Kind.data);
-  v.setUint32(1, TAG_BYTES + length, true);
-  v.setUint32(5, tag.comm, true);
-  v.setUint32(9, tag.seq, true);
-  v.setUint32(13, tag.step, true);
-  v.setUint32(17, tag.space ?? 0, true);
+  const b = new Uint8Array(HEADER_BYTES + TAG_BYTES + room);
+  b[0] = Kind.data;
+  putU32(b, 1, TAG_BYTES + length);
+  putU32(b, 5, tag.comm);
+  putU32(b, 9, tag.seq);
+  putU32(b, 13, tag.step);
+  putU32(b, 17, tag.space ?? 0);
   return b;
+}
+
+/** Writes `v` little-endian at `at` (no DataView per frame on the data path). */
+function putU32(b: Uint8Array, at: number, v: number): void {
+  b[at] = v;
+  b[at + 1] = v >>> 8;
+  b[at + 2] = v >>> 16;
+  b[at + 3] = v >>> 24;
 }
 
 /** The bytes each side signs: its role, the peer's nonce, job, ranks, channel, its own nonce. */

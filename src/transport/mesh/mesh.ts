@@ -218,7 +218,9 @@ export class Mesh implements Transport {
   }
 
   held(): { peer: number; tag: Tag }[] {
-    return this.boxes.flatMap((box, peer) => box.heldTags().map((tag) => ({ peer, tag })));
+    const out: { peer: number; tag: Tag }[] = [];
+    for (let peer = 0; peer < this.boxes.length; peer++) for (const tag of this.boxes[peer].heldTags()) out.push({ peer, tag });
+    return out;
   }
 
   departed(): number[] {

@@ -21,14 +21,12 @@ export const HIGH_WATER = 4 << 20;
 
 /** The messages of one data frame, in order (views of `payload` where it is cut, not copies). */
 export function dataMessages(tag: Tag, payload: Uint8Array): Uint8Array[] {
-  const header = encodeDataHeader(tag, payload.length);
   if (payload.length <= SMALL) {
-    const bytes = new Uint8Array(header.length + payload.length);
-    bytes.set(header);
-    bytes.set(payload, header.length);
+    const bytes = encodeDataHeader(tag, payload.length, payload.length);
+    bytes.set(payload, bytes.length - payload.length);
     return [bytes];
   }
-  const out = [header];
+  const out = [encodeDataHeader(tag, payload.length)];
   for (let at = 0; at < payload.length; at += CHUNK) out.push(payload.subarray(at, at + CHUNK));
   return out;
 }

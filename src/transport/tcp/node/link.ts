@@ -77,15 +77,14 @@ export class TcpConn implements Conn {
       this.queue = this.queue.then(async () => {
         const s = this.socket;
         if (s.destroyed) return reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
-        const header = encodeDataHeader(tag, payload.length);
         const done = (err?: Error | null) => (err ? reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`)) : resolve());
         let ok: boolean;
         if (payload.length <= SMALL) {
-          const bytes = new Uint8Array(header.length + payload.length); // one write for a small frame
-          bytes.set(header);
-          bytes.set(payload, header.length);
+          const bytes = encodeDataHeader(tag, payload.length, payload.length); // one write for a small frame
+          bytes.set(payload, bytes.length - payload.length);
           ok = s.write(bytes, done);
         } else {
+          const header = encodeDataHeader(tag, payload.length);
           // Header and payload leave in one writev: a header written alone (Nagle is off) is a
           // segment, a system call and a wake-up of the reader of its own, for 21 bytes.
           s.cork();
