@@ -96,11 +96,21 @@ async function agreedMeanUs(comm: Communicator, how: Completion, c: Case, calls:
  */
 const WARM_MS = 2000;
 
-/** Calls `c` `first` times, then in growing rounds until about WARM_MS have passed; every rank decides alike from the agreed time. */
-async function warmUp(comm: Communicator, how: Completion, c: Case, first: number): Promise<void> {
+/**
+ * Calls each case `first` times, then in growing rounds until about WARM_MS have passed; every
+ * rank decides alike from the agreed time. Every round passes a barrier and calls each case (out
+ * of place and in place), as the timed blocks will: code V8 optimised for one shape of call is
+ * thrown away at the first call of another, and a first row that met the barrier or the in-place
+ * call only in its timed block ran 1.3-4x slower than the same size later in the sweep.
+ */
+async function warmUp(comm: Communicator, how: Completion, cases: Case[], first: number): Promise<void> {
   let calls = first;
   for (let spentUs = 0; spentUs < WARM_MS * 1000;) {
-    const us = await agreedMeanUs(comm, how, c, calls);
+    let us = 0;
+    for (const c of cases) {
+      await how.one(comm.barrier());
+      us += await agreedMeanUs(comm, how, c, calls);
+    }
     spentUs += us * calls;
     calls = Math.min(AUTO_MAX_ITERS, Math.max(calls, Math.round((WARM_MS * 1000 - spentUs) / us / 2)));
   }
@@ -174,9 +184,9 @@ async function sweep(comm: Communicator, spec: RankSpec, post: (m: RankMessage) 
     // compilation either (V8 optimises a function only after thousands of calls: 105 left the
     // first row of a sweep 2-10x slower than the same size later in it).
     await how.calls(makeCase(comm, spec, mine[mine.length - 1], 'oop', send.arr, recv.arr), spec.warmup);
-    const smallest = makeCase(comm, spec, mine[0], 'oop', send.arr, recv.arr);
+    const smallest = placementsOf(spec.collective).map((place) => makeCase(comm, spec, mine[0], place, send.arr, recv.arr));
     if (spec.iters === undefined && spec.warmup > 0) await warmUp(comm, how, smallest, 100 + spec.warmup);
-    else await how.calls(smallest, 100 + spec.warmup);
+    else await how.calls(smallest[0], 100 + spec.warmup);
     for (const row of mine) {
       for (const place of placementsOf(spec.collective)) {
         if (comm.rank === 0) post({ perf: 'start', idx: row.idx, place });
