@@ -7,7 +7,6 @@
 // split, so each message meets its receive on the same links. Ops end in issue order whichever
 // path ran them. Unlike ops across nodes run by the rank, those the thread runs may be waited
 // for with waitSync().
-import { freshBuffer } from '../core/fresh-buffer.js';
 import { WebcclError } from '../core/errors.js';
 import type { RankContext } from '../comm/context.js';
 import { type Engine, type OpCounters, type OpSpec, addCounts, countDone, isP2p } from '../comm/engine.js';
@@ -105,7 +104,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   /** Marks started the pending ops that have (the thread's, from the lane; the rank's own, from their handles). */
   private markStarted(): void {
-    const started = this.lane ? Atomics.load(this.i32(), (this.lane + L.STARTED) >> 2) : 0;
+    const started = this.lane ? Atomics.load(this.laneWords(), (this.lane + L.STARTED) >> 2) : 0;
     for (const e of this.order) {
       if (!Number.isNaN(e.work.timing.startedAt)) continue;
       if (e.inner) e.work.timing.startedAt = e.inner.timing.startedAt;
@@ -121,7 +120,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
   /** The ranks the thread's running op awaits (the first few). */
   private awaitedInThread(): number[] {
     if (!this.lane) return [];
-    const i32 = this.i32();
+    const i32 = this.laneWords();
     const n = Math.min(Atomics.load(i32, (this.lane + L.AWAITED) >> 2), AWAITED_SHOWN);
     return Array.from({ length: n }, (_, k) => i32[(this.lane + L.AWAITED_LIST + 4 * k) >> 2]);
   }
@@ -191,7 +190,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
     this.direct.abort(reason);
     const at = (this.lane + L.ABORT_SENT) >> 2;
     const until = performance.now() + ABORT_SEND_MS;
-    while (asked && Atomics.load(this.i32(), at) === 0 && this.threadRuns() && performance.now() < until) Atomics.wait(this.i32(), at, 0, 20);
+    while (asked && Atomics.load(this.laneWords(), at) === 0 && this.threadRuns() && performance.now() < until) Atomics.wait(this.laneWords(), at, 0, 20);
     this.fail(this.direct.failure()!);
   }
 
@@ -231,7 +230,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
     while (block && !w.settled) {
       const first = this.head();
       if (first?.inner) throw new WebcclError('UNSUPPORTED', `${w.name} #${w.seq}: waitSync() would wait behind ${first.work.name} #${first.work.seq}, which runs on the rank's own connections and ends on the event loop; await it instead`);
-      const i32 = this.i32();
+      const i32 = this.laneWords();
       const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
       if (done === this.read) {
         if (!this.threadRuns()) return this.threadGone();
@@ -255,7 +254,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
           this.collect();
           continue;
         }
-        const i32 = this.i32();
+        const i32 = this.laneWords();
         const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
         if (done === this.read) {
           if (!this.threadRuns()) return this.threadGone();
@@ -272,8 +271,13 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   // ---------------------------------------------------------------- the lane
 
-  private i32(): Int32Array {
-    return new Int32Array(freshBuffer(this.ctx.core.memory));
+  /**
+   * The lane's words (the lane is open): the views kept for its slots, which reach it. Views made
+   * anew for each look read the memory's buffer and built an array over it: ~10 µs of the wait
+   * for an op that ended while the rank computed (caches cold, every object touched costs).
+   */
+  private laneWords(): Int32Array {
+    return this.views().i32;
   }
 
   /** Views that reach the lane's slots (made once the lane is open). */
@@ -297,7 +301,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
         throw new WebcclError('INTERNAL', `${s.name} #${t.seq}: the op's description does not fit a progress-thread slot`);
       }
       this.posted++;
-      Atomics.store(this.i32(), (this.lane + L.POSTED) >> 2, this.posted);
+      Atomics.store(this.laneWords(), (this.lane + L.POSTED) >> 2, this.posted);
       ringHub(mem, this.hub);
     }
   }
@@ -305,7 +309,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
   /** Reads back the ops the thread has ended: copies results out, frees copies, settles. */
   private collect(): void {
     if (this.lane) {
-      const done = Atomics.load(this.i32(), (this.lane + L.DONE) >> 2);
+      const done = Atomics.load(this.laneWords(), (this.lane + L.DONE) >> 2);
       for (; this.read < done; this.read++) {
         const t = this.ops.shift()!;
         const { o, err } = readBack(this.ctx, this.views(), slotAt(this.lane, this.read), t);
