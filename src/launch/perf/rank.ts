@@ -26,6 +26,7 @@ import { MAX_TIMEOUT_MS } from '../../core/options.js';
 import { LEGS } from './collectives.js';
 import { type Case, makeCase, view } from './cases.js';
 import { type Placement, type RankSpec, placementsOf, planRows } from './plan.js';
+import { RANK_RUNS_MAX_BYTES } from '../../progress/net-route.js';
 
 /** Messages a rank posts to the launcher. */
 export type RankMessage =
@@ -185,8 +186,13 @@ async function sweep(comm: Communicator, spec: RankSpec, post: (m: RankMessage) 
     // first row of a sweep 2-10x slower than the same size later in it).
     await how.calls(makeCase(comm, spec, mine[mine.length - 1], 'oop', send.arr, recv.arr), spec.warmup);
     const smallest = placementsOf(spec.collective).map((place) => makeCase(comm, spec, mine[0], place, send.arr, recv.arr));
-    if (spec.iters === undefined && spec.warmup > 0) await warmUp(comm, how, smallest, 100 + spec.warmup);
-    else await how.calls(smallest[0], 100 + spec.warmup);
+    if (spec.iters === undefined && spec.warmup > 0) {
+      await warmUp(comm, how, smallest, 100 + spec.warmup);
+      // Across nodes in 'auto' progress, larger collectives run on the network progress thread:
+      // its code warms up too, at the first size it runs (else that row timed it compiling).
+      const handed = comm.acrossNodes ? mine.find((r) => r.shape.bytes > RANK_RUNS_MAX_BYTES) : undefined;
+      if (handed) await warmUp(comm, how, placementsOf(spec.collective).map((place) => makeCase(comm, spec, handed, place, send.arr, recv.arr)), spec.warmup);
+    } else await how.calls(smallest[0], 100 + spec.warmup);
     for (const row of mine) {
       for (const place of placementsOf(spec.collective)) {
         if (comm.rank === 0) post({ perf: 'start', idx: row.idx, place });
