@@ -66,6 +66,22 @@ describe('tcp frames', () => {
     }
   });
 
+  it('writes a small frame with its payload in the header array, byte for byte as header then payload', () => {
+    const tags: Tag[] = [{ comm: 0, seq: 0, step: 0 }, { comm: 0xfedcba98, seq: 0xffffffff, step: 0x80000001, space: 0x7fffffff }, { comm: 5, seq: 2 ** 31, step: 3, space: 2 }];
+    for (const [i, tag] of tags.entries()) {
+      const payload = new Uint8Array(i * 100).map((_, k) => k * 7 + i);
+      const one = encodeDataHeader(tag, payload.length, payload.length);
+      one.set(payload, one.length - payload.length);
+      expect(one).toEqual(dataFrame(tag, payload));
+      const v = new DataView(one.buffer);
+      expect([v.getUint8(0), v.getUint32(1, true), v.getUint32(5, true), v.getUint32(9, true), v.getUint32(13, true), v.getUint32(17, true)])
+        .toEqual([Kind.data, 16 + payload.length, tag.comm, tag.seq, tag.step, tag.space ?? 0]);
+      const { r, got } = reader(false);
+      r.push(one);
+      expect(got).toEqual([{ tag: { space: 0, ...tag }, data: payload }]);
+    }
+  });
+
   it('refuses wrong kinds and over-long frames before allocating', () => {
     const huge = Uint8Array.of(Kind.hello, 0xff, 0xff, 0xff, 0x7f);
     expect(code(() => reader().r.push(huge))).toBe('PROTOCOL_ERROR');
