@@ -91,10 +91,14 @@ export class TransportSpaces {
         const member = toMember.get(w);
         return member === undefined ? [] : [member];
       }),
-      held: () => (base.held?.() ?? []).flatMap((h) => {
-        const member = toMember.get(h.peer);
-        return (h.tag.space ?? 0) === space && member !== undefined ? [{ peer: member, tag: h.tag }] : [];
-      }),
+      held: () => {
+        const all = base.held?.();
+        if (!all?.length) return []; // (asked at every op's issue and end: mostly none)
+        return all.flatMap((h) => {
+          const member = toMember.get(h.peer);
+          return (h.tag.space ?? 0) === space && member !== undefined ? [{ peer: member, tag: h.tag }] : [];
+        });
+      },
     };
   }
 }

@@ -76,21 +76,29 @@ export function encodeHandshake(m: Handshake): Uint8Array {
   }
 }
 
+/** Bytes of a data frame's header (kind, length, tag) before its payload. */
+export const DATA_HEADER_BYTES = HEADER_BYTES + TAG_BYTES;
+
 /**
  * A data frame's header (kind, length, tag) at the start of a new array with `room` bytes after
  * it: 0 where the payload follows on the wire uncopied, the payload's length where a small one
  * is copied in behind its header and written once (one array per frame, not three).
  */
 export function encodeDataHeader(tag: FrameTag, length: number, room = 0): Uint8Array {
+  const b = new Uint8Array(DATA_HEADER_BYTES + room);
+  writeDataHeader(b, tag, length);
+  return b;
+}
+
+/** Writes a data frame's header at the start of `b` (an array of the caller's: Node's pooled Buffers). */
+export function writeDataHeader(b: Uint8Array, tag: FrameTag, length: number): void {
   if (length > MAX_PAYLOAD_BYTES) throw new WebcclError('INVALID_ARGUMENT', `a payload of ${length} bytes is over the frame limit of ${MAX_PAYLOAD_BYTES}`);
-  const b = new Uint8Array(HEADER_BYTES + TAG_BYTES + room);
   b[0] = Kind.data;
   putU32(b, 1, TAG_BYTES + length);
   putU32(b, 5, tag.comm);
   putU32(b, 9, tag.seq);
   putU32(b, 13, tag.step);
   putU32(b, 17, tag.space ?? 0);
-  return b;
 }
 
 /** Writes `v` little-endian at `at` (no DataView per frame on the data path). */

@@ -7,7 +7,7 @@ import { WebcclError } from '../../../core/errors.js';
 import { TLS_NOTICE } from '../../../wire/node/secure-socket.js';
 import type { Tag } from '../../transport.js';
 import { type Conn, type Hooks, Link } from '../../mesh/carrier.js';
-import { Refusal, encodeDataHeader, encodeHandshake } from '../../../wire/link-frames.js';
+import { DATA_HEADER_BYTES, Refusal, encodeDataHeader, encodeHandshake, writeDataHeader } from '../../../wire/link-frames.js';
 import { type Identity, openLink } from '../../../wire/link-handshake.js';
 
 export type { Identity, Hooks };
@@ -80,8 +80,10 @@ export class TcpConn implements Conn {
         const done = (err?: Error | null) => (err ? reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`)) : resolve());
         let ok: boolean;
         if (payload.length <= SMALL) {
-          const bytes = encodeDataHeader(tag, payload.length, payload.length); // one write for a small frame
-          bytes.set(payload, bytes.length - payload.length);
+          // One write for a small frame, from a pooled Buffer (a plain array would be wrapped in one per write).
+          const bytes = Buffer.allocUnsafe(DATA_HEADER_BYTES + payload.length);
+          writeDataHeader(bytes, tag, payload.length);
+          bytes.set(payload, DATA_HEADER_BYTES);
           ok = s.write(bytes, done);
         } else {
           const header = encodeDataHeader(tag, payload.length);
