@@ -185,13 +185,14 @@ async function sweep(comm: Communicator, spec: RankSpec, post: (m: RankMessage) 
     // compilation either (V8 optimises a function only after thousands of calls: 105 left the
     // first row of a sweep 2-10x slower than the same size later in it).
     await how.calls(makeCase(comm, spec, mine[mine.length - 1], 'oop', send.arr, recv.arr), spec.warmup);
-    const smallest = placementsOf(spec.collective).map((place) => makeCase(comm, spec, mine[0], place, send.arr, recv.arr));
+    const casesOf = (row: (typeof mine)[number]) => placementsOf(spec.collective).map((place) => makeCase(comm, spec, row, place, send.arr, recv.arr));
+    const smallest = casesOf(mine[0]);
     if (spec.iters === undefined && spec.warmup > 0) {
       await warmUp(comm, how, smallest, 100 + spec.warmup);
       // Across nodes in 'auto' progress, larger collectives run on the network progress thread:
       // its code warms up too, at the first size it runs (else that row timed it compiling).
       const handed = comm.acrossNodes ? mine.find((r) => r.shape.bytes > RANK_RUNS_MAX_BYTES) : undefined;
-      if (handed) await warmUp(comm, how, placementsOf(spec.collective).map((place) => makeCase(comm, spec, handed, place, send.arr, recv.arr)), spec.warmup);
+      if (handed) await warmUp(comm, how, casesOf(handed), spec.warmup);
     } else await how.calls(smallest[0], 100 + spec.warmup);
     for (const row of mine) {
       for (const place of placementsOf(spec.collective)) {
