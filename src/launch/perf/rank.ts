@@ -188,11 +188,12 @@ async function sweep(comm: Communicator, spec: RankSpec, post: (m: RankMessage) 
     const casesOf = (row: (typeof mine)[number]) => placementsOf(spec.collective).map((place) => makeCase(comm, spec, row, place, send.arr, recv.arr));
     const smallest = casesOf(mine[0]);
     if (spec.iters === undefined && spec.warmup > 0) {
-      await warmUp(comm, how, smallest, 100 + spec.warmup);
       // Across nodes in 'auto' progress, larger collectives run on the network progress thread:
-      // its code warms up too, at the first size it runs (else that row timed it compiling).
+      // its code warms up too, at the first size it runs (else that row timed it compiling);
+      // first, so that the first row follows its own warm-up.
       const handed = comm.acrossNodes ? mine.find((r) => r.shape.bytes > RANK_RUNS_MAX_BYTES) : undefined;
-      if (handed) await warmUp(comm, how, casesOf(handed), spec.warmup);
+      if (handed && handed !== mine[0]) await warmUp(comm, how, casesOf(handed), spec.warmup);
+      await warmUp(comm, how, smallest, 100 + spec.warmup);
     } else await how.calls(smallest[0], 100 + spec.warmup);
     for (const row of mine) {
       for (const place of placementsOf(spec.collective)) {
