@@ -124,6 +124,18 @@ describe('webccl perf --transport tcp', () => {
     expect(r.report!.rows).toHaveLength(3);
   }, 60_000);
 
+  // -n auto warms up first: every placement and a barrier each round, at the smallest size and,
+  // across nodes, at the first size the network progress thread runs (256 KiB here).
+  it.each([['threads', ['--transport', 'shm']], ['2 processes', ['--transport', 'tcp']]])('-n auto on %s: the warm-ups of each path, then every row right', (_, transport) => {
+    const json = join(tmp, `auto-${transport[1]}.json`);
+    const r = perf(['allreduce', ...transport, '--ranks', '2', '-b', '8', '-e', '256K', '-f', '32', '--time', '0.02', '-c', '1'], json);
+    expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
+    const rep = r.report!;
+    expect(rep).toMatchObject({ wrongTotal: 0, interrupted: false });
+    expect(rep.rows.map((x) => x.size)).toEqual([8, 256, 8192, 262144]);
+    for (const row of rep.rows) expect([row.oop.wrong, row.ip.wrong, row.oop.iters > 0, row.ip.iters > 0]).toEqual([0, 0, true, true]);
+  }, 60_000);
+
   it('a rank that fails ends every node: exit 1, the rank named, the rows done so far kept', async () => {
     const o = parsePerfArgs(['allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '2', '-b', '8', '-e', '1M', '-f', '2', '--time', '0.05']) as PerfOptions;
     const c = capture();

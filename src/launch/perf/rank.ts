@@ -25,7 +25,7 @@ import { ARRAY_OF, DTYPE_SIZE, type Dtype } from '../../core/dtypes.js';
 import { MAX_TIMEOUT_MS } from '../../core/options.js';
 import { LEGS } from './collectives.js';
 import { type Case, makeCase, view } from './cases.js';
-import { type Placement, type RankSpec, placementsOf, planRows } from './plan.js';
+import { type Placement, type PlannedRow, type RankSpec, placementsOf, planRows } from './plan.js';
 import { RANK_RUNS_MAX_BYTES } from '../../progress/net-route.js';
 
 /** Messages a rank posts to the launcher. */
@@ -185,7 +185,7 @@ async function sweep(comm: Communicator, spec: RankSpec, post: (m: RankMessage) 
     // compilation either (V8 optimises a function only after thousands of calls: 105 left the
     // first row of a sweep 2-10x slower than the same size later in it).
     await how.calls(makeCase(comm, spec, mine[mine.length - 1], 'oop', send.arr, recv.arr), spec.warmup);
-    const casesOf = (row: (typeof mine)[number]) => placementsOf(spec.collective).map((place) => makeCase(comm, spec, row, place, send.arr, recv.arr));
+    const casesOf = (row: PlannedRow) => placementsOf(spec.collective).map((place) => makeCase(comm, spec, row, place, send.arr, recv.arr));
     const smallest = casesOf(mine[0]);
     if (spec.iters === undefined && spec.warmup > 0) {
       // Across nodes in 'auto' progress, larger collectives run on the network progress thread:
