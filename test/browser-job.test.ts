@@ -2,7 +2,7 @@
 // the relay are `webccl serve`'s (in this process), Node ranks join with WEBCCL_STORE_SERVED=1,
 // pages open examples/browser/job.html (or perf.html) from the package's own files. Every rank
 // checks every result itself; a page closed mid-op, a page with the wrong token and a page that
-// is not cross-origin isolated each end the way the README says. No timing asserts.
+// is not cross-origin isolated each end the way docs/browsers.md says. No timing asserts.
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -52,7 +52,7 @@ describe.skipIf(!haveChromium)('pages in jobs with Node processes', () => {
     const job = await servedJob('mixed-8');
     try {
       // The Node processes are `webccl run --nnodes 4` launchers (nodes 0 and 1; the pages are 2 and
-      // 3) running the shipped examples/browser/job-node.mjs, as the README says: world ranks 0..3.
+      // 3) running the shipped examples/browser/job-node.mjs, as docs/browsers.md says: world ranks 0..3.
       const procs = Promise.all([0, 1].map((k) => run(node, [bin, 'run', '--nnodes', '4', '--node-rank', String(k), '--nproc-per-node', '2',
         '--master-addr', '127.0.0.1', '--master-port', String(job.served.store!.port), join(root, 'examples', 'browser', 'job-node.mjs')], job.nodeEnv(0, 0))));
       const pages = await Promise.all([4, 6].map((first) => openJobPage(jobUrl(job, { size: 8, first, ranks: 2 }))));
@@ -91,7 +91,7 @@ describe.skipIf(!haveChromium)('pages in jobs with Node processes', () => {
     }
   }, 240_000);
 
-  it("a page of 2 workers and a Node rank: the ops over 64 KiB end while every rank computes without calling webccl, on the ranks' network progress threads (the page's are Web Workers), right", async () => {
+  it("a page of 2 workers and a Node rank: the ops over 256 KiB end while every rank computes without calling webccl, on the ranks' network progress threads (the page's are Web Workers), right", async () => {
     const job = await servedJob('net-progress');
     try {
       const proc = run(node, [fixture('net-overlap.mjs'), '3000'], job.nodeEnv(0, 3));

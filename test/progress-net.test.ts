@@ -41,10 +41,10 @@ async function twoLaunchers(perNode: number, params: object, scenario = 'progres
 }
 
 describe('ranks as processes: collectives progress on the network progress thread', () => {
-  // 40,000 f32 elements: every collective but the barrier is over 64 KiB, which the default
+  // 80,000 f32 elements (312 KiB): every collective but the barrier is over 256 KiB, which the default
   // mode hands to the thread; the barrier (0 bytes) runs on the rank, so ends only when waited for.
-  it('--procs -n 2: every collective over 64 KiB ends during a compute loop that never calls webccl; the barrier stays on the rank (default mode)', async () => {
-    const reps = await procs(2, 'progressOverlap', { count: 40_000, busyMs: 1500 });
+  it('--procs -n 2: every collective over 256 KiB ends during a compute loop that never calls webccl; the barrier stays on the rank (default mode)', async () => {
+    const reps = await procs(2, 'progressOverlap', { count: 80_000, busyMs: 1500 });
     for (const [r, [rep]] of reps.entries()) {
       expect(rep.mode, `rank ${r}`).toBe('auto');
       expect(rep.wrong, `rank ${r}`).toEqual([]);
@@ -55,7 +55,7 @@ describe('ranks as processes: collectives progress on the network progress threa
   }, 150_000);
 
   it('--procs -n 3, WEBCCL_PROGRESS=thread: every collective, the barrier too, ends during the compute loop', async () => {
-    const reps = await procs(3, 'progressOverlap', { count: 40_000, busyMs: 1500 }, { WEBCCL_PROGRESS: 'thread' });
+    const reps = await procs(3, 'progressOverlap', { count: 80_000, busyMs: 1500 }, { WEBCCL_PROGRESS: 'thread' });
     for (const [r, [rep]] of reps.entries()) {
       expect(rep.mode, `rank ${r}`).toBe('thread');
       expect(rep.wrong, `rank ${r}`).toEqual([]);
@@ -64,8 +64,8 @@ describe('ranks as processes: collectives progress on the network progress threa
     }
   }, 150_000);
 
-  it('--nnodes 2 -n 1 (two launchers, a rank thread each): every collective over 64 KiB ends during a compute loop that never calls webccl', async () => {
-    for (const [r, [rep]] of (await twoLaunchers(1, { count: 40_000, busyMs: 1500 })).entries()) {
+  it('--nnodes 2 -n 1 (two launchers, a rank thread each): every collective over 256 KiB ends during a compute loop that never calls webccl', async () => {
+    for (const [r, [rep]] of (await twoLaunchers(1, { count: 80_000, busyMs: 1500 })).entries()) {
       expect(rep?.mode, `rank ${r}`).toBe('auto');
       expect(rep.wrong, `rank ${r}`).toEqual([]);
       expect(rep.during.filter((d: string) => !/^barrier/.test(d) && !/: true$/.test(d)), `rank ${r}`).toEqual([]);
@@ -89,7 +89,7 @@ describe('ranks as processes: collectives progress on the network progress threa
     for (const [rep] of reports(runs.map((r) => r.stdout).join('\n'), 2)) expect(rep).toMatchObject({ wrong: [], inOrder: true, mode: 'auto', smallSync: 'UNSUPPORTED', threadOps: 2 + 1 });
   }, 150_000);
 
-  it('ranks that pass counts on both sides of 64 KiB run one op on different paths: each fails with a coded error (MISMATCH naming the count where found), never a hang', async () => {
+  it('ranks that pass counts on both sides of 256 KiB run one op on different paths: each fails with a coded error (MISMATCH naming the count where found), never a hang', async () => {
     const reps = await procs(2, 'netStraddle', { small: 4, big: 100_000, timeoutMs: 60_000 });
     const errors = reps.map(([rep]) => rep.error);
     for (const e of errors) expect(['MISMATCH', 'ABORTED']).toContain(e?.code);
@@ -98,8 +98,8 @@ describe('ranks as processes: collectives progress on the network progress threa
     expect(named[0].details.values).toEqual(['4', '100000']);
   }, 150_000);
 
-  it('--nnodes 2 -n 2 (nodes of two rank threads): every collective over 64 KiB ends during a compute loop that never calls webccl, the node phase of hierarchical ops met by the network threads', async () => {
-    for (const [r, [rep]] of (await twoLaunchers(2, { count: 40_000, busyMs: 1500 })).entries()) {
+  it('--nnodes 2 -n 2 (nodes of two rank threads): every collective over 256 KiB ends during a compute loop that never calls webccl, the node phase of hierarchical ops met by the network threads', async () => {
+    for (const [r, [rep]] of (await twoLaunchers(2, { count: 80_000, busyMs: 1500 })).entries()) {
       expect(rep, `rank ${r}`).toMatchObject({ wrong: [], mode: 'auto' });
       expect(rep.during.filter((d: string) => !/^barrier/.test(d) && !/: true$/.test(d)), `rank ${r}`).toEqual([]);
       expect(rep.threadOps, `rank ${r}`).toBe(10);
@@ -108,13 +108,13 @@ describe('ranks as processes: collectives progress on the network progress threa
   }, 150_000);
 
   it('--nnodes 2 -n 2: abort() of a destroyed group across nodes does nothing (it used to hand the threads a lane over the freed node block, which the next group then used): the next group runs right', async () => {
-    for (const [r, [rep]] of (await twoLaunchers(2, { count: 40_000, rounds: 4 }, 'abortDestroyed', { WEBCCL_PROGRESS: 'thread' })).entries()) {
+    for (const [r, [rep]] of (await twoLaunchers(2, { count: 80_000, rounds: 4 }, 'abortDestroyed', { WEBCCL_PROGRESS: 'thread' })).entries()) {
       expect(rep, `rank ${r}`).toEqual({ wrong: [], error: null, threadOps: 2 });
     }
   }, 150_000);
 
   it('--procs -n 2, every op on the ranks (WEBCCL_PROGRESS=caller): abort() of a destroyed group does nothing either', async () => {
-    for (const [r, [rep]] of (await procs(2, 'abortDestroyed', { count: 40_000, rounds: 4 }, { WEBCCL_PROGRESS: 'caller' })).entries()) {
+    for (const [r, [rep]] of (await procs(2, 'abortDestroyed', { count: 80_000, rounds: 4 }, { WEBCCL_PROGRESS: 'caller' })).entries()) {
       expect(rep, `rank ${r}`).toEqual({ wrong: [], error: null, threadOps: 0 });
     }
   }, 150_000);
@@ -160,7 +160,7 @@ describe('the timeline (WEBCCL_TRACE) of ranks as processes', () => {
     const dir = mkdtempSync(join(tmpdir(), 'webccl-net-progress-trace-'));
     const file = join(dir, 'trace.json');
     try {
-      await procs(2, 'progressOverlap', { count: 20_000, busyMs: 20 }, { WEBCCL_TRACE: file });
+      await procs(2, 'progressOverlap', { count: 80_000, busyMs: 20 }, { WEBCCL_TRACE: file });
       const { traceEvents } = JSON.parse(readFileSync(file, 'utf8')) as { traceEvents: { ph: string; name: string; pid: number; tid: number; args?: { name?: string } }[] };
       const tracks = traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.args?.name === 'network progress thread');
       expect(new Set(tracks.map((t) => t.pid)).size).toBe(2);
@@ -178,7 +178,7 @@ describe('failures while the network progress thread holds ops', () => {
   it("the thread ends: the rank's pending op fails ABORTED naming it; the peer's ops fail too, no hang", async () => {
     const [a, b] = await netRanks(2, 1, { timeoutMs: 60_000 });
     expect(a.progressMode).toBe('auto');
-    const pending = a.allReduce(new Float32Array(100_000).fill(1)); // over 64 KiB: the thread's; rank 1 never joins it
+    const pending = a.allReduce(new Float32Array(100_000).fill(1)); // over 256 KiB: the thread's; rank 1 never joins it
     const outcome = pending.wait().then(() => undefined, (e) => e);
     await new Promise((r) => setTimeout(r, 100));
     await netProgressWorker((a as any).ctx.core.memory)!.terminate();

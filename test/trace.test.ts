@@ -98,7 +98,7 @@ function checkTrace(path: string, rs: Report[]): Ev[] {
     expect(mine.filter((e) => e.ph === 'i' && e.name === `issue ${op}`)).toHaveLength(1);
     const slices = mine.filter((e) => e.ph === 'X');
     const [opSlice] = slices.filter((e) => e.name === op);
-    expect(opSlice.args).toMatchObject({ seq: r.seq, collective: 'allReduce', bytes: 4 << 16, dtype: 'f32', communicator: 'w', ranks: rs.length });
+    expect(opSlice.args).toMatchObject({ seq: r.seq, collective: 'allReduce', bytes: 4 << 17, dtype: 'f32', communicator: 'w', ranks: rs.length });
     expect(typeof opSlice.args!.algorithm).toBe('string');
     expect(slices.filter((e) => e.name === 'warm-up')).toHaveLength(1);
     expect(slices.filter((e) => e.name === 'check')).toHaveLength(1);

@@ -1,9 +1,9 @@
 // Which collectives a rank with a network progress thread runs itself (the fast path) and which
 // it hands to the thread. The thread lets an op go on while its rank computes, but every op it
-// runs pays two hand-offs between threads (70-110 µs each on a loaded 2-core machine): for a
-// small op that is most of its time, and the overlap it could buy is as short as the op. So in
-// the job's default mode ('auto') collectives up to RANK_RUNS_MAX_BYTES run on the rank's own
-// connections, as without a thread, and larger ones on the thread's.
+// runs pays two hand-offs between threads (40-110 µs each on a loaded 2-core machine): up to a
+// few hundred KiB they last as long as the op, so the overlap the thread could buy is no more
+// than what it costs. In the job's default mode ('auto') collectives up to RANK_RUNS_MAX_BYTES
+// run on the rank's own connections, as without a thread, and larger ones on the thread's.
 //
 // The two paths use different connections, so every rank must route each op the same way: the
 // rule reads only what ranks agree on for a well-formed op (collective, count, dtype, communicator
@@ -15,11 +15,14 @@ import type { OpSpec } from '../comm/engine.js';
 
 /**
  * Largest message (nccl-tests' size: the whole buffer, or all ranks' blocks) a rank runs itself
- * in 'auto' mode. From bench/progress-cost.mjs on this 2-core machine: a waited loop on the
- * thread costs 2.1-3.3× the rank's own at 8 B to 2 KiB, while at 64 KiB an op lasts about
- * 0.3 ms, no more than the hand-offs it would pay to overlap.
+ * in 'auto' mode: where the op lasts about as long as the two hand-offs the thread would add,
+ * the overlap the thread could buy is no more than what it costs a waited op. On the 2-core
+ * development machine (`webccl perf allreduce --transport tcp --ranks 2`, rank's own path against
+ * the thread's, interleaved): 128 KiB 103 against 254 µs, 256 KiB 153 against 307, 512 KiB 476
+ * against 687, 1 MiB 557 against 580; bench/handoff-floor.mjs, no library, allows the thread
+ * 0.61 of the rank's speed at 256 KiB and 0.74-0.98 at 1 MiB.
  */
-export const RANK_RUNS_MAX_BYTES = 64 * 1024;
+export const RANK_RUNS_MAX_BYTES = 256 * 1024;
 
 /**
  * The op's size as nccl-tests names it (bytes of the whole result), when every rank of a
