@@ -8,7 +8,7 @@
 //       [-b 8] [-e 64M] [-f 4] [--time 0.2] [--reps 1] [--tcp] [--group G] [--quiet 30] [--json FILE] [--plot FILE.svg|DIR/]
 //
 // webccl runs at its default settings: the WEBCCL_ variables of this environment (but the
-// token and job id) are not passed on. Every system uses the same timing method (see bench/README.md): time = the slowest rank's
+// token and job id) are not passed on. Every system uses the same timing method (see docs/benchmarks.md): time = the slowest rank's
 // mean time per call over a block of about --time seconds, after a barrier (the median of
 // --reps such blocks); busbw as nccl-tests. webccl and Open MPI run out of place; torch's
 // collectives run in place.

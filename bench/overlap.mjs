@@ -8,7 +8,7 @@
 //   T_overlapped  issue, the compute, wait
 //   efficiency    (T_comp + T_comm − T_overlapped) / min(T_comp, T_comm): 1 when the shorter
 //                 of the two hides entirely behind the longer, 0 when nothing overlaps
-//   wait/T_comm   the seed's pattern: an op issued right after a waited one, then a long compute
+//   wait/T_comm   the issue-compute-wait pattern: an op issued right after a waited one, then a long compute
 //                 (at least 10× T_comm, no webccl call), then the wait: that wait over T_comm
 //                 (near 0 when the op went on by itself; about 1 when it waited for the wait)
 // Paths: --ranks worker threads of one node (shared memory, default 2), 2 processes over TCP

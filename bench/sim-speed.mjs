@@ -1,6 +1,6 @@
 // Speed of the network simulator itself: a ring allreduce of 1 GiB in size-only mode at 1,024
 // and 4,096 virtual ranks (8 per node, 5 us / 25 Gbit between nodes), wall time per run, beside
-// the virtual time it predicts and the messages it moved. Targets (issue 13): < 10 s at 1,024
+// the virtual time it predicts and the messages it moved. Targets: < 10 s at 1,024
 // ranks, < 60 s at 4,096.
 //
 // --threads splits each run over worker threads (default auto: every core from 1,024 ranks);

@@ -1,6 +1,6 @@
 // Groups: 4 ranks as a 2 × 2 grid, as a job mixing tensor and data parallelism lays them out.
 // Each row is a tensor-parallel group (its ranks hold shards of one model replica), each column
-// a data-parallel group (the same shard in every replica). The seed's API: create_group over
+// a data-parallel group (the same shard in every replica). As torch.distributed's new_group: createGroup over
 // 'rankN' names, then collectives with group=...
 //   node bin/webccl.js run -n 4 examples/groups.mjs          (threads; --procs: processes)
 //

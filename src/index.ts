@@ -193,7 +193,7 @@ function on<O, R>(what: string, o: WithGroup<O> | undefined, call: (c: Communica
 }
 
 /**
- * A group of the world's ranks (numbers or the seed's 'rankN' strings): every rank calls it
+ * A group of the world's ranks (numbers or 'rankN' strings): every rank calls it
  * with the same list; members get the group's communicator, the others null.
  */
 export function createGroup(ranks: readonly (number | string)[], o?: CommunicatorOptions): Promise<Communicator | null> {

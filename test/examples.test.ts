@@ -1,4 +1,4 @@
-// Every example in the README runs and says what it should.
+// Every example the README lists runs and says what it should.
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// The fault matrix: each fault of issue 8 (and those that already held) × each launch form where
+// The fault matrix: each fault of a rank or a buffer × each launch form where
 // it applies — threads (`webccl run -n 3`), processes (`webccl run --procs -n 3`) and two nodes of
 // two threads (two `webccl run --nnodes 2` launchers on this machine). Every rank runs
 // test/fixtures/fault-rank.mjs and reports one FAULT-RESULT line; for every surviving rank we
@@ -8,7 +8,7 @@
 //
 // FAULT_FORMS=threads (or procs, nnodes, a comma list) runs one launch form alone;
 // FAULT_CONCURRENCY (default 3) bounds the jobs running at once; FAULT_REPORT=file.json writes
-// what every row saw (codes, ranks named, times), from which the README's failure table is made.
+// what every row saw (codes, ranks named, times), from which the failure table of docs/failure-semantics.md is made.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';

@@ -36,7 +36,7 @@ describe('node heap', () => {
     const a = heap.alloc(1000);
     const b = heap.alloc(20);
     heap.alloc(20);
-    i32().fill(0, (b - 64) >> 2, b >> 2); // what a stray write left in issue 8
+    i32().fill(0, (b - 64) >> 2, b >> 2); // what a stray write once left there
     let e = caught(() => heap.alloc(5000)); // walks past b's header
     expect(e.code).toBe('INTERNAL');
     expect(e.details.block).toBe(b - 64);
@@ -249,7 +249,7 @@ describe('pages that are not cross-origin isolated', () => {
   });
 });
 
-describe('alloc()/free() around every op on 8 thread ranks (issue 8, item 0)', () => {
+describe('alloc()/free() around every op on 8 thread ranks', () => {
   const counts = [0, 5, 1000];
   it('broadcast and reduce, every root, with and without out, sum and min, freed per op: 20 times', async () => {
     const { result, reports } = await runScenario(8, 'heapStress', { iters: 20, dtypes: ['f32'], counts }, { env: { WEBCCL_TIMEOUT_MS: '30000' } });

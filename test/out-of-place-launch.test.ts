@@ -1,6 +1,6 @@
 // Across nodes, under both launch forms that cross them (webccl run --procs, 3 processes, and
 // --nnodes, 2 nodes × 1): an allReduce out of place on comm.alloc() buffers with the ring and with
-// doubling, which read the input in place (README, "The TCP targets on the Zen 5 machine"). The
+// doubling, which read the input in place (bench/RESULTS.md, 2026-12-02 (early morning)). The
 // rank script (test/fixtures/out-of-place.mjs) checks every result itself and prints "ok rank R of N".
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';

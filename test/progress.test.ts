@@ -35,7 +35,7 @@ describe('ops progress while their ranks compute', () => {
   }
 
   it('auto: an op held at issue (its rank waited for the last at once) and then left alone starts on the thread while its rank computes', async () => {
-    // The seed's pattern: waited ops, then one issued and left alone during a compute that never
+    // The issue-compute-wait pattern: waited ops, then one issued and left alone during a compute that never
     // calls webccl. The hold is bounded: the thread takes the op HOLD_MS after it first sees it.
     const busyMs = 200;
     const { result, reports } = await runScenario(2, 'progressOverlap', { count: 20_000, busyMs }, { env: { WEBCCL_PROGRESS: 'auto' } });

@@ -1,4 +1,4 @@
-// Faults of buffers on one node (issue 8, items 2, 4 and 5): a partly overlapping out is refused,
+// Faults of buffers on one node: a partly overlapping out is refused,
 // BUFFER_BUSY is decided alike on every rank, and WEBCCL_CHECK=1 catches a program that writes
 // a buffer while its op is in flight, on in-process ranks, thread ranks and across nodes.
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -10,7 +10,7 @@ import { runScenario } from './helpers/threads.js';
 import { caught } from './helpers/caught.js';
 import type { Communicator } from '../src/comm/communicator.js';
 
-describe('an out that partly overlaps its input (item 2)', () => {
+describe('an out that partly overlaps its input', () => {
   const [a, b] = inprocRanks(2);
 
   it('is refused with INVALID_ARGUMENT by every collective that takes both, plain or alloc() memory', () => {
@@ -59,7 +59,7 @@ describe('an out that partly overlaps its input (item 2)', () => {
   }, 120_000);
 });
 
-describe('BUFFER_BUSY is decided alike on every rank (item 4)', () => {
+describe('BUFFER_BUSY is decided alike on every rank', () => {
   it('in-process: the rank whose op already completed refuses too, until the caller waits', async () => {
     const [a, b] = inprocRanks(2);
     const xa = new Float32Array(100).fill(1);
@@ -109,7 +109,7 @@ describe('a buffer transferred while its op is in flight', () => {
   });
 });
 
-describe('WEBCCL_CHECK=1: writes to a buffer in flight (item 5)', () => {
+describe('WEBCCL_CHECK=1: writes to a buffer in flight', () => {
   beforeEach(() => {
     process.env.WEBCCL_CHECK = '1';
   });

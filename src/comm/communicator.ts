@@ -44,7 +44,10 @@ export interface CommParts {
 export class Communicator {
   readonly rank: number;
   readonly size: number;
-  /** Whether the ranks span several nodes: ops then complete on the event loop (await them; waitSync() is refused). */
+  /**
+   * Whether the ranks span several nodes: ops the rank runs itself then complete on the event loop
+   * (await them; waitSync() refuses them); those a network progress thread runs may be waitSync'd.
+   */
   readonly acrossNodes: boolean;
   private readonly engine: Engine;
   private readonly counters: OpCounters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
@@ -323,9 +326,9 @@ export class Communicator {
   }
 
   /**
-   * Who runs this communicator's collectives (see "Background progress" in the README): 'auto'
-   * or 'thread' when the node's progress thread takes them, 'caller' when the rank runs them
-   * itself (WEBCCL_PROGRESS=caller, a node without progress thread, ops across nodes).
+   * Who runs this communicator's collectives (docs/progress.md): 'auto' or 'thread' when the
+   * node's progress thread (or, across nodes, the network progress thread) takes them, 'caller'
+   * when the rank runs them itself (WEBCCL_PROGRESS=caller, a node without a progress thread).
    */
   get progressMode(): 'auto' | 'thread' | 'caller' {
     return this.engine.progressMode ?? 'caller';

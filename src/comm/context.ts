@@ -53,7 +53,7 @@ export const JOIN_OPTIONS = { cores: integer(1, 1 << 16), simd: boolean, spinUs:
  * Spin budgets (µs) before blocking: a core per rank, more ranks than cores, a call's own try.
  * With more ranks than cores a peer that shares the core cannot post while this rank spins, and
  * a spin of even 1 µs (and the call's own try, as long) cost a 4-rank barrier on 2 cores 3-5 µs
- * of its ~30 (README, Benchmarks, "Ranks that outnumber cores no longer spin"): they sleep at once.
+ * of its ~30 (bench/RESULTS.md, 2026-12-04 (evening), "Ranks that outnumber cores no longer spin"): they sleep at once.
  */
 export const DEDICATED_SPIN_US = 20;
 export const OVERSUBSCRIBED_SPIN_US = 0;

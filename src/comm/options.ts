@@ -11,7 +11,7 @@ import type { ReduceOp } from '../core/dtypes.js';
 export interface CollectiveOptions {
   op?: ReduceOp;
   root?: number;
-  /** An algorithm of the README's table that suits the communicator (direct, twoshot on one node; ring, doubling, hierarchical across nodes). */
+  /** An algorithm that suits the communicator (direct, twoshot on one node; ring, doubling, tree, hierarchical across nodes: docs/algorithms.md). */
   algo?: string;
   /** Output buffer for an out-of-place allReduce, broadcast or reduce. */
   out?: BufferArg;

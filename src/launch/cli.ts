@@ -33,7 +33,7 @@ commands:
   --version                            print the version
 
 Flags take their value apart or attached: -n 4, -n4, --ranks 4, --ranks=4.
-Environment variables: see the README (WEBCCL_ALGO, WEBCCL_TIMEOUT_MS, WEBCCL_TOKEN, ...).`;
+Environment variables: see docs/configuration.md (WEBCCL_ALGO, WEBCCL_TIMEOUT_MS, WEBCCL_TOKEN, ...).`;
 
 export const RUN_USAGE = `usage: webccl run [options] script.mjs [args...]
 

@@ -155,7 +155,7 @@ const scenarios = {
   },
 
   /**
-   * comm.alloc()/free() around every rooted op on alloc() buffers (issue 8, item 0): each rank
+   * comm.alloc()/free() around every rooted op on alloc() buffers: each rank
    * allocates in its own order (some with a spacer block, so addresses differ between ranks),
    * checks every result, and frees per op or, with p.hold, only at the end of an iteration (the
    * heap then outgrows the memory, which grows under ranks that are allocating).
@@ -220,7 +220,7 @@ const scenarios = {
   },
 
   /**
-   * Two allReduces in flight on overlapping views (issue 8, item 4): rank 0 issues first and
+   * Two allReduces in flight on overlapping views: rank 0 issues first and
    * its op stays pending; the others issue later, so theirs may already have completed. Every
    * rank must refuse the second op alike, then go on.
    */
@@ -241,7 +241,7 @@ const scenarios = {
   },
 
   /**
-   * WEBCCL_CHECK=1 (issue 8, item 5): rank 0 writes its input while its allReduce is in flight
+   * WEBCCL_CHECK=1: rank 0 writes its input while its allReduce is in flight
    * (the others join 300 ms later, so the op is surely suspended when the write happens).
    */
   async writeInFlight() {
@@ -259,7 +259,7 @@ const scenarios = {
     }
   },
 
-  /** A partly overlapping out is refused on threads (issue 8, item 2); the NCCL in-place forms work. */
+  /** A partly overlapping out is refused on threads; the NCCL in-place forms work. */
   async overlap() {
     const comm = await ccl.initCommGroup({ timeoutMs: p.timeoutMs });
     const { rank: r, size: n } = comm;
