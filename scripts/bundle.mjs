@@ -3,7 +3,7 @@
 // bundles, so no .wasm file ships and no bundler needs a plugin for it.
 //
 // No source maps by default: the bundles are not minified and esbuild marks each source file
-// in them (`// src/comm/communicator.ts`), so a stack trace already reads as the source; the
+// in them (`// src/api/communicator.ts`), so a stack trace already reads as the source; the
 // maps (5.7 MB, most of it the embedded sources) would triple the package for no gain.
 // `node scripts/bundle.mjs --sourcemap` makes them for debugging a checkout (they never ship:
 // package.json "files" leaves out *.map).
@@ -46,9 +46,9 @@ await Promise.all([
   build({ ...node, format: 'esm', entryPoints: ['src/tuner/index.ts'], outfile: 'dist/node/tuner.js' }),
   build({ ...common, platform: 'browser', format: 'esm', target: 'es2022', entryPoints: ['src/browser.ts'], outfile: 'dist/browser/index.js' }),
   // A page's progress thread: a module Web Worker index.js starts from this file beside it.
-  build({ ...common, platform: 'browser', format: 'esm', target: 'es2022', entryPoints: ['src/progress/page-worker.ts'], outfile: 'dist/browser/progress-worker.js' }),
+  build({ ...common, platform: 'browser', format: 'esm', target: 'es2022', entryPoints: ['src/hosts/page-worker.ts'], outfile: 'dist/browser/progress-worker.js' }),
   // A page rank's network progress thread (a job across nodes): a module Web Worker the rank starts from this file.
-  build({ ...common, platform: 'browser', format: 'esm', target: 'es2022', entryPoints: ['src/progress/page-net-worker.ts'], outfile: 'dist/browser/net-progress-worker.js' }),
+  build({ ...common, platform: 'browser', format: 'esm', target: 'es2022', entryPoints: ['src/hosts/page-net-worker.ts'], outfile: 'dist/browser/net-progress-worker.js' }),
 ]);
 execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--emitDeclarationOnly'], { cwd: root, stdio: 'inherit' });
 // Types per condition (package.json "exports"): dist/types/node.d.ts for Node (launch and the

@@ -1,9 +1,9 @@
 // The Node.js entry: everything the browser build has, plus launching ranks.
 import { JOIN_WORLD, PAGE_WEBSOCKET } from './index.js';
-import { joinWorld } from './comm/node/join-world.js';
+import { joinWorld } from './launch/join-world.js';
 import { registerProgressStarter } from './progress/start.js';
 import { startNodeProgress } from './launch/progress-thread.js';
-import { installTraceSink } from './core/node/trace-files.js';
+import { installTraceSink } from './core/nodejs/trace-files.js';
 
 export * from './index.js';
 
@@ -14,9 +14,9 @@ export * from './index.js';
 (globalThis as Record<symbol, unknown>)[PAGE_WEBSOCKET] = async () => (await import('ws')).WebSocket;
 // A node's progress thread is a worker_threads Worker.
 registerProgressStarter(startNodeProgress);
-// WEBCCL_TRACE: each thread writes its events to a part file at its end (core/node/trace-files.ts).
+// WEBCCL_TRACE: each thread writes its events to a part file at its end (core/nodejs/trace-files.ts).
 installTraceSink();
 export { launch, startRanks, type LaunchOptions, type LaunchResult, type LaunchHandle, type RankFailure } from './launch/threads.js';
 export { launchProcesses, startProcesses, type ProcessLaunchOptions, type ProcessLaunchHandle } from './launch/processes.js';
 // Shadows the browser build's connectStore (export * above): Node 20 brings no WebSocket of its own.
-export { connectStore } from './bootstrap/node/connect-store.js';
+export { connectStore } from './bootstrap/nodejs/connect-store.js';

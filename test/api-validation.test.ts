@@ -8,14 +8,14 @@ import * as net from 'node:net';
 import { describe, expect, it, vi } from 'vitest';
 import { WebcclError } from '../src/core/errors.js';
 import * as api from '../src/node.js';
-import { createNode } from '../src/core/node.js';
-import { joinNode } from '../src/comm/context.js';
-import { Communicator } from '../src/comm/communicator.js';
-import { COLLECTIVE_OPTIONS } from '../src/comm/options.js';
+import { createNode } from '../src/progress/create-node.js';
+import { joinNode } from '../src/engine/context.js';
+import { Communicator } from '../src/api/communicator.js';
+import { COLLECTIVE_OPTIONS } from '../src/api/options.js';
 import { closest } from '../src/core/options.js';
-import { startStoreServer } from '../src/bootstrap/node/store-server.js';
+import { startStoreServer } from '../src/bootstrap/nodejs/store-server.js';
 import { ACCEPTS, FrameParser, Kind, decode, type Message } from '../src/bootstrap/store-protocol.js';
-import { TcpTransport } from '../src/transport/tcp/node/tcp-transport.js';
+import { TcpTransport } from '../src/transport/tcp/nodejs/tcp-transport.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 
 /** The error a call raises, thrown or as a rejection (a call that returns normally fails the test). */

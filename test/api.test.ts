@@ -3,10 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { WebcclError } from '../src/core/errors.js';
 import * as ccl from '../src/index.js';
-import { abortNode, createNode } from '../src/core/node.js';
+import { abortNode } from '../src/core/node.js';
+import { createNode } from '../src/progress/create-node.js';
 import { ABORT_REASON } from '../src/core/shm-map.js';
-import { joinNode } from '../src/comm/context.js';
-import { Communicator } from '../src/comm/communicator.js';
+import { joinNode } from '../src/engine/context.js';
+import { Communicator } from '../src/api/communicator.js';
 
 const code = (fn: () => unknown): string | undefined => {
   try {

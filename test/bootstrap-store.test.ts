@@ -6,12 +6,12 @@
 import { createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
 import * as net from 'node:net';
-import { connectStore } from '../src/bootstrap/node/connect-store.js';
-import { attachStoreWebSocket } from '../src/bootstrap/node/store-websocket.js';
+import { connectStore } from '../src/bootstrap/nodejs/connect-store.js';
+import { attachStoreWebSocket } from '../src/bootstrap/nodejs/store-websocket.js';
 import type { StoreSession } from '../src/bootstrap/store-session.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { StoreClient, type StoreClientOptions } from '../src/bootstrap/node/store-client.js';
-import { startStoreServer, type StoreServer, type StoreServerOptions } from '../src/bootstrap/node/store-server.js';
+import { StoreClient, type StoreClientOptions } from '../src/bootstrap/nodejs/store-client.js';
+import { startStoreServer, type StoreServer, type StoreServerOptions } from '../src/bootstrap/nodejs/store-server.js';
 import { ACCEPTS, FrameParser, Kind, authPayload, decode, encode, type Message } from '../src/bootstrap/store-protocol.js';
 import { WebcclError } from '../src/core/errors.js';
 import { canListen } from './helpers/net.js';

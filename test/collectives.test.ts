@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { DTYPES, SIZE, expectedArray, fill, firstWrong, inputArray, makeBuffer, opsFor } from './helpers/closed-form.mjs';
 import { inprocRanks, together } from './helpers/inproc.js';
-import type { Communicator } from '../src/comm/communicator.js';
+import type { Communicator } from '../src/api/communicator.js';
 
 const SLOT = 4096;
 const sizesFor = (dtype: string) => {

@@ -2,7 +2,7 @@
 // fields, state, times, awaited peers and error; printed once at WARN when a TIMEOUT or ABORTED
 // breaks the communicator, on one node (in-process ranks) and across nodes (loopback TCP).
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import type { FlightEntry } from '../src/comm/flight-recorder.js';
+import type { FlightEntry } from '../src/engine/flight-recorder.js';
 import { inprocRanks, settleAll, together } from './helpers/inproc.js';
 import { all, netRanks } from './helpers/net-world.js';
 import { bin, cleanEnv, fixture, killAll, run } from './helpers/procs.js';

@@ -11,8 +11,8 @@ import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StoreClient } from '../src/bootstrap/node/store-client.js';
-import { startStoreServer, type StoreServer } from '../src/bootstrap/node/store-server.js';
+import { StoreClient } from '../src/bootstrap/nodejs/store-client.js';
+import { startStoreServer, type StoreServer } from '../src/bootstrap/nodejs/store-server.js';
 import { WebcclError } from '../src/core/errors.js';
 import {
   ACCEPTS, FrameParser, Kind, MAX_KEY_BYTES, VERSION, authPayload, decode, encode, maxBodyBytes, type Message,

@@ -14,7 +14,7 @@ import {
   Kind, VERSION, authPayload, decodeHandshake, encodeDataHeader, encodeHandshake, maxHandshakeBody, type Handshake,
 } from '../src/wire/link-frames.js';
 import { FrameReader } from '../src/wire/link-reader.js';
-import { handshake, type Hooks, type Link } from '../src/transport/tcp/node/link.js';
+import { handshake, type Hooks, type Link } from '../src/transport/tcp/nodejs/link.js';
 import { Mailbox, type HoldLimits, type Sink, type Tag } from '../src/transport/transport.js';
 import { concatAll, cuts, expectCoded, fuzzSettings, longRun, mutate, mutation, split, until, watchAllocations } from './helpers/fuzz.js';
 

@@ -3,9 +3,10 @@
 import { describe, expect, it } from 'vitest';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { netRanks, destroyAll } from './helpers/net-world.js';
-import { Communicator } from '../src/comm/communicator.js';
-import { createNode, leaveNode } from '../src/core/node.js';
-import { joinNode } from '../src/comm/context.js';
+import { Communicator } from '../src/api/communicator.js';
+import { leaveNode } from '../src/core/node.js';
+import { createNode } from '../src/progress/create-node.js';
+import { joinNode } from '../src/engine/context.js';
 import { N, NODE_BASE, commBlockBytes } from '../src/core/shm-map.js';
 
 /** Every rank forms its group at once (they share this thread). */

@@ -5,13 +5,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { HEAP_LIMIT, NodeHeap } from '../src/core/heap.js';
 import { N, NODE_BASE } from '../src/core/shm-map.js';
-import { createNode } from '../src/core/node.js';
+import { createNode } from '../src/progress/create-node.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { runScenario } from './helpers/threads.js';
 import { caught } from './helpers/caught.js';
 import { freshBuffer } from '../src/core/fresh-buffer.js';
-import { allocCommBlock, releaseCommBlock } from '../src/comm/shm-block.js';
-import type { RankContext } from '../src/comm/context.js';
+import { allocCommBlock, releaseCommBlock } from '../src/shm/block.js';
+import type { RankContext } from '../src/engine/context.js';
 
 const heapOf = (nranks = 2, o: { canBlock?: boolean; rank?: number } = {}) => {
   const node = createNode({ nranks, slotBytes: 4096 });

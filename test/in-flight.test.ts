@@ -1,10 +1,10 @@
 // What a communicator remembers of the ops in flight (in-flight.ts), and the lists it keeps them
 // in (keep-list.ts): bounded by what the caller has not yet seen end, whatever ops it issues.
 import { describe, expect, it } from 'vitest';
-import { BuffersInFlight } from '../src/comm/in-flight.js';
-import { Work, type WorkDriver } from '../src/comm/work.js';
+import { BuffersInFlight } from '../src/api/in-flight.js';
+import { Work, type WorkDriver } from '../src/engine/work.js';
 import { KeepList, KeepQueue } from '../src/core/keep-list.js';
-import { toBuf } from '../src/comm/buffers.js';
+import { toBuf } from '../src/engine/buffers.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 
 const idle: WorkDriver = { progress: () => undefined, progressAsync: async () => undefined };

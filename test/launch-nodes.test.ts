@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isLoopback, resolveJobId, resolveToken } from '../src/bootstrap/node/job-secrets.js';
+import { isLoopback, resolveJobId, resolveToken } from '../src/bootstrap/nodejs/job-secrets.js';
 import { WebcclError } from '../src/core/errors.js';
 import { parseRunArgs } from '../src/launch/cli.js';
 

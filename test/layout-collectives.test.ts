@@ -3,7 +3,7 @@
 // mixed layouts with wireLayout (each rank converts at its end; stats count it), mixed layouts
 // without it (row-major; shapes that disagree are a MISMATCH on 'shape'), and the checks at the boundary.
 import { describe, expect, it } from 'vitest';
-import type { Layout, TensorLayout } from '../src/comm/tensor-layout.js';
+import type { Layout, TensorLayout } from '../src/core/tensor-layout.js';
 import { inprocRanks, settleAll, together } from './helpers/inproc.js';
 import { type Dt, c0Of, tensor, val, wrongIn, zeroCopy } from './helpers/layout-ref.js';
 import { caught } from './helpers/caught.js';

@@ -7,8 +7,8 @@
 // with MISMATCH, the conversions stats() counts and WEBCCL_DEBUG=INFO logs, and ops queued
 // behind a run again. Threads and processes: test/layout-mixed-launch.test.ts.
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Communicator } from '../src/comm/communicator.js';
-import type { Work } from '../src/comm/work.js';
+import type { Communicator } from '../src/api/communicator.js';
+import type { Work } from '../src/engine/work.js';
 import { inprocRanks, settleAll, together } from './helpers/inproc.js';
 import { all, destroyAll, netRanks } from './helpers/net-world.js';
 import { COLLECTIVES, mixedCase, mixedGrid } from './helpers/mixed-layouts.mjs';

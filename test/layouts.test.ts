@@ -4,8 +4,8 @@
 // give the same bytes), round trips, zero padding, and garbage padding that must not leak.
 import { describe, expect, it } from 'vitest';
 import { createSharedMemory, loadWasm } from '../src/core/wasm.js';
-import { defaultC0, physicalCount, sameBytes, type Layout, type TensorLayout } from '../src/comm/tensor-layout.js';
-import { convertDtype, convertLayout } from '../src/comm/convert.js';
+import { defaultC0, physicalCount, sameBytes, type Layout, type TensorLayout } from '../src/core/tensor-layout.js';
+import { convertDtype, convertLayout } from '../src/layouts/convert.js';
 import { caught } from './helpers/caught.js';
 import { LAYOUT_NAMES, paddingMask, refConvert } from './helpers/layout-ref.js';
 

@@ -7,9 +7,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createNode, leaveNode } from '../src/core/node.js';
-import { joinNode } from '../src/comm/context.js';
-import { Communicator } from '../src/comm/communicator.js';
+import { leaveNode } from '../src/core/node.js';
+import { createNode } from '../src/progress/create-node.js';
+import { joinNode } from '../src/engine/context.js';
+import { Communicator } from '../src/api/communicator.js';
 import { boundedUtf8 } from '../src/core/reason-text.js';
 import { REASON_BYTES } from '../src/core/shm-map.js';
 import { freePort } from './helpers/net.js';

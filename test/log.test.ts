@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { opLine } from '../src/comm/op-line.js';
+import { opLine } from '../src/engine/op-line.js';
 
 const bin = fileURLToPath(new URL('../bin/webccl.js', import.meta.url));
 const fixture = fileURLToPath(new URL('./fixtures/log-ops.mjs', import.meta.url));

@@ -7,7 +7,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { SIZE, firstWrong, inputArray } from './helpers/closed-form.mjs';
 import { all, destroyAll, netRanks } from './helpers/net-world.js';
-import type { Communicator } from '../src/comm/communicator.js';
+import type { Communicator } from '../src/api/communicator.js';
 
 const PIECE = 512 * 1024;
 const DTYPES = ['f32', 'f64', 'u8', 'bf16'];

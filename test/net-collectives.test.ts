@@ -5,7 +5,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { DTYPES, SIZE, expectedArray, fill, firstWrong, inputArray, makeBuffer, opsFor } from './helpers/closed-form.mjs';
 import { all, destroyAll, netRanks } from './helpers/net-world.js';
-import type { Communicator } from '../src/comm/communicator.js';
+import type { Communicator } from '../src/api/communicator.js';
 
 const PIECE = 512 * 1024;
 const TOPOLOGIES: [number, number][] = [[2, 1], [3, 1], [4, 1], [2, 2], [3, 2]];

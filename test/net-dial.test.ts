@@ -6,7 +6,7 @@
 // bad options are refused at the boundary. No timing asserts.
 import { afterAll, describe, expect, it } from 'vitest';
 import { WebcclError } from '../src/core/errors.js';
-import { createNode } from '../src/core/node.js';
+import { createNode } from '../src/progress/create-node.js';
 import { initCommGroup } from '../src/index.js';
 import { type Env, type Run, cleanEnv, fixture, killAll, run } from './helpers/procs.js';
 import { JOB_TOKEN, servedJob } from './helpers/served-job.js';

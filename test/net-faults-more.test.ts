@@ -7,7 +7,7 @@
 // (no hang), and a sender cannot run ahead of its receiver.
 import { afterEach, describe, expect, it } from 'vitest';
 import { netRanks } from './helpers/net-world.js';
-import type { Communicator } from '../src/comm/communicator.js';
+import type { Communicator } from '../src/api/communicator.js';
 import { type Outcome, outcomes } from './helpers/outcomes.js';
 
 let open: Communicator[] = [];

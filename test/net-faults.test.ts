@@ -9,8 +9,8 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { destroyAll, netRanks } from './helpers/net-world.js';
-import type { Communicator } from '../src/comm/communicator.js';
-import { TcpTransport } from '../src/transport/tcp/node/tcp-transport.js';
+import type { Communicator } from '../src/api/communicator.js';
+import { TcpTransport } from '../src/transport/tcp/nodejs/tcp-transport.js';
 import { abortError, encodeAbortInfo } from '../src/transport/transport.js';
 import { RateLimitedLog } from '../src/core/rate-log.js';
 import { type Outcome, outcomes } from './helpers/outcomes.js';

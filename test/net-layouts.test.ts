@@ -4,8 +4,8 @@
 // [1, 1, 1, 1]), and wireLayouts that disagree refused with MISMATCH on field 'layout' (found in
 // the op signature). Mixed layouts without wireLayout: test/layout-mixed.test.ts.
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Layout } from '../src/comm/tensor-layout.js';
-import type { Communicator } from '../src/comm/communicator.js';
+import type { Layout } from '../src/core/tensor-layout.js';
+import type { Communicator } from '../src/api/communicator.js';
 import { all, destroyAll, netRanks } from './helpers/net-world.js';
 import { type Dt, c0Of, tensor, val, wrongIn } from './helpers/layout-ref.js';
 

@@ -4,7 +4,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { DTYPES, SIZE, expectedArray, fill, firstWrong, inputArray, makeBuffer, opsFor } from './helpers/closed-form.mjs';
 import { all, destroyAll, netRanks } from './helpers/net-world.js';
-import type { Communicator } from '../src/comm/communicator.js';
+import type { Communicator } from '../src/api/communicator.js';
 
 const PIECE = 512 * 1024;
 // 200 KiB + 3 elements: halves of ~100 KiB cut into 64 KiB pieces (the trees' pipeline); the

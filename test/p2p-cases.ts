@@ -2,8 +2,8 @@
 // test/p2p.test.ts: each takes the ranks and a way to settle a batch of works, and returns the
 // problems found (an empty list when all is well).
 import { expect } from 'vitest';
-import type { Communicator } from '../src/comm/communicator.js';
-import type { Work } from '../src/comm/work.js';
+import type { Communicator } from '../src/api/communicator.js';
+import type { Work } from '../src/engine/work.js';
 import { WebcclError } from '../src/core/errors.js';
 import { DTYPES, SIZE, makeBuffer } from './helpers/closed-form.mjs';
 

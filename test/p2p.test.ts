@@ -12,8 +12,8 @@ import { caught } from './helpers/caught.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { destroyAll, netRanks } from './helpers/net-world.js';
 import { runScenario } from './helpers/threads.js';
-import type { Communicator } from '../src/comm/communicator.js';
-import type { Work } from '../src/comm/work.js';
+import type { Communicator } from '../src/api/communicator.js';
+import type { Work } from '../src/engine/work.js';
 import type { WebcclError } from '../src/core/errors.js';
 import { manyInFlight, mixed, outOfOrderTags, pingPong, ring, sizesAndDtypes, wrongSize } from './p2p-cases.js';
 
@@ -83,9 +83,9 @@ describe('send/recv in one node memory (ranks sharing a thread)', () => {
   });
 
   it('destroy() frees the channels: memory stays flat over many communicators', async () => {
-    const { createNode } = await import('../src/core/node.js');
-    const { joinNode } = await import('../src/comm/context.js');
-    const { Communicator } = await import('../src/comm/communicator.js');
+    const { createNode } = await import('../src/progress/create-node.js');
+    const { joinNode } = await import('../src/engine/context.js');
+    const { Communicator } = await import('../src/api/communicator.js');
     const node = createNode({ nranks: 2, slotBytes: 4096 });
     const ctxs = [0, 1].map((r) => joinNode(node, r, { spinUs: 0 }));
     const top = () => new Int32Array(node.memory.buffer)[(64 * 1024 + 28) >> 2];

@@ -3,8 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { BLOCK_PERIOD, PERIOD, blockValue, countWrong, countWrongBlock, decode, encode, fill, fillBlock, fromBf16, fromF16, reduced, toBf16, toF16, value } from '../src/launch/perf/data.js';
 import { DTYPES, type Dtype } from '../src/core/dtypes.js';
-import type { BufferArg, TypedArray } from '../src/comm/buffers.js';
-import type { Work } from '../src/comm/work.js';
+import type { BufferArg, TypedArray } from '../src/engine/buffers.js';
+import type { Work } from '../src/engine/work.js';
 import { type CaseComm, makeCase } from '../src/launch/perf/cases.js';
 import { type Collective, shapeOf } from '../src/launch/perf/collectives.js';
 import { type Placement, type PlannedRow, type RankSpec, placementsOf } from '../src/launch/perf/plan.js';

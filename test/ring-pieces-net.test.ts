@@ -4,7 +4,7 @@
 // of hierarchical (2 nodes × 2), in place and out of place; a bad value fails the communicator.
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { all, destroyAll, netRanks } from './helpers/net-world.js';
-import type { Communicator } from '../src/comm/communicator.js';
+import type { Communicator } from '../src/api/communicator.js';
 
 const saved = process.env.WEBCCL_PIECE_BYTES;
 const restore = () => {

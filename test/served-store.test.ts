@@ -1,11 +1,11 @@
-// Finding webccl serve's store from its HTTP port (src/bootstrap/node/served-store.ts): serve
+// Finding webccl serve's store from its HTTP port (src/bootstrap/nodejs/served-store.ts): serve
 // answers /webccl-job; a store, which speaks first, and a port where nothing listens are not
 // taken for it; an answer that is not serve's is not trusted.
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { askServedJob, parseAnswer } from '../src/bootstrap/node/served-store.js';
-import { startStoreServer } from '../src/bootstrap/node/store-server.js';
+import { askServedJob, parseAnswer } from '../src/bootstrap/nodejs/served-store.js';
+import { startStoreServer } from '../src/bootstrap/nodejs/store-server.js';
 import { startServe } from '../src/launch/serve/serve-job.js';
 import { freePort } from './helpers/net.js';
 import { root } from './helpers/procs.js';

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { SIZE, encode } from './helpers/closed-form.mjs';
 import { inprocRanks, settleAll, together } from './helpers/inproc.js';
 import { runScenario } from './helpers/threads.js';
-import type { Communicator } from '../src/comm/communicator.js';
+import type { Communicator } from '../src/api/communicator.js';
 
 const SLOT = 4096;
 const DTYPES = ['f32', 'f64', 'i8', 'u8', 'bf16', 'i64'];

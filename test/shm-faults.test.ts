@@ -8,7 +8,7 @@ import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { destroyAll, netRanks } from './helpers/net-world.js';
 import { runScenario } from './helpers/threads.js';
 import { caught } from './helpers/caught.js';
-import type { Communicator } from '../src/comm/communicator.js';
+import type { Communicator } from '../src/api/communicator.js';
 
 describe('an out that partly overlaps its input', () => {
   const [a, b] = inprocRanks(2);

@@ -2,7 +2,7 @@
 // at the root of the stall. Here the store is a map in memory that can also go away mid-chain,
 // as the real one does when rank 0 (which serves it) fails and ends first.
 import { describe, expect, it } from 'vitest';
-import { type JobStore, stallRoot } from '../src/comm/net-blame.js';
+import { type JobStore, stallRoot } from '../src/net/blame.js';
 import { WebcclError } from '../src/core/errors.js';
 
 /** A store holding `entries` (rank → ranks it awaits); it stops answering after `answers` gets. */

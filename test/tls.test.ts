@@ -14,11 +14,11 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { WebcclError } from '../src/core/errors.js';
 import { type TlsFiles } from '../src/core/config.js';
-import { startStoreServer, type StoreServerOptions } from '../src/bootstrap/node/store-server.js';
-import { StoreClient } from '../src/bootstrap/node/store-client.js';
+import { startStoreServer, type StoreServerOptions } from '../src/bootstrap/nodejs/store-server.js';
+import { StoreClient } from '../src/bootstrap/nodejs/store-client.js';
 import { AUTH_FAIL_REASONS } from '../src/bootstrap/store-protocol.js';
-import { TcpTransport, type TcpTransportOptions } from '../src/transport/tcp/node/tcp-transport.js';
-import { type WireTls, resolveWireTls, wireTls } from '../src/wire/node/secure-socket.js';
+import { TcpTransport, type TcpTransportOptions } from '../src/transport/tcp/nodejs/tcp-transport.js';
+import { type WireTls, resolveWireTls, wireTls } from '../src/wire/nodejs/secure-socket.js';
 import { freePort } from './helpers/net.js';
 
 const JOB = 'job-tls';

@@ -7,10 +7,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { WebcclError } from '../src/core/errors.js';
 import type { Mesh, MeshOptions } from '../src/transport/mesh/mesh.js';
-import { TcpTransport } from '../src/transport/tcp/node/tcp-transport.js';
-import { WsTransport } from '../src/transport/ws/node/ws-transport.js';
+import { TcpTransport } from '../src/transport/tcp/nodejs/tcp-transport.js';
+import { WsTransport } from '../src/transport/ws/nodejs/ws-transport.js';
 import { CHUNK, MAX_MESSAGE } from '../src/transport/ws/messages.js';
-import { LINK_PATH } from '../src/transport/ws/node/ws-carrier.js';
+import { LINK_PATH } from '../src/transport/ws/nodejs/ws-carrier.js';
 
 const JOB = 'job-mesh';
 const TOKEN = 'secret';

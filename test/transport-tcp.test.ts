@@ -5,7 +5,7 @@
 import * as net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebcclError } from '../src/core/errors.js';
-import { TcpTransport, type TcpTransportOptions } from '../src/transport/tcp/node/tcp-transport.js';
+import { TcpTransport, type TcpTransportOptions } from '../src/transport/tcp/nodejs/tcp-transport.js';
 import { canListen } from './helpers/net.js';
 
 const JOB = 'job-tcp';

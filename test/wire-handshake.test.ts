@@ -16,7 +16,7 @@ import { sameBytes } from '../src/wire/hmac.js';
 import { checkSecrets, hostPort } from '../src/wire/secrets.js';
 import { AUTH_LABEL as STORE_LABEL, authPayload as storePayload } from '../src/bootstrap/store-protocol.js';
 import { AUTH_LABEL as LINK_LABEL, Kind, authContext, authPayload as linkPayload, maxHandshakeBody } from '../src/wire/link-frames.js';
-import { handshake, type Hooks } from '../src/transport/tcp/node/link.js';
+import { handshake, type Hooks } from '../src/transport/tcp/nodejs/link.js';
 import { type Identity, type LinkHooks, type Opening, type Pipe, openLink } from '../src/wire/link-handshake.js';
 import { watchAllocations } from './helpers/fuzz.js';
 

@@ -74,7 +74,7 @@ export const S_CHUNK: u32 = 32;
 export const S_IN: u32 = 36;
 export const S_OUT: u32 = 40;
 export const S_SHAPE: u32 = 44; // compared apart (checkSignatures): only when both ranks hold tensors
-export const S_START: u32 = 48; // JS only: f64 wall-clock ms the rank started the op (src/comm/shm-join.ts); the loops leave it alone
+export const S_START: u32 = 48; // JS only: f64 wall-clock ms the rank started the op (src/shm/joined.ts); the loops leave it alone
 export const S_COMPARED: u32 = 9; // fields S_SEQ..S_CHUNK must agree on every rank
 export const SIG_SHAPE_FIELD: u32 = 9; // D_ERR_FIELD of a disagreement on the logical shape
 

@@ -113,7 +113,7 @@ function disagree(desc: usize, code: i32, fieldIndex: u32, r: u32, a: u32, b: u3
  * Tensors (S_SHAPE not 0) of one logical shape that differ only in layout (and so perhaps in
  * physical count and the algorithm that count chose) are no mismatch: the op ends the same way
  * with E_RELAYOUT, and every rank runs it again with its data converted to row-major
- * (layout-plan.ts). A disagreement on anything else wins over it, so every rank reaches the
+ * (layouts/plan.ts). A disagreement on anything else wins over it, so every rank reaches the
  * same verdict from the same records. Two tensors of different logical shapes, or a tensor and
  * a plain buffer (S_SHAPE 0), fail on 'shape' even in one layout, as across nodes (where the
  * shape is part of the signature hash).

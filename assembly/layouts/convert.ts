@@ -4,7 +4,7 @@
 //   NHWC     channels last: n, hw, c
 //   NC1HWC0  channel blocks: n, c1, hw, k with c = c1·C0 + k, C1 = ⌈C / C0⌉; the channels
 //            past C in the last block are padding, written as zero and never read back.
-// The layout codes are those of src/comm/tensor-layout.ts. dst and src must not overlap.
+// The layout codes are those of src/core/tensor-layout.ts. dst and src must not overlap.
 import { copy, copyRuns, zero } from './runs';
 import { transpose } from './transpose';
 

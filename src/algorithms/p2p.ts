@@ -1,7 +1,7 @@
 // Point-to-point over a Group: the k-th message of one tag between two ranks (one direction)
 // rides on step 2k, and the receiver answers on step 2k + 1 with its outcome and the bytes its
 // buffer holds, so that a send completes only once the receiver has the data, and a size the two
-// disagree on fails both sides. The TCP engine's send/recv (src/comm/p2p/net-p2p.ts) and the
+// disagree on fails both sides. The TCP engine's send/recv (src/net/p2p.ts) and the
 // simulator's sendrecv run these two functions.
 import type { Group } from './group.js';
 

@@ -5,7 +5,7 @@
 // independently. Every receive is posted up front into its final place, so a piece lands where
 // it belongs whenever it arrives; the sends go out in step order, `window` steps at a time.
 // A message is sent even for an empty block: every rank hears from every other in the op, so a
-// disagreement on the counts between two ranks reaches both (see net-blame.ts, pairSignatures).
+// disagreement on the counts between two ranks reaches both (see net/blame.ts, pairSignatures).
 import { type Group, type Mem, type Span, awaitedLater, mod, piecesOf } from './group.js';
 
 /**

@@ -3,7 +3,7 @@
 // (where its mesh listens, DIAL_ONLY for a page, and which node memory it shares), gather every
 // card (naming the ranks that have not come when the deadline passes, and failing at once when
 // another rank gave up), connect the mesh; on failure, tell the others why through the store.
-// Node ranks run them from node/rendezvous.ts, pages from page-rendezvous.ts.
+// Node ranks run them from bootstrap/nodejs/rendezvous.ts, pages from page-rendezvous.ts.
 import { WebcclError } from '../core/errors.js';
 import { log } from '../core/log.js';
 import { hostPort } from '../wire/secrets.js';

@@ -5,16 +5,9 @@ import { showValue } from '../core/options.js';
 import { checkSecrets } from '../wire/secrets.js';
 import type { StoreSession } from './store-session.js';
 import type { Met } from './meet.js';
+import type { PageJob } from '../core/node.js';
 
-export interface PageJob {
-  /** The serving process: ws://HOST:P (its store at /store, its relay at /webccl-relay). */
-  master: string;
-  /** World rank of the node's rank 0 (the node's ranks are numbered consecutively). */
-  firstRank: number;
-  size: number;
-  token: string;
-  jobId: string;
-}
+export type { PageJob };
 
 export interface MetWorldOf<T> {
   transport: T;

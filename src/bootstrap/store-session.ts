@@ -1,7 +1,7 @@
 // The rendezvous store's client state machine over any byte pipe (browser-safe): prove the job's
 // token and check that the server proves it too, then send requests tagged with ids so a blocked
 // get never holds up a later set. A broken or closed connection fails every pending request with
-// one error that lists them. The carriers are a TCP socket (node/store-client.ts) and a
+// one error that lists them. The carriers are a TCP socket (bootstrap/nodejs/store-client.ts) and a
 // WebSocket, Node's `ws` or a page's own (store-websocket-client.ts); the bytes are the same.
 import { WebcclError } from '../core/errors.js';
 import { textBytes } from '../wire/bytes.js';

@@ -30,6 +30,13 @@ export const ENV_VARS: Record<string, string> = {
   WEBCCL_JOB_ID: "name every rank of a job must share at rendezvous (default: the outer launcher's job id, else MASTER_ADDR:MASTER_PORT)",
 };
 
+/**
+ * The variable in which `webccl run --procs` names the descriptor of a rank's pipe to its launcher
+ * (bootstrap/nodejs/launcher-pipe.ts): set by the launcher, not by users, so not in ENV_VARS (the
+ * rank removes it from its environment when it takes the pipe).
+ */
+export const LAUNCHER_FD_VAR = 'WEBCCL_LAUNCHER_FD';
+
 /** Paths of PEM files for TLS between nodes (WEBCCL_TLS_CERT, WEBCCL_TLS_KEY, WEBCCL_TLS_CA): this
  *  rank's certificate and key, and the CA that signs every rank's certificate. */
 export interface TlsFiles {

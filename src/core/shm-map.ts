@@ -66,7 +66,7 @@ export const FLAG_STRIDE = 64;
 export const SIG_BYTES = 64;
 /**
  * JS only, inside a signature record: the f64 wall-clock ms (performance.timeOrigin + now) at
- * which the rank started the op, written before its first step (see comm/shm-join.ts).
+ * which the rank started the op, written before its first step (see shm/joined.ts).
  */
 export const SIG_START = 48;
 export const SLOT_BUFFERS = 4;

@@ -3,7 +3,7 @@
 // Who writes what. Every thread (a rank thread, a rank process, a worker that is no rank, such
 // as a node's progress thread) records into its own buffer, on tracks it names: one track per
 // name and thread. Threads and processes share no writer, so at its end each thread writes its
-// events to `<path>.<pid>-<thread>.part` (see core/node/trace-files.ts, installed by the Node
+// events to `<path>.<pid>-<thread>.part` (see core/nodejs/trace-files.ts, installed by the Node
 // entry), and webccl's launchers merge the parts into `<path>` when the job ends. Timestamps
 // are wall-clock microseconds (performance.timeOrigin + performance.now()), comparable across
 // threads and processes of one machine.
@@ -17,7 +17,7 @@
 //   traceSpan('forward', () => model(x));       // the same on this thread's current track
 //
 // A worker that does not load webccl's Node entry (dist/node/index.js, which installs the file
-// sink) must call installTraceSink() of core/node/trace-files.ts once, or its events stay in
+// sink) must call installTraceSink() of core/nodejs/trace-files.ts once, or its events stay in
 // memory. A thread that may be terminated (worker.terminate() runs no exit handlers) calls
 // traceFlush() before it can be: it writes the thread's part now (and again, whole, at exit).
 //

@@ -2,15 +2,15 @@
 //   webccl run -n N script.mjs [args...]           N ranks as worker threads of one process
 //   webccl run --procs -n N script.mjs [args...]   N ranks as N processes of this machine
 //   webccl run --nnodes N --node-rank K ...        this process is node K of a multi-node job
-import { resolveJobId, resolveToken } from '../bootstrap/node/job-secrets.js';
+import { resolveJobId, resolveToken } from '../bootstrap/nodejs/job-secrets.js';
 import { DEFAULT_MASTER_PORT } from '../bootstrap/world.js';
-import { storeServedFromEnv, takeStoreFd } from '../bootstrap/node/store-handoff.js';
+import { storeServedFromEnv, takeStoreFd } from '../bootstrap/nodejs/store-handoff.js';
 import { WebcclError } from '../core/errors.js';
 import { startProcesses } from './processes.js';
 import { type LaunchOptions, type LaunchResult, startRanks } from './threads.js';
 import { perfMain } from './perf/main.js';
 import { simulateMain } from './simulate/main.js';
-import { mergeTraceFiles } from '../core/node/trace-files.js';
+import { mergeTraceFiles } from '../core/nodejs/trace-files.js';
 import { tuneMain } from './tune/main.js';
 import { serveMain } from './serve/main.js';
 import { packageVersion } from './version.js';

@@ -13,11 +13,11 @@ import { log } from '../core/log.js';
 import type { TlsFiles } from '../core/config.js';
 import { TRACING } from '../core/trace.js';
 import type { WorldInit } from '../bootstrap/world.js';
-import type { CarrierName } from '../bootstrap/node/mesh-carrier.js';
+import type { CarrierName } from '../bootstrap/nodejs/mesh-carrier.js';
 import { PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STOPPING } from '../progress/lanes.js';
 import { askHubToStop, hubEnded, hubState, hubStateAt, moveHub, netThreadExited } from '../progress/net-hub.js';
 import { stopWithin } from '../progress/thread-stop.js';
-import type { NetProgress } from '../comm/net-world.js';
+import type { NetProgress } from '../progress/net-hub.js';
 
 declare const __dirname: string | undefined;
 

@@ -3,18 +3,18 @@
 // its environment, plus the job's WEBCCL_TOKEN and WEBCCL_JOB_ID. Processes share no memory the
 // launcher could abort, so when one dies the others get a grace period to notice through their
 // connections and fail with their own message, then SIGTERM, then SIGKILL: none is left behind.
-// Each rank also holds a pipe to the launcher (see bootstrap/node/launcher-pipe.ts): when the
+// Each rank also holds a pipe to the launcher (see bootstrap/nodejs/launcher-pipe.ts): when the
 // launcher itself ends, even by SIGKILL, every rank aborts its communicator and ends.
 import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { randomJobId, randomToken } from '../bootstrap/node/job-secrets.js';
-import { LAUNCHER_FD, LAUNCHER_FD_VAR, exitNoticeTimes } from '../bootstrap/node/launcher-pipe.js';
+import { randomJobId, randomToken } from '../bootstrap/nodejs/job-secrets.js';
+import { LAUNCHER_FD, LAUNCHER_FD_VAR, exitNoticeTimes } from '../bootstrap/nodejs/launcher-pipe.js';
 import { ChildGroup } from './children.js';
-import { type ReservedPort, STORE_FD_VAR, reserveStorePort, storeHandoff } from '../bootstrap/node/store-handoff.js';
+import { type ReservedPort, STORE_FD_VAR, reserveStorePort, storeHandoff } from '../bootstrap/nodejs/store-handoff.js';
 import { rankGuardUrl } from './paths.js';
 import { type LaunchResult, checkLaunchOptions } from './threads.js';
-import { checkTracePath, mergeJobTrace, tracePath } from '../core/node/trace-files.js';
+import { checkTracePath, mergeJobTrace, tracePath } from '../core/nodejs/trace-files.js';
 import { MAX_TIMEOUT_MS, type OptionSpec, boolean, integer, number, object, string, stringArray } from '../core/options.js';
 
 export interface ProcessLaunchOptions {

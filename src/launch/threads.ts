@@ -8,7 +8,8 @@ import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ABORT_REASON } from '../core/shm-map.js';
-import { type NodeHandle, abortNode, createNode, leaveNode } from '../core/node.js';
+import { type NodeHandle, abortNode, leaveNode } from '../core/node.js';
+import { createNode } from '../progress/create-node.js';
 import type { WorldInit } from '../bootstrap/world.js';
 import { workerEntryPath } from './paths.js';
 import { registerProgressStarter, startProgressThread, stopProgressThread } from '../progress/start.js';
@@ -18,7 +19,7 @@ import { startNodeProgress } from './progress-thread.js';
 registerProgressStarter(startNodeProgress);
 import { MAX_RANKS } from '../core/shm-map.js';
 import { fail } from '../core/errors.js';
-import { PROCESS_JOB, checkTracePath, mergeJobTrace, tracePath } from '../core/node/trace-files.js';
+import { PROCESS_JOB, checkTracePath, mergeJobTrace, tracePath } from '../core/nodejs/trace-files.js';
 import { MAX_TIMEOUT_MS, type OptionSpec, anything, boolean, checkOptions, func, integer, number, object, string, stringArray } from '../core/options.js';
 
 export interface LaunchOptions {

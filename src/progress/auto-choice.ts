@@ -3,8 +3,8 @@
 // number here was chosen on a 2-core machine whose every core runs a rank, where a hand-off to
 // the progress thread costs 30-50 µs and each of its looks costs a rank its core for a while.
 import type { Algo } from '../core/shm-map.js';
-import type { OpSpec } from '../comm/engine.js';
-import type { Work } from '../comm/work.js';
+import type { OpSpec } from '../engine/engine.js';
+import type { Work } from '../engine/work.js';
 import type { LaneOp } from './lane-outcomes.js';
 
 /** A wait begun this soon after the call returned counts as waiting at once (a synchronous-style call). */

@@ -5,8 +5,8 @@ import { freshBuffer } from '../core/fresh-buffer.js';
 import { WebcclError } from '../core/errors.js';
 import { log } from '../core/log.js';
 import { N, NODE_BASE } from '../core/shm-map.js';
-import type { RankContext } from '../comm/context.js';
-import type { Buf } from '../comm/buffers.js';
+import type { RankContext } from '../engine/context.js';
+import type { Buf } from '../engine/buffers.js';
 import { ENTRY_RESERVED, L, LANE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, MAX_LANES, PROGRESS_GONE, T, TABLE_BYTES, laneTable, progressState, ringProgress } from './lanes.js';
 
 /** Longest single sleep while closing waits (the thread is checked for life between). */

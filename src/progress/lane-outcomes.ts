@@ -5,10 +5,10 @@
 import { freshBuffer } from '../core/fresh-buffer.js';
 import { WebcclError } from '../core/errors.js';
 import { readReasonText } from '../core/reason-text.js';
-import { sameView } from '../comm/buffers.js';
-import type { RankContext } from '../comm/context.js';
-import type { OpSpec } from '../comm/engine.js';
-import type { Work } from '../comm/work.js';
+import { sameView } from '../engine/buffers.js';
+import type { RankContext } from '../engine/context.js';
+import type { OpSpec } from '../engine/engine.js';
+import type { Work } from '../engine/work.js';
 import { type OpOutcome, T, laneTable } from './lanes.js';
 import { type SlotViews, readOutcome } from './slot-codec.js';
 import { stageCopy } from './lane-life.js';

@@ -11,7 +11,7 @@ import { N, NODE_BASE, REASON_BYTES } from '../core/shm-map.js';
 import { boundedUtf8 } from '../core/reason-text.js';
 import type { ErrorCode } from '../core/errors.js';
 import type { Algo, Kind } from '../core/shm-map.js';
-import type { OpSpec } from '../comm/engine.js';
+import type { OpSpec } from '../engine/engine.js';
 
 /** An op as the rank posts it (the slot's JSON; its buffers' addresses ride beside it). */
 export interface PostedOp {
@@ -77,7 +77,7 @@ export const L = {
   // Lanes of the node's progress thread only: an op held for its rank (thread-engine.ts hold),
   // written in slot POSTED but not counted; 0, or a tag that whoever takes the op moves to 0.
   HOLD: 128,
-  HOLDS: 132, // ops its rank has held so far (the thread lingers while this moves: host.ts LINGER_MS)
+  HOLDS: 132, // ops its rank has held so far (the thread lingers while this moves: hosts/shm-host.ts LINGER_MS)
   SLOTS: 192,
 } as const;
 /** Ranks a lane names as awaited (words 44..59). */

@@ -6,13 +6,19 @@
 import { freshBuffer } from '../core/fresh-buffer.js';
 import { REASON_BYTES } from '../core/shm-map.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
-import type { RankContext } from '../comm/context.js';
+import type { RankContext } from '../engine/context.js';
 import { PROGRESS_GONE, PROGRESS_RUNNING, PROGRESS_STOPPING, laneTable, wakeLanes } from './lanes.js';
 
 const H = { STATE: 0, BELL: 4, REASON: 64 } as const;
 const HUB_BYTES = H.REASON + REASON_BYTES;
 
 /** A hub in the node heap, its thread not yet running. */
+/** A started network progress thread: `stop()` ends it (the rank's ops must have ended); `hub`, its state block (this file). */
+export interface NetProgress {
+  hub: number;
+  stop(): Promise<void>;
+}
+
 export function newHub(ctx: RankContext): number {
   const hub = ctx.heap.alloc(HUB_BYTES);
   new Uint8Array(freshBuffer(ctx.core.memory), hub, HUB_BYTES).fill(0);

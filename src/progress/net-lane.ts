@@ -6,7 +6,7 @@
 import { freshBuffer } from '../core/fresh-buffer.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import { REASON_BYTES } from '../core/shm-map.js';
-import type { RankContext } from '../comm/context.js';
+import type { RankContext } from '../engine/context.js';
 import { L } from './lanes.js';
 import { ringHub } from './net-hub.js';
 import { openLane } from './lane-life.js';

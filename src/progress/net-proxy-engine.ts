@@ -8,17 +8,17 @@
 // path ran them. Unlike ops across nodes run by the rank, those the thread runs may be waited
 // for with waitSync().
 import { WebcclError } from '../core/errors.js';
-import type { RankContext } from '../comm/context.js';
-import { type Engine, type OpCounters, type OpSpec, addCounts, countDone, isP2p } from '../comm/engine.js';
-import type { NetEngine } from '../comm/net-engine.js';
-import { FlightRecorder } from '../comm/flight-recorder.js';
-import { Work, type WorkDriver } from '../comm/work.js';
+import type { RankContext } from '../engine/context.js';
+import { type Engine, type OpCounters, type OpSpec, addCounts, countDone, isP2p } from '../engine/engine.js';
+import type { NetEngine } from '../net/engine.js';
+import { FlightRecorder } from '../engine/flight-recorder.js';
+import { Work, type WorkDriver } from '../engine/work.js';
 import { AWAITED_SHOWN, L, LANE_BYTES, LANE_SLOTS, type OpOutcome, PROGRESS_GONE, PROGRESS_RUNNING, postedOp, slotAt } from './lanes.js';
 import { type SlotViews, viewsReaching, writePosted } from './slot-codec.js';
 import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
 import { closeLane } from './lane-life.js';
 import { hubReason, hubState, onThreadLost, ringHub } from './net-hub.js';
-import { ShmRunner } from '../comm/shm-runner.js';
+import { ShmRunner } from '../shm/runner.js';
 import { ABORT_REASON } from '../core/shm-map.js';
 import { type NetLaneConfig, askAbort, openNetLane } from './net-lane.js';
 import { rankRuns } from './net-route.js';

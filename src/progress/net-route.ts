@@ -11,7 +11,7 @@
 // threshold run the op on different paths; the rank's engine keeps the fields of the ops it
 // handed over, so the stray message is still found as a MISMATCH naming the field.
 import { DTYPE_SIZE } from '../core/dtypes.js';
-import type { OpSpec } from '../comm/engine.js';
+import type { OpSpec } from '../engine/engine.js';
 
 /**
  * Largest message (nccl-tests' size: the whole buffer, or all ranks' blocks) a rank runs itself

@@ -16,10 +16,10 @@
 import { freshBuffer } from '../core/fresh-buffer.js';
 import { WebcclError } from '../core/errors.js';
 import { resolveProgressMode } from '../core/progress-mode.js';
-import type { RankContext } from '../comm/context.js';
-import type { Engine, OpCounters } from '../comm/engine.js';
-import { checkMode } from '../comm/input-check.js';
-import { ShmEngine } from '../comm/shm-engine.js';
+import type { RankContext } from '../engine/context.js';
+import type { Engine, OpCounters } from '../engine/engine.js';
+import { checkMode } from '../engine/input-check.js';
+import { ShmEngine } from '../shm/engine.js';
 import { PROGRESS_RUNNING, progressState } from './lanes.js';
 import { ThreadEngine } from './thread-engine.js';
 import { progressStarting, waitProgressSettled } from './start.js';

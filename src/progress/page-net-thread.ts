@@ -7,7 +7,7 @@
 // by the rank (a Worker inside the rank's worker), and ends with it.
 import { log } from '../core/log.js';
 import { WebcclError } from '../core/errors.js';
-import type { NetProgress } from '../comm/net-world.js';
+import type { NetProgress } from './net-hub.js';
 import type { PageJob } from '../bootstrap/page-job.js';
 import { PROGRESS_NONE, PROGRESS_RUNNING } from './lanes.js';
 import { askHubToStop, hubEnded, moveHub, netThreadExited } from './net-hub.js';

@@ -10,12 +10,12 @@ import { WebcclError } from '../core/errors.js';
 import type { Algo } from '../core/shm-map.js';
 import type { ProgressMode } from '../core/progress-mode.js';
 import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../tuner/tuner.js';
-import { type Engine, type OpCounters, type OpSpec, type P2pKind, addCounts, countDone, isP2p } from '../comm/engine.js';
-import type { RankContext } from '../comm/context.js';
-import type { Buf } from '../comm/buffers.js';
-import { ShmEngine } from '../comm/shm-engine.js';
-import { OTHERS_LOOK_MS, type QueueServer, joinThreadQueues, leaveThreadQueues, othersQueued, releaseHoldsElsewhere, serveOthers } from '../comm/thread-queues.js';
-import { Work, type WorkDriver } from '../comm/work.js';
+import { type Engine, type OpCounters, type OpSpec, type P2pKind, addCounts, countDone, isP2p } from '../engine/engine.js';
+import type { RankContext } from '../engine/context.js';
+import type { Buf } from '../engine/buffers.js';
+import { ShmEngine } from '../shm/engine.js';
+import { OTHERS_LOOK_MS, type QueueServer, joinThreadQueues, leaveThreadQueues, othersQueued, releaseHoldsElsewhere, serveOthers } from '../engine/thread-queues.js';
+import { Work, type WorkDriver } from '../engine/work.js';
 import { N, NODE_BASE } from '../core/shm-map.js';
 import { HOLD_MS, L, LANE_SLOTS, PROGRESS_RUNNING, type OpOutcome, SLOT_RECLAIMED, postedOp, claimSlot, progressState, ringProgress, slotAt } from './lanes.js';
 import { type SlotViews, renewPosted, slotViews, specFitsWords, writePosted } from './slot-codec.js';
@@ -92,7 +92,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     s.seq = seq; // the spec is this call's own: numbered here, whichever engine runs it
     const work = new Work(s.name, seq, this, this.ctx.canBlock);
     // A tensor op whose data crosses in a layout of its own must convert on this rank if ranks
-    // turn out to hold different layouts (see layout-plan.ts): it runs here, behind the ops the
+    // turn out to hold different layouts (see layouts/plan.ts): it runs here, behind the ops the
     // thread holds.
     const convertsHere = s.relayout !== undefined && (s.layout ?? 0) !== 0;
     if (convertsHere) this.drainThread();
@@ -117,7 +117,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
    * wait for the op runs it here, as fast as without a progress thread; any other call hands it
    * to the thread. Meanwhile it lies written in the lane's next slot, uncounted, tagged in
    * L.HOLD: a rank that computes instead of calling leaves it to the thread, which takes it
-   * HOLD_MS after it first sees it (host.ts takeHold). A ring wakes the thread only when it is not looking
+   * HOLD_MS after it first sees it (hosts/shm-host.ts takeHold). A ring wakes the thread only when it is not looking
    * at the lanes every HOLD_MS already (PROGRESS_LOOK), which it keeps doing while ranks hold.
    */
   private hold(s: OpSpec, seq: number, work: Work, algo: Algo): void {

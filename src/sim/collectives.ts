@@ -1,4 +1,4 @@
-// One collective call on every virtual rank: what src/comm/net-engine.ts execute() does around
+// One collective call on every virtual rank: what src/net/engine.ts execute() does around
 // each schedule (working memory, which blocks go where), with the simulator's groups and memory.
 // The schedules are the engine's own, unchanged.
 import { type Group, type Mem, type Span, PIECE_BYTES } from '../algorithms/group.js';

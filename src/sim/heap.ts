@@ -1,5 +1,5 @@
 // A binary min-heap under an order of the caller's: the event queue's distinct times and the
-// messages waiting for their receiver's interface (crossings.ts) both use it.
+// messages waiting for their receiver's interface (world.ts) both use it.
 
 export class MinHeap<T> {
   private readonly h: T[] = [];

@@ -1,10 +1,10 @@
 // Many ranks of one node in the test's own thread: each rank's ops progress without blocking,
 // and the harness polls them round-robin until all complete. This exercises the whole protocol
 // on the TypeScript sources; test/ranks/ runs the same on real worker threads.
-import { createNode } from '../../src/core/node.js';
-import { joinNode } from '../../src/comm/context.js';
-import { Communicator } from '../../src/comm/communicator.js';
-import type { Work } from '../../src/comm/work.js';
+import { createNode } from '../../src/progress/create-node.js';
+import { joinNode } from '../../src/engine/context.js';
+import { Communicator } from '../../src/api/communicator.js';
+import type { Work } from '../../src/engine/work.js';
 
 /** `cores`: the cores the ranks take the machine to have (default: what joinNode finds, 1 under Node 20, so the ranks count as outnumbering them). */
 export function inprocRanks(n: number, o: { slotBytes?: number; simd?: boolean; timeoutMs?: number; cores?: number } = {}): Communicator[] {

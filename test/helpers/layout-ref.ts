@@ -1,7 +1,7 @@
 // Plain reference for tensor layouts: where logical element (n, c, h, w) lies in each layout,
 // written from the definitions, and tensors filled from a logical function.
-import { physicalCount, type Layout, type TensorLayout } from '../../src/comm/tensor-layout.js';
-import type { Communicator } from '../../src/comm/communicator.js';
+import { physicalCount, type Layout, type TensorLayout } from '../../src/core/tensor-layout.js';
+import type { Communicator } from '../../src/api/communicator.js';
 import { bf16ToNumber, f16ToNumber, numberToBf16, numberToF16 } from './reference.js';
 
 export const LAYOUT_NAMES: Layout[] = ['NCHW', 'NHWC', 'NC1HWC0'];

@@ -2,10 +2,10 @@
 // each, every rank with its own TCP mesh over loopback, all driven by this thread's event loop.
 // This exercises rendezvous, the transport and every network schedule on the TypeScript sources;
 // test/net-processes.test.ts runs the same across real processes.
-import { createNode } from '../../src/core/node.js';
-import { joinWorld } from '../../src/comm/node/join-world.js';
-import type { Communicator } from '../../src/comm/communicator.js';
-import type { Work } from '../../src/comm/work.js';
+import { createNode } from '../../src/progress/create-node.js';
+import { joinWorld } from '../../src/launch/join-world.js';
+import type { Communicator } from '../../src/api/communicator.js';
+import type { Work } from '../../src/engine/work.js';
 import { freePort } from './net.js';
 
 export interface NetRanksOptions {

@@ -1,7 +1,7 @@
 // Issuing one op per rank and collecting how each ended: 'ok', or its error's code, details and
 // message, with the time from issue (for "fails at once" bounds).
-import type { Communicator } from '../../src/comm/communicator.js';
-import type { Work } from '../../src/comm/work.js';
+import type { Communicator } from '../../src/api/communicator.js';
+import type { Work } from '../../src/engine/work.js';
 
 export interface Outcome {
   code: string;

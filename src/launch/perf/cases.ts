@@ -2,9 +2,9 @@
 // is called on this rank's buffers, how they are filled with closed-form data before the checked
 // call, and how many elements of the result are wrong. Only the Communicator's methods are used,
 // so a test can drive every case with a stand-in communicator and a deliberately wrong result.
-import type { Communicator } from '../../comm/communicator.js';
-import type { BufferArg, TypedArray } from '../../comm/buffers.js';
-import type { Work } from '../../comm/work.js';
+import type { Communicator } from '../../api/communicator.js';
+import type { BufferArg, TypedArray } from '../../engine/buffers.js';
+import type { Work } from '../../engine/work.js';
 import type { Dtype } from '../../core/dtypes.js';
 import { countWrong, countWrongBlock, fill, fillBlock, reduced, value } from './data.js';
 import type { PlannedRow, Placement, RankSpec } from './plan.js';

@@ -4,7 +4,7 @@
 // and integer overflow (i8 with many ranks) wraps the same in any order. The pattern repeats
 // every PERIOD elements, so one period of expected values checks a buffer of any length.
 import type { Dtype, ReduceOp } from '../../core/dtypes.js';
-import type { TypedArray } from '../../comm/buffers.js';
+import type { TypedArray } from '../../engine/buffers.js';
 
 export const PERIOD = 8;
 

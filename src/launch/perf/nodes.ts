@@ -8,9 +8,9 @@
 // its failure, or terminate() ends the job: the other nodes get a grace period to end on their
 // own (and print their own message), then SIGTERM, then SIGKILL. None is left behind.
 import { spawn } from 'node:child_process';
-import { randomJobId, randomToken } from '../../bootstrap/node/job-secrets.js';
+import { randomJobId, randomToken } from '../../bootstrap/nodejs/job-secrets.js';
 import { ChildGroup } from '../children.js';
-import { STORE_FD_VAR, reserveStorePort, storeHandoff } from '../../bootstrap/node/store-handoff.js';
+import { STORE_FD_VAR, reserveStorePort, storeHandoff } from '../../bootstrap/nodejs/store-handoff.js';
 import type { LaunchResult } from '../threads.js';
 
 export interface NodesLaunchOptions {

@@ -18,9 +18,9 @@
 import { parentPort } from 'node:worker_threads';
 // The Node entry: only it can join a world across nodes (sockets).
 import { RANK_INIT, initCommGroup } from '../../node.js';
-import type { Communicator } from '../../comm/communicator.js';
-import type { BufferArg, TypedArray } from '../../comm/buffers.js';
-import type { Work } from '../../comm/work.js';
+import type { Communicator } from '../../api/communicator.js';
+import type { BufferArg, TypedArray } from '../../engine/buffers.js';
+import type { Work } from '../../engine/work.js';
 import { ARRAY_OF, DTYPE_SIZE, type Dtype } from '../../core/dtypes.js';
 import { MAX_TIMEOUT_MS } from '../../core/options.js';
 import { LEGS } from './collectives.js';

@@ -22,7 +22,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { CHUNK } from '../../transport/ws/messages.js';
-import { type UpgradeHandler, refuseUpgrade } from '../../wire/node/upgrade-routes.js';
+import { type UpgradeHandler, refuseUpgrade } from '../../wire/nodejs/upgrade-routes.js';
 
 export { RELAY_PATH } from '../../transport/ws/page-carrier.js';
 /** The largest message relayed: a link's largest (a payload chunk) and a margin. */

@@ -14,9 +14,9 @@
 // speculative connections that stay silent until a page needs them: such a socket would get the
 // store's HELLO and then answer it with a GET. Making store clients speak first would change the
 // TCP store's bytes for every other server. So the store's TCP face gets its own port.
-import { type StoreServer, startStoreServer } from '../../bootstrap/node/store-server.js';
-import { storeUpgrades } from '../../bootstrap/node/store-websocket.js';
-import { type UpgradeHandler, routeUpgrades } from '../../wire/node/upgrade-routes.js';
+import { type StoreServer, startStoreServer } from '../../bootstrap/nodejs/store-server.js';
+import { storeUpgrades } from '../../bootstrap/nodejs/store-websocket.js';
+import { type UpgradeHandler, routeUpgrades } from '../../wire/nodejs/upgrade-routes.js';
 import { RELAY_PATH } from '../../transport/ws/page-carrier.js';
 import { type Relay, type RelayOptions, startRelay } from './relay.js';
 import { type StaticServer, type StaticServerOptions, startStaticServer } from './static-server.js';

@@ -7,7 +7,7 @@ import { createReadStream, realpathSync, statSync } from 'node:fs';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import { dirname, extname, join, sep } from 'node:path';
 import { WebcclError } from '../../core/errors.js';
-import { JOB_INFO_PATH, type ServedJobInfo } from '../../bootstrap/node/served-store.js';
+import { JOB_INFO_PATH, type ServedJobInfo } from '../../bootstrap/nodejs/served-store.js';
 
 /** The headers that make a page cross-origin isolated (and let it load this server's files). */
 export const ISOLATION_HEADERS = {

@@ -6,7 +6,7 @@ import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PIECE_BYTES } from '../../algorithms/group.js';
-import { DEFAULT_NCHANNELS } from '../../comm/net-world.js';
+import { DEFAULT_NCHANNELS } from '../../join/net-world.js';
 import { type CostModel, predictUs } from '../../tuner/cost-model.js';
 import { type PerfRow, fitModel, rowCounts } from '../../tuner/fit.js';
 import { activeModel, defaultModelPath } from '../../tuner/model-source.js';

@@ -1,0 +1,352 @@
+// Communicator: a group of ranks with its own op sequence. Validates every call before
+// anything moves, then hands the op to its engine: shared memory when every rank is on this
+// node, the network algorithms when the group spans nodes.
+import { freshBuffer } from '../core/fresh-buffer.js';
+import { DTYPE_SIZE, type Dtype, type DtypeName, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
+import { fail } from '../core/errors.js';
+import { type BufferArg, type TypedArray, overlaps, sameView } from '../engine/buffers.js';
+import type { ConversionCounters } from '../layouts/plan.js';
+import { OpIssue } from './op-issue.js';
+import { CommBuffers } from './call-buffers.js';
+import { peerRank, perRank, rootRank, sameDtype, sameShape } from './arguments.js';
+import type { Work } from '../engine/work.js';
+import type { CommParts, Engine, OpCounters } from '../engine/engine.js';
+import type { FlightEntry } from '../engine/flight-recorder.js';
+import { nodeEngine } from '../progress/node-engine.js';
+import type { RankContext } from '../engine/context.js';
+import { type AllToAllOptions, type CollectiveOptions, type CommunicatorOptions, type P2pOptions, type RootedOptions, COMMUNICATOR_OPTIONS, collectiveOptions, communicatorOptions, envTimeoutMs } from './options.js';
+import { checkOptions, showValue } from '../core/options.js';
+import { type Placement, nodeWorld, spansNodes } from '../engine/placement.js';
+import { type Former, createGroup, splitGroups } from '../groups/form.js';
+
+export type { CommParts, EngineFactory } from '../engine/engine.js';
+import { shrinkComm } from '../groups/shrink.js';
+import { TRACING, type TraceTrack, rankTrack } from '../core/trace.js';
+
+export type { AllToAllOptions, CollectiveOptions, CommunicatorOptions, P2pOptions, RootedOptions } from './options.js';
+
+export const DEFAULT_TIMEOUT_MS = 300_000;
+
+/** The barrier initCommGroup ends with (a method under a symbol: no user calls it). */
+export const SETUP_BARRIER = Symbol('webccl.setupBarrier');
+
+
+export class Communicator {
+  readonly rank: number;
+  readonly size: number;
+  /**
+   * Whether the ranks span several nodes: ops the rank runs itself then complete on the event loop
+   * (await them; waitSync() refuses them); those a network progress thread runs may be waitSync'd.
+   */
+  readonly acrossNodes: boolean;
+  private readonly engine: Engine;
+  private readonly counters: OpCounters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
+  private readonly conversions: ConversionCounters = { conversions: 0, conversionBytes: 0, conversionMs: 0 };
+  /** Hands each checked call to the engine (op-issue.ts). */
+  private readonly issue: OpIssue;
+  /** The buffers its calls pass, checked and described (api/call-buffers.ts). */
+  private readonly bufs: CommBuffers;
+  /** Of the progress thread's ops, the setup barrier's (0 or 1), which stats() leaves out too. */
+  private setupThreadOps = 0;
+  private destroyed = false;
+  private shrunk = false;
+  /** @internal Where this communicator's ranks are (world ranks, nodes, tag space). */
+  readonly placement: Placement;
+  /** @internal The options it was made with (its groups inherit them). */
+  readonly options: CommunicatorOptions;
+
+  /**
+   * A communicator over the ranks of `ctx`'s node; with `world`, over the ranks of several
+   * nodes (rank and size are then the world's, and `ctx` is this rank's node).
+   */
+  constructor(private readonly ctx: RankContext, options?: CommunicatorOptions, world?: CommParts) {
+    const opts = communicatorOptions(options);
+    this.options = { ...opts };
+    this.rank = world?.rank ?? ctx.rank;
+    this.size = world?.size ?? ctx.size;
+    this.placement = world?.placement ?? nodeWorld(ctx.size);
+    this.bufs = new CommBuffers(ctx, this.rank, this.size);
+    this.acrossNodes = spansNodes(this.placement);
+    const timeoutMs = opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS;
+    this.engine = world ? world.engine(this.counters, opts.algo, timeoutMs) : nodeEngine(ctx, this.counters, opts.algo, timeoutMs, opts.progress);
+    // WEBCCL_TRACE: this rank's track (by world rank), where its ops are drawn.
+    const track = TRACING ? world?.track ?? rankTrack(ctx.worldRank ?? this.placement.worldRanks[this.rank], this.placement.group ? this.placement.id : undefined) : undefined;
+    this.issue = new OpIssue({
+      ctx, engine: this.engine, rank: this.rank, size: this.size, acrossNodes: this.acrossNodes, placement: this.placement,
+      counters: this.counters, conversions: this.conversions, track,
+    });
+  }
+
+  // ---------------------------------------------------------------- groups
+
+  /** The world rank of this communicator's rank `r`. */
+  worldRank(r: number): number {
+    if (!Number.isInteger(r) || r < 0 || r >= this.size) fail('INVALID_ARGUMENT', `worldRank: ${showValue(r)} is not a rank of this communicator (0..${this.size - 1})`, { rank: r });
+    return this.placement.worldRanks[r];
+  }
+
+  /** This communicator's rank of world rank `w`, or -1 when it is not a member. */
+  groupRank(w: number): number {
+    if (!Number.isInteger(w) || w < 0) fail('INVALID_ARGUMENT', `groupRank: ${showValue(w)} is not a world rank`, { worldRank: w });
+    return this.placement.worldRanks.indexOf(w);
+  }
+
+  /**
+   * A communicator over `ranks` (this communicator's ranks, as numbers or 'rankN'), in that
+   * order. Every rank of this communicator calls it, in the same order (torch's new_group);
+   * it resolves to the new communicator on members and to null on the others.
+   */
+  createGroup(ranks: readonly (number | string)[], options?: CommunicatorOptions): Promise<Communicator | null> {
+    return this.forming('createGroup', options, (o) => createGroup(this.former(), ranks, o));
+  }
+
+  /**
+   * NCCL's / MPI's split: ranks that pass the same color form a communicator, ordered by key
+   * (then by rank here); a color of null or below 0 gives null.
+   */
+  split(color: number | null, key?: number, options?: CommunicatorOptions): Promise<Communicator | null> {
+    return this.forming('split', options, (o) => splitGroups(this.former(), color, key ?? this.rank, o));
+  }
+
+  /**
+   * MPI's split by shared memory (MPI_COMM_TYPE_SHARED): the ranks of this communicator that
+   * share this rank's node (a process's worker threads, a page's workers), in this
+   * communicator's order. Every rank calls it; each gets its own node's communicator, which
+   * never crosses a network.
+   */
+  splitByNode(options?: CommunicatorOptions): Promise<Communicator> {
+    return this.forming('splitByNode', options, (o) => splitGroups(this.former(), this.placement.nodeOf[this.rank], this.rank, o)) as Promise<Communicator>;
+  }
+
+  /**
+   * After ranks died or left (or a failure aborted the communicator), the survivors' new
+   * communicator without them (NCCL's ncclCommShrink, ULFM's MPI_Comm_shrink): every surviving
+   * rank calls it once; ranks keep their order. Across nodes the members agree through the
+   * job's rendezvous store (served by world rank 0, which must be among the survivors) and
+   * connect anew.
+   */
+  shrink(options?: CommunicatorOptions): Promise<Communicator> {
+    try {
+      const o = checkOptions<CommunicatorOptions>('shrink', options, COMMUNICATOR_OPTIONS, '{ timeoutMs: 60000 }');
+      if (this.shrunk) fail('INVALID_ARGUMENT', 'shrink: this communicator was shrunk already; shrink the communicator that call returned');
+      this.shrunk = true;
+      const opts = { ...this.options, ...o };
+      return shrinkComm(this.former(), this.engine.failure(), opts, opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  private forming(what: string, options: unknown, form: (o: CommunicatorOptions) => Promise<Communicator | null>): Promise<Communicator | null> {
+    try {
+      if (this.destroyed) fail('ABORTED', `${what}: the communicator was destroyed`);
+      const o = checkOptions<CommunicatorOptions>(what, options, COMMUNICATOR_OPTIONS, '{ timeoutMs: 60000 }');
+      return form({ ...this.options, ...o });
+    } catch (e) {
+      return Promise.reject(e); // bad arguments too: a promise-returning call rejects, never throws
+    }
+  }
+
+  /** What group formation needs of this communicator. */
+  private former(): Former<Communicator, CommunicatorOptions> {
+    return { comm: this, ctx: this.ctx, make: (ctx, opts, parts) => new Communicator(ctx, opts, parts), unsettled: () => this.issue.inFlight.unsettled() };
+  }
+
+  // ---------------------------------------------------------------- collectives
+
+  allReduce(x: BufferArg, opts?: CollectiveOptions): Work {
+    const o = collectiveOptions('allReduce', opts);
+    const inp = this.bufs.of(x, 'allReduce buffer');
+    const out = o.out === undefined ? inp : this.bufs.of(o.out, 'allReduce out');
+    sameShape('allReduce', inp, out, this.size);
+    const op = parseOp(o.op, inp.dtype);
+    return this.issue.enqueue('allReduce', o.algo, inp.dtype, op, inp.count, 0, inp, out, o);
+  }
+
+  /** out (size × n elements) receives every rank's input (n elements), in rank order. */
+  allGather(out: BufferArg, input: BufferArg, opts?: CollectiveOptions): Work {
+    const o = collectiveOptions('allGather', opts);
+    const ob = this.bufs.of(out, 'allGather output');
+    const ib = this.bufs.of(input, 'allGather input');
+    sameDtype('allGather', ob, ib, this.size);
+    if (ob.count !== ib.count * this.size) {
+      fail('SIZE_MISMATCH', `allGather: output holds ${ob.count} elements; it must hold size × input count = ${this.size} × ${ib.count} = ${this.size * ib.count} (every rank contributes the same count, as in NCCL)`);
+    }
+    return this.issue.enqueue('allGather', undefined, ib.dtype, 'sum', ib.count, 0, ib, ob, o);
+  }
+
+  /** out (n elements) receives the reduction over ranks of block `rank` of input (size × n). */
+  reduceScatter(out: BufferArg, input: BufferArg, opts?: CollectiveOptions): Work {
+    const o = collectiveOptions('reduceScatter', opts);
+    const ob = this.bufs.of(out, 'reduceScatter output');
+    const ib = this.bufs.of(input, 'reduceScatter input');
+    sameDtype('reduceScatter', ob, ib, this.size);
+    if (ib.count !== ob.count * this.size) {
+      fail('SIZE_MISMATCH', `reduceScatter: input holds ${ib.count} elements; it must hold size × output count = ${this.size} × ${ob.count} = ${this.size * ob.count} (equal per-rank counts, as in NCCL)`);
+    }
+    const op = parseOp(o.op, ib.dtype);
+    return this.issue.enqueue('reduceScatter', undefined, ib.dtype, op, ob.count, 0, ib, ob, o);
+  }
+
+  broadcast(x: BufferArg, opts?: CollectiveOptions): Work {
+    const o = collectiveOptions('broadcast', opts);
+    const xb = this.bufs.of(x, 'broadcast buffer');
+    const out = o.out === undefined ? xb : this.bufs.of(o.out, 'broadcast out');
+    sameShape('broadcast', xb, out, this.size);
+    const root = rootRank(o.root, 'broadcast', this.size);
+    return this.issue.enqueue('broadcast', undefined, xb.dtype, 'sum', xb.count, root, xb, out, o);
+  }
+
+  /** Reduces every rank's x into the root's x (or o.out on the root). */
+  reduce(x: BufferArg, opts?: CollectiveOptions): Work {
+    const o = collectiveOptions('reduce', opts);
+    const xb = this.bufs.of(x, 'reduce buffer');
+    const out = o.out === undefined ? xb : this.bufs.of(o.out, 'reduce out');
+    sameShape('reduce', xb, out, this.size);
+    const op = parseOp(o.op, xb.dtype);
+    const root = rootRank(o.root, 'reduce', this.size);
+    return this.issue.enqueue('reduce', undefined, xb.dtype, op, xb.count, root, xb, out, o);
+  }
+
+  /**
+   * Rank i's block j of input goes to rank j's block i of out. Equal blocks (input and out hold
+   * size × n elements), or per-peer counts with blocks packed in rank order.
+   */
+  allToAll(out: BufferArg, input: BufferArg, opts?: AllToAllOptions): Work {
+    const o = collectiveOptions('allToAll', opts) as AllToAllOptions;
+    const ob = this.bufs.of(out, 'allToAll output');
+    const ib = this.bufs.of(input, 'allToAll input');
+    sameDtype('allToAll', ob, ib, this.size);
+    if (overlaps(ib, ob)) fail('INVALID_ARGUMENT', 'allToAll: output and input overlap; give it buffers apart (it does not run in place)', { overlap: sameView(ib, ob) ? 'same' : 'partial' });
+    if ((o.sendCounts === undefined) !== (o.recvCounts === undefined)) {
+      fail('INVALID_ARGUMENT', 'allToAll: give both sendCounts and recvCounts (per-peer counts), or neither (equal blocks)', { option: o.sendCounts === undefined ? 'sendCounts' : 'recvCounts' });
+    }
+    if (o.sendCounts !== undefined) {
+      const send = perRank(o.sendCounts, 'sendCounts', ib, 'input', this.size);
+      const recv = perRank(o.recvCounts, 'recvCounts', ob, 'output', this.size);
+      const me = this.rank;
+      if (send[me] !== recv[me]) {
+        fail('SIZE_MISMATCH', `allToAll: sendCounts[${me}] = ${send[me]} but recvCounts[${me}] = ${recv[me]}; the block a rank sends itself is one count`, { sendCount: send[me], recvCount: recv[me] });
+      }
+      return this.issue.enqueue('allToAll', undefined, ib.dtype, 'sum', 0, 0, ib, ob, o, { counts: { send, recv } });
+    }
+    if (ib.count % this.size !== 0 || ob.count !== ib.count) {
+      fail('SIZE_MISMATCH', `allToAll: input holds ${ib.count} and output ${ob.count} elements; both must hold size × block = ${this.size} × n (or pass sendCounts and recvCounts)`);
+    }
+    return this.issue.enqueue('allToAll', undefined, ib.dtype, 'sum', ib.count / this.size, 0, ib, ob, o);
+  }
+
+  /** The root's out (size × n elements) receives every rank's input (n elements), in rank order; out may be null elsewhere. */
+  gather(out: BufferArg | null, input: BufferArg, opts?: RootedOptions): Work {
+    const o = collectiveOptions('gather', opts) as RootedOptions;
+    const ib = this.bufs.of(input, 'gather input');
+    const root = rootRank(o.root, 'gather', this.size);
+    const ob = this.bufs.root(out, root, 'gather output', ib, ib.count * this.size);
+    return this.issue.enqueue('gather', undefined, ib.dtype, 'sum', ib.count, root, ib, ob, o);
+  }
+
+  /** Every rank's out (n elements) receives its block of the root's input (size × n); input may be null elsewhere. */
+  scatter(out: BufferArg, input: BufferArg | null, opts?: RootedOptions): Work {
+    const o = collectiveOptions('scatter', opts) as RootedOptions;
+    const ob = this.bufs.of(out, 'scatter output');
+    const root = rootRank(o.root, 'scatter', this.size);
+    const ib = this.bufs.root(input, root, 'scatter input', ob, ob.count * this.size);
+    return this.issue.enqueue('scatter', undefined, ob.dtype, 'sum', ob.count, root, ib, ob, o);
+  }
+
+  /** Sends x to rank `peer`; completes once the peer's matching recv has taken it. */
+  send(x: BufferArg, peer: number, opts?: P2pOptions): Work {
+    const o = collectiveOptions('send', opts) as P2pOptions;
+    const b = this.bufs.of(x, 'send buffer');
+    return this.issue.p2p('send', b, peerRank(peer, 'send', this.rank, this.size), o);
+  }
+
+  /** Receives into x what rank `peer` sends with the same tag (the k-th recv takes the k-th send); sizes must match. */
+  recv(x: BufferArg, peer: number, opts?: P2pOptions): Work {
+    const o = collectiveOptions('recv', opts) as P2pOptions;
+    const b = this.bufs.of(x, 'recv buffer');
+    return this.issue.p2p('recv', b, peerRank(peer, 'recv', this.rank, this.size), o);
+  }
+
+  barrier(opts?: { timeoutMs?: number }): Work {
+    const o = collectiveOptions('barrier', opts);
+    return this.issue.enqueue('barrier', undefined, 'u8', 'sum', 0, 0, null, null, o);
+  }
+
+  /**
+   * The barrier that ends initCommGroup: setup, not the caller's work, so stats() leaves it out
+   * (a fresh communicator reports ops 0; a failed setup barrier throws, counted or not).
+   */
+  async [SETUP_BARRIER](): Promise<void> {
+    const before = { ...this.counters };
+    const threadBefore = this.engine.threadOps?.() ?? 0;
+    await this.barrier();
+    this.setupThreadOps = (this.engine.threadOps?.() ?? 0) - threadBefore;
+    Object.assign(this.counters, before);
+  }
+
+  // ---------------------------------------------------------------- memory and lifecycle
+
+  /** A buffer in the node's shared memory: collectives use it in place, with no copy. */
+  alloc(dtype: DtypeName, count: number): TypedArray | { data: Uint16Array; dtype: Dtype } {
+    if (this.destroyed) fail('ABORTED', 'alloc: the communicator was destroyed');
+    const d = parseDtype(dtype);
+    if (!Number.isSafeInteger(count) || count < 0) fail('INVALID_ARGUMENT', `alloc: count must be a non-negative integer, got ${count}`);
+    const addr = this.ctx.heap.alloc(count * DTYPE_SIZE[d]);
+    const buffer = freshBuffer(this.ctx.core.memory);
+    this.ctx.sharedBuffers.add(buffer);
+    const data = new ARRAY_OF[d](buffer, addr, count) as TypedArray;
+    return d === 'bf16' || d === 'f16' ? { data: data as Uint16Array, dtype: d } : data;
+  }
+
+  free(x: BufferArg): void {
+    const b = this.bufs.of(x, 'free');
+    if (!b.addr) fail('INVALID_ARGUMENT', 'free: buffer was not allocated with comm.alloc()');
+    this.ctx.heap.free(b.addr);
+  }
+
+  /**
+   * Counters since creation: ops issued, bytes (per rank), failures, time busy (the sum of
+   * completed ops' durationMs) split into waitMs (waiting until every rank an op needs had
+   * joined it) and moveMs (the rest: moving and reducing data), allReduce algorithms used, and
+   * tensor layout conversions (count, bytes read, time).
+   */
+  stats(): { ops: number; bytes: number; failed: number; busyMs: number; waitMs: number; moveMs: number; pending: number; threadOps: number; heldOps: number; allReduceAlgorithms: Record<string, number> } & ConversionCounters {
+    return { ...this.counters, pending: this.engine.pending(), threadOps: (this.engine.threadOps?.() ?? 0) - this.setupThreadOps, heldOps: this.engine.heldOps?.() ?? 0, allReduceAlgorithms: this.engine.algorithms(), ...this.conversions };
+  }
+
+  /**
+   * Who runs this communicator's collectives (docs/progress.md): 'auto' or 'thread' when the
+   * node's progress thread (or, across nodes, the network progress thread) takes them, 'caller'
+   * when the rank runs them itself (WEBCCL_PROGRESS=caller, a node without a progress thread).
+   */
+  get progressMode(): 'auto' | 'thread' | 'caller' {
+    return this.engine.progressMode ?? 'caller';
+  }
+
+  /**
+   * The last ops of this communicator (WEBCCL_FLIGHT_RECORDER, default 64; 0: none), oldest
+   * first: a copy, as plain objects. After a TIMEOUT or ABORTED it says what this rank was doing.
+   */
+  flightRecord(): FlightEntry[] {
+    return this.engine.flight.record();
+  }
+
+  /** Fails every pending op here and on every other rank of the communicator. */
+  abort(reason = 'abort() called'): void {
+    // Destroyed, nothing: its block may be another group's by now, and a proxy engine would
+    // hand its network thread a lane over a freed node block (every engine's abort comes here).
+    if (this.destroyed) return;
+    this.engine.abort(reason);
+  }
+
+  /** Ends the communicator; a group's shared memory is freed once every member has destroyed it. */
+  destroy(): void {
+    const n = this.engine.pending();
+    if (n) fail('INVALID_ARGUMENT', `destroy: ${n} op(s) still pending; wait for them first`);
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.engine.close();
+    this.placement.release?.();
+  }
+}

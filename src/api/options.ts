@@ -1,0 +1,110 @@
+// The options of a communicator and of each of its collectives. A key that another collective
+// knows is refused too (`op` on a broadcast, `algo` on an allGather): the call would ignore it,
+// and the caller would believe it applied.
+import { type OptionSpec, anything, NO_OPTIONS, checkOptions, integer, string, timeoutMs } from '../core/options.js';
+import { envNumber } from '../core/config.js';
+import { fail } from '../core/errors.js';
+import type { BufferArg } from '../engine/buffers.js';
+import type { Layout } from '../core/tensor-layout.js';
+import type { ReduceOp } from '../core/dtypes.js';
+
+export interface CollectiveOptions {
+  op?: ReduceOp;
+  root?: number;
+  /** An algorithm that suits the communicator (direct, twoshot on one node; ring, doubling, tree, hierarchical across nodes: docs/algorithms.md). */
+  algo?: string;
+  /** Output buffer for an out-of-place allReduce, broadcast or reduce. */
+  out?: BufferArg;
+  timeoutMs?: number;
+  /** The layout tensors cross in (every rank passes the same); each rank converts its own to it and back. */
+  wireLayout?: Layout;
+}
+
+/** allToAll: with both counts, rank i sends sendCounts[j] elements to rank j (its blocks packed in rank order). */
+export interface AllToAllOptions {
+  sendCounts?: number[];
+  recvCounts?: number[];
+  timeoutMs?: number;
+}
+
+export interface RootedOptions {
+  root?: number;
+  timeoutMs?: number;
+}
+
+/** send/recv: messages between two ranks match by (peer, tag) in issue order. */
+export interface P2pOptions {
+  tag?: number;
+  timeoutMs?: number;
+}
+import { resolveProgressMode } from '../core/progress-mode.js';
+
+export interface CommunicatorOptions {
+  algo?: string;
+  timeoutMs?: number;
+  /** Who moves ops on one node along: 'thread' | 'caller' | 'auto' (see src/core/progress-mode.ts; default WEBCCL_PROGRESS, else auto). */
+  progress?: string;
+}
+
+/** Largest send/recv tag (as MPI_TAG_UB must be at least 32767; ours is 2^31-1). */
+export const MAX_TAG = 0x7fffffff;
+
+/** `root` and `out` are checked by the communicator (the root's range is the communicator's size). */
+const OP = { op: string }, ROOT = { root: anything }, OUT = { out: anything }, DEADLINE = { timeoutMs };
+/** Checked against the layouts by layouts/plan.ts. */
+const WIRE = { wireLayout: string };
+
+export const COLLECTIVE_OPTIONS = {
+  allReduce: { ...OP, algo: string, ...OUT, ...DEADLINE, ...WIRE },
+  allGather: { ...DEADLINE, ...WIRE },
+  reduceScatter: { ...OP, ...DEADLINE, ...WIRE },
+  broadcast: { ...ROOT, ...OUT, ...DEADLINE, ...WIRE },
+  reduce: { ...OP, ...ROOT, ...OUT, ...DEADLINE, ...WIRE },
+  barrier: { ...DEADLINE },
+  allToAll: { sendCounts: anything, recvCounts: anything, ...DEADLINE },
+  gather: { ...ROOT, ...DEADLINE, ...WIRE },
+  scatter: { ...ROOT, ...DEADLINE, ...WIRE },
+  send: { tag: integer(0, MAX_TAG), ...DEADLINE },
+  recv: { tag: integer(0, MAX_TAG), ...DEADLINE },
+} as const satisfies Record<string, OptionSpec>;
+
+const ANY_COLLECTIVE = [...new Set(Object.values(COLLECTIVE_OPTIONS).flatMap((s) => Object.keys(s)))];
+
+const EXAMPLE: Record<keyof typeof COLLECTIVE_OPTIONS, string> = {
+  allReduce: "{ op: 'max' }",
+  allGather: '{ timeoutMs: 60000 }',
+  reduceScatter: "{ op: 'max' }",
+  broadcast: '{ root: 0 }',
+  reduce: "{ op: 'sum', root: 0 }",
+  barrier: '{ timeoutMs: 60000 }',
+  allToAll: '{ sendCounts: [1, 2], recvCounts: [2, 1] }',
+  gather: '{ root: 0 }',
+  scatter: '{ root: 0 }',
+  send: '{ tag: 7 }',
+  recv: '{ tag: 7 }',
+};
+
+/** The options of collective `name`, checked (refused with INVALID_ARGUMENT before anything moves). */
+export function collectiveOptions(name: keyof typeof COLLECTIVE_OPTIONS, o: unknown): CollectiveOptions {
+  if (o === undefined) return NO_OPTIONS; // (before the lookups below: a ping-pong pays them per message)
+  return checkOptions<CollectiveOptions>(name, o, COLLECTIVE_OPTIONS[name], EXAMPLE[name], ANY_COLLECTIVE);
+}
+
+export const COMMUNICATOR_OPTIONS = { algo: string, timeoutMs, progress: string } as const satisfies OptionSpec;
+
+export function communicatorOptions(o: unknown): CommunicatorOptions {
+  const opts = checkOptions<CommunicatorOptions>('Communicator', o, COMMUNICATOR_OPTIONS, "{ timeoutMs: 60000 }");
+  if (opts.progress !== undefined) resolveProgressMode(opts.progress);
+  return opts;
+}
+
+/**
+ * WEBCCL_TIMEOUT_MS, held to the same range as the option: 0 would fail every op at once, and
+ * past 2^31-1 ms Node's timers fire after 1 ms (a TIMEOUT at once across nodes).
+ */
+export function envTimeoutMs(): number | undefined {
+  const v = envNumber('WEBCCL_TIMEOUT_MS');
+  const expected = v === undefined ? undefined : timeoutMs(v);
+  if (expected) fail('INVALID_ARGUMENT', `WEBCCL_TIMEOUT_MS=${v}: expected ${expected}`, { variable: 'WEBCCL_TIMEOUT_MS', value: v });
+  return v;
+}

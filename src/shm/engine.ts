@@ -1,0 +1,347 @@
+// The shared-memory engine: every rank of the communicator is on this node. Queues ops so they
+// complete in issue order and hands each to the wasm step loops through this rank's
+// descriptor; progress is made by whoever waits or polls.
+import { DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE, type ReduceOp } from '../core/dtypes.js';
+import { WebcclError } from '../core/errors.js';
+import { ABORT_REASON, ALGO, D, KIND, type Algo, type Kind, descOffset } from '../core/shm-map.js';
+import { enabled, log } from '../core/log.js';
+import { type Tuning, chooseAllReduceAlgo, chunkElems, keepInputMaxBytes, keepsInput, resolveTuning } from '../tuner/tuner.js';
+import { sameView } from '../engine/buffers.js';
+import type { InputCheck } from '../engine/input-check.js';
+import { type Engine, type OpCounters, type OpSpec, type P2pKind, countDone, isP2p } from '../engine/engine.js';
+import type { Buf } from '../engine/buffers.js';
+import { type RankContext, worldRankOf } from '../engine/context.js';
+import { opLine } from '../engine/op-line.js';
+import { FlightRecorder } from '../engine/flight-recorder.js';
+import { ShmRunner, type RunningOp } from './runner.js';
+import { descriptorCount, writeCounts } from './counts.js';
+import { joinTime, stampStart } from './joined.js';
+import { Work, type WorkDriver } from '../engine/work.js';
+import { ShmP2p } from './p2p.js';
+import { OTHERS_LOOK_MS, type QueueServer, joinThreadQueues, leaveThreadQueues, othersQueued, serveOthers } from '../engine/thread-queues.js';
+
+interface QueuedOp extends RunningOp {
+  name: Kind;
+  work: Work;
+  algo: Algo;
+  dtype: Dtype;
+  op: ReduceOp;
+  count: number;
+  root: number;
+  /** Wire layout signature value (OpSpec.layout). */
+  layout: number;
+  /** Logical shape class of tensors (OpSpec.shape), and how to run again in row-major (OpSpec.relayout). */
+  shape: number;
+  relayout: OpSpec['relayout'];
+  /** The call's algorithm option, for choosing again after a relayout changed the count. */
+  algoOption: unknown;
+  chunk: number;
+  counts: OpSpec['counts'];
+  started: boolean;
+  check: InputCheck | undefined;
+}
+
+const trace = enabled('TRACE');
+
+export class ShmEngine implements Engine, WorkDriver, QueueServer {
+  private readonly runner: ShmRunner;
+  private readonly desc: number;
+  private readonly queue: QueuedOp[] = [];
+  private readonly tuning: Tuning;
+  /** Inputs up to this size are staged, not read in place by peers (tuner.ts keepInputMaxBytes). */
+  private readonly keepMaxBytes: number;
+  private readonly byAlgorithm: Record<Algo, number> = { direct: 0, twoshot: 0 };
+  private seq = 0;
+  private broken: WebcclError | undefined;
+  private closed = false;
+  /** Point-to-point ops: outside the collective queue, moved along by every wait (none on a progress thread). */
+  private readonly p2p: ShmP2p | null;
+  readonly flight: FlightRecorder;
+
+  /** `withP2p` false: collectives only (the progress thread's engines; the rank keeps send/recv). */
+  constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number, withP2p = true) {
+    this.runner = new ShmRunner(ctx.core, ctx.comm, ctx.rank, ctx.size, ctx.localOf);
+    this.desc = descOffset(ctx.comm, ctx.size, ctx.rank);
+    this.tuning = resolveTuning(ctx.size, commAlgo);
+    this.keepMaxBytes = keepInputMaxBytes(ctx.size, ctx.cores, ctx.slotBytes);
+    this.flight = new FlightRecorder(ctx.rank, () => this.runner.missingRanks());
+    joinThreadQueues(this);
+    this.p2p = !withP2p ? null : new ShmP2p(ctx, this.runner, {
+      serve: () => this.serveCollectives(),
+      broke: (e) => this.fail(e),
+      done: (w, failed) => {
+        if (failed) this.counters.failed++;
+        else countDone(this.counters, w);
+      },
+    });
+  }
+
+  /**
+   * `runAs`: the handle the op runs under, made and entered in the flight record by the engine
+   * that hands it here (the progress thread's engine, running an op on its rank: one it held,
+   * or took back from the thread), whose timing it keeps. Without it, a handle of this engine's.
+   */
+  submit(s: OpSpec, runAs?: Work): Work {
+    if (this.broken) throw this.broken;
+    if (isP2p(s.name)) {
+      const w = this.sendRecv(s.name, (s.name === 'send' ? s.input : s.output)!, s.peer!, s.tag ?? 0, s.timeoutMs, s.check);
+      if (s.trace) w.trace = s.trace.issue(w, 'direct');
+      return w;
+    }
+    const algo = s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
+    const es = DTYPE_SIZE[s.dtype];
+    const seq = s.seq ?? this.seq++;
+    const q: QueuedOp = {
+      name: s.name, seq, desc: this.desc, elemBytes: es, input: s.input, output: s.output, deadline: Infinity, timeoutMs: s.timeoutMs ?? this.timeoutMs,
+      work: runAs ?? new Work(s.name, seq, this, this.ctx.canBlock), algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, layout: s.layout ?? 0,
+      shape: s.shape ?? 0, relayout: s.relayout, algoOption: s.algo,
+      chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size), counts: s.counts, started: false, check: s.check,
+    };
+    if (s.trace) q.work.trace = q.trace = s.trace.issue(q.work, algo);
+    // An op that starts at once takes its start time as its issue time (one clock read fewer).
+    if (this.queue.length && Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = performance.now();
+    this.queue.push(q);
+    if (!runAs) this.flight.submitted(q.work, s, algo);
+    this.progress(q.work, false);
+    return q.work;
+  }
+
+  sendRecv(name: P2pKind, buf: Buf, peer: number, tag: number, timeoutMs: number | undefined, check?: InputCheck): Work {
+    if (this.broken) throw this.broken;
+    if (!this.p2p) throw new WebcclError('INTERNAL', `${name}: this engine runs collectives only`);
+    const w = this.p2p.submit(name, buf, peer, tag, timeoutMs ?? this.timeoutMs, check);
+    this.flight.submittedP2p(w, buf, peer);
+    return w;
+  }
+
+  /** Whether every rank has reached step `step` of the op in descriptor `desc` (the wait it stands in). */
+  stepReached(desc: number, step: number): boolean {
+    return this.runner.stepReached(desc, step) !== 0;
+  }
+
+  /** Moves pending send/recv along without blocking; true when one moved. */
+  pollP2p(): boolean {
+    return this.p2p?.poll() ?? false;
+  }
+
+  /** Collectives issued and not yet settled (send/recv aside). */
+  pendingCollectives(): number {
+    return this.queue.length;
+  }
+
+  /**
+   * Runs the queued collectives until none is left, sleeping on the doorbell between steps, for
+   * at most `ms`: true when none is left. For ops of one exchange that this rank started at
+   * issue, whose peers are issuing them too (thread-engine.ts hands the next op on after them).
+   */
+  settleQueued(ms: number): boolean {
+    const until = performance.now() + ms;
+    while (this.queue.length) {
+      const q = this.queue[0];
+      if (this.step(q, false)) continue;
+      const left = until - performance.now();
+      if (left <= 0) return false;
+      if (!this.ctx.canBlock) continue; // (a page's main thread: it looks again, for at most `ms`)
+      try {
+        this.runner.sleep(q, undefined, left);
+      } catch (e) {
+        this.settleFailed(q, e);
+      }
+    }
+    return true;
+  }
+
+  pending(): number {
+    return this.queue.length + (this.p2p?.pending() ?? 0);
+  }
+
+  algorithms(): Record<string, number> {
+    return { ...this.byAlgorithm };
+  }
+
+  abort(reason: string): void {
+    this.runner.abort(ABORT_REASON.USER, this.ctx.rank, reason);
+    this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${this.ctx.rank}: ${reason}`, { by: this.ctx.rank, reason }));
+  }
+
+  failure(): WebcclError | undefined {
+    return this.broken;
+  }
+
+  close(): void {
+    leaveThreadQueues(this);
+    this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
+    if (!this.closed) this.p2p?.close();
+    this.closed = true;
+  }
+
+  /** Fills this rank's descriptor in shared memory: from here on the op's state lives there. */
+  private writeDescriptor(q: QueuedOp): void {
+    const i32 = this.runner.views().i32;
+    const d = q.desc >> 2;
+    // The op starts where the last one on this descriptor ended: its (possibly advanced) base plus
+    // the steps it used. Kept in the descriptor, so that whichever thread runs the next op (this
+    // rank, or the node's progress thread) continues the count; a fresh block holds zeros.
+    i32[d + D.BASE / 4] = i32[d + D.BASE / 4] + i32[d + D.STEPS_USED / 4];
+    i32[d + D.KIND / 4] = KIND[q.name];
+    i32[d + D.ALGO / 4] = ALGO[q.algo];
+    i32[d + D.DTYPE / 4] = DTYPE_CODE[q.dtype];
+    i32[d + D.OP / 4] = OP_CODE[q.op];
+    i32[d + D.COUNT / 4] = descriptorCount(q);
+    if (q.counts) writeCounts(i32, q.counts, this.ctx.comm, this.ctx.size, this.ctx.rank, this.ctx.slotBytes);
+    i32[d + D.ROOT / 4] = q.root;
+    i32[d + D.LAYOUT / 4] = q.layout;
+    i32[d + D.SHAPE / 4] = q.shape;
+    i32[d + D.RANK / 4] = this.ctx.rank;
+    i32[d + D.NRANKS / 4] = this.ctx.size;
+    i32[d + D.IN / 4] = q.input?.addr ?? 0;
+    i32[d + D.KEEP_IN / 4] = q.input?.addr && keepsInput(q.name, q.input.bytes.byteLength, this.keepMaxBytes) ? 1 : 0;
+    i32[d + D.OUT / 4] = q.output?.addr ?? 0;
+    i32[d + D.IN_PLACE / 4] = q.input !== null && q.output !== null && sameView(q.input, q.output) ? 1 : 0;
+    i32[d + D.CHUNK / 4] = q.chunk;
+    i32[d + D.NCHUNKS / 4] = q.chunk && !q.counts ? Math.max(1, Math.ceil(q.count / q.chunk)) : 1;
+    i32[d + D.STEP / 4] = 0;
+    i32[d + D.PHASE / 4] = 0;
+    i32[d + D.SUB / 4] = 0;
+    i32[d + D.MODE / 4] = 0;
+    i32[d + D.STEPS_USED / 4] = 0;
+    i32[d + D.SEQ / 4] = q.seq + i32[d + D.SIG_SHIFT / 4];
+    i32[d + D.COMM / 4] = this.ctx.comm;
+  }
+
+  /** WorkDriver: runs queued ops in order until `w` completes (or, without block, until one would wait). */
+  progress(w: Work, block: boolean): void {
+    while (this.queue.length && !w.settled) {
+      const q = this.queue[0];
+      const others = othersQueued(this);
+      if (!block || (!this.p2p?.pending() && !others)) {
+        if (!this.step(q, block)) return;
+        continue;
+      }
+      // A peer's send or recv, or an op of another of this thread's communicators, may wait for
+      // this rank while it waits here: serve them all.
+      if (this.step(q, false) || this.movedElsewhere()) continue;
+      try {
+        this.runner.sleep(q, () => this.movedElsewhere(), others ? OTHERS_LOOK_MS : undefined);
+      } catch (e) {
+        this.settleFailed(q, e);
+      }
+    }
+  }
+
+  async progressAsync(w: Work): Promise<void> {
+    while (this.queue.length && !w.settled) {
+      const q = this.queue[0];
+      if (!this.step(q, false) && !this.movedElsewhere()) {
+        await this.runner.sleepAsync(q, () => this.movedElsewhere(), othersQueued(this) ? OTHERS_LOOK_MS : undefined).catch((e) => this.settleFailed(q, e));
+      }
+    }
+  }
+
+  /** This communicator's send/recv, or the thread's other communicators' ops, moved (thread-queues.ts). */
+  private movedElsewhere(): boolean {
+    return (this.p2p?.poll() ?? false) || serveOthers(this);
+  }
+
+  /** Moves queued collectives along without blocking (a p2p wait lends its time); true when one ended. */
+  private serveCollectives(): boolean {
+    let moved = false;
+    while (this.queue.length && this.step(this.queue[0], false)) moved = true;
+    return moved;
+  }
+
+  /** QueueServer: what only this thread moves (its collectives, its send/recv). */
+  queued(): number {
+    return this.queue.length + (this.p2p?.pending() ?? 0);
+  }
+
+  /** QueueServer: moves them along without blocking (another communicator's wait lends its time). */
+  serveQueued(): boolean {
+    const moved = this.serveCollectives();
+    return (this.p2p?.poll() ?? false) || moved;
+  }
+
+  /** Starts/advances the head op; true when it settled. */
+  private step(q: QueuedOp, block: boolean): boolean {
+    try {
+      if (this.broken) throw this.broken;
+      if (!q.started) {
+        if (this.runner.aborted()) throw this.runner.abortError(`${q.name} #${q.seq}`);
+        q.started = true;
+        const now = performance.now();
+        q.deadline = now + q.timeoutMs;
+        q.work.timing.startedAt = now;
+        if (Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = now;
+        q.check?.atStart(q.seq);
+        this.writeDescriptor(q);
+        stampStart(this.runner.views().i32, this.ctx.comm, this.ctx.size, this.ctx.rank, q.seq, now);
+      } else q.check?.resume(q.seq);
+      if (!this.runner.run(q, block, block ? this.ctx.spinPolls : this.ctx.tryPolls)) {
+        q.check?.suspend();
+        return false;
+      }
+      q.check?.atEnd(q.seq);
+      this.queue.shift();
+      q.work.timing.joinedAt = joinTime(this.runner.views().i32, this.ctx.comm, this.ctx.size, q.seq);
+      q.work.settle();
+      countDone(this.counters, q.work);
+      if (q.name === 'allReduce') this.byAlgorithm[q.algo]++;
+      if (trace) log('TRACE', `rank ${worldRankOf(this.ctx)}: ${opLine(q)} done in ${(q.work.durationMs * 1000).toFixed(1)} us`);
+      return true;
+    } catch (e) {
+      this.settleFailed(q, e);
+      return true;
+    }
+  }
+
+  private settleFailed(q: QueuedOp, e: unknown): void {
+    let err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
+    if (err.details.relayout === true) {
+      if (q.relayout) return this.relayout(q);
+      // (tensors always carry their relayout) The peers run the op again: this rank must not go on as if it had failed alone.
+      err = new WebcclError('INTERNAL', `${err.reason}, and ${q.name} #${q.seq} cannot run again in row-major on rank ${this.ctx.rank}`);
+    }
+    this.counters.failed++;
+    if (err.code === 'MISMATCH') {
+      // Every rank saw the same disagreement at the op's first step: the communicator stays usable.
+      this.queue.shift();
+      q.work.settle(err);
+      return;
+    }
+    // A failure of this rank's own (a WEBCCL_CHECK, a buffer detached in flight), not one it
+    // learned from the communicator: abort it, so that the peers fail at once too, with its
+    // reason. (A departed rank is seen by every peer itself, each naming it: no abort needed.)
+    if (err.code !== 'ABORTED' && err.code !== 'TIMEOUT' && err.code !== 'CONNECTION_CLOSED') {
+      this.runner.abort(ABORT_REASON.PEER_ERROR, this.ctx.rank, `${err.reason} (${err.code})`);
+    }
+    this.fail(err);
+  }
+
+  /**
+   * Every rank's signature check found the op's tensors in different layouts of one shape (and
+   * nothing else amiss), and ended the op at its first step: this rank converts its data to
+   * row-major and the op runs again, still at the head of the queue, on every rank alike. It
+   * signs in the other signature record (D.SIG_SHIFT): a slower rank may still be reading the
+   * first run's, but all have finished with the op before it.
+   */
+  private relayout(q: QueuedOp): void {
+    try {
+      const r = q.relayout!();
+      Object.assign(q, { input: r.input, output: r.output, count: r.count, layout: 0, relayout: undefined, started: false });
+      if (q.name === 'allReduce') q.algo = chooseAllReduceAlgo(r.count * q.elemBytes, this.tuning, q.algoOption);
+      // Kept in the descriptor, as the step base: whichever thread runs the next op signs alike.
+      const i32 = this.runner.views().i32;
+      i32[(q.desc + D.SIG_SHIFT) >> 2]++;
+    } catch (e) {
+      this.settleFailed(q, e);
+    }
+  }
+
+  /** The communicator is unusable: fail every queued op with the same error. */
+  private fail(err: WebcclError): void {
+    this.broken ??= err;
+    for (const q of this.queue.splice(0)) q.work.settle(err);
+    this.p2p?.fail(err);
+    this.flight.broke(err);
+  }
+}

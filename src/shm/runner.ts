@@ -1,0 +1,311 @@
+// Runs one op's step loop (assembly/engine) for this rank: calls advance() until it is done,
+// serves its copy requests between JS buffers and shared memory, blocks on a flag when the
+// loop has spun long enough, and turns a missed deadline or a failed check into a WebcclError.
+import { freshBuffer } from '../core/fresh-buffer.js';
+import { WebcclError } from '../core/errors.js';
+import { ABORT_BY_LAUNCHER, ABORT_REASON, ALGO, C, D, E, KIND, N, NODE_BASE, SIG_FIELDS, ST, flagOffset } from '../core/shm-map.js';
+import { showLayoutSignature, showShapeClass } from '../core/tensor-layout.js';
+import { DTYPES, REDUCE_OPS } from '../core/dtypes.js';
+import { readReasonText, writeReasonText } from '../core/reason-text.js';
+import type { WasmCore } from '../core/wasm.js';
+import { LEFT_DIED } from '../core/node.js';
+import { Doorbell } from './doorbell.js';
+import type { Buf } from '../engine/buffers.js';
+import { PER_PEER } from './counts.js';
+import type { OpTrace } from '../core/trace.js';
+
+export interface RunningOp {
+  name: string;
+  seq: number;
+  desc: number;
+  elemBytes: number;
+  input: Buf | null; // copied in when its addr is 0
+  output: Buf | null; // copied out when its addr is 0
+  deadline: number; // performance.now() ms
+  timeoutMs: number;
+  /** WEBCCL_TRACE: where the op's sleeps and copies are drawn. */
+  trace?: OpTrace;
+}
+
+/** Copies up to this many bytes element by element. */
+const SMALL_COPY = 64;
+
+/** Longest single Atomics.wait, so deadlines and aborts are noticed promptly. */
+const SLICE_MS = 50;
+
+export class ShmRunner {
+  /** The views of the memory views() hands out: one object, renewed in place (point-to-point calls it several times a message). */
+  private readonly current: { u8: Uint8Array; i32: Int32Array };
+  private readonly advance: (desc: number) => number;
+  readonly stepReached: (desc: number, t: number) => number;
+
+  private growths = 0;
+  private readonly nodeAbort = (NODE_BASE + N.ABORT) >> 2;
+  private readonly commAbort: number;
+  /** Where a rank that has waited long enough sleeps (shared with point-to-point ops). */
+  readonly bell: Doorbell;
+
+  /** `localOf[r]`: the node rank of communicator rank r (whose LEFT word says it has left); absent: not known. */
+  constructor(readonly core: WasmCore, readonly comm: number, readonly rank: number, readonly nranks: number, private readonly localOf?: readonly number[]) {
+    const buffer = freshBuffer(core.memory);
+    this.current = { u8: new Uint8Array(buffer), i32: new Int32Array(buffer) };
+    this.advance = core.exports.advance as (desc: number) => number;
+    this.stepReached = core.exports.stepReached as (desc: number, t: number) => number;
+    this.commAbort = (comm + C.ABORT) >> 2;
+    this.bell = new Doorbell(this.current.i32, comm);
+  }
+
+  /**
+   * Views of the memory, renewed after any rank grew it (the heap counts growths in the node
+   * header: reading one word is far cheaper than asking the memory for its buffer). A plain
+   * read: an address from a block allocated after a growth reaches this rank through an atomic
+   * load (a record, a descriptor), which orders this read after the count moved; an atomic
+   * one cost a ping-pong ~10% of its time, at several calls a message.
+   */
+  views(): { u8: Uint8Array; i32: Int32Array } {
+    const g = this.current.i32[(NODE_BASE + N.GROWTHS) >> 2];
+    if (g !== this.growths) {
+      this.growths = g;
+      const buffer = freshBuffer(this.core.memory);
+      this.current.u8 = new Uint8Array(buffer);
+      this.current.i32 = new Int32Array(buffer);
+    }
+    return this.current;
+  }
+
+  /** Whether the node or this communicator has been aborted (cheap: two loads). */
+  aborted(): boolean {
+    const i32 = this.current.i32;
+    return i32[this.nodeAbort] !== 0 || i32[this.commAbort] !== 0;
+  }
+
+  field(desc: number, f: number): number {
+    return this.current.i32[(desc + f) >> 2] >>> 0;
+  }
+
+  /**
+   * Advances `op`; returns true when done. Throws WebcclError on failure. `spinPolls` bounds
+   * each wait's spinning before the loop hands back (then, with block, JS sleeps).
+   */
+  run(op: RunningOp, block: boolean, spinPolls: number): boolean {
+    this.views().i32[(op.desc + D.SPIN) >> 2] = spinPolls;
+    for (;;) {
+      const st = this.advance(op.desc);
+      if (st === ST.DONE) return true;
+      if (st === ST.NEED_IN || st === ST.NEED_OUT) {
+        this.copy(op, st === ST.NEED_IN);
+        continue;
+      }
+      if (st === ST.ERROR) throw this.errorOf(op);
+      if (!block) {
+        // A caller that only polls never sleeps: it must learn here that the wait is hopeless,
+        // and that the deadline has passed.
+        const gone = this.departedBehind(this.current.i32[(op.desc + D.WAIT_VAL) >> 2]);
+        if (gone >= 0) throw this.departed(op, gone);
+        this.beforeDeadline(op);
+        return false;
+      }
+      this.sleep(op);
+    }
+  }
+
+  private copy(op: RunningOp, inward: boolean): void {
+    const { u8 } = this.views();
+    const off = this.field(op.desc, D.IO_OFF) * op.elemBytes;
+    const len = this.field(op.desc, D.IO_LEN) * op.elemBytes;
+    const addr = this.field(op.desc, D.IO_ADDR);
+    const user = inward ? op.input!.bytes : op.output!.bytes;
+    const t0 = op.trace ? performance.now() : 0;
+    if (off + len > user.byteLength) {
+      // A view whose ArrayBuffer was transferred while the op was in flight reads as empty.
+      throw new WebcclError('INVALID_ARGUMENT', `${op.name} #${op.seq}: its ${inward ? 'input' : 'output'} buffer was detached (transferred) while the op was in flight`, { detached: true });
+    }
+    if (len <= SMALL_COPY) {
+      // A few bytes: a loop beats making two views for TypedArray.set.
+      if (inward) for (let i = 0; i < len; i++) u8[addr + i] = user[off + i];
+      else for (let i = 0; i < len; i++) user[off + i] = u8[addr + i];
+    } else if (inward) u8.set(user.subarray(off, off + len), addr);
+    else user.set(u8.subarray(addr, addr + len), off);
+    op.trace?.step(inward ? 'copy in' : 'copy out', t0, performance.now());
+  }
+
+  /**
+   * The last look before sleeping (taken once registered on the doorbell): null when the step
+   * completed meanwhile (or other work moved), else how long to sleep. A rank that leaves from
+   * here on rings the bell, and this rank looks again.
+   */
+  private lastLook(op: RunningOp, now: number, moved?: () => boolean, sliceMs = SLICE_MS): number | null {
+    const { i32 } = this.views();
+    const step = i32[(op.desc + D.WAIT_VAL) >> 2];
+    if (this.stepReached(op.desc, step) || moved?.()) return null;
+    const gone = this.departedBehind(step);
+    if (gone >= 0) throw this.departed(op, gone);
+    return Math.min(sliceMs, op.deadline - now);
+  }
+
+  /**
+   * A rank behind step `step` whose thread has ended (node header LEFT word), or -1: it will
+   * never post the step. The LEFT words are by node rank (localOf maps this communicator's ranks).
+   */
+  private departedBehind(step: number): number {
+    const { i32 } = this.views();
+    const localOf = this.localOf;
+    if (!localOf) return -1;
+    for (let r = 0; r < this.nranks; r++) {
+      if (i32[flagOffset(this.comm, r) >> 2] - step < 0 && Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * localOf[r]) >> 2) !== 0) return r;
+    }
+    return -1;
+  }
+
+  /**
+   * The error of an op whose awaited `rank` has left. An abort says more when it comes from that
+   * rank or its communicator (its reason); not when another rank died meanwhile, most likely of
+   * this very departure (its op failed, its script exited): this op failed for `rank`.
+   */
+  private departed(op: RunningOp, rank: number): WebcclError {
+    const node = this.localOf?.[rank] ?? rank;
+    const died = Atomics.load(this.views().i32, (NODE_BASE + N.LEFT + 4 * node) >> 2) === LEFT_DIED;
+    const how = died ? 'died' : 'has left the job (its script ended)';
+    const aborted = this.abortError(`${op.name} #${op.seq}`);
+    // A node's abort (a communicator's carries a `cause`) for another rank's death.
+    const byOther = aborted !== null && !('cause' in aborted.details) && aborted.details.by !== node && aborted.details.by !== -1;
+    if (aborted && !byOther) return aborted;
+    const since = aborted ? ` (since then: ${aborted.reason})` : '';
+    return new WebcclError('CONNECTION_CLOSED', `${op.name} #${op.seq} on rank ${this.rank}: rank ${rank} ${how} without joining this op${since}`, {
+      rank, peer: rank, seq: op.seq, ...(died && { died }),
+    });
+  }
+
+  /** The time now, or a TIMEOUT error when the op's deadline has passed. */
+  private beforeDeadline(op: RunningOp): number {
+    const now = performance.now();
+    if (now >= op.deadline) throw this.timeout(op);
+    return now;
+  }
+
+  /**
+   * Sleeps on the doorbell until the step the loop waits for completes (or a slice ends).
+   * `moved` is asked at the last look: other work on the doorbell (point-to-point ops) that
+   * made progress instead. `sliceMs`: the longest sleep before the loop looks again (the ops of
+   * the thread's other communicators ring other doorbells: see thread-queues.ts).
+   */
+  sleep(op: RunningOp, moved?: () => boolean, sliceMs?: number): void {
+    const now = this.beforeDeadline(op);
+    this.bell.sleep(() => this.lastLook(op, now, moved, sliceMs));
+    op.trace?.step('sleep', now, performance.now());
+  }
+
+  /** The same without blocking the thread (a browser's main thread may not block). */
+  sleepAsync(op: RunningOp, moved?: () => boolean, sliceMs?: number): Promise<void> {
+    const now = this.beforeDeadline(op);
+    const slept = this.bell.sleepAsync(() => this.lastLook(op, now, moved, sliceMs));
+    return op.trace ? slept.finally(() => op.trace!.step('sleep', now, performance.now())) : slept;
+  }
+
+  /** Ranks whose flag is behind this rank's (every wait follows this rank's own post). */
+  missingRanks(): number[] {
+    const { i32 } = this.views();
+    const mine = i32[flagOffset(this.comm, this.rank) >> 2];
+    const missing: number[] = [];
+    for (let r = 0; r < this.nranks; r++) if (i32[flagOffset(this.comm, r) >> 2] - mine < 0) missing.push(r);
+    return missing;
+  }
+
+  private timeout(op: RunningOp): WebcclError {
+    const missing = this.missingRanks();
+    this.abort(ABORT_REASON.TIMEOUT, missing[0] ?? -1);
+    const who = missing.length ? `rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not arrive` : 'no rank arrived';
+    return new WebcclError('TIMEOUT', `${op.name} #${op.seq} on rank ${this.rank}: ${who} within ${op.timeoutMs} ms (WEBCCL_TIMEOUT_MS)`, { missing, seq: op.seq });
+  }
+
+  /**
+   * Aborts the communicator: every rank waiting in it wakes and fails its op, learning `code`,
+   * `detail` and `text` (the reason an abort() gave). The first rank to claim the abort writes
+   * them, then publishes the abort word; a later abort only rings again.
+   */
+  abort(code: number, detail: number, text: string = ''): void {
+    const { i32 } = this.views();
+    if (Atomics.compareExchange(i32, (this.comm + C.ABORT_CLAIM) >> 2, 0, 1) === 0) {
+      Atomics.store(i32, (this.comm + C.ABORT_CODE) >> 2, code);
+      Atomics.store(i32, (this.comm + C.ABORT_DETAIL) >> 2, detail);
+      writeReasonText(this.core.memory, this.comm + C.REASON, String(text));
+      Atomics.store(i32, this.commAbort, this.rank + 1);
+    }
+    this.bell.ring();
+  }
+
+  /** Why the communicator or its node is aborted, or null. */
+  /**
+   * Why the communicator or its node is aborted, or null. The communicator's abort comes first
+   * when both are set: it is published before the rank that publishes it fails (a rank that
+   * timed out, then ends), and it names the first cause (the rank it waited for).
+   */
+  abortError(what: string): WebcclError | null {
+    const { i32 } = this.views();
+    const by = Atomics.load(i32, this.commAbort);
+    if (by !== 0) {
+      const code = Atomics.load(i32, (this.comm + C.ABORT_CODE) >> 2);
+      const detail = Atomics.load(i32, (this.comm + C.ABORT_DETAIL) >> 2);
+      const reason = readReasonText(this.core.memory, this.comm + C.REASON);
+      const why =
+        code === ABORT_REASON.TIMEOUT ? `rank ${by - 1} timed out waiting for rank ${detail}` :
+        code === ABORT_REASON.USER ? `rank ${by - 1} called abort(${JSON.stringify(reason)})` :
+        code === ABORT_REASON.PEER_ERROR ? `rank ${by - 1} failed${reason ? `: ${reason}` : ''}` : `rank ${by - 1} aborted it`;
+      // `cause` says what `detail` means: for a timeout, the rank the aborting rank waited for.
+      const cause = Object.keys(ABORT_REASON).find((k) => ABORT_REASON[k as keyof typeof ABORT_REASON] === code)?.toLowerCase();
+      return new WebcclError('ABORTED', `${what}: communicator aborted (${why})`, { by: by - 1, reason, detail, cause, via: 'shm' });
+    }
+    const nodeBy = Atomics.load(i32, (NODE_BASE + N.ABORT) >> 2);
+    if (nodeBy === 0) return null;
+    const dead = nodeBy === ABORT_BY_LAUNCHER ? -1 : nodeBy - 1;
+    const who = dead < 0 ? 'the launcher' : `rank ${dead}`;
+    const code = Atomics.load(i32, (NODE_BASE + N.ABORT_CODE) >> 2);
+    const reason = readReasonText(this.core.memory, NODE_BASE + N.REASON);
+    const why = code === ABORT_REASON.PEER_DIED ? `${who} died` : `aborted by ${who}`;
+    return new WebcclError('ABORTED', `${what}: ${why}${reason ? ` (${reason})` : ''}; the job is being ended`, { by: dead, reason, via: 'shm' });
+  }
+
+  private errorOf(op: RunningOp): WebcclError {
+    const f = (x: number) => this.field(op.desc, x);
+    const what = `${op.name} #${op.seq}`;
+    if (f(D.ERR) === E.MISMATCH) {
+      const field = SIG_FIELDS[f(D.ERR_FIELD)];
+      const show = (v: number) => showSigValue(f(D.ERR_FIELD), v);
+      const [ra, rb, va, vb] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
+      return new WebcclError('MISMATCH', `${what}: ranks disagree on the ${field}: rank ${ra} has ${show(va)}, rank ${rb} has ${show(vb)}`, {
+        field, ranks: [ra, rb], values: [show(va), show(vb)],
+      });
+    }
+    if (f(D.ERR) === E.RELAYOUT) {
+      // Tensors of one shape in different layouts: the engine runs the op again in row-major
+      // (layouts/plan.ts relayout); this error surfaces only if it cannot, as the old MISMATCH.
+      const [ra, rb, va, vb] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
+      const values = [showLayoutSignature(va), showLayoutSignature(vb)];
+      return new WebcclError('MISMATCH', `${what}: ranks hold different layouts: rank ${ra} has ${values[0]}, rank ${rb} has ${values[1]}`, {
+        field: 'layout', ranks: [ra, rb], values, relayout: true,
+      });
+    }
+    if (f(D.ERR) === E.SIZE_MISMATCH) {
+      const [sender, receiver, sent, expected] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
+      // Ranks that disagree: MISMATCH naming the pair, with the values as across nodes.
+      return new WebcclError('MISMATCH', `${what}: ranks disagree on the counts: rank ${sender} has sendCounts[${receiver}]=${sent}, rank ${receiver} has recvCounts[${sender}]=${expected}`, {
+        field: 'counts', ranks: [sender, receiver], values: [`sendCounts[${receiver}]=${sent}`, `recvCounts[${sender}]=${expected}`],
+      });
+    }
+    return this.abortError(what) ?? new WebcclError('INTERNAL', `${what}: step loop failed with code ${f(D.ERR)}`);
+  }
+}
+
+function showSigValue(field: number, v: number): string {
+  const name = (table: Record<string, number>) => Object.keys(table).find((k) => table[k] === v) ?? String(v);
+  switch (SIG_FIELDS[field]) {
+    case 'collective': return name(KIND);
+    case 'algorithm': return name(ALGO);
+    case 'dtype': return DTYPES[v] ?? String(v);
+    case 'count': return v === PER_PEER ? 'per-peer counts' : String(v);
+    case 'op': return REDUCE_OPS[v] ?? String(v);
+    case 'layout': return showLayoutSignature(v);
+    case 'shape': return showShapeClass(v);
+    default: return String(v);
+  }
+}
