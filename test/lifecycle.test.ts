@@ -122,6 +122,15 @@ describe('worker threads (launch())', () => {
     }
   });
 
+  it('a rank that left, then a rank that died of it: a later op names the rank that left first', async () => {
+    const { reports } = await runScenario(3, 'leaveThenDeath', {});
+    expect(reports[0][0].error).toMatchObject({ code: 'CONNECTION_CLOSED', details: { rank: 1 } });
+    const e = reports[2][0].error;
+    expect(e.code).toBe('CONNECTION_CLOSED');
+    expect(e.details.rank).toBe(1);
+    expect(e.message).toMatch(/rank 1 has left the job[\s\S]*since then: .*rank 0 died/);
+  });
+
   it('a rank that throws: every peer learns its rank and its error in details', async () => {
     const { reports } = await runScenario(3, 'death', { dies: 1 });
     for (const r of [0, 2]) {

@@ -266,7 +266,7 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
     try {
       if (this.broken) throw this.broken;
       if (!q.started) {
-        if (this.runner.aborted()) throw this.runner.abortError(`${q.name} #${q.seq}`);
+        if (this.runner.aborted()) throw this.runner.abortedOp(q)!;
         q.started = true;
         const now = performance.now();
         q.deadline = now + q.timeoutMs;

@@ -147,11 +147,12 @@ export class ShmRunner {
    * A rank behind step `step` whose thread has ended (node header LEFT word), or -1: it will
    * never post the step. The LEFT words are by node rank (localOf maps this communicator's ranks).
    */
-  private departedBehind(step: number): number {
+  private departedBehind(step: number, except = -1): number {
     const { i32 } = this.views();
     const localOf = this.localOf;
     if (!localOf) return -1;
     for (let r = 0; r < this.nranks; r++) {
+      if (localOf[r] === except) continue;
       if (i32[flagOffset(this.comm, r) >> 2] - step < 0 && Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * localOf[r]) >> 2) !== 0) return r;
     }
     return -1;
@@ -162,7 +163,7 @@ export class ShmRunner {
    * rank or its communicator (its reason); not when another rank died meanwhile, most likely of
    * this very departure (its op failed, its script exited): this op failed for `rank`.
    */
-  private departed(op: RunningOp, rank: number): WebcclError {
+  private departed(op: { name: string; seq: number }, rank: number): WebcclError {
     const node = this.localOf?.[rank] ?? rank;
     const died = Atomics.load(this.views().i32, (NODE_BASE + N.LEFT + 4 * node) >> 2) === LEFT_DIED;
     const how = died ? 'died' : 'has left the job (its script ended)';
@@ -292,7 +293,22 @@ export class ShmRunner {
         field: 'counts', ranks: [sender, receiver], values: [`sendCounts[${receiver}]=${sent}`, `recvCounts[${sender}]=${expected}`],
       });
     }
-    return this.abortError(what) ?? new WebcclError('INTERNAL', `${what}: step loop failed with code ${f(D.ERR)}`);
+    return this.abortedOp(op) ?? new WebcclError('INTERNAL', `${what}: step loop failed with code ${f(D.ERR)}`);
+  }
+
+  /**
+   * Why `op` cannot go on once its node or communicator was aborted (null: neither was). When
+   * the node aborted for a rank that died (its script failed, most likely of a departure this op
+   * meets too), a rank that left without reaching this rank's next step is the first cause, as
+   * when the op meets the departure while it waits (departed()).
+   */
+  abortedOp(op: { name: string; seq: number }): WebcclError | null {
+    const aborted = this.abortError(`${op.name} #${op.seq}`);
+    if (aborted && !('cause' in aborted.details) && (aborted.details.by as number) >= 0) {
+      const gone = this.departedBehind(this.views().i32[flagOffset(this.comm, this.rank) >> 2] + 1, aborted.details.by as number);
+      if (gone >= 0) return this.departed(op, gone);
+    }
+    return aborted;
   }
 }
 

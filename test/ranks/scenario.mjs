@@ -110,6 +110,23 @@ const scenarios = {
     await reportOutcome(comm.allReduce(new Float32Array(4)));
   },
 
+  /**
+   * Rank 1's script ends after a barrier; rank 0's next allReduce fails for it and rank 0 then
+   * throws (the launcher aborts the node for rank 0's death); rank 2 issues its allReduce only
+   * after that abort. Rank 2 reports what it saw.
+   */
+  async leaveThenDeath() {
+    const comm = await ccl.initCommGroup();
+    await comm.barrier();
+    if (comm.rank === 1) return;
+    if (comm.rank === 0) {
+      await reportOutcome(comm.allReduce(new Float32Array(4)));
+      throw new Error('rank 0 fails after its op failed');
+    }
+    await new Promise((res) => setTimeout(res, 1000));
+    await reportOutcome(comm.allReduce(new Float32Array(4)));
+  },
+
   /** Rank `dies` throws while the others wait in an allReduce. */
   async death() {
     const comm = await ccl.initCommGroup();
