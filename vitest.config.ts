@@ -1,15 +1,27 @@
 import { availableParallelism } from 'node:os';
 import { relative } from 'node:path';
-import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 // The files that take longest (seconds on the 2-core machine, Node 20, whole suite), started
 // first so that none of them begins near the end and runs on alone. Vitest orders by the
 // durations it cached on earlier runs, or by file size on a fresh clone, where the longest
 // (random-ops, 225 s, a short file) would otherwise start late.
 const LONGEST = [
-  'random-ops', 'groups-launch', 'progress-net', 'net-collectives', 'fault-matrix', 'progress', 'net-faults-more',
-  'net-processes', 'net-alltoall-gather', 'net-tree', 'p2p', 'package-tarball', 'collectives', 'net-faults-procs',
+  'random-ops',
+  'groups-launch',
+  'progress-net',
+  'net-collectives',
+  'fault-matrix',
+  'progress',
+  'net-faults-more',
+  'net-processes',
+  'net-alltoall-gather',
+  'net-tree',
+  'p2p',
+  'package-tarball',
+  'collectives',
+  'net-faults-procs',
 ].map((name) => `test/${name}.test.ts`);
 
 class LongestFirst extends BaseSequencer {

@@ -65,13 +65,23 @@ const c = time(ownCopy);
 parentPort.postMessage({ me, a, c });
 `;
 
-const results = await Promise.all(Array.from({ length: n }, (_, me) => new Promise((resolve, reject) => {
-  const w = new Worker(worker, { eval: true, workerData: { sab, n, me, size, reps, CTRL } });
-  w.on('message', resolve);
-  w.on('error', reject);
-})));
+const results = await Promise.all(
+  Array.from(
+    { length: n },
+    (_, me) =>
+      new Promise((resolve, reject) => {
+        const w = new Worker(worker, { eval: true, workerData: { sab, n, me, size, reps, CTRL } });
+        w.on('message', resolve);
+        w.on('error', reject);
+      }),
+  ),
+);
 const r0 = results.find((r) => r.me === 0);
 const mib = size / (1 << 20);
-console.log(`# bench/alltoall-floor: ${n} threads, ${mib} MiB in and out each, median of ${reps} rounds (µs per round, the slowest thread's, as a barrier ends it)`);
-console.log(`allToAll pattern (every block read by one thread, from ${n} inputs): ${r0.a.toFixed(0)} µs, busbw ${((size / (r0.a * 1e3)) * (n - 1) / n).toFixed(2)} GB/s`);
+console.log(
+  `# bench/alltoall-floor: ${n} threads, ${mib} MiB in and out each, median of ${reps} rounds (µs per round, the slowest thread's, as a barrier ends it)`,
+);
+console.log(
+  `allToAll pattern (every block read by one thread, from ${n} inputs): ${r0.a.toFixed(0)} µs, busbw ${(((size / (r0.a * 1e3)) * (n - 1)) / n).toFixed(2)} GB/s`,
+);
 console.log(`own copy (each thread its own input only):                  ${r0.c.toFixed(0)} µs`);

@@ -21,16 +21,22 @@ const arg = (name, def) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? process.argv[i + 1] : def;
 };
-const bytes = (s) => Number(/^(\d+)([KMG]?)$/i.exec(s)?.[1]) * { '': 1, K: 1024, M: 1 << 20, G: 1 << 30 }[/^(\d+)([KMG]?)$/i.exec(s)?.[2].toUpperCase() ?? ''];
+const bytes = (s) =>
+  Number(/^(\d+)([KMG]?)$/i.exec(s)?.[1]) *
+  { '': 1, K: 1024, M: 1 << 20, G: 1 << 30 }[/^(\d+)([KMG]?)$/i.exec(s)?.[2].toUpperCase() ?? ''];
 const max = bytes(arg('max', '64M'));
 const seconds = Number(arg('seconds', '0.2'));
 const jsonOut = arg('json', undefined);
-const setups = (arg('setups', 'tcp,ws-node,page-node,page-page,floor')).split(',');
+const setups = arg('setups', 'tcp,ws-node,page-node,page-page,floor').split(',');
 const TOKEN = 'bench-browser-ws';
 
 /** `webccl serve` of the repository with the job's store; resolves with its addresses. */
 function serve(jobId) {
-  const p = spawn(process.execPath, [join(root, 'bin/webccl.js'), 'serve', root, '--port', '0', '--token', TOKEN, '--job-id', jobId], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const p = spawn(
+    process.execPath,
+    [join(root, 'bin/webccl.js'), 'serve', root, '--port', '0', '--token', TOKEN, '--job-id', jobId],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   return new Promise((resolve, reject) => {
     let out = '';
     p.stdout.on('data', (d) => {
@@ -46,22 +52,50 @@ function serve(jobId) {
 /** A Node rank of the job running the sweep; rank 0's rows are its stdout's JSON lines. */
 function nodeRank(s, jobId, rank, size, transport) {
   const env = {
-    ...process.env, RANK: String(rank), WORLD_SIZE: String(size), MASTER_ADDR: s.storeHost, MASTER_PORT: s.storePort,
-    WEBCCL_TOKEN: TOKEN, WEBCCL_JOB_ID: jobId, WEBCCL_TRANSPORT: transport, WEBCCL_STORE_SERVED: '1',
+    ...process.env,
+    RANK: String(rank),
+    WORLD_SIZE: String(size),
+    MASTER_ADDR: s.storeHost,
+    MASTER_PORT: s.storePort,
+    WEBCCL_TOKEN: TOKEN,
+    WEBCCL_JOB_ID: jobId,
+    WEBCCL_TRANSPORT: transport,
+    WEBCCL_STORE_SERVED: '1',
   };
-  const p = spawn(process.execPath, [join(root, 'examples/browser/perf-node.mjs'), String(max), String(seconds)], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const p = spawn(process.execPath, [join(root, 'examples/browser/perf-node.mjs'), String(max), String(seconds)], {
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let out = '';
   p.stdout.on('data', (d) => (out += d));
-  return new Promise((resolve, reject) => p.on('exit', (c) => (c === 0 ? resolve(out.split('\n').filter(Boolean).map((l) => JSON.parse(l))) : reject(new Error(`rank ${rank} exited with ${c}`)))));
+  return new Promise((resolve, reject) =>
+    p.on('exit', (c) =>
+      c === 0
+        ? resolve(
+            out
+              .split('\n')
+              .filter(Boolean)
+              .map((l) => JSON.parse(l)),
+          )
+        : reject(new Error(`rank ${rank} exited with ${c}`)),
+    ),
+  );
 }
 
 /** A page of one rank in the job; resolves with the rows when it holds rank 0. */
 async function pageRank(browser, s, jobId, rank, size) {
   const tab = await (await browser.newContext()).newPage();
   tab.on('pageerror', (e) => console.error(`page rank ${rank}: ${e}`));
-  await tab.goto(`${s.http}/examples/browser/perf.html?size=${size}&first=${rank}&ranks=1&token=${TOKEN}&job=${jobId}&max=${max}&seconds=${seconds}`);
-  await tab.waitForFunction(() => document.getElementById('status').dataset.state !== 'running', undefined, { timeout: 0 });
-  const state = await tab.evaluate(() => [document.getElementById('status').dataset.state, document.getElementById('status').textContent]);
+  await tab.goto(
+    `${s.http}/examples/browser/perf.html?size=${size}&first=${rank}&ranks=1&token=${TOKEN}&job=${jobId}&max=${max}&seconds=${seconds}`,
+  );
+  await tab.waitForFunction(() => document.getElementById('status').dataset.state !== 'running', undefined, {
+    timeout: 0,
+  });
+  const state = await tab.evaluate(() => [
+    document.getElementById('status').dataset.state,
+    document.getElementById('status').textContent,
+  ]);
   if (state[0] !== 'done') throw new Error(`page rank ${rank}: ${state[1]}`);
   return tab.evaluate(() => window.perfRows ?? []);
 }
@@ -72,13 +106,15 @@ async function floor(browser, s) {
   const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', maxPayload: 2 << 20, perMessageDeflate: false });
   await new Promise((r) => wss.once('listening', r));
   wss.on('connection', (ws) => {
-    let want = 0, got = 0;
+    let want = 0,
+      got = 0;
     ws.on('message', (d, binary) => {
       if (!binary) {
         want = Number(String(d));
         got = 0;
         const chunk = Buffer.alloc(Math.min(want, 1 << 20));
-        for (let at = 0; at < want; at += chunk.length) ws.send(at + chunk.length <= want ? chunk : chunk.subarray(0, want - at));
+        for (let at = 0; at < want; at += chunk.length)
+          ws.send(at + chunk.length <= want ? chunk : chunk.subarray(0, want - at));
         return;
       }
       got += d.length;
@@ -96,17 +132,27 @@ async function floor(browser, s) {
 }
 
 const { chromium } = await import('playwright-core');
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu'] });
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu'],
+});
 const results = {};
 try {
   for (const setup of setups) {
     const jobId = `bench-${setup}`;
     const s = await serve(jobId);
     try {
-      const ranks = setup === 'floor' ? [floor(browser, s)]
-        : setup === 'tcp' || setup === 'ws-node' ? [nodeRank(s, jobId, 0, 2, setup === 'tcp' ? 'tcp' : 'ws'), nodeRank(s, jobId, 1, 2, setup === 'tcp' ? 'tcp' : 'ws')]
-        : setup === 'page-node' ? [pageRank(browser, s, jobId, 0, 2), nodeRank(s, jobId, 1, 2, 'ws')]
-        : [pageRank(browser, s, jobId, 0, 2), pageRank(browser, s, jobId, 1, 2)];
+      const ranks =
+        setup === 'floor'
+          ? [floor(browser, s)]
+          : setup === 'tcp' || setup === 'ws-node'
+            ? [
+                nodeRank(s, jobId, 0, 2, setup === 'tcp' ? 'tcp' : 'ws'),
+                nodeRank(s, jobId, 1, 2, setup === 'tcp' ? 'tcp' : 'ws'),
+              ]
+            : setup === 'page-node'
+              ? [pageRank(browser, s, jobId, 0, 2), nodeRank(s, jobId, 1, 2, 'ws')]
+              : [pageRank(browser, s, jobId, 0, 2), pageRank(browser, s, jobId, 1, 2)];
       results[setup] = (await Promise.all(ranks))[0];
       process.stderr.write(`${setup}: ${results[setup].length} rows\n`);
     } finally {
@@ -124,7 +170,10 @@ console.log('busbw (GB/s), 2 ranks, allReduce f32 sum');
 console.log(pad(['size', ...setups]));
 for (const [i, size] of sizes.entries()) {
   const wrong = setups.reduce((a, s) => a + (results[s][i]?.wrong ?? 0), 0);
-  console.log(pad([mib(size), ...setups.map((s) => results[s][i]?.busbw.toFixed(4) ?? '-')]) + (wrong ? `   #wrong ${wrong}` : ''));
+  console.log(
+    pad([mib(size), ...setups.map((s) => results[s][i]?.busbw.toFixed(4) ?? '-')]) +
+      (wrong ? `   #wrong ${wrong}` : ''),
+  );
 }
 // Ratios: every setup against TCP, and the pages' against their browser's own floor.
 const ratios = [
@@ -134,6 +183,14 @@ const ratios = [
 if (ratios.length) {
   console.log('\nratios of busbw');
   console.log(pad(['size', ...ratios.map((r) => r[0])]));
-  for (const [i, size] of sizes.entries()) console.log(pad([mib(size), ...ratios.map(([, a, b]) => (results[a][i] && results[b][i] ? (results[a][i].busbw / results[b][i].busbw).toFixed(2) : '-'))]));
+  for (const [i, size] of sizes.entries())
+    console.log(
+      pad([
+        mib(size),
+        ...ratios.map(([, a, b]) =>
+          results[a][i] && results[b][i] ? (results[a][i].busbw / results[b][i].busbw).toFixed(2) : '-',
+        ),
+      ]),
+    );
 }
 if (jsonOut) writeFileSync(jsonOut, JSON.stringify({ machine: 'this machine', seconds, results }, null, 2));

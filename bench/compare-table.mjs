@@ -24,7 +24,9 @@ export function compareTable(group, cores, formatSize) {
     const at = (s) => s.rows?.find((r) => r.size === size);
     const w = at(base);
     const cell = (r) => (r ? `${fmtBw(r.busbw)} (${fmtUs(r.time_us)})` : '–');
-    out.push(`| ${[formatSize(size), cell(w), ...anchors.flatMap((a) => [cell(at(a)), fmtRatio(w?.busbw, at(a)?.busbw)])].join(' | ')} |`);
+    out.push(
+      `| ${[formatSize(size), cell(w), ...anchors.flatMap((a) => [cell(at(a)), fmtRatio(w?.busbw, at(a)?.busbw)])].join(' | ')} |`,
+    );
   }
   for (const s of systems) {
     if (s.error) out.push(`\n${s.label}: failed: ${s.error}`);
@@ -32,11 +34,15 @@ export function compareTable(group, cores, formatSize) {
     const wrong = (s.rows ?? []).reduce((t, r) => t + (r.wrong > 0 ? r.wrong : 0), 0);
     if (wrong) out.push(`\n${s.label}: ${wrong} wrong values`);
   }
-  out.push(`\nCPU busy before each run (other work on this machine): ${systems.map((s) => `${s.short} ${s.busyBefore ?? '?'}%`).join(', ')}`);
+  out.push(
+    `\nCPU busy before each run (other work on this machine): ${systems.map((s) => `${s.short} ${s.busyBefore ?? '?'}%`).join(', ')}`,
+  );
   return out.join('\n');
 }
 
 /** Chart lines of one group: one per system/transport. */
 export function compareSeries(group) {
-  return group.systems.filter((s) => s.rows).map((s) => ({ label: s.label, points: s.rows.map((r) => ({ size: r.size, busbw: r.busbw })) }));
+  return group.systems
+    .filter((s) => s.rows)
+    .map((s) => ({ label: s.label, points: s.rows.map((r) => ({ size: r.size, busbw: r.busbw })) }));
 }

@@ -5,17 +5,17 @@
 // says how to install them.
 //
 //   npm run build && node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4]
-//       [-b 8] [-e 64M] [-f 4] [--time 0.2] [--reps 1] [--tcp] [--group G] [--quiet 30] [--json FILE] [--plot FILE.svg|DIR/]
+// [-b 8] [-e 64M] [-f 4] [--time 0.2] [--reps 1] [--tcp] [--group G] [--quiet 30] [--json FILE] [--plot FILE.svg|DIR/]
 //
 // webccl runs at its default settings: the WEBCCL_ variables of this environment (but the
-// token and job id) are not passed on. Every system uses the same timing method (see docs/benchmarks.md): time = the slowest rank's
-// mean time per call over a block of about --time seconds, after a barrier (the median of
-// --reps such blocks); busbw as nccl-tests. webccl and Open MPI run out of place; torch's
-// collectives run in place.
-// Open MPI runs over shared memory (btl self,vader). With --tcp, webccl runs a second time with
-// --transport tcp (one process per rank, over TCP loopback) and Open MPI over TCP loopback (btl
-// self,tcp), and each (collective, rank count) gets two tables: shared memory (webccl shm
-// against Open MPI vader) and TCP (webccl tcp against Open MPI tcp and Gloo, which is TCP only).
+// token and job id) are not passed on. Every system uses the same timing method (see docs/benchmarks.md): time = the
+// slowest rank's mean time per call over a block of about --time seconds, after a barrier (the
+// median of --reps such blocks); busbw as nccl-tests. webccl and Open MPI run out of place; torch's
+// collectives run in place. Open MPI runs over shared memory (btl self,vader). With --tcp, webccl
+// runs a second time with --transport tcp (one process per rank, over TCP loopback) and Open MPI
+// over TCP loopback (btl self,tcp), and each (collective, rank count) gets two tables: shared
+// memory (webccl shm against Open MPI vader) and TCP (webccl tcp against Open MPI tcp and Gloo,
+// which is TCP only).
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
@@ -46,14 +46,39 @@ beside webccl on a world of G ranks (ratio = group / world), instead of the anch
 
 Before each run it waits (up to --quiet-wait s) until the CPUs are less than --quiet % busy
 with other work, and notes how busy they were.`;
-const MPI_OPS = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'sendrecv', 'pingpong'];
+const MPI_OPS = [
+  'allreduce',
+  'allgather',
+  'reducescatter',
+  'broadcast',
+  'reduce',
+  'alltoall',
+  'gather',
+  'scatter',
+  'sendrecv',
+  'pingpong',
+];
 /** What bench_gloo.py measures (torch 1.13's Gloo has no all_to_all; gather, scatter and p2p are not in it yet). */
 const GLOO_OPS = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce'];
 /** Rank counts an op runs at: pingpong is one pair, sendrecv needs a peer. */
 const fits = (op, n) => (op === 'pingpong' ? n === 2 : op === 'sendrecv' ? n >= 2 : true);
 
 function parseArgs(argv) {
-  const o = { ops: ['allreduce'], ranks: [2, 4], b: 8, e: 64 << 20, f: 4, time: 0.2, tcp: false, group: undefined, json: undefined, plot: undefined, quiet: 30, quietWait: 120, reps: 1 };
+  const o = {
+    ops: ['allreduce'],
+    ranks: [2, 4],
+    b: 8,
+    e: 64 << 20,
+    f: 4,
+    time: 0.2,
+    tcp: false,
+    group: undefined,
+    json: undefined,
+    plot: undefined,
+    quiet: 30,
+    quietWait: 120,
+    reps: 1,
+  };
   for (let k = 0; k < argv.length; k++) {
     const a = argv[k];
     const v = () => {
@@ -63,29 +88,69 @@ function parseArgs(argv) {
     switch (a) {
       case '--ops': {
         const t = v();
-        o.ops = t === 'all' ? MPI_OPS : t.split(',').map((x) => perf.collectiveNamed(x) ?? (() => { throw new Error(`unknown collective ${x}`); })());
+        o.ops =
+          t === 'all'
+            ? MPI_OPS
+            : t.split(',').map(
+                (x) =>
+                  perf.collectiveNamed(x) ??
+                  (() => {
+                    throw new Error(`unknown collective ${x}`);
+                  })(),
+              );
         break;
       }
-      case '--ranks': o.ranks = v().split(',').map(Number); break;
-      case '-b': o.b = perf.parseSize(v(), '-b'); break;
-      case '-e': o.e = perf.parseSize(v(), '-e'); break;
-      case '-f': o.f = Number(v()); break;
-      case '--time': o.time = Number(v()); break;
-      case '--tcp': o.tcp = true; break;
-      case '--group': o.group = Number(v()); break;
-      case '--quiet': o.quiet = Number(v()); break;
-      case '--reps': o.reps = Number(v()); break;
-      case '--quiet-wait': o.quietWait = Number(v()); break;
-      case '--json': o.json = v(); break;
-      case '--plot': o.plot = v(); break;
-      case '-h': case '--help': console.log(USAGE); process.exit(0); break;
-      default: throw new Error(`unknown option ${a}`);
+      case '--ranks':
+        o.ranks = v().split(',').map(Number);
+        break;
+      case '-b':
+        o.b = perf.parseSize(v(), '-b');
+        break;
+      case '-e':
+        o.e = perf.parseSize(v(), '-e');
+        break;
+      case '-f':
+        o.f = Number(v());
+        break;
+      case '--time':
+        o.time = Number(v());
+        break;
+      case '--tcp':
+        o.tcp = true;
+        break;
+      case '--group':
+        o.group = Number(v());
+        break;
+      case '--quiet':
+        o.quiet = Number(v());
+        break;
+      case '--reps':
+        o.reps = Number(v());
+        break;
+      case '--quiet-wait':
+        o.quietWait = Number(v());
+        break;
+      case '--json':
+        o.json = v();
+        break;
+      case '--plot':
+        o.plot = v();
+        break;
+      case '-h':
+      case '--help':
+        console.log(USAGE);
+        process.exit(0);
+        break;
+      default:
+        throw new Error(`unknown option ${a}`);
     }
   }
-  if (!o.ranks.every((n) => Number.isInteger(n) && n >= 1 && n <= 64)) throw new Error('--ranks expects rank counts in 1..64');
+  if (!o.ranks.every((n) => Number.isInteger(n) && n >= 1 && n <= 64))
+    throw new Error('--ranks expects rank counts in 1..64');
   if (!(o.f >= 2 && Number.isInteger(o.f))) throw new Error('-f expects an integer >= 2');
   if (!(o.time > 0)) throw new Error('--time expects seconds > 0');
-  if (!(Number.isInteger(o.reps) && o.reps >= 1 && o.reps <= 100)) throw new Error('--reps expects an integer in 1..100');
+  if (!(Number.isInteger(o.reps) && o.reps >= 1 && o.reps <= 100))
+    throw new Error('--reps expects an integer in 1..100');
   if (o.group !== undefined && !(Number.isInteger(o.group) && o.group >= 1 && o.ranks.some((n) => n > o.group))) {
     throw new Error('--group expects a rank count smaller than one of --ranks');
   }
@@ -130,25 +195,34 @@ function findGloo() {
   // Debian's python3-torch lives under /usr/bin/python3, which a pyenv or venv python3 may hide.
   for (const py of [process.env.PYTHON, 'python3', '/usr/bin/python3'].filter(Boolean)) {
     const v = ok(py, ['-c', 'import torch, torch.distributed as d; print(torch.__version__, d.is_gloo_available())']);
-    if (v && v.endsWith('True')) return { python: py, version: v.split(' ')[0] };
+    if (v?.endsWith('True')) return { python: py, version: v.split(' ')[0] };
   }
   return undefined;
 }
 
 const mpi = findOpenMpi();
 const gloo = findGloo();
-console.log(`# bench/compare on ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}`);
-console.log(`# anchors found: webccl (this tree)${mpi ? `, Open MPI ${mpi.version}` : ''}${gloo ? `, Gloo (torch ${gloo.version}, ${gloo.python})` : ''}`);
-console.log(`# webccl at its default settings (no WEBCCL_ variable${dropped.length ? `; ignored here: ${dropped.join(', ')}` : ''})`);
-if (!mpi) console.log('# Open MPI not found: apt-get install openmpi-bin libopenmpi-dev  (mpirun and mpicc are needed)');
+console.log(
+  `# bench/compare on ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}`,
+);
+console.log(
+  `# anchors found: webccl (this tree)${mpi ? `, Open MPI ${mpi.version}` : ''}${gloo ? `, Gloo (torch ${gloo.version}, ${gloo.python})` : ''}`,
+);
+console.log(
+  `# webccl at its default settings (no WEBCCL_ variable${dropped.length ? `; ignored here: ${dropped.join(', ')}` : ''})`,
+);
+if (!mpi)
+  console.log('# Open MPI not found: apt-get install openmpi-bin libopenmpi-dev  (mpirun and mpicc are needed)');
 if (!gloo) console.log('# Gloo not found: apt-get install python3-torch  (or set PYTHON to a python3 that has torch)');
 
 // ------------------------------------------------------------------ running one system
 
-
-
 const sweep = (o) => ['-b', String(o.b), '-e', String(o.e), '-f', String(o.f)];
-const parseLines = (text) => text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+const parseLines = (text) =>
+  text
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l));
 
 /**
  * The environment webccl runs in: this one without any WEBCCL_ setting (but the token and job
@@ -161,21 +235,94 @@ function defaultEnv() {
 }
 function runWebccl(op, n, transport, group) {
   const json = join(tmpdir(), `webccl-compare-${process.pid}-${op}-${n}-${transport}${group ? `-g${group}` : ''}.json`);
-  const r = run(process.execPath, [join(root, 'bin', 'webccl.js'), 'perf', op, ...sweep(opts), '--ranks', String(n), ...(group ? ['--group', String(group)] : []), '--transport', transport, '--time', String(opts.time), '--reps', String(opts.reps), '-c', '1', '--json', json], { timeout: 1_800_000, env: defaultEnv() });
+  const r = run(
+    process.execPath,
+    [
+      join(root, 'bin', 'webccl.js'),
+      'perf',
+      op,
+      ...sweep(opts),
+      '--ranks',
+      String(n),
+      ...(group ? ['--group', String(group)] : []),
+      '--transport',
+      transport,
+      '--time',
+      String(opts.time),
+      '--reps',
+      String(opts.reps),
+      '-c',
+      '1',
+      '--json',
+      json,
+    ],
+    { timeout: 1_800_000, env: defaultEnv() },
+  );
   if (!existsSync(json)) return { error: (r.stderr || r.stdout || 'no output').trim().split('\n').slice(-3).join(' ') };
   const rep = JSON.parse(readFileSync(json, 'utf8'));
-  return { rows: rep.rows.map((x) => ({ size: x.size, time_us: x.oop.time_us, busbw: x.oop.busbw, wrong: x.oop.wrong, ip_busbw: x.ip?.busbw })) };
+  return {
+    rows: rep.rows.map((x) => ({
+      size: x.size,
+      time_us: x.oop.time_us,
+      busbw: x.oop.busbw,
+      wrong: x.oop.wrong,
+      ip_busbw: x.ip?.busbw,
+    })),
+  };
 }
 
 function runMpi(op, n, transport) {
-  const btl = transport === 'tcp' ? ['--mca', 'btl', 'self,tcp', '--mca', 'btl_tcp_if_include', 'lo'] : ['--mca', 'btl', 'self,vader'];
-  const r = run('mpirun', ['--allow-run-as-root', '--oversubscribe', '-np', String(n), '--mca', 'pml', 'ob1', ...btl, mpi.exe, '-o', op, ...sweep(opts), '-t', String(opts.time), '-r', String(opts.reps), '-c', '1'], { timeout: 1_800_000 });
+  const btl =
+    transport === 'tcp'
+      ? ['--mca', 'btl', 'self,tcp', '--mca', 'btl_tcp_if_include', 'lo']
+      : ['--mca', 'btl', 'self,vader'];
+  const r = run(
+    'mpirun',
+    [
+      '--allow-run-as-root',
+      '--oversubscribe',
+      '-np',
+      String(n),
+      '--mca',
+      'pml',
+      'ob1',
+      ...btl,
+      mpi.exe,
+      '-o',
+      op,
+      ...sweep(opts),
+      '-t',
+      String(opts.time),
+      '-r',
+      String(opts.reps),
+      '-c',
+      '1',
+    ],
+    { timeout: 1_800_000 },
+  );
   const rows = parseLines(r.stdout);
   return rows.length ? { rows } : { error: (r.stderr || 'no output').trim().split('\n').slice(-3).join(' ') };
 }
 
 function runGloo(op, n) {
-  const r = run(gloo.python, [join(root, 'bench', 'gloo', 'bench_gloo.py'), '--op', op, '--ranks', String(n), ...sweep(opts), '-t', String(opts.time), '-r', String(opts.reps), '-c', '1'], { timeout: 1_800_000 });
+  const r = run(
+    gloo.python,
+    [
+      join(root, 'bench', 'gloo', 'bench_gloo.py'),
+      '--op',
+      op,
+      '--ranks',
+      String(n),
+      ...sweep(opts),
+      '-t',
+      String(opts.time),
+      '-r',
+      String(opts.reps),
+      '-c',
+      '1',
+    ],
+    { timeout: 1_800_000 },
+  );
   const lines = parseLines(r.stdout);
   if (lines[0]?.unsupported) return { unsupported: lines[0].unsupported };
   return lines.length ? { rows: lines } : { error: (r.stderr || 'no output').trim().split('\n').slice(-3).join(' ') };
@@ -189,7 +336,12 @@ for (const n of opts.group === undefined ? [] : opts.ranks.filter((k) => k > opt
     const g = opts.group;
     if (!fits(op, g)) continue;
     const plan = [
-      { name: 'webccl-group', short: 'webccl', label: `webccl shm, group of ${g} in ${n} ranks`, go: () => runWebccl(op, n, 'shm', g) },
+      {
+        name: 'webccl-group',
+        short: 'webccl',
+        label: `webccl shm, group of ${g} in ${n} ranks`,
+        go: () => runWebccl(op, n, 'shm', g),
+      },
       { name: 'world', short: `world${g}`, label: `webccl shm, ${g}-rank world`, go: () => runWebccl(op, g, 'shm') },
     ];
     const systems = [];
@@ -198,9 +350,21 @@ for (const n of opts.group === undefined ? [] : opts.ranks.filter((k) => k > opt
       const busyBefore = waitQuiet(opts.quiet, opts.quietWait);
       const t0 = performance.now();
       const res = p.go();
-      systems.push({ name: p.name, short: p.short, label: p.label, busyBefore, seconds: (performance.now() - t0) / 1000, ...res });
+      systems.push({
+        name: p.name,
+        short: p.short,
+        label: p.label,
+        busyBefore,
+        seconds: (performance.now() - t0) / 1000,
+        ...res,
+      });
     }
-    const group = { op, n: g, title: `${op}, a group of ${g} ranks in a ${n}-rank world against a ${g}-rank world`, systems };
+    const group = {
+      op,
+      n: g,
+      title: `${op}, a group of ${g} ranks in a ${n}-rank world against a ${g}-rank world`,
+      systems,
+    };
     groups.push(group);
     console.log(compareTable(group, availableParallelism(), perf.formatSize));
   }
@@ -215,10 +379,23 @@ for (const n of opts.group === undefined ? opts.ranks : []) {
     const shm = [{ name: 'webccl', short: 'webccl', label: 'webccl shm', go: () => runWebccl(op, n, 'shm') }];
     if (mpi) shm.push({ name: 'ompi-shm', short: 'MPI', label: 'Open MPI vader', go: () => runMpi(op, n, 'shm') });
     const tcp = [];
-    if (opts.tcp && n >= 2) tcp.push({ name: 'webccl-tcp', short: 'webccl-tcp', label: `webccl tcp (${n} processes)`, go: () => runWebccl(op, n, 'tcp') });
-    if (mpi && opts.tcp) tcp.push({ name: 'ompi-tcp', short: 'MPI-tcp', label: 'Open MPI tcp', go: () => runMpi(op, n, 'tcp') });
-    if (gloo && GLOO_OPS.includes(op)) (opts.tcp ? tcp : shm).push({ name: 'gloo', short: 'Gloo', label: 'Gloo tcp', go: () => runGloo(op, n) });
-    const tables = opts.tcp ? [{ transport: 'shm', plan: shm }, { transport: 'tcp', plan: tcp }] : [{ plan: shm }];
+    if (opts.tcp && n >= 2)
+      tcp.push({
+        name: 'webccl-tcp',
+        short: 'webccl-tcp',
+        label: `webccl tcp (${n} processes)`,
+        go: () => runWebccl(op, n, 'tcp'),
+      });
+    if (mpi && opts.tcp)
+      tcp.push({ name: 'ompi-tcp', short: 'MPI-tcp', label: 'Open MPI tcp', go: () => runMpi(op, n, 'tcp') });
+    if (gloo && GLOO_OPS.includes(op))
+      (opts.tcp ? tcp : shm).push({ name: 'gloo', short: 'Gloo', label: 'Gloo tcp', go: () => runGloo(op, n) });
+    const tables = opts.tcp
+      ? [
+          { transport: 'shm', plan: shm },
+          { transport: 'tcp', plan: tcp },
+        ]
+      : [{ plan: shm }];
     for (const { transport, plan } of tables) {
       if (!plan.length) continue;
       const systems = [];
@@ -227,7 +404,14 @@ for (const n of opts.group === undefined ? opts.ranks : []) {
         const busyBefore = waitQuiet(opts.quiet, opts.quietWait);
         const t0 = performance.now();
         const res = p.go();
-        systems.push({ name: p.name, short: p.short, label: p.label, busyBefore, seconds: (performance.now() - t0) / 1000, ...res });
+        systems.push({
+          name: p.name,
+          short: p.short,
+          label: p.label,
+          busyBefore,
+          seconds: (performance.now() - t0) / 1000,
+          ...res,
+        });
       }
       const group = { op, n, ...(transport && { transport }), systems };
       groups.push(group);
@@ -237,10 +421,23 @@ for (const n of opts.group === undefined ? opts.ranks : []) {
 }
 
 if (opts.json) {
-  writeFileSync(opts.json, JSON.stringify({
-    tool: 'bench/compare', date: new Date().toISOString(), node: process.version, cores: availableParallelism(), cpu: cpus()[0]?.model,
-    anchors: { openmpi: mpi?.version ?? null, gloo: gloo?.version ?? null }, sweep: { b: opts.b, e: opts.e, f: opts.f, time: opts.time, reps: opts.reps, tcp: opts.tcp }, groups,
-  }, null, 2) + '\n');
+  writeFileSync(
+    opts.json,
+    `${JSON.stringify(
+      {
+        tool: 'bench/compare',
+        date: new Date().toISOString(),
+        node: process.version,
+        cores: availableParallelism(),
+        cpu: cpus()[0]?.model,
+        anchors: { openmpi: mpi?.version ?? null, gloo: gloo?.version ?? null },
+        sweep: { b: opts.b, e: opts.e, f: opts.f, time: opts.time, reps: opts.reps, tcp: opts.tcp },
+        groups,
+      },
+      null,
+      2,
+    )}\n`,
+  );
   console.log(`\nwrote ${opts.json}`);
 }
 // --plot DIR/ writes DIR/<op>-<n>ranks.svg (and <op>-<n>ranks-tcp.svg with --tcp); --plot FILE.svg
@@ -250,10 +447,17 @@ if (plotDir) mkdirSync(opts.plot, { recursive: true });
 if (opts.plot) {
   for (const g of groups) {
     const tag = `${g.op}-${g.n}ranks${g.transport === 'tcp' ? '-tcp' : ''}`;
-    const file = plotDir ? join(opts.plot, `${tag}.svg`) : groups.length === 1 ? opts.plot : opts.plot.replace(/\.svg$/i, '') + `-${tag}.svg`;
+    const file = plotDir
+      ? join(opts.plot, `${tag}.svg`)
+      : groups.length === 1
+        ? opts.plot
+        : `${opts.plot.replace(/\.svg$/i, '')}-${tag}.svg`;
     const over = g.transport === 'tcp' ? ' over TCP loopback' : g.transport === 'shm' ? ', shared memory' : '';
     try {
-      writeFileSync(file, await perf.renderBusBwChart(compareSeries(g), `${g.op}, ${g.n} ranks${over}, float32 sum: bus bandwidth`));
+      writeFileSync(
+        file,
+        await perf.renderBusBwChart(compareSeries(g), `${g.op}, ${g.n} ranks${over}, float32 sum: bus bandwidth`),
+      );
       console.log(`wrote ${file}`);
     } catch (e) {
       console.error(`bench/compare: --plot: ${e.message}`);

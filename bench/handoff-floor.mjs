@@ -12,9 +12,9 @@
 // per process each exchanging with its counterpart (2 launchers × T threads).
 //   node bench/handoff-floor.mjs [--sizes 8,256K,1M,4M,16M] [--ops 2000] [--pairs 1] [--json FILE]
 import { fork } from 'node:child_process';
-import { createServer, connect } from 'node:net';
 import { writeFileSync } from 'node:fs';
-import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { connect, createServer } from 'node:net';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 
 const WARM = 300;
 
@@ -22,7 +22,10 @@ const WARM = 300;
 async function exchanger({ listen, port, bytes }) {
   const sock = await new Promise((resolve) => {
     if (listen) {
-      const server = createServer((s) => (server.close(), resolve(s)));
+      const server = createServer((s) => {
+        server.close();
+        resolve(s);
+      });
       server.listen(port, '127.0.0.1');
     } else {
       const dial = () => {
@@ -33,18 +36,24 @@ async function exchanger({ listen, port, bytes }) {
     }
   });
   sock.setNoDelay(true);
-  let have = 0, want = 0, wake;
+  let have = 0,
+    want = 0,
+    wake;
   sock.on('data', (d) => {
     have += d.length;
-    if (wake && have >= want) (wake(), (wake = undefined));
+    if (wake && have >= want) {
+      wake();
+      wake = undefined;
+    }
   });
   const out = Buffer.alloc(bytes, 1);
-  const once = () => new Promise((resolve) => {
-    want += bytes;
-    sock.write(out);
-    if (have >= want) resolve();
-    else wake = resolve;
-  });
+  const once = () =>
+    new Promise((resolve) => {
+      want += bytes;
+      sock.write(out);
+      if (have >= want) resolve();
+      else wake = resolve;
+    });
   return { once, end: () => sock.end() };
 }
 
@@ -92,7 +101,11 @@ if (!isMainThread) {
   // One process of the pair: argv JSON { listen, port, bytes, ops, mode, pairs }; prints µs per op.
   const o = JSON.parse(process.argv[3]);
   const start = (data) => new Worker(new URL(import.meta.url), { workerData: data });
-  const message = (w) => new Promise((resolve, reject) => (w.once('message', resolve), w.once('error', reject)));
+  const message = (w) =>
+    new Promise((resolve, reject) => {
+      w.once('message', resolve);
+      w.once('error', reject);
+    });
   let us;
   if (o.mode === 'rank') {
     const ws = Array.from({ length: o.pairs }, (_, k) => start({ ...o, port: o.port + k, role: 'rank' }));
@@ -110,7 +123,9 @@ if (!isMainThread) {
     const i = process.argv.indexOf(`--${name}`);
     return i > 0 ? process.argv[i + 1] : def;
   };
-  const bytesOf = (s) => Number(/^(\d+)([KM]?)$/i.exec(s)?.[1]) * { '': 1, K: 1024, M: 1 << 20 }[/^\d+([KM]?)$/i.exec(s)?.[1].toUpperCase() ?? ''];
+  const bytesOf = (s) =>
+    Number(/^(\d+)([KM]?)$/i.exec(s)?.[1]) *
+    { '': 1, K: 1024, M: 1 << 20 }[/^\d+([KM]?)$/i.exec(s)?.[1].toUpperCase() ?? ''];
   const sizes = arg('sizes', '8,256K,1M,4M,16M').split(',').map(bytesOf);
   const pairs = Number(arg('pairs', '1'));
   const budgetOps = Number(arg('ops', '2000'));
@@ -122,19 +137,35 @@ if (!isMainThread) {
   });
   /** µs per op of one pair of processes in `mode` (the slower end's). */
   const run = async (mode, bytes, ops) => {
-    const ends = [true, false].map((listen) => fork(new URL(import.meta.url).pathname, ['--end', JSON.stringify({ listen, port, bytes, ops, mode, pairs })]));
-    const got = await Promise.all(ends.map((e) => new Promise((resolve, reject) => (e.once('message', resolve), e.once('exit', (c) => c && reject(new Error(`exit ${c}`)))))));
+    const ends = [true, false].map((listen) =>
+      fork(new URL(import.meta.url).pathname, ['--end', JSON.stringify({ listen, port, bytes, ops, mode, pairs })]),
+    );
+    const got = await Promise.all(
+      ends.map(
+        (e) =>
+          new Promise((resolve, reject) => {
+            e.once('message', resolve);
+            e.once('exit', (c) => c && reject(new Error(`exit ${c}`)));
+          }),
+      ),
+    );
     return Math.max(...got.flat());
   };
   const rows = [];
   console.log(`# bench/handoff-floor: ${pairs} pair(s) per process, Node ${process.version}`);
-  console.log(['bytes', 'rank µs', ...(pairs === 1 ? ['thread µs', 'rank/thread'] : [])].map((h) => h.padStart(12)).join(''));
+  console.log(
+    ['bytes', 'rank µs', ...(pairs === 1 ? ['thread µs', 'rank/thread'] : [])].map((h) => h.padStart(12)).join(''),
+  );
   for (const bytes of sizes) {
     const ops = Math.max(50, Math.min(budgetOps, Math.round((budgetOps * 65536) / Math.max(bytes, 65536))));
     const rank = await run('rank', bytes, ops);
     const thread = pairs === 1 ? await run('thread', bytes, ops) : undefined;
     rows.push({ bytes, ops, rankUs: rank, threadUs: thread });
-    console.log([bytes, rank.toFixed(1), ...(thread ? [thread.toFixed(1), (rank / thread).toFixed(2)] : [])].map((c) => String(c).padStart(12)).join(''));
+    console.log(
+      [bytes, rank.toFixed(1), ...(thread ? [thread.toFixed(1), (rank / thread).toFixed(2)] : [])]
+        .map((c) => String(c).padStart(12))
+        .join(''),
+    );
   }
   const json = arg('json', undefined);
   if (json) writeFileSync(json, JSON.stringify({ node: process.version, pairs, rows }, null, 2));

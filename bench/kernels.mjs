@@ -43,7 +43,17 @@ function parseSize(s) {
 }
 const fmtSize = (b) => (b >= 1 << 20 ? `${b / (1 << 20)} MiB` : `${b / 1024} KiB`);
 
-const DTYPES = { f32: [0, 4], f64: [1, 8], i32: [2, 4], u32: [3, 4], i8: [4, 1], u8: [5, 1], i64: [6, 8], bf16: [7, 2], f16: [8, 2] };
+const DTYPES = {
+  f32: [0, 4],
+  f64: [1, 8],
+  i32: [2, 4],
+  u32: [3, 4],
+  i8: [4, 1],
+  u8: [5, 1],
+  i64: [6, 8],
+  bf16: [7, 2],
+  f16: [8, 2],
+};
 const OPS = { sum: 0, prod: 1, max: 2, min: 3 };
 const FLOATS = ['f32', 'f64', 'bf16', 'f16'];
 const KS = [2, 4, 8];
@@ -56,7 +66,12 @@ const bufAt = (j) => base + PAD + j * (maxSize + PAD);
 const table = base;
 const totalBytes = bufAt(9) + PAD;
 const memory = new WebAssembly.Memory({ initial: Math.ceil(totalBytes / 65536), maximum: 32768, shared: true });
-const env = { memory, abort() { throw new Error('abort'); } };
+const env = {
+  memory,
+  abort() {
+    throw new Error('abort');
+  },
+};
 const builds = {};
 for (const name of ['simd', 'scalar']) {
   const bytes = readFileSync(join(root, 'build', `webccl.${name}.wasm`));
@@ -108,17 +123,29 @@ function measure(run, size, traffic, warmMs) {
 }
 
 // --- plain JS loops: in-place sum for each dtype -------------------------------------------
-const ARRAYS = { f32: Float32Array, f64: Float64Array, i32: Int32Array, u32: Uint32Array, i8: Int8Array, u8: Uint8Array, i64: BigInt64Array };
+const ARRAYS = {
+  f32: Float32Array,
+  f64: Float64Array,
+  i32: Int32Array,
+  u32: Uint32Array,
+  i8: Int8Array,
+  u8: Uint8Array,
+  i64: BigInt64Array,
+};
 const F16_TABLE = new Float32Array(65536);
 for (let h = 0; h < 65536; h++) {
-  const e = (h >> 10) & 31, m = h & 1023, s = h & 0x8000 ? -1 : 1;
+  const e = (h >> 10) & 31,
+    m = h & 1023,
+    s = h & 0x8000 ? -1 : 1;
   F16_TABLE[h] = e === 0 ? s * m * 2 ** -24 : e === 31 ? (m ? NaN : s * Infinity) : s * (1024 + m) * 2 ** (e - 25);
 }
 const f32b = new Float32Array(1);
 const u32b = new Uint32Array(f32b.buffer);
 function jsToF16(x) {
   f32b[0] = x;
-  const b = u32b[0], a = b & 0x7fffffff, s = (b >>> 16) & 0x8000;
+  const b = u32b[0],
+    a = b & 0x7fffffff,
+    s = (b >>> 16) & 0x8000;
   if (a > 0x7f800000) return 0x7e00;
   if (a > 0x477fefff) return s | 0x7c00;
   if (a > 0x387fffff) return s | ((a - 0x38000000 + 0xfff + ((a >>> 13) & 1)) >>> 13);
@@ -134,7 +161,10 @@ function jsSumInPlace(dt, size) {
   if (dt === 'f16' || dt === 'bf16') {
     const d = new Uint16Array(memory.buffer, bufAt(0), maxSize / 2);
     const s = new Uint16Array(memory.buffer, bufAt(1), maxSize / 2);
-    if (dt === 'f16') return (bytes) => { for (let i = 0, n = bytes >> 1; i < n; i++) d[i] = jsToF16(F16_TABLE[d[i]] + F16_TABLE[s[i]]); };
+    if (dt === 'f16')
+      return (bytes) => {
+        for (let i = 0, n = bytes >> 1; i < n; i++) d[i] = jsToF16(F16_TABLE[d[i]] + F16_TABLE[s[i]]);
+      };
     return (bytes) => {
       for (let i = 0, n = bytes >> 1; i < n; i++) {
         u32b[0] = d[i] << 16;
@@ -151,13 +181,24 @@ function jsSumInPlace(dt, size) {
   // one shared closure would see every array type and go megamorphic, and code tuned at one
   // size was seen to run at a third of the speed at the next.
   const body = dt === 'i64' ? 'd[i] = BigInt.asIntN(64, d[i] + s[i]);' : 'd[i] += s[i];';
-  const make = new Function('d', 's', `// ${dt} ${size}\nreturn (bytes) => { for (let i = 0, n = bytes >>> ${Math.log2(A.BYTES_PER_ELEMENT)}; i < n; i++) ${body} };`);
+  const make = new Function(
+    'd',
+    's',
+    `// ${dt} ${size}\nreturn (bytes) => { for (let i = 0, n = bytes >>> ${Math.log2(A.BYTES_PER_ELEMENT)}; i < n; i++) ${body} };`,
+  );
   return make(d, s);
 }
 
 // --- plain JS layout conversions: index loops over one image of C channels ------------------
 const LAYOUT_C = 64;
-const LAYOUT_PAIRS = [['NCHW>NHWC', 0, 1], ['NHWC>NCHW', 1, 0], ['NCHW>NC1HWC0', 0, 2], ['NC1HWC0>NCHW', 2, 0], ['NHWC>NC1HWC0', 1, 2], ['NC1HWC0>NHWC', 2, 1]];
+const LAYOUT_PAIRS = [
+  ['NCHW>NHWC', 0, 1],
+  ['NHWC>NCHW', 1, 0],
+  ['NCHW>NC1HWC0', 0, 2],
+  ['NC1HWC0>NCHW', 2, 0],
+  ['NHWC>NC1HWC0', 1, 2],
+  ['NC1HWC0>NHWC', 2, 1],
+];
 /** Offset of channel c of pixel p in each layout (C a multiple of C0 here). */
 const LAYOUT_INDEX = ['c * hw + p', 'p * C + c', '((c / c0 | 0) * hw + p) * c0 + c % c0'];
 function jsLayout(es, from, to, c0, size) {
@@ -165,7 +206,13 @@ function jsLayout(es, from, to, c0, size) {
   const d = new A(memory.buffer, bufAt(0), maxSize / es);
   const s = new A(memory.buffer, bufAt(1), maxSize / es);
   const body = `for (let c = 0; c < C; c++) for (let p = 0; p < hw; p++) d[${LAYOUT_INDEX[to]}] = s[${LAYOUT_INDEX[from]}];`;
-  const make = new Function('d', 's', 'C', 'c0', `// ${es} ${from} ${to} ${size}\nreturn (bytes) => { const hw = bytes / ${es * LAYOUT_C}; ${body} };`);
+  const make = new Function(
+    'd',
+    's',
+    'C',
+    'c0',
+    `// ${es} ${from} ${to} ${size}\nreturn (bytes) => { const hw = bytes / ${es * LAYOUT_C}; ${body} };`,
+  );
   return make(d, s, LAYOUT_C, c0);
 }
 
@@ -184,33 +231,48 @@ function record(kernel, dtype, op, form, build, size, traffic, run) {
 }
 
 for (const size of sizes) {
-  const d = bufAt(0), a = bufAt(1), b = bufAt(2);
+  const d = bufAt(0),
+    a = bufAt(1),
+    b = bufAt(2);
   for (const [dt, [code, esz]] of Object.entries(DTYPES)) {
     fillBuffers();
     for (const [op, oc] of Object.entries(OPS)) {
       for (const [bn, x] of Object.entries(builds)) {
         record('reduceInto', dt, op, 'inplace', bn, size, 3, (n) => x.reduceInto(code, oc, d, a, n / esz));
         record('reduce2', dt, op, 'outofplace', bn, size, 3, (n) => x.reduce2(code, oc, d, a, b, n / esz));
-        for (const k of KS) record('reduceK', dt, op, `k${k}`, bn, size, k + 1, (n) => x.reduceK(code, oc, d, table, k, n / esz));
+        for (const k of KS)
+          record('reduceK', dt, op, `k${k}`, bn, size, k + 1, (n) => x.reduceK(code, oc, d, table, k, n / esz));
       }
     }
     record('reduceInto', dt, 'sum', 'inplace', 'js', size, 3, jsSumInPlace(dt, size));
     if (FLOATS.includes(dt)) {
-      for (const [bn, x] of Object.entries(builds)) record('scale', dt, '-', 'outofplace', bn, size, 2, (n) => x.scale(code, d, a, n / esz, 0.25));
+      for (const [bn, x] of Object.entries(builds))
+        record('scale', dt, '-', 'outofplace', bn, size, 2, (n) => x.scale(code, d, a, n / esz, 0.25));
     }
   }
   for (const [bn, x] of Object.entries(builds)) {
     record('copyBytes', 'u8', '-', 'outofplace', bn, size, 2, (n) => x.copyBytes(d, a, n));
-    for (const [conv, half] of [['f32ToF16', 'f16'], ['f16ToF32', 'f16'], ['f32ToBf16', 'bf16'], ['bf16ToF32', 'bf16']]) {
+    for (const [conv, half] of [
+      ['f32ToF16', 'f16'],
+      ['f16ToF32', 'f16'],
+      ['f32ToBf16', 'bf16'],
+      ['bf16ToF32', 'bf16'],
+    ]) {
       record(conv, half, '-', 'convert', bn, size, 1.5, (n) => x[conv](d, a, n / 4));
     }
   }
   fillBuffers();
-  for (const [es, dt] of [[1, 'u8'], [2, 'f16'], [4, 'f32']]) {
+  for (const [es, dt] of [
+    [1, 'u8'],
+    [2, 'f16'],
+    [4, 'f32'],
+  ]) {
     for (const [pair, from, to] of LAYOUT_PAIRS) {
       const c0 = es === 1 ? 32 : 16;
       for (const [bn, x] of Object.entries(builds)) {
-        record('layout', dt, pair, 'convert', bn, size, 2, (n) => x.convertLayout(es, from, to, d, a, 1, LAYOUT_C, n / (es * LAYOUT_C), c0));
+        record('layout', dt, pair, 'convert', bn, size, 2, (n) =>
+          x.convertLayout(es, from, to, d, a, 1, LAYOUT_C, n / (es * LAYOUT_C), c0),
+        );
       }
       record('layout', dt, pair, 'convert', 'js', size, 2, jsLayout(es, from, to, c0, size));
     }
@@ -218,7 +280,9 @@ for (const size of sizes) {
   const dst8 = new Uint8Array(memory.buffer, d, maxSize);
   const src8 = new Uint8Array(memory.buffer, a, maxSize);
   const srcFull = src8.subarray(0, size);
-  record('copyBytes', 'u8', '-', 'outofplace', 'memcpy', size, 2, (n) => dst8.set(n === size ? srcFull : src8.subarray(0, n)));
+  record('copyBytes', 'u8', '-', 'outofplace', 'memcpy', size, 2, (n) =>
+    dst8.set(n === size ? srcFull : src8.subarray(0, n)),
+  );
 }
 
 // --- report -----------------------------------------------------------------------------------
@@ -227,7 +291,9 @@ const pad = (s, n) => String(s).padEnd(n);
 const num = (x) => (x === undefined ? '' : x.toFixed(2)).padStart(9);
 for (const size of sizes) {
   console.log(`\n== ${fmtSize(size)} per buffer (GB/s, reads + writes) ==`);
-  console.log(`${pad('kernel', 11)}${pad('dtype', 6)}${pad('op', 13)}${pad('form', 11)}${BUILDS.map((b) => b.padStart(9)).join('')}  simd/scalar`);
+  console.log(
+    `${pad('kernel', 11)}${pad('dtype', 6)}${pad('op', 13)}${pad('form', 11)}${BUILDS.map((b) => b.padStart(9)).join('')}  simd/scalar`,
+  );
   const groups = new Map();
   for (const r of rows.filter((r) => r.bytes === size)) {
     const key = `${r.kernel}|${r.dtype}|${r.op}|${r.form}`;
@@ -237,29 +303,50 @@ for (const size of sizes) {
   for (const [key, g] of groups) {
     const [kernel, dtype, op, form] = key.split('|');
     const ratio = g.simd && g.scalar ? `${(g.simd / g.scalar).toFixed(1)}x`.padStart(12) : '';
-    console.log(`${pad(kernel, 11)}${pad(dtype, 6)}${pad(op, 13)}${pad(form, 11)}${BUILDS.map((b) => num(g[b])).join('')}${ratio}`);
+    console.log(
+      `${pad(kernel, 11)}${pad(dtype, 6)}${pad(op, 13)}${pad(form, 11)}${BUILDS.map((b) => num(g[b])).join('')}${ratio}`,
+    );
   }
-  const pick = (kernel, dtype, op, build) => rows.find((r) => r.bytes === size && r.kernel === kernel && r.dtype === dtype && r.op === op && r.build === build)?.gbps;
+  const pick = (kernel, dtype, op, build) =>
+    rows.find((r) => r.bytes === size && r.kernel === kernel && r.dtype === dtype && r.op === op && r.build === build)
+      ?.gbps;
   // Layouts against both copies (TypedArray.set and the wasm memory.copy) and the plain-JS loop.
   const copies = [pick('copyBytes', 'u8', '-', 'memcpy'), pick('copyBytes', 'u8', '-', 'simd')];
   const layouts = rows.filter((r) => r.bytes === size && r.kernel === 'layout' && r.build === 'simd');
   if (layouts.length && copies.every(Boolean)) {
-    console.log(`layouts (simd) as × TypedArray.set ${copies[0]} GB/s / × memory.copy ${copies[1]} GB/s / × the plain-JS loop: ` +
-      layouts.map((r) => `${r.dtype} ${r.op} ${(r.gbps / copies[0]).toFixed(2)} / ${(r.gbps / copies[1]).toFixed(2)} / ${(r.gbps / pick('layout', r.dtype, r.op, 'js')).toFixed(1)}`).join(', '));
+    console.log(
+      `layouts (simd) as × TypedArray.set ${copies[0]} GB/s / × memory.copy ${copies[1]} GB/s / × the plain-JS loop: ` +
+        layouts
+          .map(
+            (r) =>
+              `${r.dtype} ${r.op} ${(r.gbps / copies[0]).toFixed(2)} / ${(r.gbps / copies[1]).toFixed(2)} / ${(r.gbps / pick('layout', r.dtype, r.op, 'js')).toFixed(1)}`,
+          )
+          .join(', '),
+    );
   }
-  const ref = rows.find((r) => r.bytes === size && r.kernel === 'reduceInto' && r.dtype === 'f32' && r.op === 'sum' && r.build === 'simd');
+  const ref = rows.find(
+    (r) => r.bytes === size && r.kernel === 'reduceInto' && r.dtype === 'f32' && r.op === 'sum' && r.build === 'simd',
+  );
   if (!ref) continue;
-  console.log(`f32 sum in place: simd ${ref.gbps}, scalar ${pick('reduceInto', 'f32', 'sum', 'scalar')}, ` +
-    `plain JS ${pick('reduceInto', 'f32', 'sum', 'js')}; copy: TypedArray.set ${pick('copyBytes', 'u8', '-', 'memcpy')}, ` +
-    `memory.copy ${pick('copyBytes', 'u8', '-', 'simd')} GB/s`);
+  console.log(
+    `f32 sum in place: simd ${ref.gbps}, scalar ${pick('reduceInto', 'f32', 'sum', 'scalar')}, plain JS ${pick('reduceInto', 'f32', 'sum', 'js')}; copy: TypedArray.set ${pick('copyBytes', 'u8', '-', 'memcpy')}, memory.copy ${pick('copyBytes', 'u8', '-', 'simd')} GB/s`,
+  );
   const rel = rows
     .filter((r) => r.bytes === size && r.kernel === 'reduceInto' && r.build === 'simd')
     .map((r) => ({ ...r, rel: r.gbps / ref.gbps }))
     .sort((x, y) => x.rel - y.rel);
-  console.log(`lowest simd in-place dtype×op vs f32 sum (${ref.gbps} GB/s): ` +
-    rel.slice(0, 5).map((r) => `${r.dtype} ${r.op} ${r.rel.toFixed(2)}x`).join(', '));
+  console.log(
+    `lowest simd in-place dtype×op vs f32 sum (${ref.gbps} GB/s): ` +
+      rel
+        .slice(0, 5)
+        .map((r) => `${r.dtype} ${r.op} ${r.rel.toFixed(2)}x`)
+        .join(', '),
+  );
   const halves = rel.filter((r) => r.op === 'sum' && (r.dtype === 'f16' || r.dtype === 'bf16'));
-  if (halves.length) console.log(`halves' sum in place vs f32 sum (simd): ${halves.map((r) => `${r.dtype} ${r.rel.toFixed(2)}x`).join(', ')}`);
+  if (halves.length)
+    console.log(
+      `halves' sum in place vs f32 sum (simd): ${halves.map((r) => `${r.dtype} ${r.rel.toFixed(2)}x`).join(', ')}`,
+    );
 }
 console.log(`\n${rows.length} measurements in ${((now() - started) / 1000).toFixed(0)} s`);
 if (jsonFile) {

@@ -16,12 +16,20 @@ const option = (name, dflt) => {
 const [N, C, H, W] = option('--shape', '4,20,64,64').split(',').map(Number);
 const dtype = option('--dtype', 'f32');
 const iters = Number(option('--iters', '20'));
-const Arr = { f32: Float32Array, u8: Uint8Array, f16: Uint16Array, bf16: Uint16Array, i32: Int32Array, f64: Float64Array }[dtype];
+const Arr = {
+  f32: Float32Array,
+  u8: Uint8Array,
+  f16: Uint16Array,
+  bf16: Uint16Array,
+  i32: Int32Array,
+  f64: Float64Array,
+}[dtype];
 
 const comm = await ccl.initCommGroup();
 const logical = N * C * H * W;
 const mine = comm.rank % 2 === 0 ? 'NC1HWC0' : 'NHWC';
-const tensor = (n, layout) => ccl.convertLayout({ data: new Arr(n * C * H * W), dtype, shape: [n, C, H, W], layout: 'NCHW' }, layout);
+const tensor = (n, layout) =>
+  ccl.convertLayout({ data: new Arr(n * C * H * W), dtype, shape: [n, C, H, W], layout: 'NCHW' }, layout);
 
 async function time(issue) {
   const ms = [];
@@ -48,9 +56,9 @@ const autoMs = await time(() => comm.allGather(lout, lin));
 const bytes = logical * Arr.BYTES_PER_ELEMENT;
 for (let r = 0; r < comm.size; r++) {
   if (r === comm.rank) {
-    console.log(`rank ${r} (${mine}): allGather of [${N}, ${C}, ${H}, ${W}] ${dtype} (${(bytes / 2 ** 20).toFixed(2)} MiB per rank): ` +
-      `row-major ${rowMajorMs.toFixed(2)} ms, mixed layouts ${mixedMs.toFixed(2)} ms (without wireLayout ${autoMs.toFixed(2)} ms); conversions ${convMs.toFixed(2)} ms per op ` +
-      `(${((100 * convMs) / mixedMs).toFixed(0)}% of the op, ${(after.conversions - before.conversions) / (iters + 3)} per op)`);
+    console.log(
+      `rank ${r} (${mine}): allGather of [${N}, ${C}, ${H}, ${W}] ${dtype} (${(bytes / 2 ** 20).toFixed(2)} MiB per rank): row-major ${rowMajorMs.toFixed(2)} ms, mixed layouts ${mixedMs.toFixed(2)} ms (without wireLayout ${autoMs.toFixed(2)} ms); conversions ${convMs.toFixed(2)} ms per op (${((100 * convMs) / mixedMs).toFixed(0)}% of the op, ${(after.conversions - before.conversions) / (iters + 3)} per op)`,
+    );
   }
   await comm.barrier();
 }

@@ -49,7 +49,6 @@ export function benchOptions(name, parse, root) {
   return o;
 }
 
-
 /** The value after flag `name` in argv, or `dflt` (simple scripts: `--ranks 1024,4096`). */
 export function flagOf(args, name, dflt) {
   const i = args.indexOf(name);

@@ -39,10 +39,14 @@ async function rank() {
     await w;
     const t2 = performance.now();
     const { startedAt, completedAt } = w.timing;
-    [t1 - t0, startedAt - t0, completedAt - startedAt, t2 - completedAt, t2 - t0].forEach((v, k) => parts[k].push(v * 1000));
+    [t1 - t0, startedAt - t0, completedAt - startedAt, t2 - completedAt, t2 - t0].forEach((v, k) =>
+      parts[k].push(v * 1000),
+    );
   }
   const median = (v) => v.sort((a, b) => a - b)[v.length >> 1];
-  console.log(JSON.stringify({ rank: comm.rank, mode: comm.progressMode, parts: parts.map((v) => +median(v).toFixed(1)) }));
+  console.log(
+    JSON.stringify({ rank: comm.rank, mode: comm.progressMode, parts: parts.map((v) => +median(v).toFixed(1)) }),
+  );
   await comm.destroy();
 }
 
@@ -54,16 +58,37 @@ function main() {
   };
   const bytes = parseBytes(opt('bytes', '1M'));
   const modes = opt('modes', 'caller,thread').split(',');
-  console.log(`# bench/op-parts: 2 processes over TCP, allReduce of ${bytes} bytes awaited back to back, medians in µs (Node ${process.version})`);
-  console.log(`${'mode'.padEnd(8)} ${'rank'.padStart(4)} ${['issue', 'toStart', 'run', 'toResume', 'total'].map((h) => h.padStart(9)).join(' ')}`);
+  console.log(
+    `# bench/op-parts: 2 processes over TCP, allReduce of ${bytes} bytes awaited back to back, medians in µs (Node ${process.version})`,
+  );
+  console.log(
+    `${'mode'.padEnd(8)} ${'rank'.padStart(4)} ${['issue', 'toStart', 'run', 'toResume', 'total'].map((h) => h.padStart(9)).join(' ')}`,
+  );
   for (const mode of modes) {
-    const env = { ...process.env, PARTS_BYTES: String(bytes), PARTS_OPS: opt('ops', '3000'), PARTS_WARMUP: opt('warmup', '200'), WEBCCL_TRANSPORT: 'tcp' };
+    const env = {
+      ...process.env,
+      PARTS_BYTES: String(bytes),
+      PARTS_OPS: opt('ops', '3000'),
+      PARTS_WARMUP: opt('warmup', '200'),
+      WEBCCL_TRANSPORT: 'tcp',
+    };
     if (mode === 'auto') delete env.WEBCCL_PROGRESS;
     else env.WEBCCL_PROGRESS = mode;
-    const r = spawnSync(process.execPath, [join(here, '..', 'bin', 'webccl.js'), 'run', '--procs', '-n', '2', fileURLToPath(import.meta.url)], { env, encoding: 'utf8' });
+    const r = spawnSync(
+      process.execPath,
+      [join(here, '..', 'bin', 'webccl.js'), 'run', '--procs', '-n', '2', fileURLToPath(import.meta.url)],
+      { env, encoding: 'utf8' },
+    );
     if (r.status !== 0) throw new Error(`ranks failed (${mode}): ${r.stderr.trim().split('\n').slice(-3).join(' ')}`);
-    const rows = r.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)).sort((a, b) => a.rank - b.rank);
-    for (const row of rows) console.log(`${mode.padEnd(8)} ${String(row.rank).padStart(4)} ${row.parts.map((v) => v.toFixed(1).padStart(9)).join(' ')}`);
+    const rows = r.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l))
+      .sort((a, b) => a.rank - b.rank);
+    for (const row of rows)
+      console.log(
+        `${mode.padEnd(8)} ${String(row.rank).padStart(4)} ${row.parts.map((v) => v.toFixed(1).padStart(9)).join(' ')}`,
+      );
   }
 }
 

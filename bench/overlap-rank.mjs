@@ -20,7 +20,10 @@ const o = JSON.parse(process.argv[2]);
 const comm = await ccl.initCommGroup();
 const rank = comm.rank;
 
-/** The mode that moved the ops: the communicator's own account if it gives one, else 'caller' (no progress thread in this build). */
+/**
+ * The mode that moved the ops: the communicator's own account if it gives one, else 'caller' (no progress thread in
+ * this build).
+ */
 const ran = typeof comm.progressMode === 'string' ? comm.progressMode : 'caller';
 
 // One unit of compute: a few hundred dependent floating-point operations on a small array that
@@ -114,7 +117,17 @@ async function timed(fn) {
 
 const perMs = calibrate();
 const roundMs = o.regime === 'idle' ? await calibrateRound(perMs) : NaN;
-if (rank === 0) console.log(JSON.stringify({ kind: 'mode', progress: ran, requested: process.env.WEBCCL_PROGRESS ?? '(unset: auto)', regime: o.regime, size: comm.size, acrossNodes: comm.acrossNodes }));
+if (rank === 0)
+  console.log(
+    JSON.stringify({
+      kind: 'mode',
+      progress: ran,
+      requested: process.env.WEBCCL_PROGRESS ?? '(unset: auto)',
+      regime: o.regime,
+      size: comm.size,
+      acrossNodes: comm.acrossNodes,
+    }),
+  );
 
 for (const bytes of o.sizes) {
   const count = bytes / 4;

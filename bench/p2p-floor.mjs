@@ -154,9 +154,12 @@ async function sitting(depth) {
   return sorted[Math.floor(sorted.length / 2)];
 }
 
-console.log(`# bench/p2p-floor: 8-byte ping-pong between 2 worker threads, no library; one-way us (round trip / 2), median of ${reps} x ${iters} round trips`);
+console.log(
+  `# bench/p2p-floor: 8-byte ping-pong between 2 worker threads, no library; one-way us (round trip / 2), median of ${reps} x ${iters} round trips`,
+);
 console.log('# depth     one-way(us)');
-for (const depth of ['word', 'records', 'handles']) console.log(`${depth.padEnd(10)} ${(await sitting(depth)).toFixed(3).padStart(11)}`);
+for (const depth of ['word', 'records', 'handles'])
+  console.log(`${depth.padEnd(10)} ${(await sitting(depth)).toFixed(3).padStart(11)}`);
 
 /** µs of CPU per message: `step(i)` sends from rank i & 1 to the other and completes both ops. */
 function cpuPerMessage(step) {
@@ -175,24 +178,35 @@ function webcclStep() {
   const comms = [0, 1].map((r) => new Communicator(joinNode(node, r, { cores: 2 }), { timeoutMs: 60_000 }));
   const bufs = [new Uint8Array(8), new Uint8Array(8)];
   return (i) => {
-    const a = i & 1, z = a ^ 1;
+    const a = i & 1,
+      z = a ^ 1;
     const s = comms[a].send(bufs[a], z);
     const r = comms[z].recv(bufs[z], a);
     if (!r.isCompleted() || !s.isCompleted()) throw new Error('an op of a one-thread ping-pong did not complete');
   };
 }
 
-/** The `handles` depth's send and recv, both ranks in this thread (a slot of each ring is free again once its record was read back). */
+/**
+ * The `handles` depth's send and recv, both ranks in this thread (a slot of each ring is free again once its record was
+ * read back).
+ */
 function handlesStep() {
-  const i32 = new Int32Array(new SharedArrayBuffer(2 * 256 * 64)), u8 = new Uint8Array(i32.buffer);
+  const i32 = new Int32Array(new SharedArrayBuffer(2 * 256 * 64)),
+    u8 = new Uint8Array(i32.buffer);
   const bufs = [new Uint8Array(8), new Uint8Array(8)];
   const records = new WeakMap(bufs.map((b) => [b, { bytes: b, count: 8 }]));
-  const sent = [0, 0], taken = [0, 0];
+  const sent = [0, 0],
+    taken = [0, 0];
   const timed = () => ({ issuedAt: performance.now(), completedAt: NaN });
   return (i) => {
-    const a = i & 1, z = a ^ 1;
-    const from = records.get(bufs[a]).bytes, into = records.get(bufs[z]).bytes;
-    const send = timed(), num = sent[a]++, rec = (a * 256 + (num % 256)) * 64, w = rec >> 2;
+    const a = i & 1,
+      z = a ^ 1;
+    const from = records.get(bufs[a]).bytes,
+      into = records.get(bufs[z]).bytes;
+    const send = timed(),
+      num = sent[a]++,
+      rec = (a * 256 + (num % 256)) * 64,
+      w = rec >> 2;
     i32[w + 1] = num;
     for (let k = 0; k < 8; k++) u8[rec + 32 + k] = from[k];
     Atomics.store(i32, w, 1);

@@ -25,7 +25,8 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'bin', 'webccl.js');
 const rankScript = join(root, 'bench', 'pingpong-rank.mjs');
 
-const USAGE = 'usage: node bench/pingpong.mjs [-b 8] [-e 1M] [-f 8] [-n 20000] [--reps 3] [--sittings 1] [--only shm|tcp] [--alloc] [--quiet 30] [--json FILE]';
+const USAGE =
+  'usage: node bench/pingpong.mjs [-b 8] [-e 1M] [-f 8] [-n 20000] [--reps 3] [--sittings 1] [--only shm|tcp] [--alloc] [--quiet 30] [--json FILE]';
 
 function size(s) {
   const m = /^(\d+(?:\.\d+)?)([KMG]?)$/i.exec(s);
@@ -34,7 +35,18 @@ function size(s) {
 }
 
 function parseArgs(argv) {
-  const o = { b: 8, e: 1 << 20, f: 8, n: 20000, reps: 3, sittings: 1, only: undefined, alloc: false, quiet: 30, json: undefined };
+  const o = {
+    b: 8,
+    e: 1 << 20,
+    f: 8,
+    n: 20000,
+    reps: 3,
+    sittings: 1,
+    only: undefined,
+    alloc: false,
+    quiet: 30,
+    json: undefined,
+  };
   for (let k = 0; k < argv.length; k++) {
     const a = argv[k];
     const v = () => {
@@ -42,29 +54,60 @@ function parseArgs(argv) {
       return argv[++k];
     };
     switch (a) {
-      case '-b': o.b = size(v()); break;
-      case '-e': o.e = size(v()); break;
-      case '-f': o.f = Number(v()); break;
-      case '-n': o.n = Number(v()); break;
-      case '--reps': o.reps = Number(v()); break;
-      case '--sittings': o.sittings = Number(v()); break;
-      case '--only': o.only = v(); break;
-      case '--alloc': o.alloc = true; break;
-      case '--quiet': o.quiet = Number(v()); break;
-      case '--json': o.json = v(); break;
-      case '-h': case '--help': console.log(USAGE); process.exit(0); break;
-      default: throw new Error(`unknown option ${a}\n${USAGE}`);
+      case '-b':
+        o.b = size(v());
+        break;
+      case '-e':
+        o.e = size(v());
+        break;
+      case '-f':
+        o.f = Number(v());
+        break;
+      case '-n':
+        o.n = Number(v());
+        break;
+      case '--reps':
+        o.reps = Number(v());
+        break;
+      case '--sittings':
+        o.sittings = Number(v());
+        break;
+      case '--only':
+        o.only = v();
+        break;
+      case '--alloc':
+        o.alloc = true;
+        break;
+      case '--quiet':
+        o.quiet = Number(v());
+        break;
+      case '--json':
+        o.json = v();
+        break;
+      case '-h':
+      case '--help':
+        console.log(USAGE);
+        process.exit(0);
+        break;
+      default:
+        throw new Error(`unknown option ${a}\n${USAGE}`);
     }
   }
-  if (!(o.b >= 1 && o.e >= o.b && o.f >= 2 && o.n >= 1 && o.reps >= 1 && o.sittings >= 1)) throw new Error(`bad sweep\n${USAGE}`);
+  if (!(o.b >= 1 && o.e >= o.b && o.f >= 2 && o.n >= 1 && o.reps >= 1 && o.sittings >= 1))
+    throw new Error(`bad sweep\n${USAGE}`);
   if (o.only && o.only !== 'shm' && o.only !== 'tcp') throw new Error(`--only takes shm or tcp\n${USAGE}`);
   return o;
 }
 
 const opts = benchOptions('pingpong', parseArgs, root);
 
-const run = (cmd, args, o = {}) => spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, timeout: 900_000, ...o });
-const parseLines = (text) => (text ?? '').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+const run = (cmd, args, o = {}) =>
+  spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, timeout: 900_000, ...o });
+const parseLines = (text) =>
+  (text ?? '')
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l));
 
 function findOpenMpi() {
   const version = run('mpirun', ['--version']).stdout;
@@ -82,42 +125,94 @@ function findOpenMpi() {
   return { exe, version: /\d+\.\d+(\.\d+)?/.exec(version)?.[0] ?? '?' };
 }
 
-
-
 function runWebccl(transport) {
   const n = transport === 'tcp' ? Math.max(20, Math.floor(opts.n / 10)) : opts.n;
-  const params = { b: opts.b, e: opts.e, f: opts.f, n, w: Math.min(1000, n), reps: opts.reps, sync: transport === 'shm', alloc: opts.alloc };
-  const r = run(process.execPath, [cli, 'run', ...(transport === 'tcp' ? ['--procs'] : []), '-n', '2', rankScript, JSON.stringify(params)]);
+  const params = {
+    b: opts.b,
+    e: opts.e,
+    f: opts.f,
+    n,
+    w: Math.min(1000, n),
+    reps: opts.reps,
+    sync: transport === 'shm',
+    alloc: opts.alloc,
+  };
+  const r = run(process.execPath, [
+    cli,
+    'run',
+    ...(transport === 'tcp' ? ['--procs'] : []),
+    '-n',
+    '2',
+    rankScript,
+    JSON.stringify(params),
+  ]);
   if (r.status !== 0) throw new Error(`webccl ${transport} run failed:\n${r.stderr}`);
   return parseLines(r.stdout);
 }
 
 function runMpi(mpi, transport) {
   const n = transport === 'tcp' ? Math.max(20, Math.floor(opts.n / 10)) : opts.n;
-  const btl = transport === 'tcp' ? ['--mca', 'btl', 'self,tcp', '--mca', 'btl_tcp_if_include', 'lo'] : ['--mca', 'btl', 'self,vader'];
-  const r = run('mpirun', ['--allow-run-as-root', '--oversubscribe', '-np', '2', '--mca', 'pml', 'ob1', ...btl, mpi.exe,
-    '-b', String(opts.b), '-e', String(opts.e), '-f', String(opts.f), '-n', String(n), '-w', String(Math.min(1000, n)), '-r', String(opts.reps)]);
+  const btl =
+    transport === 'tcp'
+      ? ['--mca', 'btl', 'self,tcp', '--mca', 'btl_tcp_if_include', 'lo']
+      : ['--mca', 'btl', 'self,vader'];
+  const r = run('mpirun', [
+    '--allow-run-as-root',
+    '--oversubscribe',
+    '-np',
+    '2',
+    '--mca',
+    'pml',
+    'ob1',
+    ...btl,
+    mpi.exe,
+    '-b',
+    String(opts.b),
+    '-e',
+    String(opts.e),
+    '-f',
+    String(opts.f),
+    '-n',
+    String(n),
+    '-w',
+    String(Math.min(1000, n)),
+    '-r',
+    String(opts.reps),
+  ]);
   if (r.status !== 0) throw new Error(`Open MPI ${transport} run failed:\n${r.stderr}`);
   return parseLines(r.stdout);
 }
 
 /** Raw Node.js sockets bouncing 8 bytes between 2 processes: the floor under any Node TCP ping-pong. */
 function runTcpFloor() {
-  const r = run(process.execPath, [join(root, 'bench', 'tcp-floor.mjs'), String(Math.max(500, Math.floor(opts.n / 4)))]);
+  const r = run(process.execPath, [
+    join(root, 'bench', 'tcp-floor.mjs'),
+    String(Math.max(500, Math.floor(opts.n / 4))),
+  ]);
   return r.status === 0 ? parseLines(r.stdout)[0] : undefined;
 }
 
 const fmt = (x, w, d = 2) => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(d)).padStart(w);
 const mpi = findOpenMpi();
-console.log(`# bench/pingpong on ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}${mpi ? `, Open MPI ${mpi.version}` : ''}`);
-console.log(`# send/recv ping-pong between 2 ranks; time = one-way latency (round trip / 2), median of ${opts.reps} blocks; ${opts.alloc ? 'comm.alloc()' : 'plain'} buffers`);
-if (!mpi) console.log('# Open MPI not found: apt-get install openmpi-bin libopenmpi-dev (the ratio column stays empty)');
+console.log(
+  `# bench/pingpong on ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}${mpi ? `, Open MPI ${mpi.version}` : ''}`,
+);
+console.log(
+  `# send/recv ping-pong between 2 ranks; time = one-way latency (round trip / 2), median of ${opts.reps} blocks; ${opts.alloc ? 'comm.alloc()' : 'plain'} buffers`,
+);
+if (!mpi)
+  console.log('# Open MPI not found: apt-get install openmpi-bin libopenmpi-dev (the ratio column stays empty)');
 
 const results = [];
 for (const transport of ['shm', 'tcp'].filter((t) => !opts.only || t === opts.only)) {
   /** Each side's best time per size over the sittings, and how busy the CPUs were before each. */
-  const best = (runs) => runs.flat().reduce((m, row) => (m.has(row.bytes) && m.get(row.bytes).us <= row.us ? m : m.set(row.bytes, row)), new Map());
-  const oursAll = [], theirsAll = [], busy = { webccl: [], mpi: [] };
+  const best = (runs) =>
+    runs
+      .flat()
+      .reduce((m, row) => (m.has(row.bytes) && m.get(row.bytes).us <= row.us ? m : m.set(row.bytes, row)), new Map());
+  const oursAll = [],
+    theirsAll = [],
+    busy = { webccl: [], mpi: [] };
   for (let k = 0; k < opts.sittings; k++) {
     busy.webccl.push(waitQuiet(opts.quiet));
     oursAll.push(runWebccl(transport));
@@ -127,20 +222,58 @@ for (const transport of ['shm', 'tcp'].filter((t) => !opts.only || t === opts.on
   }
   const ours = [...best(oursAll).values()];
   const theirs = [...best(theirsAll).values()];
-  const busyWebccl = busy.webccl.join('/'), busyMpi = busy.mpi.join('/') || undefined;
+  const busyWebccl = busy.webccl.join('/'),
+    busyMpi = busy.mpi.join('/') || undefined;
   const floor = transport === 'tcp' ? runTcpFloor() : undefined;
   const all = { webccl: oursAll, mpi: theirsAll };
-  const where = transport === 'shm' ? 'shared memory (webccl: 2 threads of one node; Open MPI: vader)' : 'TCP loopback (webccl: 2 processes; Open MPI: btl tcp)';
-  console.log(`#\n# ${where}; best of ${opts.sittings} sitting(s); CPUs busy before each: webccl ${busyWebccl || '?'}%, Open MPI ${busyMpi ?? '?'}%`);
-  if (floor) console.log(`# Node.js raw-socket floor (bench/tcp-floor.mjs, 8 B, no library): ${floor.us.toFixed(2)} us one-way`);
+  const where =
+    transport === 'shm'
+      ? 'shared memory (webccl: 2 threads of one node; Open MPI: vader)'
+      : 'TCP loopback (webccl: 2 processes; Open MPI: btl tcp)';
+  console.log(
+    `#\n# ${where}; best of ${opts.sittings} sitting(s); CPUs busy before each: webccl ${busyWebccl || '?'}%, Open MPI ${busyMpi ?? '?'}%`,
+  );
+  if (floor)
+    console.log(`# Node.js raw-socket floor (bench/tcp-floor.mjs, 8 B, no library): ${floor.us.toFixed(2)} us one-way`);
   console.log('#       size    count   type   iters   time(us)  algbw(GB/s)  mpi time(us)  ratio');
   for (const row of ours) {
     const m = theirs.find((t) => t.bytes === row.bytes);
     const ratio = m ? row.us / m.us : undefined;
     const algbw = row.bytes / (row.us * 1e3);
-    console.log(`${String(row.bytes).padStart(12)} ${String(row.bytes).padStart(8)} ${'u8'.padStart(6)} ${String(row.iters).padStart(7)} ${fmt(row.us, 10)} ${fmt(algbw, 12)} ${fmt(m?.us, 13)} ${fmt(ratio, 6)}`);
-    results.push({ transport, bytes: row.bytes, iters: row.iters, us: row.us, algbwGBs: algbw, mpiUs: m?.us, ratio, busyWebccl, busyMpi, nodeTcpFloorUs: floor?.us,
-      sittings: { webccl: all.webccl.map((r) => r.find((x) => x.bytes === row.bytes)?.us), mpi: all.mpi.map((r) => r.find((x) => x.bytes === row.bytes)?.us) } });
+    console.log(
+      `${String(row.bytes).padStart(12)} ${String(row.bytes).padStart(8)} ${'u8'.padStart(6)} ${String(row.iters).padStart(7)} ${fmt(row.us, 10)} ${fmt(algbw, 12)} ${fmt(m?.us, 13)} ${fmt(ratio, 6)}`,
+    );
+    results.push({
+      transport,
+      bytes: row.bytes,
+      iters: row.iters,
+      us: row.us,
+      algbwGBs: algbw,
+      mpiUs: m?.us,
+      ratio,
+      busyWebccl,
+      busyMpi,
+      nodeTcpFloorUs: floor?.us,
+      sittings: {
+        webccl: all.webccl.map((r) => r.find((x) => x.bytes === row.bytes)?.us),
+        mpi: all.mpi.map((r) => r.find((x) => x.bytes === row.bytes)?.us),
+      },
+    });
   }
 }
-if (opts.json) writeFileSync(opts.json, JSON.stringify({ machine: cpus()[0]?.model, cores: availableParallelism(), node: process.version, mpi: mpi?.version, alloc: opts.alloc, results }, null, 2));
+if (opts.json)
+  writeFileSync(
+    opts.json,
+    JSON.stringify(
+      {
+        machine: cpus()[0]?.model,
+        cores: availableParallelism(),
+        node: process.version,
+        mpi: mpi?.version,
+        alloc: opts.alloc,
+        results,
+      },
+      null,
+      2,
+    ),
+  );

@@ -22,5 +22,15 @@ for (const bytes of p.sizes) {
     cpu.push((c.user + c.system) / iters);
   }
   comm.free(x);
-  console.log(JSON.stringify({ rank: comm.rank, bytes, iters, us: median(us), cpuUs: median(cpu), mode: comm.progressMode, threadOps: comm.stats().threadOps }));
+  console.log(
+    JSON.stringify({
+      rank: comm.rank,
+      bytes,
+      iters,
+      us: median(us),
+      cpuUs: median(cpu),
+      mode: comm.progressMode,
+      threadOps: comm.stats().threadOps,
+    }),
+  );
 }

@@ -22,9 +22,19 @@ const MODES = ['auto', 'caller', 'thread'];
 const dash = process.argv.indexOf('--');
 const own = dash < 0 ? process.argv.slice(2) : process.argv.slice(2, dash);
 const perfArgs = dash < 0 ? ['-b', '8', '-e', '64M', '-f', '8', '--time', '0.15'] : process.argv.slice(dash + 1);
-const { values: v } = parseArgs({ args: own, options: { collectives: { type: 'string' }, rounds: { type: 'string' }, json: { type: 'string' }, help: { type: 'boolean', short: 'h' } } });
+const { values: v } = parseArgs({
+  args: own,
+  options: {
+    collectives: { type: 'string' },
+    rounds: { type: 'string' },
+    json: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
 if (v.help) {
-  console.log('usage: node bench/progress-modes.mjs [--collectives allreduce,allgather,broadcast] [--rounds 2] [--json FILE] [-- perf flags]');
+  console.log(
+    'usage: node bench/progress-modes.mjs [--collectives allreduce,allgather,broadcast] [--rounds 2] [--json FILE] [-- perf flags]',
+  );
   process.exit(0);
 }
 const collectives = (v.collectives ?? 'allreduce,allgather,broadcast').split(',');
@@ -36,15 +46,23 @@ function perf(collective, mode) {
   if (mode === 'auto') delete env.WEBCCL_PROGRESS;
   else env.WEBCCL_PROGRESS = mode;
   const json = join(root, `.progress-modes-${process.pid}.json`);
-  const r = spawnSync(process.execPath, [cli, 'perf', collective, ...perfArgs, '--json', json], { env, encoding: 'utf8', timeout: 1_800_000 });
+  const r = spawnSync(process.execPath, [cli, 'perf', collective, ...perfArgs, '--json', json], {
+    env,
+    encoding: 'utf8',
+    timeout: 1_800_000,
+  });
   if (r.status !== 0) throw new Error(`webccl perf ${collective} (${mode}) failed (exit ${r.status}):\n${r.stderr}`);
   const report = JSON.parse(readFileSync(json, 'utf8'));
   rmSync(json, { force: true });
   return new Map(report.rows.map((row) => [row.size, row.oop.time_us]));
 }
 
-console.log(`# bench/progress-modes on ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}`);
-console.log(`# webccl perf <collective> ${perfArgs.join(' ')}; best of ${rounds} interleaved rounds per mode; times in µs (out of place)`);
+console.log(
+  `# bench/progress-modes on ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}`,
+);
+console.log(
+  `# webccl perf <collective> ${perfArgs.join(' ')}; best of ${rounds} interleaved rounds per mode; times in µs (out of place)`,
+);
 const results = [];
 for (const c of collectives) {
   const best = Object.fromEntries(MODES.map((m) => [m, new Map()]));
@@ -57,8 +75,18 @@ for (const c of collectives) {
   for (const bytes of best.auto.keys()) {
     const [a, cl, t] = MODES.map((m) => best[m].get(bytes));
     const ratio = Math.min(cl, t) / a;
-    console.log(`${String(bytes).padStart(12)} ${a.toFixed(2).padStart(9)} ${cl.toFixed(2).padStart(9)} ${t.toFixed(2).padStart(9)} ${ratio.toFixed(2).padStart(17)}`);
+    console.log(
+      `${String(bytes).padStart(12)} ${a.toFixed(2).padStart(9)} ${cl.toFixed(2).padStart(9)} ${t.toFixed(2).padStart(9)} ${ratio.toFixed(2).padStart(17)}`,
+    );
     results.push({ collective: c, bytes, autoUs: a, callerUs: cl, threadUs: t, autoSpeedOverBest: ratio });
   }
 }
-if (v.json) writeFileSync(v.json, JSON.stringify({ machine: cpus()[0]?.model, cores: availableParallelism(), node: process.version, perfArgs, rounds, results }, null, 2));
+if (v.json)
+  writeFileSync(
+    v.json,
+    JSON.stringify(
+      { machine: cpus()[0]?.model, cores: availableParallelism(), node: process.version, perfArgs, rounds, results },
+      null,
+      2,
+    ),
+  );

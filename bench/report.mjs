@@ -36,7 +36,9 @@ for (let k = 0; k < argv.length; k++) {
   } else files.push(argv[k]);
 }
 if (!files.length || (plot !== undefined && !/\.svg$/i.test(plot))) {
-  console.error(`bench/report: ${files.length ? '--plot needs a file name ending in .svg' : 'name at least one JSON result'}\n${USAGE}`);
+  console.error(
+    `bench/report: ${files.length ? '--plot needs a file name ending in .svg' : 'name at least one JSON result'}\n${USAGE}`,
+  );
   process.exit(2);
 }
 
@@ -47,7 +49,9 @@ for (const file of files) {
   if (doc.tool === 'webccl perf') {
     const layout = doc.nodes > 1 ? ` (${doc.nodes} processes × ${doc.ranksPerNode} threads)` : '';
     const group = doc.group ? ` as a group of a ${doc.group.worldSize}-rank world` : '';
-    console.log(`\n## ${file}: webccl perf ${doc.collective}, ${doc.nranks} ranks${group}${layout}, ${doc.transport} (${doc.date})\n`);
+    console.log(
+      `\n## ${file}: webccl perf ${doc.collective}, ${doc.nranks} ranks${group}${layout}, ${doc.transport} (${doc.date})\n`,
+    );
     console.log('```');
     process.stdout.write(perf.formatTable(doc));
     console.log('```');
@@ -59,7 +63,9 @@ for (const file of files) {
     for (const g of doc.groups) {
       console.log(compareTable(g, doc.cores, perf.formatSize));
       const multi = doc.groups.length > 1;
-      series.push(...compareSeries(g).map((s) => ({ ...s, label: multi ? `${s.label}, ${g.op} ${g.n} ranks` : s.label })));
+      series.push(
+        ...compareSeries(g).map((s) => ({ ...s, label: multi ? `${s.label}, ${g.op} ${g.n} ranks` : s.label })),
+      );
       titles.add(`${g.op}, ${g.n} ranks`);
     }
   } else {

@@ -19,7 +19,18 @@ const opt = (name, dflt) => {
   return i >= 0 ? args[i + 1] : dflt;
 };
 const ranksList = opt('--ranks', '2,3,4').split(',').map(Number);
-const sweep = ['-b', opt('-b', '1M'), '-e', opt('-e', '64M'), '-f', opt('-f', '4'), '--time', opt('--time', '0.2'), '--reps', opt('--reps', '3')];
+const sweep = [
+  '-b',
+  opt('-b', '1M'),
+  '-e',
+  opt('-e', '64M'),
+  '-f',
+  opt('-f', '4'),
+  '--time',
+  opt('--time', '0.2'),
+  '--reps',
+  opt('--reps', '3'),
+];
 const rounds = Number(opt('--rounds', '3'));
 const jsonFile = opt('--json');
 const cli = new URL('../bin/webccl.js', import.meta.url).pathname;
@@ -33,7 +44,26 @@ function perf(ranks, piece) {
   const env = { ...process.env };
   if (piece === undefined) delete env.WEBCCL_PIECE_BYTES;
   else env.WEBCCL_PIECE_BYTES = String(piece);
-  execFileSync(process.execPath, [cli, 'perf', 'allreduce', '--transport', 'tcp', '--ranks', String(ranks), '-a', 'ring', ...sweep, '-c', '0', '--json', file], { stdio: ['ignore', 'ignore', 'inherit'], env });
+  execFileSync(
+    process.execPath,
+    [
+      cli,
+      'perf',
+      'allreduce',
+      '--transport',
+      'tcp',
+      '--ranks',
+      String(ranks),
+      '-a',
+      'ring',
+      ...sweep,
+      '-c',
+      '0',
+      '--json',
+      file,
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'], env },
+  );
   return new Map(JSON.parse(readFileSync(file, 'utf8')).rows.map((r) => [r.size, r.oop.time_us]));
 }
 
@@ -52,7 +82,14 @@ try {
     for (const size of fixed[0].keys()) {
       const f = median(fixed.map((m) => m.get(size)));
       const t = median(tuned.map((m) => m.get(size)));
-      rows.push({ ranks, size, piece: ringPieceBytes(model, ranks, size, ranks, cores), fixedUs: f, tunedUs: t, speedup: f / t });
+      rows.push({
+        ranks,
+        size,
+        piece: ringPieceBytes(model, ranks, size, ranks, cores),
+        fixedUs: f,
+        tunedUs: t,
+        speedup: f / t,
+      });
     }
   }
 } finally {
@@ -62,6 +99,8 @@ try {
 console.log(`ring allReduce over TCP loopback, one process per rank; median of ${rounds} alternating rounds`);
 console.log('ranks  size      piece      512 KiB (us)  tuned (us)  512 KiB / tuned');
 for (const r of rows) {
-  console.log(`${String(r.ranks).padEnd(7)}${show(r.size).padEnd(10)}${show(r.piece).padEnd(11)}${r.fixedUs.toFixed(0).padStart(12)}${r.tunedUs.toFixed(0).padStart(12)}${r.speedup.toFixed(2).padStart(17)}`);
+  console.log(
+    `${String(r.ranks).padEnd(7)}${show(r.size).padEnd(10)}${show(r.piece).padEnd(11)}${r.fixedUs.toFixed(0).padStart(12)}${r.tunedUs.toFixed(0).padStart(12)}${r.speedup.toFixed(2).padStart(17)}`,
+  );
 }
 if (jsonFile) writeFileSync(jsonFile, JSON.stringify({ model: model.source ?? null, rounds, sweep, rows }, null, 1));

@@ -21,31 +21,51 @@ const sizes = opt('--sizes', '1K,32K,1M,32M,1G').split(',').map(bytesOf);
 const skipRingAbove = Number(opt('--skip-ring-above', 'Infinity'));
 const json = opt('--json', undefined);
 const ALGOS = opt('--algos', 'ring,tree,doubling,hierarchical').split(',');
-const label = (b) => (b >= 1 << 30 ? `${b / (1 << 30)} GiB` : b >= 1 << 20 ? `${b / (1 << 20)} MiB` : `${b / 1024} KiB`);
+const label = (b) =>
+  b >= 1 << 30 ? `${b / (1 << 30)} GiB` : b >= 1 << 20 ? `${b / (1 << 20)} MiB` : `${b / 1024} KiB`;
 const us = (t) => (t >= 1e4 ? `${(t / 1e3).toFixed(1)} ms` : `${t.toFixed(1)} us`);
 
 const rows = [];
 console.log(`| ranks | link | size | ${ALGOS.join(' | ')} | fastest | lead |`);
 console.log(`| ---: | ---: | ---: | ${ALGOS.map(() => '---:').join(' | ')} | --- | ---: |`);
-for (const ranks of ranksList) for (const gbit of gbits) for (const bytes of sizes) {
-  const net = { ranks, nodes: Math.max(1, ranks / 8), mode: 'size', inter: { latencyUs: 5, bytesPerUs: (gbit * 1e9) / 8 / 1e6 }, intra: { latencyUs: 1, bytesPerUs: 50000 } };
-  const times = {};
-  for (const algo of ALGOS) {
-    if (algo === 'ring' && ranks > skipRingAbove && bytes !== sizes[0] && bytes !== sizes[sizes.length - 1]) continue;
-    const t0 = performance.now();
-    let r;
-    try {
-      r = await simulateOnThreads(net, { collective: 'allreduce', algo, count: bytes / 4 }, 'auto');
-    } catch (e) {
-      // A thread out of heap (a tree posting thousands of receives per rank up front): "—".
-      console.error(`# ${ranks} ranks, ${gbit} Gbit, ${label(bytes)}, ${algo}: ${e.message}`);
-      continue;
+for (const ranks of ranksList)
+  for (const gbit of gbits)
+    for (const bytes of sizes) {
+      const net = {
+        ranks,
+        nodes: Math.max(1, ranks / 8),
+        mode: 'size',
+        inter: { latencyUs: 5, bytesPerUs: (gbit * 1e9) / 8 / 1e6 },
+        intra: { latencyUs: 1, bytesPerUs: 50000 },
+      };
+      const times = {};
+      for (const algo of ALGOS) {
+        if (algo === 'ring' && ranks > skipRingAbove && bytes !== sizes[0] && bytes !== sizes[sizes.length - 1])
+          continue;
+        const t0 = performance.now();
+        let r;
+        try {
+          r = await simulateOnThreads(net, { collective: 'allreduce', algo, count: bytes / 4 }, 'auto');
+        } catch (e) {
+          // A thread out of heap (a tree posting thousands of receives per rank up front): "—".
+          console.error(`# ${ranks} ranks, ${gbit} Gbit, ${label(bytes)}, ${algo}: ${e.message}`);
+          continue;
+        }
+        times[algo] = r.timeUs;
+        rows.push({
+          ranks,
+          gbit,
+          size: bytes,
+          algorithm: algo,
+          timeUs: r.timeUs,
+          wallSec: (performance.now() - t0) / 1000,
+        });
+      }
+      const ranked = Object.entries(times).sort((a, b) => a[1] - b[1]);
+      const lead = ranked.length > 1 ? `${(ranked[1][1] / ranked[0][1]).toFixed(2)}× over ${ranked[1][0]}` : '';
+      console.log(
+        `| ${ranks} | ${gbit} Gbit | ${label(bytes)} | ${ALGOS.map((a) => (a in times ? us(times[a]) : '—')).join(' | ')} | ${ranked[0][0]} | ${lead} |`,
+      );
     }
-    times[algo] = r.timeUs;
-    rows.push({ ranks, gbit, size: bytes, algorithm: algo, timeUs: r.timeUs, wallSec: (performance.now() - t0) / 1000 });
-  }
-  const ranked = Object.entries(times).sort((a, b) => a[1] - b[1]);
-  const lead = ranked.length > 1 ? `${(ranked[1][1] / ranked[0][1]).toFixed(2)}× over ${ranked[1][0]}` : '';
-  console.log(`| ${ranks} | ${gbit} Gbit | ${label(bytes)} | ${ALGOS.map((a) => (a in times ? us(times[a]) : '—')).join(' | ')} | ${ranked[0][0]} | ${lead} |`);
-}
-if (json) writeFileSync(json, JSON.stringify({ tool: 'bench/sim-crossover.mjs', node: process.version, rows }, null, 2) + '\n');
+if (json)
+  writeFileSync(json, `${JSON.stringify({ tool: 'bench/sim-crossover.mjs', node: process.version, rows }, null, 2)}\n`);

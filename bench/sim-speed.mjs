@@ -18,25 +18,59 @@ const ranksList = opt('--ranks', '1024,4096').split(',').map(Number);
 const bytes = bytesOf(opt('--size', '1G'), '--size');
 const algo = opt('--algo', 'ring');
 const json = opt('--json', undefined);
-const threadsList = opt('--threads', 'auto').split(',').map((t) => (t === 'auto' ? 'auto' : Number(t)));
+const threadsList = opt('--threads', 'auto')
+  .split(',')
+  .map((t) => (t === 'auto' ? 'auto' : Number(t)));
 
 const rows = [];
-console.log('#   ranks   nodes        size  algorithm  threads     virtual time (us)      messages   wall (s)    cpu (s)   us/message');
-for (const ranks of ranksList) for (const want of threadsList) {
-  const nodes = Math.max(1, ranks / 8);
-  const net = { ranks, nodes, mode: 'size', inter: { latencyUs: 5, bytesPerUs: 3125 }, intra: { latencyUs: 1, bytesPerUs: 50000 } };
-  const threads = simThreads(net, want);
-  const t0 = performance.now();
-  const c0 = process.cpuUsage();
-  const r = await simulateOnThreads(net, { collective: 'allreduce', algo, count: bytes / 4 }, threads);
-  const wall = (performance.now() - t0) / 1000;
-  const c = process.cpuUsage(c0);
-  // CPU time of this process (its threads' and garbage collection's included; a waiting thread
-  // spins for a while): on a shared machine wall time also counts others' work.
-  const cpu = (c.user + c.system) / 1e6;
-  const row = { ranks, nodes, bytes, algorithm: algo, threads, timeUs: r.timeUs, messages: r.messages, wallSec: wall, cpuSec: cpu };
-  rows.push(row);
-  console.log([String(ranks).padStart(9), String(nodes).padStart(7), String(bytes).padStart(11), algo.padStart(10), String(threads).padStart(8), r.timeUs.toFixed(1).padStart(21),
-    String(r.messages).padStart(13), wall.toFixed(2).padStart(10), cpu.toFixed(2).padStart(10), ((wall * 1e6) / r.messages).toFixed(2).padStart(12)].join(' '));
-}
-if (json) writeFileSync(json, JSON.stringify({ tool: 'bench/sim-speed.mjs', node: process.version, rows }, null, 2) + '\n');
+console.log(
+  '#   ranks   nodes        size  algorithm  threads     virtual time (us)      messages   wall (s)    cpu (s)   us/message',
+);
+for (const ranks of ranksList)
+  for (const want of threadsList) {
+    const nodes = Math.max(1, ranks / 8);
+    const net = {
+      ranks,
+      nodes,
+      mode: 'size',
+      inter: { latencyUs: 5, bytesPerUs: 3125 },
+      intra: { latencyUs: 1, bytesPerUs: 50000 },
+    };
+    const threads = simThreads(net, want);
+    const t0 = performance.now();
+    const c0 = process.cpuUsage();
+    const r = await simulateOnThreads(net, { collective: 'allreduce', algo, count: bytes / 4 }, threads);
+    const wall = (performance.now() - t0) / 1000;
+    const c = process.cpuUsage(c0);
+    // CPU time of this process (its threads' and garbage collection's included; a waiting thread
+    // spins for a while): on a shared machine wall time also counts others' work.
+    const cpu = (c.user + c.system) / 1e6;
+    const row = {
+      ranks,
+      nodes,
+      bytes,
+      algorithm: algo,
+      threads,
+      timeUs: r.timeUs,
+      messages: r.messages,
+      wallSec: wall,
+      cpuSec: cpu,
+    };
+    rows.push(row);
+    console.log(
+      [
+        String(ranks).padStart(9),
+        String(nodes).padStart(7),
+        String(bytes).padStart(11),
+        algo.padStart(10),
+        String(threads).padStart(8),
+        r.timeUs.toFixed(1).padStart(21),
+        String(r.messages).padStart(13),
+        wall.toFixed(2).padStart(10),
+        cpu.toFixed(2).padStart(10),
+        ((wall * 1e6) / r.messages).toFixed(2).padStart(12),
+      ].join(' '),
+    );
+  }
+if (json)
+  writeFileSync(json, `${JSON.stringify({ tool: 'bench/sim-speed.mjs', node: process.version, rows }, null, 2)}\n`);

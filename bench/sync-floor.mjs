@@ -22,7 +22,7 @@ import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { benchOptions, waitQuiet } from './machine.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -35,7 +35,8 @@ else await main();
 function jsThread() {
   const { sab, index, threads, n, mode } = workerData;
   const a = new Int32Array(sab);
-  const ARRIVED = 0, GENERATION = 16; // words 64 bytes apart
+  const ARRIVED = 0,
+    GENERATION = 16; // words 64 bytes apart
   const barrier = () => {
     const g = Atomics.load(a, GENERATION);
     if (Atomics.add(a, ARRIVED, 1) === threads - 1) {
@@ -73,14 +74,18 @@ function parseArgs(argv) {
       process.exit(0);
     } else throw new Error(`unknown option ${a}\n${USAGE}`);
   }
-  if (!o.threads.every((t) => Number.isInteger(t) && t >= 2 && t <= 64) || !(Number.isInteger(o.n) && o.n >= 1)) throw new Error(`bad option\n${USAGE}`);
+  if (!o.threads.every((t) => Number.isInteger(t) && t >= 2 && t <= 64) || !(Number.isInteger(o.n) && o.n >= 1))
+    throw new Error(`bad option\n${USAGE}`);
   return o;
 }
 
 function jsFloor(threads, n, mode) {
   const sab = new SharedArrayBuffer(256);
   return new Promise((resolve, reject) => {
-    const ws = Array.from({ length: threads }, (_, index) => new Worker(fileURLToPath(import.meta.url), { workerData: { sab, index, threads, n, mode } }));
+    const ws = Array.from(
+      { length: threads },
+      (_, index) => new Worker(fileURLToPath(import.meta.url), { workerData: { sab, index, threads, n, mode } }),
+    );
     ws[0].once('message', resolve);
     for (const w of ws) w.once('error', reject);
   });
@@ -105,7 +110,11 @@ function cRun(exe, threads, n, mode) {
 
 function webcclBarrier(threads, n) {
   const script = join(root, 'bench', 'sync-floor-rank.mjs');
-  const r = spawnSync(process.execPath, [join(root, 'bin', 'webccl.js'), 'run', '-n', String(threads), script, String(n)], { encoding: 'utf8', timeout: 300_000 });
+  const r = spawnSync(
+    process.execPath,
+    [join(root, 'bin', 'webccl.js'), 'run', '-n', String(threads), script, String(n)],
+    { encoding: 'utf8', timeout: 300_000 },
+  );
   if (r.status !== 0) throw new Error(`webccl run failed:\n${r.stderr}`);
   return JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{'))).us;
 }
@@ -114,7 +123,9 @@ async function main() {
   const opts = benchOptions('sync-floor', parseArgs, root);
   const exe = cFloor();
   const cores = availableParallelism();
-  console.log(`# bench/sync-floor on ${cpus()[0]?.model ?? 'unknown CPU'}, ${cores} cores, Node ${process.version}; µs per barrier, mean of ${opts.n}`);
+  console.log(
+    `# bench/sync-floor on ${cpus()[0]?.model ?? 'unknown CPU'}, ${cores} cores, Node ${process.version}; µs per barrier, mean of ${opts.n}`,
+  );
   if (!exe) console.log('# no C compiler (cc): the C columns stay empty');
   console.log('# threads   webccl   js wait   js spin   C futex   C yield    C spin');
   const rows = [];
@@ -125,7 +136,8 @@ async function main() {
     // Spinning threads beyond the cores take whole time slices: fewer barriers keep it short.
     const n = t > cores ? Math.max(50, Math.floor(opts.n / 20)) : opts.n;
     const row = {
-      threads: t, busyBefore: busy,
+      threads: t,
+      busyBefore: busy,
       webccl: webcclBarrier(t, opts.n),
       jsWait: await jsFloor(t, opts.n, 'wait'),
       jsSpin: await jsFloor(t, n, 'spin'),
@@ -134,7 +146,13 @@ async function main() {
       cSpin: exe && cRun(exe, t, n, 'spin'),
     };
     rows.push(row);
-    console.log(`${String(t).padStart(9)}${fmt(row.webccl)} ${fmt(row.jsWait)} ${fmt(row.jsSpin)} ${fmt(row.cFutex)} ${fmt(row.cYield)} ${fmt(row.cSpin)}`);
+    console.log(
+      `${String(t).padStart(9)}${fmt(row.webccl)} ${fmt(row.jsWait)} ${fmt(row.jsSpin)} ${fmt(row.cFutex)} ${fmt(row.cYield)} ${fmt(row.cSpin)}`,
+    );
   }
-  if (opts.json) writeFileSync(opts.json, JSON.stringify({ machine: cpus()[0]?.model, cores, node: process.version, n: opts.n, rows }, null, 2));
+  if (opts.json)
+    writeFileSync(
+      opts.json,
+      JSON.stringify({ machine: cpus()[0]?.model, cores, node: process.version, n: opts.n, rows }, null, 2),
+    );
 }

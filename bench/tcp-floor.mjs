@@ -10,55 +10,61 @@
 //       after one warm-up). A 2-rank ring allReduce of S bytes sends and receives S bytes per
 //       rank, so S / ms is the busbw no Node.js allReduce over these sockets can pass here
 //       (before any reduction). With --oneway only the parent sends (the child answers each
-//       transfer with one byte): the floor under a 2-rank broadcast. cpuMsPerExchange is the parent's CPU time per exchange: on a
+// transfer with one byte): the floor under a 2-rank broadcast. cpuMsPerExchange is the parent's CPU time per exchange:
+// on a
 //       machine with as many cores as processes, that cost bounds the time even when idle waits vanish.
 import { fork } from 'node:child_process';
-import { createServer, connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 
 if (process.argv.includes('--stream')) await stream();
 else latency();
 
 function latency() {
-const N = Number(process.argv[2] ?? 5000);
-if (process.argv[3] === 'echo') {
-  const s = connect(Number(process.argv[4]), '127.0.0.1');
-  s.setNoDelay(true);
-  s.on('data', (d) => s.write(d));
-  s.on('close', () => process.exit(0));
-} else {
-  const server = createServer((sock) => {
-    sock.setNoDelay(true);
-    const msg = Buffer.alloc(8);
-    let got = 0, left = 0, t0 = 0, block = 0;
-    const times = [];
-    const start = () => {
-      left = block === 0 ? 500 : N; // a warm-up block, then 3 timed ones
-      t0 = performance.now();
-      sock.write(msg);
-    };
-    sock.on('data', (d) => {
-      got += d.length;
-      while (got >= 8) {
-        got -= 8;
-        if (--left > 0) {
-          sock.write(msg);
-          continue;
+  const N = Number(process.argv[2] ?? 5000);
+  if (process.argv[3] === 'echo') {
+    const s = connect(Number(process.argv[4]), '127.0.0.1');
+    s.setNoDelay(true);
+    s.on('data', (d) => s.write(d));
+    s.on('close', () => process.exit(0));
+  } else {
+    const server = createServer((sock) => {
+      sock.setNoDelay(true);
+      const msg = Buffer.alloc(8);
+      let got = 0,
+        left = 0,
+        t0 = 0,
+        block = 0;
+      const times = [];
+      const start = () => {
+        left = block === 0 ? 500 : N; // a warm-up block, then 3 timed ones
+        t0 = performance.now();
+        sock.write(msg);
+      };
+      sock.on('data', (d) => {
+        got += d.length;
+        while (got >= 8) {
+          got -= 8;
+          if (--left > 0) {
+            sock.write(msg);
+            continue;
+          }
+          if (block++ > 0) times.push(((performance.now() - t0) * 1000) / N / 2);
+          if (times.length === 3) {
+            times.sort((a, b) => a - b);
+            console.log(JSON.stringify({ bytes: 8, iters: N, us: Number(times[1].toFixed(4)) }));
+            sock.destroy();
+            server.close();
+            return;
+          }
+          start();
         }
-        if (block++ > 0) times.push(((performance.now() - t0) * 1000) / N / 2);
-        if (times.length === 3) {
-          times.sort((a, b) => a - b);
-          console.log(JSON.stringify({ bytes: 8, iters: N, us: Number(times[1].toFixed(4)) }));
-          sock.destroy();
-          server.close();
-          return;
-        }
-        start();
-      }
+      });
+      start();
     });
-    start();
-  });
-  server.listen(0, '127.0.0.1', () => fork(new URL(import.meta.url).pathname, [String(N), 'echo', String(server.address().port)]));
-}
+    server.listen(0, '127.0.0.1', () =>
+      fork(new URL(import.meta.url).pathname, [String(N), 'echo', String(server.address().port)]),
+    );
+  }
 }
 
 function size(s) {
@@ -85,30 +91,36 @@ async function stream() {
   let wanted = 0;
   let arrived = () => {};
   // Reads land in `into` (wrapping per exchange), as a dialled webccl link reads into a posted receive.
-  const dial = (port) => new Promise((resolve) => {
-    const s = connect({
-      port, host: '127.0.0.1',
-      onread: {
-        buffer: () => into.subarray(got % bytes === 0 && got > 0 ? 0 : got % bytes),
-        callback: (n) => {
-          got += n;
-          if (got >= wanted) arrived();
-          return true;
+  const dial = (port) =>
+    new Promise((resolve) => {
+      const s = connect(
+        {
+          port,
+          host: '127.0.0.1',
+          onread: {
+            buffer: () => into.subarray(got % bytes === 0 && got > 0 ? 0 : got % bytes),
+            callback: (n) => {
+              got += n;
+              if (got >= wanted) arrived();
+              return true;
+            },
+          },
         },
-      },
-    }, () => resolve(s));
-    s.setNoDelay(true);
-  });
-  const listen = () => new Promise((resolve) => {
-    const socks = [];
-    const server = createServer((s) => {
+        () => resolve(s),
+      );
       s.setNoDelay(true);
-      socks.push(s);
-      if (socks.length === nsock) resolve({ server, socks });
     });
-    server.listen(0, '127.0.0.1', () => (listen.port = server.address().port));
-    listen.server = server;
-  });
+  const listen = () =>
+    new Promise((resolve) => {
+      const socks = [];
+      const server = createServer((s) => {
+        s.setNoDelay(true);
+        socks.push(s);
+        if (socks.length === nsock) resolve({ server, socks });
+      });
+      server.listen(0, '127.0.0.1', () => (listen.port = server.address().port));
+      listen.server = server;
+    });
   const send = (socks) => {
     const per = Math.ceil(bytes / nsock);
     let pending = 0;
@@ -146,7 +158,20 @@ async function stream() {
     readers = await Promise.all(Array.from({ length: nsock }, () => dial(parentPort)));
   } else {
     const { fork: forkChild } = await import('node:child_process');
-    const args = ['--stream', String(bytes), '--reps', String(reps), '--chunk', String(chunk), '--sockets', String(nsock), '--child', '--port', String(listen.port), ...(oneway ? ['--oneway'] : [])];
+    const args = [
+      '--stream',
+      String(bytes),
+      '--reps',
+      String(reps),
+      '--chunk',
+      String(chunk),
+      '--sockets',
+      String(nsock),
+      '--child',
+      '--port',
+      String(listen.port),
+      ...(oneway ? ['--oneway'] : []),
+    ];
     const c = forkChild(new URL(import.meta.url).pathname, args);
     const port = await new Promise((r) => c.once('message', (m) => r(m.port)));
     readers = await Promise.all(Array.from({ length: nsock }, () => dial(port)));
@@ -163,8 +188,22 @@ async function stream() {
   const cpu = process.cpuUsage(c0);
   times.sort((a, b) => a - b);
   const ms = times[Math.floor(times.length / 2)];
-  if (!child) console.log(JSON.stringify({ bytes, chunk, sockets: nsock, reps, oneway, ms: Number(ms.toFixed(3)), GBs: Number((bytes / ms / 1e6).toFixed(3)),
-    cpuMsPerExchange: { user: Number((cpu.user / 1e3 / reps).toFixed(2)), system: Number((cpu.system / 1e3 / reps).toFixed(2)) } }));
+  if (!child)
+    console.log(
+      JSON.stringify({
+        bytes,
+        chunk,
+        sockets: nsock,
+        reps,
+        oneway,
+        ms: Number(ms.toFixed(3)),
+        GBs: Number((bytes / ms / 1e6).toFixed(3)),
+        cpuMsPerExchange: {
+          user: Number((cpu.user / 1e3 / reps).toFixed(2)),
+          system: Number((cpu.system / 1e3 / reps).toFixed(2)),
+        },
+      }),
+    );
   // Let the peer finish its last exchange before closing.
   await new Promise((r) => setTimeout(r, 200));
   for (const s of [...socks, ...readers]) s.destroy();

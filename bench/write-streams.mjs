@@ -25,15 +25,34 @@ if (args.length) throw new Error(`unknown arguments ${args.join(' ')}`);
 
 const out = join(root, 'bench', 'results', 'build', 'write-streams.wasm');
 mkdirSync(dirname(out), { recursive: true });
-execFileSync(process.execPath, [join(root, 'node_modules', 'assemblyscript', 'bin', 'asc.js'), join(root, 'bench', 'floors', 'write-streams.ts'),
-  '-O3', '--enable', 'simd', '--runtime', 'stub', '--noAssert', '--importMemory', '--use', 'abort=', '-o', out]);
-const src = 1 << 16, dst = src + size + 4096;
+execFileSync(process.execPath, [
+  join(root, 'node_modules', 'assemblyscript', 'bin', 'asc.js'),
+  join(root, 'bench', 'floors', 'write-streams.ts'),
+  '-O3',
+  '--enable',
+  'simd',
+  '--runtime',
+  'stub',
+  '--noAssert',
+  '--importMemory',
+  '--use',
+  'abort=',
+  '-o',
+  out,
+]);
+const src = 1 << 16,
+  dst = src + size + 4096;
 const memory = new WebAssembly.Memory({ initial: Math.ceil((dst + size + 4096) / 65536) });
 const k = new WebAssembly.Instance(new WebAssembly.Module(readFileSync(out)), { env: { memory } }).exports;
 new Uint8Array(memory.buffer).fill(7, src, src + size);
 
-const cases = [['memory.copy', () => k.copyAll(dst, src, size)], ['16-byte loop', () => k.copyLoop(dst, src, size)]];
-for (const s of streams) for (const r of runs) if (size % (s * r) === 0) cases.push([`${s} rows, runs of ${r} B`, () => k.copyStreams(dst, src, size, r, s)]);
+const cases = [
+  ['memory.copy', () => k.copyAll(dst, src, size)],
+  ['16-byte loop', () => k.copyLoop(dst, src, size)],
+];
+for (const s of streams)
+  for (const r of runs)
+    if (size % (s * r) === 0) cases.push([`${s} rows, runs of ${r} B`, () => k.copyStreams(dst, src, size, r, s)]);
 const times = cases.map(() => []);
 for (let round = 0; round < rounds; round++) {
   cases.forEach(([, f], i) => {
@@ -46,4 +65,8 @@ const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
 const base = median(times[0]);
 console.log(`# ${size >> 20} MiB copies, median of ${rounds} interleaved rounds; GB/s of reads + writes`);
 console.log('| copy | GB/s | × memory.copy |\n| --- | ---: | ---: |');
-cases.forEach(([name], i) => console.log(`| ${name} | ${((2 * size) / median(times[i]) / 1e6).toFixed(1)} | ${(base / median(times[i])).toFixed(2)} |`));
+cases.forEach(([name], i) =>
+  console.log(
+    `| ${name} | ${((2 * size) / median(times[i]) / 1e6).toFixed(1)} | ${(base / median(times[i])).toFixed(2)} |`,
+  ),
+);

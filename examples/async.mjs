@@ -16,6 +16,8 @@ for (const h of handles) await ccl.wait(h);
 const w = comm.allReduce(new Float64Array(4).fill(1));
 await w;
 if (comm.rank === 0) {
-  handles.forEach((h, i) => console.log(`bucket ${i}: ${grads[i].length} floats, avg ${grads[i][0]}, ${h.durationMs.toFixed(3)} ms`));
+  handles.forEach((h, i) =>
+    console.log(`bucket ${i}: ${grads[i].length} floats, avg ${grads[i][0]}, ${h.durationMs.toFixed(3)} ms`),
+  );
   console.log(`then a thenable Work: completed=${w.isCompleted()} (${busy > 0 ? 'computed meanwhile' : ''})`);
 }

@@ -11,7 +11,13 @@ const SPAN_MS = 200;
 const WARM_MS = 3000;
 
 // nccl-tests bus-bandwidth factors (doc/PERFORMANCE.md): what each rank's links must carry.
-const busFactor = { allReduce: (2 * (size - 1)) / size, allGather: (size - 1) / size, reduceScatter: (size - 1) / size, broadcast: 1, reduce: 1 };
+const busFactor = {
+  allReduce: (2 * (size - 1)) / size,
+  allGather: (size - 1) / size,
+  reduceScatter: (size - 1) / size,
+  broadcast: 1,
+  reduce: 1,
+};
 
 /** Calls `issue` `n` times, awaiting each; the time taken (ms). */
 async function loop(issue, n) {
@@ -62,29 +68,59 @@ for (const bytes of [8, 64 << 10, 1 << 20, 16 << 20]) {
   // Out of place: the input stays as it is, so no refill is timed with the op.
   const x = new Float32Array(n).fill(rank + 1);
   const y = new Float32Array(n);
-  rows.push(await measure('allReduce', bytes,
-    () => ccl.allReduce(x, { op: ccl.Sum, out: y }),
-    () => y.filter((v) => v !== (size * (size + 1)) / 2).length));
+  rows.push(
+    await measure(
+      'allReduce',
+      bytes,
+      () => ccl.allReduce(x, { op: ccl.Sum, out: y }),
+      () => y.filter((v) => v !== (size * (size + 1)) / 2).length,
+    ),
+  );
 }
 {
   const per = (1 << 20) / 4 / size;
   const part = new Float32Array(per).map((_, i) => rank * per + i);
   const out = new Float32Array(per * size);
-  rows.push(await measure('allGather', out.byteLength, () => ccl.allGather(out, part), () => out.filter((v, i) => v !== i).length));
+  rows.push(
+    await measure(
+      'allGather',
+      out.byteLength,
+      () => ccl.allGather(out, part),
+      () => out.filter((v, i) => v !== i).length,
+    ),
+  );
   const input = new Float32Array(per * size).map((_, i) => i);
   const mine = new Float32Array(per);
-  rows.push(await measure('reduceScatter', input.byteLength, () => ccl.reduceScatter(mine, input, { op: ccl.Sum }),
-    () => mine.filter((v, i) => v !== size * (rank * per + i)).length));
+  rows.push(
+    await measure(
+      'reduceScatter',
+      input.byteLength,
+      () => ccl.reduceScatter(mine, input, { op: ccl.Sum }),
+      () => mine.filter((v, i) => v !== size * (rank * per + i)).length,
+    ),
+  );
 }
 {
   const b = new Float64Array((1 << 20) / 8);
   if (rank === 1) b.fill(42);
-  rows.push(await measure('broadcast', b.byteLength, () => ccl.broadcast(b, { root: 1 }),
-    () => b.filter((v) => v !== 42).length));
+  rows.push(
+    await measure(
+      'broadcast',
+      b.byteLength,
+      () => ccl.broadcast(b, { root: 1 }),
+      () => b.filter((v) => v !== 42).length,
+    ),
+  );
   const r = new Int32Array((1 << 20) / 4).fill(rank);
   const rOut = new Int32Array(r.length);
-  rows.push(await measure('reduce', r.byteLength, () => ccl.reduce(r, { op: ccl.Max, root: 0, out: rOut }),
-    () => (rank === 0 ? rOut.filter((v) => v !== size - 1).length : 0)));
+  rows.push(
+    await measure(
+      'reduce',
+      r.byteLength,
+      () => ccl.reduce(r, { op: ccl.Max, root: 0, out: rOut }),
+      () => (rank === 0 ? rOut.filter((v) => v !== size - 1).length : 0),
+    ),
+  );
 }
 // An async handle: issue, do other work, then wait.
 const h = ccl.allReduceAsync(new Float32Array(1024).fill(1));
@@ -94,13 +130,21 @@ if (rank === 0) {
   const pad = (s, w) => String(s).padStart(w);
   console.log(`# webccl demo: ${size} ranks as worker threads sharing one WebAssembly.Memory, plain TypedArrays.`);
   console.log(`# Each time: one call awaited as a program does (await ccl.allReduce(...)), the mean of a warm loop`);
-  console.log(`# of at least ${SPAN_MS} ms after as many warm-up calls, the slowest rank's. webccl perf times waitSync()`);
+  console.log(
+    `# of at least ${SPAN_MS} ms after as many warm-up calls, the slowest rank's. webccl perf times waitSync()`,
+  );
   console.log(`# loops on comm.alloc() buffers, the library's fastest path: compare with npm run bench.`);
-  console.log(`#${pad('collective', 14)}${pad('size(B)', 11)}${pad('type', 6)}${pad('time(us)', 11)}${pad('algbw', 9)}${pad('busbw', 9)}${pad('#wrong', 8)}`);
+  console.log(
+    `#${pad('collective', 14)}${pad('size(B)', 11)}${pad('type', 6)}${pad('time(us)', 11)}${pad('algbw', 9)}${pad('busbw', 9)}${pad('#wrong', 8)}`,
+  );
   for (const r of rows) {
-    console.log(` ${pad(r.name, 14)}${pad(r.bytes, 11)}${pad(r.name === 'broadcast' ? 'f64' : r.name === 'reduce' ? 'i32' : 'f32', 6)}${pad(r.us.toFixed(2), 11)}${pad(r.algbw.toFixed(2), 9)}${pad(r.busbw.toFixed(2), 9)}${pad(r.wrong, 8)}`);
+    console.log(
+      ` ${pad(r.name, 14)}${pad(r.bytes, 11)}${pad(r.name === 'broadcast' ? 'f64' : r.name === 'reduce' ? 'i32' : 'f32', 6)}${pad(r.us.toFixed(2), 11)}${pad(r.algbw.toFixed(2), 9)}${pad(r.busbw.toFixed(2), 9)}${pad(r.wrong, 8)}`,
+    );
   }
   const bad = rows.reduce((a, r) => a + r.wrong, 0);
-  console.log(`# algbw, busbw in GB/s (1e9 B/s); ${bad === 0 ? 'every result checked: all correct' : `${bad} WRONG elements`}`);
+  console.log(
+    `# algbw, busbw in GB/s (1e9 B/s); ${bad === 0 ? 'every result checked: all correct' : `${bad} WRONG elements`}`,
+  );
   if (bad) process.exitCode = 1;
 }

@@ -28,10 +28,11 @@ const grad = Float32Array.of(rank, 100 + rank);
 await ccl.allReduce(grad, { op: ccl.Avg, group: dp });
 
 // Check against closed forms: row r holds ranks 2r, 2r+1; column c holds ranks c, c+2.
-const wantAct = [(2 * row + 1) + (2 * row + 2), 10 * ((2 * row + 1) + (2 * row + 2))];
+const wantAct = [2 * row + 1 + (2 * row + 2), 10 * (2 * row + 1 + (2 * row + 2))];
 const wantGrad = [col + 1, 100 + col + 1];
 const ok = [...act].every((v, i) => v === wantAct[i]) && [...grad].every((v, i) => v === wantGrad[i]);
-console.log(`rank ${rank}: tp group rank ${tp.rank}/${tp.size} (world ${tp.worldRank(0)},${tp.worldRank(1)}) activations ${[...act]}; ` +
-  `dp group rank ${dp.rank}/${dp.size} (world ${dp.worldRank(0)},${dp.worldRank(1)}) gradients ${[...grad]}; ${ok ? 'correct' : 'WRONG'}`);
+console.log(
+  `rank ${rank}: tp group rank ${tp.rank}/${tp.size} (world ${tp.worldRank(0)},${tp.worldRank(1)}) activations ${[...act]}; dp group rank ${dp.rank}/${dp.size} (world ${dp.worldRank(0)},${dp.worldRank(1)}) gradients ${[...grad]}; ${ok ? 'correct' : 'WRONG'}`,
+);
 if (!ok) process.exitCode = 1;
 for (const g of [...rows, dp]) g?.destroy();

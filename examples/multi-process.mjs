@@ -18,10 +18,13 @@ import { isMainThread } from 'node:worker_threads';
 import * as ccl from 'webccl';
 
 const e = process.env;
-const startedBy = !isMainThread ? 'webccl run (a worker thread of a node)'
-  : e.OMPI_COMM_WORLD_RANK !== undefined ? 'mpirun (OMPI_COMM_WORLD_RANK)'
-  : e.RANK !== undefined ? `torchrun's variables (RANK=${e.RANK}; webccl run --procs sets them too)`
-  : 'nothing: a world of one rank';
+const startedBy = !isMainThread
+  ? 'webccl run (a worker thread of a node)'
+  : e.OMPI_COMM_WORLD_RANK !== undefined
+    ? 'mpirun (OMPI_COMM_WORLD_RANK)'
+    : e.RANK !== undefined
+      ? `torchrun's variables (RANK=${e.RANK}; webccl run --procs sets them too)`
+      : 'nothing: a world of one rank';
 
 const comm = await ccl.initCommGroup();
 const { rank, size } = comm;
@@ -39,9 +42,14 @@ await ccl.allGather(pids, new Int32Array([process.pid]));
 const pidsOk = pids[rank] === process.pid;
 
 await ccl.barrier();
-if (!gradOk || !pidsOk) throw new Error(`rank ${rank}: wrong result (gradient ${gradOk ? 'ok' : 'wrong'}, pids ${pidsOk ? 'ok' : 'wrong'})`);
+if (!gradOk || !pidsOk)
+  throw new Error(`rank ${rank}: wrong result (gradient ${gradOk ? 'ok' : 'wrong'}, pids ${pidsOk ? 'ok' : 'wrong'})`);
 if (rank === 0) {
-  const algos = Object.entries(comm.stats().allReduceAlgorithms ?? {}).filter(([, n]) => n).map(([a]) => a);
-  console.log(`avg of ${grad.length} floats over ${size} ranks: element 0 is ${grad[0]}${algos.length ? ` (algorithm: ${algos.join(', ')})` : ''}`);
+  const algos = Object.entries(comm.stats().allReduceAlgorithms ?? {})
+    .filter(([, n]) => n)
+    .map(([a]) => a);
+  console.log(
+    `avg of ${grad.length} floats over ${size} ranks: element 0 is ${grad[0]}${algos.length ? ` (algorithm: ${algos.join(', ')})` : ''}`,
+  );
   console.log(`${new Set(pids).size} process(es), pids ${Array.from(pids).join(', ')}: every result checked`);
 }

@@ -52,7 +52,9 @@ for (let i = 0; i < 3; i++) {
 }
 const best = (xs) => Math.min(...xs).toFixed(1);
 if (comm.rank === 0) {
-  console.log(`progress: ${process.env.WEBCCL_PROGRESS ?? 'auto'}; ops run by the progress thread on rank 0: ${comm.stats().threadOps}`);
+  console.log(
+    `progress: ${process.env.WEBCCL_PROGRESS ?? 'auto'}; ops run by the progress thread on rank 0: ${comm.stats().threadOps}`,
+  );
   console.log(`step with each allReduce awaited before the next layer: ${best(serial)} ms`);
   console.log(`step with allReduces issued as layers finish, one wait:  ${best(overlapped)} ms`);
   console.log(`average gradient element: ${layers[0][0].toFixed(3)} (all ranks agree)`);

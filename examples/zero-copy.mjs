@@ -13,4 +13,7 @@ const ms = performance.now() - t0;
 const want = (comm.size * (comm.size + 1)) / 2;
 if (x.some((v) => v !== want)) throw new Error('wrong result');
 comm.free(x);
-if (comm.rank === 0) console.log(`zero-copy allReduce of ${(n * 4) >> 20} MiB over ${comm.size} ranks: ${ms.toFixed(1)} ms, every element ${want}`);
+if (comm.rank === 0)
+  console.log(
+    `zero-copy allReduce of ${(n * 4) >> 20} MiB over ${comm.size} ranks: ${ms.toFixed(1)} ms, every element ${want}`,
+  );

@@ -6,7 +6,7 @@
 //
 //   node scripts/check-imports.mjs            # exit 1 with every cycle and upward import listed
 //   node scripts/check-imports.mjs --graph    # also print the folder-level graph
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -52,11 +52,16 @@ function specifiersOf(file) {
 
 /** The files of src/ that `file` imports or re-exports (relative specifiers; packages are not ours). */
 function importsOf(file) {
-  return specifiersOf(file).filter((s) => s.startsWith('.')).map((s) => resolve(dirname(file), s.replace(/\.js$/, '.ts')));
+  return specifiersOf(file)
+    .filter((s) => s.startsWith('.'))
+    .map((s) => resolve(dirname(file), s.replace(/\.js$/, '.ts')));
 }
 
 /** Whether `file` may use Node.js itself: under a nodejs/ folder, under launch/, or the Node entry. */
-const nodeOnly = (file) => /(^|\/)nodejs\//.test(relative(src, file)) || relative(src, file).startsWith('launch/') || relative(src, file) === 'node.ts';
+const nodeOnly = (file) =>
+  /(^|\/)nodejs\//.test(relative(src, file)) ||
+  relative(src, file).startsWith('launch/') ||
+  relative(src, file) === 'node.ts';
 
 /** Files a folder may hold directly before it wants splitting by concept. */
 export const MAX_FILES_PER_FOLDER = 20;
@@ -64,7 +69,11 @@ export const MAX_FILES_PER_FOLDER = 20;
 /** Strongly connected components of more than one file, or a file importing itself (Tarjan). */
 export function cycles(graph) {
   let index = 0;
-  const idx = new Map(), low = new Map(), stack = [], on = new Set(), found = [];
+  const idx = new Map(),
+    low = new Map(),
+    stack = [],
+    on = new Set(),
+    found = [];
   const visit = (v) => {
     idx.set(v, index);
     low.set(v, index++);
@@ -103,8 +112,10 @@ export function check() {
   for (const [file, targets] of graph) {
     for (const t of targets) {
       if (!graph.has(t)) problems.push(`${relative(root, file)}: imports ${relative(root, t)}, which does not exist`);
-      const from = layerOf(file), to = layerOf(t);
-      if (from >= 0 && (to < 0 || to > from)) problems.push(`${relative(root, file)}: imports ${relative(root, t)} from a layer above it`);
+      const from = layerOf(file),
+        to = layerOf(t);
+      if (from >= 0 && (to < 0 || to > from))
+        problems.push(`${relative(root, file)}: imports ${relative(root, t)} from a layer above it`);
     }
   }
   // Everything else runs in a browser too: no node: module, no ws, nothing from a nodejs/ folder.
@@ -112,13 +123,24 @@ export function check() {
     if (nodeOnly(file)) continue;
     for (const spec of specifiersOf(file)) {
       const local = spec.startsWith('.') && nodeOnly(resolve(dirname(file), spec.replace(/\.js$/, '.ts')));
-      if (spec.startsWith('node:') || spec === 'ws' || local) problems.push(`${relative(root, file)}: imports ${spec}, which only Node.js has (only nodejs/ folders, launch/ and node.ts may)`);
+      if (spec.startsWith('node:') || spec === 'ws' || local)
+        problems.push(
+          `${relative(root, file)}: imports ${spec}, which only Node.js has (only nodejs/ folders, launch/ and node.ts may)`,
+        );
     }
   }
   const perFolder = new Map();
   for (const file of graph.keys()) perFolder.set(dirname(file), (perFolder.get(dirname(file)) ?? 0) + 1);
-  for (const [dir, n] of perFolder) if (n > MAX_FILES_PER_FOLDER) problems.push(`${relative(root, dir)}/: ${n} files, more than ${MAX_FILES_PER_FOLDER} (split it by concept)`);
-  for (const comp of cycles(graph)) problems.push(`cycle of ${comp.length}: ${comp.map((f) => relative(src, f)).sort().join(', ')}`);
+  for (const [dir, n] of perFolder)
+    if (n > MAX_FILES_PER_FOLDER)
+      problems.push(`${relative(root, dir)}/: ${n} files, more than ${MAX_FILES_PER_FOLDER} (split it by concept)`);
+  for (const comp of cycles(graph))
+    problems.push(
+      `cycle of ${comp.length}: ${comp
+        .map((f) => relative(src, f))
+        .sort()
+        .join(', ')}`,
+    );
   return { graph, problems };
 }
 
@@ -127,7 +149,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   if (process.argv.includes('--graph')) {
     const edges = new Set();
     const folder = (f) => dirname(relative(src, f)) || '.';
-    for (const [file, targets] of graph) for (const t of targets) if (folder(file) !== folder(t)) edges.add(`${folder(file)} -> ${folder(t)}`);
+    for (const [file, targets] of graph)
+      for (const t of targets) if (folder(file) !== folder(t)) edges.add(`${folder(file)} -> ${folder(t)}`);
     console.log([...edges].sort().join('\n'));
   }
   for (const p of problems) console.log(p);

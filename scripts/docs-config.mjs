@@ -21,7 +21,8 @@ export function envTable(vars) {
 
 /** `page` with its table replaced by the table of `vars`. */
 export function withTable(page, vars) {
-  const a = page.indexOf(START), b = page.indexOf(END);
+  const a = page.indexOf(START),
+    b = page.indexOf(END);
   if (a < 0 || b < a) throw new Error(`docs/configuration.md: no ${START} ... ${END} section`);
   return `${page.slice(0, a + START.length)}\n${envTable(vars)}\n${page.slice(b)}`;
 }
@@ -32,7 +33,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const next = withTable(page, ENV_VARS);
   if (process.argv.includes('--check')) {
     if (next !== page) {
-      console.error('docs/configuration.md: the variables table differs from ENV_VARS (run node scripts/docs-config.mjs)');
+      console.error(
+        'docs/configuration.md: the variables table differs from ENV_VARS (run node scripts/docs-config.mjs)',
+      );
       process.exit(1);
     }
   } else if (next !== page) {

@@ -1,41 +1,69 @@
 // webccl: collective communication for JavaScript ranks (worker threads, processes, browser
 // workers). Two faces over one implementation: the Communicator class, and module-level
 // functions on the default world group for scripts.
-import { unknownEnvNames } from './core/config.js';
-import { WebcclError, fail } from './core/errors.js';
-import { type NodeHandle, checkNodeHandle } from './core/node.js';
-import { createNode } from './progress/create-node.js';
-import { Communicator, SETUP_BARRIER, type AllToAllOptions, type CollectiveOptions, type CommunicatorOptions, type P2pOptions, type RootedOptions } from './api/communicator.js';
-import { JOIN_OPTIONS, type JoinOptions, joinNode } from './engine/context.js';
+
+import {
+  type AllToAllOptions,
+  type CollectiveOptions,
+  Communicator,
+  type CommunicatorOptions,
+  type P2pOptions,
+  type RootedOptions,
+  SETUP_BARRIER,
+} from './api/communicator.js';
 import { COMMUNICATOR_OPTIONS } from './api/options.js';
-import type { BufferArg } from './engine/buffers.js';
-import type { Work } from './engine/work.js';
-import { type OptionSpec, anything, checkOptions, integer, showValue, string } from './core/options.js';
+import { type MasterOptions, pageJob } from './bootstrap/page-job.js';
 import type { WorldInit } from './bootstrap/world.js';
 import type { TlsFiles } from './core/config.js';
-import { type MasterOptions, pageJob } from './bootstrap/page-job.js';
+import { unknownEnvNames } from './core/config.js';
+import { fail, WebcclError } from './core/errors.js';
+import { checkNodeHandle, type NodeHandle } from './core/node.js';
+import { anything, checkOptions, integer, type OptionSpec, showValue, string } from './core/options.js';
+import type { BufferArg } from './engine/buffers.js';
+import { JOIN_OPTIONS, type JoinOptions, joinNode } from './engine/context.js';
+import type { Work } from './engine/work.js';
 import { joinPageWorld } from './join/page-join.js';
-import type { PageSocketClass } from './transport/ws/page-carrier.js';
-import { progressSettled } from './progress/start.js';
+import { createNode } from './progress/create-node.js';
 import { START_WAIT_MS } from './progress/node-engine.js';
+import { progressSettled } from './progress/start.js';
+import type { PageSocketClass } from './transport/ws/page-carrier.js';
 
-export { Communicator, type CollectiveOptions, type CommunicatorOptions, type AllToAllOptions, type RootedOptions, type P2pOptions } from './api/communicator.js';
-export { Work, type WorkTiming } from './engine/work.js';
-export type { FlightEntry, FlightState } from './engine/flight-recorder.js';
-export { WebcclError, type ErrorCode } from './core/errors.js';
+export {
+  type AllToAllOptions,
+  type CollectiveOptions,
+  Communicator,
+  type CommunicatorOptions,
+  type P2pOptions,
+  type RootedOptions,
+} from './api/communicator.js';
+export type { StoreValue } from './bootstrap/store-session.js';
+// The job's rendezvous store over WebSocket (`webccl serve --token`): the page's own WebSocket here.
+export { type ConnectStoreOptions, connectStore, type WebSocketStore } from './bootstrap/store-websocket-client.js';
+export { ENV_VARS } from './core/config.js';
+export {
+  Avg,
+  DTYPE_ALIASES,
+  DTYPES,
+  type Dtype,
+  type DtypeName,
+  Max,
+  Min,
+  Prod,
+  REDUCE_OPS,
+  type ReduceOp,
+  Sum,
+} from './core/dtypes.js';
+export { type ErrorCode, WebcclError } from './core/errors.js';
 export { abortNode, leaveNode, type NodeHandle } from './core/node.js';
+export { LAYOUTS, type Layout } from './core/tensor-layout.js';
+export { type TraceArgs, type TraceTrack, traceFlush, traceSpan, traceTrack } from './core/trace.js';
+export type { BufferArg, LayoutTensorArg, OrtTensorLike, TensorLike, TypedArray } from './engine/buffers.js';
+export { type JoinOptions, joinNode } from './engine/context.js';
+export type { FlightEntry, FlightState } from './engine/flight-recorder.js';
+export { Work, type WorkTiming } from './engine/work.js';
+export { convertDtype, convertLayout, type LayoutTensor } from './layouts/convert.js';
 export { createNode, type NodeOptions } from './progress/create-node.js';
 export { stopProgressThread } from './progress/start.js';
-export { joinNode, type JoinOptions } from './engine/context.js';
-export { Sum, Prod, Max, Min, Avg, DTYPES, DTYPE_ALIASES, REDUCE_OPS, type Dtype, type DtypeName, type ReduceOp } from './core/dtypes.js';
-export { ENV_VARS } from './core/config.js';
-export type { BufferArg, TensorLike, OrtTensorLike, TypedArray, LayoutTensorArg } from './engine/buffers.js';
-export { convertLayout, convertDtype, type LayoutTensor } from './layouts/convert.js';
-export { LAYOUTS, type Layout } from './core/tensor-layout.js';
-export { traceSpan, traceTrack, traceFlush, type TraceTrack, type TraceArgs } from './core/trace.js';
-// The job's rendezvous store over WebSocket (`webccl serve --token`): the page's own WebSocket here.
-export { connectStore, type ConnectStoreOptions, type WebSocketStore } from './bootstrap/store-websocket-client.js';
-export type { StoreValue } from './bootstrap/store-session.js';
 
 /** Where a launcher leaves a rank's identity before the rank's script starts. */
 export const RANK_INIT = Symbol.for('webccl.rankInit');
@@ -64,17 +92,32 @@ export interface InitOptions extends CommunicatorOptions, JoinOptions, MasterOpt
 }
 
 /** `tls`: true, false or certificate files (their fields are checked where the job joins). */
-const tlsOption = (v: unknown) => (typeof v === 'boolean' || (typeof v === 'object' && v !== null && !Array.isArray(v)) ? undefined : 'true, false or { cert, key, ca }');
+const tlsOption = (v: unknown) =>
+  typeof v === 'boolean' || (typeof v === 'object' && v !== null && !Array.isArray(v))
+    ? undefined
+    : 'true, false or { cert, key, ca }';
 
 /** Every key initCommGroup knows: the communicator's, joinNode's, an explicit identity, and TLS. */
 const INIT_OPTIONS = {
-  ...COMMUNICATOR_OPTIONS, ...JOIN_OPTIONS, node: anything, rank: integer(0, 0x7fffffff), tls: tlsOption,
-  master: string, worldSize: integer(1, 0x7fffffff), token: string, jobId: string,
+  ...COMMUNICATOR_OPTIONS,
+  ...JOIN_OPTIONS,
+  node: anything,
+  rank: integer(0, 0x7fffffff),
+  tls: tlsOption,
+  master: string,
+  worldSize: integer(1, 0x7fffffff),
+  token: string,
+  jobId: string,
 } as const satisfies OptionSpec;
 
 /** Joins a job across nodes; the Node entry leaves it here (a page has no sockets). */
 export const JOIN_WORLD = Symbol.for('webccl.joinWorld');
-type WorldJoiner = (i: { node?: NodeHandle; localRank?: number; world?: WorldInit; opts: InitOptions }) => Promise<Communicator | undefined>;
+type WorldJoiner = (i: {
+  node?: NodeHandle;
+  localRank?: number;
+  world?: WorldInit;
+  opts: InitOptions;
+}) => Promise<Communicator | undefined>;
 /** The WebSocket class a rank that dials only uses where the runtime has none (Node 20: the Node entry loads `ws`). */
 export const PAGE_WEBSOCKET = Symbol.for('webccl.pageWebSocket');
 type SocketLoader = () => Promise<PageSocketClass>;
@@ -87,22 +130,36 @@ type SocketLoader = () => Promise<PageSocketClass>;
 export async function initCommGroup(options?: InitOptions): Promise<Communicator> {
   const opts = checkOptions<InitOptions>('initCommGroup', options, INIT_OPTIONS, '{ timeoutMs: 60000 }');
   if (opts.node !== undefined) checkNodeHandle('initCommGroup', opts.node);
-  else if (opts.rank !== undefined && opts.master === undefined) fail('INVALID_ARGUMENT', 'initCommGroup: option rank needs option node (the handle createNode returned) or master; without either the rank comes from the launcher', { option: 'rank' });
+  else if (opts.rank !== undefined && opts.master === undefined)
+    fail(
+      'INVALID_ARGUMENT',
+      'initCommGroup: option rank needs option node (the handle createNode returned) or master; without either the rank comes from the launcher',
+      { option: 'rank' },
+    );
   if (world) return world;
   const dialling = dialOnlyJoin(opts);
   if (dialling) {
     // Node's ws package where the entry provides it (Node 22 and later also have a global
     // WebSocket, undici's, on which dialling ranks hung); a page's own elsewhere.
-    const Ws = (await (globalThis as Record<symbol, SocketLoader | undefined>)[PAGE_WEBSOCKET]?.()) ?? (globalThis as { WebSocket?: PageSocketClass }).WebSocket;
+    const Ws =
+      (await (globalThis as Record<symbol, SocketLoader | undefined>)[PAGE_WEBSOCKET]?.()) ??
+      (globalThis as { WebSocket?: PageSocketClass }).WebSocket;
     const c = await joinPageWorld({ ...dialling, opts, WebSocket: Ws });
     if (c.rank === 0) unknownEnvNames();
     await c[SETUP_BARRIER]();
     return (world = c);
   }
-  const init = opts.node ? { node: opts.node, rank: opts.rank ?? 0 } : (globalThis as Record<symbol, RankInit | undefined>)[RANK_INIT];
+  const init = opts.node
+    ? { node: opts.node, rank: opts.rank ?? 0 }
+    : (globalThis as Record<symbol, RankInit | undefined>)[RANK_INIT];
   const joiner = (globalThis as Record<symbol, WorldJoiner | undefined>)[JOIN_WORLD];
   if ((init?.world || !init) && joiner) {
-    const c = await joiner({ node: init?.node, localRank: init?.rank, world: init?.world, opts: { cores: init?.cores, simd: init?.simd, ...opts } });
+    const c = await joiner({
+      node: init?.node,
+      localRank: init?.rank,
+      world: init?.world,
+      opts: { cores: init?.cores, simd: init?.simd, ...opts },
+    });
     if (c) {
       if (c.rank === 0) unknownEnvNames();
       await c[SETUP_BARRIER]();
@@ -126,15 +183,30 @@ export async function initCommGroup(options?: InitOptions): Promise<Communicator
  * A rank that joins its job by dialling (a page's): `master` in the options (a node of one rank,
  * whose world rank is `rank`), or a node createNode made with `master`. Undefined otherwise.
  */
-function dialOnlyJoin(opts: InitOptions): { node: NodeHandle; localRank: number; job: ReturnType<typeof pageJob> } | undefined {
+function dialOnlyJoin(
+  opts: InitOptions,
+): { node: NodeHandle; localRank: number; job: ReturnType<typeof pageJob> } | undefined {
   if (opts.master !== undefined) {
-    if (opts.node !== undefined) fail('INVALID_ARGUMENT', 'initCommGroup: give master either to createNode (a node of several ranks: its workers call initCommGroup({ node, rank })) or here (a rank alone), not both', { option: 'master' });
-    if (opts.rank === undefined) fail('INVALID_ARGUMENT', 'initCommGroup: option rank (this rank\'s world rank) is required with master', { option: 'rank' });
+    if (opts.node !== undefined)
+      fail(
+        'INVALID_ARGUMENT',
+        'initCommGroup: give master either to createNode (a node of several ranks: its workers call initCommGroup({ node, rank })) or here (a rank alone), not both',
+        { option: 'master' },
+      );
+    if (opts.rank === undefined)
+      fail('INVALID_ARGUMENT', "initCommGroup: option rank (this rank's world rank) is required with master", {
+        option: 'rank',
+      });
     const job = pageJob('initCommGroup', opts, opts.rank, 1);
     return { node: createNode({ nranks: 1 }), localRank: 0, job };
   }
   const stray = (['worldSize', 'token', 'jobId'] as const).find((k) => opts[k] !== undefined);
-  if (stray) fail('INVALID_ARGUMENT', `initCommGroup: option ${stray} names a job to join by its master, which needs option master (ws://HOST:P of webccl serve)`, { option: stray });
+  if (stray)
+    fail(
+      'INVALID_ARGUMENT',
+      `initCommGroup: option ${stray} names a job to join by its master, which needs option master (ws://HOST:P of webccl serve)`,
+      { option: stray },
+    );
   if (opts.node?.job) return { node: opts.node, localRank: opts.rank ?? 0, job: opts.node.job };
   return undefined;
 }
@@ -156,37 +228,58 @@ function promised(issue: () => Work): Promise<void> {
   }
 }
 
-/** Module-level calls take `{ group }` (a communicator createGroup or split made) beside their own options; default: the world. */
+/**
+ * Module-level calls take `{ group }` (a communicator createGroup or split made) beside their own options; default: the
+ * world.
+ */
 export interface GroupOption {
   group?: Communicator;
 }
 
 /** The communicator a module-level call runs on, and its options without `group`. */
 function target<O>(what: string, o: (O & GroupOption) | undefined): [Communicator, O | undefined] {
-  if (typeof o !== 'object' || o === null || !('group' in o)) return [requireWorld(what), o]; // the communicator checks the rest
+  // the communicator checks the rest
+  if (typeof o !== 'object' || o === null || !('group' in o)) return [requireWorld(what), o];
   const { group, ...rest } = o;
   if (group === undefined) return [requireWorld(what), rest as O];
   if (!(group instanceof Communicator)) {
-    const why = group === null ? ' (createGroup resolves null on the ranks outside the group: only its members may use it)' : '';
-    fail('INVALID_ARGUMENT', `${what}: option group must be a Communicator that createGroup or split made, got ${showValue(group)}${why}`, { option: 'group', value: group });
+    const why =
+      group === null ? ' (createGroup resolves null on the ranks outside the group: only its members may use it)' : '';
+    fail(
+      'INVALID_ARGUMENT',
+      `${what}: option group must be a Communicator that createGroup or split made, got ${showValue(group)}${why}`,
+      { option: 'group', value: group },
+    );
   }
   return [group, rest as O];
 }
 
 type WithGroup<O> = O & GroupOption;
 
-export const allReduce = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> => promised(() => on('allReduce', o, (c, p) => c.allReduce(x, p)));
-export const allReduceAsync = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Work => on('allReduceAsync', o, (c, p) => c.allReduce(x, p));
-export const allGather = (out: BufferArg, input: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> => promised(() => on('allGather', o, (c, p) => c.allGather(out, input, p)));
-export const reduceScatter = (out: BufferArg, input: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> => promised(() => on('reduceScatter', o, (c, p) => c.reduceScatter(out, input, p)));
-export const broadcast = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> => promised(() => on('broadcast', o, (c, p) => c.broadcast(x, p)));
-export const reduce = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> => promised(() => on('reduce', o, (c, p) => c.reduce(x, p)));
-export const allToAll = (out: BufferArg, input: BufferArg, o?: WithGroup<AllToAllOptions>): Promise<void> => promised(() => on('allToAll', o, (c, p) => c.allToAll(out, input, p)));
-export const gather = (out: BufferArg | null, input: BufferArg, o?: WithGroup<RootedOptions>): Promise<void> => promised(() => on('gather', o, (c, p) => c.gather(out, input, p)));
-export const scatter = (out: BufferArg, input: BufferArg | null, o?: WithGroup<RootedOptions>): Promise<void> => promised(() => on('scatter', o, (c, p) => c.scatter(out, input, p)));
-export const send = (x: BufferArg, peer: number, o?: WithGroup<P2pOptions>): Promise<void> => promised(() => on('send', o, (c, p) => c.send(x, peer, p)));
-export const recv = (x: BufferArg, peer: number, o?: WithGroup<P2pOptions>): Promise<void> => promised(() => on('recv', o, (c, p) => c.recv(x, peer, p)));
-export const barrier = (o?: WithGroup<{ timeoutMs?: number }>): Promise<void> => promised(() => on('barrier', o, (c, p) => c.barrier(p)));
+export const allReduce = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> =>
+  promised(() => on('allReduce', o, (c, p) => c.allReduce(x, p)));
+export const allReduceAsync = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Work =>
+  on('allReduceAsync', o, (c, p) => c.allReduce(x, p));
+export const allGather = (out: BufferArg, input: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> =>
+  promised(() => on('allGather', o, (c, p) => c.allGather(out, input, p)));
+export const reduceScatter = (out: BufferArg, input: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> =>
+  promised(() => on('reduceScatter', o, (c, p) => c.reduceScatter(out, input, p)));
+export const broadcast = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> =>
+  promised(() => on('broadcast', o, (c, p) => c.broadcast(x, p)));
+export const reduce = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> =>
+  promised(() => on('reduce', o, (c, p) => c.reduce(x, p)));
+export const allToAll = (out: BufferArg, input: BufferArg, o?: WithGroup<AllToAllOptions>): Promise<void> =>
+  promised(() => on('allToAll', o, (c, p) => c.allToAll(out, input, p)));
+export const gather = (out: BufferArg | null, input: BufferArg, o?: WithGroup<RootedOptions>): Promise<void> =>
+  promised(() => on('gather', o, (c, p) => c.gather(out, input, p)));
+export const scatter = (out: BufferArg, input: BufferArg | null, o?: WithGroup<RootedOptions>): Promise<void> =>
+  promised(() => on('scatter', o, (c, p) => c.scatter(out, input, p)));
+export const send = (x: BufferArg, peer: number, o?: WithGroup<P2pOptions>): Promise<void> =>
+  promised(() => on('send', o, (c, p) => c.send(x, peer, p)));
+export const recv = (x: BufferArg, peer: number, o?: WithGroup<P2pOptions>): Promise<void> =>
+  promised(() => on('recv', o, (c, p) => c.recv(x, peer, p)));
+export const barrier = (o?: WithGroup<{ timeoutMs?: number }>): Promise<void> =>
+  promised(() => on('barrier', o, (c, p) => c.barrier(p)));
 
 /** Runs `call` on the communicator `o.group` names (the world by default). */
 function on<O, R>(what: string, o: WithGroup<O> | undefined, call: (c: Communicator, o: O | undefined) => R): R {
@@ -198,7 +291,10 @@ function on<O, R>(what: string, o: WithGroup<O> | undefined, call: (c: Communica
  * A group of the world's ranks (numbers or 'rankN' strings): every rank calls it
  * with the same list; members get the group's communicator, the others null.
  */
-export function createGroup(ranks: readonly (number | string)[], o?: CommunicatorOptions): Promise<Communicator | null> {
+export function createGroup(
+  ranks: readonly (number | string)[],
+  o?: CommunicatorOptions,
+): Promise<Communicator | null> {
   try {
     return requireWorld('createGroup').createGroup(ranks, o);
   } catch (e) {
@@ -209,7 +305,12 @@ export function createGroup(ranks: readonly (number | string)[], o?: Communicato
 /** Completes a handle from an *Async call; a bad handle is a rejection too. */
 export function wait(handle: Work): Promise<void> {
   if (typeof (handle as Partial<Work> | null)?.wait !== 'function') {
-    return Promise.reject(new WebcclError('INVALID_ARGUMENT', `wait: expected the Work handle an *Async call returned, got ${showValue(handle)}`));
+    return Promise.reject(
+      new WebcclError(
+        'INVALID_ARGUMENT',
+        `wait: expected the Work handle an *Async call returned, got ${showValue(handle)}`,
+      ),
+    );
   }
   return handle.wait();
 }

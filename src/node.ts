@@ -1,9 +1,10 @@
 // The Node.js entry: everything the browser build has, plus launching ranks.
+
+import { installTraceSink } from './core/nodejs/trace-files.js';
 import { JOIN_WORLD, PAGE_WEBSOCKET } from './index.js';
 import { joinWorld } from './launch/join-world.js';
-import { registerProgressStarter } from './progress/start.js';
 import { startNodeProgress } from './launch/progress-thread.js';
-import { installTraceSink } from './core/nodejs/trace-files.js';
+import { registerProgressStarter } from './progress/start.js';
 
 export * from './index.js';
 
@@ -16,7 +17,20 @@ export * from './index.js';
 registerProgressStarter(startNodeProgress);
 // WEBCCL_TRACE: each thread writes its events to a part file at its end (core/nodejs/trace-files.ts).
 installTraceSink();
-export { launch, startRanks, type LaunchOptions, type LaunchResult, type LaunchHandle, type RankFailure } from './launch/threads.js';
-export { launchProcesses, startProcesses, type ProcessLaunchOptions, type ProcessLaunchHandle } from './launch/processes.js';
+
 // Shadows the browser build's connectStore (export * above): Node 20 brings no WebSocket of its own.
 export { connectStore } from './bootstrap/nodejs/connect-store.js';
+export {
+  launchProcesses,
+  type ProcessLaunchHandle,
+  type ProcessLaunchOptions,
+  startProcesses,
+} from './launch/processes.js';
+export {
+  type LaunchHandle,
+  type LaunchOptions,
+  type LaunchResult,
+  launch,
+  type RankFailure,
+  startRanks,
+} from './launch/threads.js';

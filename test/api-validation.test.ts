@@ -6,15 +6,15 @@
 // errors carry their code once.
 import * as net from 'node:net';
 import { describe, expect, it, vi } from 'vitest';
-import { WebcclError } from '../src/core/errors.js';
-import * as api from '../src/node.js';
-import { createNode } from '../src/progress/create-node.js';
-import { joinNode } from '../src/engine/context.js';
 import { Communicator } from '../src/api/communicator.js';
 import { COLLECTIVE_OPTIONS } from '../src/api/options.js';
-import { closest } from '../src/core/options.js';
 import { startStoreServer } from '../src/bootstrap/nodejs/store-server.js';
-import { ACCEPTS, FrameParser, Kind, decode, type Message } from '../src/bootstrap/store-protocol.js';
+import { ACCEPTS, decode, FrameParser, Kind, type Message } from '../src/bootstrap/store-protocol.js';
+import { WebcclError } from '../src/core/errors.js';
+import { closest } from '../src/core/options.js';
+import { joinNode } from '../src/engine/context.js';
+import * as api from '../src/node.js';
+import { createNode } from '../src/progress/create-node.js';
 import { TcpTransport } from '../src/transport/tcp/nodejs/tcp-transport.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 
@@ -84,18 +84,43 @@ function optionTakers(): Record<string, (o: any) => unknown> {
 
 /** Exported functions that take no options bag (or only pass one on to a function above). */
 const NO_OPTIONS_BAG = [
-  'abortNode', 'leaveNode', 'stopProgressThread', 'getCommunicator', 'getRank', 'getWorldSize', 'wait',
-  'allReduce', 'allReduceAsync', 'allGather', 'reduceScatter', 'broadcast', 'reduce', 'barrier', // → the Communicator's
-  'allToAll', 'gather', 'scatter', 'send', 'recv', 'createGroup',
-  'Work', 'WebcclError',
-  'traceSpan', 'traceTrack', 'traceFlush', // (name, fn), (name) and (): checked in test/trace.test.ts
+  'abortNode',
+  'leaveNode',
+  'stopProgressThread',
+  'getCommunicator',
+  'getRank',
+  'getWorldSize',
+  'wait',
+  'allReduce',
+  'allReduceAsync',
+  'allGather',
+  'reduceScatter',
+  'broadcast',
+  'reduce',
+  'barrier', // → the Communicator's
+  'allToAll',
+  'gather',
+  'scatter',
+  'send',
+  'recv',
+  'createGroup',
+  'Work',
+  'WebcclError',
+  'traceSpan',
+  'traceTrack',
+  'traceFlush', // (name, fn), (name) and (): checked in test/trace.test.ts
 ];
 
 describe('every options bag refuses an unknown key', () => {
   it('the table covers every exported function and every collective', () => {
-    const exported = Object.entries(api).filter(([, v]) => typeof v === 'function').map(([k]) => k);
+    const exported = Object.entries(api)
+      .filter(([, v]) => typeof v === 'function')
+      .map(([k]) => k);
     const covered = [...Object.keys(optionTakers()), ...NO_OPTIONS_BAG];
-    expect(exported.filter((k) => !covered.includes(k)), 'add new options-taking functions to optionTakers()').toEqual([]);
+    expect(
+      exported.filter((k) => !covered.includes(k)),
+      'add new options-taking functions to optionTakers()',
+    ).toEqual([]);
     for (const name of Object.keys(COLLECTIVE_OPTIONS)) expect(Object.keys(optionTakers())).toContain(name);
   });
 
@@ -135,8 +160,13 @@ describe('collective options', () => {
       expect(e.message).toMatch(/options must be an object like \{ op: 'max' \}/);
     }
     expect(thrown(() => a.allReduce(f32(4), 'max' as any)).message).toMatch(/got "max" \(a string\)/);
-    for (const call of [() => a.broadcast(f32(4), 0 as any), () => a.reduce(f32(4), 'max' as any), () => a.barrier(null as any),
-      () => b.allGather(f32(8), f32(4), 'x' as any), () => b.reduceScatter(f32(4), f32(8), [] as any)]) {
+    for (const call of [
+      () => a.broadcast(f32(4), 0 as any),
+      () => a.reduce(f32(4), 'max' as any),
+      () => a.barrier(null as any),
+      () => b.allGather(f32(8), f32(4), 'x' as any),
+      () => b.reduceScatter(f32(4), f32(8), [] as any),
+    ]) {
       expect(thrown(call).code).toBe('INVALID_ARGUMENT');
     }
   });
@@ -164,7 +194,9 @@ describe('collective options', () => {
       expect(thrown(() => b.reduce(f32(4), { root } as any)).code).toBe('INVALID_ARGUMENT');
     }
     expect(thrown(() => b.broadcast(f32(4), { root: '0' } as any)).message).toMatch(/invalid root "0" \(a string\)/);
-    expect(thrown(() => b.broadcast(f32(4), { root: 5 })).message).toMatch(/invalid root 5 \(root should be in the 0\.\.1 range\)/);
+    expect(thrown(() => b.broadcast(f32(4), { root: 5 })).message).toMatch(
+      /invalid root 5 \(root should be in the 0\.\.1 range\)/,
+    );
   });
 
   it('ops, algorithms and deadlines of the wrong type or range', () => {
@@ -187,10 +219,12 @@ describe('collective options', () => {
     const x = f32(4, 1);
     const y = f32(4, 2);
     const none = { op: undefined, root: undefined, out: undefined, timeoutMs: undefined, algo: undefined };
-    await settleAll([a.allReduce(x, none), b.allReduce(y, { ...none, op: 'max' as const, timeoutMs: 20_000 })]).then((errs) => {
-      // the ranks disagree on op only if undefined were taken as something else than sum
-      expect(errs.map((e) => (e as WebcclError | undefined)?.code)).toEqual(['MISMATCH', 'MISMATCH']);
-    });
+    await settleAll([a.allReduce(x, none), b.allReduce(y, { ...none, op: 'max' as const, timeoutMs: 20_000 })]).then(
+      (errs) => {
+        // the ranks disagree on op only if undefined were taken as something else than sum
+        expect(errs.map((e) => (e as WebcclError | undefined)?.code)).toEqual(['MISMATCH', 'MISMATCH']);
+      },
+    );
     await settleAll([a.allReduce(x, none), b.allReduce(y, { op: undefined })]);
     expect(Array.from(x)).toEqual([3, 3, 3, 3]);
     await settleAll([a.broadcast(x, { root: undefined }), b.broadcast(y, { root: undefined, out: undefined })]);
@@ -205,7 +239,12 @@ describe('constructors and launchers', () => {
 
   it('Communicator options', () => {
     const ctx = joinNode(node, 0, { spinUs: 0 });
-    for (const [o, key] of [[{ timeoutMs: -1 }, 'timeoutMs'], [{ timeoutMs: '5' }, 'timeoutMs'], [{ algo: 1 }, 'algo'], [{ timeoutMS: 5 }, 'timeoutMS']] as const) {
+    for (const [o, key] of [
+      [{ timeoutMs: -1 }, 'timeoutMs'],
+      [{ timeoutMs: '5' }, 'timeoutMs'],
+      [{ algo: 1 }, 'algo'],
+      [{ timeoutMS: 5 }, 'timeoutMS'],
+    ] as const) {
       expect(thrown(() => new Communicator(ctx, o as any)).details.option).toBe(key);
     }
     expect(thrown(() => new Communicator(ctx, 'fast' as any)).code).toBe('INVALID_ARGUMENT');
@@ -243,11 +282,23 @@ describe('constructors and launchers', () => {
   });
 
   it('createNode', () => {
-    for (const bad of [4, 'x', null, [], undefined]) expect(thrown(() => createNode(bad as any)).code).toBe('INVALID_ARGUMENT');
-    for (const o of [{ nranks: '2' }, { nranks: 0 }, { nranks: 65 }, { nranks: 1.5 }, {}, { nranks: 2, slotBytes: '4096' }, { nranks: 2, slotBytes: 100 }]) {
+    for (const bad of [4, 'x', null, [], undefined])
+      expect(thrown(() => createNode(bad as any)).code).toBe('INVALID_ARGUMENT');
+    for (const o of [
+      { nranks: '2' },
+      { nranks: 0 },
+      { nranks: 65 },
+      { nranks: 1.5 },
+      {},
+      { nranks: 2, slotBytes: '4096' },
+      { nranks: 2, slotBytes: 100 },
+    ]) {
       expect(thrown(() => createNode(o as any)).code).toBe('INVALID_ARGUMENT');
     }
-    expect(thrown(() => createNode({ nRanks: 2 } as any)).details).toMatchObject({ option: 'nRanks', suggestion: 'nranks' });
+    expect(thrown(() => createNode({ nRanks: 2 } as any)).details).toMatchObject({
+      option: 'nRanks',
+      suggestion: 'nranks',
+    });
     expect(createNode({ nranks: 1, slotBytes: undefined }).nranks).toBe(1);
   });
 
@@ -256,13 +307,25 @@ describe('constructors and launchers', () => {
       expect(thrown(() => joinNode(node, 0, o as any)).details.option).toBe(Object.keys(o)[0]);
     }
     expect(thrown(() => joinNode(node, 0, 'simd' as any)).code).toBe('INVALID_ARGUMENT');
-    for (const rank of ['0', 2, -1, null]) expect(thrown(() => joinNode(node, rank as any)).code).toBe('INVALID_ARGUMENT');
-    for (const h of [null, {}, 'node', { memory: 1, nranks: 1, world: 0 }]) expect(thrown(() => joinNode(h as any, 0)).code).toBe('INVALID_ARGUMENT');
+    for (const rank of ['0', 2, -1, null])
+      expect(thrown(() => joinNode(node, rank as any)).code).toBe('INVALID_ARGUMENT');
+    for (const h of [null, {}, 'node', { memory: 1, nranks: 1, world: 0 }])
+      expect(thrown(() => joinNode(h as any, 0)).code).toBe('INVALID_ARGUMENT');
   });
 
   it('launch and launchProcesses reject (never throw) and start nothing; startRanks/startProcesses throw at once', async () => {
-    const bads = ['x', null, {}, { nranks: 2 }, { script: SCRIPT }, { nranks: '2', script: SCRIPT }, { nranks: 2, script: 7 },
-      { nranks: 2, script: SCRIPT, args: 'a b' }, { nranks: 2, script: SCRIPT, graceMs: -1 }, { nranks: 2, script: SCRIPT, grace: 5 }];
+    const bads = [
+      'x',
+      null,
+      {},
+      { nranks: 2 },
+      { script: SCRIPT },
+      { nranks: '2', script: SCRIPT },
+      { nranks: 2, script: 7 },
+      { nranks: 2, script: SCRIPT, args: 'a b' },
+      { nranks: 2, script: SCRIPT, graceMs: -1 },
+      { nranks: 2, script: SCRIPT, grace: 5 },
+    ];
     for (const o of bads) {
       for (const launcher of [api.launch, api.launchProcesses]) {
         const p = launcher(o as any);
@@ -272,8 +335,12 @@ describe('constructors and launchers', () => {
       expect(thrown(() => api.startRanks(o as any)).code).toBe('INVALID_ARGUMENT');
       expect(thrown(() => api.startProcesses(o as any)).code).toBe('INVALID_ARGUMENT');
     }
-    expect((await errorOf(() => api.launchProcesses({ nranks: 1, script: SCRIPT, masterPort: 70000 }))).details.option).toBe('masterPort');
-    expect((await errorOf(() => api.launch({ nranks: 1, script: SCRIPT, onMessage: 'log' } as any))).details.option).toBe('onMessage');
+    expect(
+      (await errorOf(() => api.launchProcesses({ nranks: 1, script: SCRIPT, masterPort: 70000 }))).details.option,
+    ).toBe('masterPort');
+    expect(
+      (await errorOf(() => api.launch({ nranks: 1, script: SCRIPT, onMessage: 'log' } as any))).details.option,
+    ).toBe('onMessage');
   });
 });
 
@@ -306,16 +373,34 @@ describe('module-level functions reject, never throw', () => {
     let w: Promise<unknown> | undefined;
     expect(() => (w = fresh.wait(42 as any))).not.toThrow();
     expect((await errorOf(() => w)).code).toBe('INVALID_ARGUMENT');
-    for (const sync of [() => fresh.getRank(), () => fresh.getWorldSize(), () => fresh.getCommunicator(), () => fresh.allReduceAsync(f32(1))]) {
+    for (const sync of [
+      () => fresh.getRank(),
+      () => fresh.getWorldSize(),
+      () => fresh.getCommunicator(),
+      () => fresh.allReduceAsync(f32(1)),
+    ]) {
       expect(thrown(sync).code).toBe('NOT_INITIALIZED');
     }
     // Bad options are refused before any joining; initCommGroup stays callable.
-    for (const o of ['x', 5, null, [], { timeoutMS: 5 }, { timeoutMs: -1 }, { rank: 1 }, { node: {}, rank: 0 }, { node: createNode({ nranks: 2 }), rank: 2 }]) {
+    for (const o of [
+      'x',
+      5,
+      null,
+      [],
+      { timeoutMS: 5 },
+      { timeoutMs: -1 },
+      { rank: 1 },
+      { node: {}, rank: 0 },
+      { node: createNode({ nranks: 2 }), rank: 2 },
+    ]) {
       let p: Promise<unknown> | undefined;
       expect(() => (p = fresh.initCommGroup(o as any))).not.toThrow();
       expect((await errorOf(() => p)).code, JSON.stringify(o)).toBe('INVALID_ARGUMENT');
     }
-    expect((await errorOf(() => fresh.initCommGroup({ timeoutMS: 5 } as any))).details).toMatchObject({ option: 'timeoutMS', suggestion: 'timeoutMs' });
+    expect((await errorOf(() => fresh.initCommGroup({ timeoutMS: 5 } as any))).details).toMatchObject({
+      option: 'timeoutMS',
+      suggestion: 'timeoutMs',
+    });
   });
 
   it('after initCommGroup: bad buffers and options are rejections', async () => {
@@ -366,13 +451,24 @@ describe('module-level functions on a rank of a thread job (the built bundle)', 
   it('reject, never throw', async () => {
     const reports: unknown[][] = [[], []];
     const { launch } = await import('../dist/node/index.js');
-    const result = await launch({ nranks: 2, script: 'test/fixtures/api-rejects.mjs', onMessage: (r, m) => reports[r].push(m), graceMs: 10_000 });
+    const result = await launch({
+      nranks: 2,
+      script: 'test/fixtures/api-rejects.mjs',
+      onMessage: (r, m) => reports[r].push(m),
+      graceMs: 10_000,
+    });
     expect(result.failure?.message).toBeUndefined();
     for (const [r, [rep]] of reports.entries()) {
       const list = rep as { what: string; threw: boolean; code: string; promise: boolean }[];
       expect(list.length, `rank ${r}`).toBe(13);
       for (const { what, threw, code, promise } of list) {
-        expect({ rank: r, what, threw, promise, code }).toEqual({ rank: r, what, threw: false, promise: true, code: what.includes('before') ? 'NOT_INITIALIZED' : 'INVALID_ARGUMENT' });
+        expect({ rank: r, what, threw, promise, code }).toEqual({
+          rank: r,
+          what,
+          threw: false,
+          promise: true,
+          code: what.includes('before') ? 'NOT_INITIALIZED' : 'INVALID_ARGUMENT',
+        });
       }
     }
   });
@@ -383,10 +479,15 @@ describe('module-level functions on a rank of a thread job (the built bundle)', 
 describe('tensors with a layout on the collectives that take row-major data only', () => {
   it('allToAll, send and recv refuse a non-NCHW tensor, and take an NCHW one (gather and scatter take every layout)', async () => {
     const [c] = inprocRanks(1);
-    const t = (layout: string) => ({ data: f32(4), dtype: 'f32', shape: [1, 4, 1, 1], layout, ...(layout === 'NC1HWC0' && { c0: 4 }) }) as any;
+    const t = (layout: string) =>
+      ({ data: f32(4), dtype: 'f32', shape: [1, 4, 1, 1], layout, ...(layout === 'NC1HWC0' && { c0: 4 }) }) as any;
     const [p0] = inprocRanks(2); // send and recv need a peer (refused before anything moves)
-    for (const call of [() => c.allToAll(t('NHWC'), f32(4)), () => p0.send(t('NHWC'), 1), () => p0.recv(t('NC1HWC0'), 1),
-      () => c.allToAll(f32(4), t('NC1HWC0'))]) {
+    for (const call of [
+      () => c.allToAll(t('NHWC'), f32(4)),
+      () => p0.send(t('NHWC'), 1),
+      () => p0.recv(t('NC1HWC0'), 1),
+      () => c.allToAll(f32(4), t('NC1HWC0')),
+    ]) {
       const e = thrown(call);
       expect(e.code).toBe('INVALID_ARGUMENT');
       expect(e.message).toMatch(/row-major data only/);
@@ -446,24 +547,44 @@ describe('tensor objects and dtype names of TF.js and ONNX Runtime', () => {
       ['complex64', new Float32Array(4), /float32/],
       ['string', [], /cannot be reduced/],
     ] as const) {
-      for (const t of [{ data, dtype }, { data, type: dtype, dims: [2] }]) {
+      for (const t of [
+        { data, dtype },
+        { data, type: dtype, dims: [2] },
+      ]) {
         const e = thrown(() => a.allReduce(t as any));
         expect([e.code, e.details.dtype]).toEqual(['INVALID_DTYPE', dtype]);
         expect(e.message).toMatch(hint);
         expect(e.message).toMatch(/^allReduce buffer: /); // names the argument
       }
     }
-    expect(thrown(() => a.allReduce({ data: f32(2), dtype: 'f8' } as any)).message).toMatch(/float32/); // the known names are listed
+    // the known names are listed
+    expect(thrown(() => a.allReduce({ data: f32(2), dtype: 'f8' } as any)).message).toMatch(/float32/);
   });
 
   it('a TensorFlow.js tensor, or data not there yet, says what to pass instead', () => {
-    const tfjs = { dtype: 'float32', shape: [4], size: 4, dataSync: () => f32(4), data: async () => f32(4), arraySync: () => [] };
+    const tfjs = {
+      dtype: 'float32',
+      shape: [4],
+      size: 4,
+      dataSync: () => f32(4),
+      data: async () => f32(4),
+      arraySync: () => [],
+    };
     const e = thrown(() => a.allReduce(tfjs as any));
     expect([e.code, e.details.tensor]).toEqual(['INVALID_ARGUMENT', 'tfjs']);
     expect(e.message).toMatch(/dataSync\(\)/);
     expect(thrown(() => a.allReduce({ data: () => f32(4), dtype: 'float32' } as any)).message).toMatch(/function/);
-    expect(thrown(() => a.allReduce({ data: Promise.resolve(f32(4)), dtype: 'float32' } as any)).message).toMatch(/await it/);
-    const gpu = { type: 'float32', dims: [4], location: 'gpu-buffer', get data(): never { throw new Error('The data is not on CPU'); } };
+    expect(thrown(() => a.allReduce({ data: Promise.resolve(f32(4)), dtype: 'float32' } as any)).message).toMatch(
+      /await it/,
+    );
+    const gpu = {
+      type: 'float32',
+      dims: [4],
+      location: 'gpu-buffer',
+      get data(): never {
+        throw new Error('The data is not on CPU');
+      },
+    };
     const g = thrown(() => a.allReduce(gpu as any));
     expect([g.code, g.details.location]).toEqual(['INVALID_ARGUMENT', 'gpu-buffer']);
     expect(g.message).toMatch(/getData\(\)/);
@@ -481,7 +602,9 @@ describe('an error wrapped into another shows one code', () => {
       const socket = net.connect({ host: '127.0.0.1', port: s.port });
       socket.on('error', () => {});
       const frames: Message[] = [];
-      const parser = new FrameParser(1 << 20, [...ACCEPTS.clientHandshake, ...ACCEPTS.clientReady], (k, bytes) => frames.push(decode(k, bytes, 1 << 20)));
+      const parser = new FrameParser(1 << 20, [...ACCEPTS.clientHandshake, ...ACCEPTS.clientReady], (k, bytes) =>
+        frames.push(decode(k, bytes, 1 << 20)),
+      );
       socket.on('data', (d: Buffer) => parser.push(d));
       await new Promise<void>((r) => socket.once('data', () => r())); // HELLO
       const header = Buffer.alloc(5);
@@ -499,14 +622,24 @@ describe('an error wrapped into another shows one code', () => {
 
   it('a data port refusing garbage reports PROTOCOL_ERROR once', async () => {
     const rejects: WebcclError[] = [];
-    const t = await TcpTransport.listen({ rank: 0, size: 2, jobId: 'j', token: 't', timeoutMs: 10_000, onReject: (e) => rejects.push(e) });
+    const t = await TcpTransport.listen({
+      rank: 0,
+      size: 2,
+      jobId: 'j',
+      token: 't',
+      timeoutMs: 10_000,
+      onReject: (e) => rejects.push(e),
+    });
     try {
       const s = net.connect(t.address);
       s.on('error', () => {});
       s.write(Uint8Array.of(1, 0xff, 0xff, 0xff, 0xff)); // a HELLO announcing 4 GiB
       await new Promise((r) => s.once('close', r));
       expect(rejects.map((e) => e.code)).toEqual(['PROTOCOL_ERROR']);
-      expect(rejects.every((e) => once(e.message)), rejects.map((e) => e.message).join('\n')).toBe(true);
+      expect(
+        rejects.every((e) => once(e.message)),
+        rejects.map((e) => e.message).join('\n'),
+      ).toBe(true);
     } finally {
       t.close();
     }

@@ -1,13 +1,13 @@
 // Bad input is refused at the API boundary, before anything moves, with a stable code.
 import { describe, expect, it } from 'vitest';
-import { inprocRanks, settleAll } from './helpers/inproc.js';
+import { Communicator } from '../src/api/communicator.js';
 import { WebcclError } from '../src/core/errors.js';
-import * as ccl from '../src/index.js';
 import { abortNode } from '../src/core/node.js';
-import { createNode } from '../src/progress/create-node.js';
 import { ABORT_REASON } from '../src/core/shm-map.js';
 import { joinNode } from '../src/engine/context.js';
-import { Communicator } from '../src/api/communicator.js';
+import * as ccl from '../src/index.js';
+import { createNode } from '../src/progress/create-node.js';
+import { inprocRanks, settleAll } from './helpers/inproc.js';
 
 const code = (fn: () => unknown): string | undefined => {
   try {
@@ -76,7 +76,12 @@ describe('argument checks', () => {
     const w1 = a.allReduce(x);
     const w2 = a.allReduce(y, { op: 'max' });
     expect(w1.isCompleted() || w2.isCompleted()).toBe(false);
-    await settleAll([w1, w2, b.allReduce(new Float64Array(3).fill(1)), b.allReduce(new Float64Array(3).fill(7), { op: 'max' })]);
+    await settleAll([
+      w1,
+      w2,
+      b.allReduce(new Float64Array(3).fill(1)),
+      b.allReduce(new Float64Array(3).fill(7), { op: 'max' }),
+    ]);
     expect(Array.from(x)).toEqual([2, 2, 2]);
     expect(Array.from(y)).toEqual([7, 7, 7]);
     expect(w2.timing.completedAt).toBeGreaterThanOrEqual(w1.timing.completedAt);
@@ -124,7 +129,9 @@ describe('argument checks', () => {
 
 it('joinNode refuses a memory that holds no node', () => {
   const memory = new WebAssembly.Memory({ initial: 2, maximum: 4, shared: true });
-  expect(code(() => joinNode({ memory, nranks: 1, world: 0, slotBytes: 4096, key: 'none' }, 0))).toBe('INVALID_ARGUMENT');
+  expect(code(() => joinNode({ memory, nranks: 1, world: 0, slotBytes: 4096, key: 'none' }, 0))).toBe(
+    'INVALID_ARGUMENT',
+  );
 });
 
 describe('threads that may not block (a browser main thread)', () => {

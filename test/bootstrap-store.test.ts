@@ -6,13 +6,21 @@
 import { createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
 import * as net from 'node:net';
-import { connectStore } from '../src/bootstrap/nodejs/connect-store.js';
-import { attachStoreWebSocket } from '../src/bootstrap/nodejs/store-websocket.js';
-import type { StoreSession } from '../src/bootstrap/store-session.js';
 import { afterEach, describe, expect, it } from 'vitest';
+import { connectStore } from '../src/bootstrap/nodejs/connect-store.js';
 import { StoreClient, type StoreClientOptions } from '../src/bootstrap/nodejs/store-client.js';
-import { startStoreServer, type StoreServer, type StoreServerOptions } from '../src/bootstrap/nodejs/store-server.js';
-import { ACCEPTS, FrameParser, Kind, authPayload, decode, encode, type Message } from '../src/bootstrap/store-protocol.js';
+import { type StoreServer, type StoreServerOptions, startStoreServer } from '../src/bootstrap/nodejs/store-server.js';
+import { attachStoreWebSocket } from '../src/bootstrap/nodejs/store-websocket.js';
+import {
+  ACCEPTS,
+  authPayload,
+  decode,
+  encode,
+  FrameParser,
+  Kind,
+  type Message,
+} from '../src/bootstrap/store-protocol.js';
+import type { StoreSession } from '../src/bootstrap/store-session.js';
 import { WebcclError } from '../src/core/errors.js';
 import { canListen } from './helpers/net.js';
 
@@ -30,7 +38,12 @@ afterEach(async () => {
 
 async function server(o: Partial<StoreServerOptions> = {}): Promise<StoreServer & { rejects: string[] }> {
   const rejects: string[] = [];
-  const s = await startStoreServer({ token: TOKEN, jobId: JOB, onReject: (r) => rejects.push(`${r.kind}: ${r.reason}`), ...o });
+  const s = await startStoreServer({
+    token: TOKEN,
+    jobId: JOB,
+    onReject: (r) => rejects.push(`${r.kind}: ${r.reason}`),
+    ...o,
+  });
   open.push(s);
   return Object.assign(s, { rejects });
 }
@@ -44,28 +57,51 @@ async function client(port: number, o: Partial<StoreClientOptions> = {}): Promis
 type Carrier = 'tcp' | 'ws';
 
 /** A store whose WebSocket face, for the ws carrier, listens on an HTTP server of its own. */
-async function storeOver(carrier: Carrier, o: Partial<StoreServerOptions> = {}): Promise<StoreServer & { rejects: string[]; url: string }> {
+async function storeOver(
+  carrier: Carrier,
+  o: Partial<StoreServerOptions> = {},
+): Promise<StoreServer & { rejects: string[]; url: string }> {
   const s = await server(o);
   if (carrier === 'tcp') return Object.assign(s, { url: '' });
   const http = createServer();
   const upgrades = attachStoreWebSocket(http, s);
   const host = o.host ?? '127.0.0.1';
   await new Promise<void>((r) => http.listen(0, host, r));
-  open.push({ close: () => new Promise<void>((r) => { upgrades.close(); http.close(() => r()); http.closeAllConnections(); }) });
+  open.push({
+    close: () =>
+      new Promise<void>((r) => {
+        upgrades.close();
+        http.close(() => r());
+        http.closeAllConnections();
+      }),
+  });
   const port = (http.address() as net.AddressInfo).port;
   return Object.assign(s, { url: `ws://${host.includes(':') ? `[${host}]` : host}:${port}/store` });
 }
 
 /** A client of `s` over `carrier` (StoreClient over TCP, connectStore over WebSocket). */
-async function clientOver(carrier: Carrier, s: StoreServer & { url: string }, o: Partial<StoreClientOptions> = {}): Promise<StoreSession> {
+async function clientOver(
+  carrier: Carrier,
+  s: StoreServer & { url: string },
+  o: Partial<StoreClientOptions> = {},
+): Promise<StoreSession> {
   if (carrier === 'tcp') return client(s.port, o);
-  const c = await connectStore({ url: s.url, token: o.token ?? TOKEN, jobId: o.jobId ?? JOB, timeoutMs: o.timeoutMs ?? 5000, maxValueBytes: o.maxValueBytes });
+  const c = await connectStore({
+    url: s.url,
+    token: o.token ?? TOKEN,
+    jobId: o.jobId ?? JOB,
+    timeoutMs: o.timeoutMs ?? 5000,
+    maxValueBytes: o.maxValueBytes,
+  });
   open.push(c);
   return c;
 }
 
 async function rejection(p: Promise<unknown>): Promise<WebcclError> {
-  const e = await p.then(() => undefined, (x: unknown) => x);
+  const e = await p.then(
+    () => undefined,
+    (x: unknown) => x,
+  );
   expect(WebcclError.is(e), `expected a WebcclError, got ${String(e)}`).toBe(true);
   return e as WebcclError;
 }
@@ -89,7 +125,15 @@ async function raw(port: number, authenticate: boolean) {
   const hello = await next();
   if (hello.type !== 'hello') throw new Error('no HELLO');
   const nonce = new Uint8Array(32).fill(7);
-  const auth = (token: string) => encode({ type: 'auth', jobId: JOB, nonce, mac: createHmac('sha256', token).update(authPayload('client', hello.nonce, JOB, nonce)).digest() });
+  const auth = (token: string) =>
+    encode({
+      type: 'auth',
+      jobId: JOB,
+      nonce,
+      mac: createHmac('sha256', token)
+        .update(authPayload('client', hello.nonce, JOB, nonce))
+        .digest(),
+    });
   if (authenticate) {
     for (const p of auth(TOKEN)) socket.write(p);
     expect((await next()).type).toBe('authOk');
@@ -174,7 +218,8 @@ describe.each([
 describe('store', () => {
   it('rejects a server that cannot prove the token', async () => {
     const fake = net.createServer((sock) => {
-      for (const p of encode({ type: 'hello', version: 1, maxValueBytes: 1024, nonce: new Uint8Array(32) })) sock.write(p);
+      for (const p of encode({ type: 'hello', version: 1, maxValueBytes: 1024, nonce: new Uint8Array(32) }))
+        sock.write(p);
       sock.once('data', () => encode({ type: 'authOk', mac: new Uint8Array(32) }).forEach((p) => sock.write(p)));
       sock.on('error', () => {});
     });
@@ -192,7 +237,9 @@ describe('store', () => {
     await early.closed;
     const bad = await raw(s.port, false);
     // A failed proof followed by a request in the same write: the request must be dropped.
-    bad.socket.write(Buffer.concat([...bad.auth('wrong'), ...encode({ type: 'set', id: 2, key: 'evil', value: new Uint8Array(1) })]));
+    bad.socket.write(
+      Buffer.concat([...bad.auth('wrong'), ...encode({ type: 'set', id: 2, key: 'evil', value: new Uint8Array(1) })]),
+    );
     await bad.closed;
     expect(bad.frames.map((f) => f.type)).toEqual(['authFail']);
     const c = await client(s.port);
@@ -208,8 +255,14 @@ describe('store', () => {
     const after = await raw(s.port, true);
     after.socket.write(header(Kind.set, 0xfffffff0));
     await after.closed;
-    expect(after.frames[0]).toMatchObject({ type: 'protocolError', message: expect.stringContaining('over its limit') });
-    expect(s.rejects).toEqual([expect.stringMatching(/^protocol: .*over its limit/), expect.stringMatching(/^protocol: .*over its limit/)]);
+    expect(after.frames[0]).toMatchObject({
+      type: 'protocolError',
+      message: expect.stringContaining('over its limit'),
+    });
+    expect(s.rejects).toEqual([
+      expect.stringMatching(/^protocol: .*over its limit/),
+      expect.stringMatching(/^protocol: .*over its limit/),
+    ]);
     const c = await client(s.port);
     await c.set('k', 'v');
     expect(text(await c.get('k'))).toBe('v');
@@ -240,7 +293,6 @@ describe('store', () => {
     expect(e.code).toBe('CONNECT_FAILED');
     expect(e.message).toContain(`127.0.0.1:${free}`);
   });
-
 });
 
 describe.each(['tcp', 'ws'] as const)('store over %s', (carrier) => {

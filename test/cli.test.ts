@@ -3,14 +3,15 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { UsageError, parseRunArgs } from '../src/launch/cli.js';
+import { parseRunArgs, UsageError } from '../src/launch/cli.js';
 import { parsePerfArgs } from '../src/launch/perf/args.js';
 import { parseSimulateArgs } from '../src/launch/simulate/args.js';
 import { parseTuneArgs } from '../src/launch/tune/args.js';
 
 const bin = fileURLToPath(new URL('../bin/webccl.js', import.meta.url));
 const fixture = (f: string) => fileURLToPath(new URL(`./fixtures/${f}`, import.meta.url));
-const webccl = (...args: string[]) => spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 120_000 });
+const webccl = (...args: string[]) =>
+  spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 120_000 });
 
 describe('webccl run', () => {
   it('starts N ranks that share memory and passes the script its arguments', () => {
@@ -19,7 +20,7 @@ describe('webccl run', () => {
     expect(r.stdout.trim().split('\n').sort()).toEqual([0, 1, 2, 3].map((k) => `rank ${k} of 4 ok a b`));
   });
 
-  it("ends the job with a non-zero code and names the rank whose error was uncaught", () => {
+  it('ends the job with a non-zero code and names the rank whose error was uncaught', () => {
     const r = webccl('run', '-n', '3', fixture('throws-on-rank-2.mjs'));
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/rank 2 failed: .*boom on rank 2/);
@@ -41,15 +42,22 @@ describe('webccl run', () => {
 
   it('a launcher of one node of several takes MASTER_ADDR and MASTER_PORT when no flag names them; one of a single node does not', () => {
     const env = { MASTER_ADDR: '10.1.2.3', MASTER_PORT: '8080' };
-    expect(parseRunArgs(['--nnodes', '2', '--node-rank', '1', 's.mjs'], env)).toMatchObject({ nodes: { nnodes: 2, nodeRank: 1, masterAddr: '10.1.2.3', masterPort: 8080 } });
-    expect(parseRunArgs(['--nnodes', '2', '--master-port', '9000', 's.mjs'], env)).toMatchObject({ nodes: { masterAddr: '10.1.2.3', masterPort: 9000 } });
+    expect(parseRunArgs(['--nnodes', '2', '--node-rank', '1', 's.mjs'], env)).toMatchObject({
+      nodes: { nnodes: 2, nodeRank: 1, masterAddr: '10.1.2.3', masterPort: 8080 },
+    });
+    expect(parseRunArgs(['--nnodes', '2', '--master-port', '9000', 's.mjs'], env)).toMatchObject({
+      nodes: { masterAddr: '10.1.2.3', masterPort: 9000 },
+    });
     expect(parseRunArgs(['-n', '4', 's.mjs'], env)).toEqual({ nranks: 4, script: 's.mjs', args: [] });
-    expect(() => parseRunArgs(['--nnodes', '2', 's.mjs'], { MASTER_PORT: 'http' })).toThrow(/MASTER_PORT needs a port in 1\.\.65535, got http/);
+    expect(() => parseRunArgs(['--nnodes', '2', 's.mjs'], { MASTER_PORT: 'http' })).toThrow(
+      /MASTER_PORT needs a port in 1\.\.65535, got http/,
+    );
   });
 });
 
 describe('one argument parser for every subcommand', () => {
-  const version = JSON.parse(readFileSync(fileURLToPath(new URL('../package.json', import.meta.url)), 'utf8')).version as string;
+  const version = JSON.parse(readFileSync(fileURLToPath(new URL('../package.json', import.meta.url)), 'utf8'))
+    .version as string;
 
   it('webccl --version prints the package version', () => {
     for (const flag of ['--version', '-V', 'version']) {
@@ -58,7 +66,7 @@ describe('one argument parser for every subcommand', () => {
     }
   });
 
-  it('webccl run --help and -h print run\'s usage on stdout with exit code 0', () => {
+  it("webccl run --help and -h print run's usage on stdout with exit code 0", () => {
     for (const flag of ['--help', '-h']) {
       const r = webccl('run', flag);
       expect(r.status).toBe(0);
@@ -72,16 +80,34 @@ describe('one argument parser for every subcommand', () => {
   it('accepts one-letter flags with the value attached, as nccl-tests users type them', () => {
     expect(parseRunArgs(['-n4', 's.mjs'])).toEqual({ nranks: 4, script: 's.mjs', args: [] });
     expect(parseRunArgs(['--nproc_per_node=3', 's.mjs']).nranks).toBe(3);
-    expect(parsePerfArgs(['allreduce', '-b8', '-e1M', '-f4', '-n4', '-w1', '-c0', '-dbf16', '-omax', '-r1'])).toMatchObject({
-      minBytes: 8, maxBytes: 1 << 20, factor: 4, iters: 4, warmup: 1, check: false, dtypes: ['bf16'], ops: ['max'], root: 1,
+    expect(
+      parsePerfArgs(['allreduce', '-b8', '-e1M', '-f4', '-n4', '-w1', '-c0', '-dbf16', '-omax', '-r1']),
+    ).toMatchObject({
+      minBytes: 8,
+      maxBytes: 1 << 20,
+      factor: 4,
+      iters: 4,
+      warmup: 1,
+      check: false,
+      dtypes: ['bf16'],
+      ops: ['max'],
+      root: 1,
     });
-    expect(parseSimulateArgs(['allreduce', '-b1K', '-e4K', '-dfloat'])).toMatchObject({ minBytes: 1024, maxBytes: 4096, dtype: 'f32' });
+    expect(parseSimulateArgs(['allreduce', '-b1K', '-e4K', '-dfloat'])).toMatchObject({
+      minBytes: 1024,
+      maxBytes: 4096,
+      dtype: 'f32',
+    });
     expect(parseTuneArgs(['-b4K', '-e1M', '-f8'])).toMatchObject({ minBytes: 4096, maxBytes: 1 << 20, factor: 8 });
   });
 
   it('run gives the script everything after it, untouched, flags included', () => {
     expect(parseRunArgs(['-n', '2', 's.mjs', '-n', '5'])).toEqual({ nranks: 2, script: 's.mjs', args: ['-n', '5'] });
-    expect(parseRunArgs(['-n', '2', 's.mjs', '--help', '--bogus=1'])).toEqual({ nranks: 2, script: 's.mjs', args: ['--help', '--bogus=1'] });
+    expect(parseRunArgs(['-n', '2', 's.mjs', '--help', '--bogus=1'])).toEqual({
+      nranks: 2,
+      script: 's.mjs',
+      args: ['--help', '--bogus=1'],
+    });
     expect(parseRunArgs(['--', '-s.mjs', 'x'])).toEqual({ nranks: 1, script: '-s.mjs', args: ['x'] });
     const r = webccl('run', '-n2', fixture('sums.mjs'), '-n', '5');
     expect(r.status).toBe(0);
@@ -110,7 +136,9 @@ describe('one argument parser for every subcommand', () => {
   it('a missing collective is said once, without the command repeated', () => {
     const perf = webccl('perf');
     expect(perf.status).toBe(2);
-    expect(perf.stderr.split('\n')[0]).toBe('webccl perf: name a collective (allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, pingpong)');
+    expect(perf.stderr.split('\n')[0]).toBe(
+      'webccl perf: name a collective (allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, pingpong)',
+    );
     expect(perf.stderr.match(/name a collective/g)).toHaveLength(1);
     const sim = webccl('simulate');
     expect(sim.status).toBe(2);

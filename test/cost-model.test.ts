@@ -4,12 +4,12 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type CostModel, checkModel, predictUs } from '../src/tuner/cost-model.js';
-import { type PerfRow, fitModel, fitRelative, rowCounts } from '../src/tuner/fit.js';
-import { activeModel } from '../src/tuner/model-source.js';
-import { DEFAULT_MODEL } from '../src/tuner/default-model.js';
-import { extraRounds, hierarchicalCounts, netCounts, onPath, shmCounts } from '../src/tuner/schedules.js';
 import { simulateCollective } from '../src/sim/index.js';
+import { type CostModel, checkModel, predictUs } from '../src/tuner/cost-model.js';
+import { DEFAULT_MODEL } from '../src/tuner/default-model.js';
+import { fitModel, fitRelative, type PerfRow, rowCounts } from '../src/tuner/fit.js';
+import { activeModel } from '../src/tuner/model-source.js';
+import { extraRounds, hierarchicalCounts, netCounts, onPath, shmCounts } from '../src/tuner/schedules.js';
 import { caught } from './helpers/caught.js';
 
 afterEach(() => {
@@ -25,28 +25,65 @@ const KNOWN: CostModel = {
 
 const SIZES = [1024, 4096, 65536, 1 << 20, 16 << 20, 64 << 20];
 const synthetic = (m: CostModel, noise = () => 1): PerfRow[] =>
-  ([['shm', ['direct', 'twoshot']], ['tcp', ['ring', 'doubling']]] as const).flatMap(([path, algos]) =>
-    algos.flatMap((algo) => [2, 3, 4, 8].flatMap((ranks) => SIZES.map((bytes) => {
-      const timeUs = predictUs(m, onPath(path, rowCounts({ path, algo, ranks, bytes })), ranks) * noise();
-      return { path, algo, ranks, bytes, timeUs };
-    }))));
+  (
+    [
+      ['shm', ['direct', 'twoshot']],
+      ['tcp', ['ring', 'doubling']],
+    ] as const
+  ).flatMap(([path, algos]) =>
+    algos.flatMap((algo) =>
+      [2, 3, 4, 8].flatMap((ranks) =>
+        SIZES.map((bytes) => {
+          const timeUs = predictUs(m, onPath(path, rowCounts({ path, algo, ranks, bytes })), ranks) * noise();
+          return { path, algo, ranks, bytes, timeUs };
+        }),
+      ),
+    ),
+  );
 
 describe('schedule counts', () => {
   it('ring, doubling and tree send what their schedules send', () => {
     // 4 ranks, 4 MiB: blocks of 1 MiB in two 512 KiB pieces, both lanes at once: 6 steps, 12 messages
-    expect(netCounts('ring', 4, 4 << 20)).toEqual({ steps: 2 * 3, messages: 2 * 3 * 2, bytes: 2 * 3 * (1 << 20), reduced: 3 * (1 << 20), ways: 1 });
+    expect(netCounts('ring', 4, 4 << 20)).toEqual({
+      steps: 2 * 3,
+      messages: 2 * 3 * 2,
+      bytes: 2 * 3 * (1 << 20),
+      reduced: 3 * (1 << 20),
+      ways: 1,
+    });
     // the two lanes travel side by side on two of three connections
     expect(netCounts('ring', 4, 4 << 20, undefined, 3).ways).toBe(2);
     // 2 ranks, 64 MiB: blocks of 32 MiB in 64 pieces, four lanes of 16 in a row
     expect(netCounts('ring', 2, 64 << 20)).toMatchObject({ steps: 2 * 16, messages: 2 * 64 });
-    expect(netCounts('doubling', 8, 1024)).toEqual({ steps: 3, messages: 3, bytes: 3 * 1024, reduced: 3 * 1024, ways: 1 });
+    expect(netCounts('doubling', 8, 1024)).toEqual({
+      steps: 3,
+      messages: 3,
+      bytes: 3 * 1024,
+      reduced: 3 * 1024,
+      ways: 1,
+    });
     expect(netCounts('doubling', 8, 1024, undefined, 4).ways).toBe(1); // one message per peer and step
     // 6 ranks: 4 double, 2 fold in first and get the result back: two steps more, one reduction
     // more; the 4 doubling leave 2 idle, and the folds keep 2 + 2 busy
-    expect(netCounts('doubling', 6, 1024)).toEqual({ steps: 4, messages: 4, bytes: 4 * 1024, reduced: 3 * 1024, ways: 1, partial: [{ share: 4 / 6, steps: 2 }, { share: 4 / 6, steps: 2 }] });
+    expect(netCounts('doubling', 6, 1024)).toEqual({
+      steps: 4,
+      messages: 4,
+      bytes: 4 * 1024,
+      reduced: 3 * 1024,
+      ways: 1,
+      partial: [
+        { share: 4 / 6, steps: 2 },
+        { share: 4 / 6, steps: 2 },
+      ],
+    });
     expect(netCounts('ring', 1, 1024)).toEqual({ steps: 0, messages: 0, bytes: 0, reduced: 0 });
     expect(shmCounts('direct', 4, 1 << 20)).toEqual({ steps: 4, messages: 0, bytes: 1 << 20, reduced: 4 << 20 });
-    expect(shmCounts('twoshot', 4, 1 << 20)).toEqual({ steps: 3, messages: 0, bytes: 0.75 * (1 << 20), reduced: 1 << 20 });
+    expect(shmCounts('twoshot', 4, 1 << 20)).toEqual({
+      steps: 3,
+      messages: 0,
+      bytes: 0.75 * (1 << 20),
+      reduced: 1 << 20,
+    });
     expect(hierarchicalCounts(4, 2, 1 << 20, 'ring').tcp).toEqual(netCounts('ring', 4, 1 << 19));
   });
 
@@ -62,9 +99,17 @@ describe('schedule counts', () => {
   });
 
   it('the ring and doubling send as many bytes per rank as the simulator moves running them', async () => {
-    const net = { nodes: 6, inter: { latencyUs: 5, bytesPerUs: 3125 }, intra: { latencyUs: 1, bytesPerUs: 50000 }, mode: 'size' as const };
+    const net = {
+      nodes: 6,
+      inter: { latencyUs: 5, bytesPerUs: 3125 },
+      intra: { latencyUs: 1, bytesPerUs: 50000 },
+      mode: 'size' as const,
+    };
     for (const algo of ['ring', 'doubling'] as const) {
-      const r = await simulateCollective({ ...net, ranks: 8, nodes: 8 }, { collective: 'allreduce', algo, count: 1 << 18 });
+      const r = await simulateCollective(
+        { ...net, ranks: 8, nodes: 8 },
+        { collective: 'allreduce', algo, count: 1 << 18 },
+      );
       expect(r.bytes / 8).toBe(netCounts(algo, 8, 1 << 20).bytes);
     }
   });
@@ -84,7 +129,10 @@ describe('fitting', () => {
   });
 
   it('recovers crowded costs apart from the base ones (ranks beyond the cores paying more per message and byte, and per turn)', () => {
-    const crowded: CostModel = { ...KNOWN, tcp: { ...KNOWN.tcp, crowdMessageUs: 150, crowdUsPerByte: 0.002, crowdUsPerReducedByte: 0, roundUs: 70 } };
+    const crowded: CostModel = {
+      ...KNOWN,
+      tcp: { ...KNOWN.tcp, crowdMessageUs: 150, crowdUsPerByte: 0.002, crowdUsPerReducedByte: 0, roundUs: 70 },
+    };
     const m = fitModel(synthetic(crowded), 2);
     expect(m.tcp.messageUs).toBeCloseTo(20, 6);
     expect(m.tcp.roundUs).toBeCloseTo(70, 6);
@@ -95,15 +143,24 @@ describe('fitting', () => {
     expect(m.tcp.betaBytesPerUs! / 2000).toBeCloseTo(1, 6);
     // 2 ranks on 2 cores pay the base costs only; 8 pay three core's worth of crowded ones more
     const c = netCounts('ring', 8, 1 << 20);
-    expect(predictUs(m, onPath('tcp', c), 8) - predictUs({ ...m, tcp: { ...m.tcp, crowdMessageUs: 0, crowdUsPerByte: 0, roundUs: 0 } }, onPath('tcp', c), 8)).toBeCloseTo(3 * (150 * c.messages + 0.002 * c.bytes + 70 * c.steps), 3);
-    expect(predictUs(m, onPath('tcp', netCounts('ring', 2, 1 << 20)), 2)).toBeCloseTo(predictUs(KNOWN, onPath('tcp', netCounts('ring', 2, 1 << 20)), 2), 6);
+    expect(
+      predictUs(m, onPath('tcp', c), 8) -
+        predictUs({ ...m, tcp: { ...m.tcp, crowdMessageUs: 0, crowdUsPerByte: 0, roundUs: 0 } }, onPath('tcp', c), 8),
+    ).toBeCloseTo(3 * (150 * c.messages + 0.002 * c.bytes + 70 * c.steps), 3);
+    expect(predictUs(m, onPath('tcp', netCounts('ring', 2, 1 << 20)), 2)).toBeCloseTo(
+      predictUs(KNOWN, onPath('tcp', netCounts('ring', 2, 1 << 20)), 2),
+      6,
+    );
   });
 
   it('recovers what a connection costs (φ per byte it carries, ω per step for each beyond the first) from rows on 2 connections and a ring on 1, as webccl tune sweeps', () => {
     const flows: CostModel = { ...KNOWN, tcp: { ...KNOWN.tcp, flowUsPerByte: 0.0004, channelStepUs: 30 } };
     const onTwo = synthetic(flows).map((r) => (r.path === 'tcp' ? { ...r, channels: 2 } : r));
-    const rowsOf = (rs: PerfRow[]) => rs.map((r) => ({ ...r, timeUs: predictUs(flows, onPath(r.path, rowCounts(r)), r.ranks) }));
-    const oneRing = rowsOf(SIZES.map((bytes) => ({ path: 'tcp' as const, algo: 'ring', ranks: 2, bytes, timeUs: 0, channels: 1 })));
+    const rowsOf = (rs: PerfRow[]) =>
+      rs.map((r) => ({ ...r, timeUs: predictUs(flows, onPath(r.path, rowCounts(r)), r.ranks) }));
+    const oneRing = rowsOf(
+      SIZES.map((bytes) => ({ path: 'tcp' as const, algo: 'ring', ranks: 2, bytes, timeUs: 0, channels: 1 })),
+    );
     const m = fitModel([...rowsOf(onTwo), ...oneRing], 2);
     expect(m.tcp.flowUsPerByte).toBeCloseTo(0.0004, 9);
     expect(m.tcp.channelStepUs).toBeCloseTo(30, 6);
@@ -113,7 +170,10 @@ describe('fitting', () => {
     // a 64 MiB ring on 2 connections: the flows halve, one connection more per step
     const c1 = netCounts('ring', 2, 64 << 20, undefined, 1);
     const c2 = netCounts('ring', 2, 64 << 20, undefined, 2);
-    expect(predictUs(m, onPath('tcp', c1), 2) - predictUs(m, onPath('tcp', c2), 2)).toBeCloseTo(0.0004 * c1.bytes / 2 - 30 * c2.steps, 3);
+    expect(predictUs(m, onPath('tcp', c1), 2) - predictUs(m, onPath('tcp', c2), 2)).toBeCloseTo(
+      (0.0004 * c1.bytes) / 2 - 30 * c2.steps,
+      3,
+    );
     // rows recorded without their channels (before channels were weighed) carry no connection costs
     expect(fitModel(synthetic(KNOWN), 2).tcp).toMatchObject({ flowUsPerByte: 0, channelStepUs: 0 });
   });
@@ -127,14 +187,25 @@ describe('fitting', () => {
       return 0.95 + 0.1 * (seed / 2 ** 31);
     };
     const m = fitModel(synthetic(KNOWN, noise), 2);
-    const errors = synthetic(KNOWN).map((r) => Math.abs(predictUs(m, onPath(r.path, rowCounts(r)), r.ranks) / r.timeUs - 1)).sort((a, b) => a - b);
+    const errors = synthetic(KNOWN)
+      .map((r) => Math.abs(predictUs(m, onPath(r.path, rowCounts(r)), r.ranks) / r.timeUs - 1))
+      .sort((a, b) => a - b);
     expect(errors[errors.length >> 1]).toBeLessThan(0.03);
     expect(errors[errors.length - 1]).toBeLessThan(0.1);
   });
 
   it('never returns a negative coefficient: a cost the rows do not show is 0 (rate null)', () => {
     // time falls with steps: unconstrained least squares would give α < 0
-    expect(fitRelative([[1, 100], [10, 100], [1, 1000]], [200, 150, 2000]).every((x) => x >= 0)).toBe(true);
+    expect(
+      fitRelative(
+        [
+          [1, 100],
+          [10, 100],
+          [1, 1000],
+        ],
+        [200, 150, 2000],
+      ).every((x) => x >= 0),
+    ).toBe(true);
     const free: CostModel = { ...KNOWN, shm: { alphaUs: 3, wakeUs: 0, betaBytesPerUs: null, gammaBytesPerUs: 10000 } };
     const m = fitModel(synthetic(free), 2);
     expect(m.shm.betaBytesPerUs).toBeNull();
@@ -142,13 +213,16 @@ describe('fitting', () => {
     expect(m.shm.alphaUs).toBeCloseTo(3, 6);
   });
 
-  it('a path without rows takes the fallback model\'s costs, or is refused', () => {
+  it("a path without rows takes the fallback model's costs, or is refused", () => {
     const shmOnly = synthetic(KNOWN).filter((r) => r.path === 'shm');
     expect(fitModel(shmOnly, 2, undefined, DEFAULT_MODEL).tcp).toEqual(DEFAULT_MODEL.tcp);
     const e = caught(() => fitModel(shmOnly, 2));
     expect(e.code).toBe('INVALID_ARGUMENT');
     expect(e.details).toMatchObject({ path: 'tcp' });
-    expect(caught(() => rowCounts({ path: 'shm', algo: 'ring', ranks: 2, bytes: 8 })).details).toMatchObject({ algo: 'ring', path: 'shm' });
+    expect(caught(() => rowCounts({ path: 'shm', algo: 'ring', ranks: 2, bytes: 8 })).details).toMatchObject({
+      algo: 'ring',
+      path: 'shm',
+    });
   });
 });
 
@@ -164,7 +238,10 @@ describe('which model', () => {
 
   it('a missing, unparsable or malformed model is INVALID_ARGUMENT naming the file or field', () => {
     process.env.WEBCCL_MODEL = join(dir, 'none.json');
-    expect(caught(() => activeModel())).toMatchObject({ code: 'INVALID_ARGUMENT', details: { path: join(dir, 'none.json') } });
+    expect(caught(() => activeModel())).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      details: { path: join(dir, 'none.json') },
+    });
     const bad = join(dir, 'bad.json');
     writeFileSync(bad, '{');
     process.env.WEBCCL_MODEL = bad;
@@ -189,15 +266,24 @@ describe('which model', () => {
     const { messageUs: _, ...old } = KNOWN.tcp;
     const m = checkModel(JSON.parse(JSON.stringify({ ...KNOWN, tcp: old })), 'x');
     const c = netCounts('ring', 4, 1 << 20);
-    expect(predictUs(m, onPath('tcp', c), 4)).toBeCloseTo(predictUs({ ...KNOWN, tcp: { ...old, messageUs: 0 } }, onPath('tcp', c), 4), 9);
+    expect(predictUs(m, onPath('tcp', c), 4)).toBeCloseTo(
+      predictUs({ ...KNOWN, tcp: { ...old, messageUs: 0 } }, onPath('tcp', c), 4),
+      9,
+    );
   });
 
   it('a model without crowded costs (written before them) scales its costs with ranks / cores', () => {
-    for (const [algo, n] of [['ring', 3], ['doubling', 8], ['ring', 2]] as const) {
+    for (const [algo, n] of [
+      ['ring', 3],
+      ['doubling', 8],
+      ['ring', 2],
+    ] as const) {
       const c = netCounts(algo, n, 4 << 20);
       const t = KNOWN.tcp;
       const share = Math.max(1, n / 2);
-      const old = c.steps * (t.alphaUs + t.wakeUs * Math.max(0, n - 2)) + share * (c.messages * t.messageUs! + c.bytes / t.betaBytesPerUs! + c.reduced / t.gammaBytesPerUs!);
+      const old =
+        c.steps * (t.alphaUs + t.wakeUs * Math.max(0, n - 2)) +
+        share * (c.messages * t.messageUs! + c.bytes / t.betaBytesPerUs! + c.reduced / t.gammaBytesPerUs!);
       expect(predictUs(KNOWN, onPath('tcp', c), n) / old).toBeCloseTo(1, 9);
     }
   });

@@ -1,18 +1,23 @@
 // The documentation holds together: the README stays a front page, every relative link of the
 // README, docs/ and bench/ pages reaches a file (and a heading, when it names one), and the
 // variables table of docs/configuration.md is the library's own list.
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ENV_VARS } from '../src/core/config.js';
 // @ts-expect-error: a script of the repository, plain JavaScript without declarations
 import { withTable } from '../scripts/docs-config.mjs';
+import { ENV_VARS } from '../src/core/config.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const pages = [
-  'README.md', 'CONTRIBUTING.md', 'bench/README.md', 'bench/RESULTS.md',
-  ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`),
+  'README.md',
+  'CONTRIBUTING.md',
+  'bench/README.md',
+  'bench/RESULTS.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
 ].filter((p) => existsSync(join(root, p)));
 
 /** GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens; repeats numbered. */
@@ -24,7 +29,11 @@ function anchors(markdown: string): Set<string> {
     if (line.startsWith('```')) fenced = !fenced;
     const m = !fenced && /^#{1,6} (.*)$/.exec(line);
     if (!m) continue;
-    const base = m[1].trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-');
+    const base = m[1]
+      .trim()
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N} _-]/gu, '')
+      .replace(/ /g, '-');
     const k = seen.get(base) ?? 0;
     seen.set(base, k + 1);
     out.add(k ? `${base}-${k}` : base);
@@ -50,7 +59,8 @@ describe('the documentation', () => {
       const [path, hash] = link.split('#');
       const target = path ? resolve(dirname(join(root, page)), path) : join(root, page);
       if (!existsSync(target)) broken.push(`${link}: no such file`);
-      else if (hash && target.endsWith('.md') && !anchors(readFileSync(target, 'utf8')).has(hash)) broken.push(`${link}: no such heading`);
+      else if (hash && target.endsWith('.md') && !anchors(readFileSync(target, 'utf8')).has(hash))
+        broken.push(`${link}: no such heading`);
     }
     expect(broken).toEqual([]);
   });

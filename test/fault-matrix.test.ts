@@ -13,16 +13,17 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ErrorCode } from '../src/core/errors.js';
-import { freePort } from './helpers/net.js';
-import { type Env, type Job, type Run, alive, cleanEnv, signalGroup, startJob } from './helpers/jobs.js';
+import { alive, cleanEnv, type Env, type Job, type Run, signalGroup, startJob } from './helpers/jobs.js';
 import { launchFixture } from './helpers/launch-fixture.js';
+import { freePort } from './helpers/net.js';
 
 const { root, bin, script, tmp } = launchFixture('fault-rank.mjs', 'faults');
 
 type Form = 'threads' | 'procs' | 'nnodes';
 const ALL_FORMS: Form[] = ['threads', 'procs', 'nnodes'];
 const FORMS = (process.env.FAULT_FORMS ?? ALL_FORMS.join(',')).split(',').map((f) => f.trim()) as Form[];
-for (const f of FORMS) if (!ALL_FORMS.includes(f)) throw new Error(`FAULT_FORMS: unknown launch form ${f} (have ${ALL_FORMS.join(', ')})`);
+for (const f of FORMS)
+  if (!ALL_FORMS.includes(f)) throw new Error(`FAULT_FORMS: unknown launch form ${f} (have ${ALL_FORMS.join(', ')})`);
 
 /** Short deadlines, so that a deadline can be told apart from "at once" within the bounds. */
 const BASE_ENV: Env = { WEBCCL_TIMEOUT_MS: '5000', WEBCCL_CONNECT_TIMEOUT_MS: '5000' };
@@ -31,7 +32,6 @@ const TOKEN = 'fault-matrix-token';
 const GUARD_MS = 60_000;
 
 // ---------------------------------------------------------------- the table
-
 
 interface Expect {
   /** Codes acceptable on each rank this applies to. */
@@ -294,7 +294,8 @@ interface Outcome {
   wallMs: number;
 }
 
-const lines = (out: string, tag: string) => [...out.matchAll(new RegExp(`^${tag} (.*)$`, 'gm'))].map((m) => JSON.parse(m[1]));
+const lines = (out: string, tag: string) =>
+  [...out.matchAll(new RegExp(`^${tag} (.*)$`, 'gm'))].map((m) => JSON.parse(m[1]));
 
 /** At most `n` jobs at once: the rows run concurrently on few cores. */
 const slots = { free: Number(process.env.FAULT_CONCURRENCY ?? 3), waiting: [] as (() => void)[] };
@@ -314,21 +315,57 @@ async function runRow(row: Row, form: Form, cleanup: (f: () => void) => void): P
   const size = row.size?.[form] ?? (form === 'nnodes' ? 4 : 3);
   const faulty = row.faulty?.(form) ?? [Number(row.params?.rank ?? 1)];
   const args = [script, row.fault, JSON.stringify({ rank: 1, ...row.params })];
-  const env = (k = 0) => cleanEnv({ HOME: join(tmp, 'home'), ...BASE_ENV, ...(form === 'nnodes' && { WEBCCL_TOKEN: TOKEN }), ...row.env, ...row.nodeEnv?.(k) });
+  const env = (k = 0) =>
+    cleanEnv({
+      HOME: join(tmp, 'home'),
+      ...BASE_ENV,
+      ...(form === 'nnodes' && { WEBCCL_TOKEN: TOKEN }),
+      ...row.env,
+      ...row.nodeEnv?.(k),
+    });
   const t0 = performance.now();
   let jobs: Job[];
   if (form === 'nnodes') {
     const port = await freePort();
-    jobs = [0, 1].map((k) => startJob(process.execPath, [bin, 'run', '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', String(size / 2),
-      '--master-addr', '127.0.0.1', '--master-port', String(port), ...args], env(k), { cwd: root, guardMs: GUARD_MS }));
+    jobs = [0, 1].map((k) =>
+      startJob(
+        process.execPath,
+        [
+          bin,
+          'run',
+          '--nnodes',
+          '2',
+          '--node-rank',
+          String(k),
+          '--nproc-per-node',
+          String(size / 2),
+          '--master-addr',
+          '127.0.0.1',
+          '--master-port',
+          String(port),
+          ...args,
+        ],
+        env(k),
+        { cwd: root, guardMs: GUARD_MS },
+      ),
+    );
   } else {
-    jobs = [startJob(process.execPath, [bin, 'run', ...(form === 'procs' ? ['--procs'] : []), '-n', String(size), ...args], env(), { cwd: root, guardMs: GUARD_MS })];
+    jobs = [
+      startJob(
+        process.execPath,
+        [bin, 'run', ...(form === 'procs' ? ['--procs'] : []), '-n', String(size), ...args],
+        env(),
+        { cwd: root, guardMs: GUARD_MS },
+      ),
+    ];
   }
   // However the test ends, no process of the job survives it (a frozen rank is resumed to die).
-  cleanup(() => jobs.forEach((j) => {
-    signalGroup(j, 'SIGCONT');
-    signalGroup(j, 'SIGKILL');
-  }));
+  cleanup(() =>
+    jobs.forEach((j) => {
+      signalGroup(j, 'SIGCONT');
+      signalGroup(j, 'SIGKILL');
+    }),
+  );
   const allOut = () => jobs.map((j) => j.stdout()).join('');
   // Every rank joined, or the job ended without (then there is nothing left to act on).
   const joined = new Promise<void>((resolve) => {
@@ -349,7 +386,13 @@ async function runRow(row: Row, form: Form, cleanup: (f: () => void) => void): P
   const stdout = runs.map((r) => r.stdout).join('');
   const rankPids = lines(stdout, 'FAULT-START').map((s) => s.pid as number);
   return {
-    form, size, faulty, runs, killed, killedAt, launcherPids: jobs.map((j) => j.pid),
+    form,
+    size,
+    faulty,
+    runs,
+    killed,
+    killedAt,
+    launcherPids: jobs.map((j) => j.pid),
     results: lines(stdout, 'FAULT-RESULT'),
     pids: [...new Set([...jobs.map((j) => j.pid), ...rankPids])],
     rankPids: [...new Set(rankPids)],
@@ -376,18 +419,26 @@ function namesRank(r: Result, ranks: number[]): boolean {
 /** What is wrong with rank `rank`'s report, against `want`. */
 function checkRank(o: Outcome, rank: number, want: Expect | 'ok'): string[] {
   const mine = o.results.filter((r) => r.rank === rank);
-  if (mine.length !== 1) return [`rank ${rank}: ${mine.length} FAULT-RESULT lines (expected 1: it must report on its own, not be ended by the launcher)`];
+  if (mine.length !== 1)
+    return [
+      `rank ${rank}: ${mine.length} FAULT-RESULT lines (expected 1: it must report on its own, not be ended by the launcher)`,
+    ];
   const r = mine[0];
   if (want === 'ok') return r.ok ? [] : [`rank ${rank}: failed ${r.code} ${r.message}`];
   const p: string[] = [];
   const saw = `${r.code}: ${r.message} ${JSON.stringify(r.details)}`;
   if (r.ok) return [`rank ${rank}: ${r.op} succeeded; expected ${want.codes.join('|')}`];
   if (!r.webccl) p.push(`rank ${rank}: not a WebcclError (${saw})`);
-  if (!want.codes.includes(r.code as ErrorCode)) p.push(`rank ${rank}: code ${r.code}, expected ${want.codes.join('|')} (${saw})`);
-  if ((r.elapsedMs ?? Infinity) > want.boundMs) p.push(`rank ${rank}: failed after ${r.elapsedMs} ms, over the bound of ${want.boundMs} ms (${saw})`);
-  if (want.names !== false && o.faulty.length && !namesRank(r, o.faulty)) p.push(`rank ${rank}: does not name rank ${o.faulty.join(' or ')} (${saw})`);
-  if (want.field && r.details?.field !== want.field) p.push(`rank ${rank}: details.field is ${JSON.stringify(r.details?.field)}, expected ${want.field} (${saw})`);
-  if (want.reason && !(r.message ?? '').includes(want.reason)) p.push(`rank ${rank}: the message lacks the reason "${want.reason}" (${saw})`);
+  if (!want.codes.includes(r.code as ErrorCode))
+    p.push(`rank ${rank}: code ${r.code}, expected ${want.codes.join('|')} (${saw})`);
+  if ((r.elapsedMs ?? Infinity) > want.boundMs)
+    p.push(`rank ${rank}: failed after ${r.elapsedMs} ms, over the bound of ${want.boundMs} ms (${saw})`);
+  if (want.names !== false && o.faulty.length && !namesRank(r, o.faulty))
+    p.push(`rank ${rank}: does not name rank ${o.faulty.join(' or ')} (${saw})`);
+  if (want.field && r.details?.field !== want.field)
+    p.push(`rank ${rank}: details.field is ${JSON.stringify(r.details?.field)}, expected ${want.field} (${saw})`);
+  if (want.reason && !(r.message ?? '').includes(want.reason))
+    p.push(`rank ${rank}: the message lacks the reason "${want.reason}" (${saw})`);
   return p;
 }
 
@@ -400,10 +451,13 @@ async function problems(row: Row, o: Outcome): Promise<string[]> {
   }
   if (row.faultyCodes) {
     for (const r of o.results.filter((x) => o.faulty.includes(x.rank))) {
-      if (r.ok || !row.faultyCodes.includes(r.code as ErrorCode)) p.push(`faulty rank ${r.rank}: ${r.ok ? 'succeeded' : r.code}, expected ${row.faultyCodes.join('|')} (${r.message})`);
+      if (r.ok || !row.faultyCodes.includes(r.code as ErrorCode))
+        p.push(
+          `faulty rank ${r.rank}: ${r.ok ? 'succeeded' : r.code}, expected ${row.faultyCodes.join('|')} (${r.message})`,
+        );
     }
   }
-  p.push(...(await row.check?.(o) ?? []));
+  p.push(...((await row.check?.(o)) ?? []));
   // Nothing of the job is left once its launchers have ended.
   const left = o.pids.filter(alive);
   if (left.length) p.push(`processes left after the launchers ended: ${left.join(', ')}`);
@@ -419,7 +473,8 @@ function launcherCodes(row: Row, o: Outcome): string[] {
     if (r.hung) p.push(`launcher ${k}: hung (killed by the guard after ${GUARD_MS} ms)`);
     const want = row.launcher ?? 'fails';
     if (want === 'ok' && r.code !== 0) p.push(`launcher ${k}: exit code ${r.code ?? r.signal}, expected 0`);
-    if (want === 'fails' && (r.code === 0 || r.code === null)) p.push(`launcher ${k}: exit code ${r.code ?? r.signal}, expected non-zero`);
+    if (want === 'fails' && (r.code === 0 || r.code === null))
+      p.push(`launcher ${k}: exit code ${r.code ?? r.signal}, expected non-zero`);
   });
   return p;
 }
@@ -429,7 +484,11 @@ function probesClosed(o: Outcome, ms: number): string[] {
   const rogue = o.results.find((r) => r.role === 'faulty');
   const probes = (rogue?.details as { probes?: Record<string, { closedByPeer: boolean; ms: number }> })?.probes;
   if (!probes) return ['the hostile rank reported no probes'];
-  return Object.entries(probes).flatMap(([k, v]) => (v.closedByPeer && v.ms <= ms ? [] : [`${k}: ${v.closedByPeer ? `closed after ${v.ms} ms` : 'not closed'}; expected closed within ${ms} ms`]));
+  return Object.entries(probes).flatMap(([k, v]) =>
+    v.closedByPeer && v.ms <= ms
+      ? []
+      : [`${k}: ${v.closedByPeer ? `closed after ${v.ms} ms` : 'not closed'}; expected closed within ${ms} ms`],
+  );
 }
 
 const refusals = (o: Outcome) => o.stderr.split('\n').filter((l) => /^webccl WARN .*refused /.test(l));
@@ -447,7 +506,11 @@ function refusalsRateLimited(o: Outcome, n: number): string[] {
   return [
     ...(r.length > n ? [`${r.length} refusal lines logged for one flood, expected at most ${n}`] : []),
     ...(r.length ? [] : ['no refusal logged']),
-    ...[...new Set(r.filter((l) => /\[[A-Z_]+\] \[[A-Z_]+\]$/.test(l)).map((l) => l.replace(/127\.0\.0\.1:\d+/g, 'ADDR')))].map((l) => `a doubled code suffix: ${l}`),
+    ...[
+      ...new Set(
+        r.filter((l) => /\[[A-Z_]+\] \[[A-Z_]+\]$/.test(l)).map((l) => l.replace(/127\.0\.0\.1:\d+/g, 'ADDR')),
+      ),
+    ].map((l) => `a doubled code suffix: ${l}`),
   ];
 }
 
@@ -456,7 +519,8 @@ async function ranksGoneWithin(o: Outcome, ms: number): Promise<string[]> {
   const p = o.rankPids.length === o.size ? [] : [`${o.rankPids.length} ranks started, expected ${o.size}`];
   const left = () => o.rankPids.filter(alive);
   while (left().length && Date.now() < o.killedAt + ms) await new Promise((r) => setTimeout(r, 100));
-  if (left().length) p.push(`rank processes ${left().join(', ')} still running ${ms} ms after the launcher was SIGKILLed`);
+  if (left().length)
+    p.push(`rank processes ${left().join(', ')} still running ${ms} ms after the launcher was SIGKILLed`);
   return p;
 }
 
@@ -483,9 +547,22 @@ describe.concurrent('fault matrix', () => {
           p = await problems(row, o);
         } while (!p.length && ++attempt < runs);
         report.push({
-          form, row: row.what, runs: Math.min(attempt + 1, runs), problems: p, wallMs: o.wallMs,
+          form,
+          row: row.what,
+          runs: Math.min(attempt + 1, runs),
+          problems: p,
+          wallMs: o.wallMs,
           exit: o.runs.map((r) => r.code ?? r.signal),
-          ranks: o.results.map((r) => ({ rank: r.rank, role: r.role, ok: r.ok, code: r.code, elapsedMs: r.elapsedMs, named: r.ok ? undefined : namesRank(r, o.faulty), message: r.message, details: r.details })),
+          ranks: o.results.map((r) => ({
+            rank: r.rank,
+            role: r.role,
+            ok: r.ok,
+            code: r.code,
+            elapsedMs: r.elapsedMs,
+            named: r.ok ? undefined : namesRank(r, o.faulty),
+            message: r.message,
+            details: r.details,
+          })),
         });
         expect(p, `${form}: ${row.what}\n${o.stderr.slice(-4000)}`).toEqual([]);
       }, 240_000);

@@ -23,7 +23,10 @@ if (!haveFirefox) console.warn(`the Firefox tests skipped: no Firefox at ${FIREF
 
 /** `webccl serve ...args --port 0`; resolves to the first address it prints that matches `address`. */
 async function serve(args: string[], address: RegExp): Promise<string> {
-  const child = spawn(process.execPath, [bin, 'serve', ...args, '--port', '0'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [bin, 'serve', ...args, '--port', '0'], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   servers.push(child);
   return (await outputMatch(child.stdout, address))[1];
 }
@@ -37,13 +40,21 @@ describe.skipIf(!haveFirefox)('Firefox', () => {
       const log = (await tab.textContent('#log')) ?? '';
       expect(await tab.getAttribute('#status', 'data-state'), log).toBe('done');
       expect(log).toContain('cross-origin isolated: true');
-      for (const rank of [0, 1, 2]) expect(log).toMatch(new RegExp(`rank ${rank}/3: allReduce sum 6, allGather 0,1,2, broadcast from rank 0: 42; ops run by the progress thread: [1-9]`));
+      for (const rank of [0, 1, 2])
+        expect(log).toMatch(
+          new RegExp(
+            `rank ${rank}/3: allReduce sum 6, allGather 0,1,2, broadcast from rank 0: 42; ops run by the progress thread: [1-9]`,
+          ),
+        );
       expect(errors).toEqual([]);
     }, 'firefox');
   }, 120_000);
 
   it('the live benchmark (webccl serve --demo): every row right, both charts and the floor drawn, a screenshot', async () => {
     const url = await serve(['--demo'], /live benchmark at (http:\/\/\S+perf\.html)/);
-    await withTab((tab, errors) => expectLiveBenchmark(tab, errors, url, join(tmp, 'perf-page-firefox.png')), 'firefox');
+    await withTab(
+      (tab, errors) => expectLiveBenchmark(tab, errors, url, join(tmp, 'perf-page-firefox.png')),
+      'firefox',
+    );
   }, 120_000);
 });

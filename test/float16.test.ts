@@ -12,7 +12,11 @@ describe.skipIf(F16 === undefined)('Float16Array as f16', () => {
     const comms = inprocRanks(3);
     const values = (r: number) => [0.5 * (r + 1), -2 * (r + 1), 1024, 0];
     // Alone (its own dtype), as { data, dtype }, as an ONNX Runtime tensor.
-    const forms = [(a: F16) => a, (a: F16) => ({ data: a, dtype: 'f16' as const }), (a: F16) => ({ data: a, type: 'float16' as const, dims: [a.length] })];
+    const forms = [
+      (a: F16) => a,
+      (a: F16) => ({ data: a, dtype: 'f16' as const }),
+      (a: F16) => ({ data: a, type: 'float16' as const, dims: [a.length] }),
+    ];
     for (const form of forms) {
       const xs = comms.map((_, r) => new F16!(values(r)));
       await together(comms, (c, r) => c.allReduce(form(xs[r]) as never));
@@ -29,7 +33,9 @@ describe.skipIf(F16 === undefined)('Float16Array as f16', () => {
 
   it('a Float16Array where another dtype is named is refused at issue', () => {
     const [c] = inprocRanks(1);
-    expect(() => c.allReduce({ data: new F16!([1]), dtype: 'bf16' } as never)).toThrow(expect.objectContaining({ code: 'INVALID_DTYPE' }));
+    expect(() => c.allReduce({ data: new F16!([1]), dtype: 'bf16' } as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_DTYPE' }),
+    );
     c.destroy();
   });
 });

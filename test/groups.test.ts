@@ -1,16 +1,17 @@
 // Groups: createGroup and split on one node (in-process ranks) and across nodes (TCP over
 // loopback): membership, rank mapping, independence of groups, mismatches, memory.
 import { describe, expect, it } from 'vitest';
-import { inprocRanks, settleAll } from './helpers/inproc.js';
-import { netRanks, destroyAll } from './helpers/net-world.js';
 import { Communicator } from '../src/api/communicator.js';
 import { leaveNode } from '../src/core/node.js';
-import { createNode } from '../src/progress/create-node.js';
+import { commBlockBytes, N, NODE_BASE } from '../src/core/shm-map.js';
 import { joinNode } from '../src/engine/context.js';
-import { N, NODE_BASE, commBlockBytes } from '../src/core/shm-map.js';
+import { createNode } from '../src/progress/create-node.js';
+import { inprocRanks, settleAll } from './helpers/inproc.js';
+import { destroyAll, netRanks } from './helpers/net-world.js';
 
 /** Every rank forms its group at once (they share this thread). */
-const formAll = (comms: Communicator[], f: (c: Communicator, r: number) => Promise<Communicator | null>) => Promise.all(comms.map(f));
+const formAll = (comms: Communicator[], f: (c: Communicator, r: number) => Promise<Communicator | null>) =>
+  Promise.all(comms.map(f));
 
 /** Runs allReduce(sum) of [world rank + 1, ...] on every member; checks the sum of its members. */
 async function checkSum(groups: (Communicator | null)[], worldOf: (g: Communicator) => number[], n = 5): Promise<void> {
@@ -43,7 +44,7 @@ describe('groups on one node', () => {
     expect([view[0], view[view.length - 1]]).toEqual([3, 3]);
   });
 
-  it("abort() of a destroyed group does nothing: the group formed next in its freed block runs (the abort used to be written there)", async () => {
+  it('abort() of a destroyed group does nothing: the group formed next in its freed block runs (the abort used to be written there)', async () => {
     const [a, b] = inprocRanks(2);
     const [ga, gb] = await formAll([a, b], (c) => c.createGroup([0, 1]));
     ga!.destroy();
@@ -96,13 +97,27 @@ describe('groups on one node', () => {
 
   it('disagreeing member lists are a MISMATCH naming the ranks', async () => {
     const world = inprocRanks(3);
-    const errs = await Promise.all(world.map((c, r) => c.createGroup(r === 2 ? [0, 2] : [0, 1]).then(() => undefined, (e) => e)));
+    const errs = await Promise.all(
+      world.map((c, r) =>
+        c.createGroup(r === 2 ? [0, 2] : [0, 1]).then(
+          () => undefined,
+          (e) => e,
+        ),
+      ),
+    );
     for (const e of errs) expect(e).toMatchObject({ code: 'MISMATCH', details: { field: 'ranks', ranks: [0, 2] } });
   });
 
   it('a rank that never calls createGroup: TIMEOUT naming it', async () => {
     const world = inprocRanks(3, { timeoutMs: 1500 });
-    const errs = await Promise.all(world.slice(0, 2).map((c) => c.createGroup([0, 1]).then(() => undefined, (e) => e)));
+    const errs = await Promise.all(
+      world.slice(0, 2).map((c) =>
+        c.createGroup([0, 1]).then(
+          () => undefined,
+          (e) => e,
+        ),
+      ),
+    );
     // The first to time out says TIMEOUT; it aborts the communicator, so the other may hear that first.
     for (const e of errs) {
       if (e.code === 'TIMEOUT') expect(e.details.missing).toEqual([2]);
@@ -118,7 +133,14 @@ describe('groups on one node', () => {
     const gs = await formAll(world, (c, r) => c.split(colors[r], 7)); // one key for all: parent order
     expect(gs.map((g) => (g ? membersOf(g) : null))).toEqual([[0, 4], null, [2], null, [0, 4]]);
     await checkSum(gs, membersOf);
-    const errs = await Promise.all(world.map((c) => c.split(1.5 as any).then(() => undefined, (e) => e.code)));
+    const errs = await Promise.all(
+      world.map((c) =>
+        c.split(1.5 as any).then(
+          () => undefined,
+          (e) => e.code,
+        ),
+      ),
+    );
     expect(errs).toEqual(Array(5).fill('INVALID_ARGUMENT'));
   });
 
@@ -151,7 +173,9 @@ describe('groups across nodes', () => {
         const live = gs.filter((g): g is Communicator => g !== null);
         const xs = live.map((g) => Float32Array.of(g.worldRank(g.rank) + 1, 7));
         await Promise.all(live.map((g, i) => g.allReduce(xs[i])));
-        live.forEach((g, i) => expect(Array.from(xs[i])).toEqual([membersOf(g).reduce((a, w) => a + w + 1, 0), 7 * g.size]));
+        live.forEach((g, i) =>
+          expect(Array.from(xs[i])).toEqual([membersOf(g).reduce((a, w) => a + w + 1, 0), 7 * g.size]),
+        );
       }
       for (const g of [...inNode, ...across, ...all]) g?.destroy();
     } finally {
@@ -163,14 +187,26 @@ describe('groups across nodes', () => {
     const world = await netRanks(2, 2, { timeoutMs: 30_000 });
     try {
       const nodes = await Promise.all(world.map((c) => c.splitByNode()));
-      expect(nodes.map((g) => [membersOf(g), g.rank, g.acrossNodes])).toEqual([[[0, 1], 0, false], [[0, 1], 1, false], [[2, 3], 0, false], [[2, 3], 1, false]]);
+      expect(nodes.map((g) => [membersOf(g), g.rank, g.acrossNodes])).toEqual([
+        [[0, 1], 0, false],
+        [[0, 1], 1, false],
+        [[2, 3], 0, false],
+        [[2, 3], 1, false],
+      ]);
       await checkSum(nodes, membersOf);
       // A group in an order of its own: its members on each node, in the group's order.
       const group = await Promise.all(world.map((c) => c.createGroup([3, 1, 2])));
       const inGroup = await Promise.all(group.map((g) => g?.splitByNode() ?? null));
       expect(inGroup.map((g) => (g ? membersOf(g) : null))).toEqual([null, [1], [3, 2], [3, 2]]);
       await checkSum(inGroup, membersOf);
-      const bad = await Promise.all(world.map((c) => c.splitByNode({ timeout: 5 } as never).then(() => undefined, (e) => e.code)));
+      const bad = await Promise.all(
+        world.map((c) =>
+          c.splitByNode({ timeout: 5 } as never).then(
+            () => undefined,
+            (e) => e.code,
+          ),
+        ),
+      );
       expect(bad).toEqual(Array(4).fill('INVALID_ARGUMENT'));
       for (const g of [...nodes, ...group, ...inGroup]) g?.destroy();
     } finally {
@@ -178,7 +214,11 @@ describe('groups across nodes', () => {
     }
     const one = inprocRanks(3);
     const all = await formAll(one, (c) => c.splitByNode());
-    expect(all.map((g) => g && [membersOf(g), g.rank])).toEqual([[[0, 1, 2], 0], [[0, 1, 2], 1], [[0, 1, 2], 2]]);
+    expect(all.map((g) => g && [membersOf(g), g.rank])).toEqual([
+      [[0, 1, 2], 0],
+      [[0, 1, 2], 1],
+      [[0, 1, 2], 2],
+    ]);
     await checkSum(all, membersOf);
   });
 });
@@ -187,8 +227,16 @@ describe('group formation across nodes', () => {
   it('2 nodes x 2 ranks: disagreeing member lists are a MISMATCH naming the ranks on every rank', async () => {
     const world = await netRanks(2, 2, { timeoutMs: 30_000 });
     try {
-      const errs = await Promise.all(world.map((c, r) => c.createGroup(r === 3 ? [0, 3] : [0, 1]).then(() => undefined, (e) => e)));
-      for (const e of errs) expect(e).toMatchObject({ code: 'MISMATCH', details: { field: 'ranks', ranks: [0, 3], worldRanks: [0, 3] } });
+      const errs = await Promise.all(
+        world.map((c, r) =>
+          c.createGroup(r === 3 ? [0, 3] : [0, 1]).then(
+            () => undefined,
+            (e) => e,
+          ),
+        ),
+      );
+      for (const e of errs)
+        expect(e).toMatchObject({ code: 'MISMATCH', details: { field: 'ranks', ranks: [0, 3], worldRanks: [0, 3] } });
     } finally {
       destroyAll(world);
     }
@@ -205,9 +253,13 @@ describe('shrink', () => {
     const works = live.map((g) => g.allReduce(new Float32Array(8).fill(1)));
     leaveNode(node, 2, 'died');
     const errs = await settleAll(works);
-    for (const e of errs) expect(e).toMatchObject({ code: 'CONNECTION_CLOSED', details: { peer: 1, died: true, worldRanks: [3, 2, 1] } });
+    for (const e of errs)
+      expect(e).toMatchObject({ code: 'CONNECTION_CLOSED', details: { peer: 1, died: true, worldRanks: [3, 2, 1] } });
     const shrunk = await Promise.all(live.map((g) => g.shrink()));
-    expect(shrunk.map((s) => [s.rank, s.size, s.worldRank(0), s.worldRank(1)])).toEqual([[1, 2, 3, 1], [0, 2, 3, 1]]);
+    expect(shrunk.map((s) => [s.rank, s.size, s.worldRank(0), s.worldRank(1)])).toEqual([
+      [1, 2, 3, 1],
+      [0, 2, 3, 1],
+    ]);
     const xs = shrunk.map((s) => Float64Array.of(s.worldRank(s.rank), 1));
     expect((await settleAll(shrunk.map((s, i) => s.allReduce(xs[i])))).filter(Boolean)).toEqual([]);
     for (const x of xs) expect(Array.from(x)).toEqual([4, 2]);
@@ -224,13 +276,18 @@ describe('shrink', () => {
   it('shrink() with ops still pending (a Promise.all that rejected at the first failure leaves the rest in flight): they end first, ABORTED, then the shrink goes on', async () => {
     for (const progress of ['auto', 'caller'] as const) {
       const node = createNode({ nranks: 2, slotBytes: 4096 });
-      const world = [0, 1].map((r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { timeoutMs: 20_000, progress }));
+      const world = [0, 1].map(
+        (r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { timeoutMs: 20_000, progress }),
+      );
       // Rank 0's allReduce waits for rank 1, which never joins it; rank 1's recv for a send rank 0 never makes.
       const pending = [world[0].allReduce(new Float32Array(4).fill(1)), world[1].recv(new Float32Array(4), 0)];
       const shrunk = await Promise.all(world.map((c) => c.shrink()));
       const errs = await settleAll(pending);
       for (const e of errs) expect(e, progress).toMatchObject({ code: 'ABORTED' });
-      expect(shrunk.map((c) => [c.rank, c.size])).toEqual([[0, 2], [1, 2]]);
+      expect(shrunk.map((c) => [c.rank, c.size])).toEqual([
+        [0, 2],
+        [1, 2],
+      ]);
       const xs = shrunk.map((c) => Float32Array.of(c.rank + 1));
       expect((await settleAll(shrunk.map((c, i) => c.allReduce(xs[i])))).filter(Boolean)).toEqual([]);
       expect(xs.map((x) => x[0])).toEqual([3, 3]);
@@ -242,7 +299,14 @@ describe('shrink', () => {
     const node = createNode({ nranks: 2, slotBytes: 4096 });
     const world = [0, 1].map((r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { timeoutMs: 20_000 }));
     leaveNode(node, 1, 'died'); // still running here
-    const outcome = await Promise.all(world.map((c) => c.shrink().then((s) => s.size, (e) => [e.code, e.details.members])));
+    const outcome = await Promise.all(
+      world.map((c) =>
+        c.shrink().then(
+          (s) => s.size,
+          (e) => [e.code, e.details.members],
+        ),
+      ),
+    );
     expect(outcome).toEqual([1, ['ABORTED', [0]]]);
   });
 });

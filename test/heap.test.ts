@@ -3,15 +3,15 @@
 // and what alloc/free and ops do with bad or stale buffers is refused with a code. The race it
 // once lost (a view older than another rank's memory.grow) runs on 8 thread ranks at the end.
 import { afterEach, describe, expect, it } from 'vitest';
+import { freshBuffer } from '../src/core/fresh-buffer.js';
 import { HEAP_LIMIT, NodeHeap } from '../src/core/heap.js';
 import { N, NODE_BASE } from '../src/core/shm-map.js';
+import type { RankContext } from '../src/engine/context.js';
 import { createNode } from '../src/progress/create-node.js';
+import { allocCommBlock, releaseCommBlock } from '../src/shm/block.js';
+import { caught } from './helpers/caught.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { runScenario } from './helpers/threads.js';
-import { caught } from './helpers/caught.js';
-import { freshBuffer } from '../src/core/fresh-buffer.js';
-import { allocCommBlock, releaseCommBlock } from '../src/shm/block.js';
-import type { RankContext } from '../src/engine/context.js';
 
 const heapOf = (nranks = 2, o: { canBlock?: boolean; rank?: number } = {}) => {
   const node = createNode({ nranks, slotBytes: 4096 });
@@ -49,7 +49,11 @@ describe('node heap', () => {
   });
 
   it('impossible sizes and states are caught too', () => {
-    for (const [word, value] of [[0, 0], [0, 1 << 30], [1, 7]] as const) {
+    for (const [word, value] of [
+      [0, 0],
+      [0, 1 << 30],
+      [1, 7],
+    ] as const) {
       const { heap, i32 } = heapOf();
       const a = heap.alloc(64);
       heap.alloc(64);
@@ -89,7 +93,8 @@ describe('node heap', () => {
     // entry first: "node heap corrupt ... the header of its block was overwritten".
     const { node, heap } = heapOf();
     const other = new NodeHeap(node.memory, { rank: 1 });
-    const ctxOf = (h: NodeHeap) => ({ heap: h, core: { memory: node.memory }, slotBytes: 4096 }) as unknown as RankContext;
+    const ctxOf = (h: NodeHeap) =>
+      ({ heap: h, core: { memory: node.memory }, slotBytes: 4096 }) as unknown as RankContext;
     const before = heap.alloc(64);
     const block = allocCommBlock(ctxOf(heap), 2);
     releaseCommBlock(ctxOf(heap), block, 2);
@@ -122,7 +127,15 @@ describe("a buffer another thread's memory.grow has not reached yet", () => {
     const old = real.buffer;
     real.grow(2);
     let renewed = false;
-    const lagging = { get buffer() { return renewed ? real.buffer : old; }, grow(n: number) { renewed = true; return real.grow(n); } } as unknown as WebAssembly.Memory;
+    const lagging = {
+      get buffer() {
+        return renewed ? real.buffer : old;
+      },
+      grow(n: number) {
+        renewed = true;
+        return real.grow(n);
+      },
+    } as unknown as WebAssembly.Memory;
     new Int32Array(real.buffer)[TOP] = real.buffer.byteLength; // the heap's top at the new end
     expect(freshBuffer(lagging).byteLength).toBe(4 * 65536);
     expect(renewed).toBe(true);
@@ -137,7 +150,13 @@ describe("a buffer another thread's memory.grow has not reached yet", () => {
 describe('comm.alloc() and free() at the API', () => {
   it('sizes beyond the 2 GiB memory are INVALID_ARGUMENT, not RangeError', () => {
     const [c] = inprocRanks(1);
-    for (const [dtype, count] of [['f32', 2 ** 40], ['f64', HEAP_LIMIT / 4], ['u8', 2 ** 53 + 2], ['f32', 1.5], ['f32', -1]] as const) {
+    for (const [dtype, count] of [
+      ['f32', 2 ** 40],
+      ['f64', HEAP_LIMIT / 4],
+      ['u8', 2 ** 53 + 2],
+      ['f32', 1.5],
+      ['f32', -1],
+    ] as const) {
       expect(caught(() => c.alloc(dtype, count)).code).toBe('INVALID_ARGUMENT');
     }
     expect(c.alloc('f32', 4).length).toBe(4); // still usable
@@ -226,7 +245,10 @@ describe('comm.alloc() and free() at the API', () => {
 });
 
 describe('pages that are not cross-origin isolated', () => {
-  const saved = { sab: globalThis.SharedArrayBuffer, coi: Object.getOwnPropertyDescriptor(globalThis, 'crossOriginIsolated') };
+  const saved = {
+    sab: globalThis.SharedArrayBuffer,
+    coi: Object.getOwnPropertyDescriptor(globalThis, 'crossOriginIsolated'),
+  };
   afterEach(() => {
     globalThis.SharedArrayBuffer = saved.sab;
     if (saved.coi) Object.defineProperty(globalThis, 'crossOriginIsolated', saved.coi);
@@ -240,7 +262,10 @@ describe('pages that are not cross-origin isolated', () => {
     expect(e.code).toBe('UNSUPPORTED');
     expect(e.message).toContain('Cross-Origin-Opener-Policy: same-origin');
     expect(e.message).toContain('Cross-Origin-Embedder-Policy: require-corp');
-    expect(e.details.headers).toEqual({ 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' });
+    expect(e.details.headers).toEqual({
+      'Cross-Origin-Opener-Policy': 'same-origin',
+      'Cross-Origin-Embedder-Policy': 'require-corp',
+    });
   });
 
   it('crossOriginIsolated false: a node for workers is refused before postMessage would fail', () => {
@@ -252,23 +277,40 @@ describe('pages that are not cross-origin isolated', () => {
 describe('alloc()/free() around every op on 8 thread ranks', () => {
   const counts = [0, 5, 1000];
   it('broadcast and reduce, every root, with and without out, sum and min, freed per op: 20 times', async () => {
-    const { result, reports } = await runScenario(8, 'heapStress', { iters: 20, dtypes: ['f32'], counts }, { env: { WEBCCL_TIMEOUT_MS: '30000' } });
+    const { result, reports } = await runScenario(
+      8,
+      'heapStress',
+      { iters: 20, dtypes: ['f32'], counts },
+      { env: { WEBCCL_TIMEOUT_MS: '30000' } },
+    );
     expect(result.exitCode, JSON.stringify(result)).toBe(0);
     for (const [rep] of reports) expect(rep, JSON.stringify(rep)).toMatchObject({ ok: true, ops: 20 * 3 * 3 * 16 });
   }, 600_000);
 
   it('the same, held until the end of each iteration so the memory grows under allocating ranks; every dtype width, small slots, scalar build', async () => {
-    const { result, reports } = await runScenario(8, 'heapStress', { iters: 3, dtypes: ['f32', 'f64', 'f16', 'bf16'], counts, hold: true, unrooted: true }, {
-      slotBytes: 4096, simd: false, env: { WEBCCL_TIMEOUT_MS: '30000' },
-    });
+    const { result, reports } = await runScenario(
+      8,
+      'heapStress',
+      { iters: 3, dtypes: ['f32', 'f64', 'f16', 'bf16'], counts, hold: true, unrooted: true },
+      {
+        slotBytes: 4096,
+        simd: false,
+        env: { WEBCCL_TIMEOUT_MS: '30000' },
+      },
+    );
     expect(result.exitCode, JSON.stringify(result)).toBe(0);
     for (const [rep] of reports) expect(rep, JSON.stringify(rep)).toMatchObject({ ok: true });
   }, 600_000);
 
   it('allReduce, allGather and reduceScatter on alloc() buffers beside them, 6 ranks, simd build, held', async () => {
-    const { result, reports } = await runScenario(6, 'heapStress', { iters: 2, dtypes: ['f32', 'i32'], counts: [0, 5, 1000, 20_000], hold: true, unrooted: true }, {
-      env: { WEBCCL_TIMEOUT_MS: '30000' },
-    });
+    const { result, reports } = await runScenario(
+      6,
+      'heapStress',
+      { iters: 2, dtypes: ['f32', 'i32'], counts: [0, 5, 1000, 20_000], hold: true, unrooted: true },
+      {
+        env: { WEBCCL_TIMEOUT_MS: '30000' },
+      },
+    );
     expect(result.exitCode, JSON.stringify(result)).toBe(0);
     for (const [rep] of reports) expect(rep, JSON.stringify(rep)).toMatchObject({ ok: true });
   }, 600_000);

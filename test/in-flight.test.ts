@@ -2,9 +2,9 @@
 // in (keep-list.ts): bounded by what the caller has not yet seen end, whatever ops it issues.
 import { describe, expect, it } from 'vitest';
 import { BuffersInFlight } from '../src/api/in-flight.js';
-import { Work, type WorkDriver } from '../src/engine/work.js';
 import { KeepList, KeepQueue } from '../src/core/keep-list.js';
 import { toBuf } from '../src/engine/buffers.js';
+import { Work, type WorkDriver } from '../src/engine/work.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 
 const idle: WorkDriver = { progress: () => undefined, progressAsync: async () => undefined };
@@ -43,7 +43,9 @@ describe('BuffersInFlight', () => {
 
   it('a later collective seen ending releases earlier collectives, not sends or recvs', () => {
     const f = new BuffersInFlight();
-    const x = buf(8), y = buf(8), z = buf(8);
+    const x = buf(8),
+      y = buf(8),
+      z = buf(8);
     f.add(ended('allReduce', 0), x, x);
     f.add(ended('send', 0), y, null);
     expect(f.heldBy(x)).toBe('allReduce #0');
@@ -76,7 +78,9 @@ describe('BuffersInFlight', () => {
     // The record empties itself without a look once it counts no op unseen; a count that went
     // low would let a buffer in flight be taken.
     const f = new BuffersInFlight();
-    const x = buf(8), y = buf(8), z = buf(8);
+    const x = buf(8),
+      y = buf(8),
+      z = buf(8);
     const a = ended('allReduce', 0);
     f.add(a, x, x);
     const b = ended('allReduce', 1);
@@ -105,7 +109,8 @@ describe('BuffersInFlight', () => {
 describe('KeepQueue and KeepList', () => {
   it('a queue takes items in order through emptying, refilling and growing past its storage', () => {
     const q = new KeepQueue<number>();
-    let next = 0, want = 0;
+    let next = 0,
+      want = 0;
     for (let round = 0; round < 50; round++) {
       for (let k = 0; k < (round % 7) + 1; k++) q.push(next++);
       for (let k = 0; k < (round % 5) + 1 && q.length; k++) {
@@ -138,7 +143,8 @@ describe('a communicator after many ops without buffers', () => {
   it('2 ranks, 2000 barriers: the in-flight record stays bounded', async () => {
     const comms = inprocRanks(2);
     for (let i = 0; i < 2000; i++) await settleAll(comms.map((c) => c.barrier()));
-    for (const c of comms) expect((c as unknown as { issue: { inFlight: BuffersInFlight } }).issue.inFlight.size).toBeLessThanOrEqual(1);
+    for (const c of comms)
+      expect((c as unknown as { issue: { inFlight: BuffersInFlight } }).issue.inFlight.size).toBeLessThanOrEqual(1);
     comms.forEach((c) => c.destroy());
   });
 });

@@ -10,9 +10,22 @@
 import { describe, expect, it } from 'vitest';
 import { createSharedMemory, loadWasm } from '../src/core/wasm.js';
 import {
-  CODE, DTYPE_LIST, FLOATS, OP_CODE, OP_LIST, SIZE, BF16_QNAN, F16_QNAN,
-  bf16ToNumber, f16ToNumber, numberToBf16, numberToF16, refFold, refScale,
-  type Dtype, type Op,
+  BF16_QNAN,
+  bf16ToNumber,
+  CODE,
+  DTYPE_LIST,
+  type Dtype,
+  F16_QNAN,
+  FLOATS,
+  f16ToNumber,
+  numberToBf16,
+  numberToF16,
+  OP_CODE,
+  OP_LIST,
+  type Op,
+  refFold,
+  refScale,
+  SIZE,
 } from './helpers/reference.js';
 
 type Fn = (...args: number[]) => void;
@@ -25,7 +38,6 @@ const LENGTHS = [0, 1, 3, 15, 16, 17, 1023, 4099];
 const MAX_BYTES = 4099 * 8;
 const GUARD = 48;
 const SLOT = 65536 * 4 + 2 * GUARD + 64; // room for the 65536-element conversions
-const SLOTS = 12; // dst + up to 10 sources + spare
 const memory = createSharedMemory(8 << 20);
 const builds: Build[] = [true, false].map((simd) => {
   const core = loadWasm(memory, simd);
@@ -49,10 +61,14 @@ function rand(): number {
 const randInt = (n: number) => Math.floor(rand() * n);
 const pick = <T>(xs: T[]): T => xs[randInt(xs.length)];
 
-const F32_SPECIAL = [0x7fc00000, 0xffc00000, 0x7f800001, 0x7fa00123, 0xffffffff, 0, 0x80000000, 0x7f800000,
-  0xff800000, 0x00000001, 0x807fffff, 0x00400000, 0x7f7fffff, 0xff7fffff, 0x00800000];
-const F64_SPECIAL_HI = [0x7ff80000, 0xfff80000, 0x7ff00001, 0x7ff40000, 0, 0x80000000, 0x7ff00000, 0xfff00000,
-  0x00000000, 0x800fffff, 0x7fefffff, 0x00100000];
+const F32_SPECIAL = [
+  0x7fc00000, 0xffc00000, 0x7f800001, 0x7fa00123, 0xffffffff, 0, 0x80000000, 0x7f800000, 0xff800000, 0x00000001,
+  0x807fffff, 0x00400000, 0x7f7fffff, 0xff7fffff, 0x00800000,
+];
+const F64_SPECIAL_HI = [
+  0x7ff80000, 0xfff80000, 0x7ff00001, 0x7ff40000, 0, 0x80000000, 0x7ff00000, 0xfff00000, 0x00000000, 0x800fffff,
+  0x7fefffff, 0x00100000,
+];
 
 function randomBytes(dt: Dtype, n: number): Uint8Array {
   const out = new Uint8Array(n * SIZE[dt]);
@@ -75,7 +91,9 @@ function randomBytes(dt: Dtype, n: number): Uint8Array {
         // Ordinary values share a few exponents, so sums often fall exactly between two halves.
         const expBits = dt === 'f16' ? 10 : 7;
         const bias = dt === 'f16' ? 15 : 127;
-        const h = special ? randInt(65536) : ((rand() < 0.5 ? 0x8000 : 0) | ((bias - 1 + randInt(3)) << expBits) | randInt(1 << expBits));
+        const h = special
+          ? randInt(65536)
+          : (rand() < 0.5 ? 0x8000 : 0) | ((bias - 1 + randInt(3)) << expBits) | randInt(1 << expBits);
         v.setUint16(i * 2, h, true);
         break;
       }
@@ -113,7 +131,8 @@ function runCase(b: Build, c: Case, size: number): { out: Uint8Array; error?: st
   c.run(b.fn, dst);
   const out = mem.slice(dst, dst + n);
   for (let i = 1; i <= GUARD; i++) {
-    if (mem[dst - i] !== 0xa5 || mem[dst + n + i - 1] !== 0xa5) return { out, error: `${b.name} ${c.label}: guard byte changed` };
+    if (mem[dst - i] !== 0xa5 || mem[dst + n + i - 1] !== 0xa5)
+      return { out, error: `${b.name} ${c.label}: guard byte changed` };
   }
   for (const s of c.sources) {
     if (s.slot === c.dstSlot) continue;
@@ -124,7 +143,10 @@ function runCase(b: Build, c: Case, size: number): { out: Uint8Array; error?: st
     for (let k = 0; k < size; k++) {
       if (out[i + k] !== c.expected[i + k]) {
         const inputs = c.sources.map((s) => hex(s.bytes, i, size)).join(' ');
-        return { out, error: `${b.name} ${c.label}: element ${i / size} is ${hex(out, i, size)}, expected ${hex(c.expected, i, size)} (inputs ${inputs})` };
+        return {
+          out,
+          error: `${b.name} ${c.label}: element ${i / size} is ${hex(out, i, size)}, expected ${hex(c.expected, i, size)} (inputs ${inputs})`,
+        };
       }
     }
   }
@@ -155,17 +177,51 @@ function reductionCases(dt: Dtype, op: Op): Case[] {
     const srcs = (k: number) => src.slice(0, k).map((bytes, j) => ({ slot: j + 1, bytes }));
     const ab = refFold(dt, op, src.slice(0, 2), n);
     cases.push({
-      label: `reduceInto n=${n}`, dstSlot: 0, init: src[0], sources: [{ slot: 1, bytes: src[1] }],
-      run: (f, dst) => f.reduceInto(d, o, dst, addr(1), n), expected: ab,
+      label: `reduceInto n=${n}`,
+      dstSlot: 0,
+      init: src[0],
+      sources: [{ slot: 1, bytes: src[1] }],
+      run: (f, dst) => f.reduceInto(d, o, dst, addr(1), n),
+      expected: ab,
     });
-    cases.push({ label: `reduce2 n=${n}`, dstSlot: 0, sources: srcs(2), run: (f, dst) => f.reduce2(d, o, dst, addr(1), addr(2), n), expected: ab });
-    cases.push({ label: `reduce2 dst=a n=${n}`, dstSlot: 1, sources: srcs(2), run: (f, dst) => f.reduce2(d, o, dst, dst, addr(2), n), expected: ab });
-    cases.push({ label: `reduce2 dst=b n=${n}`, dstSlot: 2, sources: srcs(2), run: (f, dst) => f.reduce2(d, o, dst, addr(1), dst, n), expected: ab });
-    for (const [k, dstSlot] of [[1, 0], [2, 0], [3, 0], [5, 0], [8, 0], [10, 0], [3, 2], [5, 1], [8, 8]]) {
+    cases.push({
+      label: `reduce2 n=${n}`,
+      dstSlot: 0,
+      sources: srcs(2),
+      run: (f, dst) => f.reduce2(d, o, dst, addr(1), addr(2), n),
+      expected: ab,
+    });
+    cases.push({
+      label: `reduce2 dst=a n=${n}`,
+      dstSlot: 1,
+      sources: srcs(2),
+      run: (f, dst) => f.reduce2(d, o, dst, dst, addr(2), n),
+      expected: ab,
+    });
+    cases.push({
+      label: `reduce2 dst=b n=${n}`,
+      dstSlot: 2,
+      sources: srcs(2),
+      run: (f, dst) => f.reduce2(d, o, dst, addr(1), dst, n),
+      expected: ab,
+    });
+    for (const [k, dstSlot] of [
+      [1, 0],
+      [2, 0],
+      [3, 0],
+      [5, 0],
+      [8, 0],
+      [10, 0],
+      [3, 2],
+      [5, 1],
+      [8, 8],
+    ]) {
       const expected = k === 1 ? src[0] : refFold(dt, op, src.slice(0, k), n);
       const slots = Array.from({ length: k }, (_, j) => j + 1);
       cases.push({
-        label: `reduceK k=${k}${dstSlot ? ` dst=s${dstSlot - 1}` : ''} n=${n}`, dstSlot, sources: srcs(k),
+        label: `reduceK k=${k}${dstSlot ? ` dst=s${dstSlot - 1}` : ''} n=${n}`,
+        dstSlot,
+        sources: srcs(k),
         run: (f, dst) => {
           writeTable(slots);
           f.reduceK(d, o, dst, TABLE, k, n);
@@ -194,7 +250,14 @@ describe('f16 sums: every pattern against partners from all over the range', () 
     for (let h = 0; h < 65536; h++) p[h] = (Math.imul(h, stride) + offset) & 0xffff;
     return new Uint8Array(p.buffer);
   };
-  for (const [stride, offset] of [[1, 0], [1, 0x8000], [40503, 7], [12345, 0x3c00], [2, 1], [65535, 0x0400]]) {
+  for (const [stride, offset] of [
+    [1, 0],
+    [1, 0x8000],
+    [40503, 7],
+    [12345, 0x3c00],
+    [2, 1],
+    [65535, 0x0400],
+  ]) {
     it(`partners h*${stride}+${offset}`, () => {
       const a = ALL16;
       const b = partner(stride, offset);
@@ -202,9 +265,24 @@ describe('f16 sums: every pattern against partners from all over the range', () 
       const n = 65536;
       const sum = CODE.f16;
       const cases: Case[] = [
-        { label: 'reduce2', dstSlot: 0, sources: [{ slot: 1, bytes: a }, { slot: 2, bytes: b }], run: (f, dst) => f.reduce2(sum, OP_CODE.sum, dst, addr(1), addr(2), n), expected: refFold('f16', 'sum', [a, b], n) },
         {
-          label: 'reduceK k=3', dstSlot: 0, sources: [{ slot: 1, bytes: a }, { slot: 2, bytes: b }, { slot: 3, bytes: c }],
+          label: 'reduce2',
+          dstSlot: 0,
+          sources: [
+            { slot: 1, bytes: a },
+            { slot: 2, bytes: b },
+          ],
+          run: (f, dst) => f.reduce2(sum, OP_CODE.sum, dst, addr(1), addr(2), n),
+          expected: refFold('f16', 'sum', [a, b], n),
+        },
+        {
+          label: 'reduceK k=3',
+          dstSlot: 0,
+          sources: [
+            { slot: 1, bytes: a },
+            { slot: 2, bytes: b },
+            { slot: 3, bytes: c },
+          ],
           run: (f, dst) => {
             writeTable([1, 2, 3]);
             f.reduceK(sum, OP_CODE.sum, dst, TABLE, 3, n);
@@ -219,7 +297,10 @@ describe('f16 sums: every pattern against partners from all over the range', () 
 
 describe('test data', () => {
   it('half inputs give exact ties under sum (so round-half-to-even is exercised)', () => {
-    for (const [dt, toNum, fromNum] of [['f16', f16ToNumber, numberToF16], ['bf16', bf16ToNumber, numberToBf16]] as const) {
+    for (const [dt, toNum, fromNum] of [
+      ['f16', f16ToNumber, numberToF16],
+      ['bf16', bf16ToNumber, numberToBf16],
+    ] as const) {
       const a = new DataView(randomBytes(dt, 4096).buffer);
       const b = new DataView(randomBytes(dt, 4096).buffer);
       let ties = 0;
@@ -245,8 +326,20 @@ describe('scale', () => {
         for (const factor of [0.5, 1 / 3, -2.5, 1e-30, 2 ** 20, Infinity, NaN]) {
           const expected = refScale(dt, src, n, factor);
           const sources = [{ slot: 1, bytes: src }];
-          cases.push({ label: `scale ${factor} n=${n}`, dstSlot: 0, sources, run: (f, dst) => f.scale(CODE[dt], dst, addr(1), n, factor), expected });
-          cases.push({ label: `scale in place ${factor} n=${n}`, dstSlot: 1, sources, run: (f, dst) => f.scale(CODE[dt], dst, dst, n, factor), expected });
+          cases.push({
+            label: `scale ${factor} n=${n}`,
+            dstSlot: 0,
+            sources,
+            run: (f, dst) => f.scale(CODE[dt], dst, addr(1), n, factor),
+            expected,
+          });
+          cases.push({
+            label: `scale in place ${factor} n=${n}`,
+            dstSlot: 1,
+            sources,
+            run: (f, dst) => f.scale(CODE[dt], dst, dst, n, factor),
+            expected,
+          });
         }
       }
       check(cases, SIZE[dt]);
@@ -261,7 +354,16 @@ const bitsOfF32 = (x: number) => new Uint32Array(new Float32Array([x]).buffer)[0
 
 /** f32 inputs for narrowing: random patterns, specials, and every midpoint (tie) between halves. */
 function narrowingInputs(half: 'f16' | 'bf16'): number[] {
-  const bits: number[] = [...F32_SPECIAL, 0x477fefff, 0x477ff000, 0x477fe000, 0x387fffff, 0x38800000, 0x33000000, 0x33000001];
+  const bits: number[] = [
+    ...F32_SPECIAL,
+    0x477fefff,
+    0x477ff000,
+    0x477fe000,
+    0x387fffff,
+    0x38800000,
+    0x33000000,
+    0x33000001,
+  ];
   for (let i = 0; i < 20000; i++) bits.push(randInt(2 ** 32));
   for (let h = 0; h < 0x7fff; h++) {
     if (half === 'f16') {
@@ -293,8 +395,11 @@ describe('conversions', () => {
           : bitsOfF32(toNumber(h));
       }
       const cases: Case[] = [0, 1, 7, 8, 9, 15, 16, 17, 33, 65536].map((n) => ({
-        label: `${toF32} n=${n}`, dstSlot: 0, sources: [{ slot: 1, bytes: ALL16.slice(0, n * 2) }],
-        run: (f, dst) => f[toF32](dst, addr(1), n), expected: new Uint8Array(expected.buffer, 0, n * 4),
+        label: `${toF32} n=${n}`,
+        dstSlot: 0,
+        sources: [{ slot: 1, bytes: ALL16.slice(0, n * 2) }],
+        run: (f, dst) => f[toF32](dst, addr(1), n),
+        expected: new Uint8Array(expected.buffer, 0, n * 4),
       }));
       check(cases, 4);
     });
@@ -308,17 +413,35 @@ describe('conversions', () => {
         const src = f32Bytes(chunk);
         const f32 = new Float32Array(src.buffer);
         const expected = new Uint8Array(new Uint16Array(Array.from(f32, fromNumber)).buffer);
-        cases.push({ label: `${fromF32} chunk ${at}`, dstSlot: 0, sources: [{ slot: 1, bytes: src }], run: (f, dst) => f[fromF32](dst, addr(1), chunk.length), expected });
+        cases.push({
+          label: `${fromF32} chunk ${at}`,
+          dstSlot: 0,
+          sources: [{ slot: 1, bytes: src }],
+          run: (f, dst) => f[fromF32](dst, addr(1), chunk.length),
+          expected,
+        });
       }
       const small = f32Bytes(bits.slice(0, 40));
       const smallExp = new Uint8Array(new Uint16Array(Array.from(new Float32Array(small.buffer), fromNumber)).buffer);
       for (const m of [0, 1, 7, 8, 9, 15, 16, 17, 33]) {
         const expected = smallExp.slice(0, m * 2);
         const sources = [{ slot: 1, bytes: small.slice(0, m * 4) }];
-        cases.push({ label: `${fromF32} n=${m}`, dstSlot: 0, sources, run: (f, dst) => f[fromF32](dst, addr(1), m), expected });
+        cases.push({
+          label: `${fromF32} n=${m}`,
+          dstSlot: 0,
+          sources,
+          run: (f, dst) => f[fromF32](dst, addr(1), m),
+          expected,
+        });
         // In place the halves fill the first half of the f32 buffer; the rest keeps its bytes.
         const inPlace = new Uint8Array([...expected, ...small.slice(m * 2, m * 4)]);
-        cases.push({ label: `${fromF32} in place n=${m}`, dstSlot: 1, sources, run: (f, dst) => f[fromF32](dst, dst, m), expected: inPlace });
+        cases.push({
+          label: `${fromF32} in place n=${m}`,
+          dstSlot: 1,
+          sources,
+          run: (f, dst) => f[fromF32](dst, dst, m),
+          expected: inPlace,
+        });
       }
       check(cases, 2);
     });

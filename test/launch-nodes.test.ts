@@ -16,7 +16,15 @@ const fixture = fileURLToPath(new URL('./fixtures/launch-world.mjs', import.meta
 const tmp = mkdtempSync(join(tmpdir(), 'webccl-nodes-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-const SECRET_VARS = ['WEBCCL_TOKEN', 'WEBCCL_JOB_ID', 'TORCHELASTIC_RUN_ID', 'OMPI_MCA_ess_base_jobid', 'SLURM_JOB_ID', 'SLURM_STEP_ID', 'XDG_RUNTIME_DIR'];
+const SECRET_VARS = [
+  'WEBCCL_TOKEN',
+  'WEBCCL_JOB_ID',
+  'TORCHELASTIC_RUN_ID',
+  'OMPI_MCA_ess_base_jobid',
+  'SLURM_JOB_ID',
+  'SLURM_STEP_ID',
+  'XDG_RUNTIME_DIR',
+];
 /** An environment whose token and job id come only from `extra`, and whose HOME is a temp dir. */
 function env(extra: Record<string, string> = {}): Record<string, string | undefined> {
   const e: Record<string, string | undefined> = { ...process.env, HOME: join(tmp, 'home') };
@@ -26,7 +34,14 @@ function env(extra: Record<string, string> = {}): Record<string, string | undefi
 
 function run(args: string[], e = env()) {
   const r = spawnSync(process.execPath, [bin, 'run', ...args, fixture], { encoding: 'utf8', env: e, timeout: 120_000 });
-  const out = r.status === 0 ? r.stdout.trim().split('\n').map((l) => JSON.parse(l)).sort((a, b) => a.rank - b.rank) : [];
+  const out =
+    r.status === 0
+      ? r.stdout
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l))
+          .sort((a, b) => a.rank - b.rank)
+      : [];
   return { ...r, out };
 }
 
@@ -36,14 +51,27 @@ describe('webccl run --nnodes', () => {
   it('gives node 1 of 2 (2 threads each) world ranks 2 and 3 of 4 and the token from WEBCCL_TOKEN', () => {
     const r = run(node1of2, env({ WEBCCL_TOKEN: 'shared-secret' }));
     expect(r.status).toBe(0);
-    expect(r.out).toEqual([0, 1].map((i) => ({
-      rank: i,
-      world: { rank: 2 + i, size: 4, masterAddr: '127.0.0.1', masterPort: 29999, token: 'shared-secret', jobId: '127.0.0.1:29999' },
-    })));
+    expect(r.out).toEqual(
+      [0, 1].map((i) => ({
+        rank: i,
+        world: {
+          rank: 2 + i,
+          size: 4,
+          masterAddr: '127.0.0.1',
+          masterPort: 29999,
+          token: 'shared-secret',
+          jobId: '127.0.0.1:29999',
+        },
+      })),
+    );
   });
 
   it('names a failing thread by its world rank', () => {
-    const r = spawnSync(process.execPath, [bin, 'run', ...node1of2, fixture, '3'], { encoding: 'utf8', env: env({ WEBCCL_TOKEN: 't' }), timeout: 120_000 });
+    const r = spawnSync(process.execPath, [bin, 'run', ...node1of2, fixture, '3'], {
+      encoding: 'utf8',
+      env: env({ WEBCCL_TOKEN: 't' }),
+      timeout: 120_000,
+    });
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/webccl: rank 3 failed: .*world rank 3 throws/);
   });
@@ -90,13 +118,22 @@ describe('webccl run --nnodes', () => {
   it('with --nnodes 1 and no master options, hands the threads no world (as before)', () => {
     const r = run(['--nnodes', '1', '-n', '2']);
     expect(r.status).toBe(0);
-    expect(r.out).toEqual([{ rank: 0, world: null }, { rank: 1, world: null }]);
+    expect(r.out).toEqual([
+      { rank: 0, world: null },
+      { rank: 1, world: null },
+    ]);
   });
 });
 
 describe('job secrets', () => {
   it('resolveJobId: WEBCCL_JOB_ID, then torchrun, Open MPI, Slurm job.step, then master address:port', () => {
-    const env: Record<string, string> = { WEBCCL_JOB_ID: 'w', TORCHELASTIC_RUN_ID: 't', OMPI_MCA_ess_base_jobid: 'o', SLURM_JOB_ID: '7', SLURM_STEP_ID: '2' };
+    const env: Record<string, string> = {
+      WEBCCL_JOB_ID: 'w',
+      TORCHELASTIC_RUN_ID: 't',
+      OMPI_MCA_ess_base_jobid: 'o',
+      SLURM_JOB_ID: '7',
+      SLURM_STEP_ID: '2',
+    };
     const seen: string[] = [];
     for (const name of ['WEBCCL_JOB_ID', 'TORCHELASTIC_RUN_ID', 'OMPI_MCA_ess_base_jobid', 'SLURM_JOB_ID']) {
       seen.push(resolveJobId(env, 'h', 1));
@@ -109,21 +146,58 @@ describe('job secrets', () => {
   });
 
   it('isLoopback', () => {
-    for (const h of ['127.0.0.1', '127.3.2.1', '::1', '[::1]', 'localhost', 'LocalHost', '::ffff:127.0.0.1']) expect([h, isLoopback(h)]).toEqual([h, true]);
-    for (const h of ['10.0.0.1', '128.0.0.1', '::2', 'example.com', '0.0.0.0', '']) expect([h, isLoopback(h)]).toEqual([h, false]);
+    for (const h of ['127.0.0.1', '127.3.2.1', '::1', '[::1]', 'localhost', 'LocalHost', '::ffff:127.0.0.1'])
+      expect([h, isLoopback(h)]).toEqual([h, true]);
+    for (const h of ['10.0.0.1', '128.0.0.1', '::2', 'example.com', '0.0.0.0', ''])
+      expect([h, isLoopback(h)]).toEqual([h, false]);
   });
 });
 
 describe('run options', () => {
   it('parses the multi-node and --procs forms', () => {
-    expect(parseRunArgs(['--nnodes', '2', '--node-rank', '1', '--nproc-per-node', '4', '--master-addr', '10.0.0.1', 's.mjs', '--nnodes'])).toEqual({
-      nranks: 4, script: 's.mjs', args: ['--nnodes'], nodes: { nnodes: 2, nodeRank: 1, masterAddr: '10.0.0.1', masterPort: 29500 },
+    expect(
+      parseRunArgs([
+        '--nnodes',
+        '2',
+        '--node-rank',
+        '1',
+        '--nproc-per-node',
+        '4',
+        '--master-addr',
+        '10.0.0.1',
+        's.mjs',
+        '--nnodes',
+      ]),
+    ).toEqual({
+      nranks: 4,
+      script: 's.mjs',
+      args: ['--nnodes'],
+      nodes: { nnodes: 2, nodeRank: 1, masterAddr: '10.0.0.1', masterPort: 29500 },
     });
-    expect(parseRunArgs(['--nnodes=2', '--node_rank=1', '--master-addr', '[::1]', 's.mjs']).nodes).toEqual({ nnodes: 2, nodeRank: 1, masterAddr: '::1', masterPort: 29500 });
-    expect(parseRunArgs(['--master-port', '1234', 's.mjs']).nodes).toEqual({ nnodes: 1, nodeRank: 0, masterAddr: '127.0.0.1', masterPort: 1234 });
-    expect(parseRunArgs(['--procs', '-n', '3', 's.mjs'])).toEqual({ nranks: 3, script: 's.mjs', args: [], procs: true });
+    expect(parseRunArgs(['--nnodes=2', '--node_rank=1', '--master-addr', '[::1]', 's.mjs']).nodes).toEqual({
+      nnodes: 2,
+      nodeRank: 1,
+      masterAddr: '::1',
+      masterPort: 29500,
+    });
+    expect(parseRunArgs(['--master-port', '1234', 's.mjs']).nodes).toEqual({
+      nnodes: 1,
+      nodeRank: 0,
+      masterAddr: '127.0.0.1',
+      masterPort: 1234,
+    });
+    expect(parseRunArgs(['--procs', '-n', '3', 's.mjs'])).toEqual({
+      nranks: 3,
+      script: 's.mjs',
+      args: [],
+      procs: true,
+    });
     expect(parseRunArgs(['--procs', '--master-port', '7', 's.mjs']).masterPort).toBe(7);
-    expect(parseRunArgs(['--nnodes', '1', '--node-rank', '0', 's.mjs'])).toEqual({ nranks: 1, script: 's.mjs', args: [] });
+    expect(parseRunArgs(['--nnodes', '1', '--node-rank', '0', 's.mjs'])).toEqual({
+      nranks: 1,
+      script: 's.mjs',
+      args: [],
+    });
   });
 
   it('rejects bad values', () => {
@@ -141,7 +215,11 @@ describe('run options', () => {
   });
 
   it('exits 2 on a usage error', () => {
-    for (const args of [['--nnodes', '2', '--node-rank', '5'], ['--master-port', 'x'], ['--procs', '--nnodes', '3']]) {
+    for (const args of [
+      ['--nnodes', '2', '--node-rank', '5'],
+      ['--master-port', 'x'],
+      ['--procs', '--nnodes', '3'],
+    ]) {
       const r = spawnSync(process.execPath, [bin, 'run', ...args, 's.mjs'], { encoding: 'utf8' });
       expect([args, r.status]).toEqual([args, 2]);
     }

@@ -16,7 +16,17 @@ const fixture = fileURLToPath(new URL('./fixtures/launch-procs.mjs', import.meta
 /** This environment without the variables the launcher is meant to set or pass through. */
 function cleanEnv(extra: Record<string, string> = {}): Record<string, string | undefined> {
   const env: Record<string, string | undefined> = { ...process.env };
-  for (const k of ['WEBCCL_TOKEN', 'WEBCCL_JOB_ID', 'RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT']) delete env[k];
+  for (const k of [
+    'WEBCCL_TOKEN',
+    'WEBCCL_JOB_ID',
+    'RANK',
+    'WORLD_SIZE',
+    'LOCAL_RANK',
+    'LOCAL_WORLD_SIZE',
+    'MASTER_ADDR',
+    'MASTER_PORT',
+  ])
+    delete env[k];
   return { ...env, ...extra };
 }
 
@@ -25,16 +35,29 @@ const webccl = (args: string[], env = cleanEnv()) =>
   spawnSync(process.execPath, [bin, 'run', '--procs', ...args], { encoding: 'utf8', env, timeout: 50_000 });
 
 const lines = (out: string) => out.trim().split('\n').filter(Boolean);
-const readyPids = (out: string) => lines(out).filter((l) => l.startsWith('ready ')).map((l) => Number(l.split(' ')[2]));
+const readyPids = (out: string) =>
+  lines(out)
+    .filter((l) => l.startsWith('ready '))
+    .map((l) => Number(l.split(' ')[2]));
 
 describe('webccl run --procs', () => {
   it('gives every process its rank, the world size, one master address and port, one token and job id', () => {
     const r = webccl(['-n', '3', fixture, 'env', 'a', 'b']);
     expect(r.status).toBe(0);
-    const envs = lines(r.stdout).map((l) => JSON.parse(l)).sort((x, y) => Number(x.RANK) - Number(y.RANK));
-    expect(envs.map((e) => [e.RANK, e.WORLD_SIZE, e.LOCAL_RANK, e.LOCAL_WORLD_SIZE])).toEqual([0, 1, 2].map((k) => [`${k}`, '3', `${k}`, '3']));
+    const envs = lines(r.stdout)
+      .map((l) => JSON.parse(l))
+      .sort((x, y) => Number(x.RANK) - Number(y.RANK));
+    expect(envs.map((e) => [e.RANK, e.WORLD_SIZE, e.LOCAL_RANK, e.LOCAL_WORLD_SIZE])).toEqual(
+      [0, 1, 2].map((k) => [`${k}`, '3', `${k}`, '3']),
+    );
     for (const e of envs) {
-      expect(e).toMatchObject({ MASTER_ADDR: '127.0.0.1', MASTER_PORT: envs[0].MASTER_PORT, WEBCCL_TOKEN: envs[0].WEBCCL_TOKEN, WEBCCL_JOB_ID: envs[0].WEBCCL_JOB_ID, args: ['a', 'b'] });
+      expect(e).toMatchObject({
+        MASTER_ADDR: '127.0.0.1',
+        MASTER_PORT: envs[0].MASTER_PORT,
+        WEBCCL_TOKEN: envs[0].WEBCCL_TOKEN,
+        WEBCCL_JOB_ID: envs[0].WEBCCL_JOB_ID,
+        args: ['a', 'b'],
+      });
     }
     expect(Number(envs[0].MASTER_PORT)).toBeGreaterThan(0);
     expect(envs[0].WEBCCL_TOKEN).toMatch(/^[0-9a-f]{64}$/);
@@ -42,7 +65,10 @@ describe('webccl run --procs', () => {
   });
 
   it("passes the parent's WEBCCL_TOKEN and WEBCCL_JOB_ID through, and a given --master-port", () => {
-    const r = webccl(['--master-port', '29123', '-n', '2', fixture, 'env'], cleanEnv({ WEBCCL_TOKEN: 'parent-secret', WEBCCL_JOB_ID: 'my-job' }));
+    const r = webccl(
+      ['--master-port', '29123', '-n', '2', fixture, 'env'],
+      cleanEnv({ WEBCCL_TOKEN: 'parent-secret', WEBCCL_JOB_ID: 'my-job' }),
+    );
     expect(r.status).toBe(0);
     for (const e of lines(r.stdout).map((l) => JSON.parse(l))) {
       expect(e).toMatchObject({ WEBCCL_TOKEN: 'parent-secret', WEBCCL_JOB_ID: 'my-job', MASTER_PORT: '29123' });
@@ -88,7 +114,13 @@ describe('webccl run --procs', () => {
   });
 
   it('launchProcesses reports the first failure and what became of the others', async () => {
-    const result = await launchProcesses({ nranks: 2, script: fixture, args: ['fail-rank-1'], env: cleanEnv(), graceMs: 200 });
+    const result = await launchProcesses({
+      nranks: 2,
+      script: fixture,
+      args: ['fail-rank-1'],
+      env: cleanEnv(),
+      graceMs: 200,
+    });
     expect(result.exitCode).toBe(1);
     expect(result.failure).toMatchObject({ rank: 1, message: 'exited with code 3' });
     expect(result.failures[1]).toMatchObject({ rank: 0, message: 'killed by SIGTERM' });

@@ -10,9 +10,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { Communicator } from '../src/api/communicator.js';
 import type { Work } from '../src/engine/work.js';
 import { inprocRanks, settleAll, together } from './helpers/inproc.js';
-import { all, destroyAll, netRanks } from './helpers/net-world.js';
-import { COLLECTIVES, mixedCase, mixedGrid } from './helpers/mixed-layouts.mjs';
 import { tensor, val, wrongIn } from './helpers/layout-ref.js';
+import { COLLECTIVES, mixedCase, mixedGrid } from './helpers/mixed-layouts.mjs';
+import { all, destroyAll, netRanks } from './helpers/net-world.js';
 
 type Case = ReturnType<typeof mixedCase>;
 type Run = (cs: Communicator[], issue: (c: Communicator, r: number) => Work) => Promise<void>;
@@ -42,7 +42,10 @@ describe('one node, mixed layouts without wireLayout', () => {
     for (const n of [2, 3, 4]) {
       it(`${build} build, ${n} ranks: every collective, dtype and shape, element by element`, async () => {
         const cs = inprocRanks(n, { slotBytes: 4096, simd: build === 'simd' });
-        const grid = mixedGrid(n, { mixes: n === 4 ? [0] : [0, 1], dtypes: build === 'simd' || n === 3 ? undefined : ['f32', 'f16', 'i8'] });
+        const grid = mixedGrid(n, {
+          mixes: n === 4 ? [0] : [0, 1],
+          dtypes: build === 'simd' || n === 3 ? undefined : ['f32', 'f16', 'i8'],
+        });
         expect(await runGrid(cs, grid, together)).toEqual([]);
       });
     }
@@ -69,18 +72,26 @@ describe('one node, mixed layouts without wireLayout', () => {
     // layoutOf: rank 0 NC1HWC0 (c0 16), rank 1 NHWC, rank 2 NC1HWC0 (c0 8).
     expect(conversions(cs)).toEqual([2, 2, 2]);
     const st = cs[1].stats();
-    expect(st.conversionBytes).toBe(60 * 2 + 180 * 2); // reads: the f16 input [2, 5, 3, 2], the row-major result [6, 5, 3, 2]
+    // reads: the f16 input [2, 5, 3, 2], the row-major result [6, 5, 3, 2]
+    expect(st.conversionBytes).toBe(60 * 2 + 180 * 2);
     expect(st.conversionMs).toBeGreaterThan(0);
-    const mixed = [tensor('i32', 'NCHW', shape, 16, (...i) => val(0, ...i)), tensor('i32', 'NHWC', shape, 16, (...i) => val(1, ...i)), tensor('i32', 'NCHW', shape, 16, (...i) => val(2, ...i))];
+    const mixed = [
+      tensor('i32', 'NCHW', shape, 16, (...i) => val(0, ...i)),
+      tensor('i32', 'NHWC', shape, 16, (...i) => val(1, ...i)),
+      tensor('i32', 'NCHW', shape, 16, (...i) => val(2, ...i)),
+    ];
     await together(cs, (c, r) => c.allReduce(mixed[r] as any, { op: 'max' }));
-    mixed.forEach((x) => expect(wrongIn(x, (...i) => Math.max(val(0, ...i), val(1, ...i), val(2, ...i)))).toBeUndefined());
+    mixed.forEach((x) =>
+      expect(wrongIn(x, (...i) => Math.max(val(0, ...i), val(1, ...i), val(2, ...i)))).toBeUndefined(),
+    );
     expect(conversions(cs)).toEqual([2, 4, 2]); // only the NHWC rank converted this time
     expect(cs.map((c) => c.stats().failed)).toEqual([0, 0, 0]); // a run again is no failure
   });
 
   it('what still fails: other shapes, dtypes, counts or ops, and a plain buffer beside a tensor, with MISMATCH on every rank; the communicator stays usable', async () => {
     const cs = inprocRanks(2, { slotBytes: 4096 });
-    const x = (r: number, dt: 'f32' | 'i32', layout: 'NCHW' | 'NHWC' | 'NC1HWC0', shape: number[]) => tensor(dt, layout, shape, 16, (...i) => val(r, ...i));
+    const x = (r: number, dt: 'f32' | 'i32', layout: 'NCHW' | 'NHWC' | 'NC1HWC0', shape: number[]) =>
+      tensor(dt, layout, shape, 16, (...i) => val(r, ...i));
     const cases: [string, () => [any, any], Record<string, unknown>][] = [
       ['shape', () => [x(0, 'f32', 'NHWC', [1, 4, 3, 2]), x(1, 'f32', 'NHWC', [1, 4, 2, 3])], {}],
       ['shape', () => [x(0, 'f32', 'NC1HWC0', [1, 4, 3, 2]), x(1, 'f32', 'NHWC', [1, 4, 2, 3])], {}],
@@ -92,7 +103,11 @@ describe('one node, mixed layouts without wireLayout', () => {
       const xs = make();
       const errs = await settleAll(cs.map((c, r) => c.allReduce(xs[r])));
       // (two shapes of two counts: the shape is named, it says more)
-      for (const e of errs) expect([(e as any)?.code, (e as any)?.details.field], field).toEqual(['MISMATCH', field === 'count' ? 'shape' : field]);
+      for (const e of errs)
+        expect([(e as any)?.code, (e as any)?.details.field], field).toEqual([
+          'MISMATCH',
+          field === 'count' ? 'shape' : field,
+        ]);
     }
     const ops = [x(0, 'f32', 'NHWC', [1, 4, 3, 2]), x(1, 'f32', 'NCHW', [1, 4, 3, 2])];
     const errs = await settleAll(cs.map((c, r) => c.allReduce(ops[r], { op: r ? 'max' : 'sum' })));
@@ -129,7 +144,10 @@ describe('one node, mixed layouts without wireLayout', () => {
   });
 });
 
-for (const [nodes, perNode] of [[2, 1], [2, 2]] as const) {
+for (const [nodes, perNode] of [
+  [2, 1],
+  [2, 2],
+] as const) {
   describe(`across nodes over TCP, ${nodes} nodes × ${perNode} rank(s), mixed layouts without wireLayout`, () => {
     let cs: Communicator[] = [];
     const comms = async () => (cs.length ? cs : (cs = await netRanks(nodes, perNode, { simd: true })));
@@ -138,7 +156,10 @@ for (const [nodes, perNode] of [[2, 1], [2, 2]] as const) {
 
     it('every collective, dtype and shape, element by element', async () => {
       const c = await comms();
-      const grid = mixedGrid(n, { mixes: [perNode === 1 ? 1 : 0], dtypes: perNode === 1 ? undefined : ['f32', 'f16', 'bf16', 'i8', 'f64'] });
+      const grid = mixedGrid(n, {
+        mixes: [perNode === 1 ? 1 : 0],
+        dtypes: perNode === 1 ? undefined : ['f32', 'f16', 'bf16', 'i8', 'f64'],
+      });
       expect(await runGrid(c, grid, all)).toEqual([]);
     }, 240_000);
 
@@ -150,7 +171,17 @@ for (const [nodes, perNode] of [[2, 1], [2, 2]] as const) {
       for (let r = 0; r < n; r++) expect(k.check(r)).toBeUndefined();
       expect(conversions(c).map((v, r) => v - before[r])).toEqual([0, 2, 2, 2].slice(0, n));
       const xs = c.map((_, r) => tensor('f32', 'NHWC', r === n - 1 ? [1, 4, 2, 3] : [1, 4, 3, 2], 16, () => 1));
-      const errs = await Promise.all(c.map((cm, r) => cm.allReduce(xs[r] as any).wait().then(() => undefined, (e) => e)));
+      const errs = await Promise.all(
+        c.map((cm, r) =>
+          cm
+            .allReduce(xs[r] as any)
+            .wait()
+            .then(
+              () => undefined,
+              (e) => e,
+            ),
+        ),
+      );
       for (const e of errs) expect([e?.code, e?.details.field]).toEqual(['MISMATCH', 'shape']);
       cs = []; // a MISMATCH across nodes aborts the communicator
       destroyAll(c);

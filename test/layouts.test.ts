@@ -3,8 +3,8 @@
 // multiple of C0, C < C0, C = 1, H or W = 1, N = 0, in the SIMD and the scalar build (which must
 // give the same bytes), round trips, zero padding, and garbage padding that must not leak.
 import { describe, expect, it } from 'vitest';
+import { defaultC0, type Layout, physicalCount, sameBytes, type TensorLayout } from '../src/core/tensor-layout.js';
 import { createSharedMemory, loadWasm } from '../src/core/wasm.js';
-import { defaultC0, physicalCount, sameBytes, type Layout, type TensorLayout } from '../src/core/tensor-layout.js';
 import { convertDtype, convertLayout } from '../src/layouts/convert.js';
 import { caught } from './helpers/caught.js';
 import { LAYOUT_NAMES, paddingMask, refConvert } from './helpers/layout-ref.js';
@@ -16,23 +16,50 @@ let seed = 12345;
 const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 8) & 0xff;
 
 const SHAPES: [number, number, number, number][] = [
-  [0, 3, 2, 2], [2, 0, 3, 3], [1, 1, 1, 1], [2, 3, 4, 5], [1, 17, 3, 3], [2, 5, 1, 7], [1, 20, 6, 1],
-  [3, 33, 5, 7], [1, 1, 9, 9], [2, 40, 16, 17], [1, 64, 8, 8], [1, 16, 4, 4],
+  [0, 3, 2, 2],
+  [2, 0, 3, 3],
+  [1, 1, 1, 1],
+  [2, 3, 4, 5],
+  [1, 17, 3, 3],
+  [2, 5, 1, 7],
+  [1, 20, 6, 1],
+  [3, 33, 5, 7],
+  [1, 1, 9, 9],
+  [2, 40, 16, 17],
+  [1, 64, 8, 8],
+  [1, 16, 4, 4],
   // Whole channel blocks over groups of pixels and a few more (convert.ts: NHWC <-> NC1HWC0).
   [2, 64, 5, 7],
   // H·W a multiple of 2048 (1-byte tiles then write their 16 rows in two halves, transpose.ts)
   // and of 4096, with C over a block of tiles and not a multiple of C0.
-  [1, 37, 32, 64], [2, 70, 64, 64],
+  [1, 37, 32, 64],
+  [2, 70, 64, 64],
 ];
 const WIDTHS = [1, 2, 4, 8];
 
 const memory = createSharedMemory(16 << 20);
 const builds = [true, false].map((simd) => ({ name: simd ? 'simd' : 'scalar', x: loadWasm(memory, simd).exports }));
 const BASE = (builds[0].x.heapBase() + 4096 + 63) & ~63;
-type Run = (es: number, from: number, to: number, dst: number, src: number, n: number, c: number, hw: number, c0: number) => void;
+type Run = (
+  es: number,
+  from: number,
+  to: number,
+  dst: number,
+  src: number,
+  n: number,
+  c: number,
+  hw: number,
+  c0: number,
+) => void;
 
 /** Runs the kernel at odd offsets with guards around dst; returns dst's bytes. */
-function kernel(x: Record<string, unknown>, es: number, src: Uint8Array, from: TensorLayout, to: TensorLayout): Uint8Array {
+function kernel(
+  x: Record<string, unknown>,
+  es: number,
+  src: Uint8Array,
+  from: TensorLayout,
+  to: TensorLayout,
+): Uint8Array {
   const s = BASE + 3;
   const outBytes = physicalCount(to) * es;
   const d = ((s + src.length + 64 + 63) & ~63) + 5;
@@ -42,8 +69,19 @@ function kernel(x: Record<string, unknown>, es: number, src: Uint8Array, from: T
   mem.fill(0xa5, d - 16, d + outBytes + 16);
   mem.set(src, s);
   const c0 = from.layout === 'NC1HWC0' ? from.c0 : to.c0;
-  (x.convertLayout as Run)(es, CODE[from.layout], CODE[to.layout], d, s, from.shape[0], from.shape[1], from.shape[2] * from.shape[3], c0);
-  for (let i = 1; i <= 16; i++) expect(mem[d - i] === 0xa5 && mem[d + outBytes + i - 1] === 0xa5, 'guard bytes').toBe(true);
+  (x.convertLayout as Run)(
+    es,
+    CODE[from.layout],
+    CODE[to.layout],
+    d,
+    s,
+    from.shape[0],
+    from.shape[1],
+    from.shape[2] * from.shape[3],
+    c0,
+  );
+  for (let i = 1; i <= 16; i++)
+    expect(mem[d - i] === 0xa5 && mem[d + outBytes + i - 1] === 0xa5, 'guard bytes').toBe(true);
   return mem.slice(d, d + outBytes);
 }
 
@@ -65,7 +103,10 @@ describe('layout kernels match the reference in both builds', () => {
               expect(Buffer.compare(outs[1], expected), `scalar ${label}`).toBe(0);
               if (toName === 'NC1HWC0') {
                 const mask = paddingMask(to);
-                expect(mask.every((p, i) => !p || outs[0].subarray(i * es, i * es + es).every((v) => v === 0)), `padding zero ${label}`).toBe(true);
+                expect(
+                  mask.every((p, i) => !p || outs[0].subarray(i * es, i * es + es).every((v) => v === 0)),
+                  `padding zero ${label}`,
+                ).toBe(true);
               }
             }
           }
@@ -81,10 +122,22 @@ describe('layout kernels match the reference in both builds', () => {
 // C0 or not (a last channel block too small for that walk), in the default c0 of each width.
 const LARGE_SHAPES: Record<number, [number, number, number, number][]> = {
   // [1, 80, 131, 131]: 1-byte NCHW -> NHWC staged in dst (transpose.ts), its blocks and the rest.
-  1: [[1, 64, 128, 256], [1, 40, 256, 256], [1, 17, 512, 256], [1, 80, 131, 131]],
-  2: [[1, 20, 256, 256], [2, 24, 128, 256]],
+  1: [
+    [1, 64, 128, 256],
+    [1, 40, 256, 256],
+    [1, 17, 512, 256],
+    [1, 80, 131, 131],
+  ],
+  2: [
+    [1, 20, 256, 256],
+    [2, 24, 128, 256],
+  ],
   // [1, 16, 127, 131]: 4-byte NCHW -> NC1HWC0 in short runs (transpose.ts) ending in a partial block.
-  4: [[1, 32, 128, 128], [1, 20, 128, 256], [1, 16, 127, 131]],
+  4: [
+    [1, 32, 128, 128],
+    [1, 20, 128, 256],
+    [1, 16, 127, 131],
+  ],
   8: [[1, 6, 128, 256]],
 };
 
@@ -101,7 +154,8 @@ describe('layout kernels match the reference past L2 (> 1 MiB per transpose)', (
             const to: TensorLayout = { shape, layout: toName, c0 };
             const expected = refConvert(es, src, from, to);
             const label = `${fromName}->${toName} [${shape}] c0 ${c0}`;
-            for (const b of builds) expect(Buffer.compare(kernel(b.x, es, src, from, to), expected), `${b.name} ${label}`).toBe(0);
+            for (const b of builds)
+              expect(Buffer.compare(kernel(b.x, es, src, from, to), expected), `${b.name} ${label}`).toBe(0);
           }
         }
       }
@@ -110,10 +164,24 @@ describe('layout kernels match the reference past L2 (> 1 MiB per transpose)', (
 });
 
 describe('convertLayout', () => {
-  const dtypes = [['u8', Uint8Array], ['i8', Int8Array], ['f16', Uint16Array], ['bf16', Uint16Array], ['f32', Float32Array], ['i32', Int32Array], ['u32', Uint32Array], ['f64', Float64Array]] as const;
+  const dtypes = [
+    ['u8', Uint8Array],
+    ['i8', Int8Array],
+    ['f16', Uint16Array],
+    ['bf16', Uint16Array],
+    ['f32', Float32Array],
+    ['i32', Int32Array],
+    ['u32', Uint32Array],
+    ['f64', Float64Array],
+  ] as const;
   for (const [dtype, Ctor] of dtypes) {
     it(`${dtype}: round trips through every layout are exact; padding is zero and garbage in it is ignored`, () => {
-      for (const shape of [[2, 19, 3, 5], [1, 3, 1, 1], [0, 5, 2, 2], [3, 1, 4, 4]] as [number, number, number, number][]) {
+      for (const shape of [
+        [2, 19, 3, 5],
+        [1, 3, 1, 1],
+        [0, 5, 2, 2],
+        [3, 1, 4, 4],
+      ] as [number, number, number, number][]) {
         const count = shape.reduce((a, b) => a * b, 1);
         const data = new Ctor(count);
         const bytes = new Uint8Array(data.buffer);
@@ -127,12 +195,20 @@ describe('convertLayout', () => {
             const mask = paddingMask({ shape, layout: mid, c0: t.c0! });
             const tb = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
             const es = t.data.BYTES_PER_ELEMENT;
-            mask.forEach((p, i) => { if (p) { expect(tb.subarray(i * es, i * es + es).every((v) => v === 0)).toBe(true); tb.fill(0x5a, i * es, i * es + es); } });
+            mask.forEach((p, i) => {
+              if (p) {
+                expect(tb.subarray(i * es, i * es + es).every((v) => v === 0)).toBe(true);
+                tb.fill(0x5a, i * es, i * es + es);
+              }
+            });
           }
           for (const other of LAYOUTS) {
             const u = convertLayout(t, other, other === 'NC1HWC0' ? { c0: 4 } : undefined);
             const back = convertLayout(u, 'NCHW');
-            expect(Buffer.compare(new Uint8Array(back.data.buffer), bytes), `${dtype} [${shape}] NCHW->${mid}->${other}->NCHW`).toBe(0);
+            expect(
+              Buffer.compare(new Uint8Array(back.data.buffer), bytes),
+              `${dtype} [${shape}] NCHW->${mid}->${other}->NCHW`,
+            ).toBe(0);
           }
         }
       }
@@ -147,9 +223,15 @@ describe('convertLayout', () => {
     const b = convertLayout(a, 'NC1HWC0', { c0: 2, out });
     expect(b.data).toBe(out);
     expect(Array.from(convertLayout(b, 'NCHW').data)).toEqual(Array.from(data));
-    expect(sameBytes({ shape: [2, 1, 3, 3], layout: 'NCHW', c0: 16 }, { shape: [2, 1, 3, 3], layout: 'NHWC', c0: 16 })).toBe(true);
-    expect(sameBytes({ shape: [2, 16, 3, 3], layout: 'NHWC', c0: 16 }, { shape: [2, 16, 3, 3], layout: 'NC1HWC0', c0: 16 })).toBe(true);
-    expect(sameBytes({ shape: [2, 3, 3, 3], layout: 'NCHW', c0: 16 }, { shape: [2, 3, 3, 3], layout: 'NHWC', c0: 16 })).toBe(false);
+    expect(
+      sameBytes({ shape: [2, 1, 3, 3], layout: 'NCHW', c0: 16 }, { shape: [2, 1, 3, 3], layout: 'NHWC', c0: 16 }),
+    ).toBe(true);
+    expect(
+      sameBytes({ shape: [2, 16, 3, 3], layout: 'NHWC', c0: 16 }, { shape: [2, 16, 3, 3], layout: 'NC1HWC0', c0: 16 }),
+    ).toBe(true);
+    expect(
+      sameBytes({ shape: [2, 3, 3, 3], layout: 'NCHW', c0: 16 }, { shape: [2, 3, 3, 3], layout: 'NHWC', c0: 16 }),
+    ).toBe(false);
     const same = convertLayout({ data, dtype: 'f32', shape: [2, 15, 1, 1], layout: 'NCHW' }, 'NHWC', { out: data });
     expect(same.data).toBe(data);
   });
@@ -168,7 +250,9 @@ describe('convertLayout', () => {
     expect([e.code, e.details.option]).toEqual(['INVALID_ARGUMENT', 'c0']);
     e = caught(() => convertLayout({ data, dtype: 'f32', shape: [2, 3, 4, 1], layout: 'NCHW', c0: 8 }, 'NHWC'));
     expect([e.code, e.details.option]).toEqual(['INVALID_ARGUMENT', 'c0']);
-    e = caught(() => convertLayout({ data, dtype: 'f32', shape: [2, 3, 4, 1], layout: 'NCHW' }, 'NHWC', { out: new Float32Array(5) }));
+    e = caught(() =>
+      convertLayout({ data, dtype: 'f32', shape: [2, 3, 4, 1], layout: 'NCHW' }, 'NHWC', { out: new Float32Array(5) }),
+    );
     expect([e.code, e.details.expected]).toEqual(['SIZE_MISMATCH', 24]);
     e = caught(() => convertLayout({ data, dtype: 'f32', shape: [2, 3, 4, 1], layout: 'NCHW' }, 'NHWC', { out: data }));
     expect([e.code, e.details.overlap]).toEqual(['INVALID_ARGUMENT', true]);
@@ -179,14 +263,29 @@ describe('convertLayout', () => {
 
 describe('convertDtype', () => {
   it('f32 <-> f16 / bf16 round to nearest even and keep the layout fields', () => {
-    const x = Float32Array.from([1, 1 + 2 ** -11, 1 + 3 * 2 ** -11, 65520, -0, NaN, 2 ** -24, 2 ** -25, 1 + 2 ** -8, 1 + 3 * 2 ** -8]);
+    const x = Float32Array.from([
+      1,
+      1 + 2 ** -11,
+      1 + 3 * 2 ** -11,
+      65520,
+      -0,
+      NaN,
+      2 ** -24,
+      2 ** -25,
+      1 + 2 ** -8,
+      1 + 3 * 2 ** -8,
+    ]);
     const h = convertDtype({ data: x, dtype: 'f32', shape: [1, 10, 1, 1], layout: 'NHWC' }, 'f16');
-    expect(Array.from(h.data)).toEqual([0x3c00, 0x3c00, 0x3c02, 0x7c00, 0x8000, 0x7e00, 0x0001, 0x0000, 0x3c04, 0x3c0c]);
+    expect(Array.from(h.data)).toEqual([
+      0x3c00, 0x3c00, 0x3c02, 0x7c00, 0x8000, 0x7e00, 0x0001, 0x0000, 0x3c04, 0x3c0c,
+    ]);
     expect([h.dtype, h.layout, h.shape]).toEqual(['f16', 'NHWC', [1, 10, 1, 1]]);
     const b = convertDtype(x, 'bf16');
     expect(Array.from(b.data).slice(8)).toEqual([0x3f80, 0x3f82]);
     expect(Array.from(convertDtype(h, 'f32').data).slice(0, 5)).toEqual([1, 1, 1 + 2 * 2 ** -10, Infinity, -0]);
-    expect(Array.from(convertDtype({ data: new Uint16Array([0x3c01]), dtype: 'f16' }, 'f64').data)).toEqual([1 + 2 ** -10]);
+    expect(Array.from(convertDtype({ data: new Uint16Array([0x3c01]), dtype: 'f16' }, 'f64').data)).toEqual([
+      1 + 2 ** -10,
+    ]);
   });
 
   it('widens integers exactly, rounds f64 to f32, and refuses what it does not offer', () => {
@@ -197,7 +296,11 @@ describe('convertDtype', () => {
     expect(convertDtype(new Float32Array(0), 'f16').data.length).toBe(0);
     const e = caught(() => convertDtype(new Float32Array(2), 'i32'));
     expect([e.code, e.details.from, e.details.to]).toEqual(['INVALID_DTYPE', 'f32', 'i32']);
-    expect(caught(() => convertDtype(new Float32Array(2), 'f16', { out: new Float32Array(2) })).code).toBe('INVALID_DTYPE');
-    expect(caught(() => convertDtype(new Float32Array(2), 'f16', { out: { data: new Uint16Array(3), dtype: 'f16' } })).code).toBe('SIZE_MISMATCH');
+    expect(caught(() => convertDtype(new Float32Array(2), 'f16', { out: new Float32Array(2) })).code).toBe(
+      'INVALID_DTYPE',
+    );
+    expect(
+      caught(() => convertDtype(new Float32Array(2), 'f16', { out: { data: new Uint16Array(3), dtype: 'f16' } })).code,
+    ).toBe('SIZE_MISMATCH');
   });
 });

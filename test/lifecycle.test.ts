@@ -7,14 +7,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { leaveNode } from '../src/core/node.js';
-import { createNode } from '../src/progress/create-node.js';
-import { joinNode } from '../src/engine/context.js';
 import { Communicator } from '../src/api/communicator.js';
+import { leaveNode } from '../src/core/node.js';
 import { boundedUtf8 } from '../src/core/reason-text.js';
 import { REASON_BYTES } from '../src/core/shm-map.js';
-import { freePort } from './helpers/net.js';
+import { joinNode } from '../src/engine/context.js';
+import { createNode } from '../src/progress/create-node.js';
 import { settleAll, together } from './helpers/inproc.js';
+import { freePort } from './helpers/net.js';
 import { runScenario } from './helpers/threads.js';
 
 const bin = fileURLToPath(new URL('../bin/webccl.js', import.meta.url));
@@ -99,7 +99,12 @@ describe('abort(reason) reaches every peer with the aborting rank and its text',
 describe('worker threads (launch())', () => {
   for (const exit of [false, true]) {
     it(`a rank whose script ${exit ? 'calls process.exit(0)' : 'ends'}: the op it finished completes, the next fails at once naming it`, async () => {
-      const { result, reports } = await runScenario(3, 'leave', { leaves: 2, exit, count: 100_000, afterMs: 300, timeoutMs: 120_000 }, { slotBytes: 4096 });
+      const { result, reports } = await runScenario(
+        3,
+        'leave',
+        { leaves: 2, exit, count: 100_000, afterMs: 300, timeoutMs: 120_000 },
+        { slotBytes: 4096 },
+      );
       expect(result.exitCode).toBe(0);
       for (const r of [0, 1]) {
         const rep = reports[r][0];
@@ -167,7 +172,8 @@ function alive(pid: number): boolean {
 /** The environment without any launcher's variables, plus `extra`. */
 function env(extra: Record<string, string> = {}): Record<string, string | undefined> {
   const e: Record<string, string | undefined> = { ...process.env };
-  for (const k of Object.keys(e)) if (/^(WEBCCL_|RANK$|WORLD_SIZE$|LOCAL_RANK$|LOCAL_WORLD_SIZE$|MASTER_)/.test(k)) delete e[k];
+  for (const k of Object.keys(e))
+    if (/^(WEBCCL_|RANK$|WORLD_SIZE$|LOCAL_RANK$|LOCAL_WORLD_SIZE$|MASTER_)/.test(k)) delete e[k];
   return { ...e, ...extra };
 }
 
@@ -182,7 +188,11 @@ interface Job {
 
 /** `webccl run ...` in its own process group (so nothing it starts can escape the cleanup). */
 function start(args: string[], e = env()): Job {
-  const child = spawn(process.execPath, [bin, 'run', ...args], { env: e, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [bin, 'run', ...args], {
+    env: e,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.add(child);
   let out = '';
   let err = '';
@@ -194,22 +204,26 @@ function start(args: string[], e = env()): Job {
   child.stderr!.on('data', (d) => (err += d));
   const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
   return {
-    child, exited, out: () => out, err: () => err,
-    waitFor: (re, count, ms) => new Promise((resolve, reject) => {
-      const check = () => {
-        const m = [...out.matchAll(new RegExp(re, 'gm'))];
-        if (m.length < count) return;
-        waiters.delete(check);
-        clearTimeout(t);
-        resolve(m);
-      };
-      const t = setTimeout(() => {
-        waiters.delete(check);
-        reject(new Error(`waited ${ms} ms for ${count} × ${re}; stdout:\n${out}\nstderr:\n${err}`));
-      }, ms);
-      waiters.add(check);
-      check();
-    }),
+    child,
+    exited,
+    out: () => out,
+    err: () => err,
+    waitFor: (re, count, ms) =>
+      new Promise((resolve, reject) => {
+        const check = () => {
+          const m = [...out.matchAll(new RegExp(re, 'gm'))];
+          if (m.length < count) return;
+          waiters.delete(check);
+          clearTimeout(t);
+          resolve(m);
+        };
+        const t = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`waited ${ms} ms for ${count} × ${re}; stdout:\n${out}\nstderr:\n${err}`));
+        }, ms);
+        waiters.add(check);
+        check();
+      }),
   };
 }
 
@@ -248,10 +262,28 @@ describe('a thread rank that leaves a job across nodes (--nnodes 2, 2 threads ea
   it('its node peer fails naming it; the other node fails at once, naming it in the message', async () => {
     const port = await freePort();
     const e = env({ WEBCCL_TOKEN: 'lifecycle-test', WEBCCL_TIMEOUT_MS: '120000' });
-    const nodes = [0, 1].map((k) => start(['--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', '2', '--master-port', String(port), fixture('leave-then-op.mjs'), '0'], e));
+    const nodes = [0, 1].map((k) =>
+      start(
+        [
+          '--nnodes',
+          '2',
+          '--node-rank',
+          String(k),
+          '--nproc-per-node',
+          '2',
+          '--master-port',
+          String(port),
+          fixture('leave-then-op.mjs'),
+          '0',
+        ],
+        e,
+      ),
+    );
     const codes = await Promise.all(nodes.map((n) => n.exited));
     expect(codes).toEqual([0, 0]);
-    const results = nodes.flatMap((n) => [...n.out().matchAll(/^result (\d+) (\w+) (.*) (\d+)$/gm)]).sort((a, b) => Number(a[1]) - Number(b[1]));
+    const results = nodes
+      .flatMap((n) => [...n.out().matchAll(/^result (\d+) (\w+) (.*) (\d+)$/gm)])
+      .sort((a, b) => Number(a[1]) - Number(b[1]));
     expect(results.map((m) => Number(m[1]))).toEqual([1, 2, 3]);
     for (const [, rank, code, json, ms] of results) {
       const d = JSON.parse(json);
@@ -268,7 +300,8 @@ describe('a thread rank that leaves a job across nodes (--nnodes 2, 2 threads ea
 });
 
 describe('ranks never outlive their launcher', () => {
-  const ready = (job: Job, n: number) => job.waitFor(/^ready (\d+) (\d+)$/, n, 60_000).then((ms) => ms.map((m) => Number(m[2])));
+  const ready = (job: Job, n: number) =>
+    job.waitFor(/^ready (\d+) (\d+)$/, n, 60_000).then((ms) => ms.map((m) => Number(m[2])));
 
   it('SIGKILL of `webccl run --procs -n 3` running collectives: every rank aborts and ends within seconds', async () => {
     const job = start(['--procs', '-n', '3', fixture('collective-loop.mjs')], env({ WEBCCL_TIMEOUT_MS: '120000' }));
@@ -280,9 +313,13 @@ describe('ranks never outlive their launcher', () => {
     // first, and its script ended before the pipe's close was read) the coded error naming that
     // peer. Nothing of the job's process group is left.
     for (const r of [0, 1, 2]) {
-      const launcherLine = new RegExp(`rank ${r} \\(pid \\d+\\): its launcher \\(pid \\d+\\) ended; aborting and ending this rank`);
+      const launcherLine = new RegExp(
+        `rank ${r} \\(pid \\d+\\): its launcher \\(pid \\d+\\) ended; aborting and ending this rank`,
+      );
       const peerAbort = new RegExp(`^failed ${r} (ABORTED|CONNECTION_CLOSED) .*rank \\d`, 'm');
-      expect(launcherLine.test(job.err()) || peerAbort.test(job.out()), `rank ${r}:\n${job.out()}\n${job.err()}`).toBe(true);
+      expect(launcherLine.test(job.err()) || peerAbort.test(job.out()), `rank ${r}:\n${job.out()}\n${job.err()}`).toBe(
+        true,
+      );
     }
     expect(alive(-job.child.pid!)).toBe(false);
   });
@@ -295,10 +332,25 @@ describe('ranks never outlive their launcher', () => {
     expect(alive(-job.child.pid!)).toBe(false);
   });
 
-  it('SIGKILL of one --nnodes launcher: the other node\'s ranks fail at once with an error naming a lost rank', async () => {
+  it("SIGKILL of one --nnodes launcher: the other node's ranks fail at once with an error naming a lost rank", async () => {
     const port = await freePort();
     const e = env({ WEBCCL_TOKEN: 'lifecycle-test', WEBCCL_TIMEOUT_MS: '120000' });
-    const nodes = [0, 1].map((k) => start(['--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', '2', '--master-port', String(port), fixture('collective-loop.mjs')], e));
+    const nodes = [0, 1].map((k) =>
+      start(
+        [
+          '--nnodes',
+          '2',
+          '--node-rank',
+          String(k),
+          '--nproc-per-node',
+          '2',
+          '--master-port',
+          String(port),
+          fixture('collective-loop.mjs'),
+        ],
+        e,
+      ),
+    );
     await Promise.all(nodes.map((n) => ready(n, 2)));
     await sleep(300);
     nodes[0].child.kill('SIGKILL');
@@ -313,7 +365,11 @@ describe('ranks never outlive their launcher', () => {
   });
 
   it('a launcher started with an IPC channel (as webccl perf starts its nodes) ends its job when the channel closes', async () => {
-    const child = spawn(process.execPath, [bin, 'run', '-n', '2', fixture('print-then-block.mjs'), 'wait'], { env: env(), detached: true, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+    const child = spawn(process.execPath, [bin, 'run', '-n', '2', fixture('print-then-block.mjs'), 'wait'], {
+      env: env(),
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    });
     children.add(child);
     let err = '';
     child.stderr!.on('data', (d) => (err += d));

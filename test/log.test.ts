@@ -11,11 +11,23 @@ const bin = fileURLToPath(new URL('../bin/webccl.js', import.meta.url));
 const fixture = fileURLToPath(new URL('./fixtures/log-ops.mjs', import.meta.url));
 
 function job(env: Record<string, string>, ...runArgs: string[]) {
-  const r = spawnSync(process.execPath, [bin, 'run', ...runArgs, fixture], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, WEBCCL_DEBUG: 'TRACE', ...env } });
+  const r = spawnSync(process.execPath, [bin, 'run', ...runArgs, fixture], {
+    encoding: 'utf8',
+    timeout: 120_000,
+    env: { ...process.env, WEBCCL_DEBUG: 'TRACE', ...env },
+  });
   expect(r.status, r.stderr).toBe(0);
   const stats = (rank: number, when: string) => {
     const line = r.stdout.split('\n').find((l) => l.startsWith(`stats ${rank} ${when} `));
-    return JSON.parse(line!.slice(`stats ${rank} ${when} `.length)) as { ops: number; bytes: number; busyMs: number; waitMs: number; moveMs: number; failed: number; threadOps: number };
+    return JSON.parse(line!.slice(`stats ${rank} ${when} `.length)) as {
+      ops: number;
+      bytes: number;
+      busyMs: number;
+      waitMs: number;
+      moveMs: number;
+      failed: number;
+      threadOps: number;
+    };
   };
   return { lines: r.stderr.split('\n'), stats };
 }
@@ -28,15 +40,23 @@ describe.each([
   const { lines, stats } = job(env, '-n', '2', ...extra);
 
   it('the INFO line of each rank names its world rank', () => {
-    const info = lines.filter((l) => /^webccl INFO rank .*wasm, \d+ cores/.test(l)).map((l) => /^webccl INFO (rank \d+\/\d+)/.exec(l)![1]).sort();
+    const info = lines
+      .filter((l) => /^webccl INFO rank .*wasm, \d+ cores/.test(l))
+      .map((l) => /^webccl INFO (rank \d+\/\d+)/.exec(l)![1])
+      .sort();
     expect(info).toEqual(['rank 0/2', 'rank 1/2']);
-    if (extra.length) expect(lines.filter((l) => l.includes('wasm, ')).every((l) => l.includes('(node rank 0/1)'))).toBe(true);
+    if (extra.length)
+      expect(lines.filter((l) => l.includes('wasm, ')).every((l) => l.includes('(node rank 0/1)'))).toBe(true);
   });
 
-  it('lines that name no rank of their own (the tuner\'s) are prefixed with this rank\'s', () => {
+  it("lines that name no rank of their own (the tuner's) are prefixed with this rank's", () => {
     const tuner = lines.filter((l) => l.includes('tuner: allReduce'));
     expect(tuner.length).toBeGreaterThan(0);
-    const who = new Set(tuner.map((l) => /^webccl INFO (rank \d+|progress thread|rank \d+'s network progress thread): tuner: /.exec(l)?.[1]));
+    const who = new Set(
+      tuner.map(
+        (l) => /^webccl INFO (rank \d+|progress thread|rank \d+'s network progress thread): tuner: /.exec(l)?.[1],
+      ),
+    );
     if (env.WEBCCL_PROGRESS) {
       expect(who).toEqual(new Set(['rank 0', 'rank 1', 'progress thread']));
     } else {
@@ -44,13 +64,28 @@ describe.each([
       // (a busy machine makes that likelier), whose lines name it: every line names someone.
       // Ranks as processes run their collectives on their network progress threads, which say whose.
       expect(who.has(undefined)).toBe(false);
-      for (const w of who) expect(['rank 0', 'rank 1', 'progress thread', "rank 0's network progress thread", "rank 1's network progress thread"]).toContain(w);
+      for (const w of who)
+        expect([
+          'rank 0',
+          'rank 1',
+          'progress thread',
+          "rank 0's network progress thread",
+          "rank 1's network progress thread",
+        ]).toContain(w);
     }
   });
 
-  it('stats() counts no op after initCommGroup, then the caller\'s own', () => {
+  it("stats() counts no op after initCommGroup, then the caller's own", () => {
     for (const rank of [0, 1]) {
-      expect(stats(rank, 'init')).toMatchObject({ ops: 0, bytes: 0, busyMs: 0, waitMs: 0, moveMs: 0, failed: 0, threadOps: 0 });
+      expect(stats(rank, 'init')).toMatchObject({
+        ops: 0,
+        bytes: 0,
+        busyMs: 0,
+        waitMs: 0,
+        moveMs: 0,
+        failed: 0,
+        threadOps: 0,
+      });
       expect(stats(rank, 'ops').ops).toBe(5);
     }
   });
@@ -58,15 +93,23 @@ describe.each([
   it('TRACE lines carry the fields of their op only, the barrier none', () => {
     const trace = lines.filter((l) => l.startsWith('webccl TRACE rank '));
     for (const rank of [0, 1]) {
-      const mine = trace.filter((l) => l.startsWith(`webccl TRACE rank ${rank}: `)).map((l) => l.slice(`webccl TRACE rank ${rank}: `.length).replace(/ done in [\d.]+ us$/, ''));
+      const mine = trace
+        .filter((l) => l.startsWith(`webccl TRACE rank ${rank}: `))
+        .map((l) => l.slice(`webccl TRACE rank ${rank}: `.length).replace(/ done in [\d.]+ us$/, ''));
       const shape = mine.map((l) => l.replace(/#\d+ \S+/, '#N ALGO'));
       // The setup barrier is traced like any op, then the caller's five. A line of an op the
       // progress thread ran reaches the rank's log later than the caller's own, so the order
       // of the lines is not the order of the ops: compare them as a set.
-      expect([...shape].sort()).toEqual([
-        'barrier #N ALGO',
-        'allReduce #N ALGO f32 sum count 16', 'broadcast #N ALGO f32 count 16 root 1', 'allGather #N ALGO f32 count 16', 'barrier #N ALGO', 'allReduce #N ALGO i32 max count 4',
-      ].sort());
+      expect([...shape].sort()).toEqual(
+        [
+          'barrier #N ALGO',
+          'allReduce #N ALGO f32 sum count 16',
+          'broadcast #N ALGO f32 count 16 root 1',
+          'allGather #N ALGO f32 count 16',
+          'barrier #N ALGO',
+          'allReduce #N ALGO i32 max count 4',
+        ].sort(),
+      );
       expect(mine.filter((l) => l.startsWith('barrier')).every((l) => /^barrier #\d+ \S+$/.test(l))).toBe(true);
     }
   });

@@ -3,13 +3,17 @@
 // disagree on the count, dtype, reduction or collective (MISMATCH, and every rank fails),
 // abort(), waitSync() refused, and a rank whose script ends while the others finish their last op.
 import { describe, expect, it } from 'vitest';
-import { all, netRanks } from './helpers/net-world.js';
 import { canListen } from './helpers/net.js';
+import { all, netRanks } from './helpers/net-world.js';
 
 const hasIPv6 = await canListen('::1');
 if (!hasIPv6) console.warn('net-errors: no IPv6 loopback (::1) on this machine; skipping the IPv6 job');
 
-const code = (p: Promise<unknown>) => p.then(() => 'ok', (e) => e.code as string);
+const code = (p: Promise<unknown>) =>
+  p.then(
+    () => 'ok',
+    (e) => e.code as string,
+  );
 
 describe('errors across nodes', () => {
   it.skipIf(!hasIPv6)('a job over IPv6 loopback (store and mesh on ::1)', async () => {
@@ -21,7 +25,10 @@ describe('errors across nodes', () => {
 
   it('a missing rank: TIMEOUT naming it, then the absent rank learns the communicator is gone', async () => {
     const [a, b] = await netRanks(2, 1, { timeoutMs: 60_000 });
-    const err = await a.allReduce(new Float32Array(4), { timeoutMs: 300 }).wait().catch((e) => e);
+    const err = await a
+      .allReduce(new Float32Array(4), { timeoutMs: 300 })
+      .wait()
+      .catch((e) => e);
     expect(err.code).toBe('TIMEOUT');
     expect(err.message).toMatch(/allReduce #\d+ on rank 0: timed out after 300 ms waiting for rank 1/);
     expect(err.details.missing).toEqual([1]);
@@ -29,15 +36,23 @@ describe('errors across nodes', () => {
     // whose data rank 0 had already sent; from then on it finds rank 0 gone.
     expect(() => a.allReduce(new Float32Array(4))).toThrow(/timed out/);
     // (When rank 1's op fails, its next one is refused at issue: either way it names the cause.)
-    const first = await b.allReduce(new Float32Array(4)).wait().then(() => undefined, (e) => e);
-    const late = first ?? await (async () => b.allReduce(new Float32Array(4)).wait())().catch((e) => e);
+    const first = await b
+      .allReduce(new Float32Array(4))
+      .wait()
+      .then(
+        () => undefined,
+        (e) => e,
+      );
+    const late = first ?? (await (async () => b.allReduce(new Float32Array(4)).wait())().catch((e) => e));
     expect(late.code).toBe('ABORTED');
     expect(late.message).toMatch(/rank 0 failed: allReduce #\d+ on rank 0: timed out/);
   });
 
   it('ranks that disagree on the count fail on both sides', async () => {
     const cs = await netRanks(2, 1);
-    const codes = await Promise.all(cs.map((c, r) => code(c.allReduce(new Float32Array(r === 0 ? 10 : 12), { algo: 'doubling' }).wait())));
+    const codes = await Promise.all(
+      cs.map((c, r) => code(c.allReduce(new Float32Array(r === 0 ? 10 : 12), { algo: 'doubling' }).wait())),
+    );
     expect(codes).toContain('MISMATCH');
     expect(codes.every((x) => x !== 'ok')).toBe(true);
   });
@@ -49,12 +64,22 @@ describe('errors across nodes', () => {
   ] as const) {
     it(`ranks that disagree on ${what} fail on every side with a message that says so`, async () => {
       const cs = await netRanks(3, 1);
-      const errs = await Promise.all(cs.map((c, r) => (issue(c, Math.min(r, 1)) as any).wait().then(() => undefined, (e: any) => e)));
+      const errs = await Promise.all(
+        cs.map((c, r) =>
+          (issue(c, Math.min(r, 1)) as any).wait().then(
+            () => undefined,
+            (e: any) => e,
+          ),
+        ),
+      );
       expect(errs.every((e) => e)).toBe(true);
       const direct = errs.filter((e) => e.code === 'MISMATCH');
       expect(direct.length).toBeGreaterThan(0);
-      expect(direct[0].message).toMatch(/ranks disagree on the (dtype|op|algorithm) of op #\d+: rank \d has \w+, rank \d has \w+/);
-      for (const e of errs) expect(e.code === 'MISMATCH' || (e.code === 'ABORTED' && /disagree/.test(e.message))).toBe(true);
+      expect(direct[0].message).toMatch(
+        /ranks disagree on the (dtype|op|algorithm) of op #\d+: rank \d has \w+, rank \d has \w+/,
+      );
+      for (const e of errs)
+        expect(e.code === 'MISMATCH' || (e.code === 'ABORTED' && /disagree/.test(e.message))).toBe(true);
     });
   }
 
@@ -91,7 +116,14 @@ describe('errors across nodes', () => {
     const xs = cs.map(() => new Float32Array(1000).fill(1));
     await all(cs, (c, r) => c.allReduce(xs[r]));
     // Rank 0 ends as soon as its barrier completes; the others must still complete theirs.
-    await Promise.all(cs.map((c, r) => c.barrier().wait().then(() => r === 0 && c.destroy())));
+    await Promise.all(
+      cs.map((c, r) =>
+        c
+          .barrier()
+          .wait()
+          .then(() => r === 0 && c.destroy()),
+      ),
+    );
     expect(xs.every((x) => x[999] === 4)).toBe(true);
   });
 });

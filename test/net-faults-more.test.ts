@@ -6,8 +6,8 @@
 // or complete with every block right. Also: abort() and a rank that never comes fail the others
 // (no hang), and a sender cannot run ahead of its receiver.
 import { afterEach, describe, expect, it } from 'vitest';
-import { netRanks } from './helpers/net-world.js';
 import type { Communicator } from '../src/api/communicator.js';
+import { netRanks } from './helpers/net-world.js';
 import { type Outcome, outcomes } from './helpers/outcomes.js';
 
 let open: Communicator[] = [];
@@ -16,7 +16,8 @@ afterEach(() => {
   open = [];
 });
 const DEADLINE = 30_000;
-const world = async (nodes: number, perNode: number) => (open = await netRanks(nodes, perNode, { timeoutMs: DEADLINE }));
+const world = async (nodes: number, perNode: number) =>
+  (open = await netRanks(nodes, perNode, { timeoutMs: DEADLINE }));
 
 /** Every rank failed MISMATCH well before the deadline, naming `field`. */
 function expectMismatch(os: Outcome[], field: string) {
@@ -28,7 +29,12 @@ function expectMismatch(os: Outcome[], field: string) {
   }
 }
 
-const SHAPES: [number, number][] = [[2, 1], [3, 1], [4, 1], [2, 2]];
+const SHAPES: [number, number][] = [
+  [2, 1],
+  [3, 1],
+  [4, 1],
+  [2, 2],
+];
 
 describe('gather and scatter whose ranks disagree fail on every rank with MISMATCH', () => {
   for (const [nodes, perNode] of SHAPES) {
@@ -57,18 +63,26 @@ describe('gather and scatter whose ranks disagree fail on every rank with MISMAT
     it(`gather and scatter whose last rank has another count: ${shape}`, async () => {
       const cs = await world(nodes, perNode);
       const count = (r: number) => (r === n - 1 ? 6 : 5);
-      const os = await outcomes(cs, (c, r) => c.gather(r === 0 ? new Float32Array(n * count(r)) : null, new Float32Array(count(r)), { root: 0 }));
+      const os = await outcomes(cs, (c, r) =>
+        c.gather(r === 0 ? new Float32Array(n * count(r)) : null, new Float32Array(count(r)), { root: 0 }),
+      );
       expectMismatch(os, 'count');
       for (const c of cs) c.destroy();
       const cs2 = await world(nodes, perNode);
-      const os2 = await outcomes(cs2, (c, r) => c.scatter(new Float32Array(count(r)), r === 0 ? new Float32Array(n * count(r)) : null, { root: 0 }));
+      const os2 = await outcomes(cs2, (c, r) =>
+        c.scatter(new Float32Array(count(r)), r === 0 ? new Float32Array(n * count(r)) : null, { root: 0 }),
+      );
       expectMismatch(os2, 'count');
     }, 60_000);
   }
 
   it('gather on one rank, scatter on the other', async () => {
     const cs = await world(2, 1);
-    const os = await outcomes(cs, (c, r) => (r === 0 ? c.gather(new Float32Array(8), new Float32Array(4), { root: 0 }) : c.scatter(new Float32Array(4), null, { root: 0 })));
+    const os = await outcomes(cs, (c, r) =>
+      r === 0
+        ? c.gather(new Float32Array(8), new Float32Array(4), { root: 0 })
+        : c.scatter(new Float32Array(4), null, { root: 0 }),
+    );
     expectMismatch(os, 'collective');
   });
 });
@@ -80,7 +94,9 @@ describe('allToAll whose ranks disagree', () => {
     it(`equal blocks, the last rank with another block size: every rank fails naming the count (${shape})`, async () => {
       const cs = await world(nodes, perNode);
       const block = (r: number) => (r === n - 1 ? 3 : 2);
-      const os = await outcomes(cs, (c, r) => c.allToAll(new Float64Array(n * block(r)), new Float64Array(n * block(r)), {}));
+      const os = await outcomes(cs, (c, r) =>
+        c.allToAll(new Float64Array(n * block(r)), new Float64Array(n * block(r)), {}),
+      );
       expectMismatch(os, 'count');
     }, 60_000);
 
@@ -95,7 +111,9 @@ describe('allToAll whose ranks disagree', () => {
         const sum = (a: number[]) => a.reduce((x, y) => x + y, 0);
         const ins = cs.map((_, r) => Float32Array.from({ length: sum(send(r)) }, (_, i) => r * 1e6 + i));
         const outs = cs.map((_, r) => new Float32Array(sum(recv(r))).fill(-1));
-        const os = await outcomes(cs, (c, r) => c.allToAll(outs[r], ins[r], { sendCounts: send(r), recvCounts: recv(r) }));
+        const os = await outcomes(cs, (c, r) =>
+          c.allToAll(outs[r], ins[r], { sendCounts: send(r), recvCounts: recv(r) }),
+        );
         for (const r of [0, 1]) {
           const o = os[r];
           expect({ rank: r, code: o.code }, o.message).toEqual({ rank: r, code: 'MISMATCH' });
@@ -126,24 +144,40 @@ describe('allToAll whose ranks disagree', () => {
     const cs = await world(2, 1);
     const late = () => new Promise((ok) => setTimeout(ok, 200));
     // rank 0 sends rank 1 three elements, rank 1 sends rank 0 one
-    const w0 = cs[0].allToAll(new Float32Array(3), Float32Array.from([1, 2, 3, 4, 5]), { sendCounts: [2, 3], recvCounts: [2, 1] });
+    const w0 = cs[0].allToAll(new Float32Array(3), Float32Array.from([1, 2, 3, 4, 5]), {
+      sendCounts: [2, 3],
+      recvCounts: [2, 1],
+    });
     await late();
     const out1 = new Float32Array(4);
-    await Promise.all([w0.wait(), cs[1].allToAll(out1, Float32Array.from([6, 7]), { sendCounts: [1, 1], recvCounts: [3, 1] }).wait()]);
+    await Promise.all([
+      w0.wait(),
+      cs[1].allToAll(out1, Float32Array.from([6, 7]), { sendCounts: [1, 1], recvCounts: [3, 1] }).wait(),
+    ]);
     expect([...out1]).toEqual([3, 4, 5, 7]);
     // the same, with rank 1 expecting two from rank 0: its submit meets the held message and both fail
-    const v0 = cs[0].allToAll(new Float32Array(3), Float32Array.from([1, 2, 3, 4, 5]), { sendCounts: [2, 3], recvCounts: [2, 1] });
+    const v0 = cs[0].allToAll(new Float32Array(3), Float32Array.from([1, 2, 3, 4, 5]), {
+      sendCounts: [2, 3],
+      recvCounts: [2, 1],
+    });
     await late();
-    const os = await outcomes(cs.slice(1), (c) => c.allToAll(new Float32Array(3), Float32Array.from([6, 7]), { sendCounts: [1, 1], recvCounts: [2, 1] }));
+    const os = await outcomes(cs.slice(1), (c) =>
+      c.allToAll(new Float32Array(3), Float32Array.from([6, 7]), { sendCounts: [1, 1], recvCounts: [2, 1] }),
+    );
     const e0 = await v0.wait().catch((e) => e);
     expect([e0.code, os[0].code]).toEqual(['MISMATCH', 'MISMATCH']);
-    expect(os[0].details).toMatchObject({ field: 'counts', ranks: [0, 1], values: ['sendCounts[1]=3', 'recvCounts[0]=2'] });
+    expect(os[0].details).toMatchObject({
+      field: 'counts',
+      ranks: [0, 1],
+      values: ['sendCounts[1]=3', 'recvCounts[0]=2'],
+    });
   });
 
   it('a rank whose sendCounts and recvCounts disagree on its own block is refused before anything moves', async () => {
     const cs = await world(2, 1);
-    expect(() => cs[0].allToAll(new Float32Array(3), new Float32Array(3), { sendCounts: [2, 1], recvCounts: [1, 2] }))
-      .toThrow(expect.objectContaining({ code: 'SIZE_MISMATCH', details: { sendCount: 2, recvCount: 1 } }));
+    expect(() =>
+      cs[0].allToAll(new Float32Array(3), new Float32Array(3), { sendCounts: [2, 1], recvCounts: [1, 2] }),
+    ).toThrow(expect.objectContaining({ code: 'SIZE_MISMATCH', details: { sendCount: 2, recvCount: 1 } }));
     expect(cs[0].stats().pending).toBe(0);
   });
 });
@@ -163,7 +197,10 @@ describe('a rank that aborts or never comes', () => {
   it('a gather whose rank 2 never issues it: TIMEOUT on the root naming rank 2, and rank 1 fails too', async () => {
     open = await netRanks(3, 1, { timeoutMs: 1000 });
     const cs = open;
-    const ws = [cs[0].gather(new Float32Array(3), new Float32Array(1), { root: 0 }), cs[1].gather(null, new Float32Array(1), { root: 0 })];
+    const ws = [
+      cs[0].gather(new Float32Array(3), new Float32Array(1), { root: 0 }),
+      cs[1].gather(null, new Float32Array(1), { root: 0 }),
+    ];
     const [e0, e1] = await Promise.all(ws.map((w) => w.wait().catch((x) => x)));
     expect(e0.code).toBe('TIMEOUT');
     expect(e0.details.missing).toEqual([2]);
@@ -182,7 +219,9 @@ describe('a sender cannot run ahead of its receiver', () => {
     const g0 = outs.map((o) => cs[0].gather(o, new Float32Array(1).fill(-1), { root: 0 }));
     await Promise.all([...g1, ...g0].map((w) => w.wait()));
     outs.forEach((o, i) => expect([...o]).toEqual([-1, i]));
-    const s0 = Array.from({ length: ops }, (_, i) => cs[0].scatter(new Float32Array(1), new Float32Array(2).fill(i), { root: 0 }));
+    const s0 = Array.from({ length: ops }, (_, i) =>
+      cs[0].scatter(new Float32Array(1), new Float32Array(2).fill(i), { root: 0 }),
+    );
     await settle();
     const got = Array.from({ length: ops }, () => new Float32Array(1));
     const s1 = got.map((o) => cs[1].scatter(o, null, { root: 0 }));

@@ -8,11 +8,11 @@
 // test/net-faults-procs.test.ts runs the same faults across real processes.
 import net from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { destroyAll, netRanks } from './helpers/net-world.js';
 import type { Communicator } from '../src/api/communicator.js';
+import { RateLimitedLog } from '../src/core/rate-log.js';
 import { TcpTransport } from '../src/transport/tcp/nodejs/tcp-transport.js';
 import { abortError, encodeAbortInfo } from '../src/transport/transport.js';
-import { RateLimitedLog } from '../src/core/rate-log.js';
+import { destroyAll, netRanks } from './helpers/net-world.js';
 import { type Outcome, outcomes } from './helpers/outcomes.js';
 
 let open: Communicator[] = [];
@@ -20,7 +20,8 @@ afterEach(() => {
   for (const c of open) if (c.stats().pending === 0) c.destroy();
   open = [];
 });
-const world = async (nodes: number, perNode: number, timeoutMs = 30_000) => (open = await netRanks(nodes, perNode, { timeoutMs }));
+const world = async (nodes: number, perNode: number, timeoutMs = 30_000) =>
+  (open = await netRanks(nodes, perNode, { timeoutMs }));
 
 /** Every rank failed MISMATCH, well before the deadline, naming `field` and its two values. */
 function expectMismatch(os: Outcome[], field: string, values?: string[]) {
@@ -30,12 +31,18 @@ function expectMismatch(os: Outcome[], field: string, values?: string[]) {
     expect(o.details.field, o.message).toBe(field);
     expect(o.details.ranks).toHaveLength(2);
     if (values) expect([...o.details.values].sort()).toEqual([...values].sort());
-    expect(o.message).toMatch(new RegExp(`disagree on the ${field} of op #\\d+: rank \\d+ has \\S+, rank \\d+ has \\S+`));
+    expect(o.message).toMatch(
+      new RegExp(`disagree on the ${field} of op #\\d+: rank \\d+ has \\S+, rank \\d+ has \\S+`),
+    );
   }
 }
 
 describe('ranks that disagree fail with MISMATCH on every rank, at once', () => {
-  for (const [nodes, perNode] of [[2, 1], [4, 1], [2, 2]]) {
+  for (const [nodes, perNode] of [
+    [2, 1],
+    [4, 1],
+    [2, 2],
+  ]) {
     for (const bytes of [64, 16 << 20]) {
       it(`broadcast, every rank its own root: ${nodes}x${perNode} ranks, ${bytes} bytes`, async () => {
         const cs = await world(nodes, perNode);
@@ -70,7 +77,9 @@ describe('ranks that disagree fail with MISMATCH on every rank, at once', () => 
 
   it('allReduce, hierarchical on one node and ring on the other (2x2)', async () => {
     const cs = await world(2, 2);
-    const os = await outcomes(cs, (c, r) => c.allReduce(new Float32Array(1 << 16), { algo: r < 2 ? 'hierarchical' : 'ring' }));
+    const os = await outcomes(cs, (c, r) =>
+      c.allReduce(new Float32Array(1 << 16), { algo: r < 2 ? 'hierarchical' : 'ring' }),
+    );
     expectMismatch(os, 'algorithm', ['hierarchical', 'ring']);
   });
 
@@ -82,7 +91,9 @@ describe('ranks that disagree fail with MISMATCH on every rank, at once', () => 
 
   it('a rank that issues a broadcast the others do not: it fails, and they fail on their next op', async () => {
     const cs = await world(2, 1);
-    const os = await outcomes(cs, (c, r) => (r === 0 ? c.broadcast(new Float32Array(4), { root: 0 }) : c.allReduce(new Float32Array(4))));
+    const os = await outcomes(cs, (c, r) =>
+      r === 0 ? c.broadcast(new Float32Array(4), { root: 0 }) : c.allReduce(new Float32Array(4)),
+    );
     for (const o of os) expect(o.code).toBe('MISMATCH');
   });
 });
@@ -101,7 +112,10 @@ describe('a correct root cannot run ahead of its receivers', () => {
 });
 
 describe('abort(reason) reaches every peer as ABORTED naming the rank and its reason', () => {
-  for (const [nodes, perNode] of [[3, 1], [2, 2]]) {
+  for (const [nodes, perNode] of [
+    [3, 1],
+    [2, 2],
+  ]) {
     it(`${nodes}x${perNode}: rank 1 aborts while 16 MiB allReduces are in flight`, async () => {
       const cs = await world(nodes, perNode);
       const works = cs.map((c, r) => (r === 1 ? undefined : c.allReduce(new Float32Array(4 << 20))));
@@ -123,7 +137,9 @@ describe('abort(reason) reaches every peer as ABORTED naming the rank and its re
 describe('a TIMEOUT names the rank at the root of the stall', () => {
   it('4-rank ring, rank 1 never issues the op: ranks 0, 2 and 3 all name rank 1', async () => {
     const cs = await world(4, 1);
-    const os = await outcomes(cs, (c, r) => (r === 1 ? undefined : c.allReduce(new Float32Array(1 << 16), { algo: 'ring', timeoutMs: 1500 })));
+    const os = await outcomes(cs, (c, r) =>
+      r === 1 ? undefined : c.allReduce(new Float32Array(1 << 16), { algo: 'ring', timeoutMs: 1500 }),
+    );
     for (const r of [0, 2, 3]) {
       expect(['TIMEOUT', 'ABORTED'], os[r].message).toContain(os[r].code);
       expect(os[r].details.missing, os[r].message).toEqual([1]);
@@ -140,11 +156,17 @@ describe('a data port and its strangers', () => {
     const t = await TcpTransport.listen({ rank: 0, size: 2, jobId: 'strangers', token: 'secret', timeoutMs: 120_000 });
     try {
       const t0 = performance.now();
-      const closed = await Promise.all(Array.from({ length: 300 }, () => new Promise<number>((resolve) => {
-        const s = net.connect(t.address.port, '127.0.0.1');
-        s.on('error', () => undefined);
-        s.on('close', () => resolve(performance.now() - t0));
-      })));
+      const closed = await Promise.all(
+        Array.from(
+          { length: 300 },
+          () =>
+            new Promise<number>((resolve) => {
+              const s = net.connect(t.address.port, '127.0.0.1');
+              s.on('error', () => undefined);
+              s.on('close', () => resolve(performance.now() - t0));
+            }),
+        ),
+      );
       expect(Math.max(...closed)).toBeLessThan(20_000); // the connect timeout is 120 s
       const refusals = errors.filter((l) => /refused/.test(l));
       expect(refusals.length).toBeGreaterThan(0);
@@ -158,22 +180,38 @@ describe('a data port and its strangers', () => {
 
 describe("the ABORT frame's text and the refusal log", () => {
   it('carries code, reason and details within the frame limit, ASCII only; a plain text is a reason', () => {
-    const info = { code: 'MISMATCH' as const, reason: `é${'x'.repeat(3000)}`, details: { seq: 4, fields: { 0: { root: '0' } } } };
+    const info = {
+      code: 'MISMATCH' as const,
+      reason: `é${'x'.repeat(3000)}`,
+      details: { seq: 4, fields: { 0: { root: '0' } } },
+    };
     const text = encodeAbortInfo(info, 1024);
     expect(text.length).toBeLessThanOrEqual(1024);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: the check is that every byte is ASCII
     expect(/^[\x00-\x7f]*$/.test(text)).toBe(true);
     const e = abortError(2, text);
     expect({ code: e.code, by: e.details.by, seq: e.details.seq }).toEqual({ code: 'MISMATCH', by: 2, seq: 4 });
     expect(e.details.reason).toMatch(/^éx+\.\.\.$/);
     const plain = abortError(3, 'out of memory');
-    expect({ code: plain.code, by: plain.details.by, reason: plain.details.reason }).toEqual({ code: 'ABORTED', by: 3, reason: 'out of memory' });
+    expect({ code: plain.code, by: plain.details.by, reason: plain.details.reason }).toEqual({
+      code: 'ABORTED',
+      by: 3,
+      reason: 'out of memory',
+    });
     expect(plain.message).toMatch(/^rank 3 failed: out of memory/);
   });
 
   it('a peer may hand on only ABORTED or MISMATCH, and names the first cause', () => {
     expect(abortError(1, JSON.stringify({ code: 'INTERNAL', reason: 'x' })).code).toBe('ABORTED');
-    const relayed = abortError(1, encodeAbortInfo({ code: 'ABORTED', reason: 'stop', user: true, details: { by: 3 } }, 1024));
-    expect({ by: relayed.details.by, peer: relayed.details.peer, user: relayed.details.user }).toEqual({ by: 3, peer: 1, user: true });
+    const relayed = abortError(
+      1,
+      encodeAbortInfo({ code: 'ABORTED', reason: 'stop', user: true, details: { by: 3 } }, 1024),
+    );
+    expect({ by: relayed.details.by, peer: relayed.details.peer, user: relayed.details.user }).toEqual({
+      by: 3,
+      peer: 1,
+      user: true,
+    });
     expect(relayed.message).toMatch(/^rank 3 aborted the communicator: stop/);
   });
 

@@ -3,9 +3,9 @@
 // problems found (an empty list when all is well).
 import { expect } from 'vitest';
 import type { Communicator } from '../src/api/communicator.js';
+import type { WebcclError } from '../src/core/errors.js';
 import type { Work } from '../src/engine/work.js';
-import { WebcclError } from '../src/core/errors.js';
-import { DTYPES, SIZE, makeBuffer } from './helpers/closed-form.mjs';
+import { DTYPES, makeBuffer, SIZE } from './helpers/closed-form.mjs';
 
 export type Settle = (works: Work[]) => Promise<(Error | undefined)[]>;
 type Msg = { arg: any; bytes: Uint8Array; free?: () => void };
@@ -23,11 +23,14 @@ export function buffer(c: Communicator, dtype: string, count: number, zeroCopy: 
 }
 
 /** The payload of the k-th message from `from` to `to` with `tag`: every byte says which message it is. */
-export const pattern = (from: number, to: number, tag: number, k: number, j: number): number => (from * 31 + to * 7 + tag * 13 + k * 3 + j) & 0xff;
-const fillMsg = (m: Msg, from: number, to: number, tag: number, k: number) => m.bytes.forEach((_, j) => (m.bytes[j] = pattern(from, to, tag, k, j)));
+export const pattern = (from: number, to: number, tag: number, k: number, j: number): number =>
+  (from * 31 + to * 7 + tag * 13 + k * 3 + j) & 0xff;
+const fillMsg = (m: Msg, from: number, to: number, tag: number, k: number) =>
+  m.bytes.forEach((_, j) => (m.bytes[j] = pattern(from, to, tag, k, j)));
 function wrongIn(m: Msg, from: number, to: number, tag: number, k: number): string | undefined {
   for (let j = 0; j < m.bytes.length; j++) {
-    if (m.bytes[j] !== pattern(from, to, tag, k, j)) return `message ${from}->${to} tag ${tag} #${k}: byte ${j} of ${m.bytes.length} is ${m.bytes[j]}, expected ${pattern(from, to, tag, k, j)}`;
+    if (m.bytes[j] !== pattern(from, to, tag, k, j))
+      return `message ${from}->${to} tag ${tag} #${k}: byte ${j} of ${m.bytes.length} is ${m.bytes[j]}, expected ${pattern(from, to, tag, k, j)}`;
   }
   return undefined;
 }
@@ -38,15 +41,23 @@ async function noErrors(settle: Settle, works: Work[]): Promise<void> {
 }
 
 /** Ping-pong between ranks 0 and 1, `rounds` times, every byte checked. */
-export async function pingPong(cs: Communicator[], settle: Settle, rounds: number, dtype = 'f32', count = 2): Promise<void> {
+export async function pingPong(
+  cs: Communicator[],
+  settle: Settle,
+  rounds: number,
+  dtype = 'f32',
+  count = 2,
+): Promise<void> {
   const wrong: string[] = [];
   for (let k = 0; k < rounds; k++) {
-    const ping = buffer(cs[0], dtype, count, false), got = buffer(cs[1], dtype, count, false);
+    const ping = buffer(cs[0], dtype, count, false),
+      got = buffer(cs[1], dtype, count, false);
     fillMsg(ping, 0, 1, 0, k);
     await noErrors(settle, [cs[0].send(ping.arg, 1), cs[1].recv(got.arg, 0)]);
     const w = wrongIn(got, 0, 1, 0, k);
     if (w) wrong.push(w);
-    const pong = buffer(cs[1], dtype, count, false), back = buffer(cs[0], dtype, count, false);
+    const pong = buffer(cs[1], dtype, count, false),
+      back = buffer(cs[0], dtype, count, false);
     fillMsg(pong, 1, 0, 0, k);
     await noErrors(settle, [cs[1].send(pong.arg, 0), cs[0].recv(back.arg, 1)]);
     const w2 = wrongIn(back, 1, 0, 0, k);
@@ -73,24 +84,30 @@ export async function ring(cs: Communicator[], settle: Settle, count: number, re
   });
   await noErrors(settle, works);
   expect(cs.map((_, r) => wrongIn(into[r], (r + n - 1) % n, r, 5, 0))).toEqual(cs.map(() => undefined));
-  cs.forEach((_, r) => (out[r].free?.(), into[r].free?.()));
+  cs.forEach((_, r) => {
+    out[r].free?.();
+    into[r].free?.();
+  });
 }
 
 /** Tags 1..3, two messages each, received in the reverse tag order: each tag keeps its own order. */
 export async function outOfOrderTags(cs: Communicator[], settle: Settle): Promise<void> {
-  const sent: Msg[] = [], got: { m: Msg; tag: number; k: number }[] = [];
+  const sent: Msg[] = [],
+    got: { m: Msg; tag: number; k: number }[] = [];
   const works: Work[] = [];
-  for (const tag of [1, 2, 3]) for (const k of [0, 1]) {
-    const m = buffer(cs[0], 'i32', 3 + tag, false);
-    fillMsg(m, 0, 1, tag, k);
-    sent.push(m);
-    works.push(cs[0].send(m.arg, 1, { tag }));
-  }
-  for (const tag of [3, 2, 1]) for (const k of [0, 1]) {
-    const m = buffer(cs[1], 'i32', 3 + tag, false);
-    got.push({ m, tag, k });
-    works.push(cs[1].recv(m.arg, 0, { tag }));
-  }
+  for (const tag of [1, 2, 3])
+    for (const k of [0, 1]) {
+      const m = buffer(cs[0], 'i32', 3 + tag, false);
+      fillMsg(m, 0, 1, tag, k);
+      sent.push(m);
+      works.push(cs[0].send(m.arg, 1, { tag }));
+    }
+  for (const tag of [3, 2, 1])
+    for (const k of [0, 1]) {
+      const m = buffer(cs[1], 'i32', 3 + tag, false);
+      got.push({ m, tag, k });
+      works.push(cs[1].recv(m.arg, 0, { tag }));
+    }
   await noErrors(settle, works);
   expect(got.map((g) => wrongIn(g.m, 0, 1, g.tag, g.k))).toEqual(got.map(() => undefined));
 }
@@ -102,14 +119,20 @@ export async function outOfOrderTags(cs: Communicator[], settle: Settle): Promis
 export async function manyInFlight(cs: Communicator[], settle: Settle, count: number): Promise<void> {
   const works: Work[] = [];
   const got: { m: Msg; from: number; tag: number; k: number }[] = [];
-  for (const [me, peer] of [[0, 1], [1, 0]]) {
+  for (const [me, peer] of [
+    [0, 1],
+    [1, 0],
+  ]) {
     for (let i = 0; i < count; i++) {
       const m = buffer(cs[me], 'u8', 1 + (i % 40), false);
       fillMsg(m, me, peer, i % 7, Math.floor(i / 7));
       works.push(cs[me].send(m.arg, peer, { tag: i % 7 }));
     }
   }
-  for (const [me, peer] of [[0, 1], [1, 0]]) {
+  for (const [me, peer] of [
+    [0, 1],
+    [1, 0],
+  ]) {
     for (let i = 0; i < count; i++) {
       const m = buffer(cs[me], 'u8', 1 + (i % 40), false);
       got.push({ m, from: peer, tag: i % 7, k: Math.floor(i / 7) });
@@ -121,16 +144,24 @@ export async function manyInFlight(cs: Communicator[], settle: Settle, count: nu
   expect(wrong.slice(0, 3)).toEqual([]);
 }
 
-/** Sizes 0, 1, just past the inline payload, and `large` bytes, in every dtype width, alloc() and plain on each side. */
+/**
+ * Sizes 0, 1, just past the inline payload, and `large` bytes, in every dtype width, alloc() and plain on each side.
+ */
 export async function sizesAndDtypes(cs: Communicator[], settle: Settle, large: number): Promise<void> {
   const wrong: string[] = [];
   let k = 0;
   for (const dtype of DTYPES) {
     for (const bytes of [0, SIZE[dtype], 40, 1000, large]) {
       const count = Math.floor(bytes / SIZE[dtype]);
-      for (const [zs, zr] of [[false, false], [true, true], [true, false], [false, true]]) {
+      for (const [zs, zr] of [
+        [false, false],
+        [true, true],
+        [true, false],
+        [false, true],
+      ]) {
         if (bytes === large && dtype !== 'f32' && dtype !== 'u8') continue; // large once per width class is enough
-        const s = buffer(cs[0], dtype, count, zs), r = buffer(cs[1], dtype, count, zr);
+        const s = buffer(cs[0], dtype, count, zs),
+          r = buffer(cs[1], dtype, count, zr);
         fillMsg(s, 0, 1, 9, k);
         await noErrors(settle, [cs[0].send(s.arg, 1, { tag: 9 }), cs[1].recv(r.arg, 0, { tag: 9 })]);
         const w = wrongIn(r, 0, 1, 9, k);
@@ -146,7 +177,10 @@ export async function sizesAndDtypes(cs: Communicator[], settle: Settle, large: 
 
 /** A recv of another size fails on both sides with SIZE_MISMATCH naming both sizes; the communicator goes on. */
 export async function wrongSize(cs: Communicator[], settle: Settle): Promise<void> {
-  const errs = await settle([cs[0].send(new Float32Array(10), 1, { tag: 4 }), cs[1].recv(new Float32Array(12), 0, { tag: 4 })]);
+  const errs = await settle([
+    cs[0].send(new Float32Array(10), 1, { tag: 4 }),
+    cs[1].recv(new Float32Array(12), 0, { tag: 4 }),
+  ]);
   for (const e of errs) {
     expect((e as WebcclError)?.code).toBe('SIZE_MISMATCH');
     expect((e as WebcclError).details).toMatchObject({ sentBytes: 40, recvBytes: 48, tag: 4 });
@@ -154,11 +188,15 @@ export async function wrongSize(cs: Communicator[], settle: Settle): Promise<voi
   expect((errs[0] as WebcclError).details.peer).toBe(1);
   expect((errs[1] as WebcclError).details.peer).toBe(0);
   // Still usable: the next message with that tag is the next one sent.
-  const m = buffer(cs[0], 'f32', 10, false), r = buffer(cs[1], 'f32', 10, false);
+  const m = buffer(cs[0], 'f32', 10, false),
+    r = buffer(cs[1], 'f32', 10, false);
   fillMsg(m, 0, 1, 4, 1);
   await noErrors(settle, [cs[0].send(m.arg, 1, { tag: 4 }), cs[1].recv(r.arg, 0, { tag: 4 })]);
   expect(wrongIn(r, 0, 1, 4, 1)).toBeUndefined();
-  await noErrors(settle, cs.map((c) => c.allReduce(new Float32Array(4))));
+  await noErrors(
+    settle,
+    cs.map((c) => c.allReduce(new Float32Array(4))),
+  );
 }
 
 /**
@@ -166,7 +204,8 @@ export async function wrongSize(cs: Communicator[], settle: Settle): Promise<voi
  * and a send issued between two collectives; both ranks wait for the collectives first.
  */
 export async function mixed(cs: Communicator[], settle: Settle): Promise<void> {
-  const x = buffer(cs[0], 'f64', 100, false), y = buffer(cs[1], 'f64', 100, false);
+  const x = buffer(cs[0], 'f64', 100, false),
+    y = buffer(cs[1], 'f64', 100, false);
   fillMsg(x, 1, 0, 2, 0);
   const a = cs.map(() => new Float32Array(8).fill(1));
   const recv = cs[0].recv(y.arg, 1, { tag: 2 });

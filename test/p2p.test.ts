@@ -6,19 +6,27 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from './helpers/net.js';
-import { cleanEnv, killAllJobs, run as runJob } from './helpers/jobs.js';
+import type { Communicator } from '../src/api/communicator.js';
+import type { WebcclError } from '../src/core/errors.js';
+import type { Work } from '../src/engine/work.js';
 import { caught } from './helpers/caught.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
+import { cleanEnv, killAllJobs, run as runJob } from './helpers/jobs.js';
+import { freePort } from './helpers/net.js';
 import { destroyAll, netRanks } from './helpers/net-world.js';
 import { runScenario } from './helpers/threads.js';
-import type { Communicator } from '../src/api/communicator.js';
-import type { Work } from '../src/engine/work.js';
-import type { WebcclError } from '../src/core/errors.js';
 import { manyInFlight, mixed, outOfOrderTags, pingPong, ring, sizesAndDtypes, wrongSize } from './p2p-cases.js';
 
 const MiB = 1 << 20;
-const awaitAll = (works: Work[]) => Promise.all(works.map((w) => w.wait().then(() => undefined, (e: Error) => e)));
+const awaitAll = (works: Work[]) =>
+  Promise.all(
+    works.map((w) =>
+      w.wait().then(
+        () => undefined,
+        (e: Error) => e,
+      ),
+    ),
+  );
 
 describe('send/recv in one node memory (ranks sharing a thread)', () => {
   const settle = (w: Work[]) => settleAll(w, 60_000);
@@ -103,16 +111,25 @@ describe('send/recv in one node memory (ranks sharing a thread)', () => {
 
 describe('send/recv on worker threads', () => {
   it('the same with collectives run by the progress thread (WEBCCL_PROGRESS=thread) beside send/recv run by the ranks', async () => {
-    const { result, reports } = await runScenario(3, 'p2p', { large: 3 * MiB, many: 2000 }, { env: { WEBCCL_PROGRESS: 'thread' } });
+    const { result, reports } = await runScenario(
+      3,
+      'p2p',
+      { large: 3 * MiB, many: 2000 },
+      { env: { WEBCCL_PROGRESS: 'thread' } },
+    );
     expect(result.failure?.message).toBeUndefined();
-    expect(reports.map((r) => r.at(-1))).toEqual(reports.map(() => ({ wrong: [], sizeCodes: ['SIZE_MISMATCH', 'SIZE_MISMATCH'] })));
+    expect(reports.map((r) => r.at(-1))).toEqual(
+      reports.map(() => ({ wrong: [], sizeCodes: ['SIZE_MISMATCH', 'SIZE_MISMATCH'] })),
+    );
   });
 
   it('ping-pong, ring, tags, many in flight, sizes, wrong size, mixed, on 2 and 3 threads', async () => {
     for (const n of [2, 3]) {
       const { result, reports } = await runScenario(n, 'p2p', { large: 3 * MiB, many: 2000 });
       expect(result.failure?.message).toBeUndefined();
-      expect(reports.map((r) => r.at(-1))).toEqual(reports.map(() => ({ wrong: [], sizeCodes: ['SIZE_MISMATCH', 'SIZE_MISMATCH'] })));
+      expect(reports.map((r) => r.at(-1))).toEqual(
+        reports.map(() => ({ wrong: [], sizeCodes: ['SIZE_MISMATCH', 'SIZE_MISMATCH'] })),
+      );
     }
   });
 
@@ -171,7 +188,7 @@ describe('send/recv across 2 nodes over TCP', () => {
     expect(e!.message).toContain('rank 1');
   });
 
-  it('abort() on one side fails the other side\'s pending p2p op', async () => {
+  it("abort() on one side fails the other side's pending p2p op", async () => {
     const c2 = await netRanks(2, 1, { timeoutMs: 30_000 });
     const r0 = c2[0].recv(new Float32Array(4), 1);
     const s1 = c2[1].send(new Float32Array(8), 0, { tag: 1 });
@@ -185,7 +202,11 @@ describe('send/recv across real processes and nodes (the built CLI)', () => {
   const root = fileURLToPath(new URL('..', import.meta.url));
   const bin = join(root, 'bin', 'webccl.js');
   const script = join(root, 'test', 'fixtures', 'p2p-check.mjs');
-  const oks = (out: string, n: number) => [...out.matchAll(/^ok rank (\d+) of (\d+)$/gm)].filter((m) => Number(m[2]) === n).map((m) => Number(m[1])).sort();
+  const oks = (out: string, n: number) =>
+    [...out.matchAll(/^ok rank (\d+) of (\d+)$/gm)]
+      .filter((m) => Number(m[2]) === n)
+      .map((m) => Number(m[1]))
+      .sort();
   const home = mkdtempSync(join(tmpdir(), 'webccl-p2p-'));
   const env = (extra: Record<string, string> = {}) => cleanEnv({ HOME: home, ...extra });
   afterAll(() => {
@@ -195,14 +216,47 @@ describe('send/recv across real processes and nodes (the built CLI)', () => {
 
   it('--procs -n 3: every case, checked by each rank', async () => {
     const r = await runJob(process.execPath, [bin, 'run', '--procs', '-n', '3', script], env(), 120_000, root);
-    expect({ code: r.code, hung: r.hung, oks: oks(r.stdout, 3) }, r.stderr).toEqual({ code: 0, hung: false, oks: [0, 1, 2] });
+    expect({ code: r.code, hung: r.hung, oks: oks(r.stdout, 3) }, r.stderr).toEqual({
+      code: 0,
+      hung: false,
+      oks: [0, 1, 2],
+    });
   }, 180_000);
 
   it('--nnodes 2 --nproc-per-node 2: every case, checked by each rank', async () => {
     const port = await freePort();
-    const runs = await Promise.all([0, 1].map((k) => runJob(process.execPath, [bin, 'run', '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', '2',
-      '--master-addr', '127.0.0.1', '--master-port', String(port), script], env({ WEBCCL_TOKEN: 'p2p-test-token' }), 120_000, root)));
-    expect(runs.map((r) => ({ code: r.code, hung: r.hung })), runs.map((r) => r.stderr).join('\n')).toEqual([{ code: 0, hung: false }, { code: 0, hung: false }]);
+    const runs = await Promise.all(
+      [0, 1].map((k) =>
+        runJob(
+          process.execPath,
+          [
+            bin,
+            'run',
+            '--nnodes',
+            '2',
+            '--node-rank',
+            String(k),
+            '--nproc-per-node',
+            '2',
+            '--master-addr',
+            '127.0.0.1',
+            '--master-port',
+            String(port),
+            script,
+          ],
+          env({ WEBCCL_TOKEN: 'p2p-test-token' }),
+          120_000,
+          root,
+        ),
+      ),
+    );
+    expect(
+      runs.map((r) => ({ code: r.code, hung: r.hung })),
+      runs.map((r) => r.stderr).join('\n'),
+    ).toEqual([
+      { code: 0, hung: false },
+      { code: 0, hung: false },
+    ]);
     expect(oks(runs.map((r) => r.stdout).join(''), 4)).toEqual([0, 1, 2, 3]);
   }, 180_000);
 });

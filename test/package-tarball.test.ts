@@ -1,23 +1,27 @@
 // The package as a user meets it: `npm pack`, installed from the tarball into an empty project
 // (--prefer-offline: its one runtime dependency, ws, comes from npm's cache when `npm ci` left
 // its metadata there, and from the registry otherwise — a fresh machine's cache holds only
-// the tarball the lockfile named, not the metadata a plain install resolves against), then typechecked against, run under Node in
-// both module systems, and its shipped browser example served and run in Chromium. Everything
-// here reads the installed copy, never the checkout.
+// the tarball the lockfile named, not the metadata a plain install resolves against), then typechecked against, run
+// under Node in both module systems, and its shipped browser example served and run in Chromium.
+// Everything here reads the installed copy, never the checkout.
 import { execFile, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { haveChromium, warnIfNoChromium, withTab } from './helpers/chromium.js';
 import { reachedDeclarations } from '../scripts/prune-declarations.mjs';
+import { haveChromium, warnIfNoChromium, withTab } from './helpers/chromium.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const TSC = join(root, 'node_modules/typescript/bin/tsc');
 warnIfNoChromium('packed browser example test');
 
-interface Ran { code: number | null; stdout: string; stderr: string }
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
 /** Runs a command to its end (deadline 120 s) and returns what it printed, failing or not. */
 function run(cmd: string, args: string[], cwd: string): Promise<Ran> {
   return new Promise((res) => {
@@ -34,7 +38,9 @@ const write = (path: string, text: string) => {
 
 /** Every file under `dir`, relative to it. */
 function listFiles(dir: string, base = dir): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? listFiles(join(dir, e.name), base) : [relative(base, join(dir, e.name))]));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? listFiles(join(dir, e.name), base) : [relative(base, join(dir, e.name))],
+  );
 }
 
 /** Every path an exports map names (conditions nested). */
@@ -53,7 +59,11 @@ beforeAll(async () => {
   packed = files.map((f) => f.path);
   app = join(tmp, 'app');
   write(join(app, 'package.json'), '{ "name": "app", "private": true }\n');
-  const inst = await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', join(tmp, filename)], app);
+  const inst = await run(
+    'npm',
+    ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', join(tmp, filename)],
+    app,
+  );
   expect(inst.code, inst.stderr).toBe(0);
   pkgDir = join(app, 'node_modules', 'webccl');
 }, 180_000);
@@ -65,11 +75,26 @@ afterAll(() => {
 describe('the tarball', () => {
   it('holds every file package.json names, the browser example, and only the bundles something loads', () => {
     const pkg = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8'));
-    for (const f of [...targets(pkg.exports), pkg.main, pkg.module, pkg.types, pkg.browser, pkg.bin.webccl]) expect(existsSync(join(pkgDir, f)), f).toBe(true);
-    for (const f of ['index.html', 'main.js', 'rank.js', 'README.md']) expect(packed, f).toContain(`examples/browser/${f}`);
+    for (const f of [...targets(pkg.exports), pkg.main, pkg.module, pkg.types, pkg.browser, pkg.bin.webccl])
+      expect(existsSync(join(pkgDir, f)), f).toBe(true);
+    for (const f of ['index.html', 'main.js', 'rank.js', 'README.md'])
+      expect(packed, f).toContain(`examples/browser/${f}`);
     // The Node entries, the scripts they start as threads or processes, the CLI, the browser build.
     const js = packed.filter((f) => /^dist\/.*\.c?js$/.test(f)).sort();
-    expect(js).toEqual(['dist/browser/index.js', 'dist/browser/net-progress-worker.js', 'dist/browser/progress-worker.js', 'dist/node/cli.js', 'dist/node/index.cjs', 'dist/node/index.js', 'dist/node/net-progress-worker.js', 'dist/node/perf-rank.js', 'dist/node/progress-worker.js', 'dist/node/rank-guard.js', 'dist/node/sim-worker.js', 'dist/node/worker-entry.js']);
+    expect(js).toEqual([
+      'dist/browser/index.js',
+      'dist/browser/net-progress-worker.js',
+      'dist/browser/progress-worker.js',
+      'dist/node/cli.js',
+      'dist/node/index.cjs',
+      'dist/node/index.js',
+      'dist/node/net-progress-worker.js',
+      'dist/node/perf-rank.js',
+      'dist/node/progress-worker.js',
+      'dist/node/rank-guard.js',
+      'dist/node/sim-worker.js',
+      'dist/node/worker-entry.js',
+    ]);
     expect(packed.filter((f) => /\.(map|wasm)$/.test(f))).toEqual([]); // the wasm is inside the bundles
     expect(listFiles(pkgDir).sort()).toEqual([...packed].sort());
   });
@@ -111,21 +136,46 @@ export async function main(): Promise<number> {
   const cases: [string, string, string, string][] = [
     // name, compiler options, source, the folder's package.json "type"
     ['node16, an ES module', `"module": "node16", "moduleResolution": "node16", ${nodeTypes}`, nodeUse, 'module'],
-    ['node16, a CommonJS module', `"module": "node16", "moduleResolution": "node16", ${nodeTypes}`, nodeUse, 'commonjs'],
-    ['bundler with the node condition', `"module": "esnext", "moduleResolution": "bundler", "customConditions": ["node"], ${nodeTypes}`, nodeUse, 'module'],
-    ['bundler with the browser condition', `"module": "esnext", "moduleResolution": "bundler", "customConditions": ["browser"], "lib": ["es2022", "dom"], "types": []`, browserUse, 'module'],
-    ['bundler without a condition (the default: the browser build)', `"module": "esnext", "moduleResolution": "bundler", "lib": ["es2022", "dom"], "types": []`, browserUse, 'module'],
+    [
+      'node16, a CommonJS module',
+      `"module": "node16", "moduleResolution": "node16", ${nodeTypes}`,
+      nodeUse,
+      'commonjs',
+    ],
+    [
+      'bundler with the node condition',
+      `"module": "esnext", "moduleResolution": "bundler", "customConditions": ["node"], ${nodeTypes}`,
+      nodeUse,
+      'module',
+    ],
+    [
+      'bundler with the browser condition',
+      `"module": "esnext", "moduleResolution": "bundler", "customConditions": ["browser"], "lib": ["es2022", "dom"], "types": []`,
+      browserUse,
+      'module',
+    ],
+    [
+      'bundler without a condition (the default: the browser build)',
+      `"module": "esnext", "moduleResolution": "bundler", "lib": ["es2022", "dom"], "types": []`,
+      browserUse,
+      'module',
+    ],
   ];
   let results: Ran[] = [];
   beforeAll(async () => {
     // One project per case, all compiled at once (tsc takes seconds on a busy machine).
-    results = await Promise.all(cases.map(([, options, source, type], i) => {
-      const dir = join(app, `ts${i}`);
-      write(join(dir, 'package.json'), `{ "type": "${type}" }\n`);
-      write(join(dir, 'use.ts'), source);
-      write(join(dir, 'tsconfig.json'), `{ "compilerOptions": { "target": "es2022", "strict": true, "noEmit": true, ${options} }, "files": ["use.ts"] }\n`);
-      return run(process.execPath, [TSC, '-p', dir], dir);
-    }));
+    results = await Promise.all(
+      cases.map(([, options, source, type], i) => {
+        const dir = join(app, `ts${i}`);
+        write(join(dir, 'package.json'), `{ "type": "${type}" }\n`);
+        write(join(dir, 'use.ts'), source);
+        write(
+          join(dir, 'tsconfig.json'),
+          `{ "compilerOptions": { "target": "es2022", "strict": true, "noEmit": true, ${options} }, "files": ["use.ts"] }\n`,
+        );
+        return run(process.execPath, [TSC, '-p', dir], dir);
+      }),
+    );
   }, 180_000);
   cases.forEach(([name], i) => {
     it(`tsc --noEmit passes: ${name}`, () => {
@@ -137,22 +187,35 @@ export async function main(): Promise<number> {
 
 describe('Node runs the installed copy', () => {
   it('CommonJS: require, a one-rank allReduce', async () => {
-    const script = "const w = require('webccl'); w.initCommGroup().then(async (c) => { const x = new Float64Array([1.5, -2]); await w.allReduce(x, { op: w.Max }); console.log(JSON.stringify({ size: c.size, x: [...x], from: require.resolve('webccl') })); });";
+    const script =
+      "const w = require('webccl'); w.initCommGroup().then(async (c) => { const x = new Float64Array([1.5, -2]); await w.allReduce(x, { op: w.Max }); console.log(JSON.stringify({ size: c.size, x: [...x], from: require.resolve('webccl') })); });";
     const r = await run(process.execPath, ['-e', script], app);
     expect(r.stderr).toBe('');
     expect(JSON.parse(r.stdout)).toEqual({ size: 1, x: [1.5, -2], from: join(pkgDir, 'dist/node/index.cjs') });
   });
 
   it('ES module: a one-rank allReduce, then 2 ranks started with launch (the shipped worker scripts)', async () => {
-    write(join(app, 'rank.mjs'), "import { initCommGroup, allReduce } from 'webccl';\nconst c = await initCommGroup();\nconst x = new Float32Array(1000).fill(c.rank + 1);\nawait allReduce(x);\nconsole.log(`rank ${c.rank}/${c.size} sum ${x[999]} from ${import.meta.resolve('webccl')}`);\n");
-    write(join(app, 'launch.mjs'), "import { launch } from 'webccl';\nconst r = await launch({ nranks: 2, script: new URL('./rank.mjs', import.meta.url).pathname });\nconsole.log(`exit ${r.exitCode}`);\n");
+    write(
+      join(app, 'rank.mjs'),
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: the file written holds a template literal
+      "import { initCommGroup, allReduce } from 'webccl';\nconst c = await initCommGroup();\nconst x = new Float32Array(1000).fill(c.rank + 1);\nawait allReduce(x);\nconsole.log(`rank ${c.rank}/${c.size} sum ${x[999]} from ${import.meta.resolve('webccl')}`);\n",
+    );
+    write(
+      join(app, 'launch.mjs'),
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: the file written holds a template literal
+      "import { launch } from 'webccl';\nconst r = await launch({ nranks: 2, script: new URL('./rank.mjs', import.meta.url).pathname });\nconsole.log(`exit ${r.exitCode}`);\n",
+    );
     const from = new URL(`file://${join(pkgDir, 'dist/node/index.js')}`).href;
     const one = await run(process.execPath, ['rank.mjs'], app);
     expect(one.stderr).toBe('');
     expect(one.stdout.trim()).toBe(`rank 0/1 sum 1 from ${from}`);
     const two = await run(process.execPath, ['launch.mjs'], app);
     expect(two.stderr).toBe('');
-    expect(two.stdout.split('\n').filter(Boolean).sort()).toEqual(['exit 0', `rank 0/2 sum 3 from ${from}`, `rank 1/2 sum 3 from ${from}`]);
+    expect(two.stdout.split('\n').filter(Boolean).sort()).toEqual([
+      'exit 0',
+      `rank 0/2 sum 3 from ${from}`,
+      `rank 1/2 sum 3 from ${from}`,
+    ]);
   });
 });
 
@@ -170,15 +233,24 @@ describe.skipIf(!haveChromium)('the shipped browser example in headless Chromium
       const log = await tab.textContent('#log');
       expect(await tab.getAttribute('#status', 'data-state'), log ?? '').toBe('done');
       expect(log).toContain('cross-origin isolated: true');
-      // The node's progress thread (a Web Worker from progress-worker.js, which the bundler must carry) ran the two ops in flight.
-      for (const rank of [0, 1, 2]) expect(log).toMatch(new RegExp(`rank ${rank}/3: allReduce sum 6, allGather 0,1,2, broadcast from rank 0: 42; ops run by the progress thread: [1-9]`));
+      // The node's progress thread (a Web Worker from progress-worker.js, which the bundler must carry) ran the two ops
+      // in flight.
+      for (const rank of [0, 1, 2])
+        expect(log).toMatch(
+          new RegExp(
+            `rank ${rank}/3: allReduce sum 6, allGather 0,1,2, broadcast from rank 0: 42; ops run by the progress thread: [1-9]`,
+          ),
+        );
       expect(errors).toEqual([]);
     });
   }
 
   /** `webccl serve DIR --port 0` from the installed copy, as the READMEs say; resolves to the address it prints. */
   async function serveDir(dir: string): Promise<string> {
-    const server = spawn(process.execPath, [join(pkgDir, 'bin/webccl.js'), 'serve', dir, '--port', '0'], { cwd: app, stdio: ['ignore', 'pipe', 'inherit'] });
+    const server = spawn(process.execPath, [join(pkgDir, 'bin/webccl.js'), 'serve', dir, '--port', '0'], {
+      cwd: app,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     stops.push(() => server.kill());
     return new Promise<string>((res, rej) => {
       let out = '';
@@ -214,11 +286,22 @@ describe.skipIf(!haveChromium)('the shipped browser example in headless Chromium
     const src = copyExample('esbuild');
     const out = join(app, 'esbuild', 'out');
     const { build } = await import('esbuild');
-    await build({ entryPoints: [join(src, 'main.js'), join(src, 'rank.js')], bundle: true, format: 'esm', platform: 'browser', outdir: out, absWorkingDir: app, logLevel: 'silent' });
+    await build({
+      entryPoints: [join(src, 'main.js'), join(src, 'rank.js')],
+      bundle: true,
+      format: 'esm',
+      platform: 'browser',
+      outdir: out,
+      absWorkingDir: app,
+      logLevel: 'silent',
+    });
     write(join(out, 'index.html'), readFileSync(join(src, 'index.html'), 'utf8'));
-    // esbuild does not follow new Worker(new URL(...)): the progress threads' scripts are copied beside the bundles, as the README says.
-    for (const f of ['progress-worker.js', 'net-progress-worker.js']) cpSync(join(pkgDir, 'dist/browser', f), join(out, f));
-    expect(readFileSync(join(out, 'rank.js'), 'utf8')).not.toMatch(/node:worker_threads/); // the browser build was picked
+    // esbuild does not follow new Worker(new URL(...)): the progress threads' scripts are copied beside the bundles, as
+    // the README says.
+    for (const f of ['progress-worker.js', 'net-progress-worker.js'])
+      cpSync(join(pkgDir, 'dist/browser', f), join(out, f));
+    // the browser build was picked
+    expect(readFileSync(join(out, 'rank.js'), 'utf8')).not.toMatch(/node:worker_threads/);
     await visit(await serveDir(out));
   });
 
@@ -226,7 +309,13 @@ describe.skipIf(!haveChromium)('the shipped browser example in headless Chromium
     const src = copyExample('vite');
     const out = join(app, 'vite', 'out');
     const { build } = await import('vite');
-    await build({ root: src, configFile: false, logLevel: 'silent', worker: { format: 'es' }, build: { outDir: out, emptyOutDir: true } });
+    await build({
+      root: src,
+      configFile: false,
+      logLevel: 'silent',
+      worker: { format: 'es' },
+      build: { outDir: out, emptyOutDir: true },
+    });
     await visit(await serveDir(out));
   });
 });

@@ -1,9 +1,10 @@
 // What ships: ESM and CJS entries for Node, types per condition, a browser ESM build that
 // reaches no Node module and carries its wasm inside, and the webccl command. The packed and
 // installed package is tested in package-tarball.test.ts.
-import { readFileSync, existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
+
 import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
 
@@ -21,7 +22,8 @@ it('package.json points at files the build made, with types for each condition',
     default: { types: './dist/types/index.d.ts', default: './dist/browser/index.js' },
   });
   const targets = (x: unknown): string[] => (typeof x === 'string' ? [x] : Object.values(x as object).flatMap(targets));
-  for (const f of [...targets(e), pkg.main, pkg.module, pkg.types, pkg.browser, pkg.bin.webccl]) expect(existsSync(`${root}/${f}`), f).toBe(true);
+  for (const f of [...targets(e), pkg.main, pkg.module, pkg.types, pkg.browser, pkg.bin.webccl])
+    expect(existsSync(`${root}/${f}`), f).toBe(true);
   // TypeScript reads the declarations under dist/types-cjs/ as CommonJS because of this file.
   expect(JSON.parse(readFileSync(`${root}/dist/types-cjs/package.json`, 'utf8'))).toEqual({ type: 'commonjs' });
 });
@@ -81,5 +83,8 @@ it('importing the Node build and running a one-rank job loads no ws; connectStor
     comm.destroy();
   `;
   const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000 });
-  expect(r.stdout.trim().split('\n'), r.stderr).toEqual(['after a job: ws false', 'after connectStore (CONNECT_FAILED): ws true']);
+  expect(r.stdout.trim().split('\n'), r.stderr).toEqual([
+    'after a job: ws false',
+    'after connectStore (CONNECT_FAILED): ws true',
+  ]);
 });

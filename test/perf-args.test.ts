@@ -1,7 +1,7 @@
 // `webccl perf` argument parsing: sizes with suffixes, nccl-tests flags, and bad flags refused
 // with a clear message and exit code 2 (never a stack trace).
 import { describe, expect, it } from 'vitest';
-import { PerfUsageError, parsePerfArgs, parseSize, formatSize, type PerfOptions } from '../src/launch/perf/args.js';
+import { formatSize, type PerfOptions, PerfUsageError, parsePerfArgs, parseSize } from '../src/launch/perf/args.js';
 import { describeRun, perfMain } from '../src/launch/perf/main.js';
 
 const parse = (...argv: string[]) => parsePerfArgs(argv) as PerfOptions;
@@ -9,13 +9,25 @@ const parse = (...argv: string[]) => parsePerfArgs(argv) as PerfOptions;
 function capture() {
   const out: string[] = [];
   const err: string[] = [];
-  return { io: { stdout: { write: (s: string) => out.push(s) }, stderr: { write: (s: string) => err.push(s) } }, out, err };
+  return {
+    io: { stdout: { write: (s: string) => out.push(s) }, stderr: { write: (s: string) => err.push(s) } },
+    out,
+    err,
+  };
 }
 
 describe('parseSize', () => {
   it.each([
-    ['8', 8], ['1K', 1024], ['1k', 1024], ['64M', 64 << 20], ['1G', 1 << 30], ['2KB', 2048], ['4KiB', 4096],
-    ['1.5M', 1.5 * (1 << 20)], ['512', 512], ['16m', 16 << 20],
+    ['8', 8],
+    ['1K', 1024],
+    ['1k', 1024],
+    ['64M', 64 << 20],
+    ['1G', 1 << 30],
+    ['2KB', 2048],
+    ['4KiB', 4096],
+    ['1.5M', 1.5 * (1 << 20)],
+    ['512', 512],
+    ['16m', 16 << 20],
   ])('%s is %d bytes', (text, bytes) => {
     expect(parseSize(text)).toBe(bytes);
   });
@@ -38,8 +50,21 @@ describe('parsePerfArgs', () => {
   it('has nccl-tests-like defaults', () => {
     const o = parse('allreduce');
     expect(o).toMatchObject({
-      collective: 'allreduce', minBytes: 8, maxBytes: 64 << 20, factor: 2, iters: undefined, warmup: 5, check: true,
-      dtypes: ['f32'], ops: ['sum'], root: 0, algo: undefined, ranks: 2, nodes: 1, transport: 'shm', buffers: 'shm',
+      collective: 'allreduce',
+      minBytes: 8,
+      maxBytes: 64 << 20,
+      factor: 2,
+      iters: undefined,
+      warmup: 5,
+      check: true,
+      dtypes: ['f32'],
+      ops: ['sum'],
+      root: 0,
+      algo: undefined,
+      ranks: 2,
+      nodes: 1,
+      transport: 'shm',
+      buffers: 'shm',
     });
   });
 
@@ -47,33 +72,84 @@ describe('parsePerfArgs', () => {
     expect(parse('allreduce', '--transport', 'tcp')).toMatchObject({ transport: 'tcp', ranks: 2, nodes: 2 });
     expect(parse('allreduce', '--transport', 'tcp', '--ranks', '4')).toMatchObject({ ranks: 4, nodes: 4 });
     expect(parse('allreduce', '--transport=tcp', '--ranks', '4', '--nodes', '2')).toMatchObject({ ranks: 4, nodes: 2 });
-    expect(parse('allreduce', '--transport', 'tcp', '--ranks', '6', '--nodes=3', '-r', '5')).toMatchObject({ ranks: 6, nodes: 3, root: 5 });
+    expect(parse('allreduce', '--transport', 'tcp', '--ranks', '6', '--nodes=3', '-r', '5')).toMatchObject({
+      ranks: 6,
+      nodes: 3,
+      root: 5,
+    });
     expect(parse('allreduce', '--nodes', '1')).toMatchObject({ transport: 'shm', nodes: 1 });
   });
 
   it('-a takes the shared-memory algorithms with shm and the network ones with tcp', () => {
     expect(parse('allreduce', '-a', 'direct').algo).toBe('direct');
     expect(parse('allreduce', '-a', 'twoshot', '--transport', 'shm').algo).toBe('twoshot');
-    for (const a of ['ring', 'doubling', 'hierarchical', 'tree']) expect(parse('allreduce', '--transport', 'tcp', '-a', a).algo).toBe(a);
+    for (const a of ['ring', 'doubling', 'hierarchical', 'tree'])
+      expect(parse('allreduce', '--transport', 'tcp', '-a', a).algo).toBe(a);
     expect(parse('allreduce', '--transport', 'tcp', '-a', 'auto').algo).toBeUndefined();
   });
 
   it('the first line names the layout: threads of one process, or processes × threads', () => {
-    expect(describeRun(parse('allreduce')).split('\n')[0]).toBe('# webccl perf allreduce: 2 ranks (worker threads), transport shm, buffers shm, algo auto');
-    expect(describeRun(parse('allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '2')).split('\n')[0])
-      .toBe('# webccl perf allreduce: 4 ranks (2 processes × 2 threads), transport tcp, buffers shm, algo auto');
-    expect(describeRun(parse('broadcast', '--transport', 'tcp', '-a', 'ring')).split('\n')[0])
-      .toBe('# webccl perf broadcast: 2 ranks (2 processes × 1 thread), transport tcp, buffers shm, algo ring');
+    expect(describeRun(parse('allreduce')).split('\n')[0]).toBe(
+      '# webccl perf allreduce: 2 ranks (worker threads), transport shm, buffers shm, algo auto',
+    );
+    expect(describeRun(parse('allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '2')).split('\n')[0]).toBe(
+      '# webccl perf allreduce: 4 ranks (2 processes × 2 threads), transport tcp, buffers shm, algo auto',
+    );
+    expect(describeRun(parse('broadcast', '--transport', 'tcp', '-a', 'ring')).split('\n')[0]).toBe(
+      '# webccl perf broadcast: 2 ranks (2 processes × 1 thread), transport tcp, buffers shm, algo ring',
+    );
   });
 
   it('reads every flag, short and long, with separate or = values', () => {
-    const o = parse('allreduce', '-b', '1K', '-e', '64M', '-f', '4', '-n', '10', '-w', '2', '-c', '0', '-d', 'bf16', '-o', 'max',
-      '-a', 'twoshot', '--ranks', '4', '--transport', 'shm', '--json', 'out.json', '--plot=chart.svg', '--buffers=js');
+    const o = parse(
+      'allreduce',
+      '-b',
+      '1K',
+      '-e',
+      '64M',
+      '-f',
+      '4',
+      '-n',
+      '10',
+      '-w',
+      '2',
+      '-c',
+      '0',
+      '-d',
+      'bf16',
+      '-o',
+      'max',
+      '-a',
+      'twoshot',
+      '--ranks',
+      '4',
+      '--transport',
+      'shm',
+      '--json',
+      'out.json',
+      '--plot=chart.svg',
+      '--buffers=js',
+    );
     expect(o).toMatchObject({
-      minBytes: 1024, maxBytes: 64 << 20, factor: 4, iters: 10, warmup: 2, check: false, dtypes: ['bf16'], ops: ['max'],
-      algo: 'twoshot', ranks: 4, json: 'out.json', plot: 'chart.svg', buffers: 'js',
+      minBytes: 1024,
+      maxBytes: 64 << 20,
+      factor: 4,
+      iters: 10,
+      warmup: 2,
+      check: false,
+      dtypes: ['bf16'],
+      ops: ['max'],
+      algo: 'twoshot',
+      ranks: 4,
+      json: 'out.json',
+      plot: 'chart.svg',
+      buffers: 'js',
     });
-    expect(parse('--minbytes=8', 'reduce', '--maxbytes', '1G', '--root', '1', '--ranks', '2')).toMatchObject({ collective: 'reduce', maxBytes: 1 << 30, root: 1 });
+    expect(parse('--minbytes=8', 'reduce', '--maxbytes', '1G', '--root', '1', '--ranks', '2')).toMatchObject({
+      collective: 'reduce',
+      maxBytes: 1 << 30,
+      root: 1,
+    });
   });
 
   it('accepts nccl-tests and torch spellings of collectives and types', () => {
@@ -88,8 +164,9 @@ describe('parsePerfArgs', () => {
     expect(parse('allreduce').reps).toBe(1);
   });
 
-  it('knows the new collectives by nccl-tests\' and torch\'s names', () => {
-    for (const name of ['alltoall', 'all_to_all', 'all-to-all', 'ALLTOALL']) expect(parse(name).collective).toBe('alltoall');
+  it("knows the new collectives by nccl-tests' and torch's names", () => {
+    for (const name of ['alltoall', 'all_to_all', 'all-to-all', 'ALLTOALL'])
+      expect(parse(name).collective).toBe('alltoall');
     expect(parse('gather', '-r', '1').collective).toBe('gather');
     expect(parse('scatter').collective).toBe('scatter');
     for (const name of ['sendrecv', 'send_recv']) expect(parse(name).collective).toBe('sendrecv');
@@ -105,15 +182,26 @@ describe('parsePerfArgs', () => {
     expect(parse('allreduce', '--ranks', '4', '--group', '1').group).toBe(1);
     expect(parse('scatter', '--ranks', '4', '--group', '3', '-r', '2')).toMatchObject({ group: 3, root: 2 });
     expect(parse('pingpong', '--ranks', '4', '--group', '2')).toMatchObject({ group: 2 });
-    expect(parse('allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '2', '--group', '3')).toMatchObject({ nodes: 2, group: 3 });
+    expect(parse('allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '2', '--group', '3')).toMatchObject({
+      nodes: 2,
+      group: 3,
+    });
   });
 
   it('the first line names the group and the idle ranks', () => {
-    expect(describeRun(parse('allreduce', '--ranks', '4', '--group', '2')).split('\n')[0])
-      .toBe('# webccl perf allreduce: 4 ranks (worker threads), group of 2 (world ranks 0..1; 2..3 idle), transport shm, buffers shm, algo auto');
-    expect(describeRun(parse('allreduce', '--ranks', '4', '--group', '3', '--transport', 'tcp', '--nodes', '2')).split('\n')[0])
-      .toBe('# webccl perf allreduce: 4 ranks (2 processes × 2 threads), group of 3 (world ranks 0..2; 3 idle), transport tcp, buffers shm, algo auto');
-    expect(describeRun(parse('allreduce', '--ranks', '2', '--group', '2')).split('\n')[0]).toMatch(/group of 2 \(world ranks 0\.\.1\), transport/);
+    expect(describeRun(parse('allreduce', '--ranks', '4', '--group', '2')).split('\n')[0]).toBe(
+      '# webccl perf allreduce: 4 ranks (worker threads), group of 2 (world ranks 0..1; 2..3 idle), transport shm, buffers shm, algo auto',
+    );
+    expect(
+      describeRun(parse('allreduce', '--ranks', '4', '--group', '3', '--transport', 'tcp', '--nodes', '2')).split(
+        '\n',
+      )[0],
+    ).toBe(
+      '# webccl perf allreduce: 4 ranks (2 processes × 2 threads), group of 3 (world ranks 0..2; 3 idle), transport tcp, buffers shm, algo auto',
+    );
+    expect(describeRun(parse('allreduce', '--ranks', '2', '--group', '2')).split('\n')[0]).toMatch(
+      /group of 2 \(world ranks 0\.\.1\), transport/,
+    );
   });
 
   it('ignores -o for collectives without a reduction', () => {
@@ -131,7 +219,10 @@ describe('parsePerfArgs', () => {
 
   it.each([
     [[], /name a collective/],
-    [['alltoallx'], /unknown collective "alltoallx" \(expected allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, pingpong\)/],
+    [
+      ['alltoallx'],
+      /unknown collective "alltoallx" \(expected allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, pingpong\)/,
+    ],
     [['alltoallv'], /unknown collective "alltoallv"/],
     [['allreduce', '--ranks', '4', '--group', '5'], /--group 5 is larger than the world: --ranks 4/],
     [['allreduce', '--group', '3'], /--group 3 is larger than the world: --ranks 2/],
@@ -139,7 +230,10 @@ describe('parsePerfArgs', () => {
     [['allreduce', '--ranks', '4', '--group', 'half'], /--group expects an integer in 1..64, got "half"/],
     [['allreduce', '--ranks', '4', '--group', '-1'], /--group expects an integer/],
     [['allreduce', '--ranks', '4', '--group'], /--group needs a value/],
-    [['gather', '--ranks', '4', '--group', '2', '-r', '2'], /invalid root 2 \(root should be in the 0..1 range, a rank of the --group\)/],
+    [
+      ['gather', '--ranks', '4', '--group', '2', '-r', '2'],
+      /invalid root 2 \(root should be in the 0..1 range, a rank of the --group\)/,
+    ],
     [['scatter', '--ranks', '2', '-r', '2'], /invalid root 2 \(root should be in the 0..1 range\)/],
     [['sendrecv', '--ranks', '1'], /sendrecv needs at least 2 ranks .*: give --ranks at least 2/],
     [['sendrecv', '--ranks', '4', '--group', '1'], /sendrecv needs at least 2 ranks .*: give --group at least 2/],
@@ -167,11 +261,20 @@ describe('parsePerfArgs', () => {
     [['allreduce', '--transport', 'ws', '--ranks', '1'], /--transport ws needs at least 2 ranks/],
     [['allreduce', '--transport', 'ws', '--ranks', '4', '--nodes', '1'], /no byte crosses a WebSocket/],
     [['allreduce', '--transport', 'ws', '-a', 'direct'], /with --transport ws use auto, ring, doubling, hierarchical/],
-    [['allreduce', '-a', 'ring'], /-a ring is a network algorithm, for --transport tcp; with --transport shm use auto, direct, twoshot/],
+    [
+      ['allreduce', '-a', 'ring'],
+      /-a ring is a network algorithm, for --transport tcp; with --transport shm use auto, direct, twoshot/,
+    ],
     [['allreduce', '-a', 'hierarchical', '--transport', 'shm'], /-a hierarchical is a network algorithm/],
-    [['allreduce', '--transport', 'tcp', '-a', 'direct'], /-a direct is a shared-memory algorithm, for --transport shm; with --transport tcp use auto, ring, doubling, hierarchical/],
+    [
+      ['allreduce', '--transport', 'tcp', '-a', 'direct'],
+      /-a direct is a shared-memory algorithm, for --transport shm; with --transport tcp use auto, ring, doubling, hierarchical/,
+    ],
     [['allreduce', '--transport', 'tcp', '-a', 'twoshot'], /-a twoshot is a shared-memory algorithm/],
-    [['allreduce', '--transport', 'tcp', '-a', 'butterfly'], /unknown algorithm "butterfly" \(expected auto, ring, doubling, hierarchical, tree with --transport tcp\)/],
+    [
+      ['allreduce', '--transport', 'tcp', '-a', 'butterfly'],
+      /unknown algorithm "butterfly" \(expected auto, ring, doubling, hierarchical, tree with --transport tcp\)/,
+    ],
     [['allreduce', '--transport', 'tcp', '--ranks', '3', '--nodes', '2'], /--ranks 3 is not a multiple of --nodes 2/],
     [['allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '8'], /--ranks 4 is not a multiple of --nodes 8/],
     [['allreduce', '--transport', 'tcp', '--ranks', '4', '--nodes', '1'], /needs at least 2 nodes/],
@@ -207,8 +310,13 @@ describe('perfMain exit codes', () => {
   });
 
   it('--transport ws: node processes as with tcp (one per rank by default)', () => {
-    expect(parsePerfArgs(['allreduce', '--transport', 'ws', '--ranks', '4'])).toMatchObject({ transport: 'ws', nodes: 4 });
-    expect(parsePerfArgs(['allreduce', '--transport', 'ws', '--ranks', '4', '--nodes', '2', '-a', 'ring'])).toMatchObject({ transport: 'ws', nodes: 2, algo: 'ring' });
+    expect(parsePerfArgs(['allreduce', '--transport', 'ws', '--ranks', '4'])).toMatchObject({
+      transport: 'ws',
+      nodes: 4,
+    });
+    expect(
+      parsePerfArgs(['allreduce', '--transport', 'ws', '--ranks', '4', '--nodes', '2', '-a', 'ring']),
+    ).toMatchObject({ transport: 'ws', nodes: 2, algo: 'ring' });
   });
 
   it('an algorithm of the other transport is a usage error, before anything starts', async () => {
@@ -230,7 +338,9 @@ describe('perfMain exit codes', () => {
     expect(await perfMain(['--help'], { io: c.io })).toBe(0);
     expect(c.out.join('')).toMatch(/-b, --minbytes SIZE/);
     expect(c.out.join('')).toMatch(/--group N/);
-    expect(c.out.join('')).toMatch(/<allreduce\|allgather\|reducescatter\|broadcast\|reduce\|alltoall\|gather\|scatter\|sendrecv\|pingpong>/);
+    expect(c.out.join('')).toMatch(
+      /<allreduce\|allgather\|reducescatter\|broadcast\|reduce\|alltoall\|gather\|scatter\|sendrecv\|pingpong>/,
+    );
     expect(c.err.join('')).toBe('');
   });
 });

@@ -1,6 +1,15 @@
 // busbw arithmetic exactly as nccl-tests' doc/PERFORMANCE.md, and how sizes map to counts.
 import { describe, expect, it } from 'vitest';
-import { COLLECTIVES, HAS_IN_PLACE, HAS_ROOT, LEGS, bandwidths, busBwFactor, shapeOf, sweepSizes } from '../src/launch/perf/collectives.js';
+import {
+  bandwidths,
+  busBwFactor,
+  COLLECTIVES,
+  HAS_IN_PLACE,
+  HAS_ROOT,
+  LEGS,
+  shapeOf,
+  sweepSizes,
+} from '../src/launch/perf/collectives.js';
 
 describe('busBwFactor', () => {
   it.each([1, 2, 3, 4, 8, 64])('n = %d', (n) => {
@@ -84,7 +93,7 @@ describe('shapeOf', () => {
     expect(shapeOf('alltoall', 'f64', 3, 100)).toEqual({ bytes: 96, count: 4, sendCount: 12, recvCount: 12 });
   });
 
-  it('gather: size is the root\'s whole output; scatter: the root\'s whole input; count the block', () => {
+  it("gather: size is the root's whole output; scatter: the root's whole input; count the block", () => {
     expect(shapeOf('gather', 'f32', 4, 1024)).toEqual({ bytes: 1024, count: 64, sendCount: 64, recvCount: 256 });
     expect(shapeOf('scatter', 'f32', 4, 1024)).toEqual({ bytes: 1024, count: 64, sendCount: 256, recvCount: 64 });
     expect(shapeOf('gather', 'u8', 3, 4)).toEqual({ bytes: 3, count: 1, sendCount: 1, recvCount: 3 });
@@ -109,7 +118,9 @@ describe('shapeOf', () => {
 
 describe('sweepSizes', () => {
   it('multiplies by the factor up to and including the maximum', () => {
-    expect(sweepSizes(8, 64 << 20, 4, 0)).toEqual([8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288, 2097152, 8388608, 33554432]);
+    expect(sweepSizes(8, 64 << 20, 4, 0)).toEqual([
+      8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288, 2097152, 8388608, 33554432,
+    ]);
     expect(sweepSizes(8, 128, 2, 0)).toEqual([8, 16, 32, 64, 128]);
     expect(sweepSizes(1024, 1024, 2, 0)).toEqual([1024]);
   });

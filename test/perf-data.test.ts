@@ -1,17 +1,40 @@
 // The closed-form data of `webccl perf -c 1`: fills, expected values and the #wrong count, and
 // the #wrong of every block collective's case against a stand-in world with deliberate faults.
 import { describe, expect, it } from 'vitest';
-import { BLOCK_PERIOD, PERIOD, blockValue, countWrong, countWrongBlock, decode, encode, fill, fillBlock, fromBf16, fromF16, reduced, toBf16, toF16, value } from '../src/launch/perf/data.js';
 import { DTYPES, type Dtype } from '../src/core/dtypes.js';
 import type { BufferArg, TypedArray } from '../src/engine/buffers.js';
 import type { Work } from '../src/engine/work.js';
 import { type CaseComm, makeCase } from '../src/launch/perf/cases.js';
 import { type Collective, shapeOf } from '../src/launch/perf/collectives.js';
-import { type Placement, type PlannedRow, type RankSpec, placementsOf } from '../src/launch/perf/plan.js';
+import {
+  BLOCK_PERIOD,
+  blockValue,
+  countWrong,
+  countWrongBlock,
+  decode,
+  encode,
+  fill,
+  fillBlock,
+  fromBf16,
+  fromF16,
+  PERIOD,
+  reduced,
+  toBf16,
+  toF16,
+  value,
+} from '../src/launch/perf/data.js';
+import { type Placement, type PlannedRow, placementsOf, type RankSpec } from '../src/launch/perf/plan.js';
 
 const ARRAYS: Record<Dtype, new (n: number) => TypedArray> = {
-  f32: Float32Array, f64: Float64Array, i32: Int32Array, u32: Uint32Array, i8: Int8Array, u8: Uint8Array,
-  i64: BigInt64Array, bf16: Uint16Array, f16: Uint16Array,
+  f32: Float32Array,
+  f64: Float64Array,
+  i32: Int32Array,
+  u32: Uint32Array,
+  i8: Int8Array,
+  u8: Uint8Array,
+  i64: BigInt64Array,
+  bf16: Uint16Array,
+  f16: Uint16Array,
 };
 
 describe('half conversions', () => {
@@ -127,14 +150,17 @@ describe('block data (alltoall, gather, scatter, sendrecv, pingpong)', () => {
 // The cases rank.ts times, driven on every rank of a stand-in world: a faithful result has
 // #wrong 0; a corrupted element counts once; a block delivered from or to the wrong rank counts.
 type Fault = 'none' | 'flip' | 'misroute';
-const arrOf = (a: BufferArg): TypedArray => (ArrayBuffer.isView(a) ? (a as TypedArray) : (a as { data: TypedArray }).data);
+const arrOf = (a: BufferArg): TypedArray =>
+  ArrayBuffer.isView(a) ? (a as TypedArray) : (a as { data: TypedArray }).data;
 const blockOf = (a: TypedArray, j: number, count: number) => a.subarray(j * count, (j + 1) * count) as TypedArray;
 const DONE = { waitSync() {} } as unknown as Work;
 
 function standInWorld(n: number, dtype: Dtype, fault: Fault): CaseComm[] {
   const calls = new Map<string, unknown[][]>();
   const bad = encode(dtype, 0); // block values are 1..127: 0 is never right
-  const flip = (a: TypedArray) => { (a as unknown as (number | bigint)[])[0] = bad; };
+  const flip = (a: TypedArray) => {
+    (a as unknown as (number | bigint)[])[0] = bad;
+  };
   /** Collects one call per rank; the last one runs `finish` with every rank's arguments. */
   const collective = (name: string, r: number, args: unknown[], finish: (all: unknown[][]) => void) => {
     const all = calls.get(name) ?? [];
@@ -160,57 +186,78 @@ function standInWorld(n: number, dtype: Dtype, fault: Fault): CaseComm[] {
       if (fault === 'flip' && dst === n - 1) flip(into);
     }
   };
-  return Array.from({ length: n }, (_, r): CaseComm => ({
-    rank: r,
-    size: n,
-    allToAll: ((out: BufferArg, input: BufferArg) => collective('allToAll', r, [out, input], (all) => {
-      const count = arrOf(input).length / n;
-      for (let d = 0; d < n; d++) {
-        for (let s = 0; s < n; s++) {
-          const from = fault === 'misroute' ? (s + 1) % n : s;
-          blockOf(arrOf(all[d][0] as BufferArg), s, count).set(blockOf(arrOf(all[from][1] as BufferArg), d, count));
-        }
-      }
-      if (fault === 'flip') flip(arrOf(all[n - 1][0] as BufferArg));
-    })) as CaseComm['allToAll'],
-    gather: ((out: BufferArg | null, input: BufferArg, o?: { root?: number }) => collective('gather', r, [out, input], (all) => {
-      const root = o?.root ?? 0;
-      const dst = arrOf(all[root][0] as BufferArg);
-      const count = arrOf(input).length;
-      // Copy through a snapshot: in place, a rank's input is a block of the root's output.
-      const inputs = all.map((a) => arrOf(a[1] as BufferArg).slice());
-      for (let s = 0; s < n; s++) blockOf(dst, s, count).set(inputs[fault === 'misroute' ? (s + 1) % n : s]);
-      if (fault === 'flip') flip(dst);
-    })) as CaseComm['gather'],
-    scatter: ((out: BufferArg, input: BufferArg | null, o?: { root?: number }) => collective('scatter', r, [out, input], (all) => {
-      const root = o?.root ?? 0;
-      const src = arrOf(all[root][1] as BufferArg).slice();
-      const count = arrOf(out).length;
-      for (let d = 0; d < n; d++) arrOf(all[d][0] as BufferArg).set(blockOf(src, fault === 'misroute' ? (d + 1) % n : d, count));
-      if (fault === 'flip') flip(arrOf(all[n - 1][0] as BufferArg));
-    })) as CaseComm['scatter'],
-    send: ((x: BufferArg, peer: number) => {
-      const key = `${r}>${peer}`;
-      sends.set(key, [...(sends.get(key) ?? []), arrOf(x).slice()]);
-      deliver(key, r, peer);
-      return DONE;
-    }) as CaseComm['send'],
-    recv: ((x: BufferArg, peer: number) => {
-      const key = `${peer}>${r}`;
-      recvs.set(key, [...(recvs.get(key) ?? []), arrOf(x)]);
-      deliver(key, peer, r);
-      return DONE;
-    }) as CaseComm['recv'],
-    allReduce: () => DONE, allGather: () => DONE, reduceScatter: () => DONE, broadcast: () => DONE, reduce: () => DONE,
-  }));
+  return Array.from(
+    { length: n },
+    (_, r): CaseComm => ({
+      rank: r,
+      size: n,
+      allToAll: ((out: BufferArg, input: BufferArg) =>
+        collective('allToAll', r, [out, input], (all) => {
+          const count = arrOf(input).length / n;
+          for (let d = 0; d < n; d++) {
+            for (let s = 0; s < n; s++) {
+              const from = fault === 'misroute' ? (s + 1) % n : s;
+              blockOf(arrOf(all[d][0] as BufferArg), s, count).set(blockOf(arrOf(all[from][1] as BufferArg), d, count));
+            }
+          }
+          if (fault === 'flip') flip(arrOf(all[n - 1][0] as BufferArg));
+        })) as CaseComm['allToAll'],
+      gather: ((out: BufferArg | null, input: BufferArg, o?: { root?: number }) =>
+        collective('gather', r, [out, input], (all) => {
+          const root = o?.root ?? 0;
+          const dst = arrOf(all[root][0] as BufferArg);
+          const count = arrOf(input).length;
+          // Copy through a snapshot: in place, a rank's input is a block of the root's output.
+          const inputs = all.map((a) => arrOf(a[1] as BufferArg).slice());
+          for (let s = 0; s < n; s++) blockOf(dst, s, count).set(inputs[fault === 'misroute' ? (s + 1) % n : s]);
+          if (fault === 'flip') flip(dst);
+        })) as CaseComm['gather'],
+      scatter: ((out: BufferArg, input: BufferArg | null, o?: { root?: number }) =>
+        collective('scatter', r, [out, input], (all) => {
+          const root = o?.root ?? 0;
+          const src = arrOf(all[root][1] as BufferArg).slice();
+          const count = arrOf(out).length;
+          for (let d = 0; d < n; d++)
+            arrOf(all[d][0] as BufferArg).set(blockOf(src, fault === 'misroute' ? (d + 1) % n : d, count));
+          if (fault === 'flip') flip(arrOf(all[n - 1][0] as BufferArg));
+        })) as CaseComm['scatter'],
+      send: ((x: BufferArg, peer: number) => {
+        const key = `${r}>${peer}`;
+        sends.set(key, [...(sends.get(key) ?? []), arrOf(x).slice()]);
+        deliver(key, r, peer);
+        return DONE;
+      }) as CaseComm['send'],
+      recv: ((x: BufferArg, peer: number) => {
+        const key = `${peer}>${r}`;
+        recvs.set(key, [...(recvs.get(key) ?? []), arrOf(x)]);
+        deliver(key, peer, r);
+        return DONE;
+      }) as CaseComm['recv'],
+      allReduce: () => DONE,
+      allGather: () => DONE,
+      reduceScatter: () => DONE,
+      broadcast: () => DONE,
+      reduce: () => DONE,
+    }),
+  );
 }
 
 /** #wrong summed over the ranks of a stand-in world after one checked call of `coll`. */
-function wrongAfter(coll: Collective, n: number, place: Placement, dtype: Dtype, bytes: number, fault: Fault, root = n - 1): number {
+function wrongAfter(
+  coll: Collective,
+  n: number,
+  place: Placement,
+  dtype: Dtype,
+  bytes: number,
+  fault: Fault,
+  root = n - 1,
+): number {
   const spec = { collective: coll, algo: undefined } as RankSpec;
   const row: PlannedRow = { idx: 0, dtype, op: 'sum', root, shape: shapeOf(coll, dtype, n, bytes) };
   const world = standInWorld(n, dtype, fault);
-  const cases = world.map((comm) => makeCase(comm, spec, row, place, new ARRAYS[dtype](row.shape.sendCount), new ARRAYS[dtype](row.shape.recvCount)));
+  const cases = world.map((comm) =>
+    makeCase(comm, spec, row, place, new ARRAYS[dtype](row.shape.sendCount), new ARRAYS[dtype](row.shape.recvCount)),
+  );
   for (const c of cases) c.prepare();
   // Every rank's phase p is issued before any rank's phase p + 1, as the ranks would run them.
   for (let p = 0; p < cases[0].phases.length; p++) for (const c of cases) c.phases[p]();
@@ -220,16 +267,20 @@ function wrongAfter(coll: Collective, n: number, place: Placement, dtype: Dtype,
 describe('#wrong of the block collectives (stand-in world)', () => {
   const grid: [Collective, number, Placement][] = [];
   for (const coll of ['alltoall', 'gather', 'scatter', 'sendrecv', 'pingpong'] as const) {
-    for (const n of coll === 'pingpong' ? [2] : [2, 3, 4]) for (const place of placementsOf(coll)) grid.push([coll, n, place]);
+    for (const n of coll === 'pingpong' ? [2] : [2, 3, 4])
+      for (const place of placementsOf(coll)) grid.push([coll, n, place]);
   }
 
-  it.each(grid)('%s, %d ranks, %s: 0 when right, 1 for one bad element, more for a misrouted block', (coll, n, place) => {
-    for (const bytes of [4, 4 * n - 4, 1000, 4 * 127 * n + 12]) {
-      expect({ bytes, wrong: wrongAfter(coll, n, place, 'f32', bytes, 'none') }).toEqual({ bytes, wrong: 0 });
-      expect({ bytes, wrong: wrongAfter(coll, n, place, 'f32', bytes, 'flip') }).toEqual({ bytes, wrong: 1 });
-      expect(wrongAfter(coll, n, place, 'f32', bytes, 'misroute')).toBeGreaterThan(0);
-    }
-  });
+  it.each(grid)(
+    '%s, %d ranks, %s: 0 when right, 1 for one bad element, more for a misrouted block',
+    (coll, n, place) => {
+      for (const bytes of [4, 4 * n - 4, 1000, 4 * 127 * n + 12]) {
+        expect({ bytes, wrong: wrongAfter(coll, n, place, 'f32', bytes, 'none') }).toEqual({ bytes, wrong: 0 });
+        expect({ bytes, wrong: wrongAfter(coll, n, place, 'f32', bytes, 'flip') }).toEqual({ bytes, wrong: 1 });
+        expect(wrongAfter(coll, n, place, 'f32', bytes, 'misroute')).toBeGreaterThan(0);
+      }
+    },
+  );
 
   it.each(DTYPES)('%s: every dtype is checked exactly', (dtype) => {
     for (const coll of ['alltoall', 'gather', 'scatter', 'sendrecv'] as const) {

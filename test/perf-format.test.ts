@@ -1,27 +1,52 @@
 // The table and the JSON of `webccl perf` say the same thing: every table cell is the JSON
 // value rounded as printed. Checked on synthetic reports and on a real run of the command.
-import { describe, expect, it } from 'vitest';
+
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type PerfReport, type ResultRow, averageBusBw, formatTable, placeResult, tableHeader, wrongTotal } from '../src/launch/perf/format.js';
-import { busBwChartSpec, renderBusBwChart } from '../src/launch/perf/plot.js';
-import { median, reportSeries, runPerf } from '../src/launch/perf/main.js';
-import { chartTitle } from '../src/launch/perf/chart.js';
+import { describe, expect, it } from 'vitest';
 import { type PerfOptions, parsePerfArgs } from '../src/launch/perf/args.js';
+import { chartTitle } from '../src/launch/perf/chart.js';
+import {
+  averageBusBw,
+  formatTable,
+  type PerfReport,
+  placeResult,
+  type ResultRow,
+  tableHeader,
+  wrongTotal,
+} from '../src/launch/perf/format.js';
+import { median, reportSeries, runPerf } from '../src/launch/perf/main.js';
+import { busBwChartSpec, renderBusBwChart } from '../src/launch/perf/plot.js';
 
 /** Reads the data rows and the closing lines of a printed table. */
 function parseTable(text: string) {
   const lines = text.split('\n');
-  const rows = lines.filter((l) => l.trim() && !l.startsWith('#')).map((l) => {
-    const f = l.trim().split(/\s+/);
-    expect(f).toHaveLength(13);
-    const place = (k: number) => (f[k] === 'N/A'
-      ? null
-      : { time: Number(f[k]), algbw: Number(f[k + 1]), busbw: Number(f[k + 2]), wrong: f[k + 3] === 'N/A' ? null : Number(f[k + 3]) });
-    return { size: Number(f[0]), count: Number(f[1]), type: f[2], redop: f[3], root: Number(f[4]), oop: place(5), ip: place(9) };
-  });
+  const rows = lines
+    .filter((l) => l.trim() && !l.startsWith('#'))
+    .map((l) => {
+      const f = l.trim().split(/\s+/);
+      expect(f).toHaveLength(13);
+      const place = (k: number) =>
+        f[k] === 'N/A'
+          ? null
+          : {
+              time: Number(f[k]),
+              algbw: Number(f[k + 1]),
+              busbw: Number(f[k + 2]),
+              wrong: f[k + 3] === 'N/A' ? null : Number(f[k + 3]),
+            };
+      return {
+        size: Number(f[0]),
+        count: Number(f[1]),
+        type: f[2],
+        redop: f[3],
+        root: Number(f[4]),
+        oop: place(5),
+        ip: place(9),
+      };
+    });
   const avg = /^# Avg bus bandwidth\s+:\s+(\S+)$/m.exec(text);
   const wrong = /^# Wrong values\s+:\s+(\d+)/m.exec(text);
   return { rows, avgBusBw: avg ? Number(avg[1]) : undefined, wrongTotal: wrong ? Number(wrong[1]) : null };
@@ -51,30 +76,64 @@ function expectAgreement(report: PerfReport, text: string) {
 
 function row(size: number, oopUs: number, ipUs: number, wrong: number | null, n = 4): ResultRow {
   return {
-    size, count: size / 4, type: 'float', dtype: 'f32', redop: 'sum', root: -1,
-    oop: placeResult('allreduce', n, size, oopUs, wrong, 100), ip: placeResult('allreduce', n, size, ipUs, wrong, 100),
+    size,
+    count: size / 4,
+    type: 'float',
+    dtype: 'f32',
+    redop: 'sum',
+    root: -1,
+    oop: placeResult('allreduce', n, size, oopUs, wrong, 100),
+    ip: placeResult('allreduce', n, size, ipUs, wrong, 100),
   };
 }
 
 /** A row of a collective with no in-place form (alltoall, sendrecv, pingpong). */
 function oopRow(size: number, oopUs: number, wrong: number | null, n = 4): ResultRow {
   return {
-    size, count: size / 4 / n, type: 'float', dtype: 'f32', redop: 'none', root: -1,
-    oop: placeResult('alltoall', n, size, oopUs, wrong, 100), ip: null,
+    size,
+    count: size / 4 / n,
+    type: 'float',
+    dtype: 'f32',
+    redop: 'none',
+    root: -1,
+    oop: placeResult('alltoall', n, size, oopUs, wrong, 100),
+    ip: null,
   };
 }
 
 function report(rows: ResultRow[], interrupted = false): PerfReport {
   return {
-    tool: 'webccl perf', version: '0.0.0', collective: 'allreduce', nranks: 4, group: null, transport: 'shm', nodes: 1, ranksPerNode: 4, buffers: 'shm', algo: 'auto',
-    warmup: 5, iters: 'auto', timeSec: 0.2, reps: 1, check: true, date: '2026-01-01T00:00:00.000Z', host: { node: 'v20', cpus: 2, platform: 'linux-x64' },
-    rows, avgBusBw: averageBusBw(rows), wrongTotal: wrongTotal(rows), interrupted,
+    tool: 'webccl perf',
+    version: '0.0.0',
+    collective: 'allreduce',
+    nranks: 4,
+    group: null,
+    transport: 'shm',
+    nodes: 1,
+    ranksPerNode: 4,
+    buffers: 'shm',
+    algo: 'auto',
+    warmup: 5,
+    iters: 'auto',
+    timeSec: 0.2,
+    reps: 1,
+    check: true,
+    date: '2026-01-01T00:00:00.000Z',
+    host: { node: 'v20', cpus: 2, platform: 'linux-x64' },
+    rows,
+    avgBusBw: averageBusBw(rows),
+    wrongTotal: wrongTotal(rows),
+    interrupted,
   };
 }
 
 describe('table and JSON', () => {
   it('agree cell by cell, through a JSON round trip', () => {
-    const r = report([row(8, 0.1234, 0.19, 0), row(1 << 20, 123.456, 99.994, 0), row(64 << 20, 41_234.5678, 40_000, 0)]);
+    const r = report([
+      row(8, 0.1234, 0.19, 0),
+      row(1 << 20, 123.456, 99.994, 0),
+      row(64 << 20, 41_234.5678, 40_000, 0),
+    ]);
     const back = JSON.parse(JSON.stringify(r)) as PerfReport;
     expectAgreement(back, formatTable(r));
   });
@@ -109,7 +168,9 @@ describe('table and JSON', () => {
   it('prints N/A in the in-place half where the collective has no in-place form; averages and totals skip it', () => {
     const r = report([oopRow(1 << 20, 100, 0), oopRow(4 << 20, 400, 2)]);
     const text = formatTable(r);
-    expect(text).toMatch(/^\s+1048576\s+65536\s+float\s+none\s+-1\s+100\.00\s+10\.49\s+7\.86\s+0\s+N\/A\s+N\/A\s+N\/A\s+N\/A$/m);
+    expect(text).toMatch(
+      /^\s+1048576\s+65536\s+float\s+none\s+-1\s+100\.00\s+10\.49\s+7\.86\s+0\s+N\/A\s+N\/A\s+N\/A\s+N\/A$/m,
+    );
     // busbw = 1 MiB / 100 µs × 3/4, the same for both rows: the mean of the out-of-place figures only.
     expect(r.avgBusBw).toBeCloseTo((1048576 / 100e3) * 0.75, 12);
     expect(r.wrongTotal).toBe(2);
@@ -125,7 +186,21 @@ describe('table and JSON', () => {
 
   it('has nccl-tests column names', () => {
     const [, names, units] = tableHeader();
-    expect(names.split(/\s+/).slice(1)).toEqual(['size', 'count', 'type', 'redop', 'root', 'time', 'algbw', 'busbw', '#wrong', 'time', 'algbw', 'busbw', '#wrong']);
+    expect(names.split(/\s+/).slice(1)).toEqual([
+      'size',
+      'count',
+      'type',
+      'redop',
+      'root',
+      'time',
+      'algbw',
+      'busbw',
+      '#wrong',
+      'time',
+      'algbw',
+      'busbw',
+      '#wrong',
+    ]);
     expect(units).toMatch(/\(B\)\s+\(elements\)\s+\(us\)\s+\(GB\/s\)\s+\(GB\/s\)\s+\(us\)/);
   });
 });
@@ -152,23 +227,52 @@ describe('chart spec', () => {
 
 describe('charts a person can read', () => {
   /** A row of datatype `type` and op `redop` (the table's names). */
-  const typed = (size: number, type: string, redop: string, us = 10): ResultRow => ({ ...row(size, us, us, 0), type, redop });
+  const typed = (size: number, type: string, redop: string, us = 10): ResultRow => ({
+    ...row(size, us, us, 0),
+    type,
+    redop,
+  });
 
   it('one legend entry per datatype, op and placement, naming only what differs between the lines', () => {
-    const two = report([typed(8, 'float', 'sum'), typed(1024, 'float', 'sum'), typed(8, 'bfloat16', 'sum'), typed(1024, 'bfloat16', 'sum')]);
+    const two = report([
+      typed(8, 'float', 'sum'),
+      typed(1024, 'float', 'sum'),
+      typed(8, 'bfloat16', 'sum'),
+      typed(1024, 'bfloat16', 'sum'),
+    ]);
     expect(reportSeries(two).map((x) => x.label)).toEqual([
-      'webccl shm float out-of-place', 'webccl shm float in-place', 'webccl shm bfloat16 out-of-place', 'webccl shm bfloat16 in-place',
+      'webccl shm float out-of-place',
+      'webccl shm float in-place',
+      'webccl shm bfloat16 out-of-place',
+      'webccl shm bfloat16 in-place',
     ]);
     const ops = report([typed(8, 'float', 'sum'), typed(8, 'float', 'max')]);
-    expect(reportSeries(ops).map((x) => x.label)).toEqual(['webccl shm sum out-of-place', 'webccl shm sum in-place', 'webccl shm max out-of-place', 'webccl shm max in-place']);
+    expect(reportSeries(ops).map((x) => x.label)).toEqual([
+      'webccl shm sum out-of-place',
+      'webccl shm sum in-place',
+      'webccl shm max out-of-place',
+      'webccl shm max in-place',
+    ]);
     const both = report([typed(8, 'float', 'sum'), typed(8, 'half', 'max')]);
-    expect(reportSeries(both, 'sys').map((x) => x.label)).toEqual(['sys float sum out-of-place', 'sys float sum in-place', 'sys half max out-of-place', 'sys half max in-place']);
-    const labels = reportSeries(report([...['float', 'half', 'bfloat16'].flatMap((t) => ['sum', 'max'].map((o) => typed(8, t, o)))])).map((x) => x.label);
+    expect(reportSeries(both, 'sys').map((x) => x.label)).toEqual([
+      'sys float sum out-of-place',
+      'sys float sum in-place',
+      'sys half max out-of-place',
+      'sys half max in-place',
+    ]);
+    const labels = reportSeries(
+      report([...['float', 'half', 'bfloat16'].flatMap((t) => ['sum', 'max'].map((o) => typed(8, t, o)))]),
+    ).map((x) => x.label);
     expect(new Set(labels).size).toBe(12);
   });
 
   it('legend labels are never cut short (vega cuts at 160 px unless told)', async () => {
-    const r = report([typed(8, 'float', 'sum'), typed(1024, 'float', 'sum'), typed(8, 'bfloat16', 'sum'), typed(1024, 'bfloat16', 'sum')]);
+    const r = report([
+      typed(8, 'float', 'sum'),
+      typed(1024, 'float', 'sum'),
+      typed(8, 'bfloat16', 'sum'),
+      typed(1024, 'bfloat16', 'sum'),
+    ]);
     const spec = busBwChartSpec(reportSeries(r), 't') as any;
     expect(spec.encoding.color.legend.labelLimit).toBe(0);
     const svg = await renderBusBwChart(reportSeries(r), 't');
@@ -178,24 +282,37 @@ describe('charts a person can read', () => {
 
   it('the title names what every line shares, and only that', () => {
     const one = report([typed(8, 'bfloat16', 'sum')]);
-    expect(chartTitle({ ...one, host: { ...one.host, cpus: 4 } }, '4 ranks', 4)).toBe('allreduce, 4 ranks, bfloat16 sum: bus bandwidth');
+    expect(chartTitle({ ...one, host: { ...one.host, cpus: 4 } }, '4 ranks', 4)).toBe(
+      'allreduce, 4 ranks, bfloat16 sum: bus bandwidth',
+    );
     const mixed = report([typed(8, 'float', 'sum'), typed(8, 'bfloat16', 'sum')]);
-    expect(chartTitle({ ...mixed, host: { ...mixed.host, cpus: 4 } }, '4 ranks', 4)).toBe('allreduce, 4 ranks, sum: bus bandwidth');
+    expect(chartTitle({ ...mixed, host: { ...mixed.host, cpus: 4 } }, '4 ranks', 4)).toBe(
+      'allreduce, 4 ranks, sum: bus bandwidth',
+    );
     const a2a = report([oopRow(8, 1, 0)]);
-    expect(chartTitle({ ...a2a, collective: 'alltoall', host: { ...a2a.host, cpus: 8 } }, '4 ranks', 4)).toBe('alltoall, 4 ranks, float: bus bandwidth');
+    expect(chartTitle({ ...a2a, collective: 'alltoall', host: { ...a2a.host, cpus: 8 } }, '4 ranks', 4)).toBe(
+      'alltoall, 4 ranks, float: bus bandwidth',
+    );
   });
 
   it('states the oversubscription when the ranks outnumber the cores', () => {
     const r = report([typed(8, 'float', 'sum')]); // 2 cpus
-    expect(chartTitle(r, '4 ranks', 4)).toBe('allreduce, 4 ranks on 2 cores (oversubscribed 2×), float sum: bus bandwidth');
+    expect(chartTitle(r, '4 ranks', 4)).toBe(
+      'allreduce, 4 ranks on 2 cores (oversubscribed 2×), float sum: bus bandwidth',
+    );
     expect(chartTitle(r, '3 ranks', 3)).toMatch(/3 ranks on 2 cores \(oversubscribed 1\.5×\)/);
     expect(chartTitle(r, '2 ranks', 2)).toBe('allreduce, 2 ranks, float sum: bus bandwidth');
-    expect(chartTitle({ ...r, transport: 'tcp' }, '4 ranks (2 processes × 2 threads)', 4)).toBe('allreduce, 4 ranks (2 processes × 2 threads) on 2 cores (oversubscribed 2×) over tcp, float sum: bus bandwidth');
+    expect(chartTitle({ ...r, transport: 'tcp' }, '4 ranks (2 processes × 2 threads)', 4)).toBe(
+      'allreduce, 4 ranks (2 processes × 2 threads) on 2 cores (oversubscribed 2×) over tcp, float sum: bus bandwidth',
+    );
   });
 
   it('a log busbw axis on request, leaving out the rows it cannot place (busbw 0)', () => {
     const r = report([row(8, 1e9, 1e9, 0), row(1024, 10, 10, 0), row(1 << 20, 100, 100, 0)]);
-    const zero = reportSeries(r).map((x) => ({ ...x, points: x.points.map((p, k) => (k === 0 ? { ...p, busbw: 0 } : p)) }));
+    const zero = reportSeries(r).map((x) => ({
+      ...x,
+      points: x.points.map((p, k) => (k === 0 ? { ...p, busbw: 0 } : p)),
+    }));
     const lin = busBwChartSpec(zero, 't') as any;
     expect(lin.encoding.y.scale).toBeUndefined();
     expect(lin.data.values).toHaveLength(6);
@@ -209,7 +326,9 @@ describe('charts a person can read', () => {
   it('--plot-y linear|log, only with --plot', () => {
     expect((parsePerfArgs(['allreduce']) as PerfOptions).plotY).toBe('linear');
     expect((parsePerfArgs(['allreduce', '--plot', 'a.svg', '--plot-y', 'log']) as PerfOptions).plotY).toBe('log');
-    expect(() => parsePerfArgs(['allreduce', '--plot', 'a.svg', '--plot-y', 'sqrt'])).toThrow(/--plot-y expects linear or log, got "sqrt"/);
+    expect(() => parsePerfArgs(['allreduce', '--plot', 'a.svg', '--plot-y', 'sqrt'])).toThrow(
+      /--plot-y expects linear or log, got "sqrt"/,
+    );
     expect(() => parsePerfArgs(['allreduce', '--plot-y', 'log'])).toThrow(/--plot-y .*give --plot FILE\.svg too/);
   });
 
@@ -219,10 +338,16 @@ describe('charts a person can read', () => {
     const io = { stdout: { write: (s: string) => out.push(s) }, stderr: { write: (s: string) => err.push(s) } };
     const o = parsePerfArgs(['allreduce', '--plot', join(tmpdir(), 'never.svg')]) as PerfOptions;
     // A rank script that does not exist: reaching the sweep would fail differently.
-    const { exitCode, report: r } = await runPerf(o, { io, rankScript: '/nonexistent/perf-rank.js', chartPackages: ['vega', 'webccl-no-such-chart-package'] });
+    const { exitCode, report: r } = await runPerf(o, {
+      io,
+      rankScript: '/nonexistent/perf-rank.js',
+      chartPackages: ['vega', 'webccl-no-such-chart-package'],
+    });
     expect(exitCode).toBe(1);
     expect(out.join('')).toBe('');
-    expect(err.join('')).toMatch(/^webccl perf: --plot: charts need the vega and webccl-no-such-chart-package packages, which were not found/);
+    expect(err.join('')).toMatch(
+      /^webccl perf: --plot: charts need the vega and webccl-no-such-chart-package packages, which were not found/,
+    );
     expect(r.rows).toEqual([]);
   });
 });
@@ -235,7 +360,31 @@ describe.skipIf(!built)('webccl perf (the built command)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'webccl-perf-'));
     try {
       const json = join(dir, 'out.json');
-      const text = execFileSync(process.execPath, [cli, 'perf', 'allreduce', '-b', '8', '-e', '64K', '-f', '8', '--ranks', '2', '-c', '1', '-n', '5', '-w', '1', '--json', json], { encoding: 'utf8' });
+      const text = execFileSync(
+        process.execPath,
+        [
+          cli,
+          'perf',
+          'allreduce',
+          '-b',
+          '8',
+          '-e',
+          '64K',
+          '-f',
+          '8',
+          '--ranks',
+          '2',
+          '-c',
+          '1',
+          '-n',
+          '5',
+          '-w',
+          '1',
+          '--json',
+          json,
+        ],
+        { encoding: 'utf8' },
+      );
       const r = JSON.parse(readFileSync(json, 'utf8')) as PerfReport;
       expect(r.rows.map((x) => x.size)).toEqual([8, 64, 512, 4096, 32768]);
       expect(r.rows.every((x) => x.oop.wrong === 0 && x.ip.wrong === 0)).toBe(true);
@@ -251,7 +400,11 @@ describe.skipIf(!built)('webccl perf (the built command)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'webccl-perf-'));
     try {
       const json = join(dir, 'out.json');
-      const text = execFileSync(process.execPath, [cli, 'perf', ...args, '-c', '1', '-n', '3', '-w', '1', '--json', json], { encoding: 'utf8', timeout: 120_000 });
+      const text = execFileSync(
+        process.execPath,
+        [cli, 'perf', ...args, '-c', '1', '-n', '3', '-w', '1', '--json', json],
+        { encoding: 'utf8', timeout: 120_000 },
+      );
       return { text, r: JSON.parse(readFileSync(json, 'utf8')) as PerfReport };
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -264,23 +417,42 @@ describe.skipIf(!built)('webccl perf (the built command)', () => {
     ['scatter', 3, [6, 255, 8190]],
     ['sendrecv', 3, [8, 256, 8192]],
     ['pingpong', 2, [8, 256, 8192]],
-  ] as const)('%s on %d ranks: every row checked, #wrong 0, the table matches the JSON', (coll, n, sizes) => {
-    const root = ['gather', 'scatter'].includes(coll) ? ['-r', String(n - 1)] : [];
-    const { text, r } = runBuilt([coll, '-b', '8', '-e', '16K', '-f', '32', '--ranks', String(n), '-d', 'i8', ...root]);
-    expect(r).toMatchObject({ collective: coll, nranks: n, group: null, wrongTotal: 0, interrupted: false });
-    expect(r.rows.map((x) => x.size)).toEqual(sizes); // i8: a byte per element, whole blocks
-    for (const x of r.rows) {
-      expect(x.oop.wrong).toBe(0);
-      expect(x.ip === null).toBe(['alltoall', 'sendrecv', 'pingpong'].includes(coll));
-      if (x.ip) expect(x.ip.wrong).toBe(0);
-      expect(x.root).toBe(root.length ? n - 1 : -1);
-    }
-    expectAgreement(r, text);
-  }, 150_000);
+  ] as const)(
+    '%s on %d ranks: every row checked, #wrong 0, the table matches the JSON',
+    (coll, n, sizes) => {
+      const root = ['gather', 'scatter'].includes(coll) ? ['-r', String(n - 1)] : [];
+      const { text, r } = runBuilt([
+        coll,
+        '-b',
+        '8',
+        '-e',
+        '16K',
+        '-f',
+        '32',
+        '--ranks',
+        String(n),
+        '-d',
+        'i8',
+        ...root,
+      ]);
+      expect(r).toMatchObject({ collective: coll, nranks: n, group: null, wrongTotal: 0, interrupted: false });
+      expect(r.rows.map((x) => x.size)).toEqual(sizes); // i8: a byte per element, whole blocks
+      for (const x of r.rows) {
+        expect(x.oop.wrong).toBe(0);
+        expect(x.ip === null).toBe(['alltoall', 'sendrecv', 'pingpong'].includes(coll));
+        if (x.ip) expect(x.ip.wrong).toBe(0);
+        expect(x.root).toBe(root.length ? n - 1 : -1);
+      }
+      expectAgreement(r, text);
+    },
+    150_000,
+  );
 
-  it('--group 2 of a 4-rank world: the group\'s rows, busbw with n = 2, the idle ranks named', () => {
+  it("--group 2 of a 4-rank world: the group's rows, busbw with n = 2, the idle ranks named", () => {
     const { text, r } = runBuilt(['allreduce', '-b', '8', '-e', '64K', '-f', '64', '--ranks', '4', '--group', '2']);
-    expect(text.split('\n')[0]).toBe('# webccl perf allreduce: 4 ranks (worker threads), group of 2 (world ranks 0..1; 2..3 idle), transport shm, buffers shm, algo auto');
+    expect(text.split('\n')[0]).toBe(
+      '# webccl perf allreduce: 4 ranks (worker threads), group of 2 (world ranks 0..1; 2..3 idle), transport shm, buffers shm, algo auto',
+    );
     expect(r).toMatchObject({ nranks: 2, group: { worldSize: 4, worldRanks: [0, 1] }, wrongTotal: 0 });
     expect(r.rows.map((x) => x.size)).toEqual([8, 512, 32768]);
     // allreduce busbw at n = 2 is algbw; at n = 4 it would be 1.5 × algbw.
@@ -288,7 +460,7 @@ describe.skipIf(!built)('webccl perf (the built command)', () => {
     expectAgreement(r, text);
   }, 150_000);
 
-  it('--group 3 of 4 with a gather rooted on the group\'s last rank, and a group of 1', () => {
+  it("--group 3 of 4 with a gather rooted on the group's last rank, and a group of 1", () => {
     const g3 = runBuilt(['gather', '-b', '64', '-e', '64', '--ranks', '4', '--group', '3', '-r', '2']);
     expect(g3.r).toMatchObject({ nranks: 3, group: { worldSize: 4, worldRanks: [0, 1, 2] }, wrongTotal: 0 });
     expect(g3.r.rows[0]).toMatchObject({ size: 60, count: 5, root: 2 });
@@ -301,7 +473,29 @@ describe.skipIf(!built)('webccl perf (the built command)', () => {
     try {
       const json = join(dir, 'out.json');
       const svg = join(dir, 'chart.svg');
-      const text = execFileSync(process.execPath, [cli, 'perf', 'allreduce', '-b8', '-e64', '-f8', '-n2', '-w1', '-dfloat,bf16', '--ranks', '2', '--json', json, '--plot', svg, '--plot-y', 'log'], { encoding: 'utf8', timeout: 120_000 });
+      const text = execFileSync(
+        process.execPath,
+        [
+          cli,
+          'perf',
+          'allreduce',
+          '-b8',
+          '-e64',
+          '-f8',
+          '-n2',
+          '-w1',
+          '-dfloat,bf16',
+          '--ranks',
+          '2',
+          '--json',
+          json,
+          '--plot',
+          svg,
+          '--plot-y',
+          'log',
+        ],
+        { encoding: 'utf8', timeout: 120_000 },
+      );
       expect(text).toContain(`\n# wrote ${json}: the results as JSON\n`);
       expect(text).toContain(`\n# wrote ${svg}: busbw against size, 4 lines, log busbw axis\n`);
       const chart = readFileSync(svg, 'utf8');

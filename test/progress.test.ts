@@ -1,33 +1,59 @@
 // The node's progress thread: ops go on while their ranks compute without calling webccl,
 // in order per communicator, and every pending op fails with a coded error when the thread or
 // a peer dies while the thread holds it.
-import { describe, expect, it } from 'vitest';
-import { fileURLToPath } from 'node:url';
+
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
 import { startRanks, stopProgressThread } from '../dist/node/index.js';
-import { runScenario } from './helpers/threads.js';
-import { createNode } from '../src/progress/create-node.js';
-import { joinNode } from '../src/engine/context.js';
 import { Communicator } from '../src/api/communicator.js';
-import { registerProgressStarter, startProgressThread as startProgressThreadInSource, stopProgressThread as stopInSource } from '../src/progress/start.js';
-import { closeLane, openLane } from '../src/progress/lane-life.js';
-import { L, LANE_CLOSING, LANE_DETACHED, laneAt, laneTable, ownerAt, stillListed, turnAt } from '../src/progress/lanes.js';
+import type { WebcclError } from '../src/core/errors.js';
+import { joinNode } from '../src/engine/context.js';
 import { startNodeProgress } from '../src/launch/progress-thread.js';
-import { WebcclError } from '../src/core/errors.js';
+import { createNode } from '../src/progress/create-node.js';
+import { closeLane, openLane } from '../src/progress/lane-life.js';
+import {
+  L,
+  LANE_CLOSING,
+  LANE_DETACHED,
+  laneAt,
+  laneTable,
+  ownerAt,
+  stillListed,
+  turnAt,
+} from '../src/progress/lanes.js';
+import {
+  registerProgressStarter,
+  startProgressThread as startProgressThreadInSource,
+  stopProgressThread as stopInSource,
+} from '../src/progress/start.js';
+import { runScenario } from './helpers/threads.js';
 
 const SCRIPT = fileURLToPath(new URL('./ranks/scenario.mjs', import.meta.url));
 
 describe('ops progress while their ranks compute', () => {
   // auto: each op follows one not waited for (a burst), in turn a small one and a large one.
-  for (const [n, mode] of [[2, 'auto'], [4, 'thread'], [8, 'auto']] as const) {
+  for (const [n, mode] of [
+    [2, 'auto'],
+    [4, 'thread'],
+    [8, 'auto'],
+  ] as const) {
     it(`${n} thread ranks, WEBCCL_PROGRESS=${mode}: every collective ends during a compute loop that never calls webccl`, async () => {
-      const { result, reports } = await runScenario(n, 'progressOverlap', { count: 40_000, busyMs: n > 4 ? 3000 : 800, lead: mode === 'auto' }, { env: { WEBCCL_PROGRESS: mode } });
+      const { result, reports } = await runScenario(
+        n,
+        'progressOverlap',
+        { count: 40_000, busyMs: n > 4 ? 3000 : 800, lead: mode === 'auto' },
+        { env: { WEBCCL_PROGRESS: mode } },
+      );
       expect(result.failure?.message).toBeUndefined();
       for (const [r, [rep]] of reports.entries()) {
         expect(rep.wrong, `rank ${r}`).toEqual([]);
-        expect(rep.during.filter((d: string) => !/: true( \(lead true\))?$/.test(d)), `rank ${r}`).toEqual([]);
+        expect(
+          rep.during.filter((d: string) => !/: true( \(lead true\))?$/.test(d)),
+          `rank ${r}`,
+        ).toEqual([]);
         // auto: the barriers start on their rank at issue, and end there (their peers post theirs)
         expect(rep.threadOps).toBeGreaterThanOrEqual(mode === 'auto' ? 10 : 12);
       }
@@ -38,11 +64,19 @@ describe('ops progress while their ranks compute', () => {
     // The issue-compute-wait pattern: waited ops, then one issued and left alone during a compute that never
     // calls webccl. The hold is bounded: the thread takes the op HOLD_MS after it first sees it.
     const busyMs = 200;
-    const { result, reports } = await runScenario(2, 'progressOverlap', { count: 20_000, busyMs }, { env: { WEBCCL_PROGRESS: 'auto' } });
+    const { result, reports } = await runScenario(
+      2,
+      'progressOverlap',
+      { count: 20_000, busyMs },
+      { env: { WEBCCL_PROGRESS: 'auto' } },
+    );
     expect(result.failure?.message).toBeUndefined();
     for (const [r, [rep]] of reports.entries()) {
       expect(rep.wrong).toEqual([]);
-      expect(rep.during.filter((d: string) => !d.endsWith(': true')), `rank ${r}`).toEqual([]);
+      expect(
+        rep.during.filter((d: string) => !d.endsWith(': true')),
+        `rank ${r}`,
+      ).toEqual([]);
       // Whether an op is held depends on the rank's previous wait coming within 0.5 ms of its
       // issue (a rank descheduled in between is judged to compute, and its op goes to the thread
       // at once); plain buffers this large are handed over with their copies. Every held op must
@@ -68,7 +102,12 @@ describe('ops progress while their ranks compute', () => {
   });
 
   it('with WEBCCL_PROGRESS=caller nothing is handed to the thread (the rank runs its ops while it waits)', async () => {
-    const { result, reports } = await runScenario(2, 'progressOverlap', { count: 1000, busyMs: 1 }, { env: { WEBCCL_PROGRESS: 'caller' } });
+    const { result, reports } = await runScenario(
+      2,
+      'progressOverlap',
+      { count: 1000, busyMs: 1 },
+      { env: { WEBCCL_PROGRESS: 'caller' } },
+    );
     expect(result.failure?.message).toBeUndefined();
     for (const [rep] of reports) {
       expect(rep.wrong).toEqual([]);
@@ -78,13 +117,24 @@ describe('ops progress while their ranks compute', () => {
   });
 
   it('8 thread ranks, every op on the progress thread: abort() of a destroyed group does nothing (the next group, in its memory, runs right)', async () => {
-    const { result, reports } = await runScenario(8, 'abortDestroyed', { count: 3000, rounds: 4 }, { env: { WEBCCL_PROGRESS: 'thread' } });
+    const { result, reports } = await runScenario(
+      8,
+      'abortDestroyed',
+      { count: 3000, rounds: 4 },
+      { env: { WEBCCL_PROGRESS: 'thread' } },
+    );
     expect(result.failure?.message).toBeUndefined();
-    for (const [r, [rep]] of reports.entries()) expect(rep, `rank ${r}`).toEqual({ wrong: [], error: null, threadOps: 2 });
+    for (const [r, [rep]] of reports.entries())
+      expect(rep, `rank ${r}`).toEqual({ wrong: [], error: null, threadOps: 2 });
   });
 
   it('many ops in flight on the world and a group end in issue order per communicator, results right', async () => {
-    const { result, reports } = await runScenario(4, 'progressOrder', { ops: 20, count: 3000, busyMs: 300 }, { env: { WEBCCL_PROGRESS: 'thread' } });
+    const { result, reports } = await runScenario(
+      4,
+      'progressOrder',
+      { ops: 20, count: 3000, busyMs: 300 },
+      { env: { WEBCCL_PROGRESS: 'thread' } },
+    );
     expect(result.failure?.message).toBeUndefined();
     for (const [rep] of reports) {
       expect(rep).toMatchObject({ wrong: [], inOrder: true });
@@ -99,7 +149,11 @@ function start(nranks: number, scenario: string, params: object, extra: object =
   let onPosted: (() => void) | undefined;
   const posted = new Promise<void>((res) => (onPosted = res));
   const h = startRanks({
-    nranks, script: SCRIPT, args: [scenario, JSON.stringify(params)], graceMs: 10_000, env: { ...process.env, WEBCCL_PROGRESS: 'thread' },
+    nranks,
+    script: SCRIPT,
+    args: [scenario, JSON.stringify(params)],
+    graceMs: 10_000,
+    env: { ...process.env, WEBCCL_PROGRESS: 'thread' },
     onMessage: (rank, m: any) => {
       reports[rank].push(m);
       if (m.posted === 0) onPosted!();
@@ -110,21 +164,35 @@ function start(nranks: number, scenario: string, params: object, extra: object =
 }
 
 describe('the timeline (WEBCCL_TRACE)', () => {
-  it('has a track for the progress thread with the ops it ran, beside each rank\'s own', async () => {
+  it("has a track for the progress thread with the ops it ran, beside each rank's own", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'webccl-progress-trace-'));
     const file = join(dir, 'trace.json');
     try {
-      const { result } = await runScenario(2, 'progressOverlap', { count: 1000, busyMs: 50 }, { env: { WEBCCL_PROGRESS: 'thread', WEBCCL_TRACE: file } });
+      const { result } = await runScenario(
+        2,
+        'progressOverlap',
+        { count: 1000, busyMs: 50 },
+        { env: { WEBCCL_PROGRESS: 'thread', WEBCCL_TRACE: file } },
+      );
       expect(result.failure?.message).toBeUndefined();
-      const { traceEvents } = JSON.parse(readFileSync(file, 'utf8')) as { traceEvents: { ph: string; name: string; pid: number; tid: number; args?: { name?: string; rank?: number } }[] };
-      const track = (name: string) => traceEvents.find((e) => e.ph === 'M' && e.name === 'thread_name' && e.args?.name === name);
+      const { traceEvents } = JSON.parse(readFileSync(file, 'utf8')) as {
+        traceEvents: { ph: string; name: string; pid: number; tid: number; args?: { name?: string; rank?: number } }[];
+      };
+      const track = (name: string) =>
+        traceEvents.find((e) => e.ph === 'M' && e.name === 'thread_name' && e.args?.name === name);
       const progress = track('progress thread');
       expect(progress).toBeDefined();
-      const ops = traceEvents.filter((e) => e.ph === 'X' && e.pid === progress!.pid && e.tid === progress!.tid && /^allReduce #\d+$/.test(e.name));
+      const ops = traceEvents.filter(
+        (e) => e.ph === 'X' && e.pid === progress!.pid && e.tid === progress!.tid && /^allReduce #\d+$/.test(e.name),
+      );
       expect(new Set(ops.map((e) => e.args?.rank))).toEqual(new Set([0, 1])); // both ranks' allReduces ran there
       for (const r of [0, 1]) {
         const t = track(`rank ${r}`)!;
-        expect(traceEvents.some((e) => e.ph === 'X' && e.tid === t.tid && e.pid === t.pid && /^allGather #\d+$/.test(e.name))).toBe(true);
+        expect(
+          traceEvents.some(
+            (e) => e.ph === 'X' && e.tid === t.tid && e.pid === t.pid && /^allGather #\d+$/.test(e.name),
+          ),
+        ).toBe(true);
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -134,7 +202,12 @@ describe('the timeline (WEBCCL_TRACE)', () => {
 
 describe('the heap under thread-run ops', () => {
   it('8 thread ranks: broadcast and reduce from every root, alloc() and plain buffers copied in and out, 5 times', async () => {
-    const { result, reports } = await runScenario(8, 'heapStress', { iters: 5, dtypes: ['f32'], counts: [0, 5, 1000] }, { env: { WEBCCL_PROGRESS: 'thread', WEBCCL_TIMEOUT_MS: '30000' } });
+    const { result, reports } = await runScenario(
+      8,
+      'heapStress',
+      { iters: 5, dtypes: ['f32'], counts: [0, 5, 1000] },
+      { env: { WEBCCL_PROGRESS: 'thread', WEBCCL_TIMEOUT_MS: '30000' } },
+    );
     expect(result.exitCode, JSON.stringify(result)).toBe(0);
     for (const [rep] of reports) expect(rep, JSON.stringify(rep)).toMatchObject({ ok: true, ops: 5 * 3 * 3 * 16 });
   }, 600_000);
@@ -153,7 +226,7 @@ describe('failures while the progress thread holds ops', () => {
     expect(reports[0].find((m) => 'error' in m).error.details).toMatchObject({ progressThread: true });
   });
 
-  it('a peer dies while the thread holds this rank\'s op: ABORTED, no hang', async () => {
+  it("a peer dies while the thread holds this rank's op: ABORTED, no hang", async () => {
     const { h, reports } = start(2, 'progressHeld', { count: 1000, lateMs: 500, dies: 1 });
     const result = await h.done;
     expect(result.exitCode).toBe(1);
@@ -170,7 +243,8 @@ describe('failures while the progress thread holds ops', () => {
 });
 
 describe('the progress option', () => {
-  const comm = (progress: unknown, node = createNode({ nranks: 2, progress: false })) => new Communicator(joinNode(node, 0), { progress } as never);
+  const comm = (progress: unknown, node = createNode({ nranks: 2, progress: false })) =>
+    new Communicator(joinNode(node, 0), { progress } as never);
 
   it('is checked: an unknown mode is INVALID_ARGUMENT naming the option', () => {
     let err: WebcclError | undefined;
@@ -199,7 +273,8 @@ describe('the progress option', () => {
     const ctx = joinNode(node, 0);
     const lane = openLane(ctx);
     const i32 = new Int32Array(node.memory.buffer);
-    // What closeLane does first, before the thread has ever run: the thread then finds a closing lane it never hosted.
+    // What closeLane does first, before the thread has ever run: the thread then finds a closing lane it never
+    // hosted.
     Atomics.store(i32, (lane + L.STATE) >> 2, LANE_CLOSING);
     registerProgressStarter(startNodeProgress);
     startProgressThreadInSource(node);
@@ -217,14 +292,18 @@ describe('the progress option', () => {
     await stopInSource(node);
   });
 
-  it("the lane table tells a thread that read a lane whether it was unlisted meanwhile (then freed, its memory reused: garbage read as a lane), and whose lane it lists", () => {
+  it('the lane table tells a thread that read a lane whether it was unlisted meanwhile (then freed, its memory reused: garbage read as a lane), and whose lane it lists', () => {
     const node = createNode({ nranks: 2, slotBytes: 4096, progress: false });
     const ctx = joinNode(node, 0);
     const i32 = new Int32Array(node.memory.buffer);
     const net = openLane(ctx, undefined, () => undefined, 3 + 1); // world rank 3's network thread's
     const shm = openLane(ctx);
     const table = laneTable(i32);
-    const entryAt = (k: number) => ({ lane: laneAt(i32, table, k), turn: turnAt(i32, table, k), owner: ownerAt(i32, table, k) });
+    const entryAt = (k: number) => ({
+      lane: laneAt(i32, table, k),
+      turn: turnAt(i32, table, k),
+      owner: ownerAt(i32, table, k),
+    });
     const [a, b] = [0, 1].map(entryAt);
     expect([a.lane, a.owner, b.lane, b.owner]).toEqual([net, 4, shm, 0]);
     expect(stillListed(i32, table, 0, a.turn)).toBe(true);
@@ -239,10 +318,12 @@ describe('the progress option', () => {
     expect(stillListed(i32, table, 1, b.turn)).toBe(true);
   });
 
-  it('in one thread: two ranks\' ops end while that thread computes, run by the node\'s progress thread', async () => {
+  it("in one thread: two ranks' ops end while that thread computes, run by the node's progress thread", async () => {
     registerProgressStarter(startNodeProgress);
     const node = createNode({ nranks: 2, slotBytes: 4096 });
-    const ranks = [0, 1].map((r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { progress: 'thread', timeoutMs: 60_000 }));
+    const ranks = [0, 1].map(
+      (r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { progress: 'thread', timeoutMs: 60_000 }),
+    );
     const xs = ranks.map((_, r) => new Float32Array(5000).fill(r + 1));
     const works = ranks.map((c, r) => c.allReduce(xs[r]));
     const end = performance.now() + 1500;

@@ -16,7 +16,9 @@ function example(): string {
   return m[1];
 }
 
-/** What rank `r` of `n` prints: the average then the sum of 1..n, every rank's number, and its group's root's number. */
+/**
+ * What rank `r` of `n` prints: the average then the sum of 1..n, every rank's number, and its group's root's number.
+ */
 function expected(r: number, n: number): string {
   const sum = (n * (n + 1)) / 2;
   const groupRank = Math.floor(r / 2);
@@ -24,13 +26,20 @@ function expected(r: number, n: number): string {
 }
 
 describe("the README's example", () => {
-  for (const [form, n] of [[[], 4], [['--procs'], 2]] as const) {
+  for (const [form, n] of [
+    [[], 4],
+    [['--procs'], 2],
+  ] as const) {
     it(`runs on ${n} ${form.length ? 'processes' : 'thread ranks'} and prints what its comments say`, () => {
       // Inside the package, so that `import 'webccl'` resolves to it (a package may import itself by name).
       const script = join(root, 'test', `.readme-example-${process.pid}-${n}.mjs`);
       writeFileSync(script, example());
       try {
-        const r = spawnSync(process.execPath, [join(root, 'bin', 'webccl.js'), 'run', ...form, '-n', String(n), script], { cwd: root, encoding: 'utf8', timeout: 180_000 });
+        const r = spawnSync(
+          process.execPath,
+          [join(root, 'bin', 'webccl.js'), 'run', ...form, '-n', String(n), script],
+          { cwd: root, encoding: 'utf8', timeout: 180_000 },
+        );
         expect(r.stderr).toBe('');
         expect(r.status).toBe(0);
         const lines = r.stdout.trim().split('\n').sort();

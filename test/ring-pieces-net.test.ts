@@ -3,8 +3,8 @@
 // counts that divide by neither the ranks nor the piece, flat (3 nodes) and as the network phase
 // of hierarchical (2 nodes × 2), in place and out of place; a bad value fails the communicator.
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { all, destroyAll, netRanks } from './helpers/net-world.js';
 import type { Communicator } from '../src/api/communicator.js';
+import { all, destroyAll, netRanks } from './helpers/net-world.js';
 
 const saved = process.env.WEBCCL_PIECE_BYTES;
 const restore = () => {
@@ -12,7 +12,10 @@ const restore = () => {
   else process.env.WEBCCL_PIECE_BYTES = saved;
 };
 
-describe.each([[3, 1, 'ring'], [2, 2, 'hierarchical']] as const)('WEBCCL_PIECE_BYTES=4096, %i node(s) × %i rank(s), %s', (nodes, perNode, algo) => {
+describe.each([
+  [3, 1, 'ring'],
+  [2, 2, 'hierarchical'],
+] as const)('WEBCCL_PIECE_BYTES=4096, %i node(s) × %i rank(s), %s', (nodes, perNode, algo) => {
   let cs: Communicator[] = [];
   afterAll(() => destroyAll(cs));
 
@@ -32,7 +35,9 @@ describe.each([[3, 1, 'ring'], [2, 2, 'hierarchical']] as const)('WEBCCL_PIECE_B
         for (let r = 0; r < n; r++) {
           const got = outOfPlace ? outs[r] : xs[r];
           const bad = got.findIndex((v, i) => v !== n * (i % 11) + (n * (n - 1)) / 2);
-          expect(bad, `${count} floats, rank ${r}, ${outOfPlace ? 'out of place' : 'in place'}: element ${bad}`).toBe(-1);
+          expect(bad, `${count} floats, rank ${r}, ${outOfPlace ? 'out of place' : 'in place'}: element ${bad}`).toBe(
+            -1,
+          );
         }
         const ys = cs.map((_, r) => Int32Array.from({ length: count }, (_, i) => ((i * 7 + r * 13) % 101) - 50));
         await all(cs, (c, r) => c.allReduce(ys[r], { op: 'max', algo }));

@@ -3,16 +3,19 @@
 // 512 KiB pieces, WEBCCL_PIECE_BYTES checked, and the ring's predicted time in the chosen pieces.
 import { afterEach, describe, expect, it } from 'vitest';
 import { PIECE_BYTES } from '../src/algorithms/group.js';
-import { DEFAULT_MODEL } from '../src/tuner/default-model.js';
 import type { CostModel } from '../src/tuner/cost-model.js';
-import { flatPredictions } from '../src/tuner/predict.js';
-import { RING_PIECES, forcedPieceBytes, ringPieceBytes, ringPieceCosts } from '../src/tuner/ring-pieces.js';
-import { netCounts, onPath } from '../src/tuner/schedules.js';
 import { predictUs } from '../src/tuner/cost-model.js';
+import { DEFAULT_MODEL } from '../src/tuner/default-model.js';
+import { flatPredictions } from '../src/tuner/predict.js';
+import { forcedPieceBytes, RING_PIECES, ringPieceBytes, ringPieceCosts } from '../src/tuner/ring-pieces.js';
+import { netCounts, onPath } from '../src/tuner/schedules.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
-const M: CostModel = { ...DEFAULT_MODEL, tcp: { alphaUs: 0, wakeUs: 77.5, betaBytesPerUs: 2643, gammaBytesPerUs: 1926, messageUs: 83.1 } };
+const M: CostModel = {
+  ...DEFAULT_MODEL,
+  tcp: { alphaUs: 0, wakeUs: 77.5, betaBytesPerUs: 2643, gammaBytesPerUs: 1926, messageUs: 83.1 },
+};
 
 describe('the cost of a piece size', () => {
   it('is 2(n−1)·p messages at o plus one round of lanes reduced per reduce step at γ, for 2 ranks on 2 cores', () => {
@@ -20,14 +23,19 @@ describe('the cost of a piece size', () => {
     const block = 32 * MiB;
     for (const { pieceBytes, us } of costs) {
       const p = Math.ceil(block / pieceBytes);
-      expect(us).toBeCloseTo(2 * p * 83.1 + Math.min(p, 4) * (block / p) / 1926, 6);
+      expect(us).toBeCloseTo(2 * p * 83.1 + (Math.min(p, 4) * (block / p)) / 1926, 6);
     }
     // 64 KiB .. 4 MiB, every size giving at least four pieces of a 32 MiB block.
     expect(costs.map((c) => c.pieceBytes)).toEqual(RING_PIECES);
   });
 
   it('weighs one piece per block or four and more, never two or three (lanes left idle)', () => {
-    for (const [n, bytes] of [[2, 12 * MiB], [3, 9 * MiB], [4, 4 * MiB], [2, 1 * MiB]] as const) {
+    for (const [n, bytes] of [
+      [2, 12 * MiB],
+      [3, 9 * MiB],
+      [4, 4 * MiB],
+      [2, 1 * MiB],
+    ] as const) {
       const block = bytes / n;
       for (const { pieceBytes } of ringPieceCosts(M, n, bytes, n, 8)) {
         const p = Math.max(1, Math.ceil(block / pieceBytes));
@@ -41,7 +49,7 @@ describe('the cost of a piece size', () => {
     const shared = ringPieceCosts(M, 4, 64 * MiB, 4, 2);
     // Twice the share, and each round of lanes wakes the 2 ranks beyond the cores once per step.
     for (let i = 0; i < alone.length; i++) {
-      const p = Math.ceil(16 * MiB / alone[i].pieceBytes);
+      const p = Math.ceil((16 * MiB) / alone[i].pieceBytes);
       expect(shared[i].us).toBeCloseTo(2 * alone[i].us + 6 * Math.ceil(p / 4) * 2 * 77.5, 6);
     }
   });
@@ -49,7 +57,13 @@ describe('the cost of a piece size', () => {
 
 describe('the chosen piece size', () => {
   it('is the cheapest size weighed: 2 MiB for 64 MiB and 1 MiB for 16 MiB between 2 processes on 2 cores', () => {
-    for (const [n, bytes] of [[2, 64 * MiB], [2, 16 * MiB], [2, 4 * MiB], [3, 64 * MiB], [8, 256 * MiB]] as const) {
+    for (const [n, bytes] of [
+      [2, 64 * MiB],
+      [2, 16 * MiB],
+      [2, 4 * MiB],
+      [3, 64 * MiB],
+      [8, 256 * MiB],
+    ] as const) {
       const costs = ringPieceCosts(M, n, bytes, n, n);
       const best = Math.min(...costs.map((c) => c.us));
       expect(costs.find((c) => c.us === best)!.pieceBytes).toBe(ringPieceBytes(M, n, bytes, n, n));
@@ -69,7 +83,10 @@ describe('the chosen piece size', () => {
         // Within a factor of 2 of the closed form √(2·o·γ·B/4) once blocks are large.
         if (bytes / n >= 64 * MiB) {
           const ideal = Math.sqrt((2 * 83.1 * 1926 * (bytes / n)) / 4);
-          expect(p === 4 * MiB || (p >= ideal / 2 && p <= ideal * 2), `${n} ranks, ${bytes}: ${p} against ${ideal}`).toBe(true);
+          expect(
+            p === 4 * MiB || (p >= ideal / 2 && p <= ideal * 2),
+            `${n} ranks, ${bytes}: ${p} against ${ideal}`,
+          ).toBe(true);
         }
         if (bytes / n >= 4 * 4 * MiB) expect(p).toBeGreaterThanOrEqual(last);
         last = p;
@@ -89,7 +106,11 @@ describe('the chosen piece size', () => {
   });
 
   it('is what the tuner predicts the ring with', () => {
-    for (const [n, bytes] of [[2, 64 * MiB], [2, 16 * MiB], [4, 64 * MiB]] as const) {
+    for (const [n, bytes] of [
+      [2, 64 * MiB],
+      [2, 16 * MiB],
+      [4, 64 * MiB],
+    ] as const) {
       const ring = flatPredictions(M, n, bytes, 2, n).find((p) => p.algo === 'ring')!;
       const piece = ringPieceBytes(M, n, bytes, n, 2);
       expect(ring.us).toBeCloseTo(predictUs(M, onPath('tcp', netCounts('ring', n, bytes, piece)), n, 2), 6);

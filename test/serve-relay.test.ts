@@ -10,13 +10,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { upgradeStatus } from './helpers/upgrade-status.js';
-import { StoreClient } from '../src/bootstrap/nodejs/store-client.js';
 import { connectStore } from '../src/bootstrap/nodejs/connect-store.js';
+import { StoreClient } from '../src/bootstrap/nodejs/store-client.js';
 import { WebcclError } from '../src/core/errors.js';
 import { HELD_LIMIT, RELAY_MAX_MESSAGE } from '../src/launch/serve/relay.js';
 import { type Served, startServe } from '../src/launch/serve/serve-job.js';
 import { CHUNK } from '../src/transport/ws/messages.js';
+import { upgradeStatus } from './helpers/upgrade-status.js';
 
 const TOKEN = 'relay-token';
 const JOB = 'relay-job';
@@ -26,7 +26,13 @@ const tmp = mkdtempSync(join(tmpdir(), 'webccl-serve-relay-'));
 
 let served: Served;
 beforeAll(async () => {
-  served = await startServe({ dir: tmp, host: '127.0.0.1', port: 0, browserBuild, store: { token: TOKEN, jobId: JOB, port: 0 } });
+  served = await startServe({
+    dir: tmp,
+    host: '127.0.0.1',
+    port: 0,
+    browserBuild,
+    store: { token: TOKEN, jobId: JOB, port: 0 },
+  });
 });
 afterAll(async () => {
   await served?.close();
@@ -34,7 +40,8 @@ afterAll(async () => {
 });
 
 const relayUrl = (s: Served, q: string) => `${s.store!.relayUrl}?${q}`;
-const slot = (from: number, to: number, channel = 0, job = JOB) => `job=${job}&from=${from}&to=${to}&channel=${channel}`;
+const slot = (from: number, to: number, channel = 0, job = JOB) =>
+  `job=${job}&from=${from}&to=${to}&channel=${channel}`;
 
 /** Polls `f` until it holds (the relay learns of a close a moment after the client does). */
 async function until(f: () => boolean, what: string): Promise<void> {
@@ -55,22 +62,34 @@ function peer(url: string): Promise<Peer> {
   return new Promise((resolve, reject) => {
     const s = new WebSocket(url, { maxPayload: RELAY_MAX_MESSAGE });
     const got: Buffer[] = [];
-    const closed = new Promise<{ code: number; reason: string }>((r) => s.on('close', (code, reason) => r({ code, reason: reason.toString() })));
+    const closed = new Promise<{ code: number; reason: string }>((r) =>
+      s.on('close', (code, reason) => r({ code, reason: reason.toString() })),
+    );
     s.on('message', (d: Buffer) => got.push(d));
     s.on('error', reject);
-    s.on('open', () => resolve({
-      s, got, closed,
-      synced: () => new Promise<void>((r) => { s.once('pong', () => r()); s.ping(); }),
-    }));
+    s.on('open', () =>
+      resolve({
+        s,
+        got,
+        closed,
+        synced: () =>
+          new Promise<void>((r) => {
+            s.once('pong', () => r());
+            s.ping();
+          }),
+      }),
+    );
   });
 }
-
 
 const msg = (tag: string, i: number) => Buffer.from(`${tag}${i}`);
 const texts = (bs: Buffer[]) => bs.map((b) => b.toString());
 
 async function rejected(p: Promise<unknown>): Promise<WebcclError> {
-  const e = await p.then(() => undefined, (err: unknown) => err);
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
   expect(WebcclError.is(e), String(e)).toBe(true);
   return e as WebcclError;
 }
@@ -91,7 +110,10 @@ describe('the relay pairs two ranks and forwards their messages', () => {
       b.s.send(msg('b', i));
     }
     await until(() => b.got.length === 3 + n && a.got.length === n, 'every message arrives');
-    expect(texts(b.got)).toEqual([...[0, 1, 2].map((i) => `early${i}`), ...Array.from({ length: n }, (_, i) => `a${i}`)]);
+    expect(texts(b.got)).toEqual([
+      ...[0, 1, 2].map((i) => `early${i}`),
+      ...Array.from({ length: n }, (_, i) => `a${i}`),
+    ]);
     expect(texts(a.got)).toEqual(Array.from({ length: n }, (_, i) => `b${i}`));
     const bytes = [...a.got, ...b.got].reduce((s, m) => s + m.length, 0);
     expect(relay.stats().bytesForwarded - before).toBe(bytes);
@@ -100,7 +122,7 @@ describe('the relay pairs two ranks and forwards their messages', () => {
     await until(() => relay.stats().pairs === 0, 'the pair is gone');
   });
 
-  it('relays a message of a link\'s largest size (CHUNK, 1 MiB) whole, and refuses one over the limit by its length', async () => {
+  it("relays a message of a link's largest size (CHUNK, 1 MiB) whole, and refuses one over the limit by its length", async () => {
     const a = await peer(relayUrl(served, slot(2, 3)));
     const b = await peer(relayUrl(served, slot(3, 2)));
     const big = Buffer.alloc(CHUNK);
@@ -121,11 +143,17 @@ describe('the relay pairs two ranks and forwards their messages', () => {
     const count = 48; // 12 MiB
     const before = served.store!.relay.stats().bytesForwarded;
     for (let i = 0; i < count; i++) a.s.send(Buffer.alloc(part, i));
-    // The relay forwards at least its high-water mark (4 MiB) before it pauses a (a, paused, would not answer a ping).
-    await until(() => served.store!.relay.stats().bytesForwarded - before >= 4 << 20, 'the relay has queued 4 MiB for b');
+    // The relay forwards at least its high-water mark (4 MiB) before it pauses a (a, paused, would not answer a
+    // ping).
+    await until(
+      () => served.store!.relay.stats().bytesForwarded - before >= 4 << 20,
+      'the relay has queued 4 MiB for b',
+    );
     b.s.resume();
     await until(() => b.got.length === count, 'every part arrives');
-    expect(b.got.map((m) => [m.length, m[0], m[part - 1]])).toEqual(Array.from({ length: count }, (_, i) => [part, i, i]));
+    expect(b.got.map((m) => [m.length, m[0], m[part - 1]])).toEqual(
+      Array.from({ length: count }, (_, i) => [part, i, i]),
+    );
     b.s.close();
     expect((await a.closed).code).toBe(1000);
   });
@@ -149,9 +177,19 @@ describe('the relay pairs two ranks and forwards their messages', () => {
 describe('the relay refuses', () => {
   it('a malformed query with 400 and another job with 404, before upgrading; /store is still the store', async () => {
     const bad = [
-      'from=0&to=1&channel=0', `job=${JOB}&to=1&channel=0`, `job=${JOB}&from=0&channel=0`, `job=${JOB}&from=0&to=1`,
-      slot(1, 1), `job=${JOB}&from=x&to=1&channel=0`, `job=${JOB}&from=1.5&to=1&channel=0`, `job=${JOB}&from=-1&to=1&channel=0`,
-      slot(65536, 0), slot(0, 65536), slot(0, 1, 64), `${slot(0, 1)}&from=2`, `job=${JOB}&from=&to=1&channel=0`,
+      'from=0&to=1&channel=0',
+      `job=${JOB}&to=1&channel=0`,
+      `job=${JOB}&from=0&channel=0`,
+      `job=${JOB}&from=0&to=1`,
+      slot(1, 1),
+      `job=${JOB}&from=x&to=1&channel=0`,
+      `job=${JOB}&from=1.5&to=1&channel=0`,
+      `job=${JOB}&from=-1&to=1&channel=0`,
+      slot(65536, 0),
+      slot(0, 65536),
+      slot(0, 1, 64),
+      `${slot(0, 1)}&from=2`,
+      `job=${JOB}&from=&to=1&channel=0`,
     ];
     for (const q of bad) expect({ q, status: await upgradeStatus(relayUrl(served, q)) }).toEqual({ q, status: 400 });
     expect(await upgradeStatus(relayUrl(served, slot(0, 1, 0, 'another-job')))).toBe(404);
@@ -193,9 +231,15 @@ describe('the relay refuses', () => {
   });
 });
 
-describe('the relay\'s timers and limits (a serve of its own)', () => {
+describe("the relay's timers and limits (a serve of its own)", () => {
   it('closes a socket left without a partner (1008 no partner), refuses waiters over the cap with 503, and close() ends every socket', async () => {
-    const s = await startServe({ dir: tmp, host: '127.0.0.1', port: 0, browserBuild, store: { token: TOKEN, jobId: JOB, port: 0, relay: { pairTimeoutMs: 200, maxWaiting: 2 } } });
+    const s = await startServe({
+      dir: tmp,
+      host: '127.0.0.1',
+      port: 0,
+      browserBuild,
+      store: { token: TOKEN, jobId: JOB, port: 0, relay: { pairTimeoutMs: 200, maxWaiting: 2 } },
+    });
     let open = true;
     try {
       const lonely = await peer(relayUrl(s, slot(0, 1)));
@@ -219,7 +263,14 @@ describe('the relay\'s timers and limits (a serve of its own)', () => {
 });
 
 describe('the served store starts afresh for each run', () => {
-  const tcp = () => StoreClient.connect({ host: served.store!.host, port: served.store!.port, token: TOKEN, jobId: JOB, timeoutMs: 10_000 });
+  const tcp = () =>
+    StoreClient.connect({
+      host: served.store!.host,
+      port: served.store!.port,
+      token: TOKEN,
+      jobId: JOB,
+      timeoutMs: 10_000,
+    });
   const ws = () => connectStore({ url: served.store!.url, token: TOKEN, jobId: JOB, timeoutMs: 10_000 });
   const connections = () => served.store!.server.stats().connections;
 

@@ -1,21 +1,25 @@
 // `webccl serve`'s static server: every response carries the cross-origin isolation headers,
 // /webccl.js is the browser build, only files under the directory are served, and a page it
 // serves really is isolated in Chromium (its workers share one node and reduce).
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+
 import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { outputMatch } from './helpers/output-match.js';
+import { WebcclError } from '../src/core/errors.js';
+import { ISOLATION_HEADERS, type StaticServer, startStaticServer } from '../src/launch/serve/static-server.js';
 import { haveChromium, warnIfNoChromium, withTab } from './helpers/chromium.js';
 import { expectLiveBenchmark } from './helpers/live-benchmark.js';
-import { ISOLATION_HEADERS, type StaticServer, startStaticServer } from '../src/launch/serve/static-server.js';
-import { WebcclError } from '../src/core/errors.js';
+import { outputMatch } from './helpers/output-match.js';
 
 async function rejected(p: Promise<unknown>): Promise<WebcclError> {
-  const e = await p.then(() => undefined, (err: unknown) => err);
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
   expect(WebcclError.is(e), String(e)).toBe(true);
   return e as WebcclError;
 }
@@ -33,7 +37,9 @@ writeFileSync(join(dir, 'sub', 'index.html'), 'sub index');
 writeFileSync(join(dir, 'app.mjs'), 'export const x = 1;');
 symlinkSync(join(tmp, 'secret.txt'), join(dir, 'leak.txt'));
 // A page whose two module workers join one node through /webccl.js and allReduce.
-writeFileSync(join(dir, 'rank.js'), `import { initCommGroup } from '/webccl.js';
+writeFileSync(
+  join(dir, 'rank.js'),
+  `import { initCommGroup } from '/webccl.js';
 onmessage = async ({ data: { node, rank } }) => {
   try {
     const comm = await initCommGroup({ node, rank, progress: 'thread' }); // UNSUPPORTED if its progress thread did not start
@@ -41,8 +47,11 @@ onmessage = async ({ data: { node, rank } }) => {
     await comm.allReduce(x);
     postMessage({ rank, sum: x[0], ok: x.every((v) => v === 3), threadOps: comm.stats().threadOps });
   } catch (e) { postMessage({ rank, error: String(e.code) + ' ' + e.message }); }
-};`);
-writeFileSync(join(dir, 'two.html'), `<!doctype html><script type="module">
+};`,
+);
+writeFileSync(
+  join(dir, 'two.html'),
+  `<!doctype html><script type="module">
 import { createNode } from '/webccl.js';
 const node = createNode({ nranks: 2 });
 const results = await Promise.all([0, 1].map((rank) => new Promise((resolve) => {
@@ -52,7 +61,8 @@ const results = await Promise.all([0, 1].map((rank) => new Promise((resolve) => 
   w.postMessage({ node, rank });
 })));
 window.webcclResults = { isolated: crossOriginIsolated, results };
-</script>`);
+</script>`,
+);
 
 let server: StaticServer;
 beforeAll(async () => {
@@ -64,11 +74,17 @@ afterAll(async () => {
 });
 
 /** A raw request (fetch would normalise `..` away before sending). */
-function get(path: string, method = 'GET'): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+function get(
+  path: string,
+  method = 'GET',
+): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
   return new Promise((resolve, reject) => {
     const r = request({ host: '127.0.0.1', port: server.port, path, method }, (res) => {
       let body = '';
-      res.setEncoding('utf8').on('data', (d) => (body += d)).on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      res
+        .setEncoding('utf8')
+        .on('data', (d) => (body += d))
+        .on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
     });
     r.on('error', reject).end();
   });
@@ -108,7 +124,13 @@ describe('webccl serve: the static server', () => {
 
   it('refuses what lies outside the directory: .., encoded .., a symlink leading out; 404 for a missing file; 405 for POST; HEAD has no body', async () => {
     // The URL parser resolves `..` (encoded or not) against the root, so these never leave it.
-    for (const path of ['/../secret.txt', '/%2e%2e/secret.txt', '/sub/%2E%2E/%2E%2E/secret.txt', '/..%2fsecret.txt', '/sub/..%2f..%2fsecret.txt']) {
+    for (const path of [
+      '/../secret.txt',
+      '/%2e%2e/secret.txt',
+      '/sub/%2E%2E/%2E%2E/secret.txt',
+      '/..%2fsecret.txt',
+      '/sub/..%2f..%2fsecret.txt',
+    ]) {
       const r = await get(path);
       expect([403, 404], path).toContain(r.status);
       expect(r.body, path).not.toContain('SECRET-CONTENT');
@@ -129,25 +151,40 @@ describe('webccl serve: the static server', () => {
 
   it('a missing directory is INVALID_ARGUMENT; a port in use is ADDRESS_IN_USE', async () => {
     expect((await rejected(startStaticServer({ dir: join(tmp, 'none'), browserBuild }))).code).toBe('INVALID_ARGUMENT');
-    expect((await rejected(startStaticServer({ dir: join(tmp, 'secret.txt'), browserBuild }))).code).toBe('INVALID_ARGUMENT');
+    expect((await rejected(startStaticServer({ dir: join(tmp, 'secret.txt'), browserBuild }))).code).toBe(
+      'INVALID_ARGUMENT',
+    );
     const e = await rejected(startStaticServer({ dir, browserBuild, port: server.port }));
     expect({ code: e.code, port: e.details.port }).toEqual({ code: 'ADDRESS_IN_USE', port: server.port });
   });
 
-  it.skipIf(!haveChromium)('a page it serves is cross-origin isolated in Chromium: two workers share a node through /webccl.js and allReduce on its progress thread (/progress-worker.js beside it)', async () => {
-    await withTab(async (tab, errors) => {
-      await tab.goto(`${server.url}/two.html`);
-      const got = await tab.waitForFunction(() => (window as any).webcclResults, null, { timeout: 60_000 }).then((h) => h.jsonValue());
-      expect(errors).toEqual([]);
-      expect(got).toEqual({ isolated: true, results: [{ rank: 0, sum: 3, ok: true, threadOps: 1 }, { rank: 1, sum: 3, ok: true, threadOps: 1 }] });
-    });
-  }, 90_000);
+  it.skipIf(!haveChromium)(
+    'a page it serves is cross-origin isolated in Chromium: two workers share a node through /webccl.js and allReduce on its progress thread (/progress-worker.js beside it)',
+    async () => {
+      await withTab(async (tab, errors) => {
+        await tab.goto(`${server.url}/two.html`);
+        const got = await tab
+          .waitForFunction(() => (window as any).webcclResults, null, { timeout: 60_000 })
+          .then((h) => h.jsonValue());
+        expect(errors).toEqual([]);
+        expect(got).toEqual({
+          isolated: true,
+          results: [
+            { rank: 0, sum: 3, ok: true, threadOps: 1 },
+            { rank: 1, sum: 3, ok: true, threadOps: 1 },
+          ],
+        });
+      });
+    },
+    90_000,
+  );
 });
 
 describe('webccl serve: the command', () => {
   const bin = join(root, 'bin', 'webccl.js');
   const env = { ...process.env, WEBCCL_TOKEN: undefined, WEBCCL_JOB_ID: undefined };
-  const cli = (args: string[]) => spawnSync(process.execPath, [bin, 'serve', ...args], { encoding: 'utf8', timeout: 30_000, env });
+  const cli = (args: string[]) =>
+    spawnSync(process.execPath, [bin, 'serve', ...args], { encoding: 'utf8', timeout: 30_000, env });
 
   it('serves DIR on the port asked for, prints its address, and ends with code 0 on SIGTERM', async () => {
     const child = spawn(process.execPath, [bin, 'serve', dir, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -166,8 +203,18 @@ describe('webccl serve: the command', () => {
 
   it('refuses a bad port, two directories, unknown options and store flags without a token with its usage (exit 2); a missing directory exits 1 naming it', () => {
     // --job-id and --store-port mean nothing without a token (no store is served).
-    for (const args of [['--port', 'x'], ['-p', '70000'], [dir, dir], ['--tokn', 't'], ['--port'], ['--job-id', 'j'], ['--store-port', '0'],
-      ['--token', ''], ['--token', 't', '--store-port', 'x'], ['--token', 't', '-p', '65535']]) {
+    for (const args of [
+      ['--port', 'x'],
+      ['-p', '70000'],
+      [dir, dir],
+      ['--tokn', 't'],
+      ['--port'],
+      ['--job-id', 'j'],
+      ['--store-port', '0'],
+      ['--token', ''],
+      ['--token', 't', '--store-port', 'x'],
+      ['--token', 't', '-p', '65535'],
+    ]) {
       const r = cli(args);
       expect({ args, status: r.status }).toEqual({ args, status: 2 });
       expect(r.stderr).toMatch(/^webccl serve: /);
@@ -177,39 +224,63 @@ describe('webccl serve: the command', () => {
     expect(r.status).toBe(1);
     expect(r.stderr).toContain(join(tmp, 'none'));
     const help = cli(['--help']);
-    expect({ status: help.status, usage: help.stdout.startsWith('usage: webccl serve') }).toEqual({ status: 0, usage: true });
+    expect({ status: help.status, usage: help.stdout.startsWith('usage: webccl serve') }).toEqual({
+      status: 0,
+      usage: true,
+    });
   });
 
-  it.skipIf(!haveChromium)('--demo serves the live benchmark: rows arrive for every size with #wrong 0, drawn as they come; with a directory it is a usage error', async () => {
-    expect(cli(['--demo', dir]).status).toBe(2);
-    const child = spawn(process.execPath, [bin, 'serve', '--demo', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    try {
-      const [, url] = await outputMatch(child.stdout, /live benchmark at (http:\/\/\S+perf\.html)/);
-      await withTab((tab, errors) => expectLiveBenchmark(tab, errors, url, join(dir, 'perf-page.png')));
-    } finally {
-      child.kill('SIGTERM');
-    }
-  }, 120_000);
-
-  it.skipIf(!haveChromium)("the live benchmark with rank 0 on the page's main thread (?main=1): it awaits every call, every row right, over that thread's own floor", async () => {
-    const child = spawn(process.execPath, [bin, 'serve', '--demo', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    try {
-      const [, url] = await outputMatch(child.stdout, /live benchmark at (http:\/\/\S+perf\.html)/);
-      await withTab(async (tab, errors) => {
-        await tab.goto(`${url}?ranks=2&main=1&max=8192&seconds=0.02`);
-        await tab.waitForSelector('#status:not([data-state="running"])', { timeout: 90_000 });
-        expect({ state: await tab.getAttribute('#status', 'data-state'), text: await tab.textContent('#status') }).toEqual({ state: 'done', text: '2 ranks, 6 sizes: every result right' });
-        expect(await tab.evaluate('window.perfOnMain')).toBe(true);
-        const rows = (await tab.evaluate('window.perfRows')) as { size: number; wrong: number; timeUs: number }[];
-        expect(rows.map((r) => [r.size, r.wrong])).toEqual([8, 32, 128, 512, 2048, 8192].map((s) => [s, 0]));
-        const floor = (await tab.evaluate('window.perfFloor')) as { oneWayUs: number; workerOneWayUs: number; copyGBs: number };
-        expect(floor.oneWayUs > 0 && floor.workerOneWayUs > 0 && floor.copyGBs > 0).toBe(true);
-        expect(await tab.textContent('#floor')).toContain("this thread's Atomics.waitAsync and a worker's Atomics.wait");
-        expect(await tab.locator('#chart circle').count()).toBe(6);
-        expect(errors).toEqual([]);
+  it.skipIf(!haveChromium)(
+    '--demo serves the live benchmark: rows arrive for every size with #wrong 0, drawn as they come; with a directory it is a usage error',
+    async () => {
+      expect(cli(['--demo', dir]).status).toBe(2);
+      const child = spawn(process.execPath, [bin, 'serve', '--demo', '--port', '0'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
       });
-    } finally {
-      child.kill('SIGTERM');
-    }
-  }, 120_000);
+      try {
+        const [, url] = await outputMatch(child.stdout, /live benchmark at (http:\/\/\S+perf\.html)/);
+        await withTab((tab, errors) => expectLiveBenchmark(tab, errors, url, join(dir, 'perf-page.png')));
+      } finally {
+        child.kill('SIGTERM');
+      }
+    },
+    120_000,
+  );
+
+  it.skipIf(!haveChromium)(
+    "the live benchmark with rank 0 on the page's main thread (?main=1): it awaits every call, every row right, over that thread's own floor",
+    async () => {
+      const child = spawn(process.execPath, [bin, 'serve', '--demo', '--port', '0'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      try {
+        const [, url] = await outputMatch(child.stdout, /live benchmark at (http:\/\/\S+perf\.html)/);
+        await withTab(async (tab, errors) => {
+          await tab.goto(`${url}?ranks=2&main=1&max=8192&seconds=0.02`);
+          await tab.waitForSelector('#status:not([data-state="running"])', { timeout: 90_000 });
+          expect({
+            state: await tab.getAttribute('#status', 'data-state'),
+            text: await tab.textContent('#status'),
+          }).toEqual({ state: 'done', text: '2 ranks, 6 sizes: every result right' });
+          expect(await tab.evaluate('window.perfOnMain')).toBe(true);
+          const rows = (await tab.evaluate('window.perfRows')) as { size: number; wrong: number; timeUs: number }[];
+          expect(rows.map((r) => [r.size, r.wrong])).toEqual([8, 32, 128, 512, 2048, 8192].map((s) => [s, 0]));
+          const floor = (await tab.evaluate('window.perfFloor')) as {
+            oneWayUs: number;
+            workerOneWayUs: number;
+            copyGBs: number;
+          };
+          expect(floor.oneWayUs > 0 && floor.workerOneWayUs > 0 && floor.copyGBs > 0).toBe(true);
+          expect(await tab.textContent('#floor')).toContain(
+            "this thread's Atomics.waitAsync and a worker's Atomics.wait",
+          );
+          expect(await tab.locator('#chart circle').count()).toBe(6);
+          expect(errors).toEqual([]);
+        });
+      } finally {
+        child.kill('SIGTERM');
+      }
+    },
+    120_000,
+  );
 });

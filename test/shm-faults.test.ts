@@ -2,13 +2,13 @@
 // BUFFER_BUSY is decided alike on every rank, and WEBCCL_CHECK=1 catches a program that writes
 // a buffer while its op is in flight, on in-process ranks, thread ranks and across nodes.
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { WebcclError } from '../src/core/errors.js';
+import type { Communicator } from '../src/api/communicator.js';
 import { ENV_VARS } from '../src/core/config.js';
+import { WebcclError } from '../src/core/errors.js';
+import { caught } from './helpers/caught.js';
 import { inprocRanks, settleAll } from './helpers/inproc.js';
 import { destroyAll, netRanks } from './helpers/net-world.js';
 import { runScenario } from './helpers/threads.js';
-import { caught } from './helpers/caught.js';
-import type { Communicator } from '../src/api/communicator.js';
 
 describe('an out that partly overlaps its input', () => {
   const [a, b] = inprocRanks(2);
@@ -141,7 +141,12 @@ describe('WEBCCL_CHECK=1: writes to a buffer in flight', () => {
     const w1 = a.allReduce(y);
     const w2 = a.allReduce(x, { out: new Float32Array(10) });
     x[3] = 1;
-    const errs = await settleAll([w1, w2, b.allReduce(new Float32Array(10)), b.allReduce(new Float32Array(10), { out: new Float32Array(10) })]);
+    const errs = await settleAll([
+      w1,
+      w2,
+      b.allReduce(new Float32Array(10)),
+      b.allReduce(new Float32Array(10), { out: new Float32Array(10) }),
+    ]);
     expect(errs[0]).toBeUndefined();
     expect((errs[1] as WebcclError).details).toMatchObject({ op: 'allReduce', seq: 1, buffer: 'input' });
   });
@@ -167,7 +172,12 @@ describe('WEBCCL_CHECK=1: writes to a buffer in flight', () => {
   });
 
   it('on 4 thread ranks: the writer gets BUFFER_BUSY, the others ABORTED, well within the deadline', async () => {
-    const { result, reports } = await runScenario(4, 'writeInFlight', { timeoutMs: 3000, count: 1 << 20 }, { env: { WEBCCL_CHECK: '1' } });
+    const { result, reports } = await runScenario(
+      4,
+      'writeInFlight',
+      { timeoutMs: 3000, count: 1 << 20 },
+      { env: { WEBCCL_CHECK: '1' } },
+    );
     expect(reports[0][0].error?.code, JSON.stringify(reports)).toBe('BUFFER_BUSY');
     expect(reports[0][0].error.details).toMatchObject({ op: 'allReduce', buffer: 'input', modified: true });
     for (const [rep] of reports.slice(1)) {
@@ -187,7 +197,13 @@ describe('WEBCCL_CHECK=1: writes to a buffer in flight', () => {
       const x = new Float32Array(100).fill(1);
       const w = a.allReduce(x);
       x[0] = 5;
-      const errs = await Promise.all([w.wait().catch((e) => e), b.allReduce(new Float32Array(100)).wait().catch((e) => e)]);
+      const errs = await Promise.all([
+        w.wait().catch((e) => e),
+        b
+          .allReduce(new Float32Array(100))
+          .wait()
+          .catch((e) => e),
+      ]);
       expect(errs[0].code).toBe('BUFFER_BUSY');
       expect(errs[0].details).toMatchObject({ op: 'allReduce', seq: 0, buffer: 'input' });
       expect(WebcclError.is(errs[1])).toBe(true); // the peer learns the op failed (ABORTED or CONNECTION_CLOSED)
@@ -201,7 +217,13 @@ describe('WEBCCL_CHECK=1: writes to a buffer in flight', () => {
       const w = a.allReduce(x, { out: new Float32Array(100) });
       await new Promise((res) => setTimeout(res, 50));
       x[0] = 5;
-      const errs = await Promise.all([w.wait().catch((e) => e), b.allReduce(new Float32Array(100)).wait().catch((e) => e)]);
+      const errs = await Promise.all([
+        w.wait().catch((e) => e),
+        b
+          .allReduce(new Float32Array(100))
+          .wait()
+          .catch((e) => e),
+      ]);
       expect(errs[0].code).toBe('BUFFER_BUSY');
       expect(errs[0].details).toMatchObject({ buffer: 'input', modified: true });
     }, 60_000);

@@ -1,14 +1,15 @@
 // `webccl simulate`: its arguments (defaults, units, every refusal), and its output: the table
 // and the JSON rows (size, algorithm, timeUs), with the times the simulator predicts.
+
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { SimUsageError, parseBandwidth, parseLatency, parseSimulateArgs } from '../src/launch/simulate/args.js';
-import { simulateMain } from '../src/launch/simulate/main.js';
 import { main } from '../src/launch/cli.js';
+import { parseBandwidth, parseLatency, parseSimulateArgs, SimUsageError } from '../src/launch/simulate/args.js';
+import { simulateMain } from '../src/launch/simulate/main.js';
 
 const parse = (...argv: string[]) => {
   const o = parseSimulateArgs(argv);
@@ -17,18 +18,80 @@ const parse = (...argv: string[]) => {
 };
 
 describe('parseSimulateArgs', () => {
-  it('defaults: 8 ranks one per node, 5 us and 25 Gbit between nodes, 1 us and 400 Gbit inside, the engine\'s choice of algorithm', () => {
+  it("defaults: 8 ranks one per node, 5 us and 25 Gbit between nodes, 1 us and 400 Gbit inside, the engine's choice of algorithm", () => {
     expect(parse('allreduce')).toMatchObject({
-      collective: 'allreduce', ranks: 8, nodes: 8, latencyUs: 5, bytesPerUs: 3125, intraLatencyUs: 1, intraBytesPerUs: 50000, overheadUs: 0,
-      algos: [], minBytes: 8, maxBytes: 64 << 20, factor: 2, dtype: 'f32', root: 0, seed: 1, jitter: 0, json: undefined,
+      collective: 'allreduce',
+      ranks: 8,
+      nodes: 8,
+      latencyUs: 5,
+      bytesPerUs: 3125,
+      intraLatencyUs: 1,
+      intraBytesPerUs: 50000,
+      overheadUs: 0,
+      algos: [],
+      minBytes: 8,
+      maxBytes: 64 << 20,
+      factor: 2,
+      dtype: 'f32',
+      root: 0,
+      seed: 1,
+      jitter: 0,
+      json: undefined,
     });
   });
 
   it('reads every flag, in both spellings', () => {
-    expect(parse('all_reduce', '--ranks', '1024', '--nodes=128', '--latency', '2.5us', '--bandwidth', '100Gbit', '--intra-latency', '300ns',
-      '--intra-bandwidth', '50GB/s', '--overhead', '50us', '-a', 'ring,tree', '-b', '1K', '-e', '1G', '-f', '4', '--seed', '9', '--jitter', '0.25', '-d', 'double', '--json', 'x.json'))
-      .toMatchObject({ collective: 'allreduce', ranks: 1024, nodes: 128, latencyUs: 2.5, bytesPerUs: 12500, intraLatencyUs: 0.3, intraBytesPerUs: 50000, overheadUs: 50,
-        algos: ['ring', 'tree'], minBytes: 1024, maxBytes: 1 << 30, factor: 4, seed: 9, jitter: 0.25, dtype: 'f64', json: 'x.json' });
+    expect(
+      parse(
+        'all_reduce',
+        '--ranks',
+        '1024',
+        '--nodes=128',
+        '--latency',
+        '2.5us',
+        '--bandwidth',
+        '100Gbit',
+        '--intra-latency',
+        '300ns',
+        '--intra-bandwidth',
+        '50GB/s',
+        '--overhead',
+        '50us',
+        '-a',
+        'ring,tree',
+        '-b',
+        '1K',
+        '-e',
+        '1G',
+        '-f',
+        '4',
+        '--seed',
+        '9',
+        '--jitter',
+        '0.25',
+        '-d',
+        'double',
+        '--json',
+        'x.json',
+      ),
+    ).toMatchObject({
+      collective: 'allreduce',
+      ranks: 1024,
+      nodes: 128,
+      latencyUs: 2.5,
+      bytesPerUs: 12500,
+      intraLatencyUs: 0.3,
+      intraBytesPerUs: 50000,
+      overheadUs: 50,
+      algos: ['ring', 'tree'],
+      minBytes: 1024,
+      maxBytes: 1 << 30,
+      factor: 4,
+      seed: 9,
+      jitter: 0.25,
+      dtype: 'f64',
+      json: 'x.json',
+    });
     expect(parse('allreduce', '-a', 'all').algos).toEqual(['ring', 'doubling', 'tree', 'hierarchical']);
     expect(parse('broadcast', '-a', 'all', '-r', '7').algos).toEqual(['chain']);
     expect(parse('barrier').collective).toBe('barrier');
@@ -66,7 +129,10 @@ describe('parseSimulateArgs', () => {
     [['allreduce', '--overhead', 'some'], /--overhead expects a time/],
     [['allreduce', '--bandwidth', '0Gbit'], /--bandwidth expects a rate/],
     [['allreduce', '--intra-bandwidth', 'fast'], /--intra-bandwidth expects a rate/],
-    [['allreduce', '-a', 'butterfly'], /-a: allreduce has no algorithm "butterfly" \(expected auto, all, ring, doubling, tree, hierarchical\)/],
+    [
+      ['allreduce', '-a', 'butterfly'],
+      /-a: allreduce has no algorithm "butterfly" \(expected auto, all, ring, doubling, tree, hierarchical\)/,
+    ],
     [['allgather', '-a', 'tree'], /-a: allgather has no algorithm "tree"/],
     [['allreduce', '-b', '1M', '-e', '1K'], /-e 1024 is smaller than -b 1048576/],
     [['allreduce', '-b', 'lots'], /-b expects a size/],
@@ -78,7 +144,10 @@ describe('parseSimulateArgs', () => {
     [['allreduce', '--threads', '0'], /--threads expects an integer in 1\.\.256/],
     [['allreduce', '--threads', 'many'], /--threads expects an integer/],
     [['allreduce', '--ranks', '8', '--ranks', '16'], /--ranks given twice/],
-    [['alltoallv'], /unknown collective "alltoallv" \(expected allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, barrier\)/],
+    [
+      ['alltoallv'],
+      /unknown collective "alltoallv" \(expected allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, barrier\)/,
+    ],
     [['gather', '-a', 'ring'], /-a: gather has no algorithm "ring" \(expected auto, all, direct\)/],
     [['allreduce', 'broadcast'], /the collective is already allreduce/],
     [[], /which collective/],
@@ -92,37 +161,70 @@ describe('simulateMain', () => {
   const io = () => {
     const out: string[] = [];
     const err: string[] = [];
-    return { out, err, io: { stdout: { write: (s: string) => out.push(s) }, stderr: { write: (s: string) => err.push(s) } } };
+    return {
+      out,
+      err,
+      io: { stdout: { write: (s: string) => out.push(s) }, stderr: { write: (s: string) => err.push(s) } },
+    };
   };
 
   it('prints one row per size and algorithm, and the JSON rows carry size, algorithm and timeUs', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'webccl-sim-'));
     const json = join(dir, 'r.json');
     const t = io();
-    const code = await simulateMain(['allreduce', '--ranks', '16', '--nodes', '4', '-a', 'all', '-b', '1K', '-e', '64K', '-f', '8', '--json', json], t.io);
+    const code = await simulateMain(
+      ['allreduce', '--ranks', '16', '--nodes', '4', '-a', 'all', '-b', '1K', '-e', '64K', '-f', '8', '--json', json],
+      t.io,
+    );
     expect(code).toBe(0);
-    const rows = t.out.join('').split('\n').filter((l) => l && !l.startsWith('#'));
+    const rows = t.out
+      .join('')
+      .split('\n')
+      .filter((l) => l && !l.startsWith('#'));
     expect(rows).toHaveLength(3 * 4);
     const report = JSON.parse(readFileSync(json, 'utf8'));
-    expect(report).toMatchObject({ tool: 'webccl simulate', collective: 'allreduce', nranks: 16, nodes: 4, ranksPerNode: 4, latencyUs: 5, bandwidthGbit: 25 });
+    expect(report).toMatchObject({
+      tool: 'webccl simulate',
+      collective: 'allreduce',
+      nranks: 16,
+      nodes: 4,
+      ranksPerNode: 4,
+      latencyUs: 5,
+      bandwidthGbit: 25,
+    });
     expect(report.rows.map((r: { size: number; algorithm: string }) => `${r.size} ${r.algorithm}`)).toEqual(
-      [1024, 8192, 65536].flatMap((s) => ['ring', 'doubling', 'tree', 'hierarchical'].map((a) => `${s} ${a}`)));
+      [1024, 8192, 65536].flatMap((s) => ['ring', 'doubling', 'tree', 'hierarchical'].map((a) => `${s} ${a}`)),
+    );
     for (const r of report.rows) {
       expect(r.timeUs).toBeGreaterThan(0);
       expect(r.algbw).toBeCloseTo(r.size / (r.timeUs * 1e3), 9);
       expect(r.busbw).toBeCloseTo((r.algbw * 2 * 15) / 16, 9);
     }
     // The table shows the JSON's numbers rounded.
-    expect(rows[0].trim().split(/\s+/).slice(0, 5)).toEqual(['1024', '256', 'float', 'ring', report.rows[0].timeUs.toFixed(2)]);
+    expect(rows[0].trim().split(/\s+/).slice(0, 5)).toEqual([
+      '1024',
+      '256',
+      'float',
+      'ring',
+      report.rows[0].timeUs.toFixed(2),
+    ]);
   });
 
   it('alltoall, gather and scatter: size is all n blocks, busbw (n−1)/n of algbw', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'webccl-sim-'));
     for (const coll of ['alltoall', 'gather', 'scatter']) {
       const json = join(dir, `${coll}.json`);
-      expect(await simulateMain([coll, '--ranks', '8', '--nodes', '2', '-b', '1K', '-e', '1M', '-f', '1024', '-r', '3', '--json', json], io().io)).toBe(0);
+      expect(
+        await simulateMain(
+          [coll, '--ranks', '8', '--nodes', '2', '-b', '1K', '-e', '1M', '-f', '1024', '-r', '3', '--json', json],
+          io().io,
+        ),
+      ).toBe(0);
       const rows = JSON.parse(readFileSync(json, 'utf8')).rows;
-      expect(rows.map((r: { size: number; count: number }) => [r.size, r.count])).toEqual([[1024, 32], [1 << 20, 32768]]);
+      expect(rows.map((r: { size: number; count: number }) => [r.size, r.count])).toEqual([
+        [1024, 32],
+        [1 << 20, 32768],
+      ]);
       for (const r of rows) expect(r.busbw).toBeCloseTo((r.algbw * 7) / 8, 9);
     }
   });
@@ -132,9 +234,19 @@ describe('simulateMain', () => {
     const json = join(dir, 'sendrecv.json');
     expect(parse('send_recv').collective).toBe('sendrecv');
     expect(parse('sendrecv', '-a', 'all').algos).toEqual(['p2p']);
-    expect(await simulateMain(['sendrecv', '--ranks', '8', '--nodes', '2', '-b', '1K', '-e', '1M', '-f', '1024', '--json', json], io().io)).toBe(0);
+    expect(
+      await simulateMain(
+        ['sendrecv', '--ranks', '8', '--nodes', '2', '-b', '1K', '-e', '1M', '-f', '1024', '--json', json],
+        io().io,
+      ),
+    ).toBe(0);
     const rows = JSON.parse(readFileSync(json, 'utf8')).rows;
-    expect(rows.map((r: { size: number; count: number; algorithm: string }) => [r.size, r.count, r.algorithm])).toEqual([[1024, 256, 'p2p'], [1 << 20, 262144, 'p2p']]);
+    expect(rows.map((r: { size: number; count: number; algorithm: string }) => [r.size, r.count, r.algorithm])).toEqual(
+      [
+        [1024, 256, 'p2p'],
+        [1 << 20, 262144, 'p2p'],
+      ],
+    );
     for (const r of rows) expect(r.busbw).toBe(r.algbw);
     const t = io();
     expect(await simulateMain(['sendrecv', '--ranks', '1'], t.io)).toBe(2);
@@ -144,8 +256,33 @@ describe('simulateMain', () => {
   it('--seed: the same seed prints the same times under jitter, another seed others', async () => {
     const times = async (seed: string) => {
       const t = io();
-      await simulateMain(['allreduce', '--ranks', '12', '--nodes', '3', '-a', 'all', '-b', '4K', '-e', '4M', '-f', '32', '--jitter', '0.5', '--seed', seed], t.io);
-      return t.out.join('').split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.trim().split(/\s+/)[4]);
+      await simulateMain(
+        [
+          'allreduce',
+          '--ranks',
+          '12',
+          '--nodes',
+          '3',
+          '-a',
+          'all',
+          '-b',
+          '4K',
+          '-e',
+          '4M',
+          '-f',
+          '32',
+          '--jitter',
+          '0.5',
+          '--seed',
+          seed,
+        ],
+        t.io,
+      );
+      return t.out
+        .join('')
+        .split('\n')
+        .filter((l) => l && !l.startsWith('#'))
+        .map((l) => l.trim().split(/\s+/)[4]);
     };
     const a = await times('3');
     expect(await times('3')).toEqual(a);
@@ -155,7 +292,11 @@ describe('simulateMain', () => {
   it('names the schedule the engine would pick when no -a is given', async () => {
     const t = io();
     await simulateMain(['allreduce', '--ranks', '4', '-b', '1K', '-e', '64M', '-f', '65536'], t.io);
-    const algos = t.out.join('').split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.trim().split(/\s+/)[3]);
+    const algos = t.out
+      .join('')
+      .split('\n')
+      .filter((l) => l && !l.startsWith('#'))
+      .map((l) => l.trim().split(/\s+/)[3]);
     expect(algos).toEqual(['doubling', 'ring']);
   });
 
@@ -168,7 +309,10 @@ describe('simulateMain', () => {
     expect(h.out.join('')).toMatch(/usage: webccl simulate/);
     const write = process.stdout.write;
     let printed = '';
-    process.stdout.write = ((s: string) => ((printed += s), true)) as typeof write;
+    process.stdout.write = ((s: string) => {
+      printed += s;
+      return true;
+    }) as typeof write;
     try {
       expect(await main(['simulate', 'barrier', '--ranks', '64'])).toBe(0);
     } finally {
@@ -178,9 +322,37 @@ describe('simulateMain', () => {
   });
 
   it('--threads 2 (the packaged CLI, its worker threads) prints the rows of one thread, wall time aside', () => {
-    const rows = (threads: string) => execFileSync(process.execPath, [fileURLToPath(new URL('../bin/webccl.js', import.meta.url)), 'simulate', 'allreduce', '--ranks', '32', '--nodes', '8',
-      '-a', 'all', '-b', '4K', '-e', '4M', '-f', '32', '--jitter', '0.3', '--overhead', '1us', '--threads', threads], { encoding: 'utf8' })
-      .split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.trim().split(/\s+/).slice(0, -1).join(' '));
+    const rows = (threads: string) =>
+      execFileSync(
+        process.execPath,
+        [
+          fileURLToPath(new URL('../bin/webccl.js', import.meta.url)),
+          'simulate',
+          'allreduce',
+          '--ranks',
+          '32',
+          '--nodes',
+          '8',
+          '-a',
+          'all',
+          '-b',
+          '4K',
+          '-e',
+          '4M',
+          '-f',
+          '32',
+          '--jitter',
+          '0.3',
+          '--overhead',
+          '1us',
+          '--threads',
+          threads,
+        ],
+        { encoding: 'utf8' },
+      )
+        .split('\n')
+        .filter((l) => l && !l.startsWith('#'))
+        .map((l) => l.trim().split(/\s+/).slice(0, -1).join(' '));
     const one = rows('1');
     expect(one).toHaveLength(3 * 4);
     expect(rows('2')).toEqual(one);

@@ -8,12 +8,22 @@ import type { SimDtype, SimOp } from '../src/sim/memory.js';
 /** Rank r's element i: small integers of both signs, so every sum and order is exact. */
 const value = (r: number, i: number) => ((r * 31 + i * 17) % 13) - 6;
 const combine: Record<SimOp, (a: number, b: number) => number> = {
-  sum: (a, b) => a + b, prod: Math.imul, min: Math.min, max: Math.max,
+  sum: (a, b) => a + b,
+  prod: Math.imul,
+  min: Math.min,
+  max: Math.max,
 };
 
 /** nodes for n ranks: several ranks per node where n allows, so hierarchical has two levels. */
-const nodesFor = (n: number) => (n % 8 === 0 && n > 8 ? n / 8 : n % 4 === 0 && n > 4 ? n / 4 : n % 2 === 0 && n > 2 ? n / 2 : n % 3 === 0 ? 1 : n);
-const net = (ranks: number) => ({ ranks, nodes: nodesFor(ranks), mode: 'data' as const, inter: { latencyUs: 5, bytesPerUs: 3125 }, intra: { latencyUs: 1, bytesPerUs: 50000 } });
+const nodesFor = (n: number) =>
+  n % 8 === 0 && n > 8 ? n / 8 : n % 4 === 0 && n > 4 ? n / 4 : n % 2 === 0 && n > 2 ? n / 2 : n % 3 === 0 ? 1 : n;
+const net = (ranks: number) => ({
+  ranks,
+  nodes: nodesFor(ranks),
+  mode: 'data' as const,
+  inter: { latencyUs: 5, bytesPerUs: 3125 },
+  intra: { latencyUs: 1, bytesPerUs: 50000 },
+});
 
 /** Runs `call` on n virtual ranks and returns a description of every wrong element (at most 5). */
 async function wrongs(n: number, call: SimCall): Promise<string[]> {
@@ -30,15 +40,25 @@ async function wrongs(n: number, call: SimCall): Promise<string[]> {
   };
   const want = (rank: number, i: number): number => {
     switch (coll) {
-      case 'allreduce': case 'reduce': return reduced(i);
-      case 'broadcast': return value(root, i);
-      case 'allgather': return value(Math.floor(i / c), i % c);
-      case 'reducescatter': return reduced(rank * c + i);
-      case 'alltoall': return value(Math.floor(i / c), rank * c + (i % c));
-      case 'gather': return value(Math.floor(i / c), i % c);
-      case 'scatter': return value(root, rank * c + i);
-      case 'sendrecv': return value((rank + n - 1) % n, i);
-      default: return NaN;
+      case 'allreduce':
+      case 'reduce':
+        return reduced(i);
+      case 'broadcast':
+        return value(root, i);
+      case 'allgather':
+        return value(Math.floor(i / c), i % c);
+      case 'reducescatter':
+        return reduced(rank * c + i);
+      case 'alltoall':
+        return value(Math.floor(i / c), rank * c + (i % c));
+      case 'gather':
+        return value(Math.floor(i / c), i % c);
+      case 'scatter':
+        return value(root, rank * c + i);
+      case 'sendrecv':
+        return value((rank + n - 1) % n, i);
+      default:
+        return NaN;
     }
   };
   const bad: string[] = [];
@@ -64,8 +84,24 @@ async function wrongs(n: number, call: SimCall): Promise<string[]> {
 
 const RANKS = [1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 16, 31, 64];
 const countsFor = (n: number) => [...new Set([0, 1, Math.max(0, n - 1), 3 * n + 2])];
-const OPS: [SimDtype, SimOp][] = [['i32', 'sum'], ['f64', 'max'], ['i32', 'prod'], ['f32', 'min']];
-const COLLECTIVES: SimCollective[] = ['allreduce', 'reducescatter', 'allgather', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'sendrecv', 'barrier'];
+const OPS: [SimDtype, SimOp][] = [
+  ['i32', 'sum'],
+  ['f64', 'max'],
+  ['i32', 'prod'],
+  ['f32', 'min'],
+];
+const COLLECTIVES: SimCollective[] = [
+  'allreduce',
+  'reducescatter',
+  'allgather',
+  'broadcast',
+  'reduce',
+  'alltoall',
+  'gather',
+  'scatter',
+  'sendrecv',
+  'barrier',
+];
 
 describe('every schedule over the simulated network, data mode', () => {
   for (const coll of COLLECTIVES) {
@@ -76,7 +112,14 @@ describe('every schedule over the simulated network, data mode', () => {
         for (const n of RANKS.filter((r) => coll !== 'sendrecv' || r > 1)) {
           for (const count of countsFor(n)) {
             const [dtype, op] = OPS[(n + count) % OPS.length];
-            const call = { collective: coll, algo, count, dtype, op, root: ['broadcast', 'reduce', 'gather', 'scatter'].includes(coll) ? (count * 7) % n : 0 };
+            const call = {
+              collective: coll,
+              algo,
+              count,
+              dtype,
+              op,
+              root: ['broadcast', 'reduce', 'gather', 'scatter'].includes(coll) ? (count * 7) % n : 0,
+            };
             for (const w of await wrongs(n, call)) bad.push(`${n} ranks, count ${count}, ${dtype} ${op}: ${w}`);
           }
         }
@@ -108,9 +151,18 @@ describe('every schedule over the simulated network, data mode', () => {
   for (const [coll, algo, ranks, counts] of big) {
     it(`${coll} ${algo} at ${ranks.join(', ')} ranks`, async () => {
       const bad: string[] = [];
-      for (const n of ranks) for (const count of counts) {
-        for (const w of await wrongs(n, { collective: coll, algo, count, dtype: 'i32', op: 'sum', root: coll === 'barrier' ? 0 : n >> 1 })) bad.push(`${n} ranks, count ${count}: ${w}`);
-      }
+      for (const n of ranks)
+        for (const count of counts) {
+          for (const w of await wrongs(n, {
+            collective: coll,
+            algo,
+            count,
+            dtype: 'i32',
+            op: 'sum',
+            root: coll === 'barrier' ? 0 : n >> 1,
+          }))
+            bad.push(`${n} ranks, count ${count}: ${w}`);
+        }
       expect(bad).toEqual([]);
     }, 120_000);
   }
@@ -119,13 +171,15 @@ describe('every schedule over the simulated network, data mode', () => {
     await expect(wrongs(1, { collective: 'sendrecv', count: 4 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 
-  it('sendrecv: the data, then the receiver\'s 8-byte answer, per rank (the engine\'s send/recv protocol)', async () => {
+  it("sendrecv: the data, then the receiver's 8-byte answer, per rank (the engine's send/recv protocol)", async () => {
     const r = await simulateCollective({ ...net(6), mode: 'size' }, { collective: 'sendrecv', count: 100 });
     expect(r.messages).toBe(12);
     expect(r.bytes).toBe(6 * (400 + 8));
   });
 
   it('allreduce with no algorithm named runs what the engine would pick', async () => {
-    for (const n of [4, 16]) for (const count of [5, 300_000]) expect(await wrongs(n, { collective: 'allreduce', count, dtype: 'f32' })).toEqual([]);
+    for (const n of [4, 16])
+      for (const count of [5, 300_000])
+        expect(await wrongs(n, { collective: 'allreduce', count, dtype: 'f32' })).toEqual([]);
   }, 60_000);
 });

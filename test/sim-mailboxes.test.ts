@@ -6,7 +6,7 @@ import { Mailboxes } from '../src/sim/mailboxes.js';
 describe('Mailboxes', () => {
   it('finds what was filed and nothing else, through growth and deletions, as a Map does', () => {
     let seed = 12345;
-    const rnd = (n: number) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % n);
+    const rnd = (n: number) => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % n;
     const mail = new Mailboxes();
     const ref = new Map<string, { bytes: number; into: Uint8Array | null }>();
     const view = new Uint8Array(4);
@@ -34,7 +34,10 @@ describe('Mailboxes', () => {
       expect(i).toBeGreaterThanOrEqual(0);
       expect(mail.bytes(i)).toBe(v.bytes);
     }
-    const withReceive = [...ref].filter(([k, v]) => k.startsWith('5/') && v.into).map(([k]) => Number(k.split('/')[1])).sort((a, b) => a - b);
+    const withReceive = [...ref]
+      .filter(([k, v]) => k.startsWith('5/') && v.into)
+      .map(([k]) => Number(k.split('/')[1]))
+      .sort((a, b) => a - b);
     expect(mail.receivesOf(5).sort((a, b) => a - b)).toEqual(withReceive);
   });
 });

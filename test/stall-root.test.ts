@@ -2,16 +2,20 @@
 // at the root of the stall. Here the store is a map in memory that can also go away mid-chain,
 // as the real one does when rank 0 (which serves it) fails and ends first.
 import { describe, expect, it } from 'vitest';
-import { type JobStore, stallRoot } from '../src/net/blame.js';
 import { WebcclError } from '../src/core/errors.js';
+import { type JobStore, stallRoot } from '../src/net/blame.js';
 
 /** A store holding `entries` (rank → ranks it awaits); it stops answering after `answers` gets. */
 function memoryStore(entries: Record<number, number[]>, answers = Infinity): JobStore & { keys: Map<string, string> } {
-  const keys = new Map<string, string>(Object.entries(entries).map(([r, awaited]) => [`webccl/stall/${r}`, JSON.stringify({ seq: 7, awaited })]));
+  const keys = new Map<string, string>(
+    Object.entries(entries).map(([r, awaited]) => [`webccl/stall/${r}`, JSON.stringify({ seq: 7, awaited })]),
+  );
   let gets = 0;
   return {
     keys,
-    set: async (k, v) => { keys.set(k, v); },
+    set: async (k, v) => {
+      keys.set(k, v);
+    },
     get: async (k) => {
       if (++gets > answers) throw new WebcclError('CONNECTION_CLOSED', 'store connection closed');
       const v = keys.get(k);

@@ -12,13 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { WebcclError } from '../src/core/errors.js';
-import { type TlsFiles } from '../src/core/config.js';
-import { startStoreServer, type StoreServerOptions } from '../src/bootstrap/nodejs/store-server.js';
 import { StoreClient } from '../src/bootstrap/nodejs/store-client.js';
+import { type StoreServerOptions, startStoreServer } from '../src/bootstrap/nodejs/store-server.js';
 import { AUTH_FAIL_REASONS } from '../src/bootstrap/store-protocol.js';
+import type { TlsFiles } from '../src/core/config.js';
+import { WebcclError } from '../src/core/errors.js';
 import { TcpTransport, type TcpTransportOptions } from '../src/transport/tcp/nodejs/tcp-transport.js';
-import { type WireTls, resolveWireTls, wireTls } from '../src/wire/nodejs/secure-socket.js';
+import { resolveWireTls, type WireTls, wireTls } from '../src/wire/nodejs/secure-socket.js';
 import { freePort } from './helpers/net.js';
 
 const JOB = 'job-tls';
@@ -32,7 +32,10 @@ const tmp = mkdtempSync(join(tmpdir(), 'webccl-tls-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 async function failure(p: Promise<unknown>): Promise<WebcclError> {
-  const e = await p.then(() => undefined, (x: unknown) => x);
+  const e = await p.then(
+    () => undefined,
+    (x: unknown) => x,
+  );
   if (!WebcclError.is(e)) throw new Error(`expected a WebcclError, got ${String(e)}`);
   return e;
 }
@@ -49,14 +52,17 @@ function refusals<T>() {
 describe('rendezvous store over TLS', () => {
   type Reject = Parameters<NonNullable<StoreServerOptions['onReject']>>[0];
   const servers: { close(): Promise<void> }[] = [];
-  afterEach(async () => { await Promise.all(servers.splice(0).map((s) => s.close())); });
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((s) => s.close()));
+  });
 
   async function store(tls: WireTls | undefined, onReject: (r: Reject) => void = () => {}) {
     const s = await startStoreServer({ token: TOKEN, jobId: JOB, tls, onReject });
     servers.push(s);
     return s;
   }
-  const client = (port: number, tls: WireTls | undefined, token = TOKEN) => StoreClient.connect({ host: '127.0.0.1', port, token, jobId: JOB, tls, timeoutMs: 20_000 });
+  const client = (port: number, tls: WireTls | undefined, token = TOKEN) =>
+    StoreClient.connect({ host: '127.0.0.1', port, token, jobId: JOB, tls, timeoutMs: 20_000 });
 
   it('keyed by the token: set, get, wait and add work', async () => {
     const s = await store(byToken());
@@ -132,7 +138,15 @@ const openTransports: TcpTransport[] = [];
 afterEach(() => openTransports.splice(0).forEach((t) => t.close()));
 
 async function listen(rank: number, size: number, extra: Partial<TcpTransportOptions> = {}): Promise<TcpTransport> {
-  const t = await TcpTransport.listen({ rank, size, jobId: JOB, token: TOKEN, timeoutMs: 20_000, onReject: () => {}, ...extra });
+  const t = await TcpTransport.listen({
+    rank,
+    size,
+    jobId: JOB,
+    token: TOKEN,
+    timeoutMs: 20_000,
+    onReject: () => {},
+    ...extra,
+  });
   openTransports.push(t);
   return t;
 }
@@ -145,12 +159,20 @@ async function exchange(extra: (r: number) => Partial<TcpTransportOptions>) {
   await Promise.all(ts.map((t) => t.connect(ts.map((x) => x.address))));
   for (const n of [5, 8 << 20]) {
     const got = ts.map(() => ts.map(() => new Uint8Array(n)));
-    const ops = ts.flatMap((t, r) => ts.flatMap((_, p) => (p === r ? [] : [
-      t.recv(p, { comm: 0, seq: n, step: 0 }, got[r][p]),
-      t.send(p, { comm: 0, seq: n, step: 0 }, fill(n, r * 3 + p)),
-    ])));
+    const ops = ts.flatMap((t, r) =>
+      ts.flatMap((_, p) =>
+        p === r
+          ? []
+          : [
+              t.recv(p, { comm: 0, seq: n, step: 0 }, got[r][p]),
+              t.send(p, { comm: 0, seq: n, step: 0 }, fill(n, r * 3 + p)),
+            ],
+      ),
+    );
     await Promise.all(ops);
-    for (let r = 0; r < 3; r++) for (let p = 0; p < 3; p++) if (p !== r) expect(same(got[r][p], fill(n, p * 3 + r)), `rank ${r} from ${p}, ${n} bytes`).toBe(true);
+    for (let r = 0; r < 3; r++)
+      for (let p = 0; p < 3; p++)
+        if (p !== r) expect(same(got[r][p], fill(n, p * 3 + r)), `rank ${r} from ${p}, ${n} bytes`).toBe(true);
   }
 }
 
@@ -178,11 +200,19 @@ describe('TcpTransport over TLS', () => {
 
   it('rank 0 with TLS, rank 1 without: both fail PROTOCOL_ERROR naming WEBCCL_TLS, promptly', async () => {
     const seen = refusals<WebcclError>();
-    const [a, b] = await Promise.all([listen(0, 2, { tls: byToken(), onReject: seen.on, timeoutMs: 5000 }), listen(1, 2, { timeoutMs: 5000 })]);
+    const [a, b] = await Promise.all([
+      listen(0, 2, { tls: byToken(), onReject: seen.on, timeoutMs: 5000 }),
+      listen(1, 2, { timeoutMs: 5000 }),
+    ]);
     const t0 = Date.now();
-    const [ea, eb] = await Promise.all([failure(a.connect([a.address, b.address])), failure(b.connect([a.address, b.address]))]);
+    const [ea, eb] = await Promise.all([
+      failure(a.connect([a.address, b.address])),
+      failure(b.connect([a.address, b.address])),
+    ]);
     expect(ea.code).toBe('PROTOCOL_ERROR');
-    expect(ea.message).toMatch(/rank 1 at 127\.0\.0\.1:\d+ (does not use TLS|closed the connection before TLS began).*WEBCCL_TLS/);
+    expect(ea.message).toMatch(
+      /rank 1 at 127\.0\.0\.1:\d+ (does not use TLS|closed the connection before TLS began).*WEBCCL_TLS/,
+    );
     expect(eb.code).toBe('PROTOCOL_ERROR');
     expect(eb.message).toMatch(/uses TLS \(WEBCCL_TLS=1\)/);
     expect((await seen.first).code).toBe('PROTOCOL_ERROR');
@@ -204,7 +234,11 @@ async function relay(to: { host: string; port: number }) {
     out.on('error', () => inbound.destroy());
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { address: { host: '127.0.0.1', port: (server.address() as net.AddressInfo).port }, bytes: () => Buffer.concat(seen), close: () => server.close() };
+  return {
+    address: { host: '127.0.0.1', port: (server.address() as net.AddressInfo).port },
+    bytes: () => Buffer.concat(seen),
+    close: () => server.close(),
+  };
 }
 
 const MARKER = Buffer.from('WEBCCL-PLAINTEXT-MARKER-0123456789');
@@ -255,13 +289,44 @@ function makeCerts(): { ca: string; ranks: TlsFiles[]; stranger: TlsFiles } {
     if (r.status !== 0) throw new Error(`openssl ${args.join(' ')}: ${r.stderr}`);
   };
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
-  for (const ca of ['ca', 'other-ca']) ssl(['req', '-x509', ...ec, '-keyout', f(`${ca}.key`), '-out', f(`${ca}.crt`), '-days', '2', '-subj', `/CN=webccl test ${ca}`]);
+  for (const ca of ['ca', 'other-ca'])
+    ssl([
+      'req',
+      '-x509',
+      ...ec,
+      '-keyout',
+      f(`${ca}.key`),
+      '-out',
+      f(`${ca}.crt`),
+      '-days',
+      '2',
+      '-subj',
+      `/CN=webccl test ${ca}`,
+    ]);
   const issue = (name: string, ca: string): TlsFiles => {
     ssl(['req', ...ec, '-keyout', f(`${name}.key`), '-out', f(`${name}.csr`), '-subj', `/CN=${name}`]);
-    ssl(['x509', '-req', '-in', f(`${name}.csr`), '-CA', f(`${ca}.crt`), '-CAkey', f(`${ca}.key`), '-CAcreateserial', '-out', f(`${name}.crt`), '-days', '2']);
+    ssl([
+      'x509',
+      '-req',
+      '-in',
+      f(`${name}.csr`),
+      '-CA',
+      f(`${ca}.crt`),
+      '-CAkey',
+      f(`${ca}.key`),
+      '-CAcreateserial',
+      '-out',
+      f(`${name}.crt`),
+      '-days',
+      '2',
+    ]);
     return { cert: f(`${name}.crt`), key: f(`${name}.key`), ca: f(`${ca}.crt`) };
   };
-  return { ca: f('ca.crt'), ranks: [0, 1, 2].map((r) => issue(`rank-${r}`, 'ca')), stranger: issue('stranger', 'other-ca') };
+  return {
+    ca: f('ca.crt'),
+    ranks: [0, 1, 2].map((r) => issue(`rank-${r}`, 'ca')),
+    stranger: issue('stranger', 'other-ca'),
+  };
 }
 
 describe.skipIf(!haveOpenssl)('given certificates (mutual TLS)', () => {
@@ -303,7 +368,9 @@ describe.skipIf(!haveOpenssl)('given certificates (mutual TLS)', () => {
     const mixed = { ...certs!.ranks[0], key: certs!.ranks[1].key };
     expect(() => byCerts(mixed)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
     const missing = { ...certs!.ranks[0], cert: join(tmp, 'nope.crt') };
-    expect(() => byCerts(missing)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', details: { path: missing.cert } }));
+    expect(() => byCerts(missing)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', details: { path: missing.cert } }),
+    );
   });
 });
 
@@ -349,10 +416,14 @@ describe('WEBCCL_TLS and its certificate variables', () => {
 
   it('refused: WEBCCL_TLS=yes, certificate variables without WEBCCL_TLS=1, some but not all of them, an unknown or missing tls field', () => {
     expect(refused({ WEBCCL_TLS: 'yes' })).toBe('INVALID_ARGUMENT');
-    expect(refused({ WEBCCL_TLS_CERT: '/x.crt', WEBCCL_TLS_KEY: '/x.key', WEBCCL_TLS_CA: '/ca.crt' })).toBe('INVALID_ARGUMENT');
+    expect(refused({ WEBCCL_TLS_CERT: '/x.crt', WEBCCL_TLS_KEY: '/x.key', WEBCCL_TLS_CA: '/ca.crt' })).toBe(
+      'INVALID_ARGUMENT',
+    );
     expect(refused({ WEBCCL_TLS: '1', WEBCCL_TLS_CERT: '/x.crt' })).toBe('INVALID_ARGUMENT');
     expect(refused({}, 'yes' as unknown as boolean)).toBe('INVALID_ARGUMENT');
-    expect(refused({}, { cert: '/x.crt', key: '/x.key', ca: '/ca.crt', passphrase: 'p' } as TlsFiles)).toBe('INVALID_ARGUMENT');
+    expect(refused({}, { cert: '/x.crt', key: '/x.key', ca: '/ca.crt', passphrase: 'p' } as TlsFiles)).toBe(
+      'INVALID_ARGUMENT',
+    );
     expect(refused({}, {} as TlsFiles)).toBe('INVALID_ARGUMENT');
   });
 });
@@ -366,17 +437,40 @@ const failing = join(root, 'test', 'fixtures', 'net-fail.mjs');
 const node = process.execPath;
 
 type Env = Record<string, string | undefined>;
-const LAUNCHER_VARS = ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'TORCHELASTIC_RUN_ID', 'XDG_RUNTIME_DIR'];
+const LAUNCHER_VARS = [
+  'RANK',
+  'WORLD_SIZE',
+  'LOCAL_RANK',
+  'LOCAL_WORLD_SIZE',
+  'MASTER_ADDR',
+  'MASTER_PORT',
+  'TORCHELASTIC_RUN_ID',
+  'XDG_RUNTIME_DIR',
+];
 /** This environment without any launcher's or webccl's variables, HOME in a temp dir, plus `extra`. */
 function env(extra: Env = {}): Env {
   const e: Env = { ...process.env, HOME: join(tmp, 'home') };
-  for (const k of Object.keys(e)) if (LAUNCHER_VARS.includes(k) || /^(WEBCCL_|OMPI_|PMIX_|PMI_|MPI_LOCAL|SLURM_)/.test(k)) delete e[k];
+  for (const k of Object.keys(e))
+    if (LAUNCHER_VARS.includes(k) || /^(WEBCCL_|OMPI_|PMIX_|PMI_|MPI_LOCAL|SLURM_)/.test(k)) delete e[k];
   return { ...e, ...extra };
 }
 
-interface Run { code: number | null; stdout: string; stderr: string; hung: boolean }
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  hung: boolean;
+}
 const children = new Set<ChildProcess>();
-afterAll(() => children.forEach((c) => { try { process.kill(-c.pid!, 'SIGKILL'); } catch { /* gone */ } }));
+afterAll(() =>
+  children.forEach((c) => {
+    try {
+      process.kill(-c.pid!, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }),
+);
 
 /** Runs a command in its own process group; one still running after `guardMs` is killed as hung. */
 function run(args: string[], e: Env, guardMs = 50_000): Promise<Run> {
@@ -390,7 +484,11 @@ function run(args: string[], e: Env, guardMs = 50_000): Promise<Run> {
     c.stderr!.on('data', (d) => (stderr += d));
     const guard = setTimeout(() => {
       hung = true;
-      try { process.kill(-c.pid!, 'SIGKILL'); } catch { /* gone */ }
+      try {
+        process.kill(-c.pid!, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
     }, guardMs);
     c.on('close', (code) => {
       clearTimeout(guard);
@@ -400,39 +498,89 @@ function run(args: string[], e: Env, guardMs = 50_000): Promise<Run> {
   });
 }
 
-const okRanks = (out: string, n: number) => [...out.matchAll(/^ok rank (\d+) of (\d+) /gm)].filter((m) => Number(m[2]) === n).map((m) => Number(m[1])).sort((a, b) => a - b);
+const okRanks = (out: string, n: number) =>
+  [...out.matchAll(/^ok rank (\d+) of (\d+) /gm)]
+    .filter((m) => Number(m[2]) === n)
+    .map((m) => Number(m[1]))
+    .sort((a, b) => a - b);
 const range = (n: number, from = 0) => Array.from({ length: n }, (_, i) => from + i);
 const secured = /TLS keyed by the job token/g;
 
 describe('jobs across processes with WEBCCL_TLS=1', () => {
-  it.each([2, 3])('--procs -n %i: every collective checks out, over TLS', async (n) => {
-    const r = await run([bin, 'run', '--procs', '-n', String(n), check], env({ WEBCCL_TLS: '1', WEBCCL_DEBUG: 'INFO' }));
-    expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
-    expect(okRanks(r.stdout, n)).toEqual(range(n));
-    expect(r.stderr.match(secured)).toHaveLength(n);
-  }, 90_000);
+  it.each([2, 3])(
+    '--procs -n %i: every collective checks out, over TLS',
+    async (n) => {
+      const r = await run(
+        [bin, 'run', '--procs', '-n', String(n), check],
+        env({ WEBCCL_TLS: '1', WEBCCL_DEBUG: 'INFO' }),
+      );
+      expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+      expect(okRanks(r.stdout, n)).toEqual(range(n));
+      expect(r.stderr.match(secured)).toHaveLength(n);
+    },
+    90_000,
+  );
 
   it('--procs -n 2 without WEBCCL_TLS, initCommGroup({ tls: true }): the job runs over TLS', async () => {
-    const r = await run([bin, 'run', '--procs', '-n', '2', join(root, 'test', 'fixtures', 'tls-option.mjs')], env({ WEBCCL_DEBUG: 'INFO' }));
+    const r = await run(
+      [bin, 'run', '--procs', '-n', '2', join(root, 'test', 'fixtures', 'tls-option.mjs')],
+      env({ WEBCCL_DEBUG: 'INFO' }),
+    );
     expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
     expect(r.stdout.match(/^ok rank \d of 2 sum 3$/gm)).toHaveLength(2);
     expect(r.stderr.match(secured)).toHaveLength(2);
   }, 60_000);
 
-  it.skipIf(!haveOpenssl)('--procs -n 2 with WEBCCL_TLS=1 and WEBCCL_TLS_CERT/KEY/CA: every collective checks out, over mutual TLS', async () => {
-    const files = makeCerts().ranks[0];
-    const r = await run([bin, 'run', '--procs', '-n', '2', check, '--sizes', '1000'],
-      env({ WEBCCL_TLS: '1', WEBCCL_TLS_CERT: files.cert, WEBCCL_TLS_KEY: files.key, WEBCCL_TLS_CA: files.ca, WEBCCL_DEBUG: 'INFO' }));
-    expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
-    expect(okRanks(r.stdout, 2)).toEqual([0, 1]);
-    expect(r.stderr.match(/TLS keyed by the certificates/g)).toHaveLength(2);
-  }, 60_000);
+  it.skipIf(!haveOpenssl)(
+    '--procs -n 2 with WEBCCL_TLS=1 and WEBCCL_TLS_CERT/KEY/CA: every collective checks out, over mutual TLS',
+    async () => {
+      const files = makeCerts().ranks[0];
+      const r = await run(
+        [bin, 'run', '--procs', '-n', '2', check, '--sizes', '1000'],
+        env({
+          WEBCCL_TLS: '1',
+          WEBCCL_TLS_CERT: files.cert,
+          WEBCCL_TLS_KEY: files.key,
+          WEBCCL_TLS_CA: files.ca,
+          WEBCCL_DEBUG: 'INFO',
+        }),
+      );
+      expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+      expect(okRanks(r.stdout, 2)).toEqual([0, 1]);
+      expect(r.stderr.match(/TLS keyed by the certificates/g)).toHaveLength(2);
+    },
+    60_000,
+  );
 
   it('--nnodes 2 --nproc-per-node 2: every collective checks out, hierarchical and ring, over TLS', async () => {
     const port = await freePort();
     const e = env({ WEBCCL_TLS: '1', WEBCCL_DEBUG: 'INFO', WEBCCL_TOKEN: 'nodes-token' });
-    const [a, b] = await Promise.all([0, 1].map((k) => run([bin, 'run', '--nnodes', '2', '--node-rank', String(k), '--nproc-per-node', '2',
-      '--master-addr', '127.0.0.1', '--master-port', String(port), check, '--expect-default', 'hierarchical', '--algo', 'ring'], e)));
+    const [a, b] = await Promise.all(
+      [0, 1].map((k) =>
+        run(
+          [
+            bin,
+            'run',
+            '--nnodes',
+            '2',
+            '--node-rank',
+            String(k),
+            '--nproc-per-node',
+            '2',
+            '--master-addr',
+            '127.0.0.1',
+            '--master-port',
+            String(port),
+            check,
+            '--expect-default',
+            'hierarchical',
+            '--algo',
+            'ring',
+          ],
+          e,
+        ),
+      ),
+    );
     for (const [k, r] of [a, b].entries()) {
       expect({ node: k, code: r.code, hung: r.hung }, r.stderr).toEqual({ node: k, code: 0, hung: false });
       expect(okRanks(r.stdout, 4)).toEqual(range(2, 2 * k));
@@ -444,9 +592,25 @@ describe('jobs across processes with WEBCCL_TLS=1', () => {
   async function byHand(each: Env[], connectTimeoutMs = 6000): Promise<Run[]> {
     const port = await freePort();
     // Long enough for rank 0's store to be up under load, so rank 1 meets it (not the deadline).
-    const common = { WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port), WEBCCL_CONNECT_TIMEOUT_MS: String(connectTimeoutMs), WEBCCL_TOKEN: 'token-a', WEBCCL_JOB_ID: 'job-a' };
-    const rs = await Promise.all(each.map((extra, k) => run([failing, 'join'], env({ ...common, RANK: String(k), ...extra }), 30_000)));
-    rs.forEach((r, k) => expect({ rank: k, code: r.code, hung: r.hung, joined: r.stdout.includes('joined') }, r.stderr).toEqual({ rank: k, code: 1, hung: false, joined: false }));
+    const common = {
+      WORLD_SIZE: '2',
+      MASTER_ADDR: '127.0.0.1',
+      MASTER_PORT: String(port),
+      WEBCCL_CONNECT_TIMEOUT_MS: String(connectTimeoutMs),
+      WEBCCL_TOKEN: 'token-a',
+      WEBCCL_JOB_ID: 'job-a',
+    };
+    const rs = await Promise.all(
+      each.map((extra, k) => run([failing, 'join'], env({ ...common, RANK: String(k), ...extra }), 30_000)),
+    );
+    rs.forEach((r, k) =>
+      expect({ rank: k, code: r.code, hung: r.hung, joined: r.stdout.includes('joined') }, r.stderr).toEqual({
+        rank: k,
+        code: 1,
+        hung: false,
+        joined: false,
+      }),
+    );
     return rs;
   }
 
@@ -454,21 +618,30 @@ describe('jobs across processes with WEBCCL_TLS=1', () => {
     const t0 = Date.now();
     const [r0, r1] = await byHand([{ WEBCCL_TLS: '1' }, { WEBCCL_TLS: '1', WEBCCL_TOKEN: 'token-b' }], 60_000);
     expect(Date.now() - t0).toBeLessThan(20_000); // both have exited, far before the 60 s deadline
-    expect(r1.stderr).toMatch(/rank 1 cannot reach the rendezvous store at 127\.0\.0\.1:\d+: .*TLS handshake with store at .* failed.*\[AUTH_FAILED\]/);
+    expect(r1.stderr).toMatch(
+      /rank 1 cannot reach the rendezvous store at 127\.0\.0\.1:\d+: .*TLS handshake with store at .* failed.*\[AUTH_FAILED\]/,
+    );
     expect(r1.stderr).toMatch(/code: 'AUTH_FAILED'/);
     // The store knew the key rank 1 named was this job's: it refused a token mismatch.
     expect(r0.stderr).toMatch(/refused .*token mismatch/);
-    expect(r0.stderr).toMatch(/rank 0: the store at .* refused .*token mismatch.*rank 1 of 2 has not joined.*\[AUTH_FAILED\]/);
+    expect(r0.stderr).toMatch(
+      /rank 0: the store at .* refused .*token mismatch.*rank 1 of 2 has not joined.*\[AUTH_FAILED\]/,
+    );
     expect(r0.stderr).toMatch(/code: 'AUTH_FAILED'/);
     expect(r0.stderr).toMatch(/missing: \[ 1 \]/);
   }, 60_000);
 
-  for (const [tlsRank, plainRank] of [[0, 1], [1, 0]]) {
+  for (const [tlsRank, plainRank] of [
+    [0, 1],
+    [1, 0],
+  ]) {
     it(`rank ${tlsRank} with WEBCCL_TLS=1, rank ${plainRank} without: both fail, each naming the mismatch or the rank`, async () => {
       const rs = await byHand([0, 1].map((k) => (k === tlsRank ? { WEBCCL_TLS: '1' } : {})));
       const client = rs[1];
       // Rank 1 meets rank 0's store: it names the mismatch, whichever end has TLS.
-      expect(client.stderr).toMatch(/rank 1 cannot reach the rendezvous store .*(uses TLS \(WEBCCL_TLS=1\)|does not use TLS, and this rank does).*\[PROTOCOL_ERROR\]/);
+      expect(client.stderr).toMatch(
+        /rank 1 cannot reach the rendezvous store .*(uses TLS \(WEBCCL_TLS=1\)|does not use TLS, and this rank does).*\[PROTOCOL_ERROR\]/,
+      );
       // The store names it in its refusal; rank 0 fails with a code.
       expect(rs[0].stderr).toMatch(/refused .*(does not use TLS|uses TLS \(WEBCCL_TLS=1\))/);
       expect(rs[0].stderr).toMatch(/rank 0\b.*\[(PROTOCOL_ERROR|CONNECT_FAILED|ABORTED)\]/);

@@ -3,13 +3,30 @@
 // tag's payload to its receive whatever the order, within its hold limits.
 import { describe, expect, it } from 'vitest';
 import { WebcclError } from '../src/core/errors.js';
-import { Kind, Refusal, VERSION, authPayload, encodeDataHeader, encodeHandshake, type Handshake } from '../src/wire/link-frames.js';
-import { FrameReader } from '../src/wire/link-reader.js';
-import { Mailbox, type Sink, type Tag } from '../src/transport/transport.js';
 import { HoldBuffers } from '../src/transport/hold-buffers.js';
+import { Mailbox, type Sink, type Tag } from '../src/transport/transport.js';
+import {
+  authPayload,
+  encodeDataHeader,
+  encodeHandshake,
+  type Handshake,
+  Kind,
+  Refusal,
+  VERSION,
+} from '../src/wire/link-frames.js';
+import { FrameReader } from '../src/wire/link-reader.js';
 
 const nonce = new Uint8Array(32).fill(7);
-const hello: Handshake = { type: 'hello', version: VERSION, jobId: 'job-ü', rank: 3, size: 4, channel: 1, nchannels: 2, nonce };
+const hello: Handshake = {
+  type: 'hello',
+  version: VERSION,
+  jobId: 'job-ü',
+  rank: 3,
+  size: 4,
+  channel: 1,
+  nchannels: 2,
+  nonce,
+};
 const proof: Handshake = { type: 'proof', mac: new Uint8Array(32).fill(9) };
 const refuse: Handshake = { type: 'refuse', reason: Refusal.token, message: 'token mismatch' };
 
@@ -35,7 +52,11 @@ function dataFrame(tag: Tag, payload: Uint8Array): Uint8Array {
 }
 
 function code(f: () => unknown): string | undefined {
-  try { f(); } catch (e) { return WebcclError.is(e) ? e.code : 'other'; }
+  try {
+    f();
+  } catch (e) {
+    return WebcclError.is(e) ? e.code : 'other';
+  }
   return undefined;
 }
 
@@ -59,23 +80,38 @@ describe('tcp frames', () => {
       const { r, got } = reader(false);
       const all = new Uint8Array(frames.reduce((n, f) => n + f.length, 0));
       let at = 0;
-      for (const f of frames) { all.set(f, at); at += f.length; }
+      for (const f of frames) {
+        all.set(f, at);
+        at += f.length;
+      }
       if (bytewise) for (let i = 0; i < all.length; i++) r.push(all.subarray(i, i + 1));
       else r.push(all);
-      expect(got).toEqual(payloads.map((p, i) => ({ tag: { comm: i, seq: 0xffffffff, step: i + 7, space: i % 3 }, data: p })));
+      expect(got).toEqual(
+        payloads.map((p, i) => ({ tag: { comm: i, seq: 0xffffffff, step: i + 7, space: i % 3 }, data: p })),
+      );
     }
   });
 
   it('writes a small frame with its payload in the header array, byte for byte as header then payload', () => {
-    const tags: Tag[] = [{ comm: 0, seq: 0, step: 0 }, { comm: 0xfedcba98, seq: 0xffffffff, step: 0x80000001, space: 0x7fffffff }, { comm: 5, seq: 2 ** 31, step: 3, space: 2 }];
+    const tags: Tag[] = [
+      { comm: 0, seq: 0, step: 0 },
+      { comm: 0xfedcba98, seq: 0xffffffff, step: 0x80000001, space: 0x7fffffff },
+      { comm: 5, seq: 2 ** 31, step: 3, space: 2 },
+    ];
     for (const [i, tag] of tags.entries()) {
       const payload = new Uint8Array(i * 100).map((_, k) => k * 7 + i);
       const one = encodeDataHeader(tag, payload.length, payload.length);
       one.set(payload, one.length - payload.length);
       expect(one).toEqual(dataFrame(tag, payload));
       const v = new DataView(one.buffer);
-      expect([v.getUint8(0), v.getUint32(1, true), v.getUint32(5, true), v.getUint32(9, true), v.getUint32(13, true), v.getUint32(17, true)])
-        .toEqual([Kind.data, 16 + payload.length, tag.comm, tag.seq, tag.step, tag.space ?? 0]);
+      expect([
+        v.getUint8(0),
+        v.getUint32(1, true),
+        v.getUint32(5, true),
+        v.getUint32(9, true),
+        v.getUint32(13, true),
+        v.getUint32(17, true),
+      ]).toEqual([Kind.data, 16 + payload.length, tag.comm, tag.seq, tag.step, tag.space ?? 0]);
       const { r, got } = reader(false);
       r.push(one);
       expect(got).toEqual([{ tag: { space: 0, ...tag }, data: payload }]);
@@ -85,7 +121,9 @@ describe('tcp frames', () => {
   it('refuses wrong kinds and over-long frames before allocating', () => {
     const huge = Uint8Array.of(Kind.hello, 0xff, 0xff, 0xff, 0x7f);
     expect(code(() => reader().r.push(huge))).toBe('PROTOCOL_ERROR');
-    expect(code(() => reader().r.push(dataFrame({ comm: 0, seq: 0, step: 0 }, Uint8Array.of(1))))).toBe('PROTOCOL_ERROR');
+    expect(code(() => reader().r.push(dataFrame({ comm: 0, seq: 0, step: 0 }, Uint8Array.of(1))))).toBe(
+      'PROTOCOL_ERROR',
+    );
     expect(code(() => reader(false).r.push(encodeHandshake(proof)))).toBe('PROTOCOL_ERROR');
     expect(code(() => reader(false).r.push(Uint8Array.of(Kind.data, 3, 0, 0, 0)))).toBe('PROTOCOL_ERROR');
     expect(code(() => reader().r.push(Uint8Array.of(99, 0, 0, 0, 0)))).toBe('PROTOCOL_ERROR');
@@ -189,7 +227,7 @@ describe('Mailbox', () => {
   // A communicator that fails mid-payload gives its receive's buffer back (its op's scratch is
   // reused by the next communicator); the reader must not write the payload's remaining bytes
   // there. Both read paths: bytes pushed (TLS, WebSocket) and reads landing in target().
-  it('a receive failed mid-payload gets none of the payload\'s later bytes', async () => {
+  it("a receive failed mid-payload gets none of the payload's later bytes", async () => {
     for (const path of ['push', 'target'] as const) {
       const box = new Mailbox(1);
       const r = new FrameReader({ handshake: () => {}, data: (tag, length) => box.claim(tag, length) });
@@ -207,7 +245,7 @@ describe('Mailbox', () => {
       const rest = new Uint8Array([...frame.subarray(cut), ...next]);
       if (path === 'push') r.push(rest);
       else {
-        for (let at = 0; at < rest.length;) {
+        for (let at = 0; at < rest.length; ) {
           const spare = new Uint8Array(64);
           const dst = r.target(spare);
           expect(dst.buffer).not.toBe(into.buffer);
@@ -219,7 +257,10 @@ describe('Mailbox', () => {
       }
       await live;
       expect([...other]).toEqual([4, 2]);
-      expect(into.subarray(300).every((b) => b === 0), path).toBe(true);
+      expect(
+        into.subarray(300).every((b) => b === 0),
+        path,
+      ).toBe(true);
       expect(into.subarray(0, 300).every((b) => b === 9)).toBe(true);
     }
   });

@@ -8,9 +8,9 @@ import { WebSocket } from 'ws';
 import { WebcclError } from '../src/core/errors.js';
 import type { Mesh, MeshOptions } from '../src/transport/mesh/mesh.js';
 import { TcpTransport } from '../src/transport/tcp/nodejs/tcp-transport.js';
-import { WsTransport } from '../src/transport/ws/nodejs/ws-transport.js';
 import { CHUNK, MAX_MESSAGE } from '../src/transport/ws/messages.js';
 import { LINK_PATH } from '../src/transport/ws/nodejs/ws-carrier.js';
+import { WsTransport } from '../src/transport/ws/nodejs/ws-transport.js';
 
 const JOB = 'job-mesh';
 const TOKEN = 'secret';
@@ -44,13 +44,22 @@ for (const [name, make] of Object.entries(CARRIERS)) {
 
     it('3 ranks: every pair, receives posted before and after the data, sizes 0, 1 and odd', async () => {
       const ts = await mesh(3);
-      for (const [seq, recvFirst, n] of [[1, true, 0], [2, false, 1], [3, true, 77], [4, false, 16 * 1024 + 3]] as const) {
+      for (const [seq, recvFirst, n] of [
+        [1, true, 0],
+        [2, false, 1],
+        [3, true, 77],
+        [4, false, 16 * 1024 + 3],
+      ] as const) {
         const got = ts.map(() => ts.map(() => new Uint8Array(n)));
-        const recvs = () => ts.flatMap((t, r) => ts.flatMap((_, p) => (p === r ? [] : [t.recv(p, tag(seq), got[r][p])])));
+        const recvs = () =>
+          ts.flatMap((t, r) => ts.flatMap((_, p) => (p === r ? [] : [t.recv(p, tag(seq), got[r][p])])));
         const pending = recvFirst ? recvs() : [];
-        await Promise.all(ts.flatMap((t, r) => ts.flatMap((_, p) => (p === r ? [] : [t.send(p, tag(seq), fill(n, r * 10 + p))]))));
+        await Promise.all(
+          ts.flatMap((t, r) => ts.flatMap((_, p) => (p === r ? [] : [t.send(p, tag(seq), fill(n, r * 10 + p))]))),
+        );
         await Promise.all(recvFirst ? pending : recvs());
-        for (let r = 0; r < 3; r++) for (let p = 0; p < 3; p++) if (p !== r) expect(same(got[r][p], fill(n, p * 10 + r))).toBe(true);
+        for (let r = 0; r < 3; r++)
+          for (let p = 0; p < 3; p++) if (p !== r) expect(same(got[r][p], fill(n, p * 10 + r))).toBe(true);
       }
     });
 
@@ -72,8 +81,11 @@ for (const [name, make] of Object.entries(CARRIERS)) {
           const [x, y] = [fill(n, 1), fill(n, 2)];
           const [gx, gy, late] = [new Uint8Array(n), new Uint8Array(n), new Uint8Array(n)];
           await Promise.all([
-            t0.send(1, tag(n, 0), x), t1.send(0, tag(n, 0), y), t0.send(1, tag(n, 1), y),
-            t1.recv(0, tag(n, 0), gx), t0.recv(1, tag(n, 0), gy),
+            t0.send(1, tag(n, 0), x),
+            t1.send(0, tag(n, 0), y),
+            t0.send(1, tag(n, 1), y),
+            t1.recv(0, tag(n, 0), gx),
+            t0.recv(1, tag(n, 0), gy),
           ]);
           await t1.recv(0, tag(n, 1), late);
           expect([same(gx, x), same(gy, y), same(late, y)]).toEqual([true, true, true]);
@@ -81,16 +93,26 @@ for (const [name, make] of Object.entries(CARRIERS)) {
       });
     }
 
-    it('an op\'s messages go on the first tag.ways connections of the pair (all without it); the receiver matches them by tag alone', async () => {
+    it("an op's messages go on the first tag.ways connections of the pair (all without it); the receiver matches them by tag alone", async () => {
       const [t0, t1] = await mesh(2, { nchannels: 3 });
       expect([t0.channels, t1.channels]).toEqual([3, 3]);
       // Which connection each write to rank 1 took (the links are the mesh's own).
       const used: number[] = [];
-      for (const link of (t0 as unknown as { outbound: { channel: number; write: (...a: unknown[]) => Promise<void> }[][] }).outbound[1]) {
+      for (const link of (
+        t0 as unknown as { outbound: { channel: number; write: (...a: unknown[]) => Promise<void> }[][] }
+      ).outbound[1]) {
         const write = link.write.bind(link);
-        link.write = (...a: unknown[]) => (used.push(link.channel), write(...a));
+        link.write = (...a: unknown[]) => {
+          used.push(link.channel);
+          return write(...a);
+        };
       }
-      for (const [seq, ways, expected] of [[10, 1, [0]], [11, 2, [0, 1]], [12, undefined, [0, 1, 2]], [13, 7, [0, 1, 2]]] as const) {
+      for (const [seq, ways, expected] of [
+        [10, 1, [0]],
+        [11, 2, [0, 1]],
+        [12, undefined, [0, 1, 2]],
+        [13, 7, [0, 1, 2]],
+      ] as const) {
         used.length = 0;
         const got = Array.from({ length: 6 }, () => new Uint8Array(5));
         const recvs = got.map((g, step) => t1.recv(0, tag(seq, step), g)); // posted without ways
@@ -130,7 +152,8 @@ for (const [name, make] of Object.entries(CARRIERS)) {
       expect(w[0]).toBe(9);
       const pending = [t1.recv(0, tag(3), new Uint8Array(1)), t2.recv(0, tag(3), new Uint8Array(1))];
       t0.abort({ code: 'ABORTED', reason: 'stop now' });
-      for (const p of pending) await expect(p).rejects.toMatchObject({ code: 'ABORTED', details: { by: 0, reason: 'stop now' } });
+      for (const p of pending)
+        await expect(p).rejects.toMatchObject({ code: 'ABORTED', details: { by: 0, reason: 'stop now' } });
     });
 
     it('fails every pending receive when a peer closes, and later operations too', async () => {
@@ -167,7 +190,10 @@ for (const [name, make] of Object.entries(CARRIERS)) {
       // The honest side refuses rank 1 (AUTH_FAILED, naming it), and its connect fails AUTH_FAILED
       // naming rank 1 even when rank 1, failing first, closes our dial before answering it (the
       // close is then reported as what it follows from: our refusal of rank 1).
-      expect(rejects.some((e) => e.code === 'AUTH_FAILED' && e.details.peer === 1), rejects.map((e) => e.message).join('; ')).toBe(true);
+      expect(
+        rejects.some((e) => e.code === 'AUTH_FAILED' && e.details.peer === 1),
+        rejects.map((e) => e.message).join('; '),
+      ).toBe(true);
       expect(await mine).toMatchObject({ code: 'AUTH_FAILED', details: { peer: 1 } });
     });
 
@@ -194,9 +220,20 @@ describe('mesh over ws: the carrier itself', () => {
 
   it('refuses a message over its limit before buffering it, a data frame before the handshake, a huge HELLO, a text message', async () => {
     const rejects: WebcclError[] = [];
-    const t = await WsTransport.listen({ rank: 0, size: 2, jobId: JOB, token: TOKEN, onReject: (e) => rejects.push(e) });
+    const t = await WsTransport.listen({
+      rank: 0,
+      size: 2,
+      jobId: JOB,
+      token: TOKEN,
+      onReject: (e) => rejects.push(e),
+    });
     open.push(t);
-    for (const bytes of [new Uint8Array(MAX_MESSAGE + 1), Uint8Array.of(16, 0, 0, 0, 1), Uint8Array.of(1, 0xff, 0xff, 0xff, 0xff), 'hello']) {
+    for (const bytes of [
+      new Uint8Array(MAX_MESSAGE + 1),
+      Uint8Array.of(16, 0, 0, 0, 1),
+      Uint8Array.of(1, 0xff, 0xff, 0xff, 0xff),
+      'hello',
+    ]) {
       const ws = connectRaw(`ws://127.0.0.1:${t.address.port}${LINK_PATH}`);
       ws.on('error', () => {});
       await new Promise((r) => ws.once('open', r));
@@ -205,7 +242,12 @@ describe('mesh over ws: the carrier itself', () => {
       if (bytes.length > MAX_MESSAGE) expect(code).toBe(1009); // message too big
     }
     await new Promise((r) => setTimeout(r, 50));
-    expect(rejects.map((e) => e.code)).toEqual(['PROTOCOL_ERROR', 'PROTOCOL_ERROR', 'PROTOCOL_ERROR', 'PROTOCOL_ERROR']);
+    expect(rejects.map((e) => e.code)).toEqual([
+      'PROTOCOL_ERROR',
+      'PROTOCOL_ERROR',
+      'PROTOCOL_ERROR',
+      'PROTOCOL_ERROR',
+    ]);
     expect(rejects[0].message).toMatch(new RegExp(`over the limit of ${MAX_MESSAGE} bytes`));
     expect(rejects[3].message).toMatch(/text WebSocket message/);
   });

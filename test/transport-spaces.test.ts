@@ -3,15 +3,23 @@
 // communicator at its rank's first op) is kept and delivered when it is, so that the account it
 // carries (the fields ranks disagree on) is not lost.
 import { describe, expect, it } from 'vitest';
+import { WebcclError } from '../src/core/errors.js';
 import { TransportSpaces } from '../src/transport/spaces.js';
 import type { Transport, TransportWatcher } from '../src/transport/transport.js';
-import { WebcclError } from '../src/core/errors.js';
 
 /** A transport that only records its watcher (nothing is sent). */
 function base(): { t: Transport; watcher: () => TransportWatcher } {
   let w: TransportWatcher | undefined;
   const never = () => new Promise<void>(() => undefined);
-  const t: Transport = { rank: 0, size: 3, send: never, recv: never, close: () => undefined, abort: () => undefined, watch: (x) => void (w = x) };
+  const t: Transport = {
+    rank: 0,
+    size: 3,
+    send: never,
+    recv: never,
+    close: () => undefined,
+    abort: () => undefined,
+    watch: (x) => void (w = x),
+  };
   return { t, watcher: () => w! };
 }
 
@@ -21,7 +29,12 @@ function listener(): { w: TransportWatcher; heard: WebcclError[] } {
   return { w: { unexpected: () => false, aborted: (e) => void heard.push(e) }, heard };
 }
 
-const abortOf = (space?: number) => new WebcclError('MISMATCH', `ranks disagree (space ${space})`, { by: 1, seq: 0, ...(space !== undefined && { space }) });
+const abortOf = (space?: number) =>
+  new WebcclError('MISMATCH', `ranks disagree (space ${space})`, {
+    by: 1,
+    seq: 0,
+    ...(space !== undefined && { space }),
+  });
 
 describe('TransportSpaces and ABORTs', () => {
   it('an ABORT for a space watched already reaches that space only', () => {
@@ -37,7 +50,7 @@ describe('TransportSpaces and ABORTs', () => {
     expect(a.heard).toEqual([]);
   });
 
-  it("an ABORT for a space nobody watches yet is kept, and delivered once, when it is watched", () => {
+  it('an ABORT for a space nobody watches yet is kept, and delivered once, when it is watched', () => {
     const { t, watcher } = base();
     const spaces = new TransportSpaces(t);
     const e = abortOf(7);

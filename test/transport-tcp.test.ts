@@ -4,7 +4,7 @@
 // closes failing every pending receive. Small and bounded; no timing assertions.
 import * as net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WebcclError } from '../src/core/errors.js';
+import type { WebcclError } from '../src/core/errors.js';
 import { TcpTransport, type TcpTransportOptions } from '../src/transport/tcp/nodejs/tcp-transport.js';
 import { canListen } from './helpers/net.js';
 
@@ -19,7 +19,15 @@ if (!hasIPv6) console.warn('transport-tcp: no IPv6 loopback (::1) on this machin
 type Extra = Partial<TcpTransportOptions>;
 
 async function listen(rank: number, size: number, extra: Extra = {}): Promise<TcpTransport> {
-  const t = await TcpTransport.listen({ rank, size, jobId: JOB, token: TOKEN, timeoutMs: 10_000, onReject: () => {}, ...extra });
+  const t = await TcpTransport.listen({
+    rank,
+    size,
+    jobId: JOB,
+    token: TOKEN,
+    timeoutMs: 10_000,
+    onReject: () => {},
+    ...extra,
+  });
   open.push(t);
   return t;
 }
@@ -38,14 +46,27 @@ const fill = (n: number, seed: number) => new Uint8Array(n).map((_, i) => (i * 7
 describe('TcpTransport', () => {
   it('3 ranks exchange tagged messages, receives posted before and after the data', async () => {
     const ts = await mesh(3);
-    for (const [seq, recvFirst] of [[1, true], [2, false]] as const) {
+    for (const [seq, recvFirst] of [
+      [1, true],
+      [2, false],
+    ] as const) {
       const got = ts.map(() => ts.map(() => new Uint8Array(5)));
-      const recvs = () => ts.flatMap((t, r) => ts.map((_, p) => (p === r ? null : t.recv(p, { comm: 0, seq, step: 0 }, got[r][p]))).filter((x) => x));
+      const recvs = () =>
+        ts.flatMap((t, r) =>
+          ts.map((_, p) => (p === r ? null : t.recv(p, { comm: 0, seq, step: 0 }, got[r][p]))).filter((x) => x),
+        );
       const pending = recvFirst ? recvs() : [];
-      await Promise.all(ts.flatMap((t, r) => ts.map((_, p) => (p === r ? null : t.send(p, { comm: 0, seq, step: 0 }, fill(5, r * 10 + p)))).filter((x) => x)));
+      await Promise.all(
+        ts.flatMap((t, r) =>
+          ts
+            .map((_, p) => (p === r ? null : t.send(p, { comm: 0, seq, step: 0 }, fill(5, r * 10 + p))))
+            .filter((x) => x),
+        ),
+      );
       await new Promise((r) => setTimeout(r, 20));
       await Promise.all(recvFirst ? pending : recvs());
-      for (let r = 0; r < 3; r++) for (let p = 0; p < 3; p++) if (p !== r) expect(got[r][p]).toEqual(fill(5, p * 10 + r));
+      for (let r = 0; r < 3; r++)
+        for (let p = 0; p < 3; p++) if (p !== r) expect(got[r][p]).toEqual(fill(5, p * 10 + r));
     }
     const [a, b] = [new Uint8Array(1), new Uint8Array(1)];
     const ra = ts[1].recv(0, { comm: 2, seq: 9, step: 1 }, a);
@@ -63,8 +84,10 @@ describe('TcpTransport', () => {
       const [x, y] = [fill(n, 1), fill(n, 2)];
       const [gx, gy] = [new Uint8Array(n), new Uint8Array(n)];
       await Promise.all([
-        t0.send(1, { comm: 0, seq: 0, step: 0 }, x), t1.send(0, { comm: 0, seq: 0, step: 0 }, y),
-        t0.send(1, { comm: 0, seq: 0, step: 1 }, y), t1.recv(0, { comm: 0, seq: 0, step: 0 }, gx),
+        t0.send(1, { comm: 0, seq: 0, step: 0 }, x),
+        t1.send(0, { comm: 0, seq: 0, step: 0 }, y),
+        t0.send(1, { comm: 0, seq: 0, step: 1 }, y),
+        t1.recv(0, { comm: 0, seq: 0, step: 0 }, gx),
         t0.recv(1, { comm: 0, seq: 0, step: 0 }, gy),
       ]);
       expect(same(gx, x)).toBe(true);
@@ -80,10 +103,17 @@ describe('TcpTransport', () => {
     // What each of rank 0's sockets hands the kernel, one entry per write or writev call.
     const calls: number[][] = [];
     for (const s of (t0 as unknown as { sockets: Set<net.Socket> }).sockets) {
-      const w = s as unknown as { _write: Function; _writev: Function };
+      type Writer = (...a: unknown[]) => unknown;
+      const w = s as unknown as { _write: Writer; _writev: Writer };
       const [one, many] = [w._write.bind(s), w._writev.bind(s)];
-      w._write = (chunk: Uint8Array, enc: string, cb: () => void) => (calls.push([chunk.length]), one(chunk, enc, cb));
-      w._writev = (chunks: { chunk: Uint8Array }[], cb: () => void) => (calls.push(chunks.map((c) => c.chunk.length)), many(chunks, cb));
+      w._write = (chunk: Uint8Array, enc: string, cb: () => void) => {
+        calls.push([chunk.length]);
+        return one(chunk, enc, cb);
+      };
+      w._writev = (chunks: { chunk: Uint8Array }[], cb: () => void) => {
+        calls.push(chunks.map((c) => c.chunk.length));
+        return many(chunks, cb);
+      };
     }
     const HEADER = 21;
     for (const n of [1, 16 << 10, (16 << 10) + 1, 1 << 20]) {
@@ -101,7 +131,10 @@ describe('TcpTransport', () => {
   it.skipIf(!hasIPv6)('builds a mesh over IPv6 loopback', async () => {
     const [t0, t1] = await mesh(2, { host: '::1' });
     const got = new Uint8Array(3);
-    await Promise.all([t0.send(1, { comm: 0, seq: 0, step: 0 }, Uint8Array.of(1, 2, 3)), t1.recv(0, { comm: 0, seq: 0, step: 0 }, got)]);
+    await Promise.all([
+      t0.send(1, { comm: 0, seq: 0, step: 0 }, Uint8Array.of(1, 2, 3)),
+      t1.recv(0, { comm: 0, seq: 0, step: 0 }, got),
+    ]);
     expect([...got]).toEqual([1, 2, 3]);
   });
 
@@ -111,7 +144,9 @@ describe('TcpTransport', () => {
     const t0 = await listen(0, size, { onReject: (e) => rejects.push(e), timeoutMs: 1500 });
     const t1 = await listen(1, bad.size ?? size, { ...bad, timeoutMs: 1500 });
     const mine = t0.connect([t0.address, t1.address]).catch((e) => e);
-    const theirs = await t1.connect(Array.from({ length: t1.size }, (_, r) => (r === 0 ? t0.address : t1.address))).catch((e) => e);
+    const theirs = await t1
+      .connect(Array.from({ length: t1.size }, (_, r) => (r === 0 ? t0.address : t1.address)))
+      .catch((e) => e);
     expect(theirs).toMatchObject({ code });
     expect((await mine).code).toBe(code);
     expect(rejects.map((e) => e.code)).toContain(code);
@@ -144,7 +179,10 @@ describe('TcpTransport', () => {
     expect(rejects.map((e) => e.message).join()).toMatch(/duplicate/);
     // The mesh itself is unharmed.
     const got = new Uint8Array(1);
-    await Promise.all([t1.send(0, { comm: 0, seq: 0, step: 0 }, Uint8Array.of(5)), t0.recv(1, { comm: 0, seq: 0, step: 0 }, got)]);
+    await Promise.all([
+      t1.send(0, { comm: 0, seq: 0, step: 0 }, Uint8Array.of(5)),
+      t0.recv(1, { comm: 0, seq: 0, step: 0 }, got),
+    ]);
     expect(got[0]).toBe(5);
   });
 
@@ -185,13 +223,18 @@ describe('TcpTransport', () => {
     const into = new Uint8Array(100);
     await t0.recv(1, { comm: 0, seq: 0, step: 0 }, into);
     expect(same(into, fill(100, 3))).toBe(true);
-    await expect(t0.recv(1, { comm: 0, seq: 0, step: 1 }, new Uint8Array(1))).rejects.toMatchObject({ code: 'CONNECTION_CLOSED' });
+    await expect(t0.recv(1, { comm: 0, seq: 0, step: 1 }, new Uint8Array(1))).rejects.toMatchObject({
+      code: 'CONNECTION_CLOSED',
+    });
   });
 
   it('fails a receive whose payload was arriving when its peer went away', async () => {
     const [t0, t1] = await mesh(2);
     const into = new Uint8Array(32 << 20);
-    const r = t1.recv(0, { comm: 0, seq: 0, step: 0 }, into).then(() => 'complete', (e) => e.code);
+    const r = t1.recv(0, { comm: 0, seq: 0, step: 0 }, into).then(
+      () => 'complete',
+      (e) => e.code,
+    );
     void t0.send(1, { comm: 0, seq: 0, step: 0 }, new Uint8Array(32 << 20)).catch(() => undefined);
     // Let part of the payload through, then drop the sender mid-payload.
     await new Promise((ok) => setTimeout(ok, 5));
@@ -206,7 +249,10 @@ describe('TcpTransport', () => {
     await expect(posted).rejects.toMatchObject({ code: 'MISMATCH', details: { got: 2, want: 1 } });
     await t0.send(1, { comm: 3, seq: 5, step: 0 }, new Uint8Array(4));
     await new Promise((ok) => setTimeout(ok, 50)); // held before the receive is posted
-    await expect(t1.recv(0, { comm: 4, seq: 5, step: 0 }, new Uint8Array(4))).rejects.toMatchObject({ code: 'MISMATCH', details: { got: 3, want: 4 } });
+    await expect(t1.recv(0, { comm: 4, seq: 5, step: 0 }, new Uint8Array(4))).rejects.toMatchObject({
+      code: 'MISMATCH',
+      details: { got: 3, want: 4 },
+    });
   });
 
   it('fails a receive whose payload length differs', async () => {
@@ -227,10 +273,17 @@ describe('TcpTransport', () => {
     await Promise.all([inA, inB]);
     expect([a[0], b[0]]).toEqual([5, 6]);
     const doomed = [t1.recv(0, tag(7), new Uint8Array(1)), t1.recv(0, tag(7 + 0x80000000), new Uint8Array(1))];
-    const bystander = t2.recv(0, tag(7), new Uint8Array(1)).then(() => 'received', (e) => e.code);
+    const bystander = t2.recv(0, tag(7), new Uint8Array(1)).then(
+      () => 'received',
+      (e) => e.code,
+    );
     t0.abortSpace(7, { code: 'ABORTED', reason: 'group failed', details: { missing: [1] } }, [1]);
-    for (const d of doomed) await expect(d).rejects.toMatchObject({ code: 'ABORTED', details: { space: 7, by: 0, missing: [1] } });
-    await expect(t0.recv(1, tag(7), new Uint8Array(1))).rejects.toMatchObject({ code: 'ABORTED', details: { space: 7 } });
+    for (const d of doomed)
+      await expect(d).rejects.toMatchObject({ code: 'ABORTED', details: { space: 7, by: 0, missing: [1] } });
+    await expect(t0.recv(1, tag(7), new Uint8Array(1))).rejects.toMatchObject({
+      code: 'ABORTED',
+      details: { space: 7 },
+    });
     // The world's space and the peer not told still work.
     const w = new Uint8Array(1);
     const inW = t1.recv(0, tag(0), w);
@@ -241,4 +294,3 @@ describe('TcpTransport', () => {
     expect(await bystander).toBe('received');
   });
 });
-

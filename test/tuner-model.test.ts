@@ -1,12 +1,21 @@
 // The tuners choose from a given cost model (deterministically), explain each choice once at
 // INFO with the predicted times of the alternatives, and WEBCCL_ALGO's per-collective form.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { CostModel } from '../src/tuner/cost-model.js';
-import { chooseAllReduceAlgo, resolveTuning } from '../src/tuner/tuner.js';
-import { adoptJobModel, chooseNetAllReduce, doublingMaxBytes, flatAlgo, netTuningBasis, resolveNetAlgo, ringWays, useNetModel } from '../src/tuner/net-tuner.js';
-import { ringChannelCosts, ringChannels } from '../src/tuner/channels.js';
 import { parseAlgoSetting } from '../src/tuner/algo-env.js';
+import { ringChannelCosts, ringChannels } from '../src/tuner/channels.js';
+import type { CostModel } from '../src/tuner/cost-model.js';
+import {
+  adoptJobModel,
+  chooseNetAllReduce,
+  doublingMaxBytes,
+  flatAlgo,
+  netTuningBasis,
+  resolveNetAlgo,
+  ringWays,
+  useNetModel,
+} from '../src/tuner/net-tuner.js';
 import { crossoverBytes, flatPredictions, shmPredictions } from '../src/tuner/predict.js';
+import { chooseAllReduceAlgo, resolveTuning } from '../src/tuner/tuner.js';
 import { caught } from './helpers/caught.js';
 
 // Read once, at the first log line: every line this file prints is at INFO.
@@ -58,8 +67,12 @@ describe('choices from a model', () => {
     useNetModel(crowded, 2);
     // 8 ranks on one machine of 2 cores: each of the ring's 14 steps wakes 6 sleepers; doubling takes 3
     expect(doublingMaxBytes(8, 8)).toBeGreaterThan(doublingMaxBytes(8, 1));
-    expect(chooseNetAllReduce(doublingMaxBytes(8, 1) + 1, 8, { nodes: 8, perNode: 1, sharing: 1 }, undefined)).toBe('ring');
-    expect(chooseNetAllReduce(doublingMaxBytes(8, 1) + 1, 8, { nodes: 8, perNode: 1, sharing: 8 }, undefined)).toBe('doubling');
+    expect(chooseNetAllReduce(doublingMaxBytes(8, 1) + 1, 8, { nodes: 8, perNode: 1, sharing: 1 }, undefined)).toBe(
+      'ring',
+    );
+    expect(chooseNetAllReduce(doublingMaxBytes(8, 1) + 1, 8, { nodes: 8, perNode: 1, sharing: 8 }, undefined)).toBe(
+      'doubling',
+    );
     expect(flatAlgo(doublingMaxBytes(8, 1) + 1, 8)).toBe('doubling'); // default: every rank on this machine
   });
 
@@ -69,20 +82,25 @@ describe('choices from a model', () => {
     useNetModel(MODEL, 64);
     const own = doublingMaxBytes(8, 8);
     const crowded: CostModel = { ...MODEL, cores: 2, tcp: { ...MODEL.tcp, wakeUs: 100 } };
-    adoptJobModel({ model: { ...MODEL, source: { rows: [] } }, cores: 64, from: "rank 0's x.json" }, 1); // the same costs: nothing changes
+    // the same costs: nothing changes
+    adoptJobModel({ model: { ...MODEL, source: { rows: [] } }, cores: 64, from: "rank 0's x.json" }, 1);
     expect(lines.filter((l) => l.includes("job's cost model"))).toEqual([]);
     adoptJobModel({ model: crowded, cores: 2, from: "rank 0's crowded.json" }, 1);
     expect(doublingMaxBytes(8, 8)).toBe(crossoverBytes((b) => flatPredictions(crowded, 8, b, 2, 8), 'doubling'));
     expect(doublingMaxBytes(8, 8)).not.toBe(own);
     expect(netTuningBasis()).toMatchObject({ cores: 2, from: "rank 0's crowded.json" });
     expect(lines.filter((l) => l.includes("job's cost model"))).toEqual([
-      expect.stringContaining("rank 1: tuner: tunes with the job's cost model (rank 0's crowded.json, 2 cores), not this rank's own (useNetModel, 64 cores)"),
+      expect.stringContaining(
+        "rank 1: tuner: tunes with the job's cost model (rank 0's crowded.json, 2 cores), not this rank's own (useNetModel, 64 cores)",
+      ),
     ]);
   });
 
   it('a model where ranks beyond the cores are dear favours the schedule with fewer steps', () => {
     const crowded: CostModel = { ...MODEL, cores: 2, tcp: { ...MODEL.tcp, wakeUs: 100 } };
-    expect(crossoverBytes((b) => flatPredictions(crowded, 8, b, 2), 'doubling')).toBeGreaterThan(crossoverBytes((b) => flatPredictions(MODEL, 8, b, 2), 'doubling'));
+    expect(crossoverBytes((b) => flatPredictions(crowded, 8, b, 2), 'doubling')).toBeGreaterThan(
+      crossoverBytes((b) => flatPredictions(MODEL, 8, b, 2), 'doubling'),
+    );
     const preds = shmPredictions(MODEL, 2, 1 << 20, 64);
     expect(preds.map((p) => p.algo)).toEqual(['direct', 'twoshot']);
   });
@@ -97,15 +115,21 @@ describe('INFO explains each choice once per collective, size class and topology
     chooseAllReduceAlgo(1023, t); // same class (512 B..1 KiB)
     chooseAllReduceAlgo(1 << 24, t);
     expect(lines).toHaveLength(2);
-    expect(lines[0]).toMatch(/^webccl INFO tuner: allReduce of 512 B class on 3 ranks \(1 node, shm\): direct; predicted direct [\d.]+ us, twoshot [\d.]+ us$/);
-    expect(lines[1]).toMatch(/allReduce of 16 MiB class on 3 ranks .*: twoshot; predicted twoshot [\d.]+ ms, direct [\d.]+ ms/);
+    expect(lines[0]).toMatch(
+      /^webccl INFO tuner: allReduce of 512 B class on 3 ranks \(1 node, shm\): direct; predicted direct [\d.]+ us, twoshot [\d.]+ us$/,
+    );
+    expect(lines[1]).toMatch(
+      /allReduce of 16 MiB class on 3 ranks .*: twoshot; predicted twoshot [\d.]+ ms, direct [\d.]+ ms/,
+    );
     useNetModel(MODEL, 64);
     // (2 MiB: a class no other test of this file chose in)
     chooseNetAllReduce(2 << 20, 8, { nodes: 2, perNode: 4 }, undefined);
     chooseNetAllReduce(2 << 20, 8, { nodes: 2, perNode: 4 }, undefined);
     chooseNetAllReduce(2 << 20, 8, { nodes: 2, perNode: 4 }, undefined, 'ring');
     expect(lines, lines.join('\n')).toHaveLength(4);
-    expect(lines[2]).toMatch(/2 MiB class on 8 ranks \(2 nodes x 4, tcp, 8 per machine\): hierarchical; predicted .*hierarchical.*/);
+    expect(lines[2]).toMatch(
+      /2 MiB class on 8 ranks \(2 nodes x 4, tcp, 8 per machine\): hierarchical; predicted .*hierarchical.*/,
+    );
     for (const a of ['ring', 'doubling', 'hierarchical']) expect(lines[2]).toContain(`${a} `);
     expect(lines[3]).toMatch(/: ring \(algo option\); predicted /);
   });
@@ -114,7 +138,10 @@ describe('INFO explains each choice once per collective, size class and topology
 describe('channels per op: how many connections per pair a ring allReduce spreads over', () => {
   // A connection carries 0.5 GB/s at most (φ 2 ns per byte) and each one beyond the first costs
   // 400 us per step: more connections pay off only when the bytes per step are many.
-  const FLOW: CostModel = { ...MODEL, tcp: { ...MODEL.tcp, alphaUs: 0, messageUs: 20, flowUsPerByte: 0.002, channelStepUs: 400 } };
+  const FLOW: CostModel = {
+    ...MODEL,
+    tcp: { ...MODEL.tcp, alphaUs: 0, messageUs: 20, flowUsPerByte: 0.002, channelStepUs: 400 },
+  };
   const P = 512 * 1024;
 
   it('weighs the flows against the cost per connection: the fewest that reach the least time, the most on a tie', () => {
@@ -135,13 +162,16 @@ describe('channels per op: how many connections per pair a ring allReduce spread
   });
 
   it('the ring is predicted over its best number of connections when the schedules are weighed', () => {
-    const ring = (channels: number) => flatPredictions(FLOW, 2, 64 << 20, 64, 2, channels).find((p) => p.algo === 'ring')!.us;
+    const ring = (channels: number) =>
+      flatPredictions(FLOW, 2, 64 << 20, 64, 2, channels).find((p) => p.algo === 'ring')!.us;
     expect(ring(4)).toBeLessThan(ring(2));
     expect(ring(2)).toBeLessThan(ring(1));
-    expect(flatPredictions(FLOW, 2, 64 << 20, 64, 2, 4).find((p) => p.algo === 'doubling')!.us).toBe(flatPredictions(FLOW, 2, 64 << 20, 64, 2, 1).find((p) => p.algo === 'doubling')!.us);
+    expect(flatPredictions(FLOW, 2, 64 << 20, 64, 2, 4).find((p) => p.algo === 'doubling')!.us).toBe(
+      flatPredictions(FLOW, 2, 64 << 20, 64, 2, 1).find((p) => p.algo === 'doubling')!.us,
+    );
   });
 
-  it('explains the choice once per size class at INFO, with each count\'s predicted time; says nothing with one connection', () => {
+  it("explains the choice once per size class at INFO, with each count's predicted time; says nothing with one connection", () => {
     const lines: string[] = [];
     vi.spyOn(console, 'error').mockImplementation((s: string) => void lines.push(s));
     useNetModel(FLOW, 64);
@@ -149,7 +179,9 @@ describe('channels per op: how many connections per pair a ring allReduce spread
     expect(ringWays(100 << 20, 2, 2, P, 4)).toBe(3); // the same class
     expect(ringWays(64 << 20, 2, 2, P, 1)).toBe(1);
     expect(lines, lines.join('\n')).toHaveLength(1);
-    expect(lines[0]).toMatch(/^webccl INFO tuner: ring allReduce channels of 64 MiB class on 2 ranks \(tcp, 2 per machine, 4 connections per pair, 512 KiB pieces\): 3; predicted 3 [\d.]+ ms, 4 [\d.]+ ms, 2 [\d.]+ ms, 1 [\d.]+ ms$/);
+    expect(lines[0]).toMatch(
+      /^webccl INFO tuner: ring allReduce channels of 64 MiB class on 2 ranks \(tcp, 2 per machine, 4 connections per pair, 512 KiB pieces\): 3; predicted 3 [\d.]+ ms, 4 [\d.]+ ms, 2 [\d.]+ ms, 1 [\d.]+ ms$/,
+    );
   });
 });
 
@@ -163,7 +195,10 @@ describe('WEBCCL_ALGO', () => {
 
   it('per-collective form: allreduce:ring,allgather:ring', () => {
     expect(parseAlgoSetting('allreduce:ring,allgather:ring')).toEqual({ allreduce: 'ring', allgather: 'ring' });
-    expect(parseAlgoSetting('AllReduce:twoshot, barrier:dissemination')).toEqual({ allreduce: 'twoshot', barrier: 'dissemination' });
+    expect(parseAlgoSetting('AllReduce:twoshot, barrier:dissemination')).toEqual({
+      allreduce: 'twoshot',
+      barrier: 'dissemination',
+    });
     expect(parseAlgoSetting('allgather:ring')).toEqual({ allgather: 'ring' });
     process.env.WEBCCL_ALGO = 'allreduce:twoshot,allgather:ring';
     expect(resolveTuning(2, undefined, MODEL).algo).toBe('twoshot');

@@ -1,7 +1,7 @@
 // Which allReduce algorithm runs: call option > communicator option > WEBCCL_ALGO > size.
 import { afterEach, expect, it } from 'vitest';
-import { chooseAllReduceAlgo, chunkElems, directMaxBytes, resolveTuning } from '../src/tuner/tuner.js';
 import { chooseNetAllReduce, doublingMaxBytes, resolveNetAlgo } from '../src/tuner/net-tuner.js';
+import { chooseAllReduceAlgo, chunkElems, directMaxBytes, resolveTuning } from '../src/tuner/tuner.js';
 import { inprocRanks, together } from './helpers/inproc.js';
 
 afterEach(() => {
@@ -52,7 +52,9 @@ it('cuts chunks to whole cache lines that fit a slot', () => {
   expect(chunkElems('reduceScatter', 4096, 4, 3)).toBe(336); // 1365 rounded down to 16s
   expect(chunkElems('reduceScatter', 4096, 8, 64)).toBe(8);
   // allToAll and scatter stage a piece for each rank per slot; gather one chunk per rank
-  expect(['allToAll', 'scatter', 'gather', 'allGather'].map((k) => chunkElems(k, 4096, 4, 3))).toEqual([336, 336, 1024, 1024]);
+  expect(['allToAll', 'scatter', 'gather', 'allGather'].map((k) => chunkElems(k, 4096, 4, 3))).toEqual([
+    336, 336, 1024, 1024,
+  ]);
   expect(chunkElems('allToAll', 4096, 1, 64)).toBe(64);
 });
 
@@ -75,5 +77,7 @@ it('across nodes: hierarchical when every node has several ranks, else doubling 
   process.env.WEBCCL_ALGO = 'direct';
   expect(resolveNetAlgo(undefined, grid)).toBeUndefined();
   expect(() => chooseNetAllReduce(8, 4, grid, undefined, 'direct')).toThrow(/expected ring, doubling, hierarchical/);
-  expect(() => chooseNetAllReduce(8, 4, uneven, undefined, 'hierarchical')).toThrow(/same number of ranks on every node/);
+  expect(() => chooseNetAllReduce(8, 4, uneven, undefined, 'hierarchical')).toThrow(
+    /same number of ranks on every node/,
+  );
 });

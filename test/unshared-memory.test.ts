@@ -2,8 +2,8 @@
 // with its memory import made unshared runs both builds on an unshared memory of a fixed size;
 // a module whose import section the patch does not understand is refused, not mis-patched.
 import { describe, expect, it } from 'vitest';
+import { importUnsharedMemory, isShared, UNSHARED_NODE_BYTES, unsharedMemory } from '../src/core/unshared-memory.js';
 import { loadWasm } from '../src/core/wasm.js';
-import { UNSHARED_NODE_BYTES, importUnsharedMemory, isShared, unsharedMemory } from '../src/core/unshared-memory.js';
 
 describe('the core on an unshared memory', () => {
   for (const simd of [true, false]) {

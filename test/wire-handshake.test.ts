@@ -8,16 +8,22 @@ import { createHmac } from 'node:crypto';
 import type * as net from 'node:net';
 import { Duplex } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { WebcclError } from '../src/core/errors.js';
+import { AUTH_LABEL as STORE_LABEL, authPayload as storePayload } from '../src/bootstrap/store-protocol.js';
+import type { WebcclError } from '../src/core/errors.js';
+import { type Hooks, handshake } from '../src/transport/tcp/nodejs/link.js';
 import { AUTH_FAIL_REASONS, AuthFail, Challenge, Refused } from '../src/wire/auth.js';
 import { HEADER_BYTES, u32 } from '../src/wire/bytes.js';
 import { FrameParser } from '../src/wire/frames.js';
 import { sameBytes } from '../src/wire/hmac.js';
+import {
+  authContext,
+  Kind,
+  AUTH_LABEL as LINK_LABEL,
+  authPayload as linkPayload,
+  maxHandshakeBody,
+} from '../src/wire/link-frames.js';
+import { type Identity, type LinkHooks, type Opening, openLink, type Pipe } from '../src/wire/link-handshake.js';
 import { checkSecrets, hostPort } from '../src/wire/secrets.js';
-import { AUTH_LABEL as STORE_LABEL, authPayload as storePayload } from '../src/bootstrap/store-protocol.js';
-import { AUTH_LABEL as LINK_LABEL, Kind, authContext, authPayload as linkPayload, maxHandshakeBody } from '../src/wire/link-frames.js';
-import { handshake, type Hooks } from '../src/transport/tcp/nodejs/link.js';
-import { type Identity, type LinkHooks, type Opening, type Pipe, openLink } from '../src/wire/link-handshake.js';
 import { watchAllocations } from './helpers/fuzz.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -25,7 +31,11 @@ const TOKEN = enc('the-token');
 const JOB = 'job-1';
 
 /** What a refusal or a failed promise carries: its code and details, or 'resolved'. */
-const outcome = (p: Promise<unknown>) => p.then(() => 'resolved' as const, (e: WebcclError) => ({ code: e.code, reason: e.details.reason }));
+const outcome = (p: Promise<unknown>) =>
+  p.then(
+    () => 'resolved' as const,
+    (e: WebcclError) => ({ code: e.code, reason: e.details.reason }),
+  );
 
 describe('Challenge: the proofs of wire/auth.ts', () => {
   it('two ends with the right token each compute the proof the other expects', async () => {
@@ -55,8 +65,18 @@ describe('Challenge: the proofs of wire/auth.ts', () => {
     const us = new Challenge(TOKEN, JOB, STORE_LABEL, ['server', 'client']);
     const them = new Challenge(enc('another-token'), JOB, STORE_LABEL, ['client', 'server']);
     const [ours, theirs] = await Promise.all([us.proofs(them.nonce), them.proofs(us.nonce)]);
-    const refusal = (f: () => void) => { try { f(); return undefined; } catch (e) { return e instanceof Refused ? [e.reason, AUTH_FAIL_REASONS[e.reason]] : e; } };
-    expect(refusal(() => Challenge.check(ours.theirs, theirs.mine, 'the client'))).toEqual([AuthFail.token, 'token mismatch (the HMAC proof did not verify)']);
+    const refusal = (f: () => void) => {
+      try {
+        f();
+        return undefined;
+      } catch (e) {
+        return e instanceof Refused ? [e.reason, AUTH_FAIL_REASONS[e.reason]] : e;
+      }
+    };
+    expect(refusal(() => Challenge.check(ours.theirs, theirs.mine, 'the client'))).toEqual([
+      AuthFail.token,
+      'token mismatch (the HMAC proof did not verify)',
+    ]);
     expect(refusal(() => us.checkJob('job-2'))).toEqual([AuthFail.jobId, 'job id mismatch']);
     expect(refusal(() => us.checkJob(JOB))).toBeUndefined();
   });
@@ -81,7 +101,11 @@ describe('Challenge: the proofs of wire/auth.ts', () => {
 
   it('checkSecrets and hostPort refuse what no handshake could use', () => {
     expect(checkSecrets('t', 'j')).toEqual(enc('t'));
-    for (const [t, j] of [['', 'j'], ['t', ''], ['t', 'x'.repeat(257)]] as const) {
+    for (const [t, j] of [
+      ['', 'j'],
+      ['t', ''],
+      ['t', 'x'.repeat(257)],
+    ] as const) {
       expect(() => checkSecrets(t, j)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
     }
     expect(hostPort('::1', 5)).toBe('[::1]:5');
@@ -95,9 +119,17 @@ describe('FrameParser: limits checked before allocation', () => {
     const header = new Uint8Array(HEADER_BYTES);
     header[0] = 1;
     header.set(u32(0xffffffff), 1);
-    const p = new FrameParser(rules, () => { throw new Error('no frame should arrive'); });
+    const p = new FrameParser(rules, () => {
+      throw new Error('no frame should arrive');
+    });
     let error: unknown;
-    const largest = watchAllocations(1024, () => { try { p.push(header); } catch (e) { error = e; } });
+    const largest = watchAllocations(1024, () => {
+      try {
+        p.push(header);
+      } catch (e) {
+        error = e;
+      }
+    });
     expect(error).toMatchObject({ code: 'PROTOCOL_ERROR' });
     expect(largest).toBeLessThanOrEqual(64);
     // Closed after the violation: nothing further is parsed.
@@ -106,7 +138,10 @@ describe('FrameParser: limits checked before allocation', () => {
 
   it('holds the bytes behind a frame while its owner checks it, then parses them in order', () => {
     const got: number[] = [];
-    const p: FrameParser = new FrameParser(rules, (_k, body) => { got.push(body[0]); if (body[0] === 1) p.hold(); });
+    const p: FrameParser = new FrameParser(rules, (_k, body) => {
+      got.push(body[0]);
+      if (body[0] === 1) p.hold();
+    });
     const f = (n: number) => [1, 1, 0, 0, 0, n];
     p.push(Uint8Array.of(...f(1), ...f(2), 1, 1));
     p.push(Uint8Array.of(0, 0, 0, 3));
@@ -180,11 +215,23 @@ const hooks = (): LinkHooks<string> => ({
   closed: () => {},
   aborted: () => {},
 });
-const identity = (rank: number, o: Partial<Identity> = {}): Identity => ({ jobId: JOB, token: TOKEN, rank, size: 2, nchannels: 1, ...o });
+const identity = (rank: number, o: Partial<Identity> = {}): Identity => ({
+  jobId: JOB,
+  token: TOKEN,
+  rank,
+  size: 2,
+  nchannels: 1,
+  ...o,
+});
 const DEADLINE = 30_000;
 
 /** Opens one end of a link on `pipe` (the link it makes is the string "rank R channel C"). */
-function open(pipe: MemoryPipe, id: Identity, expect: { peer: number; channel: number } | undefined, timeoutMs = DEADLINE): Promise<string> {
+function open(
+  pipe: MemoryPipe,
+  id: Identity,
+  expect: { peer: number; channel: number } | undefined,
+  timeoutMs = DEADLINE,
+): Promise<string> {
   const opening = openLink(pipe, id, expect, hooks(), timeoutMs, (peer, channel) => `rank ${peer} channel ${channel}`);
   pipe.opening = opening;
   return opening.linked;
@@ -193,7 +240,10 @@ function open(pipe: MemoryPipe, id: Identity, expect: { peer: number; channel: n
 /** Rank 0 dials rank 1 over an in-memory pair; resolves with both ends' outcomes. */
 async function link(dialler: Partial<Identity>, acceptor: Partial<Identity>) {
   const [a, b] = pipePair();
-  const both = await Promise.all([outcome(open(a, identity(0, dialler), { peer: 1, channel: 0 })), outcome(open(b, identity(1, acceptor), undefined))]);
+  const both = await Promise.all([
+    outcome(open(a, identity(0, dialler), { peer: 1, channel: 0 })),
+    outcome(open(b, identity(1, acceptor), undefined)),
+  ]);
   a.destroy();
   return both;
 }
@@ -201,7 +251,9 @@ async function link(dialler: Partial<Identity>, acceptor: Partial<Identity>) {
 describe('openLink (wire/link-handshake.ts) over an in-memory pipe pair', () => {
   it('right token: both ends authenticated, each knowing the other', async () => {
     const [a, b] = pipePair();
-    expect(await Promise.all([open(a, identity(0), { peer: 1, channel: 0 }), open(b, identity(1), undefined)])).toEqual(['rank 1 channel 0', 'rank 0 channel 0']);
+    expect(await Promise.all([open(a, identity(0), { peer: 1, channel: 0 }), open(b, identity(1), undefined)])).toEqual(
+      ['rank 1 channel 0', 'rank 0 channel 0'],
+    );
     a.destroy();
   });
 
@@ -236,21 +288,43 @@ describe('the TCP link on it, over in-memory Node duplex streams', () => {
   /** Two in-memory stream ends: what one writes the other reads; destroying one closes both. */
   function duplexPair(): [Duplex, Duplex] {
     const ends: Duplex[] = [];
-    const make = (other: () => Duplex) => new Duplex({
-      read() {},
-      write(chunk, _encoding, done) { other().push(chunk); done(); },
-      final(done) { other().push(null); done(); },
-      destroy(err, done) { other().destroy(); done(err); },
-    });
-    ends.push(make(() => ends[1]), make(() => ends[0]));
+    const make = (other: () => Duplex) =>
+      new Duplex({
+        read() {},
+        write(chunk, _encoding, done) {
+          other().push(chunk);
+          done();
+        },
+        final(done) {
+          other().push(null);
+          done();
+        },
+        destroy(err, done) {
+          other().destroy();
+          done(err);
+        },
+      });
+    ends.push(
+      make(() => ends[1]),
+      make(() => ends[0]),
+    );
     return [ends[0], ends[1]];
   }
   const tcpHooks = (): Hooks => ({ ...hooks(), closed: () => {} });
 
   it('right token links both ends; a wrong token is AUTH_FAILED on both with the reason', async () => {
-    for (const [token, want] of [[TOKEN, 'resolved'], [enc('wrong'), { code: 'AUTH_FAILED', reason: AuthFail.token }]] as const) {
+    for (const [token, want] of [
+      [TOKEN, 'resolved'],
+      [enc('wrong'), { code: 'AUTH_FAILED', reason: AuthFail.token }],
+    ] as const) {
       const [a, b] = duplexPair();
-      const dialled = handshake(a as unknown as net.Socket, identity(0, { token }), { peer: 1, channel: 0 }, tcpHooks(), DEADLINE);
+      const dialled = handshake(
+        a as unknown as net.Socket,
+        identity(0, { token }),
+        { peer: 1, channel: 0 },
+        tcpHooks(),
+        DEADLINE,
+      );
       const accepted = handshake(b as unknown as net.Socket, identity(1), undefined, tcpHooks(), DEADLINE);
       expect(await Promise.all([outcome(dialled), outcome(accepted)])).toEqual([want, want]);
       a.destroy();

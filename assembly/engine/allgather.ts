@@ -6,9 +6,10 @@
 // A rank whose input is a comm.alloc() buffer is read in place instead (in-place-read.ts):
 // when every input is, each rank copies the n blocks straight from the peers' inputs in one
 // step (n·S bytes copied per rank, once), then one synchronisation releases the buffers.
-import { ST_DONE } from './shm-map';
+
 import { chunkLoop } from './chunk-loop';
 import { chunksDone, copyEveryBlockOut, decideEveryInput, finalSync, stageUnlessShared } from './in-place-read';
+import { ST_DONE } from './shm-map';
 
 export function directAllGather(desc: usize): i32 {
   if (!chunksDone(desc)) {

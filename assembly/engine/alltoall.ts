@@ -7,11 +7,21 @@
 // input is, each rank copies its n blocks straight from the peers' inputs in one step, then
 // one synchronisation releases the buffers (n·S/n = S bytes copied per rank, once).
 // Per-peer counts add a first step that publishes and checks them (alltoall-counts.ts).
-import { D_CHUNK, D_COMM, D_COUNT, D_MODE, D_NRANKS, D_RANK, ST_DONE, field, slotAddr } from './shm-map';
-import { chunkLoop, claim } from './chunk-loop';
-import { elemSize, stageIn, stageOut } from './stage';
-import { M_UNDECIDED, chunksDone, finalSync, modeOf, peerInput, pieceLen, setMode, stagesOwnInput } from './in-place-read';
+
 import { countsHandshake, peerOff, perPeer, recvCount, recvOff, sendCount, sendOff } from './alltoall-counts';
+import { chunkLoop, claim } from './chunk-loop';
+import {
+  chunksDone,
+  finalSync,
+  M_UNDECIDED,
+  modeOf,
+  peerInput,
+  pieceLen,
+  setMode,
+  stagesOwnInput,
+} from './in-place-read';
+import { D_CHUNK, D_COMM, D_COUNT, D_MODE, D_NRANKS, D_RANK, field, ST_DONE, slotAddr } from './shm-map';
+import { elemSize, stageIn, stageOut } from './stage';
 
 function stagePieces(desc: usize, s: u32, t: u32): i32 {
   if (!stagesOwnInput(desc)) return ST_DONE;
@@ -30,7 +40,8 @@ function stagePieces(desc: usize, s: u32, t: u32): i32 {
 
 function decide(desc: usize, s: u32, t: u32): i32 {
   // Per-peer counts decided in their handshake.
-  if (s == 0 && field(desc, D_MODE) == M_UNDECIDED) setMode(desc, modeOf(desc, 0, field(desc, D_NRANKS)), field(desc, D_COUNT));
+  if (s == 0 && field(desc, D_MODE) == M_UNDECIDED)
+    setMode(desc, modeOf(desc, 0, field(desc, D_NRANKS)), field(desc, D_COUNT));
   return ST_DONE;
 }
 
@@ -44,9 +55,8 @@ function takePieces(desc: usize, s: u32, t: u32): i32 {
     if (!claim(desc, j)) continue;
     const len = pieceLen(recvCount(desc, j), chunk, s);
     const peer = peerInput(desc, j);
-    const src = peer != 0
-      ? peer + <usize>(peerOff(desc, j) + s * chunk) * es
-      : slotAddr(comm, j, t) + <usize>(me * chunk) * es;
+    const src =
+      peer != 0 ? peer + <usize>(peerOff(desc, j) + s * chunk) * es : slotAddr(comm, j, t) + <usize>(me * chunk) * es;
     const r = stageOut(desc, recvOff(desc, j) + s * chunk, len, src);
     if (r != ST_DONE) return r;
   }

@@ -9,9 +9,9 @@
 // An algorithm supplies the three hooks. A hook that issues copy requests claims each piece
 // first (claim), so that when the loop resumes after JS served a request, it goes on with the
 // next piece instead of asking again.
-import { D_MODE, D_PHASE, D_STEP, D_SUB, ST_DONE, field, setField } from './shm-map';
+import { D_MODE, D_PHASE, D_STEP, D_SUB, field, ST_DONE, setField } from './shm-map';
+import { nextChunk, P_NEXT, P_OUT, P_POST, P_STAGE, P_WAIT, setPhase } from './step';
 import { checkSignatures, post, stepNo, waitAll, writeSignature } from './sync';
-import { P_NEXT, P_OUT, P_POST, P_STAGE, P_WAIT, nextChunk, setPhase } from './step';
 
 /** A hook gets the descriptor, the chunk index s and its flag step t. */
 export type Hook = (desc: usize, s: u32, t: u32) => i32;
@@ -62,7 +62,8 @@ export function chunkLoop(desc: usize, stage: Hook, compute: Hook, out: Hook): i
  * Marks piece j of the current phase as issued. False when it was issued before: the loop is
  * resuming after JS served that piece's copy request.
  */
-@inline export function claim(desc: usize, j: u32): bool {
+@inline
+export function claim(desc: usize, j: u32): bool {
   if (field(desc, D_SUB) > j) return false;
   setField(desc, D_SUB, j + 1);
   return true;

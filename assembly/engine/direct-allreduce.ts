@@ -4,10 +4,11 @@
 // each rank reduces all n slots in one pass (reduceK) into its own output. One
 // synchronisation per chunk, so it is the small-message algorithm. Per rank and chunk of
 // C bytes: C copied in, n·C read, C written.
-import { ST_DONE } from './shm-map';
+
 import { chunkLoop } from './chunk-loop';
-import { chunkLen } from './step';
+import { ST_DONE } from './shm-map';
 import { outputResult, reduceSlots, resultAddr, stageOwnChunk } from './stage';
+import { chunkLen } from './step';
 
 function reduceChunk(desc: usize, s: u32, t: u32): i32 {
   reduceSlots(desc, t, 0, resultAddr(desc, s), chunkLen(desc, s));

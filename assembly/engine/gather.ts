@@ -8,13 +8,25 @@
 //   elements), unless its input is shared; once all have posted, rank i copies piece i to its
 //   output. Per chunk: C in at the root, C/n out on every rank. With a shared root input every
 //   rank copies its whole block from it in one step.
-import { D_COMM, D_COUNT, D_RANK, D_ROOT, ST_DONE, field, slotAddr } from './shm-map';
-import { chunkLoop, claim } from './chunk-loop';
-import { chunkLen, chunkOff } from './step';
-import { elemSize, stageOut, stagePieces } from './stage';
-import { chunksDone, copyEveryBlockOut, decideEveryInput, finalSync, modeOf, peerInput, setMode, stageUnlessShared, stagesOwnInput } from './in-place-read';
 
-@inline function isRoot(desc: usize): bool {
+import { chunkLoop, claim } from './chunk-loop';
+import {
+  chunksDone,
+  copyEveryBlockOut,
+  decideEveryInput,
+  finalSync,
+  modeOf,
+  peerInput,
+  setMode,
+  stagesOwnInput,
+  stageUnlessShared,
+} from './in-place-read';
+import { D_COMM, D_COUNT, D_RANK, D_ROOT, field, ST_DONE, slotAddr } from './shm-map';
+import { elemSize, stageOut, stagePieces } from './stage';
+import { chunkLen, chunkOff } from './step';
+
+@inline
+function isRoot(desc: usize): bool {
   return field(desc, D_RANK) == field(desc, D_ROOT);
 }
 
@@ -52,9 +64,10 @@ function takeOwnPiece(desc: usize, s: u32, t: u32): i32 {
   const len = chunkLen(desc, s);
   const es = elemSize(desc);
   const peer = peerInput(desc, root);
-  const src = peer != 0
-    ? peer + <usize>(me * field(desc, D_COUNT) + off) * es
-    : slotAddr(<usize>field(desc, D_COMM), root, t) + <usize>(me * len) * es;
+  const src =
+    peer != 0
+      ? peer + <usize>(me * field(desc, D_COUNT) + off) * es
+      : slotAddr(<usize>field(desc, D_COMM), root, t) + <usize>(me * len) * es;
   return stageOut(desc, off, len, src);
 }
 

@@ -12,14 +12,32 @@
 // rank may keep its input to itself (D_KEEP_IN, set by JS for small ops when ranks outnumber
 // cores, where each synchronisation costs a round of sleeps and wake-ups): it stages it as
 // an ordinary array would be, and publishes no address.
-import {
-  D_CHUNK, D_COMM, D_COUNT, D_IN, D_KEEP_IN, D_MODE, D_NCHUNKS, D_NRANKS, D_PHASE, D_SEQ, D_STEP, D_STEPS_USED, S_IN, ST_DONE,
-  commOf, field, setField, sigAddr, slotAddr,
-} from './shm-map';
-import { post, stepNo, waitAll } from './sync';
-import { P_STAGE, P_WAIT, chunkLen, chunkOff, setPhase } from './step';
+
 import { claim } from './chunk-loop';
+import {
+  commOf,
+  D_CHUNK,
+  D_COMM,
+  D_COUNT,
+  D_IN,
+  D_KEEP_IN,
+  D_MODE,
+  D_NCHUNKS,
+  D_NRANKS,
+  D_PHASE,
+  D_SEQ,
+  D_STEP,
+  D_STEPS_USED,
+  field,
+  S_IN,
+  ST_DONE,
+  setField,
+  sigAddr,
+  slotAddr,
+} from './shm-map';
 import { elemSize, stageOut, stageOwnChunk } from './stage';
+import { chunkLen, chunkOff, P_STAGE, P_WAIT, setPhase } from './step';
+import { post, stepNo, waitAll } from './sync';
 
 export const M_UNDECIDED: u32 = 0;
 export const M_SLOTS: u32 = 1;
@@ -27,7 +45,8 @@ export const M_MIXED: u32 = 2;
 export const M_DIRECT: u32 = 3;
 
 /** Rank r's input address for this op, 0 when it is not in shared memory. */
-@inline export function peerInput(desc: usize, r: u32): usize {
+@inline
+export function peerInput(desc: usize, r: u32): usize {
   return <usize>load<u32>(sigAddr(commOf(desc), r, field(desc, D_SEQ)) + S_IN);
 }
 
@@ -50,12 +69,14 @@ export function setMode(desc: usize, mode: u32, block: u32): void {
 }
 
 /** Whether this rank stages its own input (it does unless peers read it in place). */
-@inline export function stagesOwnInput(desc: usize): bool {
+@inline
+export function stagesOwnInput(desc: usize): bool {
   return field(desc, D_IN) == 0 || field(desc, D_KEEP_IN) != 0;
 }
 
 /** Whether the chunks are all done (the loop then only has the final synchronisation left). */
-@inline export function chunksDone(desc: usize): bool {
+@inline
+export function chunksDone(desc: usize): bool {
   return field(desc, D_STEP) >= field(desc, D_NCHUNKS);
 }
 
@@ -75,12 +96,14 @@ export function finalSync(desc: usize): i32 {
 }
 
 /** Elements of a block of `count` that chunk s (of `chunk` elements) covers. */
-@inline export function pieceLen(count: u32, chunk: u32, s: u32): u32 {
+@inline
+export function pieceLen(count: u32, chunk: u32, s: u32): u32 {
   const off = s * chunk;
   return count > off ? min(chunk, count - off) : 0;
 }
 
-@inline export function blockCount(desc: usize): u32 {
+@inline
+export function blockCount(desc: usize): u32 {
   return field(desc, D_COUNT);
 }
 
@@ -97,7 +120,9 @@ export function decideEveryInput(desc: usize, s: u32, t: u32): i32 {
   return ST_DONE;
 }
 
-/** Copies chunk s of every rank's input (from its slot, or its shared input) to that rank's block of this rank's output. */
+/**
+ * Copies chunk s of every rank's input (from its slot, or its shared input) to that rank's block of this rank's output.
+ */
 export function copyEveryBlockOut(desc: usize, s: u32, t: u32): i32 {
   const comm = <usize>field(desc, D_COMM);
   const count = field(desc, D_COUNT);
@@ -113,4 +138,3 @@ export function copyEveryBlockOut(desc: usize, s: u32, t: u32): i32 {
   }
   return ST_DONE;
 }
-

@@ -4,11 +4,11 @@
 // over all ranks. Per chunk (C elements of every block): every rank copies its n pieces into
 // its slot and posts; once all have posted, rank i reduces piece i of every slot into its
 // output. Per rank and chunk: n·C copied in, n·C read, C written; one synchronisation.
-import { D_RANK, ST_DONE, field } from './shm-map';
-import { chunkLoop } from './chunk-loop';
-import { chunkLen } from './step';
-import { elemSize, outputResult, reduceSlots, resultAddr, stagePieces } from './stage';
 
+import { chunkLoop } from './chunk-loop';
+import { D_RANK, field, ST_DONE } from './shm-map';
+import { elemSize, outputResult, reduceSlots, resultAddr, stagePieces } from './stage';
+import { chunkLen } from './step';
 
 function reduceOwnPiece(desc: usize, s: u32, t: u32): i32 {
   const len = chunkLen(desc, s);

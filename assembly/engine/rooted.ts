@@ -7,12 +7,14 @@
 // reduce: every rank copies its chunk into its slot; the root reduces all slots into its
 //   output (a direct allReduce whose result only the root keeps).
 // barrier: one step with no data.
-import { D_COMM, D_IN_PLACE, D_RANK, D_ROOT, ST_DONE, field, slotAddr } from './shm-map';
-import { chunkLoop, claim, noHook } from './chunk-loop';
-import { chunkLen, chunkOff } from './step';
-import { outputResult, reduceSlots, resultAddr, stageOut, stageOwnChunk } from './stage';
 
-@inline function isRoot(desc: usize): bool {
+import { chunkLoop, claim, noHook } from './chunk-loop';
+import { D_COMM, D_IN_PLACE, D_RANK, D_ROOT, field, ST_DONE, slotAddr } from './shm-map';
+import { outputResult, reduceSlots, resultAddr, stageOut, stageOwnChunk } from './stage';
+import { chunkLen, chunkOff } from './step';
+
+@inline
+function isRoot(desc: usize): bool {
   return field(desc, D_RANK) == field(desc, D_ROOT);
 }
 

@@ -1,17 +1,30 @@
 // The entry JS calls: advances the op described at `desc` as far as it can.
 // Returns ST_DONE, ST_BLOCKED (JS blocks on the flag named in the descriptor), ST_NEED_IN /
 // ST_NEED_OUT (JS copies between its buffer and shared memory), or ST_ERROR.
-import {
-  A_TWOSHOT, D_ALGO, D_KIND, K_ALLGATHER, K_ALLREDUCE, K_ALLTOALL, K_BARRIER, K_BROADCAST, K_GATHER, K_REDUCE,
-  K_REDUCESCATTER, K_SCATTER, ST_ERROR, field,
-} from './shm-map';
-import { directAllReduce } from './direct-allreduce';
-import { twoshotAllReduce } from './twoshot-allreduce';
+
 import { directAllGather } from './allgather';
+import { directAllToAll } from './alltoall';
+import { directAllReduce } from './direct-allreduce';
+import { directGather, directScatter } from './gather';
 import { directReduceScatter } from './reduce-scatter';
 import { barrier, directBroadcast, directReduce } from './rooted';
-import { directAllToAll } from './alltoall';
-import { directGather, directScatter } from './gather';
+import {
+  A_TWOSHOT,
+  D_ALGO,
+  D_KIND,
+  field,
+  K_ALLGATHER,
+  K_ALLREDUCE,
+  K_ALLTOALL,
+  K_BARRIER,
+  K_BROADCAST,
+  K_GATHER,
+  K_REDUCE,
+  K_REDUCESCATTER,
+  K_SCATTER,
+  ST_ERROR,
+} from './shm-map';
+import { twoshotAllReduce } from './twoshot-allreduce';
 
 export function advance(desc: usize): i32 {
   switch (field(desc, D_KIND)) {

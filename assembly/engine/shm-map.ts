@@ -36,12 +36,16 @@ export const D_ERR_VAL_B: u32 = 104;
 export const D_SPIN: u32 = 108; // polls of a flag before the loop hands the wait to JS
 export const D_COMM: u32 = 112; // address of the communicator block
 export const D_IN_PLACE: u32 = 116; // 1: the output is the input (JS knows, even for buffers outside shared memory)
-export const D_MODE: u32 = 120; // 0 until the op decides how it reads its peers (twoshot-allreduce.ts, in-place-read.ts)
+// 0 until the op decides how it reads its peers (twoshot-allreduce.ts, in-place-read.ts)
+export const D_MODE: u32 = 120;
 export const D_STEPS_USED: u32 = 124; // flag steps the op consumed (set when done)
 export const D_SUB: u32 = 128; // index inside a step that issues several copy requests
-export const D_SHAPE: u32 = 132; // tensors: a hash of the logical shape behind the count (0: plain buffers), see checkSignatures
-export const D_KEEP_IN: u32 = 140; // 1: the input is not offered for in-place reads (staged through the slot instead: one synchronisation fewer)
-export const D_SIG_SHIFT: u32 = 136; // JS only: added to the signed sequence number after a run again in row-major (the loops leave it alone)
+// tensors: a hash of the logical shape behind the count (0: plain buffers), see checkSignatures
+export const D_SHAPE: u32 = 132;
+// 1: the input is not offered for in-place reads (staged through the slot instead: one synchronisation fewer)
+export const D_KEEP_IN: u32 = 140;
+// JS only: added to the signed sequence number after a run again in row-major (the loops leave it alone)
+export const D_SIG_SHIFT: u32 = 136;
 export const D_TABLE: u32 = 192; // scratch table of source addresses for reduceK (MAX_RANKS u32)
 export const DESC_BYTES: u32 = 448;
 export const MAX_RANKS: u32 = 64;
@@ -74,7 +78,8 @@ export const S_CHUNK: u32 = 32;
 export const S_IN: u32 = 36;
 export const S_OUT: u32 = 40;
 export const S_SHAPE: u32 = 44; // compared apart (checkSignatures): only when both ranks hold tensors
-export const S_START: u32 = 48; // JS only: f64 wall-clock ms the rank started the op (src/shm/joined.ts); the loops leave it alone
+// JS only: f64 wall-clock ms the rank started the op (src/shm/joined.ts); the loops leave it alone
+export const S_START: u32 = 48;
 export const S_COMPARED: u32 = 9; // fields S_SEQ..S_CHUNK must agree on every rank
 export const SIG_SHAPE_FIELD: u32 = 9; // D_ERR_FIELD of a disagreement on the logical shape
 
@@ -88,8 +93,10 @@ export const ST_ERROR: i32 = 4;
 // error codes in D_ERR
 export const E_MISMATCH: i32 = 1;
 export const E_ABORTED: i32 = 2;
-export const E_SIZE_MISMATCH: i32 = 3; // allToAll: a rank's recvCounts[j] is not rank j's sendCounts[i] (ranks/values in D_ERR_*)
-export const E_RELAYOUT: i32 = 4; // tensors of one logical shape in different layouts: JS runs the op again in row-major
+// allToAll: a rank's recvCounts[j] is not rank j's sendCounts[i] (ranks/values in D_ERR_*)
+export const E_SIZE_MISMATCH: i32 = 3;
+// tensors of one logical shape in different layouts: JS runs the op again in row-major
+export const E_RELAYOUT: i32 = 4;
 
 // collective kinds and algorithms
 export const K_ALLREDUCE: u32 = 1;
@@ -106,37 +113,46 @@ export const K_RECV: u32 = 11;
 export const A_DIRECT: u32 = 0;
 export const A_TWOSHOT: u32 = 1;
 
-@inline export function field(desc: usize, f: u32): u32 {
+@inline
+export function field(desc: usize, f: u32): u32 {
   return load<u32>(desc + f);
 }
-@inline export function setField(desc: usize, f: u32, v: u32): void {
+@inline
+export function setField(desc: usize, f: u32, v: u32): void {
   store<u32>(desc + f, v);
 }
 
-@inline export function commOf(desc: usize): usize {
+@inline
+export function commOf(desc: usize): usize {
   return <usize>field(desc, D_COMM);
 }
-@inline export function flagAddr(comm: usize, rank: u32): usize {
+@inline
+export function flagAddr(comm: usize, rank: u32): usize {
   return comm + C_HEADER_BYTES + <usize>rank * FLAG_STRIDE;
 }
-@inline export function sigAddr(comm: usize, rank: u32, seq: u32): usize {
+@inline
+export function sigAddr(comm: usize, rank: u32, seq: u32): usize {
   const n = load<u32>(comm + C_NRANKS);
   return comm + C_HEADER_BYTES + <usize>n * FLAG_STRIDE + (<usize>rank * 2 + (seq & 1)) * SIG_BYTES;
 }
-@inline export function descAddr(comm: usize, rank: u32): usize {
+@inline
+export function descAddr(comm: usize, rank: u32): usize {
   const n = load<u32>(comm + C_NRANKS);
   return comm + C_HEADER_BYTES + <usize>n * (FLAG_STRIDE + 2 * SIG_BYTES) + <usize>rank * DESC_BYTES;
 }
-@inline function dataBase(comm: usize): usize {
+@inline
+function dataBase(comm: usize): usize {
   const n = load<u32>(comm + C_NRANKS);
   return comm + C_HEADER_BYTES + <usize>n * (FLAG_STRIDE + 2 * SIG_BYTES + DESC_BYTES);
 }
 /** A rank's private scratch (never read by peers). */
-@inline export function scratchAddr(comm: usize, rank: u32): usize {
+@inline
+export function scratchAddr(comm: usize, rank: u32): usize {
   return dataBase(comm) + <usize>rank * load<u32>(comm + C_SLOT_BYTES);
 }
 /** The slot a rank writes at flag step `step`; peers read it during that step and the next. */
-@inline export function slotAddr(comm: usize, rank: u32, step: u32): usize {
+@inline
+export function slotAddr(comm: usize, rank: u32, step: u32): usize {
   const n = load<u32>(comm + C_NRANKS);
   const s = <usize>load<u32>(comm + C_SLOT_BYTES);
   return dataBase(comm) + <usize>n * s + (<usize>rank * SLOT_BUFFERS + (step & (SLOT_BUFFERS - 1))) * s;

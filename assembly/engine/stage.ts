@@ -2,16 +2,36 @@
 // memory (comm.alloc) the step loop copies it here with memory.copy; when it is an ordinary
 // JS array the loop cannot see it, so it returns a copy request (ST_NEED_IN / ST_NEED_OUT)
 // that JS serves with one TypedArray.set before calling the loop again.
-import { OP_AVG, OP_SUM, dtypeSize } from '../kernels/codes';
+
 import { reduceK, scale } from '../kernels/api';
-import {
-  D_CHUNK, D_COMM, D_COUNT, D_DTYPE, D_IN, D_IO_ADDR, D_IO_LEN, D_IO_OFF, D_NRANKS, D_OP, D_OUT, D_RANK, D_TABLE,
-  ST_DONE, ST_NEED_IN, ST_NEED_OUT, field, scratchAddr, setField, slotAddr,
-} from './shm-map';
+import { dtypeSize, OP_AVG, OP_SUM } from '../kernels/codes';
 import { claim } from './chunk-loop';
+import {
+  D_CHUNK,
+  D_COMM,
+  D_COUNT,
+  D_DTYPE,
+  D_IN,
+  D_IO_ADDR,
+  D_IO_LEN,
+  D_IO_OFF,
+  D_NRANKS,
+  D_OP,
+  D_OUT,
+  D_RANK,
+  D_TABLE,
+  field,
+  ST_DONE,
+  ST_NEED_IN,
+  ST_NEED_OUT,
+  scratchAddr,
+  setField,
+  slotAddr,
+} from './shm-map';
 import { chunkLen, chunkOff } from './step';
 
-@inline export function elemSize(desc: usize): usize {
+@inline
+export function elemSize(desc: usize): usize {
   return dtypeSize(<i32>field(desc, D_DTYPE));
 }
 
@@ -46,8 +66,9 @@ export function stageOut(desc: usize, off: u32, len: u32, src: usize): i32 {
 }
 
 /** Sets source i of the reduction table. */
-@inline export function setSource(desc: usize, i: u32, addr: usize): void {
-  store<u32>(desc + D_TABLE + (<usize>i << 2), <u32>addr);
+@inline
+export function setSource(desc: usize, i: u32, addr: usize): void {
+  store<u32>(desc + D_TABLE + ((<usize>i) << 2), <u32>addr);
 }
 
 // Kernel calls are cut into slices: V8 does not tier a wasm function up while it runs, so one
@@ -75,7 +96,8 @@ export function reduceTable(desc: usize, k: u32, dst: usize, len: u32): void {
     if (avg) scale(dtype, d, d, n, factor);
     done += n;
     if (done < len) {
-      for (let i: u32 = 0; i < k; i++) store<u32>(table + (<usize>i << 2), load<u32>(table + (<usize>i << 2)) + n * <u32>es);
+      for (let i: u32 = 0; i < k; i++)
+        store<u32>(table + ((<usize>i) << 2), load<u32>(table + ((<usize>i) << 2)) + n * <u32>es);
     }
   }
 }
@@ -124,4 +146,3 @@ export function stagePieces(desc: usize, s: u32, t: u32): i32 {
   }
   return ST_DONE;
 }
-

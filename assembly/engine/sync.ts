@@ -8,14 +8,66 @@
 // once per step, not once per late peer (which matters when ranks outnumber cores), and the
 // spinning path pays no read-modify-write. Both sides store, then load the other's word
 // (sequentially consistent), so either the poster sees the sleeper or the sleeper sees the post.
-import { P_STAGE, P_WAIT, setPhase } from './step';
+
 import {
-  C_ABORT, D_PHASE, C_DOORBELL, C_NODE, C_SLEEPERS, D_ALGO, D_BASE, D_CHUNK, D_COUNT, D_DTYPE, D_IN, D_KEEP_IN, D_KIND, D_LAYOUT, D_OP, D_OUT, D_ROOT,
-  S_ALGO, S_CHUNK, S_COUNT, S_DTYPE, S_IN, S_KIND, S_LAYOUT, S_OP, S_OUT, S_ROOT, S_SEQ,
-  D_COMM, D_ERR, D_ERR_FIELD, D_ERR_RANK_A, D_ERR_RANK_B, D_ERR_VAL_A,
-  D_ERR_VAL_B, D_NRANKS, D_RANK, D_SEQ, D_SHAPE, D_SPIN, D_STEPS_USED, D_WAIT_VAL, E_ABORTED, E_MISMATCH, E_RELAYOUT,
-  NODE_ABORT, S_COMPARED, S_SHAPE, SIG_SHAPE_FIELD, ST_BLOCKED, ST_DONE, ST_ERROR, field, flagAddr, setField, sigAddr,
+  C_ABORT,
+  C_DOORBELL,
+  C_NODE,
+  C_SLEEPERS,
+  D_ALGO,
+  D_BASE,
+  D_CHUNK,
+  D_COMM,
+  D_COUNT,
+  D_DTYPE,
+  D_ERR,
+  D_ERR_FIELD,
+  D_ERR_RANK_A,
+  D_ERR_RANK_B,
+  D_ERR_VAL_A,
+  D_ERR_VAL_B,
+  D_IN,
+  D_KEEP_IN,
+  D_KIND,
+  D_LAYOUT,
+  D_NRANKS,
+  D_OP,
+  D_OUT,
+  D_PHASE,
+  D_RANK,
+  D_ROOT,
+  D_SEQ,
+  D_SHAPE,
+  D_SPIN,
+  D_STEPS_USED,
+  D_WAIT_VAL,
+  E_ABORTED,
+  E_MISMATCH,
+  E_RELAYOUT,
+  field,
+  flagAddr,
+  NODE_ABORT,
+  S_ALGO,
+  S_CHUNK,
+  S_COMPARED,
+  S_COUNT,
+  S_DTYPE,
+  S_IN,
+  S_KIND,
+  S_LAYOUT,
+  S_OP,
+  S_OUT,
+  S_ROOT,
+  S_SEQ,
+  S_SHAPE,
+  SIG_SHAPE_FIELD,
+  ST_BLOCKED,
+  ST_DONE,
+  ST_ERROR,
+  setField,
+  sigAddr,
 } from './shm-map';
+import { P_STAGE, P_WAIT, setPhase } from './step';
 
 /** Whether every rank of the communicator has posted step t (wrap-safe). */
 function allReached(comm: usize, n: u32, t: u32): bool {
@@ -36,7 +88,8 @@ export function post(desc: usize, t: u32): void {
 }
 
 /** The flag step number of the op's k-th step (k from 1). */
-@inline export function stepNo(desc: usize, k: u32): u32 {
+@inline
+export function stepNo(desc: usize, k: u32): u32 {
   return field(desc, D_BASE) + k;
 }
 
@@ -133,22 +186,31 @@ export function checkSignatures(desc: usize): i32 {
     let layoutOnly = true; // every differing field is the layout, the count or the algorithm
     let layoutDiffers = false;
     for (let i: u32 = 0; i < S_COMPARED; i++) {
-      if (load<u32>(ref + (<usize>i << 2)) == load<u32>(sig + (<usize>i << 2))) continue;
+      if (load<u32>(ref + ((<usize>i) << 2)) == load<u32>(sig + ((<usize>i) << 2))) continue;
       if (first < 0) first = <i32>i;
       if (i == I_LAYOUT) layoutDiffers = true;
       else if (i != I_ALGO && i != I_COUNT) layoutOnly = false;
     }
-    if (shape != refShape && (first < 0 || layoutOnly)) return disagree(desc, E_MISMATCH, SIG_SHAPE_FIELD, r, refShape, shape);
+    if (shape != refShape && (first < 0 || layoutOnly))
+      return disagree(desc, E_MISMATCH, SIG_SHAPE_FIELD, r, refShape, shape);
     if (first < 0) continue;
-    if (tensors && layoutOnly && layoutDiffers) { // (the shapes are equal here)
+    if (tensors && layoutOnly && layoutDiffers) {
+      // (the shapes are equal here)
       if (relayoutRank == 0) relayoutRank = r;
       continue;
     }
     const i = <u32>first;
-    return disagree(desc, E_MISMATCH, i, r, load<u32>(ref + (<usize>i << 2)), load<u32>(sig + (<usize>i << 2)));
+    return disagree(desc, E_MISMATCH, i, r, load<u32>(ref + ((<usize>i) << 2)), load<u32>(sig + ((<usize>i) << 2)));
   }
   if (relayoutRank != 0) {
-    return disagree(desc, E_RELAYOUT, I_LAYOUT, relayoutRank, load<u32>(ref + S_LAYOUT), load<u32>(sigAddr(comm, relayoutRank, seq) + S_LAYOUT));
+    return disagree(
+      desc,
+      E_RELAYOUT,
+      I_LAYOUT,
+      relayoutRank,
+      load<u32>(ref + S_LAYOUT),
+      load<u32>(sigAddr(comm, relayoutRank, seq) + S_LAYOUT),
+    );
   }
   return ST_DONE;
 }

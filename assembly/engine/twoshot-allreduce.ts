@@ -13,14 +13,29 @@
 // loop is faster: measured with plain TypedArrays, the two copies between a JS buffer and
 // shared memory (~10 GB/s each in V8) dominate, and staging the two-shot way only adds a
 // synchronisation per chunk. So after the handshake the op continues as direct allReduce.
+
+import { directAllReduce } from './direct-allreduce';
 import {
-  D_BASE, D_COUNT, D_MODE, D_NRANKS, D_OUT, D_PHASE, D_RANK, D_STEPS_USED, D_SEQ,
-  S_IN, S_OUT, ST_DONE, commOf, field, setField, sigAddr,
+  commOf,
+  D_BASE,
+  D_COUNT,
+  D_MODE,
+  D_NRANKS,
+  D_OUT,
+  D_PHASE,
+  D_RANK,
+  D_SEQ,
+  D_STEPS_USED,
+  field,
+  S_IN,
+  S_OUT,
+  ST_DONE,
+  setField,
+  sigAddr,
 } from './shm-map';
-import { post, signedStep, stepNo, waitAll } from './sync';
 import { elemSize, reduceTable, setSource } from './stage';
 import { P_OUT, P_STAGE, P_WAIT, segStart, setPhase } from './step';
-import { directAllReduce } from './direct-allreduce';
+import { post, signedStep, stepNo, waitAll } from './sync';
 
 const MODE_UNDECIDED: u32 = 0;
 const MODE_STAGED: u32 = 1;

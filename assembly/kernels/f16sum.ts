@@ -15,12 +15,14 @@
 import { srcAt } from './loops';
 
 /** Four f16 (sign-extended i16 lanes of `w`) as scaled f32 lanes. */
-@inline function scaled(w: v128): v128 {
+@inline
+function scaled(w: v128): v128 {
   return v128.and(i32x4.shl(w, 13), i32x4.splat(0x8fffe000));
 }
 
 /** Four scaled f32 sums to f16 bit patterns, one per i32 lane. */
-@inline function narrow(s: v128): v128 {
+@inline
+function narrow(s: v128): v128 {
   const a = v128.and(s, i32x4.splat(0x7fffffff));
   const odd = v128.and(i32x4.shr_u(a, 13), i32x4.splat(1));
   const r = i32x4.min_u(i32x4.shr_u(i32x4.add(i32x4.add(a, i32x4.splat(0xfff)), odd), 13), i32x4.splat(0x7c00));
@@ -28,23 +30,28 @@ import { srcAt } from './loops';
 }
 
 /** Magnitudes of eight f16 (sign dropped): above 0x7bff is Inf or NaN. */
-@inline function mag(v: v128): v128 {
+@inline
+function mag(v: v128): v128 {
   return v128.and(v, i16x8.splat(0x7fff));
 }
 
-@inline function infOrNaN(m: v128): bool {
+@inline
+function infOrNaN(m: v128): bool {
   return v128.any_true(i16x8.gt_u(m, i16x8.splat(0x7bff)));
 }
 
-@inline function lo(v: v128): v128 {
+@inline
+function lo(v: v128): v128 {
   return scaled(i32x4.extend_low_i16x8_s(v));
 }
 
-@inline function hi(v: v128): v128 {
+@inline
+function hi(v: v128): v128 {
   return scaled(i32x4.extend_high_i16x8_s(v));
 }
 
-@inline function pack(l: v128, h: v128): v128 {
+@inline
+function pack(l: v128, h: v128): v128 {
   return i16x8.narrow_i32x4_u(narrow(l), narrow(h));
 }
 
@@ -52,7 +59,8 @@ import { srcAt } from './loops';
  * dst[i] = round(a[i] + b[i]) over whole 32-byte blocks of finite inputs; returns the bytes
  * done: it stops at the first block holding an Inf or NaN (before writing it).
  */
-@inline export function f16SumBlocks(dst: usize, a: usize, b: usize, bytes: usize, from: usize): usize {
+@inline
+export function f16SumBlocks(dst: usize, a: usize, b: usize, bytes: usize, from: usize): usize {
   let i = from;
   for (; i + 32 <= bytes; i += 32) {
     const x0 = v128.load(a + i);
@@ -70,7 +78,8 @@ import { srcAt } from './loops';
  * The k-way twin: dst[i] = round(((s0[i] + s1[i]) + s2[i]) + …) over whole 32-byte blocks of
  * finite inputs, stopping at the first block holding an Inf or NaN; returns the bytes done.
  */
-@inline export function f16SumFoldBlocks(dst: usize, table: usize, k: i32, bytes: usize, from: usize): usize {
+@inline
+export function f16SumFoldBlocks(dst: usize, table: usize, k: i32, bytes: usize, from: usize): usize {
   const p0 = srcAt(table, 0);
   let i = from;
   for (; i + 32 <= bytes; i += 32) {

@@ -28,7 +28,8 @@ const F16_OVERFLOW_M1: u32 = 0x477fefff; // at or above 65520 -> Inf
 const F32_INF: u32 = 0x7f800000;
 const HALF_F: u32 = 0x3f000000; // 0.5f
 
-@inline function f16BitsToF32(h: u32): u32 {
+@inline
+function f16BitsToF32(h: u32): u32 {
   const em = h & 0x7fff;
   const sign = (h ^ em) << 16;
   const o = em << 13;
@@ -39,7 +40,8 @@ const HALF_F: u32 = 0x3f000000; // 0.5f
   return r | sign;
 }
 
-@inline function f32BitsToF16(x: u32): u32 {
+@inline
+function f32BitsToF16(x: u32): u32 {
   const a = x & 0x7fffffff;
   if (a > F32_INF) return F16_QNAN;
   let r: u32;
@@ -49,7 +51,8 @@ const HALF_F: u32 = 0x3f000000; // 0.5f
   return r | ((x ^ a) >> 16);
 }
 
-@inline function f16x4ToF32(h: v128): v128 {
+@inline
+function f16x4ToF32(h: v128): v128 {
   const em = v128.and(h, i32x4.splat(0x7fff));
   const sign = i32x4.shl(v128.xor(h, em), 16);
   // Inf / NaN get the rebias twice: exponent 31 + 224 = 255.
@@ -60,7 +63,8 @@ const HALF_F: u32 = 0x3f000000; // 0.5f
 }
 
 /** Four f32 lanes to four f16 bit patterns, one per i32 lane; no lane may be NaN. */
-@inline function f32x4ToF16Finite(x: v128): v128 {
+@inline
+function f32x4ToF16Finite(x: v128): v128 {
   const a = v128.and(x, i32x4.splat(0x7fffffff));
   const odd = v128.and(i32x4.shr_u(a, 13), i32x4.splat(1));
   // The rebias wraps below 2^-15 (the subnormal path covers that) and is monotonic above, so
@@ -73,31 +77,37 @@ const HALF_F: u32 = 0x3f000000; // 0.5f
 }
 
 /** NaN lanes of f32x4 (all ones), by the bits: the same answer in any build. */
-@inline function nanLanes(x: v128): v128 {
+@inline
+function nanLanes(x: v128): v128 {
   return i32x4.gt_s(v128.and(x, i32x4.splat(0x7fffffff)), i32x4.splat(F32_INF));
 }
 
-@inline function f32x4ToF16(x: v128): v128 {
+@inline
+function f32x4ToF16(x: v128): v128 {
   return v128.bitselect(i32x4.splat(F16_QNAN), f32x4ToF16Finite(x), nanLanes(x));
 }
 
 // bf16 is the top half of an f32: widening is a shift; narrowing adds 0x7fff plus the kept LSB
 // (round half to even; a carry runs into the exponent and, past the largest finite, to Inf).
-@inline function f32BitsToBf16(x: u32): u32 {
+@inline
+function f32BitsToBf16(x: u32): u32 {
   if ((x & 0x7fffffff) > F32_INF) return BF16_QNAN;
   return (x + 0x7fff + ((x >> 16) & 1)) >> 16;
 }
 
-@inline function f32x4ToBf16Finite(x: v128): v128 {
+@inline
+function f32x4ToBf16Finite(x: v128): v128 {
   const odd = v128.and(i32x4.shr_u(x, 16), i32x4.splat(1));
   return i32x4.shr_u(i32x4.add(i32x4.add(x, i32x4.splat(0x7fff)), odd), 16);
 }
 
-@inline function f32x4ToBf16(x: v128): v128 {
+@inline
+function f32x4ToBf16(x: v128): v128 {
   return v128.bitselect(i32x4.splat(BF16_QNAN), f32x4ToBf16Finite(x), nanLanes(x));
 }
 
-@final export class F16 {
+@final
+export class F16 {
   /** Marks f16: its sums take the scaled-domain loops of f16sum.ts. */
   @inline scaledSums(): bool {
     return true;
@@ -128,7 +138,8 @@ const HALF_F: u32 = 0x3f000000; // 0.5f
   }
 }
 
-@final export class BF16 {
+@final
+export class BF16 {
   // Interleaving zero halves below the bf16 halves is the widening: one unpack instruction.
   @inline lo(v: v128): v128 {
     return i8x16.shuffle(v128.splat<i32>(0), v, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
@@ -161,7 +172,8 @@ const HALF_F: u32 = 0x3f000000; // 0.5f
  * NaN lanes (a NaN anywhere makes the sum NaN; +Inf + -Inf is a harmless false alarm) so the
  * NaN rewrite runs only where it is needed.
  */
-@inline export function store16<H>(dst: usize, l0: v128, h0: v128, l1: v128, h1: v128): void {
+@inline
+export function store16<H>(dst: usize, l0: v128, h0: v128, l1: v128, h1: v128): void {
   const h = changetype<H>(0);
   const t = f32x4.add(f32x4.add(l0, h0), f32x4.add(l1, h1));
   if (v128.any_true(f32x4.ne(t, t))) {

@@ -8,17 +8,20 @@
 // complement: negatives get their magnitude bits flipped, so -0 sorts just below +0), and any
 // NaN among the inputs gives the canonical NaN. That is what widening, fmax / fmin and
 // narrowing give, bit for bit; the scalar tail still goes through f32.
-import { store16 } from './half';
+
 import { f16SumBlocks, f16SumFoldBlocks } from './f16sum';
+import { store16 } from './half';
 import { srcAt } from './loops';
 
 /** Order key of eight halves; the mapping is its own inverse. */
-@inline function key(v: v128): v128 {
+@inline
+function key(v: v128): v128 {
   return v128.xor(v, i16x8.shr_u(i16x8.shr_s(v, 15), 1));
 }
 
 /** Eight halves of x ⊕ y (16 bytes each way). */
-@inline function pair<H, K>(x: v128, y: v128): v128 {
+@inline
+function pair<H, K>(x: v128, y: v128): v128 {
   const h = changetype<H>(0);
   const op = changetype<K>(0);
   if (isDefined(op.ord)) {
@@ -29,7 +32,8 @@ import { srcAt } from './loops';
 }
 
 /** Max / min k-way fold on order keys over whole 16-byte blocks; returns the bytes done. */
-@inline function orderedFoldBlocks<H, K>(dst: usize, table: usize, k: i32, bytes: usize): usize {
+@inline
+function orderedFoldBlocks<H, K>(dst: usize, table: usize, k: i32, bytes: usize): usize {
   const h = changetype<H>(0);
   const op = changetype<K>(0);
   const p0 = srcAt(table, 0);
@@ -68,7 +72,8 @@ import { srcAt } from './loops';
 }
 
 /** Sixteen halves of a ⊕ b at byte i (32 bytes each way), widened to f32 unless ordered. */
-@inline function pairBlock<H, K>(dst: usize, a: usize, b: usize, i: usize): void {
+@inline
+function pairBlock<H, K>(dst: usize, a: usize, b: usize, i: usize): void {
   const h = changetype<H>(0);
   const op = changetype<K>(0);
   const x0 = v128.load(a + i);
@@ -86,7 +91,8 @@ import { srcAt } from './loops';
 }
 
 /** Whether H ⊕ K is an f16 sum (scaled-domain loops, f16sum.ts). */
-@inline function scaledSum<H, K>(): bool {
+@inline
+function scaledSum<H, K>(): bool {
   return isDefined(changetype<H>(0).scaledSums) && isDefined(changetype<K>(0).adds);
 }
 
@@ -113,7 +119,8 @@ export function halfBinary<H, K>(dst: usize, a: usize, b: usize, n: usize): void
 }
 
 /** Sum / prod k-way fold in f32 over whole 16-byte blocks; returns the bytes done. */
-@inline function widenedFoldBlocks<H, K>(dst: usize, table: usize, k: i32, bytes: usize): usize {
+@inline
+function widenedFoldBlocks<H, K>(dst: usize, table: usize, k: i32, bytes: usize): usize {
   const h = changetype<H>(0);
   const op = changetype<K>(0);
   const p0 = srcAt(table, 0);

@@ -13,7 +13,8 @@
 export const F32_QNAN: u32 = 0x7fc00000;
 export const F64_QNAN: u64 = 0x7ff8000000000000;
 
-@inline export function vadd<T>(a: v128, b: v128): v128 {
+@inline
+export function vadd<T>(a: v128, b: v128): v128 {
   if (isFloat<T>()) return sizeof<T>() == 4 ? f32x4.add(a, b) : f64x2.add(a, b);
   if (sizeof<T>() == 1) return i8x16.add(a, b);
   if (sizeof<T>() == 2) return i16x8.add(a, b);
@@ -21,7 +22,8 @@ export const F64_QNAN: u64 = 0x7ff8000000000000;
   return i64x2.add(a, b);
 }
 
-@inline export function vmul<T>(a: v128, b: v128): v128 {
+@inline
+export function vmul<T>(a: v128, b: v128): v128 {
   if (isFloat<T>()) return sizeof<T>() == 4 ? f32x4.mul(a, b) : f64x2.mul(a, b);
   if (sizeof<T>() == 1) return mulBytes(a, b);
   if (sizeof<T>() == 2) return i16x8.mul(a, b);
@@ -34,14 +36,16 @@ export const F64_QNAN: u64 = 0x7ff8000000000000;
  * depends only on the low bytes of its factors, so one i16x8.mul gives the even bytes; the odd
  * bytes come from (a >> 8) * (b & 0xff00), whose product lands in the high byte.
  */
-@inline function mulBytes(a: v128, b: v128): v128 {
+@inline
+function mulBytes(a: v128, b: v128): v128 {
   const lowMask = i16x8.splat(0x00ff);
   const even = v128.and(i16x8.mul(a, b), lowMask);
   const odd = i16x8.mul(i16x8.shr_u(a, 8), v128.andnot(b, lowMask));
   return v128.or(even, odd);
 }
 
-@inline export function vmax<T>(a: v128, b: v128): v128 {
+@inline
+export function vmax<T>(a: v128, b: v128): v128 {
   if (isFloat<T>()) return sizeof<T>() == 4 ? f32x4.max(a, b) : f64x2.max(a, b);
   if (sizeof<T>() == 1) return isSigned<T>() ? i8x16.max_s(a, b) : i8x16.max_u(a, b);
   if (sizeof<T>() == 2) return isSigned<T>() ? i16x8.max_s(a, b) : i16x8.max_u(a, b);
@@ -50,7 +54,8 @@ export const F64_QNAN: u64 = 0x7ff8000000000000;
   return v128.bitselect(a, b, i64x2.gt_s(a, b));
 }
 
-@inline export function vmin<T>(a: v128, b: v128): v128 {
+@inline
+export function vmin<T>(a: v128, b: v128): v128 {
   if (isFloat<T>()) return sizeof<T>() == 4 ? f32x4.min(a, b) : f64x2.min(a, b);
   if (sizeof<T>() == 1) return isSigned<T>() ? i8x16.min_s(a, b) : i8x16.min_u(a, b);
   if (sizeof<T>() == 2) return isSigned<T>() ? i16x8.min_s(a, b) : i16x8.min_u(a, b);
@@ -59,7 +64,8 @@ export const F64_QNAN: u64 = 0x7ff8000000000000;
 }
 
 /** Replaces NaN lanes by the canonical quiet NaN; integers pass through. */
-@inline export function canonV<T>(r: v128): v128 {
+@inline
+export function canonV<T>(r: v128): v128 {
   if (isFloat<T>()) {
     if (sizeof<T>() == 4) return v128.bitselect(i32x4.splat(F32_QNAN), r, nanMask<T>(r));
     return v128.bitselect(i64x2.splat(F64_QNAN), r, nanMask<T>(r));
@@ -68,7 +74,8 @@ export const F64_QNAN: u64 = 0x7ff8000000000000;
 }
 
 /** NaN mask of a float vector (all-ones lanes where NaN). */
-@inline function nanMask<T>(r: v128): v128 {
+@inline
+function nanMask<T>(r: v128): v128 {
   return sizeof<T>() == 4 ? f32x4.ne(r, r) : f64x2.ne(r, r);
 }
 
@@ -77,7 +84,8 @@ export const F64_QNAN: u64 = 0x7ff8000000000000;
  * per 64 bytes and the rewrite only when a NaN is there: cheaper than four selects per block
  * on NaN-free data, the same bytes either way.
  */
-@inline export function store4<T>(dst: usize, r0: v128, r1: v128, r2: v128, r3: v128): void {
+@inline
+export function store4<T>(dst: usize, r0: v128, r1: v128, r2: v128, r3: v128): void {
   if (isFloat<T>()) {
     // NaN in any lane of r0..r3 makes that lane of the sum NaN (so does +Inf + -Inf: a
     // harmless false alarm), so one compare covers the block.
@@ -96,7 +104,8 @@ export const F64_QNAN: u64 = 0x7ff8000000000000;
 }
 
 /** Scalar twin of canonV. */
-@inline export function canonS<T>(r: T): T {
+@inline
+export function canonS<T>(r: T): T {
   if (isFloat<T>()) {
     if (sizeof<T>() == 4) return select<T>(reinterpret<T>(F32_QNAN), r, r != r);
     return select<T>(reinterpret<T>(F64_QNAN), r, r != r);
@@ -105,12 +114,14 @@ export const F64_QNAN: u64 = 0x7ff8000000000000;
 }
 
 /** v128 with `x` in every lane of type T. */
-@inline export function vsplat<T>(x: T): v128 {
+@inline
+export function vsplat<T>(x: T): v128 {
   if (sizeof<T>() == 4) return f32x4.splat(<f32>x);
   return f64x2.splat(<f64>x);
 }
 
-@final export class Sum<T> {
+@final
+export class Sum<T> {
   /** Marks addition: f16 sums take the scaled-domain loops of f16sum.ts. */
   @inline adds(): bool {
     return true;
@@ -123,7 +134,8 @@ export const F64_QNAN: u64 = 0x7ff8000000000000;
   }
 }
 
-@final export class Prod<T> {
+@final
+export class Prod<T> {
   @inline v(a: v128, b: v128): v128 {
     return vmul<T>(a, b);
   }
@@ -134,7 +146,8 @@ export const F64_QNAN: u64 = 0x7ff8000000000000;
 
 // Max and Min also offer `ord`, the same choice on i16 order keys (see halfloops.ts): halves
 // need no widening for it.
-@final export class Max<T> {
+@final
+export class Max<T> {
   @inline v(a: v128, b: v128): v128 {
     return vmax<T>(a, b);
   }
@@ -146,7 +159,8 @@ export const F64_QNAN: u64 = 0x7ff8000000000000;
   }
 }
 
-@final export class Min<T> {
+@final
+export class Min<T> {
   @inline v(a: v128, b: v128): v128 {
     return vmin<T>(a, b);
   }

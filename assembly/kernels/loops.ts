@@ -6,8 +6,9 @@
 import { canonS, canonV, store4, vmul, vsplat } from './lanes';
 
 /** Byte address of source `j` in a table of u32 addresses. */
-@inline export function srcAt(table: usize, j: i32): usize {
-  return <usize>load<u32>(table + (<usize>j << 2));
+@inline
+export function srcAt(table: usize, j: i32): usize {
+  return <usize>load<u32>(table + ((<usize>j) << 2));
 }
 
 /** dst[i] = a[i] ⊕ b[i] for n elements; dst may be a or b. */

@@ -4,7 +4,8 @@
 // the zeros). With len 0 it only writes padding.
 
 /** Copies `len` bytes in 16-byte steps, then bytes (dst and src apart). */
-@inline export function copy(dst: usize, src: usize, len: usize): void {
+@inline
+export function copy(dst: usize, src: usize, len: usize): void {
   let i: usize = 0;
   if (ASC_FEATURE_SIMD) {
     for (; i + 16 <= len; i += 16) v128.store(dst + i, v128.load(src + i));
@@ -13,7 +14,8 @@
   for (; i < len; i++) store<u8>(dst + i, load<u8>(src + i));
 }
 
-@inline export function zero(dst: usize, len: usize): void {
+@inline
+export function zero(dst: usize, len: usize): void {
   let i: usize = 0;
   if (ASC_FEATURE_SIMD) {
     for (; i + 16 <= len; i += 16) v128.store(dst + i, v128.splat<i32>(0));

@@ -2,16 +2,19 @@
 // bytes read at `src` with a stride of `ss` bytes and written as 16 rows at `dst` with a
 // stride of `ds`, and the 8 × 16 half tile. SIMD build only.
 
-@inline function lo8(a: v128, b: v128): v128 {
+@inline
+function lo8(a: v128, b: v128): v128 {
   return i8x16.shuffle(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
 }
 
-@inline function hi8(a: v128, b: v128): v128 {
+@inline
+function hi8(a: v128, b: v128): v128 {
   return i8x16.shuffle(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
 }
 
 /** 16×16 tile of 8-bit elements. */
-@inline export function tile8(dst: usize, src: usize, ss: usize, ds: usize): void {
+@inline
+export function tile8(dst: usize, src: usize, ss: usize, ds: usize): void {
   tile8Rows(dst, src, ss, ds, 0, 16);
 }
 
@@ -20,7 +23,8 @@
  * the rows not stored). transpose.ts writes a tile in two halves of 8 rows when its 16 dst rows
  * would fall into one L1 set: 8 write streams fit the cache's 8 ways, 16 evict each other.
  */
-@inline export function tile8Rows(dst: usize, src: usize, ss: usize, ds: usize, from: i32, to: i32): void {
+@inline
+export function tile8Rows(dst: usize, src: usize, ss: usize, ds: usize, from: i32, to: i32): void {
   const r0 = v128.load(src);
   const r1 = v128.load(src + ss);
   const r2 = v128.load(src + 2 * ss);
@@ -40,7 +44,29 @@
   store8(dst, ds, r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, from, to);
 }
 
-@inline function store8(dst: usize, ds: usize, r0: v128, r1: v128, r2: v128, r3: v128, r4: v128, r5: v128, r6: v128, r7: v128, r8: v128, r9: v128, r10: v128, r11: v128, r12: v128, r13: v128, r14: v128, r15: v128, from: i32, to: i32): void {
+@inline
+function store8(
+  dst: usize,
+  ds: usize,
+  r0: v128,
+  r1: v128,
+  r2: v128,
+  r3: v128,
+  r4: v128,
+  r5: v128,
+  r6: v128,
+  r7: v128,
+  r8: v128,
+  r9: v128,
+  r10: v128,
+  r11: v128,
+  r12: v128,
+  r13: v128,
+  r14: v128,
+  r15: v128,
+  from: i32,
+  to: i32,
+): void {
   const a0 = lo8(r0, r8);
   const a1 = hi8(r0, r8);
   const a2 = lo8(r1, r9);
@@ -131,7 +157,8 @@
  * line; 8 fit. Reading four full tiles side by side, each row's 64 bytes at once, was 1.4×
  * the single tiles in cache, and these are 1.2–1.4× that (1.06–1.3× at 16 MiB).
  */
-@inline export function tile8Half(dst: usize, src: usize, ss: usize, ds: usize): void {
+@inline
+export function tile8Half(dst: usize, src: usize, ss: usize, ds: usize): void {
   const r0 = v128.load(src);
   const r1 = v128.load(src + ss);
   const r2 = v128.load(src + 2 * ss);
@@ -166,7 +193,8 @@
   half2(dst + 14 * ds, ds, hi8(b3, b7));
 }
 
-@inline function half2(dst: usize, ds: usize, v: v128): void {
+@inline
+function half2(dst: usize, ds: usize, v: v128): void {
   v128.store64_lane(dst, v, 0);
   v128.store64_lane(dst + ds, v, 1);
 }

@@ -6,32 +6,39 @@
 // instructions of x86 and the zip instructions of Arm, which engines match from these shuffles.
 // SIMD build only (the callers guard them with ASC_FEATURE_SIMD).
 
-@inline function lo16(a: v128, b: v128): v128 {
+@inline
+function lo16(a: v128, b: v128): v128 {
   return i8x16.shuffle(a, b, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
 }
 
-@inline function hi16(a: v128, b: v128): v128 {
+@inline
+function hi16(a: v128, b: v128): v128 {
   return i8x16.shuffle(a, b, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
 }
 
-@inline function lo32(a: v128, b: v128): v128 {
+@inline
+function lo32(a: v128, b: v128): v128 {
   return i8x16.shuffle(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
 }
 
-@inline function hi32(a: v128, b: v128): v128 {
+@inline
+function hi32(a: v128, b: v128): v128 {
   return i8x16.shuffle(a, b, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
 }
 
-@inline function lo64(a: v128, b: v128): v128 {
+@inline
+function lo64(a: v128, b: v128): v128 {
   return i8x16.shuffle(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
 }
 
-@inline function hi64(a: v128, b: v128): v128 {
+@inline
+function hi64(a: v128, b: v128): v128 {
   return i8x16.shuffle(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
 }
 
 /** 2×2 tile of 64-bit elements. */
-@inline export function tile64(dst: usize, src: usize, ss: usize, ds: usize): void {
+@inline
+export function tile64(dst: usize, src: usize, ss: usize, ds: usize): void {
   const r0 = v128.load(src);
   const r1 = v128.load(src + ss);
   const a0 = lo64(r0, r1);
@@ -41,7 +48,8 @@
 }
 
 /** 4×4 tile of 32-bit elements. */
-@inline export function tile32(dst: usize, src: usize, ss: usize, ds: usize): void {
+@inline
+export function tile32(dst: usize, src: usize, ss: usize, ds: usize): void {
   const r0 = v128.load(src);
   const r1 = v128.load(src + ss);
   const r2 = v128.load(src + 2 * ss);
@@ -61,7 +69,8 @@
 }
 
 /** 8×8 tile of 16-bit elements. */
-@inline export function tile16(dst: usize, src: usize, ss: usize, ds: usize): void {
+@inline
+export function tile16(dst: usize, src: usize, ss: usize, ds: usize): void {
   const r0 = v128.load(src);
   const r1 = v128.load(src + ss);
   const r2 = v128.load(src + 2 * ss);

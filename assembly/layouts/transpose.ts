@@ -10,8 +10,9 @@
 // long runs; the compact side stays in cache. The rows and columns past the last whole tile,
 // and the scalar build, copy element by element. Both give the same bytes: a transpose only
 // moves them.
-import { tile16, tile32, tile64 } from './tiles';
+
 import { tile8, tile8Half, tile8Rows } from './tile8';
+import { tile16, tile32, tile64 } from './tiles';
 
 // Past L2 (1 MiB) the lines come from L3 or DRAM and the walk favours long runs of the far
 // rows over keeping the compact side in L1.
@@ -31,7 +32,8 @@ const SCATTER_L2: usize = 131072;
 // Bytes of one way of L2 (2048 sets of 64 bytes): dst rows at least this far apart share L2 sets.
 const L2_SPAN: usize = 131072;
 
-@inline function tile<T>(dst: usize, src: usize, ss: usize, ds: usize): void {
+@inline
+function tile<T>(dst: usize, src: usize, ss: usize, ds: usize): void {
   if (sizeof<T>() == 1) tile8(dst, src, ss, ds);
   else if (sizeof<T>() == 2) tile16(dst, src, ss, ds);
   else if (sizeof<T>() == 4) tile32(dst, src, ss, ds);
@@ -39,7 +41,8 @@ const L2_SPAN: usize = 131072;
 }
 
 /** Element-wise over rows [r0, r1) × columns [c0, c1). */
-@inline function byElement<T>(dst: usize, src: usize, r0: usize, r1: usize, c0: usize, c1: usize, ss: usize, ds: usize): void {
+@inline
+function byElement<T>(dst: usize, src: usize, r0: usize, r1: usize, c0: usize, c1: usize, ss: usize, ds: usize): void {
   for (let r = r0; r < r1; r++) {
     const s = src + r * ss * sizeof<T>();
     for (let c = c0; c < c1; c++) store<T>(dst + (c * ds + r) * sizeof<T>(), load<T>(s + c * sizeof<T>()));
@@ -51,8 +54,8 @@ export function transpose<T>(dst: usize, src: usize, rows: usize, cols: usize, s
   let colsDone: usize = 0;
   if (ASC_FEATURE_SIMD) {
     const n: usize = 16 / sizeof<T>(); // tile side
-    rowsDone = rows - rows % n;
-    colsDone = cols - cols % n;
+    rowsDone = rows - (rows % n);
+    colsDone = cols - (cols % n);
     if (ss > ds) gather<T>(dst, src, rowsDone, colsDone, ss, ds);
     else scatter<T>(dst, src, rowsDone, colsDone, ss, ds);
   }
@@ -68,7 +71,8 @@ export function transpose<T>(dst: usize, src: usize, rows: usize, cols: usize, s
  * read in runs of 4 KiB (runs of 256 bytes left the prefetcher little to follow: at 16 MiB
  * 4 KiB runs measured 1.16–1.4× as fast as the 16 KiB dst block, 16 KiB runs 0.77–0.93×).
  */
-@inline function gather<T>(dst: usize, src: usize, rows: usize, cols: usize, ss: usize, ds: usize): void {
+@inline
+function gather<T>(dst: usize, src: usize, rows: usize, cols: usize, ss: usize, ds: usize): void {
   const n: usize = 16 / sizeof<T>();
   const ssb = ss * sizeof<T>();
   const dsb = ds * sizeof<T>();
@@ -80,7 +84,7 @@ export function transpose<T>(dst: usize, src: usize, rows: usize, cols: usize, s
   // rows sharing an L1 set; at 16 MiB these runs measured 1.16–1.28× as fast as that, runs of
   // 64 bytes 1.09×, 512 1.0×, 1024 0.88×. 1- and 2-byte elements keep the 4 KiB runs.
   const lined = rows * cols * sizeof<T>() > LARGE && rows * sizeof<T>() <= 64 && sizeof<T>() >= 4;
-  const block = lined ? LINED_RUN / sizeof<T>() : max<usize>(n, bytes / sizeof<T>() / n * n);
+  const block = lined ? LINED_RUN / sizeof<T>() : max<usize>(n, (bytes / sizeof<T>() / n) * n);
   let from: usize = 0;
   if (sizeof<T>() == 1 && rows * cols > LARGE && ds == rows && rows >= 64) {
     from = staged(dst, src, rows, cols, ss);
@@ -139,7 +143,8 @@ function staged(dst: usize, src: usize, rows: usize, cols: usize, ss: usize): us
  * it is 128 KiB (read again from L2 for each tile column) for runs 4× longer in dst: at 16 MiB
  * 1.02–1.23× as fast, at 2–4 MiB (rows 32–64 KiB apart) up to 10 % slower, so only there.
  */
-@inline function scatter<T>(dst: usize, src: usize, rows: usize, cols: usize, ss: usize, ds: usize): void {
+@inline
+function scatter<T>(dst: usize, src: usize, rows: usize, cols: usize, ss: usize, ds: usize): void {
   const n: usize = 16 / sizeof<T>();
   const ssb = ss * sizeof<T>();
   const dsb = ds * sizeof<T>();

@@ -23,7 +23,8 @@ const recvBase = comm.alloc('f32', largest.recv);
 const value = (r, i) => 1 + ((r + i) % 4);
 
 function call(s) {
-  const send = sendBase.subarray(0, s.send), recv = recvBase.subarray(0, s.recv);
+  const send = sendBase.subarray(0, s.send),
+    recv = recvBase.subarray(0, s.recv);
   if (op === 'alltoall') return comm.allToAll(recv, send);
   if (op === 'gather') return comm.gather(rank === 0 ? recv : null, send, { root: 0 });
   if (op === 'scatter') return comm.scatter(recv, rank === 0 ? send : null, { root: 0 });
@@ -65,6 +66,19 @@ for (let bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
   if (op !== 'gather' || rank === 0) for (let i = 0; i < s.recv; i++) if (recvBase[i] !== want(s, i)) wrong[0]++;
   await comm.allReduce(wrong).wait();
   const algbw = s.bytes / (timeUs * 1e3);
-  if (rank === 0) console.log(JSON.stringify({ op, nranks: n, size: s.bytes, count: s.per, time_us: timeUs, algbw, busbw: (algbw * (n - 1)) / n, wrong: wrong[0], iters }));
+  if (rank === 0)
+    console.log(
+      JSON.stringify({
+        op,
+        nranks: n,
+        size: s.bytes,
+        count: s.per,
+        time_us: timeUs,
+        algbw,
+        busbw: (algbw * (n - 1)) / n,
+        wrong: wrong[0],
+        iters,
+      }),
+    );
 }
 await comm.barrier().wait();

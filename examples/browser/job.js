@@ -21,26 +21,38 @@ try {
   const firstRank = Number(q.get('first') ?? 0);
   const job = {
     master: q.get('master') ?? `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}`,
-    worldSize: Number(q.get('size')), token: q.get('token') ?? '', jobId: q.get('job') ?? undefined,
+    worldSize: Number(q.get('size')),
+    token: q.get('token') ?? '',
+    jobId: q.get('job') ?? undefined,
   };
-  log(`world ranks ${firstRank}..${firstRank + nranks - 1} of ${job.worldSize}, joining the job at ${job.master}; cross-origin isolated: ${crossOriginIsolated}`);
+  log(
+    `world ranks ${firstRank}..${firstRank + nranks - 1} of ${job.worldSize}, joining the job at ${job.master}; cross-origin isolated: ${crossOriginIsolated}`,
+  );
   // With master, the node's ranks are world ranks firstRank.. of the job.
   const node = nranks > 1 ? createNode({ nranks, firstRank, ...job }) : undefined;
   const results = await Promise.all(
-    Array.from({ length: nranks }, (_, rank) => new Promise((resolve, reject) => {
-      const worker = new Worker(new URL('./job-rank.js', import.meta.url), { type: 'module' });
-      worker.onmessage = ({ data }) => {
-        if (data.looping !== undefined) return void (window.jobLooping = (window.jobLooping ?? 0) + 1);
-        if (data.error) reject(Object.assign(new Error(data.error), { code: data.code }));
-        else resolve(data);
-      };
-      worker.onerror = (e) => reject(new Error(`rank ${firstRank + rank}: ${e.message}`));
-      const join = node ? { node, rank } : { ...job, rank: firstRank };
-      worker.postMessage({ join, loop: q.get('loop') === '1' });
-    })),
+    Array.from(
+      { length: nranks },
+      (_, rank) =>
+        new Promise((resolve, reject) => {
+          const worker = new Worker(new URL('./job-rank.js', import.meta.url), { type: 'module' });
+          worker.onmessage = ({ data }) => {
+            if (data.looping !== undefined) return void (window.jobLooping = (window.jobLooping ?? 0) + 1);
+            if (data.error) reject(Object.assign(new Error(data.error), { code: data.code }));
+            else resolve(data);
+          };
+          worker.onerror = (e) => reject(new Error(`rank ${firstRank + rank}: ${e.message}`));
+          const join = node ? { node, rank } : { ...job, rank: firstRank };
+          worker.postMessage({ join, loop: q.get('loop') === '1' });
+        }),
+    ),
   );
-  for (const r of results) log(`rank ${r.rank}/${r.size}: every op checked; allReduce algorithms ${JSON.stringify(r.algos)}`);
-  finish('done', `${nranks} rank(s) of ${results[0].size}: every result checked, all correct`, { ok: true, ranks: results.map((r) => r.rank) });
+  for (const r of results)
+    log(`rank ${r.rank}/${r.size}: every op checked; allReduce algorithms ${JSON.stringify(r.algos)}`);
+  finish('done', `${nranks} rank(s) of ${results[0].size}: every result checked, all correct`, {
+    ok: true,
+    ranks: results.map((r) => r.rank),
+  });
 } catch (e) {
   log(`${e.name}${e.code ? ` ${e.code}` : ''}: ${e.message}`);
   finish('failed', 'failed: see below', { ok: false, code: e.code, message: e.message });

@@ -13,11 +13,16 @@ export async function measureFloor(maxBytes, rounds = 2000) {
   const copy = new SharedArrayBuffer(2 * half);
   const workers = [0, 1].map(() => new Worker(new URL('./perf-floor-worker.js', import.meta.url)));
   try {
-    const said = await Promise.all(workers.map((w, side) => new Promise((resolve, reject) => {
-      w.onmessage = ({ data }) => resolve(data);
-      w.onerror = (e) => reject(new Error(`floor worker ${side}: ${e.message}`));
-      w.postMessage({ sab, copy, side, rounds });
-    })));
+    const said = await Promise.all(
+      workers.map(
+        (w, side) =>
+          new Promise((resolve, reject) => {
+            w.onmessage = ({ data }) => resolve(data);
+            w.onerror = (e) => reject(new Error(`floor worker ${side}: ${e.message}`));
+            w.postMessage({ sab, copy, side, rounds });
+          }),
+      ),
+    );
     return { oneWayUs: Math.max(said[0].oneWayUs, said[1].oneWayUs), copyGBs: said[0].copyGBs };
   } finally {
     for (const w of workers) w.terminate();

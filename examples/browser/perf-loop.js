@@ -122,7 +122,8 @@ export async function nodeSweeps(comm, { sizes, seconds, kind, block = false }, 
       const r = new Float64Array(4);
       if (comm.rank === first) r.set([rows[k].timeUs, rows[k].algbw, rows[k].busbw, rows[k].wrong]);
       await comm.broadcast(r, { root: first, timeoutMs });
-      if (comm.rank === 0) onRow({ size, timeUs: r[0], algbw: r[1], busbw: r[2], wrong: r[3], ranks: members.length, series });
+      if (comm.rank === 0)
+        onRow({ size, timeUs: r[0], algbw: r[1], busbw: r[2], wrong: r[3], ranks: members.length, series });
     }
   }
   local.destroy();

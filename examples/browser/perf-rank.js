@@ -12,6 +12,8 @@ onmessage = async ({ data: { join, sizes, seconds, inJob } }) => {
     if (inJob) await nodeSweeps(comm, { sizes, seconds, kind: 'page', block: true }, (row) => postMessage({ row }));
     postMessage({ done: comm.rank });
   } catch (e) {
-    postMessage({ error: `${join.node && !join.node.job ? 'node rank' : 'rank'} ${join.rank}: ${e.code ?? e.name}: ${e.message}` });
+    postMessage({
+      error: `${join.node && !join.node.job ? 'node rank' : 'rank'} ${join.rank}: ${e.code ?? e.name}: ${e.message}`,
+    });
   }
 };

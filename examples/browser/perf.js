@@ -7,9 +7,9 @@
 // job on its own (this page's workers, a Node process's threads) as further series, so the cost
 // of crossing between them shows beside what each side does alone.
 import { createNode, initCommGroup } from '../../dist/browser/index.js';
-import { allReduceSweep, sweepSizes } from './perf-loop.js';
 import { chartSvg, floorBusBw, humanBytes } from './perf-chart.js';
 import { measureFloor, measureMainFloor } from './perf-floor.js';
+import { allReduceSweep, sweepSizes } from './perf-loop.js';
 
 const q = new URLSearchParams(location.search);
 const ranks = Number(q.get('ranks') ?? 2);
@@ -29,7 +29,10 @@ let floor;
 let jobRanks = ranks;
 
 function draw() {
-  for (const [svg, measure] of [[chart, 'busbw'], [timeChart, 'time']]) {
+  for (const [svg, measure] of [
+    [chart, 'busbw'],
+    [timeChart, 'time'],
+  ]) {
     const extra = [...nodeSeries].map(([label, rs]) => ({ label, rows: rs }));
     const c = chartSvg({ rows, sizes, ranks: rows[0]?.ranks ?? jobRanks, floor, measure, extra });
     svg.setAttribute('viewBox', `0 0 ${c.width} ${c.height}`);
@@ -44,7 +47,15 @@ function add(row) {
   rows.push(row);
   const tr = table.insertRow();
   const ofFloor = floor ? (row.busbw / floorBusBw(floor, row.size, row.ranks)).toFixed(2) : '';
-  for (const v of [humanBytes(row.size), row.timeUs.toFixed(1), row.algbw.toPrecision(3), row.busbw.toPrecision(3), ofFloor, row.wrong]) tr.insertCell().textContent = String(v);
+  for (const v of [
+    humanBytes(row.size),
+    row.timeUs.toFixed(1),
+    row.algbw.toPrecision(3),
+    row.busbw.toPrecision(3),
+    ofFloor,
+    row.wrong,
+  ])
+    tr.insertCell().textContent = String(v);
   tr.dataset.size = String(row.size);
   draw();
 }
@@ -55,7 +66,15 @@ function addNodeRow(row) {
   nodeSeries.get(row.series).push(row);
   nodeTable.hidden = false;
   const tr = nodeTable.insertRow();
-  for (const v of [row.series, humanBytes(row.size), row.timeUs.toFixed(1), row.algbw.toPrecision(3), row.busbw.toPrecision(3), row.wrong]) tr.insertCell().textContent = String(v);
+  for (const v of [
+    row.series,
+    humanBytes(row.size),
+    row.timeUs.toFixed(1),
+    row.algbw.toPrecision(3),
+    row.busbw.toPrecision(3),
+    row.wrong,
+  ])
+    tr.insertCell().textContent = String(v);
   draw();
 }
 
@@ -63,7 +82,9 @@ try {
   const firstRank = Number(q.get('first') ?? 0);
   const job = q.has('size') && {
     master: q.get('master') ?? `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}`,
-    worldSize: Number(q.get('size')), token: q.get('token') ?? '', jobId: q.get('job') ?? undefined,
+    worldSize: Number(q.get('size')),
+    token: q.get('token') ?? '',
+    jobId: q.get('job') ?? undefined,
   };
   if (job) jobRanks = job.worldSize;
   // ?main=1 (the page alone): rank 0 runs here, on the page's main thread, which may not block.
@@ -87,7 +108,10 @@ try {
       // This thread's rank awaits each call (it may not block); rank 0 reports the rows.
       initCommGroup({ node, rank: 0 })
         .then((comm) => allReduceSweep(comm, { sizes, seconds, block: false }, add))
-        .then(() => ++finished === ranks && resolve(), (e) => reject(new Error(`main-thread rank 0: ${e.code ?? e.name}: ${e.message}`)));
+        .then(
+          () => ++finished === ranks && resolve(),
+          (e) => reject(new Error(`main-thread rank 0: ${e.code ?? e.name}: ${e.message}`)),
+        );
     }
     for (let rank = onMain ? 1 : 0; rank < ranks; rank++) {
       const w = new Worker(new URL('./perf-rank.js', import.meta.url), { type: 'module' });

@@ -15,7 +15,14 @@ onmessage = async ({ data: { node, rank } }) => {
     const b = new Uint8Array(16);
     if (rank === 0) b.fill(42);
     await comm.broadcast(b); // root 0 by default
-    postMessage({ rank, size: comm.size, sum: x[x.length - 1], gathered: Array.from(gathered), broadcast: b[15], threadOps: comm.stats().threadOps });
+    postMessage({
+      rank,
+      size: comm.size,
+      sum: x[x.length - 1],
+      gathered: Array.from(gathered),
+      broadcast: b[15],
+      threadOps: comm.stats().threadOps,
+    });
   } catch (e) {
     postMessage({ rank, error: `${e.code ?? e.name}: ${e.message}` });
   }

@@ -11,7 +11,16 @@
 //              completes on that ack, so a root that completes knows every rank agreed.
 //   reduce:    each receiver tells the rank it receives from that it is ready (at its start);
 //              a sender completes once its receiver said so.
-import { type Group, type Mem, type Span, PIECE_BYTES, SINGLE_HOP_PIECE_BYTES, awaitedLater, mod, piecesOf } from './group.js';
+import {
+  awaitedLater,
+  type Group,
+  type Mem,
+  mod,
+  PIECE_BYTES,
+  piecesOf,
+  SINGLE_HOP_PIECE_BYTES,
+  type Span,
+} from './group.js';
 
 /** buf on every rank ends equal to buf on `root`. */
 export async function chainBroadcast(g: Group, m: Mem, buf: Span, root: number): Promise<void> {

@@ -15,7 +15,7 @@
 // receivers that have not started hold and copy its blocks (2 MiB scatter 1.4–1.8 ms, against
 // 0.67–0.69 ms waiting for "ready"); gather's blocks go at once since waiting for the root's
 // "ready" cost more (16 MiB 4.3–5.4 ms against 2.7–3.0 ms).
-import { type Group, type Mem, type Span, awaitedLater, mod, piecesOf } from './group.js';
+import { awaitedLater, type Group, type Mem, mod, piecesOf, type Span } from './group.js';
 
 const READY_STEP = 0;
 const DONE_STEP = 1;
@@ -31,7 +31,9 @@ export async function directGather(g: Group, m: Mem, mine: Span, blocks: Span[] 
   if (g.rank !== root) {
     const ready = awaitedLater(g.recv(root, READY_STEP, none));
     const done = awaitedLater(g.recv(root, DONE_STEP, none));
-    await Promise.all(piecesOf(mine, m.elemBytes).map((p, j) => awaitedLater(g.send(root, pieceStep(j), m.view(p.addr, p.count)))));
+    await Promise.all(
+      piecesOf(mine, m.elemBytes).map((p, j) => awaitedLater(g.send(root, pieceStep(j), m.view(p.addr, p.count)))),
+    );
     await ready;
     return done;
   }
@@ -40,7 +42,9 @@ export async function directGather(g: Group, m: Mem, mine: Span, blocks: Span[] 
   const pending: Promise<void>[] = [];
   for (const r of others(g, root)) {
     pending.push(awaitedLater(g.send(r, READY_STEP, none)));
-    piecesOf(blocks![r], m.elemBytes).forEach((p, j) => pending.push(awaitedLater(g.recv(r, pieceStep(j), m.view(p.addr, p.count)))));
+    piecesOf(blocks![r], m.elemBytes).forEach((p, j) =>
+      pending.push(awaitedLater(g.recv(r, pieceStep(j), m.view(p.addr, p.count)))),
+    );
   }
   await Promise.all(pending);
   await Promise.all(others(g, root).map((r) => g.send(r, DONE_STEP, none)));
@@ -52,7 +56,9 @@ export async function directScatter(g: Group, m: Mem, blocks: Span[] | null, min
   if (g.rank !== root) {
     const told = awaitedLater(g.send(root, READY_STEP, none));
     const ready = awaitedLater(g.recv(root, READY_STEP, none));
-    await Promise.all(piecesOf(mine, m.elemBytes).map((p, j) => awaitedLater(g.recv(root, pieceStep(j), m.view(p.addr, p.count)))));
+    await Promise.all(
+      piecesOf(mine, m.elemBytes).map((p, j) => awaitedLater(g.recv(root, pieceStep(j), m.view(p.addr, p.count)))),
+    );
     await told;
     return ready;
   }
@@ -62,6 +68,9 @@ export async function directScatter(g: Group, m: Mem, blocks: Span[] | null, min
   const own = blocks![root];
   if (own.count && own.addr !== mine.addr) m.copy(mine.addr, own.addr, own.count);
   const sends: Promise<void>[] = [];
-  for (const r of peers) piecesOf(blocks![r], m.elemBytes).forEach((p, j) => sends.push(awaitedLater(g.send(r, pieceStep(j), m.view(p.addr, p.count)))));
+  for (const r of peers)
+    piecesOf(blocks![r], m.elemBytes).forEach((p, j) =>
+      sends.push(awaitedLater(g.send(r, pieceStep(j), m.view(p.addr, p.count)))),
+    );
   await Promise.all([...told, ...sends]);
 }

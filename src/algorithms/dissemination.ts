@@ -6,6 +6,9 @@ const EMPTY = new Uint8Array(0);
 
 export async function disseminationBarrier(g: Group): Promise<void> {
   for (let d = 1, step = 0; d < g.size; d <<= 1, step++) {
-    await Promise.all([g.send(mod(g.rank + d, g.size), step, EMPTY), g.recv(mod(g.rank - d, g.size), step, new Uint8Array(0))]);
+    await Promise.all([
+      g.send(mod(g.rank + d, g.size), step, EMPTY),
+      g.recv(mod(g.rank - d, g.size), step, new Uint8Array(0)),
+    ]);
   }
 }

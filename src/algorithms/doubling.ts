@@ -3,7 +3,7 @@
 // two first fold their data into a partner and get the result back at the end. Partners combine
 // the same two values in either order, and the reductions commute exactly, so every rank ends
 // with bit-identical results.
-import { type Group, type Mem, type Span, exchange } from './group.js';
+import { exchange, type Group, type Mem, type Span } from './group.js';
 
 /**
  * With `from` (as long as `buf`, not overlapping it), of `from` into `buf`: this rank's data is

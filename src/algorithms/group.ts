@@ -20,8 +20,17 @@ export interface Group {
 }
 
 /** Sends to `to` and receives from `from` at once (see Group.exchange). */
-export function exchange(g: Group, to: number, from: number, step: number, data: Uint8Array, into: Uint8Array): Promise<unknown> {
-  return g.exchange ? g.exchange(to, from, step, data, into) : Promise.all([g.send(to, step, data), g.recv(from, step, into)]);
+export function exchange(
+  g: Group,
+  to: number,
+  from: number,
+  step: number,
+  data: Uint8Array,
+  into: Uint8Array,
+): Promise<unknown> {
+  return g.exchange
+    ? g.exchange(to, from, step, data, into)
+    : Promise.all([g.send(to, step, data), g.recv(from, step, into)]);
 }
 
 /** The op's memory: regions are byte addresses in the wasm memory, lengths in elements. */
@@ -31,7 +40,10 @@ export interface Mem {
   view(addr: number, count: number): Uint8Array;
   /** dst[i] = dst[i] (op) src[i] for `count` elements, with the op's dtype and reduction. */
   reduce(dst: number, src: number, count: number): void;
-  /** dst[i] = a[i] (op) b[i]: reduce() of a copy of `a`, without the copy (an out-of-place op's first touch of its output). */
+  /**
+   * dst[i] = a[i] (op) b[i]: reduce() of a copy of `a`, without the copy (an out-of-place op's first touch of its
+   * output).
+   */
   reduceFrom(dst: number, a: number, b: number, count: number): void;
   /** Copies `count` elements from src to dst (regions must not overlap). */
   copy(dst: number, src: number, count: number): void;

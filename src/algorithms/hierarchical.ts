@@ -16,7 +16,13 @@ export interface NodeLocal {
 
 export type SpanAlgorithm = (g: Group, m: Mem, buf: Span) => Promise<void>;
 
-export async function hierarchicalAllReduce(local: NodeLocal, inter: Group, m: Mem, buf: Span, across: SpanAlgorithm): Promise<void> {
+export async function hierarchicalAllReduce(
+  local: NodeLocal,
+  inter: Group,
+  m: Mem,
+  buf: Span,
+  across: SpanAlgorithm,
+): Promise<void> {
   // A rank alone on its node (one rank per node, or a group with one member here) has no node
   // phase: its shard is the whole buffer.
   if (local.size === 1) return across(inter, m, buf);

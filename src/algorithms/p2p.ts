@@ -34,7 +34,14 @@ export async function p2pSend(g: Group, peer: number, k: number, data: Uint8Arra
  * When the group refuses a payload of another length (`isShort`), the answer says so and the
  * refusal is thrown.
  */
-export async function p2pRecv(g: Group, peer: number, k: number, into: Uint8Array, answering: (sent: Promise<void>) => void, isShort: (e: unknown) => boolean): Promise<void> {
+export async function p2pRecv(
+  g: Group,
+  peer: number,
+  k: number,
+  into: Uint8Array,
+  answering: (sent: Promise<void>) => void,
+  isShort: (e: unknown) => boolean,
+): Promise<void> {
   const reply = new Uint8Array(ANSWER_BYTES);
   const v = new DataView(reply.buffer);
   v.setUint32(4, into.byteLength, true);

@@ -6,7 +6,7 @@
 // it belongs whenever it arrives; the sends go out in step order, `window` steps at a time.
 // A message is sent even for an empty block: every rank hears from every other in the op, so a
 // disagreement on the counts between two ranks reaches both (see net/blame.ts, pairSignatures).
-import { type Group, type Mem, type Span, awaitedLater, mod, piecesOf } from './group.js';
+import { awaitedLater, type Group, type Mem, mod, piecesOf, type Span } from './group.js';
 
 /**
  * Steps whose sends are in flight at once: all of them (on TCP each peer has its own link).
@@ -20,7 +20,13 @@ export const PAIRWISE_WINDOW = Number.MAX_SAFE_INTEGER;
  * recv[rank] must hold the same count (the caller checks it); other ranks' counts must agree
  * pairwise (send[j] here = recv[i] on rank j), which the transport's signatures enforce.
  */
-export async function pairwiseAllToAll(g: Group, m: Mem, send: Span[], recv: Span[], window = PAIRWISE_WINDOW): Promise<void> {
+export async function pairwiseAllToAll(
+  g: Group,
+  m: Mem,
+  send: Span[],
+  recv: Span[],
+  window = PAIRWISE_WINDOW,
+): Promise<void> {
   const n = g.size;
   const me = g.rank;
   if (send[me].count) m.copy(recv[me].addr, send[me].addr, send[me].count);
@@ -30,13 +36,17 @@ export async function pairwiseAllToAll(g: Group, m: Mem, send: Span[], recv: Spa
   const arriving: Promise<void>[] = [];
   for (let k = 1; k < n; k++) {
     const from = mod(me - k, n);
-    piecesOf(recv[from], m.elemBytes).forEach((p, j) => arriving.push(awaitedLater(g.recv(from, tagStep(k, j), m.view(p.addr, p.count)))));
+    piecesOf(recv[from], m.elemBytes).forEach((p, j) =>
+      arriving.push(awaitedLater(g.recv(from, tagStep(k, j), m.view(p.addr, p.count)))),
+    );
   }
   const lanes = Math.min(window, n - 1);
   const lane = async (first: number): Promise<void> => {
     for (let k = first; k < n; k += lanes) {
       const to = mod(me + k, n);
-      await Promise.all(piecesOf(send[to], m.elemBytes).map((p, j) => awaitedLater(g.send(to, tagStep(k, j), m.view(p.addr, p.count)))));
+      await Promise.all(
+        piecesOf(send[to], m.elemBytes).map((p, j) => awaitedLater(g.send(to, tagStep(k, j), m.view(p.addr, p.count)))),
+      );
     }
   };
   await Promise.all([...Array.from({ length: lanes }, (_, i) => lane(1 + i)), ...arriving]);

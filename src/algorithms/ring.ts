@@ -2,7 +2,7 @@
 // (bandwidth-optimal: each rank sends 2(n-1)/n of the buffer). Every block is cut into pieces
 // that travel independently in a few lanes, so the kernel reduces piece k while piece k+1 is
 // on the wire, and several channels carry the lanes at once.
-import { type Group, type Mem, type Span, PIECE_BYTES, SINGLE_HOP_PIECE_BYTES, exchange, mod } from './group.js';
+import { exchange, type Group, type Mem, mod, PIECE_BYTES, SINGLE_HOP_PIECE_BYTES, type Span } from './group.js';
 
 /** Lanes of pieces in flight per rank; each holds one piece of scratch (the tuner's counts use it). */
 export const LANES = 4;
@@ -20,8 +20,10 @@ interface Phase {
 }
 
 /** Start (in elements) and length of part `k` of `parts` near-equal parts of `count` (as subSpan). */
-const partStart = (count: number, parts: number, k: number): number => k * Math.floor(count / parts) + Math.min(k, count % parts);
-const partCount = (count: number, parts: number, k: number): number => Math.floor(count / parts) + (k < count % parts ? 1 : 0);
+const partStart = (count: number, parts: number, k: number): number =>
+  k * Math.floor(count / parts) + Math.min(k, count % parts);
+const partCount = (count: number, parts: number, k: number): number =>
+  Math.floor(count / parts) + (k < count % parts ? 1 : 0);
 
 /**
  * The blocks a ring moves: `size` near-equal parts of one span (allreduce), or the spans given
@@ -29,7 +31,13 @@ const partCount = (count: number, parts: number, k: number): number => Math.floo
  * n blocks add up in a simulation.
  */
 class Blocks {
-  private constructor(private readonly list: Span[] | null, private readonly addr0: number, private readonly total: number, private readonly parts: number, private readonly eb: number) {}
+  private constructor(
+    private readonly list: Span[] | null,
+    private readonly addr0: number,
+    private readonly total: number,
+    private readonly parts: number,
+    private readonly eb: number,
+  ) {}
 
   static of(buf: Span, parts: number, eb: number): Blocks {
     return new Blocks(null, buf.addr, buf.count, parts, eb);
@@ -59,7 +67,14 @@ class Blocks {
  * first send is `from`'s block, and each block it receives is combined with `from`'s into
  * `blocks` (the first write of that block), so the input needs no copy into the output first.
  */
-async function runPhases(g: Group, m: Mem, blocks: Blocks, phases: Phase[], from?: Blocks, piece = PIECE_BYTES): Promise<void> {
+async function runPhases(
+  g: Group,
+  m: Mem,
+  blocks: Blocks,
+  phases: Phase[],
+  from?: Blocks,
+  piece = PIECE_BYTES,
+): Promise<void> {
   const n = g.size;
   if (n === 1) return;
   const right = mod(g.rank + 1, n);
@@ -86,7 +101,14 @@ async function runPhases(g: Group, m: Mem, blocks: Blocks, phases: Phase[], from
           const outAddr = (own && s === 0 ? from.addr(sb) : blocks.addr(sb)) + partStart(sn, pieces, j) * eb;
           const intoAddr = blocks.addr(rb) + partStart(rn, pieces, j) * eb;
           const intoCount = partCount(rn, pieces, j);
-          await exchange(g, right, left, (stepBase + s) * pieces + j, m.view(outAddr, partCount(sn, pieces, j)), m.view(reduce ? scratch : intoAddr, intoCount));
+          await exchange(
+            g,
+            right,
+            left,
+            (stepBase + s) * pieces + j,
+            m.view(outAddr, partCount(sn, pieces, j)),
+            m.view(reduce ? scratch : intoAddr, intoCount),
+          );
           if (reduce && own) m.reduceFrom(intoAddr, from.addr(rb) + partStart(rn, pieces, j) * eb, scratch, intoCount);
           else if (reduce) m.reduce(intoAddr, scratch, intoCount);
         }

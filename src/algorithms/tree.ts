@@ -6,7 +6,7 @@
 // positions when n = 2^k − 1, and tree B is the same tree shifted by one rank, which puts its
 // interior nodes on A's leaves. Each rank then sends about twice the buffer in all (up once per
 // tree, down to at most two children in the tree where it is interior).
-import { type Group, type Mem, type Span, awaitedLater, mod, piecesFor, subSpan } from './group.js';
+import { awaitedLater, type Group, type Mem, mod, piecesFor, type Span, subSpan } from './group.js';
 
 /** Parent (−1 at the root) and children of position `pos` in the in-order tree over 0..n−1. */
 export function inOrderTree(n: number, pos: number): { parent: number; children: number[] } {
@@ -85,12 +85,18 @@ export const MIN_TREE_PIECE_BYTES = 64 * 1024;
  */
 export function treePieces(size: number, half: Span, elemBytes: number): number {
   const depth = Math.floor(Math.log2(size));
-  return Math.max(piecesFor([half], elemBytes), Math.min(2 * depth, Math.ceil((half.count * elemBytes) / MIN_TREE_PIECE_BYTES)));
+  return Math.max(
+    piecesFor([half], elemBytes),
+    Math.min(2 * depth, Math.ceil((half.count * elemBytes) / MIN_TREE_PIECE_BYTES)),
+  );
 }
 
 export async function treeAllReduce(g: Group, m: Mem, buf: Span): Promise<void> {
   if (g.size === 1) return;
   const halves = [subSpan(buf, 2, 0, m.elemBytes), subSpan(buf, 2, 1, m.elemBytes)];
   const pieces = halves.map((h) => treePieces(g.size, h, m.elemBytes));
-  await Promise.all([overTree(g, m, halves[0], 0, 0, pieces[0]), overTree(g, m, halves[1], 1, 2 * pieces[0], pieces[1])]);
+  await Promise.all([
+    overTree(g, m, halves[0], 0, 0, pieces[0]),
+    overTree(g, m, halves[1], 1, 2 * pieces[0], pieces[1]),
+  ]);
 }

@@ -1,27 +1,39 @@
 // Communicator: a group of ranks with its own op sequence. Validates every call before
 // anything moves, then hands the op to its engine: shared memory when every rank is on this
 // node, the network algorithms when the group spans nodes.
-import { freshBuffer } from '../core/fresh-buffer.js';
-import { DTYPE_SIZE, type Dtype, type DtypeName, parseDtype, parseOp, ARRAY_OF } from '../core/dtypes.js';
+
+import { ARRAY_OF, DTYPE_SIZE, type Dtype, type DtypeName, parseDtype, parseOp } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
-import { type BufferArg, type TypedArray, overlaps, sameView } from '../engine/buffers.js';
-import type { ConversionCounters } from '../layouts/plan.js';
-import { OpIssue } from './op-issue.js';
-import { CommBuffers } from './call-buffers.js';
-import { peerRank, perRank, rootRank, sameDtype, sameShape } from './arguments.js';
-import type { Work } from '../engine/work.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
+import { checkOptions, showValue } from '../core/options.js';
+import { type BufferArg, overlaps, sameView, type TypedArray } from '../engine/buffers.js';
+import type { RankContext } from '../engine/context.js';
 import type { CommParts, Engine, OpCounters } from '../engine/engine.js';
 import type { FlightEntry } from '../engine/flight-recorder.js';
+import { nodeWorld, type Placement, spansNodes } from '../engine/placement.js';
+import type { Work } from '../engine/work.js';
+import { createGroup, type Former, splitGroups } from '../groups/form.js';
+import type { ConversionCounters } from '../layouts/plan.js';
 import { nodeEngine } from '../progress/node-engine.js';
-import type { RankContext } from '../engine/context.js';
-import { type AllToAllOptions, type CollectiveOptions, type CommunicatorOptions, type P2pOptions, type RootedOptions, COMMUNICATOR_OPTIONS, collectiveOptions, communicatorOptions, envTimeoutMs } from './options.js';
-import { checkOptions, showValue } from '../core/options.js';
-import { type Placement, nodeWorld, spansNodes } from '../engine/placement.js';
-import { type Former, createGroup, splitGroups } from '../groups/form.js';
+import { peerRank, perRank, rootRank, sameDtype, sameShape } from './arguments.js';
+import { CommBuffers } from './call-buffers.js';
+import { OpIssue } from './op-issue.js';
+import {
+  type AllToAllOptions,
+  COMMUNICATOR_OPTIONS,
+  type CollectiveOptions,
+  type CommunicatorOptions,
+  collectiveOptions,
+  communicatorOptions,
+  envTimeoutMs,
+  type P2pOptions,
+  type RootedOptions,
+} from './options.js';
 
 export type { CommParts, EngineFactory } from '../engine/engine.js';
+
+import { rankTrack, TRACING } from '../core/trace.js';
 import { shrinkComm } from '../groups/shrink.js';
-import { TRACING, type TraceTrack, rankTrack } from '../core/trace.js';
 
 export type { AllToAllOptions, CollectiveOptions, CommunicatorOptions, P2pOptions, RootedOptions } from './options.js';
 
@@ -29,7 +41,6 @@ export const DEFAULT_TIMEOUT_MS = 300_000;
 
 /** The barrier initCommGroup ends with (a method under a symbol: no user calls it). */
 export const SETUP_BARRIER = Symbol('webccl.setupBarrier');
-
 
 export class Communicator {
   readonly rank: number;
@@ -59,7 +70,11 @@ export class Communicator {
    * A communicator over the ranks of `ctx`'s node; with `world`, over the ranks of several
    * nodes (rank and size are then the world's, and `ctx` is this rank's node).
    */
-  constructor(private readonly ctx: RankContext, options?: CommunicatorOptions, world?: CommParts) {
+  constructor(
+    private readonly ctx: RankContext,
+    options?: CommunicatorOptions,
+    world?: CommParts,
+  ) {
     const opts = communicatorOptions(options);
     this.options = { ...opts };
     this.rank = world?.rank ?? ctx.rank;
@@ -68,12 +83,27 @@ export class Communicator {
     this.bufs = new CommBuffers(ctx, this.rank, this.size);
     this.acrossNodes = spansNodes(this.placement);
     const timeoutMs = opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS;
-    this.engine = world ? world.engine(this.counters, opts.algo, timeoutMs) : nodeEngine(ctx, this.counters, opts.algo, timeoutMs, opts.progress);
+    this.engine = world
+      ? world.engine(this.counters, opts.algo, timeoutMs)
+      : nodeEngine(ctx, this.counters, opts.algo, timeoutMs, opts.progress);
     // WEBCCL_TRACE: this rank's track (by world rank), where its ops are drawn.
-    const track = TRACING ? world?.track ?? rankTrack(ctx.worldRank ?? this.placement.worldRanks[this.rank], this.placement.group ? this.placement.id : undefined) : undefined;
+    const track = TRACING
+      ? (world?.track ??
+        rankTrack(
+          ctx.worldRank ?? this.placement.worldRanks[this.rank],
+          this.placement.group ? this.placement.id : undefined,
+        ))
+      : undefined;
     this.issue = new OpIssue({
-      ctx, engine: this.engine, rank: this.rank, size: this.size, acrossNodes: this.acrossNodes, placement: this.placement,
-      counters: this.counters, conversions: this.conversions, track,
+      ctx,
+      engine: this.engine,
+      rank: this.rank,
+      size: this.size,
+      acrossNodes: this.acrossNodes,
+      placement: this.placement,
+      counters: this.counters,
+      conversions: this.conversions,
+      track,
     });
   }
 
@@ -81,13 +111,17 @@ export class Communicator {
 
   /** The world rank of this communicator's rank `r`. */
   worldRank(r: number): number {
-    if (!Number.isInteger(r) || r < 0 || r >= this.size) fail('INVALID_ARGUMENT', `worldRank: ${showValue(r)} is not a rank of this communicator (0..${this.size - 1})`, { rank: r });
+    if (!Number.isInteger(r) || r < 0 || r >= this.size)
+      fail('INVALID_ARGUMENT', `worldRank: ${showValue(r)} is not a rank of this communicator (0..${this.size - 1})`, {
+        rank: r,
+      });
     return this.placement.worldRanks[r];
   }
 
   /** This communicator's rank of world rank `w`, or -1 when it is not a member. */
   groupRank(w: number): number {
-    if (!Number.isInteger(w) || w < 0) fail('INVALID_ARGUMENT', `groupRank: ${showValue(w)} is not a world rank`, { worldRank: w });
+    if (!Number.isInteger(w) || w < 0)
+      fail('INVALID_ARGUMENT', `groupRank: ${showValue(w)} is not a world rank`, { worldRank: w });
     return this.placement.worldRanks.indexOf(w);
   }
 
@@ -115,7 +149,9 @@ export class Communicator {
    * never crosses a network.
    */
   splitByNode(options?: CommunicatorOptions): Promise<Communicator> {
-    return this.forming('splitByNode', options, (o) => splitGroups(this.former(), this.placement.nodeOf[this.rank], this.rank, o)) as Promise<Communicator>;
+    return this.forming('splitByNode', options, (o) =>
+      splitGroups(this.former(), this.placement.nodeOf[this.rank], this.rank, o),
+    ) as Promise<Communicator>;
   }
 
   /**
@@ -128,16 +164,29 @@ export class Communicator {
   shrink(options?: CommunicatorOptions): Promise<Communicator> {
     try {
       const o = checkOptions<CommunicatorOptions>('shrink', options, COMMUNICATOR_OPTIONS, '{ timeoutMs: 60000 }');
-      if (this.shrunk) fail('INVALID_ARGUMENT', 'shrink: this communicator was shrunk already; shrink the communicator that call returned');
+      if (this.shrunk)
+        fail(
+          'INVALID_ARGUMENT',
+          'shrink: this communicator was shrunk already; shrink the communicator that call returned',
+        );
       this.shrunk = true;
       const opts = { ...this.options, ...o };
-      return shrinkComm(this.former(), this.engine.failure(), opts, opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS);
+      return shrinkComm(
+        this.former(),
+        this.engine.failure(),
+        opts,
+        opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS,
+      );
     } catch (e) {
       return Promise.reject(e);
     }
   }
 
-  private forming(what: string, options: unknown, form: (o: CommunicatorOptions) => Promise<Communicator | null>): Promise<Communicator | null> {
+  private forming(
+    what: string,
+    options: unknown,
+    form: (o: CommunicatorOptions) => Promise<Communicator | null>,
+  ): Promise<Communicator | null> {
     try {
       if (this.destroyed) fail('ABORTED', `${what}: the communicator was destroyed`);
       const o = checkOptions<CommunicatorOptions>(what, options, COMMUNICATOR_OPTIONS, '{ timeoutMs: 60000 }');
@@ -149,7 +198,12 @@ export class Communicator {
 
   /** What group formation needs of this communicator. */
   private former(): Former<Communicator, CommunicatorOptions> {
-    return { comm: this, ctx: this.ctx, make: (ctx, opts, parts) => new Communicator(ctx, opts, parts), unsettled: () => this.issue.inFlight.unsettled() };
+    return {
+      comm: this,
+      ctx: this.ctx,
+      make: (ctx, opts, parts) => new Communicator(ctx, opts, parts),
+      unsettled: () => this.issue.inFlight.unsettled(),
+    };
   }
 
   // ---------------------------------------------------------------- collectives
@@ -170,7 +224,10 @@ export class Communicator {
     const ib = this.bufs.of(input, 'allGather input');
     sameDtype('allGather', ob, ib, this.size);
     if (ob.count !== ib.count * this.size) {
-      fail('SIZE_MISMATCH', `allGather: output holds ${ob.count} elements; it must hold size × input count = ${this.size} × ${ib.count} = ${this.size * ib.count} (every rank contributes the same count, as in NCCL)`);
+      fail(
+        'SIZE_MISMATCH',
+        `allGather: output holds ${ob.count} elements; it must hold size × input count = ${this.size} × ${ib.count} = ${this.size * ib.count} (every rank contributes the same count, as in NCCL)`,
+      );
     }
     return this.issue.enqueue('allGather', undefined, ib.dtype, 'sum', ib.count, 0, ib, ob, o);
   }
@@ -182,7 +239,10 @@ export class Communicator {
     const ib = this.bufs.of(input, 'reduceScatter input');
     sameDtype('reduceScatter', ob, ib, this.size);
     if (ib.count !== ob.count * this.size) {
-      fail('SIZE_MISMATCH', `reduceScatter: input holds ${ib.count} elements; it must hold size × output count = ${this.size} × ${ob.count} = ${this.size * ob.count} (equal per-rank counts, as in NCCL)`);
+      fail(
+        'SIZE_MISMATCH',
+        `reduceScatter: input holds ${ib.count} elements; it must hold size × output count = ${this.size} × ${ob.count} = ${this.size * ob.count} (equal per-rank counts, as in NCCL)`,
+      );
     }
     const op = parseOp(o.op, ib.dtype);
     return this.issue.enqueue('reduceScatter', undefined, ib.dtype, op, ob.count, 0, ib, ob, o);
@@ -217,26 +277,43 @@ export class Communicator {
     const ob = this.bufs.of(out, 'allToAll output');
     const ib = this.bufs.of(input, 'allToAll input');
     sameDtype('allToAll', ob, ib, this.size);
-    if (overlaps(ib, ob)) fail('INVALID_ARGUMENT', 'allToAll: output and input overlap; give it buffers apart (it does not run in place)', { overlap: sameView(ib, ob) ? 'same' : 'partial' });
+    if (overlaps(ib, ob))
+      fail('INVALID_ARGUMENT', 'allToAll: output and input overlap; give it buffers apart (it does not run in place)', {
+        overlap: sameView(ib, ob) ? 'same' : 'partial',
+      });
     if ((o.sendCounts === undefined) !== (o.recvCounts === undefined)) {
-      fail('INVALID_ARGUMENT', 'allToAll: give both sendCounts and recvCounts (per-peer counts), or neither (equal blocks)', { option: o.sendCounts === undefined ? 'sendCounts' : 'recvCounts' });
+      fail(
+        'INVALID_ARGUMENT',
+        'allToAll: give both sendCounts and recvCounts (per-peer counts), or neither (equal blocks)',
+        { option: o.sendCounts === undefined ? 'sendCounts' : 'recvCounts' },
+      );
     }
     if (o.sendCounts !== undefined) {
       const send = perRank(o.sendCounts, 'sendCounts', ib, 'input', this.size);
       const recv = perRank(o.recvCounts, 'recvCounts', ob, 'output', this.size);
       const me = this.rank;
       if (send[me] !== recv[me]) {
-        fail('SIZE_MISMATCH', `allToAll: sendCounts[${me}] = ${send[me]} but recvCounts[${me}] = ${recv[me]}; the block a rank sends itself is one count`, { sendCount: send[me], recvCount: recv[me] });
+        fail(
+          'SIZE_MISMATCH',
+          `allToAll: sendCounts[${me}] = ${send[me]} but recvCounts[${me}] = ${recv[me]}; the block a rank sends itself is one count`,
+          { sendCount: send[me], recvCount: recv[me] },
+        );
       }
       return this.issue.enqueue('allToAll', undefined, ib.dtype, 'sum', 0, 0, ib, ob, o, { counts: { send, recv } });
     }
     if (ib.count % this.size !== 0 || ob.count !== ib.count) {
-      fail('SIZE_MISMATCH', `allToAll: input holds ${ib.count} and output ${ob.count} elements; both must hold size × block = ${this.size} × n (or pass sendCounts and recvCounts)`);
+      fail(
+        'SIZE_MISMATCH',
+        `allToAll: input holds ${ib.count} and output ${ob.count} elements; both must hold size × block = ${this.size} × n (or pass sendCounts and recvCounts)`,
+      );
     }
     return this.issue.enqueue('allToAll', undefined, ib.dtype, 'sum', ib.count / this.size, 0, ib, ob, o);
   }
 
-  /** The root's out (size × n elements) receives every rank's input (n elements), in rank order; out may be null elsewhere. */
+  /**
+   * The root's out (size × n elements) receives every rank's input (n elements), in rank order; out may be null
+   * elsewhere.
+   */
   gather(out: BufferArg | null, input: BufferArg, opts?: RootedOptions): Work {
     const o = collectiveOptions('gather', opts) as RootedOptions;
     const ib = this.bufs.of(input, 'gather input');
@@ -291,7 +368,8 @@ export class Communicator {
   alloc(dtype: DtypeName, count: number): TypedArray | { data: Uint16Array; dtype: Dtype } {
     if (this.destroyed) fail('ABORTED', 'alloc: the communicator was destroyed');
     const d = parseDtype(dtype);
-    if (!Number.isSafeInteger(count) || count < 0) fail('INVALID_ARGUMENT', `alloc: count must be a non-negative integer, got ${count}`);
+    if (!Number.isSafeInteger(count) || count < 0)
+      fail('INVALID_ARGUMENT', `alloc: count must be a non-negative integer, got ${count}`);
     const addr = this.ctx.heap.alloc(count * DTYPE_SIZE[d]);
     const buffer = freshBuffer(this.ctx.core.memory);
     this.ctx.sharedBuffers.add(buffer);
@@ -311,8 +389,26 @@ export class Communicator {
    * joined it) and moveMs (the rest: moving and reducing data), allReduce algorithms used, and
    * tensor layout conversions (count, bytes read, time).
    */
-  stats(): { ops: number; bytes: number; failed: number; busyMs: number; waitMs: number; moveMs: number; pending: number; threadOps: number; heldOps: number; allReduceAlgorithms: Record<string, number> } & ConversionCounters {
-    return { ...this.counters, pending: this.engine.pending(), threadOps: (this.engine.threadOps?.() ?? 0) - this.setupThreadOps, heldOps: this.engine.heldOps?.() ?? 0, allReduceAlgorithms: this.engine.algorithms(), ...this.conversions };
+  stats(): {
+    ops: number;
+    bytes: number;
+    failed: number;
+    busyMs: number;
+    waitMs: number;
+    moveMs: number;
+    pending: number;
+    threadOps: number;
+    heldOps: number;
+    allReduceAlgorithms: Record<string, number>;
+  } & ConversionCounters {
+    return {
+      ...this.counters,
+      pending: this.engine.pending(),
+      threadOps: (this.engine.threadOps?.() ?? 0) - this.setupThreadOps,
+      heldOps: this.engine.heldOps?.() ?? 0,
+      allReduceAlgorithms: this.engine.algorithms(),
+      ...this.conversions,
+    };
   }
 
   /**

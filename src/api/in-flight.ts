@@ -6,10 +6,11 @@
 // waitSync() returned or threw, or isCompleted() answered true. Collectives complete in issue
 // order, so seeing one end also releases every collective issued before it; a send or recv
 // keeps no place in that order and is released only by seeing it end itself.
+
+import { KeepList } from '../core/keep-list.js';
+import type { Kind } from '../core/shm-map.js';
 import { type Buf, overlaps } from '../engine/buffers.js';
 import { isP2p } from '../engine/engine.js';
-import type { Kind } from '../core/shm-map.js';
-import { KeepList } from '../core/keep-list.js';
 import type { SeenListener, Work } from '../engine/work.js';
 
 interface Held {
@@ -106,7 +107,8 @@ export class BuffersInFlight implements SeenListener {
     const held = this.held;
     for (let i = 0; i < held.length; i++) {
       const h = held.at(i);
-      if ((h.input !== null && overlaps(b, h.input)) || (h.output !== null && overlaps(b, h.output))) return `${h.work.name} #${h.work.seq}`;
+      if ((h.input !== null && overlaps(b, h.input)) || (h.output !== null && overlaps(b, h.output)))
+        return `${h.work.name} #${h.work.seq}`;
     }
     return undefined;
   }

@@ -9,13 +9,13 @@ import { OpTrace, type TraceTrack } from '../core/trace.js';
 import type { Buf } from '../engine/buffers.js';
 import type { RankContext } from '../engine/context.js';
 import type { Engine, OpCounters, OpSpec } from '../engine/engine.js';
-import { BuffersInFlight } from './in-flight.js';
-import { InputCheck, checkMode } from '../engine/input-check.js';
-import { type ConversionCounters, WIRE_SIGNATURE, planLayouts } from '../layouts/plan.js';
-import { noPartialOverlap } from './arguments.js';
-import type { P2pOptions } from './options.js';
-import { type Placement, inGroup } from '../engine/placement.js';
+import { checkMode, InputCheck } from '../engine/input-check.js';
+import { inGroup, type Placement } from '../engine/placement.js';
 import type { Work } from '../engine/work.js';
+import { type ConversionCounters, planLayouts, WIRE_SIGNATURE } from '../layouts/plan.js';
+import { noPartialOverlap } from './arguments.js';
+import { BuffersInFlight } from './in-flight.js';
+import type { P2pOptions } from './options.js';
 
 /** What the hand-off needs of its communicator. */
 export interface IssueParts {
@@ -43,23 +43,67 @@ export class OpIssue {
   constructor(private readonly p: IssueParts) {}
 
   /** A collective (or a send/recv that needs the full way: see p2p()). */
-  enqueue(name: Kind, algo: unknown, dtype: Dtype, op: ReduceOp, count: number, root: number,
-          input: Buf | null, output: Buf | null, o: IssueOptions, extra: Partial<OpSpec> = {}): Work {
+  enqueue(
+    name: Kind,
+    algo: unknown,
+    dtype: Dtype,
+    op: ReduceOp,
+    count: number,
+    root: number,
+    input: Buf | null,
+    output: Buf | null,
+    o: IssueOptions,
+    extra: Partial<OpSpec> = {},
+  ): Work {
     const p = this.p;
     if (input && output) noPartialOverlap(name, input, output, p.rank, p.size);
     this.admit(name, input, output, count);
     const check = this.checkInputs && input ? new InputCheck(name, input, output) : undefined;
     // Tensors with layouts may run on converted copies (layouts/plan.ts); plain buffers as they are.
-    const laidOut = input?.layout !== undefined || output?.layout !== undefined || o.wireLayout !== undefined || o[WIRE_SIGNATURE] !== undefined;
+    const laidOut =
+      input?.layout !== undefined ||
+      output?.layout !== undefined ||
+      o.wireLayout !== undefined ||
+      o[WIRE_SIGNATURE] !== undefined;
     const elems = extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count;
-    const plan = laidOut ? planLayouts({ core: p.ctx.core, heap: p.ctx.heap, rank: p.rank, size: p.size, counters: p.conversions, acrossNodes: p.acrossNodes }, name, input, output, o.wireLayout, o[WIRE_SIGNATURE]) : undefined;
+    const plan = laidOut
+      ? planLayouts(
+          {
+            core: p.ctx.core,
+            heap: p.ctx.heap,
+            rank: p.rank,
+            size: p.size,
+            counters: p.conversions,
+            acrossNodes: p.acrossNodes,
+          },
+          name,
+          input,
+          output,
+          o.wireLayout,
+          o[WIRE_SIGNATURE],
+        )
+      : undefined;
     let work: Work;
     try {
       work = p.engine.submit({
-        name, algo, dtype, op, count: plan?.count ?? count, root, input: plan ? plan.input : input, output: plan ? plan.output : output,
-        timeoutMs: o.timeoutMs, check, layout: plan?.layout, shape: plan?.shape, relayout: plan?.relayout, trace: p.track && this.opTrace(name, dtype, elems, extra),
+        name,
+        algo,
+        dtype,
+        op,
+        count: plan?.count ?? count,
+        root,
+        input: plan ? plan.input : input,
+        output: plan ? plan.output : output,
+        timeoutMs: o.timeoutMs,
+        check,
+        layout: plan?.layout,
+        shape: plan?.shape,
+        relayout: plan?.relayout,
+        trace: p.track && this.opTrace(name, dtype, elems, extra),
         // Fields listed, not spread: a spread makes a slow dictionary object (microseconds an op).
-        peer: extra.peer, tag: extra.tag, counts: extra.counts,
+        peer: extra.peer,
+        tag: extra.tag,
+        counts: extra.counts,
       });
     } catch (e) {
       plan?.finish(e);
@@ -75,10 +119,12 @@ export class OpIssue {
    * send and recv only as specs (across nodes). A ping-pong pays every step per message.
    */
   p2p(name: 'send' | 'recv', b: Buf, peer: number, o: P2pOptions): Work {
-    const input = name === 'send' ? b : null, output = name === 'send' ? null : b;
+    const input = name === 'send' ? b : null,
+      output = name === 'send' ? null : b;
     const tag = o.tag ?? 0;
     const engine = this.p.engine;
-    if (!engine.sendRecv || b.layout !== undefined || this.checkInputs || this.p.track !== undefined) return this.enqueue(name, undefined, b.dtype, 'sum', b.count, peer, input, output, o, { peer, tag });
+    if (!engine.sendRecv || b.layout !== undefined || this.checkInputs || this.p.track !== undefined)
+      return this.enqueue(name, undefined, b.dtype, 'sum', b.count, peer, input, output, o, { peer, tag });
     this.admit(name, input, output, b.count);
     return this.issued(engine.sendRecv(name, b, peer, tag, o.timeoutMs), input, output, b.bytes.byteLength);
   }
@@ -86,7 +132,11 @@ export class OpIssue {
   /** Refuses an op whose buffers an op not yet waited for still holds, or that is too long. */
   private admit(name: Kind, input: Buf | null, output: Buf | null, count: number): void {
     const busy = (input && this.inFlight.heldBy(input)) || (output && this.inFlight.heldBy(output));
-    if (busy) fail('BUFFER_BUSY', `${name}: a buffer is still in use by ${busy}, which has not been waited for; wait for it (or a later op) first`);
+    if (busy)
+      fail(
+        'BUFFER_BUSY',
+        `${name}: a buffer is still in use by ${busy}, which has not been waited for; wait for it (or a later op) first`,
+      );
     if (count > 0x7fffffff) fail('INVALID_ARGUMENT', `${name}: count ${count} exceeds 2^31-1 elements`);
   }
 
@@ -105,7 +155,11 @@ export class OpIssue {
     const p = this.p;
     return new OpTrace(p.track!, {
       // (a job across nodes also has each node's own communicator, for the hierarchical node phase)
-      collective: name, bytes: elems * DTYPE_SIZE[dtype], dtype, communicator: p.ctx.worldRank !== undefined && !p.acrossNodes ? 'node' : p.placement.id, ranks: p.size,
+      collective: name,
+      bytes: elems * DTYPE_SIZE[dtype],
+      dtype,
+      communicator: p.ctx.worldRank !== undefined && !p.acrossNodes ? 'node' : p.placement.id,
+      ranks: p.size,
       ...(extra.peer !== undefined && { peer: extra.peer, tag: extra.tag }),
     });
   }

@@ -1,17 +1,21 @@
 // The options of a communicator and of each of its collectives. A key that another collective
 // knows is refused too (`op` on a broadcast, `algo` on an allGather): the call would ignore it,
 // and the caller would believe it applied.
-import { type OptionSpec, anything, NO_OPTIONS, checkOptions, integer, string, timeoutMs } from '../core/options.js';
+
 import { envNumber } from '../core/config.js';
-import { fail } from '../core/errors.js';
-import type { BufferArg } from '../engine/buffers.js';
-import type { Layout } from '../core/tensor-layout.js';
 import type { ReduceOp } from '../core/dtypes.js';
+import { fail } from '../core/errors.js';
+import { anything, checkOptions, integer, NO_OPTIONS, type OptionSpec, string, timeoutMs } from '../core/options.js';
+import type { Layout } from '../core/tensor-layout.js';
+import type { BufferArg } from '../engine/buffers.js';
 
 export interface CollectiveOptions {
   op?: ReduceOp;
   root?: number;
-  /** An algorithm that suits the communicator (direct, twoshot on one node; ring, doubling, tree, hierarchical across nodes: docs/algorithms.md). */
+  /**
+   * An algorithm that suits the communicator (direct, twoshot on one node; ring, doubling, tree, hierarchical across
+   * nodes: docs/algorithms.md).
+   */
   algo?: string;
   /** Output buffer for an out-of-place allReduce, broadcast or reduce. */
   out?: BufferArg;
@@ -37,12 +41,16 @@ export interface P2pOptions {
   tag?: number;
   timeoutMs?: number;
 }
+
 import { resolveProgressMode } from '../core/progress-mode.js';
 
 export interface CommunicatorOptions {
   algo?: string;
   timeoutMs?: number;
-  /** Who moves ops on one node along: 'thread' | 'caller' | 'auto' (see src/core/progress-mode.ts; default WEBCCL_PROGRESS, else auto). */
+  /**
+   * Who moves ops on one node along: 'thread' | 'caller' | 'auto' (see src/core/progress-mode.ts; default
+   * WEBCCL_PROGRESS, else auto).
+   */
   progress?: string;
 }
 
@@ -50,7 +58,10 @@ export interface CommunicatorOptions {
 export const MAX_TAG = 0x7fffffff;
 
 /** `root` and `out` are checked by the communicator (the root's range is the communicator's size). */
-const OP = { op: string }, ROOT = { root: anything }, OUT = { out: anything }, DEADLINE = { timeoutMs };
+const OP = { op: string },
+  ROOT = { root: anything },
+  OUT = { out: anything },
+  DEADLINE = { timeoutMs };
 /** Checked against the layouts by layouts/plan.ts. */
 const WIRE = { wireLayout: string };
 
@@ -93,7 +104,7 @@ export function collectiveOptions(name: keyof typeof COLLECTIVE_OPTIONS, o: unkn
 export const COMMUNICATOR_OPTIONS = { algo: string, timeoutMs, progress: string } as const satisfies OptionSpec;
 
 export function communicatorOptions(o: unknown): CommunicatorOptions {
-  const opts = checkOptions<CommunicatorOptions>('Communicator', o, COMMUNICATOR_OPTIONS, "{ timeoutMs: 60000 }");
+  const opts = checkOptions<CommunicatorOptions>('Communicator', o, COMMUNICATOR_OPTIONS, '{ timeoutMs: 60000 }');
   if (opts.progress !== undefined) resolveProgressMode(opts.progress);
   return opts;
 }
@@ -105,6 +116,10 @@ export function communicatorOptions(o: unknown): CommunicatorOptions {
 export function envTimeoutMs(): number | undefined {
   const v = envNumber('WEBCCL_TIMEOUT_MS');
   const expected = v === undefined ? undefined : timeoutMs(v);
-  if (expected) fail('INVALID_ARGUMENT', `WEBCCL_TIMEOUT_MS=${v}: expected ${expected}`, { variable: 'WEBCCL_TIMEOUT_MS', value: v });
+  if (expected)
+    fail('INVALID_ARGUMENT', `WEBCCL_TIMEOUT_MS=${v}: expected ${expected}`, {
+      variable: 'WEBCCL_TIMEOUT_MS',
+      value: v,
+    });
   return v;
 }

@@ -33,15 +33,27 @@ interface Convention {
 
 const CONVENTIONS: Convention[] = [
   conv('torchrun', ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE']),
-  conv('openmpi', ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_LOCAL_RANK', 'OMPI_COMM_WORLD_LOCAL_SIZE']),
+  conv('openmpi', [
+    'OMPI_COMM_WORLD_RANK',
+    'OMPI_COMM_WORLD_SIZE',
+    'OMPI_COMM_WORLD_LOCAL_RANK',
+    'OMPI_COMM_WORLD_LOCAL_SIZE',
+  ]),
   conv('mpich', ['PMI_RANK', 'PMI_SIZE', 'MPI_LOCALRANKID', 'MPI_LOCALNRANKS']),
   // Slurm exports SLURM_NTASKS (and tasks-per-node) in allocation shells too, where no task
   // runs: only SLURM_PROCID, set per task by srun, says that Slurm started this process.
-  { ...conv('slurm', ['SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_LOCALID', 'SLURM_TASKS_PER_NODE']), markers: ['SLURM_PROCID'] },
+  {
+    ...conv('slurm', ['SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_LOCALID', 'SLURM_TASKS_PER_NODE']),
+    markers: ['SLURM_PROCID'],
+  },
 ];
 
 function conv(source: IdentitySource, [rank, worldSize, localRank, localWorldSize]: string[]): Convention {
-  return { source, names: { rank, worldSize, localRank, localWorldSize }, markers: [rank, worldSize, localRank, localWorldSize] };
+  return {
+    source,
+    names: { rank, worldSize, localRank, localWorldSize },
+    markers: [rank, worldSize, localRank, localWorldSize],
+  };
 }
 
 const OPTION_NAMES: Names = {
@@ -83,25 +95,38 @@ function optInt(name: string, v: number | undefined): number | undefined {
 function check(v: Partial<Numbers>, n: Names): Numbers {
   if (v.rank === undefined || v.worldSize === undefined) {
     const missing = v.rank === undefined ? n.rank : n.worldSize;
-    const present = (['rank', 'worldSize', 'localRank', 'localWorldSize'] as const).filter((k) => v[k] !== undefined).map((k) => n[k]);
+    const present = (['rank', 'worldSize', 'localRank', 'localWorldSize'] as const)
+      .filter((k) => v[k] !== undefined)
+      .map((k) => n[k]);
     bad(`${present.join(', ')} set without ${missing}`, [missing, ...present]);
   }
   const { rank, worldSize } = v;
   if (worldSize < 1) bad(`${n.worldSize}=${worldSize}: a world has at least one rank`, [n.worldSize]);
   if (rank >= worldSize) {
-    bad(`${n.rank}=${rank} is out of range for ${n.worldSize}=${worldSize} (expected 0..${worldSize - 1})`, [n.rank, n.worldSize]);
+    bad(`${n.rank}=${rank} is out of range for ${n.worldSize}=${worldSize} (expected 0..${worldSize - 1})`, [
+      n.rank,
+      n.worldSize,
+    ]);
   }
-  if (v.localRank === undefined && v.localWorldSize === undefined) return { rank, worldSize, localRank: 0, localWorldSize: 1 };
+  if (v.localRank === undefined && v.localWorldSize === undefined)
+    return { rank, worldSize, localRank: 0, localWorldSize: 1 };
   if (v.localRank === undefined || v.localWorldSize === undefined) {
-    const [set, missing] = v.localRank === undefined ? [n.localWorldSize, n.localRank] : [n.localRank, n.localWorldSize];
+    const [set, missing] =
+      v.localRank === undefined ? [n.localWorldSize, n.localRank] : [n.localRank, n.localWorldSize];
     bad(`${set} set without ${missing}`, [missing, set]);
   }
   const { localRank, localWorldSize } = v;
   if (localWorldSize < 1 || localWorldSize > worldSize) {
-    bad(`${n.localWorldSize}=${localWorldSize} is out of range for ${n.worldSize}=${worldSize} (expected 1..${worldSize})`, [n.localWorldSize, n.worldSize]);
+    bad(
+      `${n.localWorldSize}=${localWorldSize} is out of range for ${n.worldSize}=${worldSize} (expected 1..${worldSize})`,
+      [n.localWorldSize, n.worldSize],
+    );
   }
   if (localRank >= localWorldSize) {
-    bad(`${n.localRank}=${localRank} is out of range for ${n.localWorldSize}=${localWorldSize} (expected 0..${localWorldSize - 1})`, [n.localRank, n.localWorldSize]);
+    bad(
+      `${n.localRank}=${localRank} is out of range for ${n.localWorldSize}=${localWorldSize} (expected 0..${localWorldSize - 1})`,
+      [n.localRank, n.localWorldSize],
+    );
   }
   return { rank, worldSize, localRank, localWorldSize };
 }
@@ -124,7 +149,8 @@ function slurmLocalSize(env: Env): { value?: number; name: string } {
   }
   if (groups.every((g) => g.count === groups[0].count)) return { value: groups[0].count, name };
   const node = envInt(env, 'SLURM_NODEID');
-  if (node === undefined) bad(`${name}=${raw} differs between nodes and SLURM_NODEID is not set`, [name, 'SLURM_NODEID']);
+  if (node === undefined)
+    bad(`${name}=${raw} differs between nodes and SLURM_NODEID is not set`, [name, 'SLURM_NODEID']);
   let first = 0;
   for (const g of groups) {
     if (node < first + g.repeat) return { value: g.count, name: `${name}[SLURM_NODEID=${node}]` };
@@ -142,10 +168,22 @@ function fromConvention(c: Convention, env: Env): Numbers {
     n.localWorldSize = s.name;
     localWorldSize = s.value;
     if (s.value === undefined && get(env, n.localRank) !== undefined) {
-      bad(`SLURM_LOCALID set without SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE`, ['SLURM_NTASKS_PER_NODE', 'SLURM_TASKS_PER_NODE', 'SLURM_LOCALID']);
+      bad(`SLURM_LOCALID set without SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE`, [
+        'SLURM_NTASKS_PER_NODE',
+        'SLURM_TASKS_PER_NODE',
+        'SLURM_LOCALID',
+      ]);
     }
   }
-  return check({ rank: envInt(env, n.rank), worldSize: envInt(env, n.worldSize), localRank: envInt(env, n.localRank), localWorldSize }, n);
+  return check(
+    {
+      rank: envInt(env, n.rank),
+      worldSize: envInt(env, n.worldSize),
+      localRank: envInt(env, n.localRank),
+      localWorldSize,
+    },
+    n,
+  );
 }
 
 function master(env: Env, explicit: Partial<Identity>): Pick<Identity, 'masterAddr' | 'masterPort'> {
@@ -153,13 +191,15 @@ function master(env: Env, explicit: Partial<Identity>): Pick<Identity, 'masterAd
   let addr = explicit.masterAddr ?? get(env, 'MASTER_ADDR');
   if (addr !== undefined) {
     addr = addr.trim().replace(/^\[(.*)\]$/, '$1'); // "[::1]" names the IPv6 address ::1
-    if (addr === '' || /\s/.test(addr)) bad(`${addrName}=${JSON.stringify(addr)} is not a host name or address`, [addrName]);
+    if (addr === '' || /\s/.test(addr))
+      bad(`${addrName}=${JSON.stringify(addr)} is not a host name or address`, [addrName]);
   }
   let port: number | undefined;
   let portName = 'options.masterPort';
   if (explicit.masterPort !== undefined) port = optInt(portName, explicit.masterPort);
   else port = envInt(env, (portName = 'MASTER_PORT'));
-  if (port !== undefined && (port < 1 || port > 65535)) bad(`${portName}=${port} is not a port (expected 1..65535)`, [portName]);
+  if (port !== undefined && (port < 1 || port > 65535))
+    bad(`${portName}=${port} is not a port (expected 1..65535)`, [portName]);
   return { ...(addr !== undefined && { masterAddr: addr }), ...(port !== undefined && { masterPort: port }) };
 }
 
@@ -176,10 +216,12 @@ export function resolveIdentity(env: Env, explicit: Partial<Identity> = {}): Ide
     localRank: optInt(OPTION_NAMES.localRank, explicit.localRank),
     localWorldSize: optInt(OPTION_NAMES.localWorldSize, explicit.localWorldSize),
   };
-  if (Object.values(opts).some((v) => v !== undefined)) return { ...check(opts, OPTION_NAMES), ...where, source: 'options' };
+  if (Object.values(opts).some((v) => v !== undefined))
+    return { ...check(opts, OPTION_NAMES), ...where, source: 'options' };
 
   const present = CONVENTIONS.filter((c) => c.markers.some((m) => get(env, m) !== undefined));
-  if (present.length === 0) return { rank: 0, worldSize: 1, localRank: 0, localWorldSize: 1, ...where, source: 'default' };
+  if (present.length === 0)
+    return { rank: 0, worldSize: 1, localRank: 0, localWorldSize: 1, ...where, source: 'default' };
   const [chosen, ...others] = present;
   const ids = fromConvention(chosen, env);
   // A launcher may legitimately run inside a Slurm allocation (srun starting mpirun or
@@ -190,7 +232,10 @@ export function resolveIdentity(env: Env, explicit: Partial<Identity> = {}): Ide
       if (theirs[k] !== ids[k]) {
         const a = chosen.names[k];
         const b = other.names[k];
-        bad(`${a}=${ids[k]} and ${b}=${theirs[k]} disagree (set by two launchers?); unset one or pass ${k} explicitly`, [a, b]);
+        bad(
+          `${a}=${ids[k]} and ${b}=${theirs[k]} disagree (set by two launchers?); unset one or pass ${k} explicitly`,
+          [a, b],
+        );
       }
     }
   }

@@ -4,12 +4,21 @@
 // one error that lists them. The carriers are a TCP socket (bootstrap/nodejs/store-client.ts) and a
 // WebSocket, Node's `ws` or a page's own (store-websocket-client.ts); the bytes are the same.
 import { WebcclError } from '../core/errors.js';
-import { textBytes } from '../wire/bytes.js';
 import { AUTH_FAIL_REASONS, Challenge } from '../wire/auth.js';
+import { textBytes } from '../wire/bytes.js';
 import { sameBytes } from '../wire/hmac.js';
 import {
-  ACCEPTS, AUTH_LABEL, MAX_KEY_BYTES, MAX_KEYS_FRAME_BYTES, MAX_VALUE_LIMIT, NO_DEADLINE, VERSION,
-  FrameParser, decode, encode, type Message,
+  ACCEPTS,
+  AUTH_LABEL,
+  decode,
+  encode,
+  FrameParser,
+  MAX_KEY_BYTES,
+  MAX_KEYS_FRAME_BYTES,
+  MAX_VALUE_LIMIT,
+  type Message,
+  NO_DEADLINE,
+  VERSION,
 } from './store-protocol.js';
 
 export type StoreValue = Uint8Array | string;
@@ -72,11 +81,15 @@ function checkKey(key: string): string {
 }
 
 /** Checks a client's deadline and value limit at the API boundary; returns them with defaults. */
-export function clientLimits(o: { timeoutMs?: number; maxValueBytes?: number }): { timeoutMs: number; maxValue: number } {
+export function clientLimits(o: { timeoutMs?: number; maxValueBytes?: number }): {
+  timeoutMs: number;
+  maxValue: number;
+} {
   const timeoutMs = o.timeoutMs ?? 300_000;
   wireTimeout(timeoutMs);
   const maxValue = o.maxValueBytes ?? 64 * 1024 * 1024;
-  if (!Number.isInteger(maxValue) || maxValue < 1 || maxValue > MAX_VALUE_LIMIT) throw bad(`maxValueBytes ${maxValue} is not in 1..${MAX_VALUE_LIMIT}`);
+  if (!Number.isInteger(maxValue) || maxValue < 1 || maxValue > MAX_VALUE_LIMIT)
+    throw bad(`maxValueBytes ${maxValue} is not in 1..${MAX_VALUE_LIMIT}`);
   return { timeoutMs, maxValue };
 }
 
@@ -84,7 +97,12 @@ export function clientLimits(o: { timeoutMs?: number; maxValueBytes?: number }):
  * Runs `attempt` until it connects, or fails with something other than Retry, or the deadline
  * passes (CONNECT_FAILED naming `where` and the last attempt's trouble).
  */
-export async function retrying<T>(where: string, timeoutMs: number, details: Record<string, unknown>, attempt: (deadline: number) => Promise<T>): Promise<T> {
+export async function retrying<T>(
+  where: string,
+  timeoutMs: number,
+  details: Record<string, unknown>,
+  attempt: (deadline: number) => Promise<T>,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (let delay = 20; ; delay = Math.min(delay * 2, 500)) {
     let last: string;
@@ -95,7 +113,12 @@ export async function retrying<T>(where: string, timeoutMs: number, details: Rec
       last = e.message;
     }
     const left = deadline - Date.now();
-    if (left <= 0) throw new WebcclError('CONNECT_FAILED', `no store reachable at ${where} within ${timeoutMs} ms (last attempt: ${last})`, details);
+    if (left <= 0)
+      throw new WebcclError(
+        'CONNECT_FAILED',
+        `no store reachable at ${where} within ${timeoutMs} ms (last attempt: ${last})`,
+        details,
+      );
     await new Promise((r) => setTimeout(r, Math.min(delay, left)));
   }
 }
@@ -133,14 +156,23 @@ export class StoreSession {
   /** The key's value, waiting until it exists (up to timeoutMs, default the client's). */
   async get(key: string, opts: { timeoutMs?: number } = {}): Promise<Uint8Array> {
     const ms = opts.timeoutMs ?? this.timeoutMs;
-    const m = await this.request({ type: 'get', id: 0, key: checkKey(key), timeoutMs: wireTimeout(ms) }, `get(${key})`, 'value', ms);
+    const m = await this.request(
+      { type: 'get', id: 0, key: checkKey(key), timeoutMs: wireTimeout(ms) },
+      `get(${key})`,
+      'value',
+      ms,
+    );
     return m.value ?? new Uint8Array(0);
   }
 
   /** Adds delta to the integer counter at key (created at 0); returns the new value. */
   async add(key: string, delta: number): Promise<number> {
     if (!Number.isSafeInteger(delta)) throw bad(`add delta must be a safe integer, got ${delta}`);
-    const m = await this.request({ type: 'add', id: 0, key: checkKey(key), delta: BigInt(delta) }, `add(${key})`, 'number');
+    const m = await this.request(
+      { type: 'add', id: 0, key: checkKey(key), delta: BigInt(delta) },
+      `add(${key})`,
+      'number',
+    );
     return Number(m.value);
   }
 
@@ -148,8 +180,14 @@ export class StoreSession {
   async wait(keys: string[], timeoutMs = this.timeoutMs): Promise<void> {
     if (!Array.isArray(keys) || keys.length > 0xffff) throw bad('wait takes an array of at most 65535 keys');
     const size = keys.reduce((n, k) => n + 2 + textBytes(checkKey(k)).length, 10);
-    if (size > MAX_KEYS_FRAME_BYTES) throw bad(`wait keys take ${size} bytes, over the limit of ${MAX_KEYS_FRAME_BYTES}`);
-    await this.request({ type: 'wait', id: 0, keys, timeoutMs: wireTimeout(timeoutMs) }, `wait(${keys.join(', ')})`, 'ok', timeoutMs);
+    if (size > MAX_KEYS_FRAME_BYTES)
+      throw bad(`wait keys take ${size} bytes, over the limit of ${MAX_KEYS_FRAME_BYTES}`);
+    await this.request(
+      { type: 'wait', id: 0, keys, timeoutMs: wireTimeout(timeoutMs) },
+      `wait(${keys.join(', ')})`,
+      'ok',
+      timeoutMs,
+    );
   }
 
   /**
@@ -158,7 +196,11 @@ export class StoreSession {
    */
   async compareSet(key: string, expected: StoreValue | null, desired: StoreValue): Promise<Uint8Array | null> {
     const exp = expected === null ? null : this.valueBytes(expected);
-    const m = await this.request({ type: 'compareSet', id: 0, key: checkKey(key), expected: exp, desired: this.valueBytes(desired) }, `compareSet(${key})`, 'value');
+    const m = await this.request(
+      { type: 'compareSet', id: 0, key: checkKey(key), expected: exp, desired: this.valueBytes(desired) },
+      `compareSet(${key})`,
+      'value',
+    );
     return m.value;
   }
 
@@ -184,7 +226,12 @@ export class StoreSession {
     return b;
   }
 
-  private request<T extends Message['type']>(m: Message, what: string, want: T, timeoutMs?: number): Promise<Extract<Message, { type: T }>> {
+  private request<T extends Message['type']>(
+    m: Message,
+    what: string,
+    want: T,
+    timeoutMs?: number,
+  ): Promise<Extract<Message, { type: T }>> {
     if (this.failure) return Promise.reject(this.failure);
     const id = this.nextId;
     this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
@@ -192,7 +239,13 @@ export class StoreSession {
       const done = (r: Message) => {
         if (r.type === want) resolve(r as Extract<Message, { type: T }>);
         else if (r.type === 'timeout') {
-          reject(new WebcclError('STORE_TIMEOUT', `store ${what} timed out after ${timeoutMs} ms; missing keys: ${r.keys.join(', ')}`, { keys: r.keys }));
+          reject(
+            new WebcclError(
+              'STORE_TIMEOUT',
+              `store ${what} timed out after ${timeoutMs} ms; missing keys: ${r.keys.join(', ')}`,
+              { keys: r.keys },
+            ),
+          );
         } else if (r.type === 'error') reject(new WebcclError('INVALID_ARGUMENT', `store ${what}: ${r.message}`));
         else {
           // This request has left `pending` already: fail() would not reach it, so it fails here too.
@@ -225,9 +278,13 @@ export class StoreSession {
 
   /** Called by the parser for every frame after the handshake. */
   private receive(m: Message): void {
-    if (m.type === 'protocolError') return this.fail(new WebcclError('PROTOCOL_ERROR', `store at ${this.where} hung up: ${m.message}`));
+    if (m.type === 'protocolError')
+      return this.fail(new WebcclError('PROTOCOL_ERROR', `store at ${this.where} hung up: ${m.message}`));
     const p = 'id' in m ? this.pending.get(m.id) : undefined;
-    if (!p) return this.fail(new WebcclError('PROTOCOL_ERROR', `store at ${this.where} sent ${m.type} for no pending request`));
+    if (!p)
+      return this.fail(
+        new WebcclError('PROTOCOL_ERROR', `store at ${this.where} sent ${m.type} for no pending request`),
+      );
     this.pending.delete((m as { id: number }).id);
     p.done(m);
   }
@@ -236,7 +293,9 @@ export class StoreSession {
   private fail(e: WebcclError): void {
     if (this.failure) return;
     const what = [...this.pending.values()].map((p) => p.what);
-    this.failure = what.length ? new WebcclError(e.code, `${e.reason}; pending: ${what.join(', ')}`, { pending: what }) : e;
+    this.failure = what.length
+      ? new WebcclError(e.code, `${e.reason}; pending: ${what.join(', ')}`, { pending: what })
+      : e;
     this.parser.close();
     this.conn.destroy();
     for (const p of this.pending.values()) p.fail(this.failure);
@@ -248,8 +307,11 @@ export class StoreSession {
    * proven the token, or rejects with Retry (closed early) / AUTH_FAILED / PROTOCOL_ERROR.
    * Returns the events the carrier must deliver.
    */
-  protected static open<S extends StoreSession>(conn: StoreConn, o: SessionOptions,
-    make: (conn: StoreConn, parser: FrameParser, where: string, timeoutMs: number, maxValue: number) => S): { events: ConnEvents; session: Promise<S> } {
+  protected static open<S extends StoreSession>(
+    conn: StoreConn,
+    o: SessionOptions,
+    make: (conn: StoreConn, parser: FrameParser, where: string, timeoutMs: number, maxValue: number) => S,
+  ): { events: ConnEvents; session: Promise<S> } {
     let events!: ConnEvents;
     const session = new Promise<S>((resolve, reject) => {
       const challenge = new Challenge(o.token, o.jobId, AUTH_LABEL, ['client', 'server']);
@@ -259,34 +321,52 @@ export class StoreSession {
       let maxValue = o.maxValue;
       let client: S | undefined;
       let settled = false;
-      const finish = (e: Error) => { settled = true; conn.destroy(); reject(e); };
-      const refused = (why: string) => finish(new WebcclError('AUTH_FAILED', `store at ${o.where} ${why}`, { where: o.where }));
+      const finish = (e: Error) => {
+        settled = true;
+        conn.destroy();
+        reject(e);
+      };
+      const refused = (why: string) =>
+        finish(new WebcclError('AUTH_FAILED', `store at ${o.where} ${why}`, { where: o.where }));
       const parser = new FrameParser(o.maxValue, ACCEPTS.clientHandshake, (kind, body) => {
         const m = decode(kind, body, o.maxValue);
         if (client) return (client as StoreSession).receive(m);
         if (m.type === 'hello' && !snonce) {
-          if (m.version !== VERSION) return finish(new WebcclError('PROTOCOL_ERROR', `store at ${o.where} speaks protocol version ${m.version}, we speak ${VERSION}`));
+          if (m.version !== VERSION)
+            return finish(
+              new WebcclError(
+                'PROTOCOL_ERROR',
+                `store at ${o.where} speaks protocol version ${m.version}, we speak ${VERSION}`,
+              ),
+            );
           snonce = m.nonce;
           maxValue = Math.min(maxValue, m.maxValueBytes);
           // The proofs are computed asynchronously; what the server sends meanwhile waits in the parser.
           parser.hold();
           conn.pause();
-          challenge.proofs(m.nonce).then((p) => {
-            if (conn.destroyed) return;
-            expected = p.theirs;
-            conn.write(encode({ type: 'auth', jobId: o.jobId, nonce: challenge.nonce, mac: p.mine }));
-            conn.resume();
-            feed(() => parser.release());
-          }, (e: Error) => finish(e));
+          challenge.proofs(m.nonce).then(
+            (p) => {
+              if (conn.destroyed) return;
+              expected = p.theirs;
+              conn.write(encode({ type: 'auth', jobId: o.jobId, nonce: challenge.nonce, mac: p.mine }));
+              conn.resume();
+              feed(() => parser.release());
+            },
+            (e: Error) => finish(e),
+          );
         } else if (m.type === 'authFail') {
           const reason = AUTH_FAIL_REASONS[m.reason] ?? `reason ${m.reason}`;
-          finish(new WebcclError('AUTH_FAILED', `store at ${o.where} refused us: ${reason}`, { where: o.where, reason }));
+          finish(
+            new WebcclError('AUTH_FAILED', `store at ${o.where} refused us: ${reason}`, { where: o.where, reason }),
+          );
         } else if (m.type === 'authOk' && expected) {
-          if (!sameBytes(expected, m.mac)) return refused('did not prove it holds the job token (wrong token or an impostor)');
+          if (!sameBytes(expected, m.mac))
+            return refused('did not prove it holds the job token (wrong token or an impostor)');
           parser.accept(ACCEPTS.clientReady);
           settled = true;
           resolve((client = make(conn, parser, o.where, o.timeoutMs, maxValue)));
-        } else if (m.type === 'protocolError') finish(new WebcclError('PROTOCOL_ERROR', `store at ${o.where} hung up: ${m.message}`));
+        } else if (m.type === 'protocolError')
+          finish(new WebcclError('PROTOCOL_ERROR', `store at ${o.where} hung up: ${m.message}`));
         else finish(new WebcclError('PROTOCOL_ERROR', `store at ${o.where} sent ${m.type} during the handshake`));
       });
       /** Runs `f` (which feeds the parser); a frame it cannot parse ends the connection. */
@@ -297,13 +377,21 @@ export class StoreSession {
           if (client) return (client as StoreSession).fail(e as WebcclError);
           // A frame we cannot parse before the handshake: something else listens there.
           const why = WebcclError.is(e) ? e.reason : String(e);
-          finish(new WebcclError('PROTOCOL_ERROR', `the server at ${o.where} does not speak the webccl store protocol (${why}); is another program using MASTER_PORT?`));
+          finish(
+            new WebcclError(
+              'PROTOCOL_ERROR',
+              `the server at ${o.where} does not speak the webccl store protocol (${why}); is another program using MASTER_PORT?`,
+            ),
+          );
         }
       };
       events = {
         data: (chunk) => feed(() => parser.push(chunk)),
         close: () => {
-          if (client) (client as StoreSession).fail(new WebcclError('CONNECTION_CLOSED', `connection to the store at ${o.where} closed`));
+          if (client)
+            (client as StoreSession).fail(
+              new WebcclError('CONNECTION_CLOSED', `connection to the store at ${o.where} closed`),
+            );
           else if (!settled) finish(new Retry('the connection closed during the handshake'));
         },
       };

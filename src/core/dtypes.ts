@@ -6,8 +6,28 @@ import { showValue } from './options.js';
 export const DTYPES = ['f32', 'f64', 'i32', 'u32', 'i8', 'u8', 'i64', 'bf16', 'f16'] as const;
 export type Dtype = (typeof DTYPES)[number];
 
-export const DTYPE_CODE: Record<Dtype, number> = { f32: 0, f64: 1, i32: 2, u32: 3, i8: 4, u8: 5, i64: 6, bf16: 7, f16: 8 };
-export const DTYPE_SIZE: Record<Dtype, number> = { f32: 4, f64: 8, i32: 4, u32: 4, i8: 1, u8: 1, i64: 8, bf16: 2, f16: 2 };
+export const DTYPE_CODE: Record<Dtype, number> = {
+  f32: 0,
+  f64: 1,
+  i32: 2,
+  u32: 3,
+  i8: 4,
+  u8: 5,
+  i64: 6,
+  bf16: 7,
+  f16: 8,
+};
+export const DTYPE_SIZE: Record<Dtype, number> = {
+  f32: 4,
+  f64: 8,
+  i32: 4,
+  u32: 4,
+  i8: 1,
+  u8: 1,
+  i64: 8,
+  bf16: 2,
+  f16: 2,
+};
 export const FLOAT_DTYPES: ReadonlySet<Dtype> = new Set(['f32', 'f64', 'bf16', 'f16']);
 
 export const Sum = 'sum';
@@ -38,11 +58,18 @@ export const ARRAY_OF: Record<Dtype, { new (b: ArrayBufferLike, off: number, len
  * or 22): its elements are f16 patterns, so it passes as f16 in place, as ONNX Runtime's float16
  * tensors hold it. A Uint16Array with dtype 'f16' works everywhere.
  */
-export const FLOAT16_ARRAY = (globalThis as { Float16Array?: new (b: ArrayBufferLike, off: number, len: number) => ArrayBufferView }).Float16Array;
+export const FLOAT16_ARRAY = (
+  globalThis as { Float16Array?: new (b: ArrayBufferLike, off: number, len: number) => ArrayBufferView }
+).Float16Array;
 
 const DTYPE_OF_CTOR = new Map<unknown, Dtype>([
-  [Float32Array, 'f32'], [Float64Array, 'f64'], [Int32Array, 'i32'], [Uint32Array, 'u32'],
-  [Int8Array, 'i8'], [Uint8Array, 'u8'], [BigInt64Array, 'i64'],
+  [Float32Array, 'f32'],
+  [Float64Array, 'f64'],
+  [Int32Array, 'i32'],
+  [Uint32Array, 'u32'],
+  [Int8Array, 'i8'],
+  [Uint8Array, 'u8'],
+  [BigInt64Array, 'i64'],
   ...(FLOAT16_ARRAY ? [[FLOAT16_ARRAY, 'f16'] as const] : []),
 ]);
 
@@ -61,7 +88,15 @@ export function dtypeOfArray(a: ArrayBufferView): Dtype | undefined {
  * bit (the same width, signedness and encoding), so their tensors' arrays pass unchanged.
  */
 export const DTYPE_ALIASES = {
-  float32: 'f32', float64: 'f64', int32: 'i32', uint32: 'u32', int8: 'i8', uint8: 'u8', int64: 'i64', float16: 'f16', bfloat16: 'bf16',
+  float32: 'f32',
+  float64: 'f64',
+  int32: 'i32',
+  uint32: 'u32',
+  int8: 'i8',
+  uint8: 'u8',
+  int64: 'i64',
+  float16: 'f16',
+  bfloat16: 'bf16',
 } as const satisfies Record<string, Dtype>;
 export type DtypeName = Dtype | keyof typeof DTYPE_ALIASES;
 
@@ -69,11 +104,13 @@ export type DtypeName = Dtype | keyof typeof DTYPE_ALIASES;
 const NO_EXACT_DTYPE: Record<string, string> = {
   bool: "bool has no dtype here (a sum would count, not OR): pass the values as uint8, with op 'max' for OR or 'min' for AND",
   int16: 'no 16-bit integer dtype: widen the values to int32',
-  uint16: 'no 16-bit integer dtype: widen the values to int32 (a Uint16Array alone is read as nothing: halves need { data, dtype: "f16" | "bf16" })',
+  uint16:
+    'no 16-bit integer dtype: widen the values to int32 (a Uint16Array alone is read as nothing: halves need { data, dtype: "f16" | "bf16" })',
   uint64: 'no unsigned 64-bit dtype: pass a BigInt64Array as int64 when the values stay below 2^63',
   int4: 'no 4-bit dtype: widen the values to int8',
   uint4: 'no 4-bit dtype: widen the values to uint8',
-  complex64: 'no complex dtype: pass the real and imaginary parts as one float32 array of twice the length (sum and avg work element-wise)',
+  complex64:
+    'no complex dtype: pass the real and imaginary parts as one float32 array of twice the length (sum and avg work element-wise)',
   string: 'strings cannot be reduced',
 };
 
@@ -83,9 +120,16 @@ export function parseDtype(name: unknown, where?: string): Dtype {
   if (typeof name === 'string') {
     if ((DTYPES as readonly string[]).includes(name)) return name as Dtype;
     if (Object.hasOwn(DTYPE_ALIASES, name)) return DTYPE_ALIASES[name as keyof typeof DTYPE_ALIASES];
-    if (Object.hasOwn(NO_EXACT_DTYPE, name)) fail('INVALID_DTYPE', `${at}dtype ${JSON.stringify(name)} is not supported: ${NO_EXACT_DTYPE[name]}`, { dtype: name });
+    if (Object.hasOwn(NO_EXACT_DTYPE, name))
+      fail('INVALID_DTYPE', `${at}dtype ${JSON.stringify(name)} is not supported: ${NO_EXACT_DTYPE[name]}`, {
+        dtype: name,
+      });
   }
-  return fail('INVALID_DTYPE', `${at}unknown dtype ${showValue(name)} (expected one of ${DTYPES.join(', ')}, or ${Object.keys(DTYPE_ALIASES).join(', ')})`, { dtype: name });
+  return fail(
+    'INVALID_DTYPE',
+    `${at}unknown dtype ${showValue(name)} (expected one of ${DTYPES.join(', ')}, or ${Object.keys(DTYPE_ALIASES).join(', ')})`,
+    { dtype: name },
+  );
 }
 
 export function parseOp(op: unknown, dtype: Dtype): ReduceOp {

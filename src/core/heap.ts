@@ -13,10 +13,11 @@
 // the memory another rank just grew; writes through it past its end are silently dropped (that
 // once left a new block's header all zero). So views are taken after the lock is held, from a
 // buffer renewed when another thread's grow has not reached this one yet (fresh-buffer.ts).
+
+import { fail, WebcclError } from './errors.js';
 import { freshBuffer } from './fresh-buffer.js';
-import { WebcclError, fail } from './errors.js';
 import { N, NODE_BASE } from './shm-map.js';
-import { UNSHARED_NODE_BYTES, isShared } from './unshared-memory.js';
+import { isShared, UNSHARED_NODE_BYTES } from './unshared-memory.js';
 
 const HDR = 64;
 const MIN_BLOCK = 2 * HDR;
@@ -61,7 +62,10 @@ export class NodeHeap {
   /** The memory as of this rank's last alloc or free: it covers every block in `mine`. */
   private ownView: Int32Array;
 
-  constructor(private readonly memory: WebAssembly.Memory, o: HeapOptions = {}) {
+  constructor(
+    private readonly memory: WebAssembly.Memory,
+    o: HeapOptions = {},
+  ) {
     this.canBlock = o.canBlock ?? true;
     this.owner = (o.rank ?? -1) + 1 || 0xffff;
     this.runsRanksOps = o.runsRanksOps ?? false;
@@ -85,7 +89,11 @@ export class NodeHeap {
    */
   allocShared(bytes: number): number {
     if (!Number.isSafeInteger(bytes) || bytes < 0 || bytes > HEAP_LIMIT) {
-      fail('INVALID_ARGUMENT', `alloc of ${bytes} bytes: the node memory holds at most ${HEAP_LIMIT} bytes (2 GiB, the limit of a WebAssembly memory)`, { bytes, limit: HEAP_LIMIT });
+      fail(
+        'INVALID_ARGUMENT',
+        `alloc of ${bytes} bytes: the node memory holds at most ${HEAP_LIMIT} bytes (2 GiB, the limit of a WebAssembly memory)`,
+        { bytes, limit: HEAP_LIMIT },
+      );
     }
     const need = HDR + roundUp64(Math.max(bytes, 1));
     return this.locked((i32) => this.firstFit(i32, need) ?? this.extend(i32, need, bytes));
@@ -101,9 +109,11 @@ export class NodeHeap {
         checkBlock(i32, at, top);
         prev = i32[(at >> 2) + 1] === FREE ? at : -1;
       }
-      if (at !== b || at >= top) fail('INVALID_ARGUMENT', `free of ${addr}: not the address of a block from comm.alloc()`, { addr });
+      if (at !== b || at >= top)
+        fail('INVALID_ARGUMENT', `free of ${addr}: not the address of a block from comm.alloc()`, { addr });
       checkBlock(i32, b, top);
-      if (i32[(b >> 2) + 1] !== USED) fail('INVALID_ARGUMENT', `free of ${addr}: the block was already freed`, { addr });
+      if (i32[(b >> 2) + 1] !== USED)
+        fail('INVALID_ARGUMENT', `free of ${addr}: the block was already freed`, { addr });
       i32[(b >> 2) + 1] = FREE;
       // Merge with the free blocks that follow and the one before, then give a free tail back.
       let size = i32[b >> 2];
@@ -137,7 +147,11 @@ export class NodeHeap {
       }
     }
     if (start < 0 || addr + bytes > start + Math.max(this.mine.get(start)!, 1)) {
-      fail('INVALID_ARGUMENT', `${what}: a view of the node memory that is not inside a live comm.alloc() buffer of this rank (freed already, or never allocated here)`, { addr, bytes });
+      fail(
+        'INVALID_ARGUMENT',
+        `${what}: a view of the node memory that is not inside a live comm.alloc() buffer of this rank (freed already, or never allocated here)`,
+        { addr, bytes },
+      );
     }
     const i32 = this.ownView;
     const b = start - HDR;
@@ -170,7 +184,11 @@ export class NodeHeap {
   private extend(i32: Int32Array, need: number, bytes: number): number {
     const top = i32[TOP];
     if (top + need > HEAP_LIMIT) {
-      fail('INVALID_ARGUMENT', `alloc of ${bytes} bytes exceeds the node's 2 GiB shared memory (${HEAP_LIMIT - top} bytes left at the top of the heap)`, { bytes, available: HEAP_LIMIT - top });
+      fail(
+        'INVALID_ARGUMENT',
+        `alloc of ${bytes} bytes exceeds the node's 2 GiB shared memory (${HEAP_LIMIT - top} bytes left at the top of the heap)`,
+        { bytes, available: HEAP_LIMIT - top },
+      );
     }
     let view = i32;
     const have = freshBuffer(this.memory).byteLength;
@@ -178,8 +196,14 @@ export class NodeHeap {
       try {
         this.memory.grow(Math.ceil((top + need - have) / PAGE));
       } catch (e) {
-        const fixed = isShared(this.memory) ? '' : `; a node without shared memory (a page that is not cross-origin isolated) has a fixed ${UNSHARED_NODE_BYTES >> 20} MiB`;
-        fail('INVALID_ARGUMENT', `alloc of ${bytes} bytes: the node memory could not grow to ${top + need} bytes (${(e as Error).message})${fixed}`, { bytes });
+        const fixed = isShared(this.memory)
+          ? ''
+          : `; a node without shared memory (a page that is not cross-origin isolated) has a fixed ${UNSHARED_NODE_BYTES >> 20} MiB`;
+        fail(
+          'INVALID_ARGUMENT',
+          `alloc of ${bytes} bytes: the node memory could not grow to ${top + need} bytes (${(e as Error).message})${fixed}`,
+          { bytes },
+        );
       }
       view = this.view();
     }
@@ -227,7 +251,11 @@ export class NodeHeap {
       }
       if (performance.now() > deadline) {
         const who = held === 0xffff ? 'another thread' : `rank ${held - 1}`;
-        fail('TIMEOUT', `comm.alloc()/free(): ${who} held the node heap's lock for over ${limit} ms${this.canBlock ? '' : ' (this thread may not block, so it only spins)'}`, { holder: held === 0xffff ? null : held - 1, waitedMs: limit });
+        fail(
+          'TIMEOUT',
+          `comm.alloc()/free(): ${who} held the node heap's lock for over ${limit} ms${this.canBlock ? '' : ' (this thread may not block, so it only spins)'}`,
+          { holder: held === 0xffff ? null : held - 1, waitedMs: limit },
+        );
       }
     }
   }
@@ -241,7 +269,11 @@ function writeHeader(i32: Int32Array, b: number, size: number, state: number): v
 
 function corrupt(b: number, i32: Int32Array, why: string): WebcclError {
   const [size, state, mark] = [i32[b >> 2], i32[(b >> 2) + 1], i32[(b >> 2) + 2]];
-  return new WebcclError('INTERNAL', `node heap corrupt: ${why} (block at ${b}: size ${size}, state ${state}, canary ${mark >>> 0})`, { block: b, size, state });
+  return new WebcclError(
+    'INTERNAL',
+    `node heap corrupt: ${why} (block at ${b}: size ${size}, state ${state}, canary ${mark >>> 0})`,
+    { block: b, size, state },
+  );
 }
 
 /** Throws INTERNAL when the header at b is not one the heap wrote. */
@@ -249,6 +281,7 @@ function checkBlock(i32: Int32Array, b: number, top: number): void {
   const size = i32[b >> 2];
   const state = i32[(b >> 2) + 1];
   if (i32[(b >> 2) + 2] !== canary(b)) throw corrupt(b, i32, 'a block header was overwritten');
-  if (!(size >= MIN_BLOCK && size % 64 === 0 && b + size <= top)) throw corrupt(b, i32, 'a block has an impossible size');
+  if (!(size >= MIN_BLOCK && size % 64 === 0 && b + size <= top))
+    throw corrupt(b, i32, 'a block has an impossible size');
   if (state !== FREE && state !== USED) throw corrupt(b, i32, 'a block has an unknown state');
 }

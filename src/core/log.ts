@@ -9,7 +9,8 @@ function level(): number {
   if (current === undefined) {
     const v = (envString('WEBCCL_DEBUG') ?? 'WARN').toUpperCase();
     current = v in LEVELS ? LEVELS[v as Level] : LEVELS.WARN;
-    if (!(v in LEVELS)) console.warn(`webccl: WEBCCL_DEBUG=${v} is not one of ${Object.keys(LEVELS).join(', ')}; using WARN`);
+    if (!(v in LEVELS))
+      console.warn(`webccl: WEBCCL_DEBUG=${v} is not one of ${Object.keys(LEVELS).join(', ')}; using WARN`);
   }
   return current;
 }
@@ -18,7 +19,10 @@ export function enabled(l: Level): boolean {
   return level() >= LEVELS[l];
 }
 
-/** Who this thread is: "rank 3" (a worker thread or process is one rank), or "progress thread"; null once two ranks joined in it (tests). */
+/**
+ * Who this thread is: "rank 3" (a worker thread or process is one rank), or "progress thread"; null once two ranks
+ * joined in it (tests).
+ */
 let thisThread: string | null | undefined;
 
 /** Called as a rank joins: lines that name no rank (the tuner's) then name this one. */

@@ -2,11 +2,12 @@
 // launcher, a test, a page) calls createNode (progress/create-node.ts) once and hands the handle
 // to every rank; this file holds the handle and the node header's words anyone may set (a rank
 // left, the node aborted).
+
+import { fail } from './errors.js';
 import { freshBuffer } from './fresh-buffer.js';
-import { WebcclError, fail } from './errors.js';
-import { ABORT_BY_LAUNCHER, C, N, NODE_BASE } from './shm-map.js';
-import { writeReasonText } from './reason-text.js';
 import { showValue } from './options.js';
+import { writeReasonText } from './reason-text.js';
+import { ABORT_BY_LAUNCHER, C, N, NODE_BASE } from './shm-map.js';
 
 /** A job across nodes that a node's ranks join by dialling (createNode's `master`; bootstrap/page-job.ts checks it). */
 export interface PageJob {
@@ -37,8 +38,17 @@ export const DEFAULT_SLOT_BYTES = 256 * 1024;
 /** Refuses what is not a handle createNode made (a structured clone of one is fine). */
 export function checkNodeHandle(where: string, node: unknown): asserts node is NodeHandle {
   const h = node as Partial<NodeHandle> | null;
-  if (typeof h !== 'object' || h === null || !(h.memory instanceof WebAssembly.Memory) || !Number.isInteger(h.nranks) || !Number.isInteger(h.world)) {
-    fail('INVALID_ARGUMENT', `${where}: node must be the handle createNode({ nranks }) returned, got ${showValue(node)}`);
+  if (
+    typeof h !== 'object' ||
+    h === null ||
+    !(h.memory instanceof WebAssembly.Memory) ||
+    !Number.isInteger(h.nranks) ||
+    !Number.isInteger(h.world)
+  ) {
+    fail(
+      'INVALID_ARGUMENT',
+      `${where}: node must be the handle createNode({ nranks }) returned, got ${showValue(node)}`,
+    );
   }
 }
 
@@ -71,7 +81,8 @@ export function leaveNode(handle: NodeHandle, rank: number, how: 'ended' | 'died
   if (!Number.isInteger(rank) || rank < 0 || rank >= handle.nranks) {
     fail('INVALID_ARGUMENT', `leaveNode: rank ${rank} is outside the node's 0..${handle.nranks - 1} range`);
   }
-  if (how !== 'ended' && how !== 'died') fail('INVALID_ARGUMENT', `leaveNode: how must be 'ended' or 'died', got ${showValue(how)}`);
+  if (how !== 'ended' && how !== 'died')
+    fail('INVALID_ARGUMENT', `leaveNode: how must be 'ended' or 'died', got ${showValue(how)}`);
   const i32 = new Int32Array(freshBuffer(handle.memory));
   Atomics.store(i32, (NODE_BASE + N.LEFT + 4 * rank) >> 2, how === 'died' ? LEFT_DIED : LEFT_ENDED);
   ring(handle, i32);

@@ -28,24 +28,32 @@ export function showValue(v: unknown): string {
 
 // ---------------------------------------------------------------- value checks
 
-export const integer = (min: number, max: number): Check => (v) =>
-  (Number.isInteger(v) && (v as number) >= min && (v as number) <= max ? undefined : `an integer in ${min}..${max}`);
+export const integer =
+  (min: number, max: number): Check =>
+  (v) =>
+    Number.isInteger(v) && (v as number) >= min && (v as number) <= max ? undefined : `an integer in ${min}..${max}`;
 
 /** A finite number in min..max (fractions allowed). */
-export const number = (min: number, max: number): Check => (v) =>
-  (typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max ? undefined : `a number in ${min}..${max}`);
+export const number =
+  (min: number, max: number): Check =>
+  (v) =>
+    typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max ? undefined : `a number in ${min}..${max}`;
 
 /** The largest delay setTimeout honours (beyond it, Node fires after 1 ms). */
 export const MAX_TIMEOUT_MS = 0x7fffffff;
 /** A deadline in milliseconds: positive and finite (every wait has one). */
 export const timeoutMs: Check = (v) =>
-  (typeof v === 'number' && Number.isFinite(v) && v > 0 && v <= MAX_TIMEOUT_MS ? undefined : `a number of milliseconds in 1..${MAX_TIMEOUT_MS}`);
+  typeof v === 'number' && Number.isFinite(v) && v > 0 && v <= MAX_TIMEOUT_MS
+    ? undefined
+    : `a number of milliseconds in 1..${MAX_TIMEOUT_MS}`;
 
 export const string: Check = (v) => (typeof v === 'string' ? undefined : 'a string');
 export const boolean: Check = (v) => (typeof v === 'boolean' ? undefined : 'true or false');
 export const func: Check = (v) => (typeof v === 'function' ? undefined : 'a function');
-export const object: Check = (v) => (typeof v === 'object' && v !== null && !Array.isArray(v) ? undefined : 'an object');
-export const stringArray: Check = (v) => (Array.isArray(v) && v.every((s) => typeof s === 'string') ? undefined : 'an array of strings');
+export const object: Check = (v) =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? undefined : 'an object';
+export const stringArray: Check = (v) =>
+  Array.isArray(v) && v.every((s) => typeof s === 'string') ? undefined : 'an array of strings';
 /** Checked further by the callee (a buffer, a node handle): any value but undefined. */
 export const anything: Check = () => undefined;
 
@@ -59,7 +67,13 @@ export const anything: Check = () => undefined;
 /** What an absent options bag reads as: one frozen object, not a new one per call (per op). */
 export const NO_OPTIONS = Object.freeze({});
 
-export function checkOptions<T extends object>(where: string, o: unknown, spec: OptionSpec, example: string, elsewhere: readonly string[] = []): T {
+export function checkOptions<T extends object>(
+  where: string,
+  o: unknown,
+  spec: OptionSpec,
+  example: string,
+  elsewhere: readonly string[] = [],
+): T {
   if (o === undefined) return NO_OPTIONS as T;
   if (typeof o !== 'object' || o === null || Array.isArray(o) || ArrayBuffer.isView(o)) {
     fail('INVALID_ARGUMENT', `${where}: options must be an object like ${example}, got ${showValue(o)}`, { value: o });
@@ -69,16 +83,28 @@ export function checkOptions<T extends object>(where: string, o: unknown, spec: 
       const known = Object.keys(spec); // (made for a refusal only, not on every call)
       if (elsewhere.includes(key)) {
         if ((o as Record<string, unknown>)[key] === undefined) continue; // absent, as for a known key
-        fail('INVALID_ARGUMENT', `${where}: option ${JSON.stringify(key)} does not apply to ${where}; it takes ${known.join(', ')}`, { option: key, known });
+        fail(
+          'INVALID_ARGUMENT',
+          `${where}: option ${JSON.stringify(key)} does not apply to ${where}; it takes ${known.join(', ')}`,
+          { option: key, known },
+        );
       }
       const near = closest(key, known);
-      fail('INVALID_ARGUMENT', `${where}: unknown option ${JSON.stringify(key)}${near ? ` (did you mean ${JSON.stringify(near)}?)` : ''}; known: ${known.join(', ')}`,
-        { option: key, known, ...(near && { suggestion: near }) });
+      fail(
+        'INVALID_ARGUMENT',
+        `${where}: unknown option ${JSON.stringify(key)}${near ? ` (did you mean ${JSON.stringify(near)}?)` : ''}; known: ${known.join(', ')}`,
+        { option: key, known, ...(near && { suggestion: near }) },
+      );
     }
     const v = (o as Record<string, unknown>)[key];
     if (v === undefined) continue;
     const expected = spec[key](v);
-    if (expected) fail('INVALID_ARGUMENT', `${where}: option ${key} must be ${expected}, got ${showValue(v)}`, { option: key, value: v, expected });
+    if (expected)
+      fail('INVALID_ARGUMENT', `${where}: option ${key} must be ${expected}, got ${showValue(v)}`, {
+        option: key,
+        value: v,
+        expected,
+      });
   }
   return o as T;
 }

@@ -15,10 +15,18 @@ export function isProgressMode(v: unknown): v is ProgressMode {
 export function resolveProgressMode(given?: unknown): ProgressMode {
   if (given !== undefined) {
     if (isProgressMode(given)) return given;
-    throw new WebcclError('INVALID_ARGUMENT', `progress must be one of ${PROGRESS_MODES.join(', ')}, got ${JSON.stringify(given)}`, { option: 'progress', value: given });
+    throw new WebcclError(
+      'INVALID_ARGUMENT',
+      `progress must be one of ${PROGRESS_MODES.join(', ')}, got ${JSON.stringify(given)}`,
+      { option: 'progress', value: given },
+    );
   }
   const v = envString('WEBCCL_PROGRESS')?.toLowerCase();
   if (v === undefined) return 'auto';
   if (isProgressMode(v)) return v;
-  throw new WebcclError('INVALID_ARGUMENT', `WEBCCL_PROGRESS=${JSON.stringify(v)} is not one of ${PROGRESS_MODES.join(', ')}`, { variable: 'WEBCCL_PROGRESS', value: v });
+  throw new WebcclError(
+    'INVALID_ARGUMENT',
+    `WEBCCL_PROGRESS=${JSON.stringify(v)} is not one of ${PROGRESS_MODES.join(', ')}`,
+    { variable: 'WEBCCL_PROGRESS', value: v },
+  );
 }

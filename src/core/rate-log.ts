@@ -8,7 +8,11 @@ export class RateLimitedLog {
   private timer?: ReturnType<typeof setTimeout>;
 
   /** `what` names the events in the summary ("refused connections to rank 0's data port"). */
-  constructor(private readonly what: string, private readonly perInterval = 5, private readonly intervalMs = 10_000) {}
+  constructor(
+    private readonly what: string,
+    private readonly perInterval = 5,
+    private readonly intervalMs = 10_000,
+  ) {}
 
   warn(line: string): void {
     this.timer ??= setTimeout(() => this.flush(), this.intervalMs).unref();
@@ -22,7 +26,11 @@ export class RateLimitedLog {
   flush(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.suppressed) log('WARN', `${this.what}: ${this.suppressed} more in the last ${Math.round(this.intervalMs / 1000)} s (only the first ${this.perInterval} are shown per interval)`);
+    if (this.suppressed)
+      log(
+        'WARN',
+        `${this.what}: ${this.suppressed} more in the last ${Math.round(this.intervalMs / 1000)} s (only the first ${this.perInterval} are shown per interval)`,
+      );
     this.shown = this.suppressed = 0;
   }
 }

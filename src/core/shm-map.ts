@@ -26,8 +26,10 @@ export const N = {
   PROGRESS: 44, // the node's progress thread (src/progress/): 0 none, 1 running, 2 gone
   PROGRESS_BELL: 48, // bumped and notified when a rank posts an op for the progress thread (it sleeps on it)
   LANES: 52, // address of the progress thread's lane table (0 until a rank first posts to it)
-  PROGRESS_SLEEP: 56, // the doorbell word the progress thread sleeps on instead of PROGRESS_BELL (0: none); posts ring it too
-  PROGRESS_LOOK: 60, // 1 while the progress thread looks at every lane at least every HOLD_MS unrung (a hold needs no ring), else 0
+  // the doorbell word the progress thread sleeps on instead of PROGRESS_BELL (0: none); posts ring it too
+  PROGRESS_SLEEP: 56,
+  // 1 while the progress thread looks at every lane at least every HOLD_MS unrung (a hold needs no ring), else 0
+  PROGRESS_LOOK: 60,
   LEFT: 64, // MAX_RANKS words: 1 once that rank's thread has ended (its launcher sets it)
   REASON: 320, // why the node was aborted: REASON_BYTES of text (see core/reason-text.ts)
   HEADER_BYTES: 576,
@@ -35,20 +37,55 @@ export const N = {
 export const ABORT_BY_LAUNCHER = 0xffff;
 
 export const D = {
-  KIND: 0, ALGO: 4, DTYPE: 8, OP: 12, COUNT: 16, ROOT: 20, RANK: 24, NRANKS: 28, IN: 32, OUT: 36,
-  CHUNK: 40, NCHUNKS: 44, STEP: 48, PHASE: 52, BASE: 56, SEQ: 60, IO_OFF: 64, IO_ADDR: 68,
-  IO_LEN: 72, LAYOUT: 76, WAIT_VAL: 80, ERR: 84, ERR_FIELD: 88, ERR_RANK_A: 92,
-  ERR_RANK_B: 96, ERR_VAL_A: 100, ERR_VAL_B: 104, SPIN: 108, COMM: 112, IN_PLACE: 116, MODE: 120,
-  STEPS_USED: 124, SUB: 128, SHAPE: 132,
+  KIND: 0,
+  ALGO: 4,
+  DTYPE: 8,
+  OP: 12,
+  COUNT: 16,
+  ROOT: 20,
+  RANK: 24,
+  NRANKS: 28,
+  IN: 32,
+  OUT: 36,
+  CHUNK: 40,
+  NCHUNKS: 44,
+  STEP: 48,
+  PHASE: 52,
+  BASE: 56,
+  SEQ: 60,
+  IO_OFF: 64,
+  IO_ADDR: 68,
+  IO_LEN: 72,
+  LAYOUT: 76,
+  WAIT_VAL: 80,
+  ERR: 84,
+  ERR_FIELD: 88,
+  ERR_RANK_A: 92,
+  ERR_RANK_B: 96,
+  ERR_VAL_A: 100,
+  ERR_VAL_B: 104,
+  SPIN: 108,
+  COMM: 112,
+  IN_PLACE: 116,
+  MODE: 120,
+  STEPS_USED: 124,
+  SUB: 128,
+  SHAPE: 132,
   KEEP_IN: 140, // 1: the input is not offered to peers for in-place reads, but staged (see shm-engine keepsInput)
-  SIG_SHIFT: 136, // JS only: added to every op's signed sequence number once an op ran again in row-major (shm-engine relayout)
+  // JS only: added to every op's signed sequence number once an op ran again in row-major (shm-engine relayout)
+  SIG_SHIFT: 136,
   TABLE: 192,
 } as const;
 export const DESC_BYTES = 448;
 export const MAX_RANKS = 64;
 
 export const C = {
-  ABORT: 0, ABORT_CODE: 4, NRANKS: 8, SLOT_BYTES: 12, NODE: 16, ABORT_DETAIL: 20,
+  ABORT: 0,
+  ABORT_CODE: 4,
+  NRANKS: 8,
+  SLOT_BYTES: 12,
+  NODE: 16,
+  ABORT_DETAIL: 20,
   ABORT_CLAIM: 24, // as N.ABORT_CLAIM, for this communicator's abort
   RELEASED: 28, // a group's block: members that have destroyed their communicator (the last frees it)
   SHRINK_CLAIM: 32, // taken (0 -> 1) by the first rank of a shrink(), which writes the two words below
@@ -56,7 +93,8 @@ export const C = {
   SHRINK_BLOCK: 44, // the shrunk communicator's block, published last (0 until then)
   P2P_TABLE: 48, // JS only: address of the point-to-point channel table (0 until a rank first needs it)
   P2P_CLOSED: 52, // JS only: ranks whose engine has closed; the last one frees the table and its channels
-  DOORBELL: 64, SLEEPERS: 96,
+  DOORBELL: 64,
+  SLEEPERS: 96,
   REASON: 128, // the text an abort(reason) gave (see core/reason-text.ts)
   HEADER_BYTES: 384,
 } as const;
@@ -71,11 +109,34 @@ export const SIG_BYTES = 64;
 export const SIG_START = 48;
 export const SLOT_BUFFERS = 4;
 /** Signature fields in the order checkSignatures compares them ('shape' last, and only between tensors). */
-export const SIG_FIELDS = ['sequence number', 'collective', 'algorithm', 'dtype', 'op', 'layout', 'count', 'root', 'chunk size', 'shape'] as const;
+export const SIG_FIELDS = [
+  'sequence number',
+  'collective',
+  'algorithm',
+  'dtype',
+  'op',
+  'layout',
+  'count',
+  'root',
+  'chunk size',
+  'shape',
+] as const;
 
 export const ST = { DONE: 0, BLOCKED: 1, NEED_IN: 2, NEED_OUT: 3, ERROR: 4 } as const;
 export const E = { MISMATCH: 1, ABORTED: 2, SIZE_MISMATCH: 3, RELAYOUT: 4 } as const;
-export const KIND = { allReduce: 1, allGather: 2, reduceScatter: 3, broadcast: 4, reduce: 5, barrier: 6, allToAll: 7, gather: 8, scatter: 9, send: 10, recv: 11 } as const;
+export const KIND = {
+  allReduce: 1,
+  allGather: 2,
+  reduceScatter: 3,
+  broadcast: 4,
+  reduce: 5,
+  barrier: 6,
+  allToAll: 7,
+  gather: 8,
+  scatter: 9,
+  send: 10,
+  recv: 11,
+} as const;
 export type Kind = keyof typeof KIND;
 export const ALGO = { direct: 0, twoshot: 1 } as const;
 export type Algo = keyof typeof ALGO;
@@ -100,5 +161,7 @@ export function scratchOffset(comm: number, nranks: number, rank: number, slotBy
   return comm + C.HEADER_BYTES + nranks * (FLAG_STRIDE + 2 * SIG_BYTES + DESC_BYTES) + rank * slotBytes;
 }
 export function commBlockBytes(nranks: number, slotBytes: number): number {
-  return align64(C.HEADER_BYTES + nranks * (FLAG_STRIDE + 2 * SIG_BYTES + DESC_BYTES) + nranks * slotBytes * (1 + SLOT_BUFFERS));
+  return align64(
+    C.HEADER_BYTES + nranks * (FLAG_STRIDE + 2 * SIG_BYTES + DESC_BYTES) + nranks * slotBytes * (1 + SLOT_BUFFERS),
+  );
 }

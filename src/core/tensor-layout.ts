@@ -53,21 +53,32 @@ export function showLayoutSignature(v: number): string {
 
 export function parseLayoutName(v: unknown, where: string): Layout {
   if (typeof v === 'string' && (LAYOUTS as readonly string[]).includes(v)) return v as Layout;
-  return fail('INVALID_ARGUMENT', `${where}: unknown layout ${showValue(v)} (expected one of ${LAYOUTS.join(', ')})`, { option: 'layout', value: v });
+  return fail('INVALID_ARGUMENT', `${where}: unknown layout ${showValue(v)} (expected one of ${LAYOUTS.join(', ')})`, {
+    option: 'layout',
+    value: v,
+  });
 }
 
 export function parseC0(v: unknown, layout: Layout, dtype: Dtype, where: string): number {
   if (v === undefined) return defaultC0(dtype);
   if (!Number.isInteger(v) || (v as number) < 1 || (v as number) > MAX_C0) {
-    fail('INVALID_ARGUMENT', `${where}: c0 must be an integer in 1..${MAX_C0}, got ${showValue(v)}`, { option: 'c0', value: v });
+    fail('INVALID_ARGUMENT', `${where}: c0 must be an integer in 1..${MAX_C0}, got ${showValue(v)}`, {
+      option: 'c0',
+      value: v,
+    });
   }
-  if (layout !== 'NC1HWC0') fail('INVALID_ARGUMENT', `${where}: c0 applies to layout NC1HWC0 only, not ${layout}`, { option: 'c0', layout });
+  if (layout !== 'NC1HWC0')
+    fail('INVALID_ARGUMENT', `${where}: c0 applies to layout NC1HWC0 only, not ${layout}`, { option: 'c0', layout });
   return v as number;
 }
 
 function parseShape(v: unknown, where: string): [number, number, number, number] {
   if (!Array.isArray(v) || v.length !== 4 || !v.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-    return fail('INVALID_ARGUMENT', `${where}: shape must be the logical [N, C, H, W] (four non-negative integers), got ${showValue(v)}`, { option: 'shape', value: v });
+    return fail(
+      'INVALID_ARGUMENT',
+      `${where}: shape must be the logical [N, C, H, W] (four non-negative integers), got ${showValue(v)}`,
+      { option: 'shape', value: v },
+    );
   }
   return [v[0], v[1], v[2], v[3]];
 }
@@ -77,17 +88,33 @@ function parseShape(v: unknown, where: string): [number, number, number, number]
  * `count` elements of `dtype`, checked: SIZE_MISMATCH when the data does not hold exactly what
  * shape and layout need.
  */
-export function parseTensorLayout(x: Record<string, unknown>, dtype: Dtype, count: number, where: string): TensorLayout {
+export function parseTensorLayout(
+  x: Record<string, unknown>,
+  dtype: Dtype,
+  count: number,
+  where: string,
+): TensorLayout {
   const layout = parseLayoutName(x.layout, where);
   const shape = parseShape(x.shape, where);
   const c0 = parseC0(x.c0, layout, dtype, where);
   const t: TensorLayout = { shape, layout, c0 };
   const need = physicalCount(t);
   if (need !== count) {
-    const form = layout === 'NC1HWC0' ? `N·⌈C/c0⌉·H·W·c0 = ${shape[0]}·${Math.ceil(shape[1] / c0)}·${shape[2]}·${shape[3]}·${c0}` : `N·C·H·W = ${shape.join('·')}`;
-    fail('SIZE_MISMATCH', `${where}: shape [${shape.join(', ')}] in layout ${layout} needs ${form} = ${need} elements; the data holds ${count}`, {
-      expected: need, actual: count, shape, layout, c0,
-    });
+    const form =
+      layout === 'NC1HWC0'
+        ? `N·⌈C/c0⌉·H·W·c0 = ${shape[0]}·${Math.ceil(shape[1] / c0)}·${shape[2]}·${shape[3]}·${c0}`
+        : `N·C·H·W = ${shape.join('·')}`;
+    fail(
+      'SIZE_MISMATCH',
+      `${where}: shape [${shape.join(', ')}] in layout ${layout} needs ${form} = ${need} elements; the data holds ${count}`,
+      {
+        expected: need,
+        actual: count,
+        shape,
+        layout,
+        c0,
+      },
+    );
   }
   return t;
 }
@@ -98,8 +125,11 @@ export function sameBytes(a: TensorLayout, b: TensorLayout): boolean {
   if (n * c * h * w === 0) return true; // nothing to place (and no padding)
   // NC1HWC0 with C0 = 1 is NCHW; with C0 = C (one block, no padding) it is NHWC.
   const order = (t: TensorLayout) =>
-    t.layout === 'NCHW' || (t.layout === 'NC1HWC0' && t.c0 === 1) ? 'NCHW'
-      : t.layout === 'NHWC' || t.c0 === c ? 'NHWC' : `C0=${t.c0}`;
+    t.layout === 'NCHW' || (t.layout === 'NC1HWC0' && t.c0 === 1)
+      ? 'NCHW'
+      : t.layout === 'NHWC' || t.c0 === c
+        ? 'NHWC'
+        : `C0=${t.c0}`;
   const [x, y] = [order(a), order(b)];
   if (x === y) return true;
   // One channel, or one pixel: channels-first and channels-last orders coincide.
@@ -131,5 +161,5 @@ export function shapeClass(shape: readonly number[]): number {
 
 /** A shape class as a MISMATCH names it: the shape when this thread hashed it, else the hash. */
 export function showShapeClass(v: number): string {
-  return v === 0 ? 'no shape (a plain buffer)' : SHAPES_SEEN.get(v) ?? `shape #${v.toString(16).padStart(8, '0')}`;
+  return v === 0 ? 'no shape (a plain buffer)' : (SHAPES_SEEN.get(v) ?? `shape #${v.toString(16).padStart(8, '0')}`);
 }

@@ -108,7 +108,11 @@ function state(): ThreadState {
 const TRACKS_PER_THREAD = 1000;
 
 class Track implements TraceTrack {
-  constructor(readonly name: string, private readonly s: ThreadState, readonly tid: number) {}
+  constructor(
+    readonly name: string,
+    private readonly s: ThreadState,
+    readonly tid: number,
+  ) {}
 
   private push(e: TraceEvent): void {
     if (this.s.events.length < MAX_EVENTS) this.s.events.push(e);
@@ -116,7 +120,15 @@ class Track implements TraceTrack {
   }
 
   instant(name: string, args?: TraceArgs): void {
-    this.push({ name, ph: 'i', s: 't', pid: this.s.pid, tid: this.tid, ts: toUs(performance.now()), ...(args && { args }) });
+    this.push({
+      name,
+      ph: 'i',
+      s: 't',
+      pid: this.s.pid,
+      tid: this.tid,
+      ts: toUs(performance.now()),
+      ...(args && { args }),
+    });
   }
 
   complete(name: string, startMs: number, endMs: number, args?: TraceArgs): void {
@@ -136,7 +148,10 @@ class Track implements TraceTrack {
     }
     if (r instanceof Promise) {
       return r.then(
-        (v) => (this.complete(name, t0, performance.now()), v),
+        (v) => {
+          this.complete(name, t0, performance.now());
+          return v;
+        },
         (e) => {
           this.complete(name, t0, performance.now(), { error: String(e) });
           throw e;
@@ -161,7 +176,12 @@ const OFF: TraceTrack = {
  * or any label of the caller's. With WEBCCL_TRACE unset, a track that records nothing.
  */
 export function traceTrack(name: string): TraceTrack {
-  if (typeof name !== 'string' || name === '') fail('INVALID_ARGUMENT', `traceTrack: name must be a non-empty string, got ${typeof name === 'string' ? '""' : typeof name}`, { argument: 'name' });
+  if (typeof name !== 'string' || name === '')
+    fail(
+      'INVALID_ARGUMENT',
+      `traceTrack: name must be a non-empty string, got ${typeof name === 'string' ? '""' : typeof name}`,
+      { argument: 'name' },
+    );
   if (!TRACING) return OFF;
   const s = state();
   let t = s.tracks.get(name);
@@ -189,7 +209,8 @@ export function rankTrack(rank: number, group?: string): TraceTrack {
  * `thread N` on a thread with no rank) and returns fn's result. Without WEBCCL_TRACE, just fn().
  */
 export function traceSpan<T>(name: string, fn: () => T): T {
-  if (typeof fn !== 'function') fail('INVALID_ARGUMENT', `traceSpan: fn must be a function, got ${typeof fn}`, { argument: 'fn' });
+  if (typeof fn !== 'function')
+    fail('INVALID_ARGUMENT', `traceSpan: fn must be a function, got ${typeof fn}`, { argument: 'fn' });
   if (!TRACING) return fn();
   const s = state();
   const t = s.current ?? (s.current = traceTrack(`thread ${s.thread}`) as Track);
@@ -215,7 +236,15 @@ function eventsOf(s: ThreadState): TraceEvent[] {
     const order = rank ? Number(rank[1]) * 1000 + (rank[2] ? 1 + (t.tid % TRACKS_PER_THREAD) : 0) : 100_000_000 + t.tid;
     meta.push({ name: 'thread_sort_index', ph: 'M', pid: s.pid, tid: t.tid, ts: 0, args: { sort_index: order } });
   }
-  if (s.dropped) meta.push({ name: 'webccl_dropped_events', ph: 'M', pid: s.pid, tid: 0, ts: 0, args: { dropped: s.dropped, kept: MAX_EVENTS } });
+  if (s.dropped)
+    meta.push({
+      name: 'webccl_dropped_events',
+      ph: 'M',
+      pid: s.pid,
+      tid: 0,
+      ts: 0,
+      args: { dropped: s.dropped, kept: MAX_EVENTS },
+    });
   return s.events.length ? meta.concat(s.events) : [];
 }
 
@@ -241,7 +270,10 @@ export class OpTrace {
   private readonly steps: number[] = [];
   private readonly names: string[] = [];
   private dropped = 0;
-  constructor(private readonly track: TraceTrack, readonly args: TraceArgs) {}
+  constructor(
+    private readonly track: TraceTrack,
+    readonly args: TraceArgs,
+  ) {}
 
   /** The engine took the op as `work` (running `algorithm`): marks its issue. */
   issue(work: TracedWork, algorithm: string): this {
@@ -265,13 +297,18 @@ export class OpTrace {
   end(work: TracedWork, error?: { code: string }): void {
     const { startedAt, joinedAt, completedAt } = work.timing;
     if (Number.isNaN(startedAt)) return; // failed before it started: its issue instant says enough
-    const args: TraceArgs = { ...this.args, ...(error && { error: error.code }), ...(this.dropped && { stepsNotDrawn: this.dropped }) };
+    const args: TraceArgs = {
+      ...this.args,
+      ...(error && { error: error.code }),
+      ...(this.dropped && { stepsNotDrawn: this.dropped }),
+    };
     const t = this.track;
     t.complete(`${work.name} #${work.seq}`, startedAt, completedAt, args);
     const joined = Number.isNaN(joinedAt) ? startedAt : joinedAt;
     if (toUs(joined) > toUs(startedAt)) t.complete('wait for peers', startedAt, joined);
     for (let i = 0; i < this.names.length; i++) {
-      const a = Math.max(this.steps[2 * i], startedAt), b = Math.min(this.steps[2 * i + 1], completedAt);
+      const a = Math.max(this.steps[2 * i], startedAt),
+        b = Math.min(this.steps[2 * i + 1], completedAt);
       if (a < joined && b > joined) {
         t.complete(this.names[i], a, joined);
         t.complete(this.names[i], joined, b);

@@ -12,7 +12,8 @@ import { WebcclError } from './errors.js';
 export const UNSHARED_NODE_BYTES = 256 << 20;
 const PAGE = 65536;
 
-export const isShared = (m: WebAssembly.Memory): boolean => typeof SharedArrayBuffer !== 'undefined' && m.buffer instanceof SharedArrayBuffer;
+export const isShared = (m: WebAssembly.Memory): boolean =>
+  typeof SharedArrayBuffer !== 'undefined' && m.buffer instanceof SharedArrayBuffer;
 
 /** An unshared memory of UNSHARED_NODE_BYTES (at least `bytes`), which never grows. */
 export function unsharedMemory(bytes: number): WebAssembly.Memory {
@@ -48,7 +49,8 @@ export function importUnsharedMemory(bytes: Uint8Array): Uint8Array<ArrayBuffer>
         const kind = b[p++];
         if (kind === 2) {
           // Limits: 0x03 = shared with a maximum; 0x01 = a maximum, unshared.
-          if (b[p] !== 0x03) throw new WebcclError('INTERNAL', `wasm core: memory import has limits flag ${b[p]}, expected shared (3)`);
+          if (b[p] !== 0x03)
+            throw new WebcclError('INTERNAL', `wasm core: memory import has limits flag ${b[p]}, expected shared (3)`);
           b[p] = 0x01;
           return b;
         }

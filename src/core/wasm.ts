@@ -1,9 +1,10 @@
 // Loads the webccl WebAssembly core onto a (shared) memory. Both builds are embedded as base64,
 // so loading needs no file access and no bundler plugin. The SIMD build is taken where the
 // runtime validates it; WEBCCL_WASM=scalar (or the `simd` option) forces the choice.
-import { SCALAR_WASM_BASE64, SIMD_WASM_BASE64 } from './wasm-binaries.generated.js';
+
 import { WebcclError } from './errors.js';
 import { importUnsharedMemory, isShared, unsharedMemory } from './unshared-memory.js';
+import { SCALAR_WASM_BASE64, SIMD_WASM_BASE64 } from './wasm-binaries.generated.js';
 
 export interface KernelExports {
   heapBase(): number;
@@ -57,13 +58,22 @@ export function preferSimd(requested?: boolean): boolean {
 }
 
 /** The response headers a page must be served with for its workers to share memory. */
-export const ISOLATION_HEADERS = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' } as const;
+export const ISOLATION_HEADERS = {
+  'Cross-Origin-Opener-Policy': 'same-origin',
+  'Cross-Origin-Embedder-Policy': 'require-corp',
+} as const;
 
 function notIsolated(what: string): never {
-  const headers = Object.entries(ISOLATION_HEADERS).map(([k, v]) => `${k}: ${v}`).join(' and ');
-  throw new WebcclError('UNSUPPORTED', `${what}: shared memory needs a cross-origin isolated page; serve it with the headers ${headers} (SharedArrayBuffer is ${typeof SharedArrayBuffer === 'undefined' ? 'undefined' : 'not shareable with workers'} here)`, {
-    headers: { ...ISOLATION_HEADERS },
-  });
+  const headers = Object.entries(ISOLATION_HEADERS)
+    .map(([k, v]) => `${k}: ${v}`)
+    .join(' and ');
+  throw new WebcclError(
+    'UNSUPPORTED',
+    `${what}: shared memory needs a cross-origin isolated page; serve it with the headers ${headers} (SharedArrayBuffer is ${typeof SharedArrayBuffer === 'undefined' ? 'undefined' : 'not shareable with workers'} here)`,
+    {
+      headers: { ...ISOLATION_HEADERS },
+    },
+  );
 }
 
 /**
@@ -80,7 +90,10 @@ export function createSharedMemory(bytes: number, sharedWith = 1): WebAssembly.M
     return new WebAssembly.Memory({ initial: pages, maximum: 32768, shared: true });
   } catch (e) {
     if (isolated === false) notIsolated('createNode');
-    throw new WebcclError('UNSUPPORTED', `createNode: could not create a shared WebAssembly memory of ${pages} pages (${(e as Error).message})`);
+    throw new WebcclError(
+      'UNSUPPORTED',
+      `createNode: could not create a shared WebAssembly memory of ${pages} pages (${(e as Error).message})`,
+    );
   }
 }
 

@@ -3,10 +3,17 @@
 // node's shared memory when the buffer lives there (comm.alloc): such buffers are used in place.
 import { ARRAY_OF, DTYPE_SIZE, type Dtype, type DtypeName, dtypeOfArray, holds, parseDtype } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
-import { type Layout, type TensorLayout, parseTensorLayout } from '../core/tensor-layout.js';
+import { type Layout, parseTensorLayout, type TensorLayout } from '../core/tensor-layout.js';
 
 export type TypedArray =
-  | Float32Array | Float64Array | Int32Array | Uint32Array | Int8Array | Uint8Array | BigInt64Array | Uint16Array;
+  | Float32Array
+  | Float64Array
+  | Int32Array
+  | Uint32Array
+  | Int8Array
+  | Uint8Array
+  | BigInt64Array
+  | Uint16Array;
 export interface TensorLike {
   data: TypedArray | Float16ArrayLike;
   /** Ours (f32, bf16, …) or the TF.js / ONNX Runtime name of the same type (float32, bfloat16, …). */
@@ -41,7 +48,9 @@ export type BufferArg = TypedArray | Float16ArrayLike | TensorLike | OrtTensorLi
 
 export interface Buf {
   bytes: Uint8Array; // the same memory, as bytes
-  /** bytes.buffer, read once: the getter is a call V8 does not inline (~17 ns), and ops compare memories per message. */
+  /**
+   * bytes.buffer, read once: the getter is a call V8 does not inline (~17 ns), and ops compare memories per message.
+   */
   memory: ArrayBufferLike;
   dtype: Dtype;
   count: number;
@@ -63,23 +72,39 @@ export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) =
   let data: ArrayBufferView;
   if (ArrayBuffer.isView(x) && !(x instanceof DataView)) {
     dtype = dtypeOfArray(x);
-    if (!dtype) fail('INVALID_DTYPE', `${what}: ${x.constructor.name} is not supported (use Float32Array, Float64Array, Int32Array, Uint32Array, Int8Array, Uint8Array, BigInt64Array, Float16Array where the runtime has one, or { data: Uint16Array, dtype: 'bf16' | 'f16' })`);
+    if (!dtype)
+      fail(
+        'INVALID_DTYPE',
+        `${what}: ${x.constructor.name} is not supported (use Float32Array, Float64Array, Int32Array, Uint32Array, Int8Array, Uint8Array, BigInt64Array, Float16Array where the runtime has one, or { data: Uint16Array, dtype: 'bf16' | 'f16' })`,
+      );
     data = x;
-  } else if (typeof x === 'object' && x !== null && ('dataSync' in x || ('data' in x && ('dtype' in x || 'type' in x || 'layout' in x)))) {
+  } else if (
+    typeof x === 'object' &&
+    x !== null &&
+    ('dataSync' in x || ('data' in x && ('dtype' in x || 'type' in x || 'layout' in x)))
+  ) {
     const t = tensorFields(x, what);
     // A tensor with a layout may leave its dtype to its array (a Uint16Array still needs one).
-    const implied = t.dtype === undefined && 'layout' in x && ArrayBuffer.isView(t.data) ? dtypeOfArray(t.data) : undefined;
+    const implied =
+      t.dtype === undefined && 'layout' in x && ArrayBuffer.isView(t.data) ? dtypeOfArray(t.data) : undefined;
     const d = implied ?? parseDtype(t.dtype, what);
     dtype = d;
     if (!holds(d, t.data)) {
-      fail('INVALID_DTYPE', `${what}: dtype ${d} needs data in a ${ARRAY_OF[d].name}${d === 'f16' ? ' (or a Float16Array, where the runtime has one)' : ''}, got ${describe(t.data)}`);
+      fail(
+        'INVALID_DTYPE',
+        `${what}: dtype ${d} needs data in a ${ARRAY_OF[d].name}${d === 'f16' ? ' (or a Float16Array, where the runtime has one)' : ''}, got ${describe(t.data)}`,
+      );
     }
     data = t.data as ArrayBufferView;
   } else {
     return fail('INVALID_ARGUMENT', `${what}: expected a TypedArray or { data, dtype }, got ${describe(x)}`);
   }
   if (isDetached(data.buffer)) {
-    fail('INVALID_ARGUMENT', `${what}: its ArrayBuffer is detached (it was transferred with postMessage or structuredClone); pass a buffer this thread still owns`, { detached: true });
+    fail(
+      'INVALID_ARGUMENT',
+      `${what}: its ArrayBuffer is detached (it was transferred with postMessage or structuredClone); pass a buffer this thread still owns`,
+      { detached: true },
+    );
   }
   const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   const count = data.byteLength / DTYPE_SIZE[dtype];
@@ -87,7 +112,14 @@ export function toBuf(x: unknown, what: string, isShared: (b: ArrayBufferLike) =
   // Without a layout, a literal of one shape (a spread costs every op a slower object copy).
   const memory = data.buffer;
   if (!('layout' in (x as object))) return { bytes, memory, dtype, count, addr };
-  return { bytes, memory, dtype, count, addr, layout: parseTensorLayout(x as Record<string, unknown>, dtype, count, what) };
+  return {
+    bytes,
+    memory,
+    dtype,
+    count,
+    addr,
+    layout: parseTensorLayout(x as Record<string, unknown>, dtype, count, what),
+  };
 }
 
 /**
@@ -121,15 +153,26 @@ export class BufRecords {
 function tensorFields(x: object, what: string): { data: unknown; dtype: unknown } {
   const t = x as Record<string, unknown>;
   if (typeof t.dataSync === 'function') {
-    fail('INVALID_ARGUMENT', `${what}: a TensorFlow.js tensor holds its values in its backend, out of reach: pass its dataSync() array (a copy) and make the result with tf.tensor(array, tensor.shape)`, { tensor: 'tfjs' });
+    fail(
+      'INVALID_ARGUMENT',
+      `${what}: a TensorFlow.js tensor holds its values in its backend, out of reach: pass its dataSync() array (a copy) and make the result with tf.tensor(array, tensor.shape)`,
+      { tensor: 'tfjs' },
+    );
   }
   const ortLocation = 'dims' in t && typeof t.location === 'string' ? t.location : undefined;
   if (ortLocation !== undefined && ortLocation !== 'cpu' && ortLocation !== 'cpu-pinned') {
-    fail('INVALID_ARGUMENT', `${what}: this ONNX Runtime tensor lives on ${JSON.stringify(ortLocation)}: pass the array of await tensor.getData() (or a tensor on the CPU, whose tensor.data is used in place)`, { tensor: 'onnxruntime', location: ortLocation });
+    fail(
+      'INVALID_ARGUMENT',
+      `${what}: this ONNX Runtime tensor lives on ${JSON.stringify(ortLocation)}: pass the array of await tensor.getData() (or a tensor on the CPU, whose tensor.data is used in place)`,
+      { tensor: 'onnxruntime', location: ortLocation },
+    );
   }
   const data = t.data;
   if (typeof data === 'function') {
-    fail('INVALID_ARGUMENT', `${what}: data is a function: pass the TypedArray it gives (e.g. await tensor.data() for TF.js, or dataSync())`);
+    fail(
+      'INVALID_ARGUMENT',
+      `${what}: data is a function: pass the TypedArray it gives (e.g. await tensor.data() for TF.js, or dataSync())`,
+    );
   }
   if (typeof (data as { then?: unknown } | null)?.then === 'function') {
     fail('INVALID_ARGUMENT', `${what}: data is a Promise: await it and pass the TypedArray it resolves to`);
@@ -153,11 +196,20 @@ function isDetached(b: ArrayBufferLike): boolean {
 
 /** Whether two buffers share a byte. */
 export function overlaps(a: Buf, b: Buf): boolean {
-  const x = a.bytes, y = b.bytes;
-  return a.memory === b.memory && x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength && x.byteLength > 0 && y.byteLength > 0;
+  const x = a.bytes,
+    y = b.bytes;
+  return (
+    a.memory === b.memory &&
+    x.byteOffset < y.byteOffset + y.byteLength &&
+    y.byteOffset < x.byteOffset + x.byteLength &&
+    x.byteLength > 0 &&
+    y.byteLength > 0
+  );
 }
 
 /** Whether two buffers are the same bytes (an op in place). */
 export function sameView(a: Buf, b: Buf): boolean {
-  return a.memory === b.memory && a.bytes.byteOffset === b.bytes.byteOffset && a.bytes.byteLength === b.bytes.byteLength;
+  return (
+    a.memory === b.memory && a.bytes.byteOffset === b.bytes.byteOffset && a.bytes.byteLength === b.bytes.byteLength
+  );
 }

@@ -1,14 +1,15 @@
 // What one rank holds after joining its node: the wasm core on the node's memory, the heap,
 // its place in the world communicator, and the calibrated spin budget.
-import { freshBuffer } from '../core/fresh-buffer.js';
+
 import { envNumber } from '../core/config.js';
-import { NodeHeap } from '../core/heap.js';
-import { D, LAYOUT_VERSION, NODE_BASE, NODE_MAGIC_VALUE, descOffset } from '../core/shm-map.js';
-import { type NodeHandle, checkNodeHandle } from '../core/node.js';
-import { type OptionSpec, boolean, checkOptions, integer, number, showValue } from '../core/options.js';
 import { fail } from '../core/errors.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
+import { NodeHeap } from '../core/heap.js';
 import { log, setLogRank } from '../core/log.js';
-import { type WasmCore, loadWasm, preferSimd } from '../core/wasm.js';
+import { checkNodeHandle, type NodeHandle } from '../core/node.js';
+import { boolean, checkOptions, integer, number, type OptionSpec, showValue } from '../core/options.js';
+import { D, descOffset, LAYOUT_VERSION, NODE_BASE, NODE_MAGIC_VALUE } from '../core/shm-map.js';
+import { loadWasm, preferSimd, type WasmCore } from '../core/wasm.js';
 
 export interface RankContext {
   core: WasmCore;
@@ -32,7 +33,10 @@ export interface RankContext {
   spinGiven: boolean;
   canBlock: boolean;
   cores: number;
-  /** This thread's rank in a job across nodes (its trace track's number); absent on one node, where node ranks are world ranks. */
+  /**
+   * This thread's rank in a job across nodes (its trace track's number); absent on one node, where node ranks are world
+   * ranks.
+   */
   worldRank?: number;
   /** Every SharedArrayBuffer object seen for the node memory (one per growth). */
   sharedBuffers: Set<ArrayBufferLike>;
@@ -47,7 +51,11 @@ export interface JoinOptions {
 }
 
 /** What each key of JoinOptions may hold (initCommGroup takes them too). */
-export const JOIN_OPTIONS = { cores: integer(1, 1 << 16), simd: boolean, spinUs: number(0, 1_000_000) } as const satisfies OptionSpec;
+export const JOIN_OPTIONS = {
+  cores: integer(1, 1 << 16),
+  simd: boolean,
+  spinUs: number(0, 1_000_000),
+} as const satisfies OptionSpec;
 
 /**
  * Spin budgets (µs) before blocking: a core per rank, more ranks than cores, a call's own try.
@@ -81,23 +89,46 @@ export function joinNode(node: NodeHandle, rank: number, options?: JoinOptions):
  * joinNode; given `world` (a rank of a job across nodes), its log lines name its world rank,
  * which no node rank tells (every process of `webccl run --procs` is node rank 0 of 1).
  */
-export function joinNodeAs(node: NodeHandle, rank: number, options?: JoinOptions, world?: { rank: number; size: number }): RankContext {
+export function joinNodeAs(
+  node: NodeHandle,
+  rank: number,
+  options?: JoinOptions,
+  world?: { rank: number; size: number },
+): RankContext {
   const opts = checkOptions<JoinOptions>('joinNode', options, JOIN_OPTIONS, '{ cores: 4 }');
   checkNodeHandle('joinNode', node);
   if (!Number.isInteger(rank) || rank < 0 || rank >= node.nranks) {
-    fail('INVALID_ARGUMENT', `joinNode: rank ${showValue(rank)} is outside the node's 0..${node.nranks - 1} range`, { rank });
+    fail('INVALID_ARGUMENT', `joinNode: rank ${showValue(rank)} is outside the node's 0..${node.nranks - 1} range`, {
+      rank,
+    });
   }
   const header = new Int32Array(freshBuffer(node.memory), NODE_BASE, 2);
   if (header[0] !== NODE_MAGIC_VALUE || header[1] !== LAYOUT_VERSION) {
-    fail('INVALID_ARGUMENT', `joinNode: this memory holds no webccl node of layout ${LAYOUT_VERSION} (make it with createNode)`);
+    fail(
+      'INVALID_ARGUMENT',
+      `joinNode: this memory holds no webccl node of layout ${LAYOUT_VERSION} (make it with createNode)`,
+    );
   }
   const core = loadWasm(node.memory, preferSimd(opts.simd));
-  const cores = opts.cores ?? (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 1;
+  const cores =
+    opts.cores ?? (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 1;
   const canBlock = threadCanBlock();
   const ctx: RankContext = {
-    core, heap: new NodeHeap(node.memory, { canBlock, rank }), comm: node.world, rank, size: node.nranks, slotBytes: node.slotBytes,
+    core,
+    heap: new NodeHeap(node.memory, { canBlock, rank }),
+    comm: node.world,
+    rank,
+    size: node.nranks,
+    slotBytes: node.slotBytes,
     localOf: Array.from({ length: node.nranks }, (_, r) => r),
-    spinPolls: 0, tryPolls: 0, spinUs: 0, pollsPerUs: 1, spinGiven: false, canBlock, cores, sharedBuffers: new Set([freshBuffer(node.memory)]),
+    spinPolls: 0,
+    tryPolls: 0,
+    spinUs: 0,
+    pollsPerUs: 1,
+    spinGiven: false,
+    canBlock,
+    cores,
+    sharedBuffers: new Set([freshBuffer(node.memory)]),
   };
   // Spin in time, not in polls: measure how fast this thread polls a flag.
   // With a core per rank, spinning costs nobody anything and a sleeping rank takes ~40 us to
@@ -108,18 +139,27 @@ export function joinNodeAs(node: NodeHandle, rank: number, options?: JoinOptions
   setSpin(ctx, given ?? defaultSpinUs(node.nranks, cores));
   const spinUs = ctx.spinUs;
   setLogRank(world?.rank ?? rank);
-  const who = world ? `rank ${world.rank}/${world.size} (node rank ${rank}/${node.nranks})` : `rank ${rank}/${node.nranks}`;
-  log('INFO', `${who}: ${core.simd ? 'simd' : 'scalar'} wasm, ${cores} cores, spin ${spinUs} us = ${ctx.spinPolls} polls, slot ${node.slotBytes} B, ${ctx.canBlock ? 'blocking' : 'async'} waits`);
+  const who = world
+    ? `rank ${world.rank}/${world.size} (node rank ${rank}/${node.nranks})`
+    : `rank ${rank}/${node.nranks}`;
+  log(
+    'INFO',
+    `${who}: ${core.simd ? 'simd' : 'scalar'} wasm, ${cores} cores, spin ${spinUs} us = ${ctx.spinPolls} polls, slot ${node.slotBytes} B, ${ctx.canBlock ? 'blocking' : 'async'} waits`,
+  );
   return ctx;
 }
 
-/** The world rank of the thread `ctx` is: given across nodes; on one node, its node rank (a group's rank maps to it through localOf). */
+/**
+ * The world rank of the thread `ctx` is: given across nodes; on one node, its node rank (a group's rank maps to it
+ * through localOf).
+ */
 export function worldRankOf(ctx: RankContext): number {
   return ctx.worldRank ?? ctx.localOf[ctx.rank];
 }
 
 /** The spin budget for `nranks` ranks of a communicator sharing `cores` cores. */
-export const defaultSpinUs = (nranks: number, cores: number): number => (nranks > cores ? OVERSUBSCRIBED_SPIN_US : DEDICATED_SPIN_US);
+export const defaultSpinUs = (nranks: number, cores: number): number =>
+  nranks > cores ? OVERSUBSCRIBED_SPIN_US : DEDICATED_SPIN_US;
 
 /** Sets the context's spin budget (µs) and the polls it takes. */
 export function setSpin(ctx: RankContext, spinUs: number): void {

@@ -3,14 +3,14 @@
 // algorithms of src/algorithms over a transport). Both complete collectives in issue order;
 // send/recv (shm/p2p.ts, net/p2p.ts) keep no place in that order. The op itself: op-spec.ts.
 import type { WebcclError } from '../core/errors.js';
+import type { TraceTrack } from '../core/trace.js';
 import type { Buf } from './buffers.js';
 import type { FlightRecorder } from './flight-recorder.js';
 import type { OpSpec, P2pKind } from './op-spec.js';
-import type { Work } from './work.js';
 import type { Placement } from './placement.js';
-import type { TraceTrack } from '../core/trace.js';
+import type { Work } from './work.js';
 
-export { type OpSpec, type P2pKind, type Relayout, isP2p } from './op-spec.js';
+export { isP2p, type OpSpec, type P2pKind, type Relayout } from './op-spec.js';
 
 /** Counters a communicator reports in stats(); engines add to them. */
 export interface OpCounters {
@@ -52,7 +52,10 @@ export interface Engine {
   sendRecv?(name: P2pKind, buf: Buf, peer: number, tag: number, timeoutMs: number | undefined): Work;
   /** Ops issued and not yet settled. */
   pending(): number;
-  /** Who runs this communicator's collectives: 'auto' or 'thread' (engines that hand ops to the progress thread); absent: the rank ('caller'). */
+  /**
+   * Who runs this communicator's collectives: 'auto' or 'thread' (engines that hand ops to the progress thread);
+   * absent: the rank ('caller').
+   */
   readonly progressMode?: 'auto' | 'thread';
   /** Ops the node's progress thread ran for this rank (engines that hand ops over). */
   threadOps?(): number;
@@ -77,6 +80,9 @@ export interface CommParts {
   size: number;
   engine: EngineFactory;
   placement: Placement;
-  /** WEBCCL_TRACE: the track its ops are drawn on (default: its rank's); a progress thread's node communicator draws on the thread's. */
+  /**
+   * WEBCCL_TRACE: the track its ops are drawn on (default: its rank's); a progress thread's node communicator draws on
+   * the thread's.
+   */
   track?: TraceTrack;
 }

@@ -4,12 +4,13 @@
 // times and error are read from its Work only when the record is read. On the first TIMEOUT or
 // ABORTED that breaks the communicator the record is printed once at WARN, and
 // comm.flightRecord() returns it at any time.
-import { WebcclError } from '../core/errors.js';
+
 import { envNumber } from '../core/config.js';
+import { WebcclError } from '../core/errors.js';
 import { log } from '../core/log.js';
+import type { Buf } from './buffers.js';
 import type { OpSpec } from './op-spec.js';
 import type { Work } from './work.js';
-import type { Buf } from './buffers.js';
 
 export const DEFAULT_FLIGHT_RECORDER_OPS = 64;
 /** More slots than anyone reads: a larger setting is refused rather than allocated. */
@@ -51,7 +52,10 @@ interface Slot {
 function capacityFromEnv(): number {
   const n = envNumber('WEBCCL_FLIGHT_RECORDER') ?? DEFAULT_FLIGHT_RECORDER_OPS;
   if (!Number.isInteger(n) || n > MAX_FLIGHT_RECORDER_OPS) {
-    throw new WebcclError('INVALID_ARGUMENT', `WEBCCL_FLIGHT_RECORDER=${n} is not an integer in 0..${MAX_FLIGHT_RECORDER_OPS}`);
+    throw new WebcclError(
+      'INVALID_ARGUMENT',
+      `WEBCCL_FLIGHT_RECORDER=${n} is not an integer in 0..${MAX_FLIGHT_RECORDER_OPS}`,
+    );
   }
   return n;
 }
@@ -65,13 +69,24 @@ export class FlightRecorder {
    * `rank` names this rank in the printed table; `waitingOn` lists the ranks a running op
    * awaits (asked only when the record is read).
    */
-  constructor(private readonly rank: number, private readonly waitingOn: () => number[] = () => [],
-              readonly capacity = capacityFromEnv()) {}
+  constructor(
+    private readonly rank: number,
+    private readonly waitingOn: () => number[] = () => [],
+    readonly capacity = capacityFromEnv(),
+  ) {}
 
   /** An op was submitted (the engine's one hook per op; send and recv: submittedP2p). */
   submitted(work: Work, s: OpSpec, algorithm: string): void {
     if (this.capacity === 0) return;
-    this.fill(work, s.name, s.counts ? s.counts.send.reduce((a, c) => a + c, 0) : s.count, s.dtype, s.op, s.root, algorithm);
+    this.fill(
+      work,
+      s.name,
+      s.counts ? s.counts.send.reduce((a, c) => a + c, 0) : s.count,
+      s.dtype,
+      s.op,
+      s.root,
+      algorithm,
+    );
   }
 
   /** A send or recv was submitted (its peer in the root column). */
@@ -81,7 +96,15 @@ export class FlightRecorder {
   }
 
   /** Takes the next ring slot (reused once the ring wraps). */
-  private fill(work: Work, collective: string, count: number, dtype: string, op: string, root: number, algorithm: string): void {
+  private fill(
+    work: Work,
+    collective: string,
+    count: number,
+    dtype: string,
+    op: string,
+    root: number,
+    algorithm: string,
+  ): void {
     const i = this.issued++ % this.capacity;
     const slot = this.slots[i];
     if (!slot) {
@@ -122,9 +145,18 @@ export class FlightRecorder {
     const started = !Number.isNaN(w.timing.startedAt);
     const state: FlightState = failure ? 'failed' : w.settled ? 'done' : started ? 'started' : 'queued';
     return {
-      collective: s.collective, seq: w.seq, count: s.count, dtype: s.dtype, op: s.op, root: s.root, algorithm: s.algorithm,
+      collective: s.collective,
+      seq: w.seq,
+      count: s.count,
+      dtype: s.dtype,
+      op: s.op,
+      root: s.root,
+      algorithm: s.algorithm,
       peers: failure ? peersOf(failure) : state === 'started' ? this.waitingOn() : [],
-      state, issuedAt: w.timing.issuedAt, startedAt: w.timing.startedAt, completedAt: w.timing.completedAt,
+      state,
+      issuedAt: w.timing.issuedAt,
+      startedAt: w.timing.startedAt,
+      completedAt: w.timing.completedAt,
       error: failure?.code ?? null,
     };
   }
@@ -135,12 +167,45 @@ export class FlightRecorder {
     const t0 = rows[0]?.issuedAt ?? 0;
     const ms = (t: number) => (Number.isNaN(t) ? '-' : (t - t0).toFixed(1));
     const table = [
-      ['seq', 'collective', 'count', 'dtype', 'op', 'root', 'algo', 'state', 'issued', 'started', 'completed', 'peers', 'error'],
-      ...rows.map((r) => [String(r.seq), r.collective, String(r.count), r.dtype, r.op, String(r.root), r.algorithm, r.state,
-        ms(r.issuedAt), ms(r.startedAt), ms(r.completedAt), r.peers.join(',') || '-', r.error ?? '-']),
+      [
+        'seq',
+        'collective',
+        'count',
+        'dtype',
+        'op',
+        'root',
+        'algo',
+        'state',
+        'issued',
+        'started',
+        'completed',
+        'peers',
+        'error',
+      ],
+      ...rows.map((r) => [
+        String(r.seq),
+        r.collective,
+        String(r.count),
+        r.dtype,
+        r.op,
+        String(r.root),
+        r.algorithm,
+        r.state,
+        ms(r.issuedAt),
+        ms(r.startedAt),
+        ms(r.completedAt),
+        r.peers.join(',') || '-',
+        r.error ?? '-',
+      ]),
     ];
     const widths = table[0].map((_, c) => Math.max(...table.map((row) => row[c].length)));
-    const lines = table.map((row) => `  ${row.map((v, c) => v.padEnd(widths[c])).join(' ').trimEnd()}`);
+    const lines = table.map(
+      (row) =>
+        `  ${row
+          .map((v, c) => v.padEnd(widths[c]))
+          .join(' ')
+          .trimEnd()}`,
+    );
     const why = e ? ` after ${e.code}` : '';
     return `rank ${this.rank}: flight record${why}, last ${rows.length} of ${this.issued} ops, oldest first (times in ms from the first):\n${lines.join('\n')}`;
   }

@@ -8,9 +8,9 @@
 // in slices between which the caller's code runs: only the caller can change the op's buffers
 // then (peers and the step loops write them only while this rank runs its slice), so both
 // buffers are hashed when a slice ends and compared when the next begins.
-import { fail } from '../core/errors.js';
+
 import { envString } from '../core/config.js';
-import { WebcclError } from '../core/errors.js';
+import { fail, WebcclError } from '../core/errors.js';
 import { type Buf, overlaps } from './buffers.js';
 
 /** FNV-1a over 32-bit words (bytes where the view is not word-aligned). */
@@ -41,14 +41,19 @@ export class InputCheck {
   private readonly writesInput: boolean;
   private sliceEnd: [number, number] | undefined;
 
-  constructor(private readonly name: string, private readonly input: Buf, private readonly output: Buf | null) {
+  constructor(
+    private readonly name: string,
+    private readonly input: Buf,
+    private readonly output: Buf | null,
+  ) {
     this.atIssue = hashOrNaN(input);
     this.writesInput = output !== null && (output === input || overlaps(input, output));
   }
 
   /** The op begins: its input must be as it was at issue. */
   atStart(seq: number): void {
-    if (hashOrNaN(this.input) !== this.atIssue) throw this.changed(seq, 'input', 'between issue and the start of the op');
+    if (hashOrNaN(this.input) !== this.atIssue)
+      throw this.changed(seq, 'input', 'between issue and the start of the op');
   }
 
   /** A slice of the op ends and the caller's code runs: remember both buffers. */
@@ -62,18 +67,27 @@ export class InputCheck {
     const [i, o] = this.sliceEnd;
     this.sliceEnd = undefined;
     if (hashOrNaN(this.input) !== i) throw this.changed(seq, 'input', 'while the op was in flight');
-    if (this.output !== this.input && hashOrNaN(this.output) !== o) throw this.changed(seq, 'output', 'while the op was in flight');
+    if (this.output !== this.input && hashOrNaN(this.output) !== o)
+      throw this.changed(seq, 'output', 'while the op was in flight');
   }
 
   /** The op completed: an input it does not write must still be as it was at issue. */
   atEnd(seq: number): void {
-    if (!this.writesInput && hashOrNaN(this.input) !== this.atIssue) throw this.changed(seq, 'input', 'while the op was in flight');
+    if (!this.writesInput && hashOrNaN(this.input) !== this.atIssue)
+      throw this.changed(seq, 'input', 'while the op was in flight');
   }
 
   private changed(seq: number, buffer: 'input' | 'output', when: string): WebcclError {
-    return new WebcclError('BUFFER_BUSY', `${this.name} #${seq}: its ${buffer} buffer was written ${when} (WEBCCL_CHECK=1); wait for an op before touching its buffers`, {
-      op: this.name, seq, buffer, modified: true,
-    });
+    return new WebcclError(
+      'BUFFER_BUSY',
+      `${this.name} #${seq}: its ${buffer} buffer was written ${when} (WEBCCL_CHECK=1); wait for an op before touching its buffers`,
+      {
+        op: this.name,
+        seq,
+        buffer,
+        modified: true,
+      },
+    );
   }
 }
 

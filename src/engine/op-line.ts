@@ -21,6 +21,5 @@ export interface OpLineFields {
 export function opLine(o: OpLineFields): string {
   const head = `${o.name} #${o.seq} ${String(o.algo)}`;
   if (o.name === 'barrier') return head;
-  return `${head} ${o.dtype}${REDUCING.has(o.name) ? ` ${o.op}` : ''} count ${o.count}` +
-    `${ROOTED.has(o.name) ? ` root ${o.root}` : ''}${o.peer !== undefined ? ` peer ${o.peer}` : ''}`;
+  return `${head} ${o.dtype}${REDUCING.has(o.name) ? ` ${o.op}` : ''} count ${o.count}${ROOTED.has(o.name) ? ` root ${o.root}` : ''}${o.peer !== undefined ? ` peer ${o.peer}` : ''}`;
 }

@@ -1,9 +1,9 @@
 // Where a communicator's ranks are: the world rank, node and node rank of each, and, across
 // nodes, the tag space its messages use on the job's connections. Groups are formed from it.
 import { WebcclError } from '../core/errors.js';
+import type { JobStore } from '../engine/job.js';
 import type { TransportSpaces } from '../transport/spaces.js';
 import type { Transport } from '../transport/transport.js';
-import type { JobStore } from '../engine/job.js';
 
 export interface Placement {
   /** World rank of each rank of the communicator. */
@@ -42,7 +42,10 @@ export interface NetPlacement {
    * collectives on these connections' tag spaces run there, on the threads' own connections.
    */
   viaThread?: boolean;
-  /** With viaThread: the largest collective a rank runs itself all the same (the job's 'auto' mode, net-route.ts); 0 or absent: none. */
+  /**
+   * With viaThread: the largest collective a rank runs itself all the same (the job's 'auto' mode, net-route.ts); 0 or
+   * absent: none.
+   */
   rankRunsMax?: number;
   /** With viaThread: the state block of this rank's network progress thread (net-hub.ts). */
   hub?: number;
@@ -52,7 +55,14 @@ const iota = (n: number) => Array.from({ length: n }, (_, i) => i);
 
 /** The world of one node: every rank shares its memory. */
 export function nodeWorld(size: number): Placement {
-  return { worldRanks: iota(size), nodeOf: new Array<number>(size).fill(0), localOf: iota(size), space: 0, group: false, id: 'w' };
+  return {
+    worldRanks: iota(size),
+    nodeOf: new Array<number>(size).fill(0),
+    localOf: iota(size),
+    space: 0,
+    group: false,
+    id: 'w',
+  };
 }
 
 /** The world of a job across nodes (`nodeOf` from rendezvous; a node's ranks are numbered in world order). */
@@ -63,7 +73,16 @@ export function netWorld(nodeOf: readonly number[], net: NetPlacement): Placemen
     seen.set(n, i + 1);
     return i;
   });
-  return { worldRanks: iota(nodeOf.length), nodeOf, localOf, space: 0, group: false, id: 'w', net, netRanks: iota(nodeOf.length) };
+  return {
+    worldRanks: iota(nodeOf.length),
+    nodeOf,
+    localOf,
+    space: 0,
+    group: false,
+    id: 'w',
+    net,
+    netRanks: iota(nodeOf.length),
+  };
 }
 
 /** Whether the communicator's ranks are on several nodes. */
@@ -78,5 +97,9 @@ export function groupText(p: Placement, rank: number): string {
 
 /** The error an op of a group fails with: the same, saying which group, and its ranks in world ranks. */
 export function inGroup(e: WebcclError, p: Placement, rank: number): WebcclError {
-  return new WebcclError(e.code, `${e.reason} (in the ${groupText(p, rank)})`, { ...e.details, worldRanks: [...p.worldRanks], worldRank: p.worldRanks[rank] });
+  return new WebcclError(e.code, `${e.reason} (in the ${groupText(p, rank)})`, {
+    ...e.details,
+    worldRanks: [...p.worldRanks],
+    worldRank: p.worldRanks[rank],
+  });
 }

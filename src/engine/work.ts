@@ -60,8 +60,14 @@ export class Work implements PromiseLike<void> {
    * and await leave the event loop running even where waitSync() may block (an op the network
    * progress thread runs: the rank's loop still serves its store and point-to-point sockets).
    */
-  constructor(name: string, seq: number, private readonly driver: WorkDriver, private readonly canBlock: boolean,
-              private readonly noBlock = "would block a thread that may not block (a page's main thread)", private readonly awaitsAsync = !canBlock) {
+  constructor(
+    name: string,
+    seq: number,
+    private readonly driver: WorkDriver,
+    private readonly canBlock: boolean,
+    private readonly noBlock = "would block a thread that may not block (a page's main thread)",
+    private readonly awaitsAsync = !canBlock,
+  ) {
     this.name = name;
     this.seq = seq;
   }
@@ -108,7 +114,10 @@ export class Work implements PromiseLike<void> {
   /** Blocks the calling thread until the op completes (worker threads and Node only). */
   waitSync(): void {
     if (this.state === 'pending' && !this.canBlock) {
-      throw new WebcclError('UNSUPPORTED', `${this.name} #${this.seq}: waitSync() ${this.noBlock}; use await or wait()`);
+      throw new WebcclError(
+        'UNSUPPORTED',
+        `${this.name} #${this.seq}: waitSync() ${this.noBlock}; use await or wait()`,
+      );
     }
     if (this.state === 'pending') {
       this.driver.waiting?.(this);
@@ -118,7 +127,12 @@ export class Work implements PromiseLike<void> {
     this.rethrow();
   }
 
-  then<A = void, B = never>(onDone?: ((v: void) => A | PromiseLike<A>) | null, onFail?: ((e: unknown) => B | PromiseLike<B>) | null): Promise<A | B> {
+  // biome-ignore lint/suspicious/noThenProperty: a Work is thenable by design (`await comm.allReduce(x)`)
+  then<A = void, B = never>(
+    // biome-ignore lint/suspicious/noConfusingVoidType: an awaited Work's value is void, as a PromiseLike<void>'s
+    onDone?: ((v: void) => A | PromiseLike<A>) | null,
+    onFail?: ((e: unknown) => B | PromiseLike<B>) | null,
+  ): Promise<A | B> {
     return this.wait().then(onDone, onFail);
   }
 
@@ -131,7 +145,10 @@ export class Work implements PromiseLike<void> {
     return this.timing.completedAt - this.timing.startedAt;
   }
 
-  /** Of durationMs, the time spent waiting until every rank the op needs had joined it (see WorkTiming.joinedAt); 0 when it needed nobody. NaN while pending. */
+  /**
+   * Of durationMs, the time spent waiting until every rank the op needs had joined it (see WorkTiming.joinedAt); 0 when
+   * it needed nobody. NaN while pending.
+   */
   get waitMs(): number {
     const { startedAt, joinedAt, completedAt } = this.timing;
     if (Number.isNaN(completedAt)) return NaN;
@@ -180,7 +197,9 @@ export class Work implements PromiseLike<void> {
       fn(this.error);
     } catch (e) {
       this.state = 'failed';
-      this.error ??= WebcclError.is(e) ? e : new WebcclError('INTERNAL', `${this.name} #${this.seq}: finishing the op failed: ${(e as Error).message}`);
+      this.error ??= WebcclError.is(e)
+        ? e
+        : new WebcclError('INTERNAL', `${this.name} #${this.seq}: finishing the op failed: ${(e as Error).message}`);
     }
   }
 
@@ -192,7 +211,9 @@ export class Work implements PromiseLike<void> {
     try {
       finish?.(error);
     } catch (e) {
-      error ??= WebcclError.is(e) ? e : new WebcclError('INTERNAL', `${this.name} #${this.seq}: finishing the op failed: ${(e as Error).message}`);
+      error ??= WebcclError.is(e)
+        ? e
+        : new WebcclError('INTERNAL', `${this.name} #${this.seq}: finishing the op failed: ${(e as Error).message}`);
     }
     this.timing.completedAt = completedAt ?? performance.now();
     this.state = error ? 'failed' : 'done';
@@ -224,7 +245,9 @@ export class Work implements PromiseLike<void> {
  */
 export async function settledWithoutBlocking(w: Work, maxPauseMs: number): Promise<void> {
   for (let pause = 0; !w.isCompleted(); pause = Math.min(maxPauseMs, pause * 2 || 0.125)) {
-    await new Promise((resolve) => (pause < 1 && typeof setImmediate === 'function' ? setImmediate(resolve) : setTimeout(resolve, pause)));
+    await new Promise((resolve) =>
+      pause < 1 && typeof setImmediate === 'function' ? setImmediate(resolve) : setTimeout(resolve, pause),
+    );
   }
   return w.wait();
 }

@@ -6,16 +6,16 @@
 //      allocates the group's communicator block in the node memory; a group on several nodes
 //      gets a tag space on the job's connections, chosen by its first rank.
 // A missing call fails the parent's allGather with TIMEOUT naming the ranks that did not come.
-import { WebcclError, fail, within } from '../core/errors.js';
+import { fail, WebcclError, within } from '../core/errors.js';
 import { showValue } from '../core/options.js';
+import type { RankContext } from '../engine/context.js';
 import type { CommParts } from '../engine/engine.js';
 import type { NodeMates } from '../engine/node-mates.js';
-import type { RankContext } from '../engine/context.js';
-import { type Work, settledWithoutBlocking } from '../engine/work.js';
-import { type Placement } from '../engine/placement.js';
-import { allocCommBlock, groupContext, releaseCommBlock } from '../shm/block.js';
-import { nodeEngine } from '../progress/node-engine.js';
+import type { Placement } from '../engine/placement.js';
+import { settledWithoutBlocking, type Work } from '../engine/work.js';
 import { netEngineFor } from '../progress/net-engine-for.js';
+import { nodeEngine } from '../progress/node-engine.js';
+import { allocCommBlock, groupContext, releaseCommBlock } from '../shm/block.js';
 
 /** What forming a group reads of the options of the communicator it makes. */
 export interface GroupOptions {
@@ -42,25 +42,48 @@ export interface Former<C extends GroupMember = GroupMember, O extends GroupOpti
   unsettled(): Work[];
 }
 
-export async function createGroup<C extends GroupMember, O extends GroupOptions>(f: Former<C, O>, ranks: unknown, opts: O): Promise<C | null> {
+export async function createGroup<C extends GroupMember, O extends GroupOptions>(
+  f: Former<C, O>,
+  ranks: unknown,
+  opts: O,
+): Promise<C | null> {
   const parent = f.comm;
   const list = memberList(ranks, parent.size);
   const asked = await exchange(parent, [...listHash(list), list.length, list[0] ?? -1], 'createGroup');
   const differs = asked.findIndex((a) => a.some((v, i) => v !== asked[0][i]));
   if (differs >= 0) {
     const said = (r: number) => `rank ${r} passed ${asked[r][2]} rank(s) starting with ${asked[r][3]}`;
-    const same = asked[differs][2] === asked[0][2] && asked[differs][3] === asked[0][3] ? ' (same length and first rank, other members)' : '';
-    fail('MISMATCH', `createGroup: ranks disagree on the member list: ${said(0)}, ${said(differs)}${same}; every rank must pass the same list`, {
-      field: 'ranks', ranks: [0, differs], worldRanks: [parent.placement.worldRanks[0], parent.placement.worldRanks[differs]],
-    });
+    const same =
+      asked[differs][2] === asked[0][2] && asked[differs][3] === asked[0][3]
+        ? ' (same length and first rank, other members)'
+        : '';
+    fail(
+      'MISMATCH',
+      `createGroup: ranks disagree on the member list: ${said(0)}, ${said(differs)}${same}; every rank must pass the same list`,
+      {
+        field: 'ranks',
+        ranks: [0, differs],
+        worldRanks: [parent.placement.worldRanks[0], parent.placement.worldRanks[differs]],
+      },
+    );
   }
   return form(f, [list], opts);
 }
 
-export async function splitGroups<C extends GroupMember, O extends GroupOptions>(f: Former<C, O>, color: unknown, key: unknown, opts: O): Promise<C | null> {
+export async function splitGroups<C extends GroupMember, O extends GroupOptions>(
+  f: Former<C, O>,
+  color: unknown,
+  key: unknown,
+  opts: O,
+): Promise<C | null> {
   const parent = f.comm;
-  if (color !== null && !Number.isSafeInteger(color)) fail('INVALID_ARGUMENT', `split: color must be an integer (null or negative: no group), got ${showValue(color)}`, { option: 'color', value: color });
-  if (!Number.isSafeInteger(key)) fail('INVALID_ARGUMENT', `split: key must be an integer, got ${showValue(key)}`, { option: 'key', value: key });
+  if (color !== null && !Number.isSafeInteger(color))
+    fail('INVALID_ARGUMENT', `split: color must be an integer (null or negative: no group), got ${showValue(color)}`, {
+      option: 'color',
+      value: color,
+    });
+  if (!Number.isSafeInteger(key))
+    fail('INVALID_ARGUMENT', `split: key must be an integer, got ${showValue(key)}`, { option: 'key', value: key });
   const c = color === null || (color as number) < 0 ? -1 : (color as number);
   const asked = await exchange(parent, [c, key as number], 'split');
   const byColor = new Map<number, number[]>();
@@ -74,14 +97,24 @@ export async function splitGroups<C extends GroupMember, O extends GroupOptions>
 
 /** `ranks` as parent ranks: numbers or 'rankN' strings, in range, without repeats. */
 function memberList(ranks: unknown, size: number): number[] {
-  if (!Array.isArray(ranks) || ranks.length === 0) fail('INVALID_ARGUMENT', `createGroup: ranks must be a non-empty array of ranks (numbers, or 'rank0' style strings), got ${showValue(ranks)}`, { value: ranks });
+  if (!Array.isArray(ranks) || ranks.length === 0)
+    fail(
+      'INVALID_ARGUMENT',
+      `createGroup: ranks must be a non-empty array of ranks (numbers, or 'rank0' style strings), got ${showValue(ranks)}`,
+      { value: ranks },
+    );
   const seen = new Set<number>();
   return ranks.map((v: unknown) => {
     const r = typeof v === 'string' && /^rank\d+$/.test(v) ? Number(v.slice(4)) : v;
     if (!Number.isInteger(r) || (r as number) < 0 || (r as number) >= size) {
-      fail('INVALID_ARGUMENT', `createGroup: ${showValue(v)} is not a rank of this communicator (0..${size - 1}, or 'rank0'..'rank${size - 1}')`, { value: v });
+      fail(
+        'INVALID_ARGUMENT',
+        `createGroup: ${showValue(v)} is not a rank of this communicator (0..${size - 1}, or 'rank0'..'rank${size - 1}')`,
+        { value: v },
+      );
     }
-    if (seen.has(r as number)) fail('INVALID_ARGUMENT', `createGroup: rank ${r as number} is listed twice`, { value: v });
+    if (seen.has(r as number))
+      fail('INVALID_ARGUMENT', `createGroup: rank ${r as number} is listed twice`, { value: v });
     seen.add(r as number);
     return r as number;
   });
@@ -89,7 +122,8 @@ function memberList(ranks: unknown, size: number): number[] {
 
 /** Two 32-bit hashes of a rank list (FNV-1a and a multiplicative one): equal lists, equal hashes. */
 function listHash(list: number[]): [number, number] {
-  let a = 0x811c9dc5, b = 0x9e3779b9;
+  let a = 0x811c9dc5,
+    b = 0x9e3779b9;
   for (const r of list) {
     a = Math.imul(a ^ r, 0x01000193) >>> 0;
     b = (Math.imul(b, 31) + r + 1) >>> 0;
@@ -102,11 +136,15 @@ let formedHere = 0;
 /** A tag space no other group of the job has: (world rank of the group's first rank, its count). */
 function newSpace(worldRank: number): number {
   spacesMade = (spacesMade + 1) % (1 << 20);
-  return (((worldRank + 1) * (1 << 20)) + spacesMade) % 0x7fffffff || 1;
+  return ((worldRank + 1) * (1 << 20) + spacesMade) % 0x7fffffff || 1;
 }
 
 /** Makes this rank's group of `groups` (parent ranks, in group order): null when it is in none. */
-async function form<C extends GroupMember, O extends GroupOptions>(f: Former<C, O>, groups: number[][], opts: O): Promise<C | null> {
+async function form<C extends GroupMember, O extends GroupOptions>(
+  f: Former<C, O>,
+  groups: number[][],
+  opts: O,
+): Promise<C | null> {
   const parent = f.comm;
   const p = parent.placement;
   const me = parent.rank;
@@ -119,7 +157,8 @@ async function form<C extends GroupMember, O extends GroupOptions>(f: Former<C, 
     const here = mine.filter((r) => p.nodeOf[r] === p.nodeOf[me]);
     const oneNode = here.length === mine.length;
     if (here[0] === me && (oneNode || here.length > 1)) addr = allocCommBlock(f.ctx, here.length);
-    if (here[0] === me && !oneNode && here.length > 1 && p.net?.viaThread) threadAddr = allocCommBlock(f.ctx, here.length);
+    if (here[0] === me && !oneNode && here.length > 1 && p.net?.viaThread)
+      threadAddr = allocCommBlock(f.ctx, here.length);
     if (mine[0] === me && !oneNode) space = newSpace(p.worldRanks[me]);
   }
   // The group's first rank numbers it: with its world rank, a name no other communicator of the job has.
@@ -133,8 +172,13 @@ async function form<C extends GroupMember, O extends GroupOptions>(f: Former<C, 
   }
   if (!mine) return null;
   const placement: Placement = {
-    worldRanks: mine.map((r) => p.worldRanks[r]), nodeOf: mine.map((r) => p.nodeOf[r]), localOf: mine.map((r) => p.localOf[r]),
-    space: where[mine[0]][1], group: true, net: p.net, id: '',
+    worldRanks: mine.map((r) => p.worldRanks[r]),
+    nodeOf: mine.map((r) => p.nodeOf[r]),
+    localOf: mine.map((r) => p.localOf[r]),
+    space: where[mine[0]][1],
+    group: true,
+    net: p.net,
+    id: '',
     ...(p.netRanks && { netRanks: mine.map((r) => p.netRanks![r]) }),
   };
   placement.id = `${p.id}.${placement.worldRanks[0]}:${where[mine[0]][2]}`;
@@ -144,25 +188,68 @@ async function form<C extends GroupMember, O extends GroupOptions>(f: Former<C, 
   if (here.length === mine.length) return oneNodeGroup(f, block, rank, placement, opts);
   const net = p.net ?? fail('INTERNAL', 'a group across nodes in a communicator without connections');
   // This node's members meet over shared memory in the hierarchical schedules.
-  const local = here.length > 1
-    ? oneNodeGroup(f, block, here.indexOf(rank), { ...placement, worldRanks: here.map((i) => placement.worldRanks[i]), nodeOf: here.map(() => 0), localOf: here.map((i) => placement.localOf[i]) }, { timeoutMs: opts.timeoutMs } as O)
-    : undefined;
+  const local =
+    here.length > 1
+      ? oneNodeGroup(
+          f,
+          block,
+          here.indexOf(rank),
+          {
+            ...placement,
+            worldRanks: here.map((i) => placement.worldRanks[i]),
+            nodeOf: here.map(() => 0),
+            localOf: here.map((i) => placement.localOf[i]),
+          },
+          { timeoutMs: opts.timeoutMs } as O,
+        )
+      : undefined;
   // The members as the connections number them (world ranks, unless the parent was shrunk).
-  const transport = net.spaces.open(placement.space, placement.netRanks ?? fail('INTERNAL', 'a group across nodes without its ranks on the connections'), rank);
+  const transport = net.spaces.open(
+    placement.space,
+    placement.netRanks ?? fail('INTERNAL', 'a group across nodes without its ranks on the connections'),
+    rank,
+  );
   placement.release = () => local?.destroy();
   const threadBlock = where[mine[here[0]]][3];
-  const threadNode = threadBlock ? { block: threadBlock, rank: here.indexOf(rank), localOf: here.map((i) => placement.localOf[i]) } : undefined;
+  const threadNode = threadBlock
+    ? { block: threadBlock, rank: here.indexOf(rank), localOf: here.map((i) => placement.localOf[i]) }
+    : undefined;
   return f.make(f.ctx, opts, {
-    rank, size: mine.length, placement,
-    engine: (counters, algo, timeoutMs) => netEngineFor(f.ctx, net, { rank, size: mine.length, transport, nodeOf: [...placement.nodeOf], oneHost: net.oneHost }, placement.space, placement.netRanks!, local, counters, algo, timeoutMs, threadNode),
+    rank,
+    size: mine.length,
+    placement,
+    engine: (counters, algo, timeoutMs) =>
+      netEngineFor(
+        f.ctx,
+        net,
+        { rank, size: mine.length, transport, nodeOf: [...placement.nodeOf], oneHost: net.oneHost },
+        placement.space,
+        placement.netRanks!,
+        local,
+        counters,
+        algo,
+        timeoutMs,
+        threadNode,
+      ),
   });
 }
 
 /** A group whose ranks share this node: a communicator over its block at `block`. */
-export function oneNodeGroup<C extends GroupMember, O extends GroupOptions>(f: Former<C, O>, block: number, rank: number, placement: Placement, opts: O): C {
+export function oneNodeGroup<C extends GroupMember, O extends GroupOptions>(
+  f: Former<C, O>,
+  block: number,
+  rank: number,
+  placement: Placement,
+  opts: O,
+): C {
   const ctx = groupContext(f.ctx, block, rank, [...placement.localOf]);
   placement.release = () => releaseCommBlock(f.ctx, block, ctx.size);
-  return f.make(ctx, opts, { rank, size: ctx.size, placement, engine: (counters, algo, timeoutMs) => nodeEngine(ctx, counters, algo, timeoutMs, opts.progress) });
+  return f.make(ctx, opts, {
+    rank,
+    size: ctx.size,
+    placement,
+    engine: (counters, algo, timeoutMs) => nodeEngine(ctx, counters, algo, timeoutMs, opts.progress),
+  });
 }
 
 /** Every rank's `values` (numbers below 2^53), by rank: an allGather over the parent. */

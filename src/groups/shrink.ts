@@ -9,20 +9,26 @@
 //     once every rank is heard from or suspected (or the deadline passes), the first to
 //     compare-and-set the member list decides it, and the members connect anew (the failure
 //     closed the old connections).
+
+import { fail, WebcclError } from '../core/errors.js';
 import { freshBuffer } from '../core/fresh-buffer.js';
-import { WebcclError, fail } from '../core/errors.js';
 import { C, N, NODE_BASE } from '../core/shm-map.js';
-import { type Former, type GroupMember, type GroupOptions, oneNodeGroup } from './form.js';
 import type { JobStore } from '../engine/job.js';
-import { NetEngine } from '../net/engine.js';
 import type { NetPlacement, Placement } from '../engine/placement.js';
+import { NetEngine } from '../net/engine.js';
 import { allocCommBlock } from '../shm/block.js';
 import { TransportSpaces } from '../transport/spaces.js';
+import { type Former, type GroupMember, type GroupOptions, oneNodeGroup } from './form.js';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function shrinkComm<C extends GroupMember, O extends GroupOptions>(f: Former<C, O>, failure: WebcclError | undefined, opts: O, timeoutMs: number): Promise<C> {
+export async function shrinkComm<C extends GroupMember, O extends GroupOptions>(
+  f: Former<C, O>,
+  failure: WebcclError | undefined,
+  opts: O,
+  timeoutMs: number,
+): Promise<C> {
   // Shrinking revokes the communicator (ULFM's revoke, NCCL's shrink with abort): a survivor
   // still in an op of it, waiting on a live rank that has moved on to shrink, fails at once and
   // comes to the agreement, rather than at its deadline, after the others have decided without
@@ -45,24 +51,38 @@ export async function shrinkComm<C extends GroupMember, O extends GroupOptions>(
 /** The survivors' communicator, built from the old one's placement restricted to `members` (old ranks). */
 function survivors(p: Placement, members: number[]): Placement {
   return {
-    worldRanks: members.map((r) => p.worldRanks[r]), nodeOf: members.map((r) => p.nodeOf[r]), localOf: members.map((r) => p.localOf[r]),
-    space: 0, group: true, id: `${p.id}.shrunk`,
+    worldRanks: members.map((r) => p.worldRanks[r]),
+    nodeOf: members.map((r) => p.nodeOf[r]),
+    localOf: members.map((r) => p.localOf[r]),
+    space: 0,
+    group: true,
+    id: `${p.id}.shrunk`,
   };
 }
 
 function excluded(rank: number, members: number[]): never {
-  return fail('ABORTED', `shrink: rank ${rank} is not among the survivors the others agreed on (${members.join(', ')}): it was taken for dead`, { members });
+  return fail(
+    'ABORTED',
+    `shrink: rank ${rank} is not among the survivors the others agreed on (${members.join(', ')}): it was taken for dead`,
+    { members },
+  );
 }
 
 // ---------------------------------------------------------------- one node
 
-async function oneNode<C extends GroupMember, O extends GroupOptions>(f: Former<C, O>, opts: O, timeoutMs: number): Promise<C> {
+async function oneNode<C extends GroupMember, O extends GroupOptions>(
+  f: Former<C, O>,
+  opts: O,
+  timeoutMs: number,
+): Promise<C> {
   const { comm, ctx } = f;
   const p = comm.placement;
   const view = () => new Int32Array(freshBuffer(ctx.core.memory));
   const at = (field: number) => (ctx.comm + field) >> 2;
   if (Atomics.compareExchange(view(), at(C.SHRINK_CLAIM), 0, 1) === 0) {
-    const alive = p.localOf.flatMap((l, r) => (Atomics.load(view(), (NODE_BASE + N.LEFT + 4 * l) >> 2) === 0 ? [r] : []));
+    const alive = p.localOf.flatMap((l, r) =>
+      Atomics.load(view(), (NODE_BASE + N.LEFT + 4 * l) >> 2) === 0 ? [r] : [],
+    );
     const block = allocCommBlock(ctx, alive.length);
     const i32 = view();
     for (const r of alive) i32[at(C.SHRINK_MASK) + (r >> 5)] |= 1 << (r & 31);
@@ -73,7 +93,8 @@ async function oneNode<C extends GroupMember, O extends GroupOptions>(f: Former<
   const deadline = performance.now() + timeoutMs;
   let block = 0;
   for (let pause = 0.125; (block = Atomics.load(view(), at(C.SHRINK_BLOCK))) === 0; pause = Math.min(8, pause * 2)) {
-    if (performance.now() > deadline) fail('TIMEOUT', `shrink: the survivor that claimed the shrink did not publish it within ${timeoutMs} ms`);
+    if (performance.now() > deadline)
+      fail('TIMEOUT', `shrink: the survivor that claimed the shrink did not publish it within ${timeoutMs} ms`);
     await sleep(pause);
   }
   const i32 = view();
@@ -85,12 +106,18 @@ async function oneNode<C extends GroupMember, O extends GroupOptions>(f: Former<
 
 // ---------------------------------------------------------------- across nodes
 
-async function acrossNodes<C extends GroupMember, O extends GroupOptions>(f: Former<C, O>, failure: WebcclError | undefined, opts: O, timeoutMs: number): Promise<C> {
+async function acrossNodes<C extends GroupMember, O extends GroupOptions>(
+  f: Former<C, O>,
+  failure: WebcclError | undefined,
+  opts: O,
+  timeoutMs: number,
+): Promise<C> {
   const { comm, ctx } = f;
   const p = comm.placement;
   const net = p.net;
   const store = net?.store;
-  if (!net || !store || !net.remesh) return fail('UNSUPPORTED', 'shrink: this communicator has no rendezvous store to agree on the survivors through');
+  if (!net || !store || !net.remesh)
+    return fail('UNSUPPORTED', 'shrink: this communicator has no rendezvous store to agree on the survivors through');
   const prefix = `webccl/shrink/${p.id}`;
   // Suspects: whom this rank's failure names, and whom its connections see end without an ABORT
   // (a death no op of this rank met: without them the agreement would wait for its deadline).
@@ -99,9 +126,21 @@ async function acrossNodes<C extends GroupMember, O extends GroupOptions>(f: For
     const gone = new Set(net.spaces.base.departed?.() ?? []);
     return netOf.flatMap((n, r) => (gone.has(n) && r !== comm.rank ? [r] : []));
   };
-  const members = await agree(store, prefix, comm.rank, comm.size, [...suspectsIn(failure, comm.rank), ...departed()], departed, timeoutMs).catch((e: unknown) => {
+  const members = await agree(
+    store,
+    prefix,
+    comm.rank,
+    comm.size,
+    [...suspectsIn(failure, comm.rank), ...departed()],
+    departed,
+    timeoutMs,
+  ).catch((e: unknown) => {
     throw WebcclError.is(e) && e.code === 'CONNECTION_CLOSED'
-      ? new WebcclError('CONNECTION_CLOSED', `shrink: the job's rendezvous store is gone (world rank 0 serves it; it must survive for the others to shrink): ${e.reason}`, e.details)
+      ? new WebcclError(
+          'CONNECTION_CLOSED',
+          `shrink: the job's rendezvous store is gone (world rank 0 serves it; it must survive for the others to shrink): ${e.reason}`,
+          e.details,
+        )
       : e;
   });
   const rank = members.indexOf(comm.rank);
@@ -116,9 +155,21 @@ async function acrossNodes<C extends GroupMember, O extends GroupOptions>(f: For
     block = Number(text(await store.get(key, { timeoutMs })));
   }
   if (here.length === members.length) return oneNodeGroup(f, block, rank, placement, opts);
-  const local = here.length > 1
-    ? oneNodeGroup(f, block, here.indexOf(rank), { ...placement, worldRanks: here.map((i) => placement.worldRanks[i]), nodeOf: here.map(() => 0), localOf: here.map((i) => placement.localOf[i]) }, { timeoutMs: opts.timeoutMs } as O)
-    : undefined;
+  const local =
+    here.length > 1
+      ? oneNodeGroup(
+          f,
+          block,
+          here.indexOf(rank),
+          {
+            ...placement,
+            worldRanks: here.map((i) => placement.worldRanks[i]),
+            nodeOf: here.map(() => 0),
+            localOf: here.map((i) => placement.localOf[i]),
+          },
+          { timeoutMs: opts.timeoutMs } as O,
+        )
+      : undefined;
   const transport = await net.remesh(`${prefix}/mesh`, rank, members.length);
   const spaces = new TransportSpaces(transport);
   const netPlace: NetPlacement = { spaces, store, remesh: net.remesh, oneHost: net.oneHost };
@@ -128,17 +179,34 @@ async function acrossNodes<C extends GroupMember, O extends GroupOptions>(f: For
   placement.release = () => local?.destroy();
   const view = spaces.open(0, placement.netRanks, rank);
   return f.make(ctx, opts, {
-    rank, size: members.length, placement,
-    engine: (counters, algo, ms) => new NetEngine(ctx, { rank, size: members.length, transport: view, nodeOf: [...placement.nodeOf], store, oneHost: net.oneHost }, local, counters, algo, ms),
+    rank,
+    size: members.length,
+    placement,
+    engine: (counters, algo, ms) =>
+      new NetEngine(
+        ctx,
+        { rank, size: members.length, transport: view, nodeOf: [...placement.nodeOf], store, oneHost: net.oneHost },
+        local,
+        counters,
+        algo,
+        ms,
+      ),
   });
 }
 
-/** Ranks a failure names as gone: the peer whose connections closed (or a peer's ABORT names), or the ranks missing at a deadline. */
+/**
+ * Ranks a failure names as gone: the peer whose connections closed (or a peer's ABORT names), or the ranks missing at a
+ * deadline.
+ */
 function suspectsIn(e: WebcclError | undefined, self: number): number[] {
   if (!e) return [];
   const d = e.details;
   const list = (v: unknown) => (Array.isArray(v) ? (v as number[]) : []);
-  const named = [...(e.code === 'CONNECTION_CLOSED' && Number.isInteger(d.peer) ? [d.peer as number] : []), ...list(d.missing), ...list(d.gone)];
+  const named = [
+    ...(e.code === 'CONNECTION_CLOSED' && Number.isInteger(d.peer) ? [d.peer as number] : []),
+    ...list(d.missing),
+    ...list(d.gone),
+  ];
   return [...new Set(named)].filter((r) => Number.isInteger(r) && r !== self);
 }
 
@@ -148,7 +216,15 @@ function suspectsIn(e: WebcclError | undefined, self: number): number[] {
  * connections (`departed`, asked again each turn), or the deadline has passed, the first
  * compare-and-set of the member list decides.
  */
-async function agree(store: JobStore, prefix: string, rank: number, size: number, suspects: number[], departed: () => number[], timeoutMs: number): Promise<number[]> {
+async function agree(
+  store: JobStore,
+  prefix: string,
+  rank: number,
+  size: number,
+  suspects: number[],
+  departed: () => number[],
+  timeoutMs: number,
+): Promise<number[]> {
   const alive = (r: number) => `${prefix}/alive/${r}`;
   await store.set(alive(rank), JSON.stringify(suspects));
   const heard = new Map<number, number[]>();
@@ -157,10 +233,13 @@ async function agree(store: JobStore, prefix: string, rank: number, size: number
   for (let pause = 2; ; pause = Math.min(100, pause * 2)) {
     for (let r = 0; r < size; r++) {
       if (heard.has(r)) continue;
-      const there = await store.wait([alive(r)], 0).then(() => true, (e: unknown) => {
-        if (WebcclError.is(e) && e.code === 'STORE_TIMEOUT') return false;
-        throw e;
-      });
+      const there = await store.wait([alive(r)], 0).then(
+        () => true,
+        (e: unknown) => {
+          if (WebcclError.is(e) && e.code === 'STORE_TIMEOUT') return false;
+          throw e;
+        },
+      );
       if (!there) continue;
       const said = JSON.parse(text(await store.get(alive(r), { timeoutMs }))) as number[];
       heard.set(r, said);

@@ -1,9 +1,10 @@
 // What a progress thread (hosts/shm-host.ts for shared memory, net-host.ts across nodes) does with the ops
 // it takes from a lane: the op as its engine takes it (buffers viewed in the node memory where the
 // rank posted them), the handle of an op refused at once, and the outcome written back.
-import { freshBuffer } from '../core/fresh-buffer.js';
+
 import { DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
 import type { OpTrace } from '../core/trace.js';
 import type { Buf } from '../engine/buffers.js';
 import type { OpSpec } from '../engine/engine.js';
@@ -22,7 +23,13 @@ export function refusedWork(name: PostedOp['name'], seq: number, e?: unknown): W
 }
 
 /** The op `p` as an engine takes it, its buffers at `input` / `output` in `memory`. */
-export function hostedSpec(memory: WebAssembly.Memory, input: number, output: number, p: PostedOp, trace: OpTrace | undefined): OpSpec {
+export function hostedSpec(
+  memory: WebAssembly.Memory,
+  input: number,
+  output: number,
+  p: PostedOp,
+  trace: OpTrace | undefined,
+): OpSpec {
   const view = (addr: number, count: number, dtype: Dtype): Buf => {
     const buffer = freshBuffer(memory);
     return { addr, dtype, count, bytes: new Uint8Array(buffer, addr, count * DTYPE_SIZE[dtype]), memory: buffer };
@@ -30,8 +37,19 @@ export function hostedSpec(memory: WebAssembly.Memory, input: number, output: nu
   const inBuf = p.input ? view(input, p.input.count, p.dtype) : null;
   const outBuf = p.inPlace ? inBuf : p.output ? view(output, p.output.count, p.dtype) : null;
   return {
-    name: p.name, algo: p.algo, dtype: p.dtype, op: p.op, count: p.count, root: p.root, counts: p.counts,
-    input: inBuf, output: outBuf, timeoutMs: p.timeoutMs, layout: p.layout, seq: p.seq, shape: p.shape,
+    name: p.name,
+    algo: p.algo,
+    dtype: p.dtype,
+    op: p.op,
+    count: p.count,
+    root: p.root,
+    counts: p.counts,
+    input: inBuf,
+    output: outBuf,
+    timeoutMs: p.timeoutMs,
+    layout: p.layout,
+    seq: p.seq,
+    shape: p.shape,
     // Row-major already: when ranks hold different layouts, the op runs again on the same buffers.
     relayout: p.relayout ? () => ({ input: inBuf, output: outBuf, count: p.count }) : undefined,
     trace,

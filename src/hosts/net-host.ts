@@ -6,26 +6,44 @@
 // rank would keep for itself, on the same node memory, so an op runs the same schedule either
 // way. Unlike the shared-memory progress thread (hosts/shm-host.ts) it never blocks: sockets need its
 // event loop, so it sleeps on the node's progress bell with Atomics.waitAsync.
-import { freshBuffer } from '../core/fresh-buffer.js';
+
+import { Communicator } from '../api/communicator.js';
 import { DTYPE_SIZE } from '../core/dtypes.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { NodeHeap } from '../core/heap.js';
 import { log } from '../core/log.js';
 import { C, N, NODE_BASE } from '../core/shm-map.js';
-import { loadWasm } from '../core/wasm.js';
 import { OpTrace, TRACING, traceFlush, traceTrack } from '../core/trace.js';
-import type { TransportSpaces } from '../transport/spaces.js';
+import { loadWasm } from '../core/wasm.js';
 import type { RankContext } from '../engine/context.js';
 import type { JobStore } from '../engine/job.js';
+import type { Work } from '../engine/work.js';
 import { NetEngine } from '../net/engine.js';
-import { Communicator } from '../api/communicator.js';
-import { ShmEngine } from '../shm/engine.js';
-import { groupContext, releaseCommBlock } from '../shm/block.js';
+import {
+  AWAITED_SHOWN,
+  claimSlot,
+  L,
+  LANE_BYTES,
+  LANE_CLOSING,
+  LANE_DETACHED,
+  LANE_OPEN,
+  laneAt,
+  laneTable,
+  ownerAt,
+  PROGRESS_STOPPING,
+  SLOT_TAKEN,
+  slotAt,
+  stillListed,
+  T,
+  turnAt,
+} from '../progress/lanes.js';
 import { hubBellAt, hubState } from '../progress/net-hub.js';
 import type { NetLaneConfig } from '../progress/net-lane.js';
-import type { Work } from '../engine/work.js';
-import { AWAITED_SHOWN, L, LANE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_STOPPING, T, SLOT_TAKEN, claimSlot, laneAt, laneTable, ownerAt, slotAt, stillListed, turnAt } from '../progress/lanes.js';
-import { type SlotViews, readPosted, viewsReaching, writeOutcome } from '../progress/slot-codec.js';
 import { abortAsked, readNetLaneConfig } from '../progress/net-lane.js';
+import { readPosted, type SlotViews, viewsReaching, writeOutcome } from '../progress/slot-codec.js';
+import { groupContext, releaseCommBlock } from '../shm/block.js';
+import { ShmEngine } from '../shm/engine.js';
+import type { TransportSpaces } from '../transport/spaces.js';
 import { hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 
 /** Longest sleep on the bell: how often it looks whether its rank has left. */
@@ -53,7 +71,10 @@ interface Hosted {
   rank: number;
   size: number;
   engine: NetEngine;
-  /** The node phase's communicator among the node's network threads (hierarchical schedules), if the node holds several members. */
+  /**
+   * The node phase's communicator among the node's network threads (hierarchical schedules), if the node holds several
+   * members.
+   */
   local: Communicator | undefined;
   /** Ops taken from the lane and not yet ended, in order. */
   works: Work[];
@@ -73,8 +94,21 @@ export class NetProgressHost {
     // (its node phase hands the node communicator views of the ranks' buffers, checked by them at issue)
     const heap = new NodeHeap(i.memory, { canBlock: false, runsRanksOps: true });
     this.ctx = {
-      core, heap, comm: 0, rank: 0, size: 1, localOf: [0], slotBytes: 0, spinPolls: 0, tryPolls: 0, spinUs: 0, pollsPerUs: 1,
-      spinGiven: false, canBlock: false, cores: i.cores, sharedBuffers: new Set([freshBuffer(i.memory)]),
+      core,
+      heap,
+      comm: 0,
+      rank: 0,
+      size: 1,
+      localOf: [0],
+      slotBytes: 0,
+      spinPolls: 0,
+      tryPolls: 0,
+      spinUs: 0,
+      pollsPerUs: 1,
+      spinGiven: false,
+      canBlock: false,
+      cores: i.cores,
+      sharedBuffers: new Set([freshBuffer(i.memory)]),
     };
   }
 
@@ -129,18 +163,37 @@ export class NetProgressHost {
     const c = readNetLaneConfig(this.i.memory, addr);
     const transport = this.i.spaces.open(c.space, c.members, c.rank);
     const counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
-    const world = { rank: c.rank, size: c.members.length, transport, nodeOf: c.nodeOf, oneHost: this.i.oneHost, ...(c.space === 0 && { store: this.i.store }) };
+    const world = {
+      rank: c.rank,
+      size: c.members.length,
+      transport,
+      nodeOf: c.nodeOf,
+      oneHost: this.i.oneHost,
+      ...(c.space === 0 && { store: this.i.store }),
+    };
     const local = c.node && this.nodeCommunicator(c.node, c.timeoutMs);
     const engine = new NetEngine(this.ctx, world, local, counters, c.commAlgo, c.timeoutMs);
     // What the rank's flight record shows of a running op: that it started, and whom it awaits.
     engine.onProgress = (seq, awaited) => {
       const i32 = this.i32();
       const ranks = awaited();
-      for (let k = 0; k < Math.min(ranks.length, AWAITED_SHOWN); k++) i32[(addr + L.AWAITED_LIST + 4 * k) >> 2] = ranks[k];
+      for (let k = 0; k < Math.min(ranks.length, AWAITED_SHOWN); k++)
+        i32[(addr + L.AWAITED_LIST + 4 * k) >> 2] = ranks[k];
       Atomics.store(i32, (addr + L.AWAITED) >> 2, ranks.length);
       Atomics.store(i32, (addr + L.STARTED) >> 2, seq + 1);
     };
-    return { addr, space: c.space, rank: c.rank, size: c.members.length, engine, local, works: [], taken: 0, ended: 0, aborted: false };
+    return {
+      addr,
+      space: c.space,
+      rank: c.rank,
+      size: c.members.length,
+      engine,
+      local,
+      works: [],
+      taken: 0,
+      ended: 0,
+      aborted: false,
+    };
   }
 
   /**
@@ -151,12 +204,32 @@ export class NetProgressHost {
    * two communicators' ops in opposite orders, test/groups-launch.test.ts).
    */
   private nodeCommunicator(node: NonNullable<NetLaneConfig['node']>, timeoutMs: number): Communicator {
-    const ctx = groupContext({ ...this.ctx, slotBytes: this.i32()[(node.block + C.SLOT_BYTES) >> 2], worldRank: this.i.rank }, node.block, node.rank, node.localOf);
+    const ctx = groupContext(
+      { ...this.ctx, slotBytes: this.i32()[(node.block + C.SLOT_BYTES) >> 2], worldRank: this.i.rank },
+      node.block,
+      node.rank,
+      node.localOf,
+    );
     const placement = {
-      worldRanks: node.localOf, nodeOf: node.localOf.map(() => 0), localOf: node.localOf, space: 0, group: true, id: 'network threads',
+      worldRanks: node.localOf,
+      nodeOf: node.localOf.map(() => 0),
+      localOf: node.localOf,
+      space: 0,
+      group: true,
+      id: 'network threads',
       release: () => releaseCommBlock(ctx, node.block, node.localOf.length),
     };
-    return new Communicator(ctx, { timeoutMs }, { rank: node.rank, size: node.localOf.length, placement, track: this.track, engine: (counters, algo, t) => new ShmEngine(ctx, counters, algo, t, false) });
+    return new Communicator(
+      ctx,
+      { timeoutMs },
+      {
+        rank: node.rank,
+        size: node.localOf.length,
+        placement,
+        track: this.track,
+        engine: (counters, algo, t) => new ShmEngine(ctx, counters, algo, t, false),
+      },
+    );
   }
 
   /** Takes the lane's new ops (and an abort its rank asked for); lets go of a closed lane. */
@@ -196,7 +269,16 @@ export class NetProgressHost {
   private take(h: Hosted, slot: number): Work {
     const { input, output, value: p } = readPosted(this.i.memory, this.views(h), slot);
     claimSlot(this.i.memory, slot, SLOT_TAKEN);
-    const trace = TRACING ? new OpTrace(this.track, { collective: p.name, bytes: p.count * DTYPE_SIZE[p.dtype], dtype: p.dtype, rank: h.rank, communicator: `space ${h.space}`, ranks: h.size }) : undefined;
+    const trace = TRACING
+      ? new OpTrace(this.track, {
+          collective: p.name,
+          bytes: p.count * DTYPE_SIZE[p.dtype],
+          dtype: p.dtype,
+          rank: h.rank,
+          communicator: `space ${h.space}`,
+          ranks: h.size,
+        })
+      : undefined;
     try {
       return h.engine.submit(hostedSpec(this.i.memory, input, output, p, trace));
     } catch (e) {

@@ -1,8 +1,9 @@
 // The entry of a page's progress thread (a module Web Worker; see page-thread.ts): runs the
 // node's progress loop on the memory the page sends, then says it has ended.
-import { hostProgress } from './shm-host.js';
+
 import { setLogThread } from '../core/log.js';
 import type { PageThreadEnded } from '../progress/page-thread.js';
+import { hostProgress } from './shm-host.js';
 
 setLogThread('progress thread');
 

@@ -5,23 +5,46 @@
 // it. It moves every lane a little in turn (never blocking on one), and sleeps on the node's
 // progress bell only when a whole round moved nothing: at once when no lane has an op, in short
 // slices while one waits for a rank that runs its op itself (that rank's posts do not ring it).
-import { freshBuffer } from '../core/fresh-buffer.js';
+
 import { DTYPE_SIZE } from '../core/dtypes.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { NodeHeap } from '../core/heap.js';
-import { N, NODE_BASE, C, D, descOffset, flagOffset } from '../core/shm-map.js';
-import { Doorbell } from '../shm/doorbell.js';
 import { LEFT_DIED } from '../core/node.js';
-import { type WasmCore, loadWasm } from '../core/wasm.js';
+import { C, D, descOffset, flagOffset, N, NODE_BASE } from '../core/shm-map.js';
 import { OpTrace, TRACING, traceFlush, traceTrack } from '../core/trace.js';
-import { progressEnded } from '../progress/start.js';
-import { type RankContext, setSpin, defaultSpinUs, pollsPerMicrosecond } from '../engine/context.js';
-import { ShmEngine } from '../shm/engine.js';
+import { loadWasm, type WasmCore } from '../core/wasm.js';
+import { defaultSpinUs, pollsPerMicrosecond, type RankContext, setSpin } from '../engine/context.js';
 import { Work } from '../engine/work.js';
-import { REFUSED, hostedSpec, outcomeOf, refusedWork } from './hosted-ops.js';
 import {
-  L, LANE_BYTES, TABLE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STARTING, PROGRESS_STOPPING, HOLD_MS, T, SLOT_POSTED, SLOT_RECLAIMED, SLOT_TAKEN, claimSlot, laneAt, ownerAt, slotState, laneTable, stillListed, turnAt, slotAt,
+  claimSlot,
+  HOLD_MS,
+  L,
+  LANE_BYTES,
+  LANE_CLOSING,
+  LANE_DETACHED,
+  LANE_OPEN,
+  laneAt,
+  laneTable,
+  ownerAt,
+  PROGRESS_NONE,
+  PROGRESS_RUNNING,
+  PROGRESS_STARTING,
+  PROGRESS_STOPPING,
+  SLOT_POSTED,
+  SLOT_RECLAIMED,
+  SLOT_TAKEN,
+  slotAt,
+  slotState,
+  stillListed,
+  T,
+  TABLE_BYTES,
+  turnAt,
 } from '../progress/lanes.js';
-import { type SlotViews, readPosted, viewsReaching, writeOutcome } from '../progress/slot-codec.js';
+import { readPosted, type SlotViews, viewsReaching, writeOutcome } from '../progress/slot-codec.js';
+import { progressEnded } from '../progress/start.js';
+import { Doorbell } from '../shm/doorbell.js';
+import { ShmEngine } from '../shm/engine.js';
+import { hostedSpec, outcomeOf, REFUSED, refusedWork } from './hosted-ops.js';
 
 /** What an op its rank took back ends as: settled, with no outcome to write. */
 const RECLAIMED = new Work('allReduce', -1, REFUSED, true);
@@ -87,7 +110,10 @@ class ProgressHost {
   private graceSeenAt = -Infinity;
   private slots: SlotViews | undefined;
 
-  constructor(private readonly memory: WebAssembly.Memory, private readonly o: HostOptions) {
+  constructor(
+    private readonly memory: WebAssembly.Memory,
+    private readonly o: HostOptions,
+  ) {
     this.heap = new NodeHeap(memory, { canBlock: true });
     this.nranks = this.i32()[(NODE_BASE + N.NRANKS) >> 2];
     // Where its start was announced as pending (a page's worker), ranks wait for this word to move.
@@ -127,7 +153,12 @@ class ProgressHost {
     Atomics.store(this.i32(), (NODE_BASE + N.PROGRESS_LOOK) >> 2, 0);
     const stopped = Atomics.load(this.i32(), (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_STOPPING;
     traceFlush();
-    progressEnded(this.memory, stopped && [...this.lanes.values()].some((h) => h.works.length) ? 'stopped by the one that started it, with ops in hand' : '');
+    progressEnded(
+      this.memory,
+      stopped && [...this.lanes.values()].some((h) => h.works.length)
+        ? 'stopped by the one that started it, with ops in hand'
+        : '',
+    );
   }
 
   /**
@@ -179,7 +210,8 @@ class ProgressHost {
     if (Atomics.load(i32, lookAt) === 0) return Infinity;
     Atomics.store(i32, lookAt, 0);
     for (const h of this.lanes.values()) {
-      if (Atomics.load(i32, (h.addr + L.HOLD) >> 2) !== 0 || Atomics.load(i32, (h.addr + L.POSTED) >> 2) !== h.taken) return 0;
+      if (Atomics.load(i32, (h.addr + L.HOLD) >> 2) !== 0 || Atomics.load(i32, (h.addr + L.POSTED) >> 2) !== h.taken)
+        return 0;
     }
     return Infinity;
   }
@@ -233,14 +265,39 @@ class ProgressHost {
     const localOf = Array.from(new Uint8Array(freshBuffer(this.memory), addr + L.LOCAL_OF, size));
     const { core, pollsPerUs } = this.core(at(L.SIMD) === 1);
     const ctx: RankContext = {
-      core, heap: this.heap, comm, rank, size, localOf, slotBytes: i32[(comm + C.SLOT_BYTES) >> 2],
-      spinPolls: 0, tryPolls: 0, spinUs: 0, pollsPerUs, spinGiven: false, canBlock: true, cores: this.o.cores,
+      core,
+      heap: this.heap,
+      comm,
+      rank,
+      size,
+      localOf,
+      slotBytes: i32[(comm + C.SLOT_BYTES) >> 2],
+      spinPolls: 0,
+      tryPolls: 0,
+      spinUs: 0,
+      pollsPerUs,
+      spinGiven: false,
+      canBlock: true,
+      cores: this.o.cores,
       sharedBuffers: new Set([freshBuffer(this.memory)]),
     };
     // It never blocks inside one lane: each wait spins only its short try before the next lane.
     setSpin(ctx, defaultSpinUs(size, this.o.cores));
     const counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
-    return { addr, rank, comm, size, engine: new ShmEngine(ctx, counters, undefined, 0, false), works: [], taken: 0, ended: 0, local: localOf[rank], holds: 0, holdTag: 0, holdSeenAt: 0 };
+    return {
+      addr,
+      rank,
+      comm,
+      size,
+      engine: new ShmEngine(ctx, counters, undefined, 0, false),
+      works: [],
+      taken: 0,
+      ended: 0,
+      local: localOf[rank],
+      holds: 0,
+      holdTag: 0,
+      holdSeenAt: 0,
+    };
   }
 
   private core(simd: boolean): { core: WasmCore; pollsPerUs: number } {
@@ -287,7 +344,8 @@ class ProgressHost {
 
   /**
    * The op a rank holds (written in slot `posted`, not counted) once it has been held HOLD_MS
-   * since this thread first saw it: this thread counts it posted, unless its rank took it first (both move the tag to 0; whoever
+   * since this thread first saw it: this thread counts it posted, unless its rank took it first (both move the tag to
+   * 0; whoever
    * does owns it). Returns the count of posted ops.
    */
   private takeHold(h: Hosted, i32: Int32Array, posted: number): number {
@@ -334,7 +392,16 @@ class ProgressHost {
     }
     if (!claimSlot(this.memory, slot, SLOT_TAKEN)) return refusedWork(p.name, p.seq);
     // WEBCCL_TRACE: the op's steps (sleeps, copies) on this thread's own track.
-    const trace = TRACING ? new OpTrace(this.track, { collective: p.name, bytes: p.count * DTYPE_SIZE[p.dtype], dtype: p.dtype, rank: h.rank, communicator: `block ${h.comm}`, ranks: h.size }) : undefined;
+    const trace = TRACING
+      ? new OpTrace(this.track, {
+          collective: p.name,
+          bytes: p.count * DTYPE_SIZE[p.dtype],
+          dtype: p.dtype,
+          rank: h.rank,
+          communicator: `block ${h.comm}`,
+          ranks: h.size,
+        })
+      : undefined;
     try {
       return h.engine.submit(hostedSpec(this.memory, input, output, p, trace));
     } catch (e) {
@@ -350,6 +417,4 @@ class ProgressHost {
     Atomics.store(i32, (h.addr + L.DONE) >> 2, h.ended);
     Atomics.notify(i32, (h.addr + L.DONE) >> 2);
   }
-
 }
-

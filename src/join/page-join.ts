@@ -1,18 +1,19 @@
 // Joining a job as a rank that cannot listen (browser-safe): a page's rank, alone or one of its
 // workers' node, meets the job at the store `webccl serve` hosts and connects by dialling
 // (bootstrap/page-rendezvous.ts); the world communicator is then built as a Node rank's is.
-import { freshBuffer } from '../core/fresh-buffer.js';
-import type { NodeHandle } from '../core/node.js';
+
+import { Communicator, type CommunicatorOptions } from '../api/communicator.js';
+import { connectAt } from '../bootstrap/meet.js';
 import type { PageJob } from '../bootstrap/page-job.js';
 import { pageRendezvous } from '../bootstrap/page-rendezvous.js';
-import { connectAt } from '../bootstrap/meet.js';
-import { PageTransport } from '../transport/ws/page-transport.js';
-import { type PageSocketClass, RELAY_PATH } from '../transport/ws/page-carrier.js';
-import { Communicator, type CommunicatorOptions } from '../api/communicator.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
+import type { NodeHandle } from '../core/node.js';
 import { type JoinOptions, joinNodeAs } from '../engine/context.js';
-import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_NCHANNELS, netThreadOffer, netWorldCommunicator } from './net-world.js';
-import { loadPageNetThread, startPageNetProgress } from '../progress/page-net-thread.js';
 import { newHub } from '../progress/net-hub.js';
+import { loadPageNetThread, startPageNetProgress } from '../progress/page-net-thread.js';
+import { type PageSocketClass, RELAY_PATH } from '../transport/ws/page-carrier.js';
+import { PageTransport } from '../transport/ws/page-transport.js';
+import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_NCHANNELS, netThreadOffer, netWorldCommunicator } from './net-world.js';
 
 export interface PageJoinInput {
   node: NodeHandle;
@@ -39,22 +40,57 @@ export async function joinPageWorld(i: PageJoinInput): Promise<Communicator> {
   const offer = shared ? netThreadOffer(opts.progress) : undefined;
   const worker = offer ? await loadPageNetThread() : undefined;
   const progress = worker ? offer : undefined;
-  const met = await pageRendezvous({ job, rank: world.rank, nodeKey: node.key, nchannels: DEFAULT_NCHANNELS, connectTimeoutMs, WebSocket: i.WebSocket, progress }).catch((e: unknown) => {
+  const met = await pageRendezvous({
+    job,
+    rank: world.rank,
+    nodeKey: node.key,
+    nchannels: DEFAULT_NCHANNELS,
+    connectTimeoutMs,
+    WebSocket: i.WebSocket,
+    progress,
+  }).catch((e: unknown) => {
     worker?.terminate();
     throw e;
   });
   if (worker && !met.progress) worker.terminate(); // some rank offered none: the job runs without threads
   const oneHost = isLoopbackHost(new URL(job.master).hostname);
-  const startNetProgress = () => startPageNetProgress(worker!, {
-    memory: node.memory, job, rank: world.rank, localRank, nchannels: DEFAULT_NCHANNELS, connectTimeoutMs, oneHost,
-    cores: ctx.cores, simd: ctx.core.simd, hub: newHub(ctx),
-  });
+  const startNetProgress = () =>
+    startPageNetProgress(worker!, {
+      memory: node.memory,
+      job,
+      rank: world.rank,
+      localRank,
+      nchannels: DEFAULT_NCHANNELS,
+      connectTimeoutMs,
+      oneHost,
+      cores: ctx.cores,
+      simd: ctx.core.simd,
+      hub: newHub(ctx),
+    });
   const remesh = (prefix: string, rank: number, size: number) => {
     const t = PageTransport.create({
-      rank, size, jobId: job.jobId, token: job.token, nchannels: DEFAULT_NCHANNELS, timeoutMs: connectTimeoutMs,
-      relay: `${job.master}${RELAY_PATH}`, WebSocket: i.WebSocket, mesh: prefix,
+      rank,
+      size,
+      jobId: job.jobId,
+      token: job.token,
+      nchannels: DEFAULT_NCHANNELS,
+      timeoutMs: connectTimeoutMs,
+      relay: `${job.master}${RELAY_PATH}`,
+      WebSocket: i.WebSocket,
+      mesh: prefix,
     });
     return connectAt(met.store, t, { rank, size, timeoutMs: connectTimeoutMs }, prefix);
   };
-  return netWorldCommunicator({ ctx, local, node, localRank, world, met, opts, remesh, oneHost, ...(progress && { startNetProgress }) });
+  return netWorldCommunicator({
+    ctx,
+    local,
+    node,
+    localRank,
+    world,
+    met,
+    opts,
+    remesh,
+    oneHost,
+    ...(progress && { startNetProgress }),
+  });
 }

@@ -19,7 +19,10 @@ export class ChildGroup {
   private readonly timers: ReturnType<typeof setTimeout>[] = [];
 
   /** `tolerant`: a rank's failure is recorded but does not end the others (--fault-tolerant). */
-  constructor(private readonly graceMs: number, private readonly tolerant = false) {}
+  constructor(
+    private readonly graceMs: number,
+    private readonly tolerant = false,
+  ) {}
 
   /**
    * Tracks `child`; resolves once it has ended, calling `ended` once with why it failed
@@ -38,7 +41,9 @@ export class ChildGroup {
         done();
       };
       child.once('error', (e) => end(`could not start: ${e.message}`, e));
-      child.once(on, (code: number | null, signal: NodeJS.Signals | null) => end(code === 0 ? undefined : signal ? `killed by ${signal}` : `exited with code ${code}`));
+      child.once(on, (code: number | null, signal: NodeJS.Signals | null) =>
+        end(code === 0 ? undefined : signal ? `killed by ${signal}` : `exited with code ${code}`),
+      );
     });
   }
 
@@ -74,7 +79,8 @@ export class ChildGroup {
    */
   result(): LaunchResult {
     this.timers.forEach(clearTimeout);
-    const when = (f: RankFailure) => (f.rank >= 0 ? this.exitAt.get(f.rank) : undefined) ?? this.heardAt.get(f) ?? Infinity;
+    const when = (f: RankFailure) =>
+      (f.rank >= 0 ? this.exitAt.get(f.rank) : undefined) ?? this.heardAt.get(f) ?? Infinity;
     const failures = [...this.failures].sort((a, b) => when(a) - when(b));
     const tolerated = this.tolerant && failures.every((f) => f.rank >= 0) && failures.length < this.children.length;
     return { exitCode: failures.length && !tolerated ? 1 : 0, failure: failures[0], failures };
@@ -86,7 +92,10 @@ export class ChildGroup {
 
   /** SIGTERM to every child still running after `waitMs`, SIGKILL a grace period later. */
   private endAll(waitMs: number): void {
-    for (const [ms, signal] of [[waitMs, 'SIGTERM'], [waitMs + this.graceMs, 'SIGKILL']] as const) {
+    for (const [ms, signal] of [
+      [waitMs, 'SIGTERM'],
+      [waitMs + this.graceMs, 'SIGKILL'],
+    ] as const) {
       const t = setTimeout(() => this.signalAll(signal), ms);
       t.unref?.();
       this.timers.push(t);

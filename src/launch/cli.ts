@@ -3,18 +3,18 @@
 //   webccl run --procs -n N script.mjs [args...]   N ranks as N processes of this machine
 //   webccl run --nnodes N --node-rank K ...        this process is node K of a multi-node job
 import { resolveJobId, resolveToken } from '../bootstrap/nodejs/job-secrets.js';
-import { DEFAULT_MASTER_PORT } from '../bootstrap/world.js';
 import { storeServedFromEnv, takeStoreFd } from '../bootstrap/nodejs/store-handoff.js';
+import { DEFAULT_MASTER_PORT } from '../bootstrap/world.js';
 import { WebcclError } from '../core/errors.js';
-import { startProcesses } from './processes.js';
-import { type LaunchOptions, type LaunchResult, startRanks } from './threads.js';
-import { perfMain } from './perf/main.js';
-import { simulateMain } from './simulate/main.js';
 import { mergeTraceFiles } from '../core/nodejs/trace-files.js';
-import { tuneMain } from './tune/main.js';
-import { serveMain } from './serve/main.js';
-import { packageVersion } from './version.js';
 import { CliUsageError, type FlagSpec, parseFlags } from './flags.js';
+import { perfMain } from './perf/main.js';
+import { startProcesses } from './processes.js';
+import { serveMain } from './serve/main.js';
+import { simulateMain } from './simulate/main.js';
+import { type LaunchOptions, type LaunchResult, startRanks } from './threads.js';
+import { tuneMain } from './tune/main.js';
+import { packageVersion } from './version.js';
 
 const USAGE = `usage: webccl <command> [options]
 
@@ -73,7 +73,6 @@ export class UsageError extends CliUsageError {
   override readonly name = 'UsageError';
 }
 
-
 export interface RunArgs {
   /** Ranks this launcher starts: threads of this process, or processes with --procs. */
   nranks: number;
@@ -121,21 +120,30 @@ export function parseRunArgs(argv: string[], env: Record<string, string | undefi
   const nranks = raw.nranks ? integer(raw.nranks.flag, raw.nranks.value, 'a rank count', 1, 64) : 1;
   const nnodes = raw.nnodes ? integer(raw.nnodes.flag, raw.nnodes.value, 'a node count', 1, 1e9) : 1;
   const nodeRank = raw.nodeRank ? integer(raw.nodeRank.flag, raw.nodeRank.value, 'a node rank', 0, 1e9) : 0;
-  if (nodeRank >= nnodes) throw new UsageError(`--node-rank ${nodeRank} is out of range for --nnodes ${nnodes} (expected 0..${nnodes - 1})`);
+  if (nodeRank >= nnodes)
+    throw new UsageError(`--node-rank ${nodeRank} is out of range for --nnodes ${nnodes} (expected 0..${nnodes - 1})`);
   // A launcher of one node of several takes the store's address from MASTER_ADDR and MASTER_PORT
   // when no flag names it, as every rank it starts would (not a launcher of one node: an exported
   // MASTER_ADDR must not turn `webccl run -n 4` into a job over the network).
   const fromEnv = nnodes > 1 && !procs;
-  const portArg = raw.masterPort ?? (fromEnv && env.MASTER_PORT ? { flag: 'MASTER_PORT', value: env.MASTER_PORT } : undefined);
+  const portArg =
+    raw.masterPort ?? (fromEnv && env.MASTER_PORT ? { flag: 'MASTER_PORT', value: env.MASTER_PORT } : undefined);
   const masterPort = portArg && integer(portArg.flag, portArg.value, 'a port', 1, 65535);
-  let masterAddr = (raw.masterAddr?.value ?? (fromEnv ? env.MASTER_ADDR || undefined : undefined))?.replace(/^\[(.*)\]$/, '$1'); // "[::1]" is the address ::1
+  let masterAddr = (raw.masterAddr?.value ?? (fromEnv ? env.MASTER_ADDR || undefined : undefined))?.replace(
+    /^\[(.*)\]$/,
+    '$1',
+  ); // "[::1]" is the address ::1
   if (raw.masterAddr && (!masterAddr || /\s/.test(masterAddr))) {
-    throw new UsageError(`--master-addr needs a host name or address, got ${JSON.stringify(raw.masterAddr.value ?? 'nothing')}`);
+    throw new UsageError(
+      `--master-addr needs a host name or address, got ${JSON.stringify(raw.masterAddr.value ?? 'nothing')}`,
+    );
   }
   const base = { nranks, script, args: rest, ...(faultTolerant && { faultTolerant: true as const }) };
   if (procs) {
     if (nnodes > 1) {
-      throw new UsageError(`--procs starts every rank on this machine and cannot be combined with --nnodes ${nnodes}; start one launcher per node without --procs`);
+      throw new UsageError(
+        `--procs starts every rank on this machine and cannot be combined with --nnodes ${nnodes}; start one launcher per node without --procs`,
+      );
     }
     return { ...base, procs: true, ...(masterAddr && { masterAddr }), ...(masterPort && { masterPort }) };
   }
@@ -150,14 +158,18 @@ export function parseRunArgs(argv: string[], env: Record<string, string | undefi
  * { rank: world rank, msg }.
  */
 function forwardTo(firstRank: number): LaunchOptions['onMessage'] {
-  return process.send && ((rank, msg) => {
-    if (process.connected) process.send!({ rank: firstRank + rank, msg });
-  });
+  return (
+    process.send &&
+    ((rank, msg) => {
+      if (process.connected) process.send!({ rank: firstRank + rank, msg });
+    })
+  );
 }
 
 function startJob(a: RunArgs) {
   const { nranks, script, args, faultTolerant } = a;
-  if (a.procs) return startProcesses({ nranks, script, args, masterAddr: a.masterAddr, masterPort: a.masterPort, faultTolerant });
+  if (a.procs)
+    return startProcesses({ nranks, script, args, masterAddr: a.masterAddr, masterPort: a.masterPort, faultTolerant });
   if (!a.nodes) return startRanks({ nranks, script, args, onMessage: forwardTo(0), faultTolerant });
   const { nnodes, nodeRank, masterAddr, masterPort } = a.nodes;
   // Resolved here, before any rank starts, so a missing WEBCCL_TOKEN fails the launcher at once.
@@ -166,7 +178,16 @@ function startJob(a: RunArgs) {
   // Node 0 of `webccl perf --transport tcp` is handed the store's socket, already listening.
   const storeFd = nodeRank === 0 ? takeStoreFd(process.env) : undefined;
   const storeServed = storeServedFromEnv(process.env);
-  const world = { firstRank: nodeRank * nranks, size: nnodes * nranks, masterAddr, masterPort, token, jobId, ...(storeFd !== undefined && { storeFd }), ...(storeServed && { storeServed }) };
+  const world = {
+    firstRank: nodeRank * nranks,
+    size: nnodes * nranks,
+    masterAddr,
+    masterPort,
+    token,
+    jobId,
+    ...(storeFd !== undefined && { storeFd }),
+    ...(storeServed && { storeServed }),
+  };
   return startRanks({ nranks, script, args, world, onMessage: forwardTo(world.firstRank), faultTolerant });
 }
 
@@ -174,19 +195,27 @@ function report(result: LaunchResult): void {
   const f = result.failure;
   if (!f) return;
   if (result.exitCode === 0) {
-    for (const t of result.failures) process.stderr.write(`webccl: rank ${t.rank} failed: ${t.message} (tolerated: --fault-tolerant; the other ranks went on)\n`);
+    for (const t of result.failures)
+      process.stderr.write(
+        `webccl: rank ${t.rank} failed: ${t.message} (tolerated: --fault-tolerant; the other ranks went on)\n`,
+      );
     return;
   }
   const who = f.rank >= 0 ? `rank ${f.rank}` : 'the job';
   process.stderr.write(`webccl: ${who} failed: ${f.message}\n`);
-  const others = result.failures.slice(1).filter((x) => x.rank >= 0).map((x) => x.rank).sort((a, b) => a - b);
-  if (others.length) process.stderr.write(`webccl: rank${others.length > 1 ? 's' : ''} ${others.join(', ')} then ended too\n`);
+  const others = result.failures
+    .slice(1)
+    .filter((x) => x.rank >= 0)
+    .map((x) => x.rank)
+    .sort((a, b) => a - b);
+  if (others.length)
+    process.stderr.write(`webccl: rank${others.length > 1 ? 's' : ''} ${others.join(', ')} then ended too\n`);
 }
 
 async function run(argv: string[], out: NodeJS.WritableStream): Promise<number> {
   const args = parseRunArgs(argv);
   if (args === 'help') {
-    out.write(RUN_USAGE + '\n');
+    out.write(`${RUN_USAGE}\n`);
     return 0;
   }
   const job = startJob(args);
@@ -224,11 +253,14 @@ Chrome-trace file OUT (open it in ui.perfetto.dev); the inputs stay.`;
 function traceMain(argv: string[]): number {
   const { help, positionals } = parseFlags(argv, {}, { error: UsageError });
   if (help) {
-    process.stdout.write(TRACE_USAGE + '\n');
+    process.stdout.write(`${TRACE_USAGE}\n`);
     return 0;
   }
   const [sub, out, ...parts] = positionals;
-  if (sub !== 'merge') throw new UsageError(sub === undefined ? 'trace: missing the subcommand (merge)' : `trace: unknown subcommand ${sub} (expected merge)`);
+  if (sub !== 'merge')
+    throw new UsageError(
+      sub === undefined ? 'trace: missing the subcommand (merge)' : `trace: unknown subcommand ${sub} (expected merge)`,
+    );
   if (out === undefined) throw new UsageError('trace merge: missing the output file (webccl trace merge OUT PARTS...)');
   if (!parts.length) throw new UsageError('trace merge: no input files (webccl trace merge OUT PARTS...)');
   if (parts.includes(out)) throw new UsageError(`trace merge: the output ${out} is also an input`);
@@ -257,7 +289,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'help':
       case '--help':
       case '-h':
-        process.stdout.write(USAGE + '\n');
+        process.stdout.write(`${USAGE}\n`);
         return cmd === undefined ? 2 : 0;
       case '--version':
       case '-V':
@@ -269,7 +301,9 @@ export async function main(argv: string[]): Promise<number> {
     }
   } catch (e) {
     if (e instanceof UsageError) {
-      process.stderr.write(`webccl: ${e.message}\n${cmd === 'run' ? RUN_USAGE : cmd === 'trace' ? TRACE_USAGE : USAGE}\n`);
+      process.stderr.write(
+        `webccl: ${e.message}\n${cmd === 'run' ? RUN_USAGE : cmd === 'trace' ? TRACE_USAGE : USAGE}\n`,
+      );
       return 2;
     }
     // A job that cannot start as configured (no WEBCCL_TOKEN, an unsafe token file): say why.

@@ -19,8 +19,13 @@ export interface FlagSpec {
 
 export interface ParseFlagsOptions {
   /** The command's own usage error. */
-  error: new (message: string) => Error;
-  /** The first positional argument ends the flags: it and everything after it are the command's (run's script and its arguments). */
+  error: new (
+    message: string,
+  ) => Error;
+  /**
+   * The first positional argument ends the flags: it and everything after it are the command's (run's script and its
+   * arguments).
+   */
   stopAtPositional?: boolean;
   /** An option given twice (under any spelling) is an error; otherwise the last one counts. */
   once?: boolean;
@@ -38,9 +43,18 @@ export interface ParsedFlags<K extends string> {
 
 const dashed = (name: string) => (name.length === 1 ? `-${name}` : `--${name}`);
 
-export function parseFlags<K extends string>(argv: readonly string[], spec: Record<K, FlagSpec>, o: ParseFlagsOptions): ParsedFlags<K> {
-  const keyOf = new Map<string, K>([['-h', 'help' as K], ['--help', 'help' as K]]);
-  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { help: { type: 'boolean', short: 'h' } };
+export function parseFlags<K extends string>(
+  argv: readonly string[],
+  spec: Record<K, FlagSpec>,
+  o: ParseFlagsOptions,
+): ParsedFlags<K> {
+  const keyOf = new Map<string, K>([
+    ['-h', 'help' as K],
+    ['--help', 'help' as K],
+  ]);
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = {
+    help: { type: 'boolean', short: 'h' },
+  };
   for (const key of Object.keys(spec) as K[]) {
     const s = spec[key];
     for (const name of s.names) {
@@ -74,7 +88,8 @@ export function parseFlags<K extends string>(argv: readonly string[], spec: Reco
       if (value !== undefined) throw new o.error(`unknown option ${t.rawName}=${value}`);
       value = '';
     } else if (value === undefined && t.index + 1 < argv.length) {
-      // parseArgs leaves "--group -1" without a value; the value of a flag is the next argument, whatever it looks like.
+      // parseArgs leaves "--group -1" without a value; the value of a flag is the next argument, whatever it looks
+      // like.
       value = argv[t.index + 1];
       skip = t.index + 1;
     }

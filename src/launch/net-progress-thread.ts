@@ -3,21 +3,22 @@
 // rendezvous: it needs the job's store and every peer's, and it ends with the rank. Each rank of
 // a node has its own (a thread's sockets are its own; the node phase of a hierarchical op meets
 // the node mates' threads over shared memory). It is unref'd: it never keeps a process alive.
-import { freshBuffer } from '../core/fresh-buffer.js';
-import { Worker } from 'node:worker_threads';
+
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { WebcclError } from '../core/errors.js';
-import { log } from '../core/log.js';
-import type { TlsFiles } from '../core/config.js';
-import { TRACING } from '../core/trace.js';
-import type { WorldInit } from '../bootstrap/world.js';
+import { Worker } from 'node:worker_threads';
 import type { CarrierName } from '../bootstrap/nodejs/mesh-carrier.js';
+import type { WorldInit } from '../bootstrap/world.js';
+import type { TlsFiles } from '../core/config.js';
+import { WebcclError } from '../core/errors.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
+import { log } from '../core/log.js';
+import { TRACING } from '../core/trace.js';
 import { PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STOPPING } from '../progress/lanes.js';
+import type { NetProgress } from '../progress/net-hub.js';
 import { askHubToStop, hubEnded, hubState, hubStateAt, moveHub, netThreadExited } from '../progress/net-hub.js';
 import { stopWithin } from '../progress/thread-stop.js';
-import type { NetProgress } from '../progress/net-hub.js';
 
 declare const __dirname: string | undefined;
 
@@ -45,7 +46,8 @@ const EXIT_FLUSH_MS = 2000;
 
 function workerPath(): string | null {
   const here = typeof __dirname === 'string' ? __dirname : dirname(fileURLToPath(import.meta.url));
-  for (const p of [join(here, 'net-progress-worker.js'), join(here, '../../dist/node/net-progress-worker.js')]) if (existsSync(p)) return p;
+  for (const p of [join(here, 'net-progress-worker.js'), join(here, '../../dist/node/net-progress-worker.js')])
+    if (existsSync(p)) return p;
   return null;
 }
 
@@ -63,7 +65,13 @@ export const canStartNetProgress = (): boolean => workerPath() !== null;
 /** Starts the thread and waits until its connections to every peer's thread are made. */
 export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
   const path = workerPath();
-  if (!path) return Promise.reject(new WebcclError('INTERNAL', 'the network progress thread script net-progress-worker.js is missing (run npm run build)'));
+  if (!path)
+    return Promise.reject(
+      new WebcclError(
+        'INTERNAL',
+        'the network progress thread script net-progress-worker.js is missing (run npm run build)',
+      ),
+    );
   const { memory, hub } = init;
   const w = new Worker(path, { workerData: init });
   w.unref();
@@ -85,7 +93,8 @@ export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
       if (!askHubToStop(memory, hub)) return;
       const words = new Int32Array(freshBuffer(memory));
       const until = performance.now() + EXIT_FLUSH_MS;
-      while (hubState(memory, hub) === PROGRESS_STOPPING && performance.now() < until) Atomics.wait(words, hubStateAt(hub), PROGRESS_STOPPING, 50);
+      while (hubState(memory, hub) === PROGRESS_STOPPING && performance.now() < until)
+        Atomics.wait(words, hubStateAt(hub), PROGRESS_STOPPING, 50);
     });
   }
   const thread: NetProgress = {
@@ -99,21 +108,40 @@ export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
     w.on('error', (e) => {
       failure = e instanceof Error ? e.message : String(e);
       // Its ranks' ops fail with the message; where it broke is for whoever reads the log.
-      log('WARN', `world rank ${init.world.rank}'s network progress thread crashed: ${e instanceof Error ? e.stack ?? e.message : String(e)}`);
+      log(
+        'WARN',
+        `world rank ${init.world.rank}'s network progress thread crashed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`,
+      );
       reject(new WebcclError('INTERNAL', `the network progress thread failed: ${failure}`));
     });
-    w.on('message', (m: { ready?: boolean; error?: { code: string; message: string; details: Record<string, unknown> } }) => {
-      // A 'message' listener keeps the process alive, whatever unref() said: one answer is all it waits for.
-      w.removeAllListeners('message');
-      w.unref();
-      if (m.ready) {
-        moveHub(memory, hub, PROGRESS_NONE, PROGRESS_RUNNING);
-        resolve(thread);
-      } else if (m.error) {
-        failure = m.error.message;
-        reject(new WebcclError(m.error.code as never, `the network progress thread could not join the job: ${m.error.message}`, m.error.details));
-      }
-    });
-    void exited.then(() => reject(new WebcclError('INTERNAL', `the network progress thread ended before it was ready${failure ? `: ${failure}` : ''}`)));
+    w.on(
+      'message',
+      (m: { ready?: boolean; error?: { code: string; message: string; details: Record<string, unknown> } }) => {
+        // A 'message' listener keeps the process alive, whatever unref() said: one answer is all it waits for.
+        w.removeAllListeners('message');
+        w.unref();
+        if (m.ready) {
+          moveHub(memory, hub, PROGRESS_NONE, PROGRESS_RUNNING);
+          resolve(thread);
+        } else if (m.error) {
+          failure = m.error.message;
+          reject(
+            new WebcclError(
+              m.error.code as never,
+              `the network progress thread could not join the job: ${m.error.message}`,
+              m.error.details,
+            ),
+          );
+        }
+      },
+    );
+    void exited.then(() =>
+      reject(
+        new WebcclError(
+          'INTERNAL',
+          `the network progress thread ended before it was ready${failure ? `: ${failure}` : ''}`,
+        ),
+      ),
+    );
   });
 }

@@ -14,16 +14,27 @@ export function workerEntryPath(): string {
 
 /** The module every rank process loads first (node --import), as a file: URL. */
 export function rankGuardUrl(): string {
-  const path = typeof __dirname === 'string' ? join(__dirname, 'rank-guard.js') : fileURLToPath(new URL('./rank-guard.js', import.meta.url));
+  const path =
+    typeof __dirname === 'string'
+      ? join(__dirname, 'rank-guard.js')
+      : fileURLToPath(new URL('./rank-guard.js', import.meta.url));
   // Run from the TypeScript sources, there is no bundle beside this module: say so before any rank starts.
-  if (!existsSync(path)) throw new WebcclError('INTERNAL', `the rank processes' guard ${path} is missing: run the built package (npm run build)`);
+  if (!existsSync(path))
+    throw new WebcclError(
+      'INTERNAL',
+      `the rank processes' guard ${path} is missing: run the built package (npm run build)`,
+    );
   return pathToFileURL(path).href;
 }
 
 /** The browser build of this package (served by `webccl serve` at /webccl.js). */
 export function browserBuildPath(): string {
-  const path = typeof __dirname === 'string' ? join(__dirname, '..', 'browser', 'index.js') : fileURLToPath(new URL('../browser/index.js', import.meta.url));
-  if (!existsSync(path)) throw new WebcclError('INTERNAL', `the browser build ${path} is missing: run the built package (npm run build)`);
+  const path =
+    typeof __dirname === 'string'
+      ? join(__dirname, '..', 'browser', 'index.js')
+      : fileURLToPath(new URL('../browser/index.js', import.meta.url));
+  if (!existsSync(path))
+    throw new WebcclError('INTERNAL', `the browser build ${path} is missing: run the built package (npm run build)`);
   return path;
 }
 

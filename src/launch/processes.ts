@@ -9,13 +9,22 @@ import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { randomJobId, randomToken } from '../bootstrap/nodejs/job-secrets.js';
-import { LAUNCHER_FD, LAUNCHER_FD_VAR, exitNoticeTimes } from '../bootstrap/nodejs/launcher-pipe.js';
-import { ChildGroup } from './children.js';
-import { type ReservedPort, STORE_FD_VAR, reserveStorePort, storeHandoff } from '../bootstrap/nodejs/store-handoff.js';
-import { rankGuardUrl } from './paths.js';
-import { type LaunchResult, checkLaunchOptions } from './threads.js';
+import { exitNoticeTimes, LAUNCHER_FD, LAUNCHER_FD_VAR } from '../bootstrap/nodejs/launcher-pipe.js';
+import { type ReservedPort, reserveStorePort, STORE_FD_VAR, storeHandoff } from '../bootstrap/nodejs/store-handoff.js';
 import { checkTracePath, mergeJobTrace, tracePath } from '../core/nodejs/trace-files.js';
-import { MAX_TIMEOUT_MS, type OptionSpec, boolean, integer, number, object, string, stringArray } from '../core/options.js';
+import {
+  boolean,
+  integer,
+  MAX_TIMEOUT_MS,
+  number,
+  type OptionSpec,
+  object,
+  string,
+  stringArray,
+} from '../core/options.js';
+import { ChildGroup } from './children.js';
+import { rankGuardUrl } from './paths.js';
+import { checkLaunchOptions, type LaunchResult } from './threads.js';
 
 export interface ProcessLaunchOptions {
   nranks: number;
@@ -39,8 +48,14 @@ export interface ProcessLaunchOptions {
 const PIPE_DRAIN_MS = 500;
 
 const PROCESS_LAUNCH_OPTIONS = {
-  nranks: integer(1, 1 << 16), script: string, args: stringArray, env: object, masterAddr: string, masterPort: integer(0, 65535),
-  graceMs: number(0, MAX_TIMEOUT_MS), faultTolerant: boolean,
+  nranks: integer(1, 1 << 16),
+  script: string,
+  args: stringArray,
+  env: object,
+  masterAddr: string,
+  masterPort: integer(0, 65535),
+  graceMs: number(0, MAX_TIMEOUT_MS),
+  faultTolerant: boolean,
 } as const satisfies OptionSpec;
 
 export interface ProcessLaunchHandle {
@@ -62,7 +77,8 @@ export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHand
 
   const run = async (): Promise<LaunchResult> => {
     const masterAddr = o.masterAddr ?? '127.0.0.1';
-    const reserved: ReservedPort | undefined = o.masterPort === undefined ? await reserveStorePort(masterAddr) : undefined;
+    const reserved: ReservedPort | undefined =
+      o.masterPort === undefined ? await reserveStorePort(masterAddr) : undefined;
     const masterPort = o.masterPort ?? reserved!.port;
     if (group.terminated) {
       reserved?.release();
@@ -76,37 +92,56 @@ export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHand
       WEBCCL_TOKEN: base.WEBCCL_TOKEN || randomToken(),
       WEBCCL_JOB_ID: base.WEBCCL_JOB_ID || randomJobId(),
     };
-    await Promise.all(Array.from({ length: o.nranks }, (_, rank) => {
-      // Rank 0 gets the store's listening socket at stdio[STORE_FD]; this process's copy is closed
-      // right after that spawn, before any other rank exists to connect.
-      const handoff = storeHandoff(rank === 0 ? reserved : undefined, LAUNCHER_FD + 1);
-      const env = { ...base, ...shared, RANK: String(rank), LOCAL_RANK: String(rank), [LAUNCHER_FD_VAR]: String(LAUNCHER_FD), [STORE_FD_VAR]: undefined, ...handoff.env };
-      // stdio[LAUNCHER_FD] is the pipe: this process holds the other end until it ends.
-      const child = spawn(process.execPath, ['--import', rankGuardUrl(), script, ...(o.args ?? [])], { env, stdio: ['inherit', 'inherit', 'inherit', 'pipe', ...handoff.stdio] });
-      if (rank === 0) reserved?.release();
-      // The rank writes on the pipe as it starts to exit with a failure (launcher-pipe.ts); its
-      // end closes when it has gone, and then this end would only keep the launcher running.
-      const pipe = child.stdio[LAUNCHER_FD] as Readable | null;
-      let said = '';
-      pipe?.setEncoding('utf8');
-      pipe?.on('data', (d: string) => {
-        said += d;
-        for (const at of exitNoticeTimes(said)) group.exiting(rank, at);
-      });
-      pipe?.on('error', () => undefined);
-      pipe?.on('end', () => pipe.destroy());
-      if (child.pid !== undefined) pids.push(child.pid);
-      const ended = group.watch(child, 'exit', (failure, error) => failure && group.fail(rank, failure, error));
-      // What the rank wrote before it exited is read before the result is made: its end of the
-      // pipe closes as it goes (a process it started might hold it open: bounded).
-      return ended.then(() => {
-        if (!pipe || pipe.destroyed) return;
-        return new Promise<void>((done) => {
-          const t = setTimeout(() => (pipe.destroy(), done()), PIPE_DRAIN_MS);
-          pipe.once('close', () => (clearTimeout(t), done()));
+    await Promise.all(
+      Array.from({ length: o.nranks }, (_, rank) => {
+        // Rank 0 gets the store's listening socket at stdio[STORE_FD]; this process's copy is closed
+        // right after that spawn, before any other rank exists to connect.
+        const handoff = storeHandoff(rank === 0 ? reserved : undefined, LAUNCHER_FD + 1);
+        const env = {
+          ...base,
+          ...shared,
+          RANK: String(rank),
+          LOCAL_RANK: String(rank),
+          [LAUNCHER_FD_VAR]: String(LAUNCHER_FD),
+          [STORE_FD_VAR]: undefined,
+          ...handoff.env,
+        };
+        // stdio[LAUNCHER_FD] is the pipe: this process holds the other end until it ends.
+        const child = spawn(process.execPath, ['--import', rankGuardUrl(), script, ...(o.args ?? [])], {
+          env,
+          stdio: ['inherit', 'inherit', 'inherit', 'pipe', ...handoff.stdio],
         });
-      });
-    }));
+        if (rank === 0) reserved?.release();
+        // The rank writes on the pipe as it starts to exit with a failure (launcher-pipe.ts); its
+        // end closes when it has gone, and then this end would only keep the launcher running.
+        const pipe = child.stdio[LAUNCHER_FD] as Readable | null;
+        let said = '';
+        pipe?.setEncoding('utf8');
+        pipe?.on('data', (d: string) => {
+          said += d;
+          for (const at of exitNoticeTimes(said)) group.exiting(rank, at);
+        });
+        pipe?.on('error', () => undefined);
+        pipe?.on('end', () => pipe.destroy());
+        if (child.pid !== undefined) pids.push(child.pid);
+        const ended = group.watch(child, 'exit', (failure, error) => failure && group.fail(rank, failure, error));
+        // What the rank wrote before it exited is read before the result is made: its end of the
+        // pipe closes as it goes (a process it started might hold it open: bounded).
+        return ended.then(() => {
+          if (!pipe || pipe.destroyed) return;
+          return new Promise<void>((done) => {
+            const t = setTimeout(() => {
+              pipe.destroy();
+              done();
+            }, PIPE_DRAIN_MS);
+            pipe.once('close', () => {
+              clearTimeout(t);
+              done();
+            });
+          });
+        });
+      }),
+    );
     if (trace) mergeJobTrace(trace, pids, shared.WEBCCL_JOB_ID, started);
     return group.result();
   };

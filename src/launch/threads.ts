@@ -3,24 +3,38 @@
 // collective fails at once instead of waiting; the job ends with a message naming the rank.
 // A rank that ends normally is marked as having left the node: the ops it finished complete
 // on its peers, and an op that needs it fails at once, naming it.
-import { Worker } from 'node:worker_threads';
+
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ABORT_REASON } from '../core/shm-map.js';
-import { type NodeHandle, abortNode, leaveNode } from '../core/node.js';
-import { createNode } from '../progress/create-node.js';
+import { Worker } from 'node:worker_threads';
 import type { WorldInit } from '../bootstrap/world.js';
-import { workerEntryPath } from './paths.js';
+import { abortNode, leaveNode, type NodeHandle } from '../core/node.js';
+import { ABORT_REASON } from '../core/shm-map.js';
+import { createNode } from '../progress/create-node.js';
 import { registerProgressStarter, startProgressThread, stopProgressThread } from '../progress/start.js';
+import { workerEntryPath } from './paths.js';
 import { startNodeProgress } from './progress-thread.js';
 
 // The nodes this launcher makes get a progress thread (a worker_threads Worker).
 registerProgressStarter(startNodeProgress);
-import { MAX_RANKS } from '../core/shm-map.js';
+
 import { fail } from '../core/errors.js';
-import { PROCESS_JOB, checkTracePath, mergeJobTrace, tracePath } from '../core/nodejs/trace-files.js';
-import { MAX_TIMEOUT_MS, type OptionSpec, anything, boolean, checkOptions, func, integer, number, object, string, stringArray } from '../core/options.js';
+import { checkTracePath, mergeJobTrace, PROCESS_JOB, tracePath } from '../core/nodejs/trace-files.js';
+import {
+  anything,
+  boolean,
+  checkOptions,
+  func,
+  integer,
+  MAX_TIMEOUT_MS,
+  number,
+  type OptionSpec,
+  object,
+  string,
+  stringArray,
+} from '../core/options.js';
+import { MAX_RANKS } from '../core/shm-map.js';
 
 export interface LaunchOptions {
   nranks: number;
@@ -68,8 +82,16 @@ export interface LaunchHandle {
 
 /** What each key of LaunchOptions may hold; `slotBytes` is checked by createNode, `world` by the ranks' join. */
 export const LAUNCH_OPTIONS = {
-  nranks: integer(1, MAX_RANKS), script: string, args: stringArray, env: object, slotBytes: anything, simd: boolean,
-  onMessage: func, graceMs: number(0, MAX_TIMEOUT_MS), world: object, faultTolerant: boolean,
+  nranks: integer(1, MAX_RANKS),
+  script: string,
+  args: stringArray,
+  env: object,
+  slotBytes: anything,
+  simd: boolean,
+  onMessage: func,
+  graceMs: number(0, MAX_TIMEOUT_MS),
+  world: object,
+  faultTolerant: boolean,
 } as const satisfies OptionSpec;
 
 export function startRanks(options: LaunchOptions): LaunchHandle {
@@ -160,7 +182,11 @@ export function launch(o: LaunchOptions): Promise<LaunchResult> {
 }
 
 /** Options of a launcher: known keys, and the two it cannot run without. */
-export function checkLaunchOptions<T extends { nranks: number; script: string }>(where: string, o: T, spec: OptionSpec): T {
+export function checkLaunchOptions<T extends { nranks: number; script: string }>(
+  where: string,
+  o: T,
+  spec: OptionSpec,
+): T {
   checkOptions(where, o, spec, "{ nranks: 4, script: 'train.mjs' }");
   for (const key of ['nranks', 'script'] as const) {
     if (o?.[key] === undefined) fail('INVALID_ARGUMENT', `${where}: option ${key} is required`, { option: key });

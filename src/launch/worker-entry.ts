@@ -13,10 +13,14 @@ import { workerData } from 'node:worker_threads';
 function writeDirect(stream: NodeJS.WriteStream, fd: number): void {
   const pause = new Int32Array(new SharedArrayBuffer(4));
   let broken = false;
-  stream.write = ((chunk: string | Uint8Array, encoding?: BufferEncoding | ((e?: Error | null) => void), cb?: (e?: Error | null) => void) => {
+  stream.write = ((
+    chunk: string | Uint8Array,
+    encoding?: BufferEncoding | ((e?: Error | null) => void),
+    cb?: (e?: Error | null) => void,
+  ) => {
     if (typeof encoding === 'function') [cb, encoding] = [encoding, undefined];
     const bytes = typeof chunk === 'string' ? Buffer.from(chunk, encoding ?? 'utf8') : chunk;
-    for (let off = 0; off < bytes.length && !broken;) {
+    for (let off = 0; off < bytes.length && !broken; ) {
       try {
         off += writeSync(fd, bytes, off);
       } catch (e) {

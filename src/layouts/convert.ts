@@ -4,12 +4,20 @@
 // layouts/plan.ts).
 import { ARRAY_OF, DTYPE_SIZE, type Dtype, type DtypeName, parseDtype } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
-import { type OptionSpec, anything, checkOptions, integer } from '../core/options.js';
-import { type KernelExports, type WasmCore, createSharedMemory, loadWasm } from '../core/wasm.js';
-import { type TypedArray, describe, toBuf } from '../engine/buffers.js';
+import { anything, checkOptions, integer, type OptionSpec } from '../core/options.js';
 import {
-  LAYOUT_CODE, MAX_C0, type Layout, type TensorLayout, parseC0, parseLayoutName, parseTensorLayout, physicalCount, sameBytes,
+  LAYOUT_CODE,
+  type Layout,
+  MAX_C0,
+  parseC0,
+  parseLayoutName,
+  parseTensorLayout,
+  physicalCount,
+  sameBytes,
+  type TensorLayout,
 } from '../core/tensor-layout.js';
+import { createSharedMemory, type KernelExports, loadWasm, type WasmCore } from '../core/wasm.js';
+import { describe, type TypedArray, toBuf } from '../engine/buffers.js';
 
 /** A tensor with a layout, as the conversions give it (and the collectives take it). */
 export interface LayoutTensor {
@@ -46,13 +54,31 @@ function scratchCore(bytes: number): Scratch {
   return scratch;
 }
 
-type ConvertFn = (es: number, from: number, to: number, dst: number, src: number, n: number, c: number, hw: number, c0: number) => void;
+type ConvertFn = (
+  es: number,
+  from: number,
+  to: number,
+  dst: number,
+  src: number,
+  n: number,
+  c: number,
+  hw: number,
+  c0: number,
+) => void;
 
 /**
  * Runs the layout kernel on `core` for data at addresses src and dst (apart) of that core's
  * memory; `from.c0` and `to.c0` must agree when both are NC1HWC0 (else it goes through NCHW).
  */
-export function convertAt(exports: KernelExports, es: number, from: TensorLayout, to: TensorLayout, dst: number, src: number, tmp?: () => number): void {
+export function convertAt(
+  exports: KernelExports,
+  es: number,
+  from: TensorLayout,
+  to: TensorLayout,
+  dst: number,
+  src: number,
+  tmp?: () => number,
+): void {
   const [n, c, h, w] = from.shape;
   const run = exports.convertLayout as ConvertFn;
   if (from.layout === 'NC1HWC0' && to.layout === 'NC1HWC0' && from.c0 !== to.c0) {
@@ -88,24 +114,50 @@ const CONVERT_LAYOUT_OPTIONS = { c0: integer(1, MAX_C0), out: anything } as cons
 function tensorArg(x: unknown, where: string): { t: LayoutTensor; layout: TensorLayout; bytes: Uint8Array } {
   const b = toBuf(x, where, () => false);
   const o = x as Record<string, unknown>;
-  const layout = typeof o === 'object' && o !== null && 'layout' in o
-    ? parseTensorLayout(o, b.dtype, b.count, where)
-    : fail('INVALID_ARGUMENT', `${where}: expected a tensor { data, dtype?, shape, layout, c0? }, got ${describe(x)}`);
+  const layout =
+    typeof o === 'object' && o !== null && 'layout' in o
+      ? parseTensorLayout(o, b.dtype, b.count, where)
+      : fail(
+          'INVALID_ARGUMENT',
+          `${where}: expected a tensor { data, dtype?, shape, layout, c0? }, got ${describe(x)}`,
+        );
   const data = (ArrayBuffer.isView(x) ? x : o.data) as TypedArray;
-  return { t: { data, dtype: b.dtype, shape: [...layout.shape], layout: layout.layout, ...(layout.layout === 'NC1HWC0' ? { c0: layout.c0 } : {}) }, layout, bytes: b.bytes };
+  return {
+    t: {
+      data,
+      dtype: b.dtype,
+      shape: [...layout.shape],
+      layout: layout.layout,
+      ...(layout.layout === 'NC1HWC0' ? { c0: layout.c0 } : {}),
+    },
+    layout,
+    bytes: b.bytes,
+  };
 }
 
 function outArray(out: unknown, dtype: Dtype, count: number, where: string): TypedArray {
   if (out === undefined) return new ARRAY_OF[dtype](new ArrayBuffer(count * DTYPE_SIZE[dtype]), 0, count) as TypedArray;
-  const data = (ArrayBuffer.isView(out) ? out : (out as { data?: unknown } | null)?.data) as ArrayBufferView | undefined;
-  if (!(data instanceof ARRAY_OF[dtype])) fail('INVALID_DTYPE', `${where}: out must be a ${ARRAY_OF[dtype].name} for dtype ${dtype}, got ${describe(data ?? out)}`);
+  const data = (ArrayBuffer.isView(out) ? out : (out as { data?: unknown } | null)?.data) as
+    | ArrayBufferView
+    | undefined;
+  if (!(data instanceof ARRAY_OF[dtype]))
+    fail(
+      'INVALID_DTYPE',
+      `${where}: out must be a ${ARRAY_OF[dtype].name} for dtype ${dtype}, got ${describe(data ?? out)}`,
+    );
   const arr = data as TypedArray;
-  if (arr.length !== count) fail('SIZE_MISMATCH', `${where}: out holds ${arr.length} elements; the result needs ${count}`, { expected: count, actual: arr.length });
+  if (arr.length !== count)
+    fail('SIZE_MISMATCH', `${where}: out holds ${arr.length} elements; the result needs ${count}`, {
+      expected: count,
+      actual: arr.length,
+    });
   return arr;
 }
 
 function overlapping(a: Uint8Array, b: Uint8Array): boolean {
-  return a.buffer === b.buffer && a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength;
+  return (
+    a.buffer === b.buffer && a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength
+  );
 }
 
 /**
@@ -123,12 +175,23 @@ export function convertLayout(src: unknown, layout: Layout, options?: { c0?: num
   const es = DTYPE_SIZE[t.dtype];
   const data = outArray(opts.out, t.dtype, physicalCount(to), where);
   const dst = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  const result: LayoutTensor = { data, dtype: t.dtype, shape: [...to.shape], layout: toName, ...(toName === 'NC1HWC0' ? { c0: to.c0 } : {}) };
+  const result: LayoutTensor = {
+    data,
+    dtype: t.dtype,
+    shape: [...to.shape],
+    layout: toName,
+    ...(toName === 'NC1HWC0' ? { c0: to.c0 } : {}),
+  };
   if (sameBytes(from, to)) {
     if (dst.buffer !== bytes.buffer || dst.byteOffset !== bytes.byteOffset) dst.set(bytes);
     return result;
   }
-  if (overlapping(dst, bytes)) fail('INVALID_ARGUMENT', `${where}: out overlaps the source data; converting ${from.layout} to ${toName} needs apart buffers`, { overlap: true });
+  if (overlapping(dst, bytes))
+    fail(
+      'INVALID_ARGUMENT',
+      `${where}: out overlaps the source data; converting ${from.layout} to ${toName} needs apart buffers`,
+      { overlap: true },
+    );
   convertBytes(es, from, to, bytes, dst);
   return result;
 }
@@ -155,18 +218,23 @@ const CONVERT_DTYPE_OPTIONS = { out: anything } as const satisfies OptionSpec;
  * bf16 round to nearest even (NaN becomes the canonical quiet NaN, overflow ±Inf, subnormals
  * kept); f64 → f32 rounds to nearest even; the rest widen exactly. Returns { data, dtype, … }.
  */
-export function convertDtype(src: unknown, dtype: DtypeName, options?: { out?: unknown }): { data: TypedArray; dtype: Dtype; shape?: number[]; layout?: Layout; c0?: number } {
+export function convertDtype(
+  src: unknown,
+  dtype: DtypeName,
+  options?: { out?: unknown },
+): { data: TypedArray; dtype: Dtype; shape?: number[]; layout?: Layout; c0?: number } {
   const where = 'convertDtype';
   const opts = checkOptions<{ out?: unknown }>(where, options, CONVERT_DTYPE_OPTIONS, '{ out: new Float32Array(n) }');
   const b = toBuf(src, where, () => false);
   const to = parseDtype(dtype, where);
-  const carried = typeof src === 'object' && src !== null && 'layout' in src
-    ? (() => {
-        const l = parseTensorLayout(src as Record<string, unknown>, b.dtype, b.count, where);
-        // NC1HWC0 keeps its blocks of C0 elements, so its c0 stays what it was.
-        return { shape: [...l.shape], layout: l.layout, ...(l.layout === 'NC1HWC0' ? { c0: l.c0 } : {}) };
-      })()
-    : {};
+  const carried =
+    typeof src === 'object' && src !== null && 'layout' in src
+      ? (() => {
+          const l = parseTensorLayout(src as Record<string, unknown>, b.dtype, b.count, where);
+          // NC1HWC0 keeps its blocks of C0 elements, so its c0 stays what it was.
+          return { shape: [...l.shape], layout: l.layout, ...(l.layout === 'NC1HWC0' ? { c0: l.c0 } : {}) };
+        })()
+      : {};
   const out = outArray(opts.out, to, b.count, where);
   const result = { data: out, dtype: to, ...carried };
   if (to === b.dtype) {
@@ -175,13 +243,23 @@ export function convertDtype(src: unknown, dtype: DtypeName, options?: { out?: u
   }
   if (!DTYPE_TARGETS[b.dtype]?.includes(to)) {
     const targets = DTYPE_TARGETS[b.dtype] ?? [];
-    fail('INVALID_DTYPE', `${where}: ${b.dtype} → ${to} is not offered (${b.dtype} converts to ${targets.length ? targets.join(', ') : 'nothing'}; every conversion offered is exact or rounds to nearest even)`, { from: b.dtype, to });
+    fail(
+      'INVALID_DTYPE',
+      `${where}: ${b.dtype} → ${to} is not offered (${b.dtype} converts to ${targets.length ? targets.join(', ') : 'nothing'}; every conversion offered is exact or rounds to nearest even)`,
+      { from: b.dtype, to },
+    );
   }
   const outBytes = new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
-  if (overlapping(outBytes, b.bytes)) fail('INVALID_ARGUMENT', `${where}: out overlaps the source data`, { overlap: true });
-  const halves = (b.dtype === 'f16' || b.dtype === 'bf16') ? b.dtype : (to === 'f16' || to === 'bf16') ? to : undefined;
+  if (overlapping(outBytes, b.bytes))
+    fail('INVALID_ARGUMENT', `${where}: out overlaps the source data`, { overlap: true });
+  const halves = b.dtype === 'f16' || b.dtype === 'bf16' ? b.dtype : to === 'f16' || to === 'bf16' ? to : undefined;
   if (halves && (b.dtype === 'f32' || to === 'f32')) {
-    runHalf(b.dtype === 'f32' ? (to === 'f16' ? 'f32ToF16' : 'f32ToBf16') : (b.dtype === 'f16' ? 'f16ToF32' : 'bf16ToF32'), b.bytes, outBytes, b.count);
+    runHalf(
+      b.dtype === 'f32' ? (to === 'f16' ? 'f32ToF16' : 'f32ToBf16') : b.dtype === 'f16' ? 'f16ToF32' : 'bf16ToF32',
+      b.bytes,
+      outBytes,
+      b.count,
+    );
   } else if (halves) {
     // A half to f64: exact through f32.
     const mid = new Float32Array(b.count);
@@ -194,7 +272,12 @@ export function convertDtype(src: unknown, dtype: DtypeName, options?: { out?: u
   return result;
 }
 
-function runHalf(kernel: 'f32ToF16' | 'f32ToBf16' | 'f16ToF32' | 'bf16ToF32', src: Uint8Array, dst: Uint8Array, count: number): void {
+function runHalf(
+  kernel: 'f32ToF16' | 'f32ToBf16' | 'f16ToF32' | 'bf16ToF32',
+  src: Uint8Array,
+  dst: Uint8Array,
+  count: number,
+): void {
   const s = scratchCore(src.byteLength + dst.byteLength + 64);
   const at = s.base;
   const out = (at + src.byteLength + 63) & ~63;

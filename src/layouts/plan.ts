@@ -20,19 +20,27 @@
 //                the wire layout in its node memory before the op, runs the op there, and
 //                converts the result into its output's own layout when the op ends.
 // stats() counts the conversions and their bytes; WEBCCL_DEBUG=INFO logs each with its cost.
-import { freshBuffer } from '../core/fresh-buffer.js';
+
 import { DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
 import type { NodeHeap } from '../core/heap.js';
-import type { Kind } from '../core/shm-map.js';
 import { enabled, log } from '../core/log.js';
+import type { Kind } from '../core/shm-map.js';
+import {
+  defaultC0,
+  layoutSignature,
+  parseLayoutName,
+  physicalCount,
+  sameBytes,
+  shapeClass,
+  type TensorLayout,
+  withN,
+} from '../core/tensor-layout.js';
 import type { WasmCore } from '../core/wasm.js';
 import { type Buf, sameView } from '../engine/buffers.js';
 import type { Relayout } from '../engine/engine.js';
 import { convertAt } from './convert.js';
-import {
-  type TensorLayout, defaultC0, layoutSignature, parseLayoutName, physicalCount, sameBytes, shapeClass, withN,
-} from '../core/tensor-layout.js';
 
 /** What stats() reports of conversions. */
 export interface ConversionCounters {
@@ -75,7 +83,8 @@ export const WIRE_SIGNATURE = Symbol('webccl.wireSignature');
 
 type ZeroFn = (es: number, dst: number, n: number, c: number, hw: number, c0: number) => void;
 
-const sameLayout = (a: TensorLayout, b: TensorLayout) => a.layout === b.layout && (a.layout !== 'NC1HWC0' || a.c0 === b.c0);
+const sameLayout = (a: TensorLayout, b: TensorLayout) =>
+  a.layout === b.layout && (a.layout !== 'NC1HWC0' || a.c0 === b.c0);
 const show = (t: TensorLayout) => `${t.layout}${t.layout === 'NC1HWC0' ? `(c0 ${t.c0})` : ''} [${t.shape.join(', ')}]`;
 
 /** The shape output must have, given the input's: N scales for the gathering and scattering ops. */
@@ -93,24 +102,62 @@ const countsOutput = (name: Kind) => name === 'reduceScatter' || name === 'scatt
  * asked for (plain buffers take no detour). Refuses layouts that do not fit before anything moves.
  */
 /** The collectives whose tensors may carry a layout; the others take row-major (NCHW) data only. */
-const LAYOUT_AWARE: readonly Kind[] = ['allReduce', 'allGather', 'reduceScatter', 'broadcast', 'reduce', 'gather', 'scatter', 'barrier'];
+const LAYOUT_AWARE: readonly Kind[] = [
+  'allReduce',
+  'allGather',
+  'reduceScatter',
+  'broadcast',
+  'reduce',
+  'gather',
+  'scatter',
+  'barrier',
+];
 
-export function planLayouts(p: PlanContext, name: Kind, input: Buf | null, output: Buf | null, wireOption: unknown, inherited?: number): LayoutPlan | undefined {
+export function planLayouts(
+  p: PlanContext,
+  name: Kind,
+  input: Buf | null,
+  output: Buf | null,
+  wireOption: unknown,
+  inherited?: number,
+): LayoutPlan | undefined {
   const own = input?.layout ?? output?.layout;
   if (!LAYOUT_AWARE.includes(name)) {
-    const laid = input?.layout && input.layout.layout !== 'NCHW' ? input.layout : output?.layout && output.layout.layout !== 'NCHW' ? output.layout : undefined;
+    const laid =
+      input?.layout && input.layout.layout !== 'NCHW'
+        ? input.layout
+        : output?.layout && output.layout.layout !== 'NCHW'
+          ? output.layout
+          : undefined;
     if (laid || wireOption !== undefined) {
-      fail('INVALID_ARGUMENT', `${name}: takes row-major data only (a ${laid ? laid.layout : 'wireLayout'} tensor here); convertLayout it to NCHW first`, { layout: laid?.layout, option: laid ? undefined : 'wireLayout' });
+      fail(
+        'INVALID_ARGUMENT',
+        `${name}: takes row-major data only (a ${laid ? laid.layout : 'wireLayout'} tensor here); convertLayout it to NCHW first`,
+        { layout: laid?.layout, option: laid ? undefined : 'wireLayout' },
+      );
     }
     return undefined;
   }
   if (!own && wireOption === undefined) {
-    return inherited ? { input, output, count: countsOutput(name) ? output?.count ?? 0 : input?.count ?? 0, layout: inherited, shape: 0, finish: () => undefined } : undefined;
+    return inherited
+      ? {
+          input,
+          output,
+          count: countsOutput(name) ? (output?.count ?? 0) : (input?.count ?? 0),
+          layout: inherited,
+          shape: 0,
+          finish: () => undefined,
+        }
+      : undefined;
   }
   const b = (input ?? output)!;
   const dtype = b.dtype;
   if (!own) {
-    return fail('INVALID_ARGUMENT', `${name}: wireLayout needs tensors { data, shape, layout }; the buffers have no shape`, { option: 'wireLayout' });
+    return fail(
+      'INVALID_ARGUMENT',
+      `${name}: wireLayout needs tensors { data, shape, layout }; the buffers have no shape`,
+      { option: 'wireLayout' },
+    );
   }
   const [inL, outL] = layoutsFit(name, input, output, p.size);
   const counted = (countsOutput(name) ? outL : inL) ?? inL ?? outL!;
@@ -119,8 +166,12 @@ export function planLayouts(p: PlanContext, name: Kind, input: Buf | null, outpu
   // The wire: wireLayout's (NC1HWC0 with the dtype's default C0); else on one node the
   // tensors' own layout (row-major when it places bytes alike, so that such ranks need no run
   // again), across nodes row-major.
-  const wire: TensorLayout = wireOption !== undefined ? { shape: own.shape, layout: parseLayoutName(wireOption, `${name}: wireLayout`), c0: defaultC0(dtype) }
-    : p.acrossNodes || sameBytes(own, rowMajor) ? rowMajor : own;
+  const wire: TensorLayout =
+    wireOption !== undefined
+      ? { shape: own.shape, layout: parseLayoutName(wireOption, `${name}: wireLayout`), c0: defaultC0(dtype) }
+      : p.acrossNodes || sameBytes(own, rowMajor)
+        ? rowMajor
+        : own;
   const layout = layoutSignature(wire.layout === 'NCHW' ? undefined : wire);
   const engineCount = (w: TensorLayout) => {
     const l = countsOutput(name) ? outL : inL;
@@ -132,13 +183,29 @@ export function planLayouts(p: PlanContext, name: Kind, input: Buf | null, outpu
     if (layout === 0) return { input: plan.input, output: plan.output, count: plan.count };
     plan.finish(RELAYOUT);
     const c = converting(p, name, dtype, own, rowMajor, input, output, inL, outL);
-    Object.assign(plan, { input: c.input, output: c.output, count: engineCount(rowMajor), layout: 0, finish: c.finish });
+    Object.assign(plan, {
+      input: c.input,
+      output: c.output,
+      count: engineCount(rowMajor),
+      layout: 0,
+      finish: c.finish,
+    });
     return { input: plan.input, output: plan.output, count: plan.count };
   };
-  const plan: LayoutPlan = { input, output, count: engineCount(wire), layout, shape, relayout, finish: () => undefined };
+  const plan: LayoutPlan = {
+    input,
+    output,
+    count: engineCount(wire),
+    layout,
+    shape,
+    relayout,
+    finish: () => undefined,
+  };
   if (sameLayout(own, wire) || sameBytes(own, wire)) {
     // No conversion: the op runs on the caller's buffers; the output's padding is zeroed after.
-    plan.finish = (error) => { if (!error && output && outL?.layout === 'NC1HWC0') zeroPadding(p, output, outL, dtype); };
+    plan.finish = (error) => {
+      if (!error && output && outL?.layout === 'NC1HWC0') zeroPadding(p, output, outL, dtype);
+    };
     return plan;
   }
   return Object.assign(plan, converting(p, name, dtype, own, wire, input, output, inL, outL));
@@ -152,8 +219,17 @@ const RELAYOUT = Symbol('relayout');
  * the buffers the op runs on and what to do when it ends (convert the result into the output's
  * own layout, free the temporaries).
  */
-function converting(p: PlanContext, name: Kind, dtype: Dtype, own: TensorLayout, wire: TensorLayout, input: Buf | null, output: Buf | null,
-                    inL: TensorLayout | null, outL: TensorLayout | null): { input: Buf | null; output: Buf | null; finish(error: unknown): void } {
+function converting(
+  p: PlanContext,
+  name: Kind,
+  dtype: Dtype,
+  own: TensorLayout,
+  wire: TensorLayout,
+  input: Buf | null,
+  output: Buf | null,
+  inL: TensorLayout | null,
+  outL: TensorLayout | null,
+): { input: Buf | null; output: Buf | null; finish(error: unknown): void } {
   const es = DTYPE_SIZE[dtype];
   const temps: number[] = [];
   const wireBuf = (l: TensorLayout): Buf => {
@@ -163,7 +239,9 @@ function converting(p: PlanContext, name: Kind, dtype: Dtype, own: TensorLayout,
     const memory = freshBuffer(p.core.memory);
     return { bytes: new Uint8Array(memory, addr, bytes), memory, dtype, count: bytes / es, addr };
   };
-  const release = () => { for (const a of temps.splice(0)) p.heap.free(a); };
+  const release = () => {
+    for (const a of temps.splice(0)) p.heap.free(a);
+  };
   if (sameLayout(own, wire) || sameBytes(own, wire)) return { input, output, finish: () => undefined };
   try {
     const inPlace = input !== null && output !== null && sameView(input, output);
@@ -171,10 +249,12 @@ function converting(p: PlanContext, name: Kind, dtype: Dtype, own: TensorLayout,
     if (input && inL && wIn) convert(p, name, 'input', dtype, inL, { ...wire, shape: inL.shape }, input, wIn);
     const wOut = inPlace ? wIn : output && outL ? wireBuf(outL) : null;
     return {
-      input: wIn, output: wOut,
+      input: wIn,
+      output: wOut,
       finish: (error) => {
         try {
-          if (!error && output && outL && wOut) convert(p, name, 'output', dtype, { ...wire, shape: outL.shape }, outL, wOut, output);
+          if (!error && output && outL && wOut)
+            convert(p, name, 'output', dtype, { ...wire, shape: outL.shape }, outL, wOut, output);
         } finally {
           release();
         }
@@ -190,28 +270,61 @@ function converting(p: PlanContext, name: Kind, dtype: Dtype, own: TensorLayout,
  * The layouts of an op's input and output, checked: one rank's buffers hold one layout, and their
  * shapes fit the collective. A plain array beside a tensor takes the tensor's layout.
  */
-export function layoutsFit(name: Kind, input: Buf | null, output: Buf | null, size: number): [TensorLayout | null, TensorLayout | null] {
+export function layoutsFit(
+  name: Kind,
+  input: Buf | null,
+  output: Buf | null,
+  size: number,
+): [TensorLayout | null, TensorLayout | null] {
   const own = (input?.layout ?? output?.layout)!;
   // A rank's input and output hold one layout; a plain array beside a tensor takes its layout.
-  const inL = input?.layout ?? (input && { ...own, shape: [name === 'reduceScatter' ? own.shape[0] * size : name === 'allGather' ? own.shape[0] / size : own.shape[0], own.shape[1], own.shape[2], own.shape[3]] as TensorLayout['shape'] });
+  const inL =
+    input?.layout ??
+    (input && {
+      ...own,
+      shape: [
+        name === 'reduceScatter' ? own.shape[0] * size : name === 'allGather' ? own.shape[0] / size : own.shape[0],
+        own.shape[1],
+        own.shape[2],
+        own.shape[3],
+      ] as TensorLayout['shape'],
+    });
   const outL = output?.layout ?? (output && inL && withN(inL, outputN(name, inL.shape[0], size)));
   if (inL && outL) {
     if (!sameLayout(inL, outL)) {
-      fail('INVALID_ARGUMENT', `${name}: input is ${show(inL)} and output ${show(outL)}: one rank's buffers hold one layout (convertLayout one of them, or pass wireLayout to convert on the way)`, { layouts: [inL.layout, outL.layout] });
+      fail(
+        'INVALID_ARGUMENT',
+        `${name}: input is ${show(inL)} and output ${show(outL)}: one rank's buffers hold one layout (convertLayout one of them, or pass wireLayout to convert on the way)`,
+        { layouts: [inL.layout, outL.layout] },
+      );
     }
     const [n, c, h, w] = inL.shape;
     const [m, c2, h2, w2] = outL.shape;
     if (c !== c2 || h !== h2 || w !== w2 || m !== outputN(name, n, size)) {
-      fail('SIZE_MISMATCH', `${name}: input shape [${inL.shape.join(', ')}] and output shape [${outL.shape.join(', ')}] do not fit (${name === 'allGather' ? 'output N = size × input N' : name === 'reduceScatter' ? 'input N = size × output N' : 'they must be equal'}; C, H, W equal)`, {
-        input: inL.shape, output: outL.shape,
-      });
+      fail(
+        'SIZE_MISMATCH',
+        `${name}: input shape [${inL.shape.join(', ')}] and output shape [${outL.shape.join(', ')}] do not fit (${name === 'allGather' ? 'output N = size × input N' : name === 'reduceScatter' ? 'input N = size × output N' : 'they must be equal'}; C, H, W equal)`,
+        {
+          input: inL.shape,
+          output: outL.shape,
+        },
+      );
     }
   }
   return [inL ?? null, outL ?? null];
 }
 
 /** One conversion between a caller's buffer and a wire buffer (addresses in the node memory when they have them). */
-function convert(p: PlanContext, name: Kind, what: string, dtype: Dtype, from: TensorLayout, to: TensorLayout, src: Buf, dst: Buf): void {
+function convert(
+  p: PlanContext,
+  name: Kind,
+  what: string,
+  dtype: Dtype,
+  from: TensorLayout,
+  to: TensorLayout,
+  src: Buf,
+  dst: Buf,
+): void {
   const t0 = performance.now();
   const es = DTYPE_SIZE[dtype];
   const scratch: number[] = [];
@@ -241,7 +354,10 @@ function convert(p: PlanContext, name: Kind, what: string, dtype: Dtype, from: T
   p.counters.conversionMs += ms;
   if (enabled('INFO')) {
     const bytes = src.bytes.byteLength + dst.bytes.byteLength;
-    log('INFO', `rank ${p.rank}: ${name} converted its ${what} ${show(from)} -> ${to.layout}${to.layout === 'NC1HWC0' ? `(c0 ${to.c0})` : ''} ${dtype}: ${src.bytes.byteLength} B in ${(ms * 1000).toFixed(1)} us (${(bytes / (ms * 1e6)).toFixed(2)} GB/s read + written)`);
+    log(
+      'INFO',
+      `rank ${p.rank}: ${name} converted its ${what} ${show(from)} -> ${to.layout}${to.layout === 'NC1HWC0' ? `(c0 ${to.c0})` : ''} ${dtype}: ${src.bytes.byteLength} B in ${(ms * 1000).toFixed(1)} us (${(bytes / (ms * 1e6)).toFixed(2)} GB/s read + written)`,
+    );
   }
 }
 

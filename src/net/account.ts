@@ -4,9 +4,9 @@
 // every rank reports); a failure heard through the node's shared memory waits briefly for the
 // failing rank's own ABORT over the network; and what this rank's peers are told when it fails.
 import type { WebcclError } from '../core/errors.js';
+import type { NetWorld } from '../engine/job.js';
 import type { AbortInfo } from '../transport/transport.js';
 import { Dispute, type OpFields } from './blame.js';
-import type { NetWorld } from '../engine/job.js';
 
 /** Ops whose fields are kept, to name the field when a peer says it disagrees on one of them. */
 const RECENT_OPS = 32;
@@ -23,7 +23,10 @@ export class FaultAccount {
   private readonly peerAbortWaiters: ((e: WebcclError) => void)[] = [];
 
   /** `broken`: whether the engine has failed already (a disagreement found later changes nothing). */
-  constructor(private readonly world: NetWorld, private readonly broken: () => boolean) {}
+  constructor(
+    private readonly world: NetWorld,
+    private readonly broken: () => boolean,
+  ) {}
 
   /** Op `seq`'s fields, kept for RECENT_OPS ops. */
   remember(seq: number, fields: OpFields): void {
@@ -44,7 +47,9 @@ export class FaultAccount {
     if (d.seq !== seq) return; // the first disagreement is the one every rank reports
     d.learn({ [r]: this.recent.get(seq) });
     d.learn(heard?.fields);
-    const reason = heard ? `told by rank ${heard.by} that ranks disagree on op #${seq}` : `rank ${peer}'s messages for op #${seq} carry another signature than this rank's`;
+    const reason = heard
+      ? `told by rank ${heard.by} that ranks disagree on op #${seq}`
+      : `rank ${peer}'s messages for op #${seq} carry another signature than this rank's`;
     this.world.transport.abort({ code: 'MISMATCH', reason, details: { seq, fields: d.evidence(r) } });
   }
 
@@ -67,7 +72,10 @@ export class FaultAccount {
     if (this.peerAbort) return Promise.resolve(this.peerAbort);
     return new Promise((resolve) => {
       const timer = setTimeout(() => resolve(nodeErr), NETWORK_ACCOUNT_MS);
-      this.peerAbortWaiters.push((e) => { clearTimeout(timer); resolve(e); });
+      this.peerAbortWaiters.push((e) => {
+        clearTimeout(timer);
+        resolve(e);
+      });
     });
   }
 
@@ -78,15 +86,21 @@ export class FaultAccount {
    */
   abortInfoOf(err: WebcclError): AbortInfo {
     const d = this.dispute;
-    if (d) return { code: 'MISMATCH', reason: err.reason, details: { seq: d.seq, fields: d.evidence(this.world.rank) } };
+    if (d)
+      return { code: 'MISMATCH', reason: err.reason, details: { seq: d.seq, fields: d.evidence(this.world.rank) } };
     // Found by the node phase: the other nodes' ranks get the same field and values.
     const { field, ranks, values } = err.details;
-    if (err.code === 'MISMATCH' && typeof field === 'string') return { code: 'MISMATCH', reason: err.reason, details: { field, ranks, values } };
+    if (err.code === 'MISMATCH' && typeof field === 'string')
+      return { code: 'MISMATCH', reason: err.reason, details: { field, ranks, values } };
     const { by, reason, user, missing, peer, gone } = err.details;
     if (err.code === 'ABORTED' && typeof by === 'number' && by !== this.world.rank && typeof reason === 'string') {
       return { code: 'ABORTED', reason, user: user === true, details: { by, missing, gone } };
     }
     // A rank whose connections closed (or who left the node) is gone: the peers hear whom (shrink() needs it).
-    return { code: 'ABORTED', reason: err.reason, details: { missing, gone: err.code === 'CONNECTION_CLOSED' && Number.isInteger(peer) ? [peer] : undefined } };
+    return {
+      code: 'ABORTED',
+      reason: err.reason,
+      details: { missing, gone: err.code === 'CONNECTION_CLOSED' && Number.isInteger(peer) ? [peer] : undefined },
+    };
   }
 }

@@ -1,6 +1,6 @@
 // Naming the rank at fault when an op across nodes fails, as one node does from shared memory:
 //   Dispute    ranks disagree on an op: each rank's fields (collective, algorithm, the ring's
-//              piece size, dtype, op, layout, count, root, and allToAll's per-peer counts) travel in the ABORT frames, so
+// piece size, dtype, op, layout, count, root, and allToAll's per-peer counts) travel in the ABORT frames, so
 //              every rank names the field and both values once it has the fields of the two ranks
 //              that disagree.
 //   stallRoot  an op timed out: each timed-out rank publishes in the job's store whom it waits
@@ -10,27 +10,57 @@
 import { DTYPE_CODE, OP_CODE } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import { KIND } from '../core/shm-map.js';
+import { showLayoutSignature, showShapeClass } from '../core/tensor-layout.js';
 import type { OpSpec } from '../engine/engine.js';
 import type { JobStore } from '../engine/job.js';
-import { showLayoutSignature, showShapeClass } from '../core/tensor-layout.js';
 
 /**
  * What every rank must agree on for an op, under shm-runner's field names, in the order a
  * disagreement is named: the schedule and its piece size last, as they follow from the others
  * (ranks whose counts differ often pick different schedules too; the count is the cause).
  */
-export const FIELDS = ['collective', 'dtype', 'op', 'layout', 'shape', 'count', 'root', 'counts', 'algorithm', 'piece'] as const;
+export const FIELDS = [
+  'collective',
+  'dtype',
+  'op',
+  'layout',
+  'shape',
+  'count',
+  'root',
+  'counts',
+  'algorithm',
+  'piece',
+] as const;
 export type OpFields = Record<(typeof FIELDS)[number], string>;
 
 /** `piece`: the ring allReduce's piece size, 0 for other schedules (the ring's tags count pieces). */
 export function fieldsOf(s: OpSpec, algo: string, piece = 0): OpFields {
   const reduces = s.name === 'allReduce' || s.name === 'reduce' || s.name === 'reduceScatter';
   const counts = s.counts ? `${s.counts.send.join(',')}/${s.counts.recv.join(',')}` : '-';
-  return { collective: s.name, algorithm: algo, piece: piece ? `${piece} bytes` : '-', dtype: s.dtype, op: reduces ? s.op : '-', layout: showLayoutSignature(s.layout ?? 0), shape: showShapeClass(s.shape ?? 0), count: String(s.count), root: String(s.root), counts };
+  return {
+    collective: s.name,
+    algorithm: algo,
+    piece: piece ? `${piece} bytes` : '-',
+    dtype: s.dtype,
+    op: reduces ? s.op : '-',
+    layout: showLayoutSignature(s.layout ?? 0),
+    shape: showShapeClass(s.shape ?? 0),
+    count: String(s.count),
+    root: String(s.root),
+    counts,
+  };
 }
 
 /** Each network schedule's number in the signature. */
-const ALGO_CODE: Record<string, number> = { ring: 1, doubling: 2, hierarchical: 3, chain: 4, dissemination: 5, pairwise: 6, direct: 7 };
+const ALGO_CODE: Record<string, number> = {
+  ring: 1,
+  doubling: 2,
+  hierarchical: 3,
+  chain: 4,
+  dissemination: 5,
+  pairwise: 6,
+  direct: 7,
+};
 
 /** FNV-1a of `values` (u32 each, little-endian bytes), continuing from `h`. */
 function fnv(h: number, values: number[]): number {
@@ -51,7 +81,17 @@ export function signatureOf(s: OpSpec, algo: string, piece = 0): number {
   // allToAll's counts ride in each message's own signature (pairSignatures), not here: equal
   // blocks of n and per-peer counts of n everywhere are the same exchange.
   const count = s.name === 'allToAll' ? 0 : s.count;
-  return fnv(0x811c9dc5, [KIND[s.name], DTYPE_CODE[s.dtype], OP_CODE[s.op], count, s.root, ALGO_CODE[algo] ?? 0, s.layout ?? 0, s.shape ?? 0, ...(piece ? [piece] : [])]);
+  return fnv(0x811c9dc5, [
+    KIND[s.name],
+    DTYPE_CODE[s.dtype],
+    OP_CODE[s.op],
+    count,
+    s.root,
+    ALGO_CODE[algo] ?? 0,
+    s.layout ?? 0,
+    s.shape ?? 0,
+    ...(piece ? [piece] : []),
+  ]);
 }
 
 /** The signature of the messages an op sends to each peer, and of those it expects from each. */
@@ -86,9 +126,16 @@ function countsOf(f: OpFields): { send: string[]; recv: string[] } | undefined {
  * between ranks by design: they disagree only when what a sends b is not what b expects from a
  * (or the other way round).
  */
-function differ(field: (typeof FIELDS)[number], a: number, fa: OpFields, b: number, fb: OpFields): [string, string] | undefined {
+function differ(
+  field: (typeof FIELDS)[number],
+  a: number,
+  fa: OpFields,
+  b: number,
+  fb: OpFields,
+): [string, string] | undefined {
   if (field !== 'counts') return fa[field] !== fb[field] ? [fa[field], fb[field]] : undefined;
-  const ca = countsOf(fa), cb = countsOf(fb);
+  const ca = countsOf(fa),
+    cb = countsOf(fb);
   if (!ca || !cb) return fa.counts !== fb.counts ? [fa.counts, fb.counts] : undefined;
   if (ca.send[b] !== cb.recv[a]) return [`sendCounts[${b}]=${ca.send[b]}`, `recvCounts[${a}]=${cb.recv[a]}`];
   if (ca.recv[b] !== cb.send[a]) return [`recvCounts[${b}]=${ca.recv[b]}`, `sendCounts[${a}]=${cb.send[a]}`];
@@ -109,11 +156,17 @@ export class Dispute {
   readonly verdict: Promise<WebcclError>;
   private complete!: () => void;
 
-  constructor(readonly seq: number, private readonly by?: number) {
+  constructor(
+    readonly seq: number,
+    private readonly by?: number,
+  ) {
     let timer: ReturnType<typeof setTimeout> | undefined;
     // The timer is ref'd: the failing op awaits the verdict, so the process must wait for it.
     this.verdict = new Promise<void>((resolve) => {
-      this.complete = () => { clearTimeout(timer); resolve(); };
+      this.complete = () => {
+        clearTimeout(timer);
+        resolve();
+      };
       timer = setTimeout(resolve, EVIDENCE_GRACE_MS);
     }).then(() => this.judge());
   }
@@ -121,7 +174,8 @@ export class Dispute {
   /** Adds what a rank knows (its own fields, or those an ABORT carried). */
   learn(fields: Record<number, OpFields | undefined> | undefined): void {
     for (const [r, f] of Object.entries(fields ?? {})) {
-      if (f && typeof f === 'object' && Number.isInteger(Number(r))) this.fields.set(Number(r), this.fields.get(Number(r)) ?? f);
+      if (f && typeof f === 'object' && Number.isInteger(Number(r)))
+        this.fields.set(Number(r), this.fields.get(Number(r)) ?? f);
     }
     if (this.pair()) this.complete();
   }
@@ -129,7 +183,9 @@ export class Dispute {
   /** Fields to send on: `mine` and, once known, those of a rank that differs (an ABORT carries two). */
   evidence(mine: number): Record<number, OpFields> {
     const p = this.pair();
-    const ranks = p ? [...new Set([mine, ...p.ranks])].filter((r) => this.fields.has(r)).slice(0, 2) : [...this.fields.keys()].slice(0, 2);
+    const ranks = p
+      ? [...new Set([mine, ...p.ranks])].filter((r) => this.fields.has(r)).slice(0, 2)
+      : [...this.fields.keys()].slice(0, 2);
     if (p && !ranks.includes(p.ranks[1]) && !ranks.includes(p.ranks[0])) ranks.splice(0, 2, ...p.ranks);
     return Object.fromEntries(ranks.map((r) => [r, this.fields.get(r)!]));
   }
@@ -152,13 +208,21 @@ export class Dispute {
   private judge(): WebcclError {
     const from = this.by === undefined ? {} : { by: this.by };
     const p = this.pair();
-    if (!p) return new WebcclError('MISMATCH', `ranks disagree on op #${this.seq}'s collective, count, dtype, op, root, counts, algorithm or layout`, { seq: this.seq, ranks: [...this.fields.keys()], ...from });
+    if (!p)
+      return new WebcclError(
+        'MISMATCH',
+        `ranks disagree on op #${this.seq}'s collective, count, dtype, op, root, counts, algorithm or layout`,
+        { seq: this.seq, ranks: [...this.fields.keys()], ...from },
+      );
     const [a, b] = p.ranks;
     const values = p.values;
-    return new WebcclError('MISMATCH', `ranks disagree on the ${p.field} of op #${this.seq}: rank ${a} has ${values[0]}, rank ${b} has ${values[1]}`, { field: p.field, ranks: [a, b], values, seq: this.seq, ...from });
+    return new WebcclError(
+      'MISMATCH',
+      `ranks disagree on the ${p.field} of op #${this.seq}: rank ${a} has ${values[0]}, rank ${b} has ${values[1]}`,
+      { field: p.field, ranks: [a, b], values, seq: this.seq, ...from },
+    );
   }
 }
-
 
 /** How long a timed-out rank waits for each rank of the chain to say whom it waits for. */
 export const stallGraceMs = (timeoutMs: number): number => Math.min(5000, Math.max(1000, timeoutMs / 2));
@@ -175,7 +239,13 @@ export function stallText({ missing, chain }: { missing: number[]; chain: number
  * ranks waited for: no store, a store that cannot say at the first step, or a cycle of ranks
  * waiting on each other).
  */
-export async function stallRoot(store: JobStore | undefined, rank: number, seq: number, awaited: number[], graceMs: number): Promise<{ missing: number[]; chain: number[] }> {
+export async function stallRoot(
+  store: JobStore | undefined,
+  rank: number,
+  seq: number,
+  awaited: number[],
+  graceMs: number,
+): Promise<{ missing: number[]; chain: number[] }> {
   const direct = { missing: awaited, chain: [] };
   if (!store || !awaited.length) return direct;
   const key = (r: number) => `webccl/stall/${r}`;
@@ -198,10 +268,17 @@ export async function stallRoot(store: JobStore | undefined, rank: number, seq: 
 /** The JSON value at `key`: undefined when not set within `ms`, null when the store cannot answer. */
 async function lookup(store: JobStore, key: string, ms: number): Promise<unknown> {
   let answer: unknown = null;
-  await bounded(store.get(key, { timeoutMs: Math.round(ms) }).then(
-    (v) => { answer = JSON.parse(new TextDecoder().decode(v)); },
-    (e) => { answer = WebcclError.is(e) && e.code === 'STORE_TIMEOUT' ? undefined : null; },
-  ), ms + 1000);
+  await bounded(
+    store.get(key, { timeoutMs: Math.round(ms) }).then(
+      (v) => {
+        answer = JSON.parse(new TextDecoder().decode(v));
+      },
+      (e) => {
+        answer = WebcclError.is(e) && e.code === 'STORE_TIMEOUT' ? undefined : null;
+      },
+    ),
+    ms + 1000,
+  );
   return answer;
 }
 
@@ -212,6 +289,14 @@ async function lookup(store: JobStore, key: string, ms: number): Promise<unknown
  */
 function bounded(p: Promise<unknown>, ms: number): Promise<void> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<void>((ok) => { timer = setTimeout(ok, ms); });
-  return Promise.race([p.then(() => undefined, () => undefined), late]).finally(() => clearTimeout(timer));
+  const late = new Promise<void>((ok) => {
+    timer = setTimeout(ok, ms);
+  });
+  return Promise.race([
+    p.then(
+      () => undefined,
+      () => undefined,
+    ),
+    late,
+  ]).finally(() => clearTimeout(timer));
 }

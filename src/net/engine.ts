@@ -8,33 +8,41 @@
 // field); a deadline follows the chain of waiting ranks to the one that stalls it; and every peer
 // is told why in an ABORT, so each names the first cause rather than the neighbour that passed
 // it on.
+
+import { doublingAllReduce } from '../algorithms/doubling.js';
+import type { Group, Mem, Span } from '../algorithms/group.js';
+import { hierarchicalAllReduce } from '../algorithms/hierarchical.js';
+import { ringAllReduce } from '../algorithms/ring.js';
+import { treeAllReduce } from '../algorithms/tree.js';
 import { DTYPE_SIZE } from '../core/dtypes.js';
 import { WebcclError, within } from '../core/errors.js';
 import { enabled, log } from '../core/log.js';
-import type { AbortInfo, Tag, Transport } from '../transport/transport.js';
-import type { Group, Mem, Span } from '../algorithms/group.js';
-import { ringAllReduce } from '../algorithms/ring.js';
-import { doublingAllReduce } from '../algorithms/doubling.js';
-import { treeAllReduce } from '../algorithms/tree.js';
-import { hierarchicalAllReduce } from '../algorithms/hierarchical.js';
-import { NET_ALGORITHMS, flatAlgo } from '../tuner/net-tuner.js';
-import { type NetOpAlgo, NetSchedule } from './schedule.js';
-import { Arena } from './arena.js';
-import { type Kernels, workingMemory } from './memory.js';
-import { runNetOp } from './ops.js';
-import { nodePhase, threadEngines } from './node-phase.js';
-import { FlightRecorder } from '../engine/flight-recorder.js';
-import { type PairSignatures, fieldsOf, pairSignatures, signatureOf, stallGraceMs, stallRoot, stallText } from './blame.js';
-import { FaultAccount } from './account.js';
-import type { JobStore, NetWorld } from '../engine/job.js';
-import type { NodeMates } from '../engine/node-mates.js';
 import type { RankContext } from '../engine/context.js';
+import { countDone, type Engine, isP2p, type OpCounters, type OpSpec } from '../engine/engine.js';
+import { FlightRecorder } from '../engine/flight-recorder.js';
+import type { NetWorld } from '../engine/job.js';
+import type { NodeMates } from '../engine/node-mates.js';
 import { opLine } from '../engine/op-line.js';
-import { type Engine, type OpCounters, type OpSpec, countDone, isP2p } from '../engine/engine.js';
 import { Work, type WorkDriver } from '../engine/work.js';
+import type { AbortInfo, Tag } from '../transport/transport.js';
+import { flatAlgo, NET_ALGORITHMS } from '../tuner/net-tuner.js';
+import { FaultAccount } from './account.js';
+import { Arena } from './arena.js';
+import {
+  fieldsOf,
+  type PairSignatures,
+  pairSignatures,
+  signatureOf,
+  stallGraceMs,
+  stallRoot,
+  stallText,
+} from './blame.js';
+import { type Kernels, workingMemory } from './memory.js';
+import { nodePhase, threadEngines } from './node-phase.js';
+import { runNetOp } from './ops.js';
 import { NetP2p } from './p2p.js';
 import { isP2pSpace, p2pSpace } from './p2p-space.js';
-
+import { type NetOpAlgo, NetSchedule } from './schedule.js';
 
 interface NetOp {
   spec: OpSpec;
@@ -43,7 +51,9 @@ interface NetOp {
   algo: NetOpAlgo;
   /** The ring allReduce's piece size (0 for the other schedules). */
   piece: number;
-  /** An allReduce's ring (flat, or across nodes): the connections per pair its messages go on (undefined: all of them). */
+  /**
+   * An allReduce's ring (flat, or across nodes): the connections per pair its messages go on (undefined: all of them).
+   */
   ways?: number;
   /** Hash of what every rank must agree on; it rides in every message's tag. */
   signature: number;
@@ -70,7 +80,10 @@ export class NetEngine implements Engine, WorkDriver {
   /** Ranks whose message some pending receive awaits (named when a deadline passes). */
   private readonly awaited = new Map<number, number>();
   readonly flight: FlightRecorder;
-  /** Told when an op starts and when the ranks it awaits change (the network progress thread publishes them to its rank). */
+  /**
+   * Told when an op starts and when the ranks it awaits change (the network progress thread publishes them to its
+   * rank).
+   */
   onProgress?: (startedSeq: number, awaited: () => number[]) => void;
   /** Who is at fault when an op fails: disagreements and peers' ABORTs (net/account.ts). */
   private readonly account: FaultAccount;
@@ -82,8 +95,14 @@ export class NetEngine implements Engine, WorkDriver {
   /** Point-to-point ops: outside the collective order, in a tag space of their own. */
   private readonly p2p: NetP2p;
 
-  constructor(private readonly ctx: RankContext, private readonly world: NetWorld, private readonly local: NodeMates | undefined,
-              private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number) {
+  constructor(
+    private readonly ctx: RankContext,
+    private readonly world: NetWorld,
+    private readonly local: NodeMates | undefined,
+    private readonly counters: OpCounters,
+    commAlgo: unknown,
+    private readonly timeoutMs: number,
+  ) {
     this.schedule = new NetSchedule({ ...world, channels: world.transport.channels }, commAlgo);
     this.kernels = ctx.core.exports as unknown as Kernels;
     this.arena = new Arena(ctx.heap);
@@ -96,7 +115,10 @@ export class NetEngine implements Engine, WorkDriver {
       },
     });
     this.account = new FaultAccount(world, () => this.broken !== undefined);
-    world.transport.watch?.({ unexpected: (peer, tag) => this.unexpected(peer, tag), aborted: (e) => this.account.peerAborted(e) });
+    world.transport.watch?.({
+      unexpected: (peer, tag) => this.unexpected(peer, tag),
+      aborted: (e) => this.account.peerAborted(e),
+    });
     threadEngines.add(this);
   }
 
@@ -113,21 +135,39 @@ export class NetEngine implements Engine, WorkDriver {
     // Numbered by whoever issues it when it does (a rank that hands some ops to its network
     // progress thread numbers them all): ops it skips ran on the thread's connections.
     const seq = this.advance(spec.seq);
-    const work = new Work(spec.name, seq, this, false, 'cannot complete an op across nodes, which needs the event loop');
+    const work = new Work(
+      spec.name,
+      seq,
+      this,
+      false,
+      'cannot complete an op across nodes, which needs the event loop',
+    );
     work.timing.issuedAt = performance.now();
     if (spec.trace) work.trace = spec.trace.issue(work, algo);
     // The ring's pieces are part of its schedule (tags count them): in the signature, so ranks
     // whose models or WEBCCL_PIECE_BYTES disagree fail with MISMATCH.
     const piece = algo === 'ring' ? this.schedule.piece(bytes) : 0;
     const signature = signatureOf(spec, algo, piece);
-    const op: NetOp = { spec, work, seq, algo, piece, ways: spec.name === 'allReduce' ? this.schedule.ringWaysOf(algo, bytes, piece) : undefined, signature, pairs: pairSignatures(spec, signature), done: Promise.resolve() };
+    const op: NetOp = {
+      spec,
+      work,
+      seq,
+      algo,
+      piece,
+      ways: spec.name === 'allReduce' ? this.schedule.ringWaysOf(algo, bytes, piece) : undefined,
+      signature,
+      pairs: pairSignatures(spec, signature),
+      done: Promise.resolve(),
+    };
     this.account.remember(seq, fieldsOf(spec, algo, piece));
     op.done = this.tail = this.tail.then(() => this.run(op));
     this.queue.push(op);
     this.flight.submitted(work, spec, algo);
     // A peer's message for this op may have come first: one with another signature means the
     // ranks disagree (a rank that takes no message in this op would never look at it).
-    const held = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0 && !isP2pSpace(h.tag.space) && h.tag.comm !== expectedFrom(op, h.peer));
+    const held = this.world.transport
+      .held?.()
+      .find((h) => h.tag.seq === op.seq >>> 0 && !isP2pSpace(h.tag.space) && h.tag.comm !== expectedFrom(op, h.peer));
     if (held) this.account.disagreed(op.seq, held.peer);
     return work;
   }
@@ -144,7 +184,10 @@ export class NetEngine implements Engine, WorkDriver {
     if (held) this.disagreedOutside(seq, held.peer);
   }
 
-  /** Ranks disagree on op `seq`: with no op of its own pending, the engine fails with the verdict all the same (its rank's other path may wait on it). */
+  /**
+   * Ranks disagree on op `seq`: with no op of its own pending, the engine fails with the verdict all the same (its
+   * rank's other path may wait on it).
+   */
   private disagreedOutside(seq: number, peer: number): void {
     this.account.disagreed(seq, peer);
     // (an op pending here fails through the transport's abort, and names itself)
@@ -158,7 +201,9 @@ export class NetEngine implements Engine, WorkDriver {
   private advance(given: number | undefined): number {
     const seq = given ?? this.seq;
     if (seq > this.seq) {
-      const skipped = this.world.transport.held?.().find((h) => h.tag.seq >= this.seq >>> 0 && h.tag.seq < seq >>> 0 && !isP2pSpace(h.tag.space));
+      const skipped = this.world.transport
+        .held?.()
+        .find((h) => h.tag.seq >= this.seq >>> 0 && h.tag.seq < seq >>> 0 && !isP2pSpace(h.tag.space));
       if (skipped) queueMicrotask(() => this.disagreedOutside(skipped.tag.seq, skipped.peer));
     }
     this.seq = Math.max(this.seq, seq + 1);
@@ -206,7 +251,11 @@ export class NetEngine implements Engine, WorkDriver {
 
   abort(reason: string): void {
     const r = this.world.rank;
-    this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${r}: ${reason}`, { by: r, reason }), { code: 'ABORTED', reason, user: true });
+    this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${r}: ${reason}`, { by: r, reason }), {
+      code: 'ABORTED',
+      reason,
+      user: true,
+    });
   }
 
   failure(): WebcclError | undefined {
@@ -224,7 +273,11 @@ export class NetEngine implements Engine, WorkDriver {
   }
 
   progress(w: Work, block: boolean): void {
-    if (block && !w.settled) throw new WebcclError('UNSUPPORTED', `${w.name} #${w.seq}: an op across nodes completes on the event loop; await it instead of waitSync()`);
+    if (block && !w.settled)
+      throw new WebcclError(
+        'UNSUPPORTED',
+        `${w.name} #${w.seq}: an op across nodes completes on the event loop; await it instead of waitSync()`,
+      );
   }
 
   progressAsync(w: Work): Promise<void> {
@@ -246,19 +299,29 @@ export class NetEngine implements Engine, WorkDriver {
       this.arena.reset();
       // A message of this op that no receive took: its sender disagreed (never report success).
       const left = this.world.transport.held?.().find((h) => h.tag.seq === op.seq >>> 0 && !isP2pSpace(h.tag.space));
-      if (left) throw new WebcclError('MISMATCH', `rank ${left.peer} sent a message for op #${op.seq} that no receive took`, { seq: op.seq, peer: left.peer });
+      if (left)
+        throw new WebcclError('MISMATCH', `rank ${left.peer} sent a message for op #${op.seq} that no receive took`, {
+          seq: op.seq,
+          peer: left.peer,
+        });
       work.settle();
       countDone(this.counters, work);
       if (spec.name === 'allReduce') this.byAlgorithm[op.algo]++;
-      if (trace) log('TRACE', `rank ${this.world.rank}: ${opLine({ ...spec, seq: op.seq, algo: op.algo })} done in ${(work.durationMs * 1000).toFixed(1)} us`);
+      if (trace)
+        log(
+          'TRACE',
+          `rank ${this.world.rank}: ${opLine({ ...spec, seq: op.seq, algo: op.algo })} done in ${(work.durationMs * 1000).toFixed(1)} us`,
+        );
     } catch (e) {
       this.counters.failed++;
       let err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
       if (err !== this.broken) {
         // A receive that met another signature in its slot (the mailbox), or a message left
         // over: the ranks disagree.
-        if (err.code === 'MISMATCH' && typeof err.details.seq === 'number' && err.details.by === undefined) this.account.disagreed(err.details.seq, err.details.peer as number);
-        if (!this.account.dispute && err.code === 'ABORTED' && err.details.via === 'shm') err = await this.account.networkAccount(err);
+        if (err.code === 'MISMATCH' && typeof err.details.seq === 'number' && err.details.by === undefined)
+          this.account.disagreed(err.details.seq, err.details.peer as number);
+        if (!this.account.dispute && err.code === 'ABORTED' && err.details.via === 'shm')
+          err = await this.account.networkAccount(err);
         // (the network's account may be a disagreement, which the verdict states with its field)
         if (this.account.dispute) err = await this.account.dispute.verdict;
         else if (err.code === 'TIMEOUT' && !('awaited' in err.details)) err = await this.nodeStall(op, err);
@@ -282,8 +345,15 @@ export class NetEngine implements Engine, WorkDriver {
       timer = setTimeout(() => {
         const awaited = [...this.awaited.keys()].sort((a, b) => a - b);
         void stallRoot(this.world.store, this.world.rank, op.seq, awaited, stallGraceMs(ms)).then((stall) => {
-          const direct = awaited.length ? ` waiting for rank${awaited.length > 1 ? 's' : ''} ${awaited.join(', ')}` : '';
-          reject(new WebcclError('TIMEOUT', `timed out after ${ms} ms${direct}${stallText(stall)}`, { missing: stall.missing, awaited }));
+          const direct = awaited.length
+            ? ` waiting for rank${awaited.length > 1 ? 's' : ''} ${awaited.join(', ')}`
+            : '';
+          reject(
+            new WebcclError('TIMEOUT', `timed out after ${ms} ms${direct}${stallText(stall)}`, {
+              missing: stall.missing,
+              awaited,
+            }),
+          );
         });
       }, ms);
     });
@@ -297,7 +367,8 @@ export class NetEngine implements Engine, WorkDriver {
       this.broken = err;
       log('WARN', err.message);
       this.world.transport.abort(info ?? this.account.abortInfoOf(err));
-      if (this.schedule.topo.perNode > 1) this.local?.abort(`rank ${this.world.rank} failed: ${err.reason} (${err.code})`);
+      if (this.schedule.topo.perNode > 1)
+        this.local?.abort(`rank ${this.world.rank} failed: ${err.reason} (${err.code})`);
       this.onBroken?.(err);
     }
     for (const q of this.queue) q.work.settle(err);
@@ -326,9 +397,21 @@ export class NetEngine implements Engine, WorkDriver {
    * arrive: a mate may itself wait on the network, so follow the stall from it (see stallRoot).
    */
   private async nodeStall(op: NetOp, nodeErr: WebcclError): Promise<WebcclError> {
-    const mates = ((nodeErr.details.missing as number[] | undefined) ?? []).map((l) => this.schedule.nodeRanks[l]).filter((r) => r !== undefined);
-    const stall = await stallRoot(this.world.store, this.world.rank, op.seq, mates, stallGraceMs(op.spec.timeoutMs ?? this.timeoutMs));
-    return new WebcclError('TIMEOUT', `${nodeErr.reason}${stallText(stall)}`, { ...nodeErr.details, missing: stall.missing, awaited: mates });
+    const mates = ((nodeErr.details.missing as number[] | undefined) ?? [])
+      .map((l) => this.schedule.nodeRanks[l])
+      .filter((r) => r !== undefined);
+    const stall = await stallRoot(
+      this.world.store,
+      this.world.rank,
+      op.seq,
+      mates,
+      stallGraceMs(op.spec.timeoutMs ?? this.timeoutMs),
+    );
+    return new WebcclError('TIMEOUT', `${nodeErr.reason}${stallText(stall)}`, {
+      ...nodeErr.details,
+      missing: stall.missing,
+      awaited: mates,
+    });
   }
 
   private group(members: number[], op: NetOp): Group {
@@ -341,7 +424,10 @@ export class NetEngine implements Engine, WorkDriver {
       send: (peer, step, data) => {
         const sent = t.send(members[peer], tag(op.pairs?.to(members[peer]) ?? op.signature, step), data);
         this.sending.add(sent);
-        void sent.then(() => this.sending.delete(sent), () => this.sending.delete(sent));
+        void sent.then(
+          () => this.sending.delete(sent),
+          () => this.sending.delete(sent),
+        );
         return sent;
       },
       recv: (peer, step, into) => {
@@ -363,20 +449,48 @@ export class NetEngine implements Engine, WorkDriver {
   private execute(op: NetOp): Promise<void> {
     const m = workingMemory(this.ctx.core.memory, this.kernels, this.arena, op.spec.dtype, op.spec.op);
     const world = this.group(this.schedule.worldRanks, op);
-    return runNetOp(op.spec, { m, world, kernels: this.kernels, allReduce: (w, from) => this.allReduce(op, m, world, w, from) });
+    return runNetOp(op.spec, {
+      m,
+      world,
+      kernels: this.kernels,
+      allReduce: (w, from) => this.allReduce(op, m, world, w, from),
+    });
   }
 
   /** Of `from` into `w` when given: the flat schedules read it in place, the others after a copy. */
   private allReduce(op: NetOp, m: Mem, world: Group, w: Span, from?: Span): Promise<void> {
     const { topo } = this.schedule;
-    const flat = (g: Group, mm: Mem, s: Span, algo = flatAlgo(s.count * mm.elemBytes, g.size, topo.sharing, topo.channels), src?: Span, piece?: number) =>
-      (algo === 'ring' ? ringAllReduce(g, mm, s, src, piece ?? this.schedule.piece(s.count * mm.elemBytes, g.size)) : doublingAllReduce(g, mm, s, src));
-    if (op.algo !== 'tree' && op.algo !== 'hierarchical') return flat(world, m, w, op.algo as 'ring' | 'doubling', from, op.piece);
+    const flat = (
+      g: Group,
+      mm: Mem,
+      s: Span,
+      algo = flatAlgo(s.count * mm.elemBytes, g.size, topo.sharing, topo.channels),
+      src?: Span,
+      piece?: number,
+    ) =>
+      algo === 'ring'
+        ? ringAllReduce(g, mm, s, src, piece ?? this.schedule.piece(s.count * mm.elemBytes, g.size))
+        : doublingAllReduce(g, mm, s, src);
+    if (op.algo !== 'tree' && op.algo !== 'hierarchical')
+      return flat(world, m, w, op.algo as 'ring' | 'doubling', from, op.piece);
     if (from) m.copy(w.addr, from.addr, w.count);
     if (op.algo === 'tree') return treeAllReduce(world, m, w);
-    return hierarchicalAllReduce(nodePhase(this.local, this.schedule.nodeRanks, this.ctx, op.spec.dtype, op.spec.op, op.spec.timeoutMs ?? this.timeoutMs, op.spec.layout), this.group(this.schedule.interRanks, op), m, w, (g, mm, s) => flat(g, mm, s));
+    return hierarchicalAllReduce(
+      nodePhase(
+        this.local,
+        this.schedule.nodeRanks,
+        this.ctx,
+        op.spec.dtype,
+        op.spec.op,
+        op.spec.timeoutMs ?? this.timeoutMs,
+        op.spec.layout,
+      ),
+      this.group(this.schedule.interRanks, op),
+      m,
+      w,
+      (g, mm, s) => flat(g, mm, s),
+    );
   }
-
 }
 
 /** The signature of the messages `op` expects from world rank `peer`. */

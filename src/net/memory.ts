@@ -1,11 +1,12 @@
 // Working memory of a network op, in the node's wasm memory so that the kernels reach it:
 // a buffer from comm.alloc() is used in place, any other is copied into the op's scratch at its
 // start and out at its end. The schedules see it as a Mem (src/algorithms/group.ts).
-import { freshBuffer } from '../core/fresh-buffer.js';
-import { DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE } from '../core/dtypes.js';
+
 import type { Mem, Span } from '../algorithms/group.js';
-import type { Arena } from './arena.js';
+import { DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE } from '../core/dtypes.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
 import type { Buf } from '../engine/buffers.js';
+import type { Arena } from './arena.js';
 
 /** The wasm kernels the schedules reduce, copy and scale with. */
 export interface Kernels {
@@ -32,7 +33,7 @@ export function workingMemory(memory: WebAssembly.Memory, ex: Kernels, arena: Ar
 
 /** Working memory for `count` elements: `b` itself when it lives in the node memory. */
 export function region(m: Mem, b: Buf | null, count: number): Span {
-  return b && b.addr ? { addr: b.addr, count } : { addr: m.scratch(count), count };
+  return b?.addr ? { addr: b.addr, count } : { addr: m.scratch(count), count };
 }
 
 export function copyIn(m: Mem, to: Span, from: Buf): void {

@@ -1,14 +1,15 @@
 // The node phase of a hierarchical op across nodes: this node's ranks meet over shared memory
 // through the node communicator, and what that communicator reports is said in world ranks.
-import { freshBuffer } from '../core/fresh-buffer.js';
+
+import type { Span } from '../algorithms/group.js';
+import type { NodeLocal } from '../algorithms/hierarchical.js';
 import { ARRAY_OF, type Dtype } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
-import type { NodeLocal } from '../algorithms/hierarchical.js';
-import type { Span } from '../algorithms/group.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
 import type { TypedArray } from '../engine/buffers.js';
-import type { NodeMates, NodePhaseOptions } from '../engine/node-mates.js';
 import type { RankContext } from '../engine/context.js';
-import { type Work, settledWithoutBlocking } from '../engine/work.js';
+import type { NodeMates, NodePhaseOptions } from '../engine/node-mates.js';
+import { settledWithoutBlocking, type Work } from '../engine/work.js';
 import { WIRE_SIGNATURE } from '../layouts/plan.js';
 
 /** This thread's network engines (their communicators not yet destroyed): what `alone` counts. */
@@ -41,7 +42,15 @@ const ALONE: NodeLocal = {
  * under the op's deadline. `local` is undefined where the rank has no node mate in the
  * communicator (a network progress thread keeps none then; a group keeps none for one member).
  */
-export function nodePhase(local: NodeMates | undefined, nodeRanks: number[], ctx: RankContext, dtype: Dtype, op: string, timeoutMs: number, layout = 0): NodeLocal {
+export function nodePhase(
+  local: NodeMates | undefined,
+  nodeRanks: number[],
+  ctx: RankContext,
+  dtype: Dtype,
+  op: string,
+  timeoutMs: number,
+  layout = 0,
+): NodeLocal {
   if (local === undefined || local.size === 1) return ALONE;
   const memory = ctx.core.memory;
   const arr = (s: Span) => {
@@ -57,24 +66,42 @@ export function nodePhase(local: NodeMates | undefined, nodeRanks: number[], ctx
   // get there, which takes this thread's event loop; blocking here deadlocked the two until
   // the deadline. Then it polls, yielding to the event loop.
   // (a throw of waitSync becomes a rejection, so that the mapping below sees it)
-  const settle = (w: Work) => (!ctx.canBlock ? w.wait() : aloneOnThread() ? new Promise<void>((resolve) => resolve(w.waitSync())) : settledWithoutBlocking(w, 1));
-  const done = (w: Work) => settle(w).catch((e: unknown) => {
-    if (!WebcclError.is(e)) throw e;
-    if (e.code === 'MISMATCH') throw worldMismatch(e, nodeRanks);
-    // A node mate that left: named by its rank in the communicator, not in the node.
-    if (e.code === 'CONNECTION_CLOSED' && Number.isInteger(e.details.peer)) {
-      const peer = nodeRanks[e.details.peer as number];
-      throw new WebcclError(e.code, e.reason.replace(/\brank (\d+) (died|has left)/, `rank ${peer} $2`), { ...e.details, rank: peer, peer });
-    }
-    throw e;
-  });
+  const settle = (w: Work) =>
+    !ctx.canBlock
+      ? w.wait()
+      : aloneOnThread()
+        ? new Promise<void>((resolve) => resolve(w.waitSync()))
+        : settledWithoutBlocking(w, 1);
+  const done = (w: Work) =>
+    settle(w).catch((e: unknown) => {
+      if (!WebcclError.is(e)) throw e;
+      if (e.code === 'MISMATCH') throw worldMismatch(e, nodeRanks);
+      // A node mate that left: named by its rank in the communicator, not in the node.
+      if (e.code === 'CONNECTION_CLOSED' && Number.isInteger(e.details.peer)) {
+        const peer = nodeRanks[e.details.peer as number];
+        throw new WebcclError(e.code, e.reason.replace(/\brank (\d+) (died|has left)/, `rank ${peer} $2`), {
+          ...e.details,
+          rank: peer,
+          peer,
+        });
+      }
+      throw e;
+    });
   return {
     rank: local.rank,
     size: local.size,
     // The op's own deadline holds for its node phase too, and its wire layout joins the node ops'
     // signatures (layouts/plan.ts WIRE_SIGNATURE).
-    reduceScatter: (out, input) => done(local.reduceScatter(arr(out), arr(input), { op: reduceOp, timeoutMs, [WIRE_SIGNATURE]: layout } as NodePhaseOptions)),
-    allGather: (out, input) => done(local.allGather(arr(out), arr(input), { timeoutMs, [WIRE_SIGNATURE]: layout } as NodePhaseOptions)),
+    reduceScatter: (out, input) =>
+      done(
+        local.reduceScatter(arr(out), arr(input), {
+          op: reduceOp,
+          timeoutMs,
+          [WIRE_SIGNATURE]: layout,
+        } as NodePhaseOptions),
+      ),
+    allGather: (out, input) =>
+      done(local.allGather(arr(out), arr(input), { timeoutMs, [WIRE_SIGNATURE]: layout } as NodePhaseOptions)),
   };
 }
 
@@ -86,5 +113,9 @@ export function worldMismatch(e: WebcclError, nodeRanks: number[]): WebcclError 
   const { field, values } = e.details as { field?: string; values?: unknown[] };
   const ranks = ((e.details.ranks as number[] | undefined) ?? []).map((l) => nodeRanks[l] ?? l);
   if (typeof field !== 'string' || ranks.length !== 2 || !Array.isArray(values)) return e;
-  return new WebcclError('MISMATCH', `ranks disagree on the ${field}: rank ${ranks[0]} has ${String(values[0])}, rank ${ranks[1]} has ${String(values[1])}`, { field, ranks, values });
+  return new WebcclError(
+    'MISMATCH',
+    `ranks disagree on the ${field}: rank ${ranks[0]} has ${String(values[0])}, rank ${ranks[1]} has ${String(values[1])}`,
+    { field, ranks, values },
+  );
 }

@@ -2,15 +2,16 @@
 // alloc() buffer in place, or a region the input is copied into and the output out of), which
 // schedule of src/algorithms runs on it, and the avg scaling. The engine decides the order of
 // ops, deadlines and blame; this file only moves one op's data.
-import type { Group, Mem, Span } from '../algorithms/group.js';
-import { ringAllGather, ringReduceScatter } from '../algorithms/ring.js';
+
 import { chainBroadcast, chainReduce } from '../algorithms/chain.js';
-import { disseminationBarrier } from '../algorithms/dissemination.js';
-import { pairwiseAllToAll } from '../algorithms/pairwise.js';
 import { directGather, directScatter } from '../algorithms/direct.js';
-import { type Kernels, copyIn as copyInto, copyOut as copyFrom, region, scale as scaleBy } from './memory.js';
-import type { OpSpec } from '../engine/engine.js';
+import { disseminationBarrier } from '../algorithms/dissemination.js';
+import type { Group, Mem, Span } from '../algorithms/group.js';
+import { pairwiseAllToAll } from '../algorithms/pairwise.js';
+import { ringAllGather, ringReduceScatter } from '../algorithms/ring.js';
 import type { OpTrace } from '../core/trace.js';
+import type { OpSpec } from '../engine/engine.js';
+import { copyOut as copyFrom, copyIn as copyInto, type Kernels, region, scale as scaleBy } from './memory.js';
 
 export interface NetOpContext {
   m: Mem;
@@ -46,7 +47,8 @@ export async function runNetOp(spec: OpSpec, c: NetOpContext): Promise<void> {
   const copyOut: typeof copyFrom = tr ? (...a) => phase(tr, 'copy out', () => copyFrom(...a)) : copyFrom;
   const scale: typeof scaleBy = tr ? (...a) => phase(tr, 'scale', () => scaleBy(...a)) : scaleBy;
   const exchange = (run: () => Promise<void>) => (tr ? phase(tr, 'exchange', run) : run());
-  const blocks = (w: Span) => Array.from({ length: world.size }, (_, i) => ({ addr: w.addr + i * n * m.elemBytes, count: n }));
+  const blocks = (w: Span) =>
+    Array.from({ length: world.size }, (_, i) => ({ addr: w.addr + i * n * m.elemBytes, count: n }));
   switch (name) {
     case 'allReduce': {
       const w = region(m, output, n);
@@ -96,7 +98,9 @@ export async function runNetOp(spec: OpSpec, c: NetOpContext): Promise<void> {
       const src = region(m, input, total(c.send));
       copyIn(m, src, input!);
       const dst = region(m, output, total(c.recv));
-      await exchange(() => pairwiseAllToAll(world, m, packed(src, c.send, m.elemBytes), packed(dst, c.recv, m.elemBytes)));
+      await exchange(() =>
+        pairwiseAllToAll(world, m, packed(src, c.send, m.elemBytes), packed(dst, c.recv, m.elemBytes)),
+      );
       return copyOut(m, dst, output!);
     }
     case 'gather': {

@@ -5,13 +5,14 @@
 // another length); the receiver answers on step 2k + 1 with its outcome and its size, and the
 // send completes (or fails with SIZE_MISMATCH) when that answer comes. Payloads that arrive
 // before their recv are held by the Mailbox within its limits.
-import { WebcclError } from '../core/errors.js';
-import type { Transport } from '../transport/transport.js';
+
 import type { Group } from '../algorithms/group.js';
 import { p2pRecv, p2pSend } from '../algorithms/p2p.js';
+import { WebcclError } from '../core/errors.js';
 import type { OpSpec } from '../engine/engine.js';
+import { opText, type P2pOp, p2pTimeout, sizeMismatch } from '../engine/p2p-errors.js';
 import { Work, type WorkDriver } from '../engine/work.js';
-import { type P2pOp, opText, p2pTimeout, sizeMismatch } from '../engine/p2p-errors.js';
+import type { Transport } from '../transport/transport.js';
 
 interface NetP2pOp {
   op: P2pOp;
@@ -33,7 +34,12 @@ export class NetP2p implements WorkDriver {
   private readonly received = new Map<string, number>();
   private failure?: WebcclError;
 
-  constructor(private readonly t: Transport, private readonly space: number, private readonly timeoutMs: number, private readonly hooks: NetP2pHooks) {}
+  constructor(
+    private readonly t: Transport,
+    private readonly space: number,
+    private readonly timeoutMs: number,
+    private readonly hooks: NetP2pHooks,
+  ) {}
 
   pending(): number {
     return this.ops.size;
@@ -67,7 +73,12 @@ export class NetP2p implements WorkDriver {
   private groupOf(tag: number): Group {
     const t = this.t;
     const at = (step: number) => ({ comm: 0, seq: tag, step, space: this.space });
-    return { rank: t.rank, size: t.size, send: (peer, step, data) => t.send(peer, at(step), data), recv: (peer, step, into) => t.recv(peer, at(step), into) };
+    return {
+      rank: t.rank,
+      size: t.size,
+      send: (peer, step, data) => t.send(peer, at(step), data),
+      recv: (peer, step, into) => t.recv(peer, at(step), into),
+    };
   }
 
   private async send(g: Group, op: P2pOp, k: number, bytes: Uint8Array): Promise<void> {
@@ -126,7 +137,11 @@ export class NetP2p implements WorkDriver {
   }
 
   progress(w: Work, block: boolean): void {
-    if (block && !w.settled) throw new WebcclError('UNSUPPORTED', `${w.name} #${w.seq}: an op across nodes completes on the event loop; await it instead of waitSync()`);
+    if (block && !w.settled)
+      throw new WebcclError(
+        'UNSUPPORTED',
+        `${w.name} #${w.seq}: an op across nodes completes on the event loop; await it instead of waitSync()`,
+      );
   }
 
   progressAsync(w: Work): Promise<void> {

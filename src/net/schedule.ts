@@ -4,9 +4,17 @@
 // pair it spreads over. Every rank decides alone, so each decision reads only what every rank
 // sees alike (ranks that decide differently fail with MISMATCH).
 import { DTYPE_SIZE } from '../core/dtypes.js';
-import { type NetAlgo, type NetTopology, chooseNetAllReduce, flatAlgo, resolveNetAlgo, ringPiece, ringWays } from '../tuner/net-tuner.js';
-import { forcedPieceBytes } from '../tuner/ring-pieces.js';
 import type { OpSpec } from '../engine/engine.js';
+import {
+  chooseNetAllReduce,
+  flatAlgo,
+  type NetAlgo,
+  type NetTopology,
+  resolveNetAlgo,
+  ringPiece,
+  ringWays,
+} from '../tuner/net-tuner.js';
+import { forcedPieceBytes } from '../tuner/ring-pieces.js';
 
 /** The ranks of each node, in world-rank order; nodes in order of their first rank. */
 function nodesOf(nodeOf: readonly number[]): number[][] {
@@ -39,13 +47,21 @@ export class NetSchedule {
   /** WEBCCL_PIECE_BYTES, read once: the ring allReduce's piece size when forced. */
   private readonly forcedPiece: number | undefined;
 
-  constructor(private readonly world: ScheduleWorld, commAlgo: unknown) {
+  constructor(
+    private readonly world: ScheduleWorld,
+    commAlgo: unknown,
+  ) {
     const nodes = nodesOf(world.nodeOf);
     const perNode = nodes.every((n) => n.length === nodes[0].length) ? nodes[0].length : 0;
     this.nodeRanks = nodes.find((n) => n.includes(world.rank))!;
     // What the tuner decides from must be the same on every rank: with nodes of unequal counts
     // (a group, a shrunk communicator), the most ranks any machine holds, not this rank's node's count.
-    this.topo = { nodes: nodes.length, perNode, sharing: world.oneHost ? world.size : Math.max(...nodes.map((n) => n.length)), channels: world.channels ?? 1 };
+    this.topo = {
+      nodes: nodes.length,
+      perNode,
+      sharing: world.oneHost ? world.size : Math.max(...nodes.map((n) => n.length)),
+      channels: world.channels ?? 1,
+    };
     const at = this.nodeRanks.indexOf(world.rank);
     this.interRanks = perNode ? nodes.map((n) => n[at]) : [world.rank];
     this.worldRanks = world.nodeOf.map((_, r) => r);
@@ -55,9 +71,17 @@ export class NetSchedule {
 
   /** The schedule a collective runs (a call's algorithm option that does not suit is refused here). */
   algorithmOf(spec: OpSpec): NetOpAlgo {
-    return spec.name === 'allReduce' ? chooseNetAllReduce(spec.count * DTYPE_SIZE[spec.dtype], this.world.size, this.topo, this.standing, spec.algo)
-      : spec.name === 'barrier' ? 'dissemination' : spec.name === 'broadcast' || spec.name === 'reduce' ? 'chain'
-      : spec.name === 'allToAll' ? 'pairwise' : spec.name === 'gather' || spec.name === 'scatter' ? 'direct' : 'ring';
+    return spec.name === 'allReduce'
+      ? chooseNetAllReduce(spec.count * DTYPE_SIZE[spec.dtype], this.world.size, this.topo, this.standing, spec.algo)
+      : spec.name === 'barrier'
+        ? 'dissemination'
+        : spec.name === 'broadcast' || spec.name === 'reduce'
+          ? 'chain'
+          : spec.name === 'allToAll'
+            ? 'pairwise'
+            : spec.name === 'gather' || spec.name === 'scatter'
+              ? 'direct'
+              : 'ring';
   }
 
   /** The ring allReduce's piece size for `bytes` over `size` ranks. */

@@ -63,10 +63,24 @@ export function plainBytes(s: OpSpec): number {
 /** Whether ops `a` (run with `a.algo`) and `s` (with `algo`) post the same description but for their numbers. */
 export function sameOp(a: { spec: OpSpec; algo: Algo }, s: OpSpec, algo: Algo): boolean {
   const b = a.spec;
-  return a.algo === algo && b.name === s.name && b.dtype === s.dtype && b.op === s.op && b.count === s.count && b.root === s.root &&
-    b.timeoutMs === s.timeoutMs && b.layout === s.layout && b.shape === s.shape && b.relayout === undefined && s.relayout === undefined &&
-    b.input?.addr === s.input?.addr && b.input?.count === s.input?.count && b.output?.addr === s.output?.addr && b.output?.count === s.output?.count &&
-    (b.input === b.output) === (s.input === s.output);
+  return (
+    a.algo === algo &&
+    b.name === s.name &&
+    b.dtype === s.dtype &&
+    b.op === s.op &&
+    b.count === s.count &&
+    b.root === s.root &&
+    b.timeoutMs === s.timeoutMs &&
+    b.layout === s.layout &&
+    b.shape === s.shape &&
+    b.relayout === undefined &&
+    s.relayout === undefined &&
+    b.input?.addr === s.input?.addr &&
+    b.input?.count === s.input?.count &&
+    b.output?.addr === s.output?.addr &&
+    b.output?.count === s.output?.count &&
+    (b.input === b.output) === (s.input === s.output)
+  );
 }
 
 /** What names an op's shape, for how its rank waits for it (ShapeMemory). */
@@ -106,4 +120,3 @@ export class ShapeMemory {
     else if (this.atOnce.size < 256) this.atOnce.add(key);
   }
 }
-

@@ -1,14 +1,15 @@
 // createNode: a node's memory (the header, the world communicator's block, the heap) and, where
 // the platform can run one, its progress thread. Whoever starts the node's ranks calls it once
 // and hands the handle (core/node.ts) to every rank.
-import { freshBuffer } from '../core/fresh-buffer.js';
-import { WebcclError, fail } from '../core/errors.js';
-import { C, LAYOUT_VERSION, MAX_RANKS, N, NODE_BASE, NODE_MAGIC_VALUE, commBlockBytes } from '../core/shm-map.js';
-import { createSharedMemory, loadWasm } from '../core/wasm.js';
-import { envNumber } from '../core/config.js';
-import { type OptionSpec, anything, boolean, checkOptions, integer, showValue, string } from '../core/options.js';
-import { DEFAULT_SLOT_BYTES, type NodeHandle, type PageJob } from '../core/node.js';
+
 import { type MasterOptions, pageJob } from '../bootstrap/page-job.js';
+import { envNumber } from '../core/config.js';
+import { fail, WebcclError } from '../core/errors.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
+import { DEFAULT_SLOT_BYTES, type NodeHandle, type PageJob } from '../core/node.js';
+import { anything, boolean, checkOptions, integer, type OptionSpec, showValue, string } from '../core/options.js';
+import { C, commBlockBytes, LAYOUT_VERSION, MAX_RANKS, N, NODE_BASE, NODE_MAGIC_VALUE } from '../core/shm-map.js';
+import { createSharedMemory, loadWasm } from '../core/wasm.js';
 import { startProgressThread } from './start.js';
 
 export interface NodeOptions extends MasterOptions {
@@ -25,23 +26,38 @@ export interface NodeOptions extends MasterOptions {
 }
 
 export const NODE_OPTIONS = {
-  nranks: integer(1, MAX_RANKS), slotBytes: anything, progress: boolean,
-  master: string, firstRank: integer(0, 0x7fffffff), worldSize: integer(1, 0x7fffffff), token: string, jobId: string,
+  nranks: integer(1, MAX_RANKS),
+  slotBytes: anything,
+  progress: boolean,
+  master: string,
+  firstRank: integer(0, 0x7fffffff),
+  worldSize: integer(1, 0x7fffffff),
+  token: string,
+  jobId: string,
 } as const satisfies OptionSpec;
 
 export function createNode(options: NodeOptions): NodeHandle {
   const o = checkOptions<Partial<NodeOptions>>('createNode', options, NODE_OPTIONS, '{ nranks: 4 }');
-  const nranks = o.nranks ?? fail('INVALID_ARGUMENT', `createNode: option nranks is required (an integer in 1..${MAX_RANKS})`, { option: 'nranks' });
+  const nranks =
+    o.nranks ??
+    fail('INVALID_ARGUMENT', `createNode: option nranks is required (an integer in 1..${MAX_RANKS})`, {
+      option: 'nranks',
+    });
   const job = nodeJob(o, nranks);
   const slotBytes = o.slotBytes ?? envNumber('WEBCCL_BUFFSIZE') ?? DEFAULT_SLOT_BYTES;
   if (!Number.isInteger(slotBytes) || slotBytes < 4096 || slotBytes % 64 !== 0 || slotBytes > 64 << 20) {
-    fail('INVALID_ARGUMENT', `createNode: slot size must be a multiple of 64 bytes in 4 KiB..64 MiB, got ${showValue(slotBytes)}`, { option: 'slotBytes', value: slotBytes });
+    fail(
+      'INVALID_ARGUMENT',
+      `createNode: slot size must be a multiple of 64 bytes in 4 KiB..64 MiB, got ${showValue(slotBytes)}`,
+      { option: 'slotBytes', value: slotBytes },
+    );
   }
   const world = NODE_BASE + N.HEADER_BYTES;
   const heapStart = world + commBlockBytes(nranks, slotBytes);
   const memory = createSharedMemory(heapStart + (1 << 20), nranks);
   const { exports } = loadWasm(memory);
-  if (exports.heapBase() > NODE_BASE) throw new WebcclError('INTERNAL', `wasm static data (${exports.heapBase()} B) overlaps the node header`);
+  if (exports.heapBase() > NODE_BASE)
+    throw new WebcclError('INTERNAL', `wasm static data (${exports.heapBase()} B) overlaps the node header`);
   const i32 = new Int32Array(freshBuffer(memory));
   i32[(NODE_BASE + N.MAGIC) >> 2] = NODE_MAGIC_VALUE;
   i32[(NODE_BASE + N.VERSION) >> 2] = LAYOUT_VERSION;
@@ -63,9 +79,19 @@ export function createNode(options: NodeOptions): NodeHandle {
 function nodeJob(o: Partial<NodeOptions>, nranks: number): PageJob | undefined {
   if (o.master === undefined) {
     const stray = (['firstRank', 'worldSize', 'token', 'jobId'] as const).find((k) => o[k] !== undefined);
-    if (stray) fail('INVALID_ARGUMENT', `createNode: option ${stray} names a job across nodes, which needs option master (ws://HOST:P of webccl serve)`, { option: stray });
+    if (stray)
+      fail(
+        'INVALID_ARGUMENT',
+        `createNode: option ${stray} names a job across nodes, which needs option master (ws://HOST:P of webccl serve)`,
+        { option: stray },
+      );
     return undefined;
   }
-  if (o.firstRank === undefined) fail('INVALID_ARGUMENT', 'createNode: option firstRank (the world rank of this node\'s rank 0) is required with master', { option: 'firstRank' });
+  if (o.firstRank === undefined)
+    fail(
+      'INVALID_ARGUMENT',
+      "createNode: option firstRank (the world rank of this node's rank 0) is required with master",
+      { option: 'firstRank' },
+    );
   return pageJob('createNode', o, o.firstRank, nranks);
 }

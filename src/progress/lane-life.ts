@@ -1,13 +1,28 @@
 // A lane's life: opened in the node heap and listed in the node's lane table by the first op a
 // rank hands to the progress thread, closed (the thread lets go first) when its communicator is
 // destroyed; and the heap copies of plain buffers that the ops it carries run on.
-import { freshBuffer } from '../core/fresh-buffer.js';
+
 import { WebcclError } from '../core/errors.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { log } from '../core/log.js';
 import { N, NODE_BASE } from '../core/shm-map.js';
-import type { RankContext } from '../engine/context.js';
 import type { Buf } from '../engine/buffers.js';
-import { ENTRY_RESERVED, L, LANE_BYTES, LANE_CLOSING, LANE_DETACHED, LANE_OPEN, MAX_LANES, PROGRESS_GONE, T, TABLE_BYTES, laneTable, progressState, ringProgress } from './lanes.js';
+import type { RankContext } from '../engine/context.js';
+import {
+  ENTRY_RESERVED,
+  L,
+  LANE_BYTES,
+  LANE_CLOSING,
+  LANE_DETACHED,
+  LANE_OPEN,
+  laneTable,
+  MAX_LANES,
+  PROGRESS_GONE,
+  progressState,
+  ringProgress,
+  T,
+  TABLE_BYTES,
+} from './lanes.js';
 
 /** Longest single sleep while closing waits (the thread is checked for life between). */
 const SLICE_MS = 50;
@@ -17,7 +32,12 @@ const SLICE_MS = 50;
  * it). `fill` writes what else its thread must know before the lane is listed (net-lane.ts);
  * `ring` wakes the thread that serves it.
  */
-export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number) => void, ring = () => ringProgress(new Int32Array(freshBuffer(ctx.core.memory))), owner = 0): number {
+export function openLane(
+  ctx: RankContext,
+  fill?: (i32: Int32Array, lane: number) => void,
+  ring = () => ringProgress(new Int32Array(freshBuffer(ctx.core.memory))),
+  owner = 0,
+): number {
   const { heap, core } = ctx;
   let table = laneTable(new Int32Array(freshBuffer(ctx.core.memory)));
   if (!table) {
@@ -57,7 +77,11 @@ export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number
     return lane;
   }
   heap.free(lane);
-  throw new WebcclError('UNSUPPORTED', `the node's progress thread serves at most ${MAX_LANES} communicator ranks at once; destroy communicators no longer used, or set WEBCCL_PROGRESS=caller`, { limit: MAX_LANES });
+  throw new WebcclError(
+    'UNSUPPORTED',
+    `the node's progress thread serves at most ${MAX_LANES} communicator ranks at once; destroy communicators no longer used, or set WEBCCL_PROGRESS=caller`,
+    { limit: MAX_LANES },
+  );
 }
 
 /**
@@ -65,8 +89,13 @@ export function openLane(ctx: RankContext, fill?: (i32: Int32Array, lane: number
  * once the thread has let go (or ended: `gone`), so that the caller may free the lane and its ops' copies;
  * false if it did not answer within `limitMs` (the memory is then left in place).
  */
-export function closeLane(ctx: RankContext, lane: number, limitMs: number, gone = () => progressState(new Int32Array(freshBuffer(ctx.core.memory))) === PROGRESS_GONE,
-                          ring = () => ringProgress(new Int32Array(freshBuffer(ctx.core.memory)))): boolean {
+export function closeLane(
+  ctx: RankContext,
+  lane: number,
+  limitMs: number,
+  gone = () => progressState(new Int32Array(freshBuffer(ctx.core.memory))) === PROGRESS_GONE,
+  ring = () => ringProgress(new Int32Array(freshBuffer(ctx.core.memory))),
+): boolean {
   const i32 = () => new Int32Array(freshBuffer(ctx.core.memory));
   Atomics.store(i32(), (lane + L.STATE) >> 2, LANE_CLOSING);
   ring();
@@ -75,7 +104,10 @@ export function closeLane(ctx: RankContext, lane: number, limitMs: number, gone 
     if (gone()) break;
     const left = until - performance.now();
     if (left <= 0 || !ctx.canBlock) {
-      log('WARN', `rank ${ctx.rank}: the progress thread did not let go of a closed communicator's lane; its memory is left in place`);
+      log(
+        'WARN',
+        `rank ${ctx.rank}: the progress thread did not let go of a closed communicator's lane; its memory is left in place`,
+      );
       return false;
     }
     Atomics.wait(i32(), (lane + L.STATE) >> 2, LANE_CLOSING, Math.min(left, SLICE_MS));

@@ -2,16 +2,17 @@
 // node's progress thread, thread-engine.ts, or its network progress thread, net-proxy-engine.ts):
 // copies of plain buffers made at issue, and each op's outcome read back from its slot — the
 // result copied out, the copies freed, WEBCCL_CHECK's end run, the handle stamped and settled.
-import { freshBuffer } from '../core/fresh-buffer.js';
+
 import { WebcclError } from '../core/errors.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { readReasonText } from '../core/reason-text.js';
 import { sameView } from '../engine/buffers.js';
 import type { RankContext } from '../engine/context.js';
 import type { OpSpec } from '../engine/engine.js';
 import type { Work } from '../engine/work.js';
-import { type OpOutcome, T, laneTable } from './lanes.js';
-import { type SlotViews, readOutcome } from './slot-codec.js';
 import { stageCopy } from './lane-life.js';
+import { laneTable, type OpOutcome, T } from './lanes.js';
+import { readOutcome, type SlotViews } from './slot-codec.js';
 
 /** An op posted through a lane, with the heap blocks holding copies of its plain buffers (0: used in place). */
 export interface LaneOp {
@@ -38,8 +39,16 @@ export function unstage(ctx: RankContext, t: Pick<LaneOp, 'stagedIn' | 'stagedOu
   if (t.stagedIn || t.stagedOut) t.stagedIn = t.stagedOut = 0; // (UNSTAGED, frozen, is never written)
 }
 
-/** Reads `t`'s outcome from `slot` (`v`: views that reach it): its result copied out of its copy, the copies freed; the error it ends with, if any. */
-export function readBack(ctx: RankContext, v: SlotViews, slot: number, t: LaneOp): { o: OpOutcome; err: WebcclError | undefined } {
+/**
+ * Reads `t`'s outcome from `slot` (`v`: views that reach it): its result copied out of its copy, the copies freed; the
+ * error it ends with, if any.
+ */
+export function readBack(
+  ctx: RankContext,
+  v: SlotViews,
+  slot: number,
+  t: LaneOp,
+): { o: OpOutcome; err: WebcclError | undefined } {
   const mem = ctx.core.memory;
   const o = readOutcome(mem, v, slot);
   let err = o.error && new WebcclError(o.error.code, o.error.message, o.error.details);
@@ -47,7 +56,11 @@ export function readBack(ctx: RankContext, v: SlotViews, slot: number, t: LaneOp
     try {
       t.spec.output.bytes.set(new Uint8Array(mem.buffer, t.stagedOut, t.spec.output.bytes.byteLength));
     } catch {
-      err = new WebcclError('INVALID_ARGUMENT', `${t.spec.name} #${t.seq}: its output buffer was detached (transferred) while the op was in flight`, { detached: true });
+      err = new WebcclError(
+        'INVALID_ARGUMENT',
+        `${t.spec.name} #${t.seq}: its output buffer was detached (transferred) while the op was in flight`,
+        { detached: true },
+      );
     }
   }
   unstage(ctx, t);
@@ -79,7 +92,10 @@ export function settleFrom(t: LaneOp, o: OpOutcome, err: WebcclError | undefined
  * the reason it left (`why`; default: the node's progress thread's, in the lane table).
  */
 export function threadEnded(ctx: RankContext, which: string, why = nodeThreadReason(ctx)): WebcclError {
-  return new WebcclError('ABORTED', `the node's ${which} ended with this rank's ops in hand${why ? ` (${why})` : ''}`, { progressThread: true, reason: why });
+  return new WebcclError('ABORTED', `the node's ${which} ended with this rank's ops in hand${why ? ` (${why})` : ''}`, {
+    progressThread: true,
+    reason: why,
+  });
 }
 
 /** Why the node's shared-memory progress thread ended ('' while it runs). */

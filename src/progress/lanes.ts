@@ -6,11 +6,12 @@
 // rank may sleep on). Every lane is listed in one table per node, so the progress thread finds
 // new lanes without a message. Nothing here is posted with postMessage: it works the same
 // between Node worker threads and between a page's Web Workers.
-import { freshBuffer } from '../core/fresh-buffer.js';
-import { N, NODE_BASE, REASON_BYTES } from '../core/shm-map.js';
-import { boundedUtf8 } from '../core/reason-text.js';
+
 import type { ErrorCode } from '../core/errors.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
+import { boundedUtf8 } from '../core/reason-text.js';
 import type { Algo, Kind } from '../core/shm-map.js';
+import { N, NODE_BASE, REASON_BYTES } from '../core/shm-map.js';
 import type { OpSpec } from '../engine/engine.js';
 
 /** An op as the rank posts it (the slot's JSON; its buffers' addresses ride beside it). */
@@ -49,11 +50,31 @@ export interface OpOutcome {
 }
 
 /** What a rank posts for `s` (its number, algorithm, deadline, grace and whether it runs in place). */
-export function postedOp(s: OpSpec, seq: number, algo: Algo, timeoutMs: number, graceUntil: number, inPlace: boolean): PostedOp {
+export function postedOp(
+  s: OpSpec,
+  seq: number,
+  algo: Algo,
+  timeoutMs: number,
+  graceUntil: number,
+  inPlace: boolean,
+): PostedOp {
   return {
-    name: s.name, algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, counts: s.counts, timeoutMs, layout: s.layout ?? 0, seq,
-    shape: s.shape ?? 0, relayout: s.relayout !== undefined, graceUntil,
-    input: s.input && { count: s.input.count }, output: s.output && { count: s.output.count }, inPlace,
+    name: s.name,
+    algo,
+    dtype: s.dtype,
+    op: s.op,
+    count: s.count,
+    root: s.root,
+    counts: s.counts,
+    timeoutMs,
+    layout: s.layout ?? 0,
+    seq,
+    shape: s.shape ?? 0,
+    relayout: s.relayout !== undefined,
+    graceUntil,
+    input: s.input && { count: s.input.count },
+    output: s.output && { count: s.output.count },
+    inPlace,
   };
 }
 
@@ -115,7 +136,13 @@ export const MAX_LANES = 1024;
  * unchanged around its reads read a live lane: stillListed), and whose thread serves it (0:
  * the node's shared-memory progress thread; 1 + a world rank: that rank's network thread).
  */
-export const T = { HIGH: 0, REASON: 64, ENTRIES: 64 + REASON_BYTES, TURNS: 64 + REASON_BYTES + 4 * MAX_LANES, OWNERS: 64 + REASON_BYTES + 8 * MAX_LANES } as const;
+export const T = {
+  HIGH: 0,
+  REASON: 64,
+  ENTRIES: 64 + REASON_BYTES,
+  TURNS: 64 + REASON_BYTES + 4 * MAX_LANES,
+  OWNERS: 64 + REASON_BYTES + 8 * MAX_LANES,
+} as const;
 export const TABLE_BYTES = T.OWNERS + 4 * MAX_LANES;
 /** An entry claimed by a rank that has not yet written whose lane it is. */
 export const ENTRY_RESERVED = -1;
@@ -127,10 +154,12 @@ export function laneAt(i32: Int32Array, table: number, k: number): number {
 }
 
 /** Entry `k`'s count of listings and unlistings: read before the entry, checked after (stillListed). */
-export const turnAt = (i32: Int32Array, table: number, k: number): number => Atomics.load(i32, (table + T.TURNS + 4 * k) >> 2);
+export const turnAt = (i32: Int32Array, table: number, k: number): number =>
+  Atomics.load(i32, (table + T.TURNS + 4 * k) >> 2);
 
 /** Whose thread serves the lane entry `k` lists (0: the node's shared-memory progress thread; 1 + a world rank). */
-export const ownerAt = (i32: Int32Array, table: number, k: number): number => Atomics.load(i32, (table + T.OWNERS + 4 * k) >> 2);
+export const ownerAt = (i32: Int32Array, table: number, k: number): number =>
+  Atomics.load(i32, (table + T.OWNERS + 4 * k) >> 2);
 
 /**
  * Whether entry `k` still lists the lane it listed at `turn`: a thread that reads another
@@ -170,7 +199,14 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /** Writes a slot: its two addresses and `value` as JSON (refused when it does not fit), then its state. */
-export function writeSlot(memory: WebAssembly.Memory, slot: number, input: number, output: number, value: unknown, state = SLOT_POSTED): boolean {
+export function writeSlot(
+  memory: WebAssembly.Memory,
+  slot: number,
+  input: number,
+  output: number,
+  value: unknown,
+  state = SLOT_POSTED,
+): boolean {
   const bytes = encoder.encode(JSON.stringify(value));
   if (bytes.length > TEXT_MAX) return false;
   const buffer = freshBuffer(memory);
@@ -187,15 +223,31 @@ export function slotState(memory: WebAssembly.Memory, slot: number): number {
   return Atomics.load(new Int32Array(freshBuffer(memory)), (slot + S.STATE) >> 2);
 }
 
-/** Moves a slot from POSTED to `to` (TAKEN by the progress thread, RECLAIMED by its rank): whoever moves it first owns the op. */
+/**
+ * Moves a slot from POSTED to `to` (TAKEN by the progress thread, RECLAIMED by its rank): whoever moves it first owns
+ * the op.
+ */
 export function claimSlot(memory: WebAssembly.Memory, slot: number, to: number): boolean {
-  return Atomics.compareExchange(new Int32Array(freshBuffer(memory)), (slot + S.STATE) >> 2, SLOT_POSTED, to) === SLOT_POSTED;
+  return (
+    Atomics.compareExchange(new Int32Array(freshBuffer(memory)), (slot + S.STATE) >> 2, SLOT_POSTED, to) === SLOT_POSTED
+  );
 }
 
 /** Writes an outcome, shortening its text rather than losing it (an error's details may be long). */
-export function writeOutcomeText(memory: WebAssembly.Memory, slot: number, value: { error?: { message: string; details: unknown } }): void {
+export function writeOutcomeText(
+  memory: WebAssembly.Memory,
+  slot: number,
+  value: { error?: { message: string; details: unknown } },
+): void {
   if (writeSlot(memory, slot, 0, 0, value, SLOT_ENDED) || !value.error) return;
-  const short = { ...value, error: { ...value.error, details: { truncated: true }, message: new TextDecoder().decode(boundedUtf8(value.error.message, 2048)) } };
+  const short = {
+    ...value,
+    error: {
+      ...value.error,
+      details: { truncated: true },
+      message: new TextDecoder().decode(boundedUtf8(value.error.message, 2048)),
+    },
+  };
   writeSlot(memory, slot, 0, 0, short, SLOT_ENDED);
 }
 

@@ -4,16 +4,19 @@
 // shared-memory progress thread, so none of them may use the node header's own progress word,
 // reason or bell (on a shared bell, every op posted on the node woke every thread of it).
 import { freshBuffer } from '../core/fresh-buffer.js';
-import { REASON_BYTES } from '../core/shm-map.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
+import { REASON_BYTES } from '../core/shm-map.js';
 import type { RankContext } from '../engine/context.js';
-import { PROGRESS_GONE, PROGRESS_RUNNING, PROGRESS_STOPPING, laneTable, wakeLanes } from './lanes.js';
+import { laneTable, PROGRESS_GONE, PROGRESS_RUNNING, PROGRESS_STOPPING, wakeLanes } from './lanes.js';
 
 const H = { STATE: 0, BELL: 4, REASON: 64 } as const;
 const HUB_BYTES = H.REASON + REASON_BYTES;
 
 /** A hub in the node heap, its thread not yet running. */
-/** A started network progress thread: `stop()` ends it (the rank's ops must have ended); `hub`, its state block (this file). */
+/**
+ * A started network progress thread: `stop()` ends it (the rank's ops must have ended); `hub`, its state block (this
+ * file).
+ */
 export interface NetProgress {
   hub: number;
   stop(): Promise<void>;

@@ -7,9 +7,9 @@ import { freshBuffer } from '../core/fresh-buffer.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import { REASON_BYTES } from '../core/shm-map.js';
 import type { RankContext } from '../engine/context.js';
+import { openLane } from './lane-life.js';
 import { L } from './lanes.js';
 import { ringHub } from './net-hub.js';
-import { openLane } from './lane-life.js';
 
 export interface NetLaneConfig {
   /** The communicator's tag space on the job's connections (0: the world). */
@@ -41,7 +41,12 @@ const TEXT_AT = 4;
  * Opens a lane for the communicator `c`, served by the network progress thread of world rank
  * `owner` (a node may hold several); returns it and the heap block of its description.
  */
-export function openNetLane(ctx: RankContext, c: NetLaneConfig, owner: number, hub: number): { lane: number; config: number } {
+export function openNetLane(
+  ctx: RankContext,
+  c: NetLaneConfig,
+  owner: number,
+  hub: number,
+): { lane: number; config: number } {
   const text = encoder.encode(JSON.stringify(c));
   // Allocated before the lane: the heap may grow the memory, and the lane's views come after.
   const config = ctx.heap.alloc(TEXT_AT + text.length);
@@ -49,13 +54,18 @@ export function openNetLane(ctx: RankContext, c: NetLaneConfig, owner: number, h
   new Uint8Array(buffer, config + TEXT_AT, text.length).set(text);
   new Uint32Array(buffer, config, 1)[0] = text.length;
   try {
-    const lane = openLane(ctx, (i32, at) => {
-      i32[(at + L.COMM) >> 2] = c.space;
-      i32[(at + L.RANK) >> 2] = c.rank;
-      i32[(at + L.SIZE) >> 2] = c.members.length;
-      i32[(at + L.CONFIG) >> 2] = config;
-      i32[(at + L.ABORT) >> 2] = 0;
-    }, () => ringHub(ctx.core.memory, hub), owner + 1);
+    const lane = openLane(
+      ctx,
+      (i32, at) => {
+        i32[(at + L.COMM) >> 2] = c.space;
+        i32[(at + L.RANK) >> 2] = c.rank;
+        i32[(at + L.SIZE) >> 2] = c.members.length;
+        i32[(at + L.CONFIG) >> 2] = config;
+        i32[(at + L.ABORT) >> 2] = 0;
+      },
+      () => ringHub(ctx.core.memory, hub),
+      owner + 1,
+    );
     return { lane, config };
   } catch (e) {
     ctx.heap.free(config);

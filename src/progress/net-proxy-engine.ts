@@ -8,20 +8,30 @@
 // path ran them. Unlike ops across nodes run by the rank, those the thread runs may be waited
 // for with waitSync().
 import { WebcclError } from '../core/errors.js';
+import { ABORT_REASON } from '../core/shm-map.js';
 import type { RankContext } from '../engine/context.js';
-import { type Engine, type OpCounters, type OpSpec, addCounts, countDone, isP2p } from '../engine/engine.js';
-import type { NetEngine } from '../net/engine.js';
+import { addCounts, countDone, type Engine, isP2p, type OpCounters, type OpSpec } from '../engine/engine.js';
 import { FlightRecorder } from '../engine/flight-recorder.js';
 import { Work, type WorkDriver } from '../engine/work.js';
-import { AWAITED_SHOWN, L, LANE_BYTES, LANE_SLOTS, type OpOutcome, PROGRESS_GONE, PROGRESS_RUNNING, postedOp, slotAt } from './lanes.js';
-import { type SlotViews, viewsReaching, writePosted } from './slot-codec.js';
-import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
-import { closeLane } from './lane-life.js';
-import { hubReason, hubState, onThreadLost, ringHub } from './net-hub.js';
+import type { NetEngine } from '../net/engine.js';
 import { ShmRunner } from '../shm/runner.js';
-import { ABORT_REASON } from '../core/shm-map.js';
-import { type NetLaneConfig, askAbort, openNetLane } from './net-lane.js';
+import { closeLane } from './lane-life.js';
+import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
+import {
+  AWAITED_SHOWN,
+  L,
+  LANE_BYTES,
+  LANE_SLOTS,
+  type OpOutcome,
+  PROGRESS_GONE,
+  PROGRESS_RUNNING,
+  postedOp,
+  slotAt,
+} from './lanes.js';
+import { hubReason, hubState, onThreadLost, ringHub } from './net-hub.js';
+import { askAbort, type NetLaneConfig, openNetLane } from './net-lane.js';
 import { rankRuns } from './net-route.js';
+import { type SlotViews, viewsReaching, writePosted } from './slot-codec.js';
 
 interface PostedNetOp extends LaneOp {
   /** The schedule the thread's engine runs it with (the same choice on both threads). */
@@ -30,7 +40,10 @@ interface PostedNetOp extends LaneOp {
   outcome?: OpOutcome;
 }
 
-/** A collective in issue order: posted to the thread (`lane`), or run by the rank itself (`inner`, the direct engine's handle). */
+/**
+ * A collective in issue order: posted to the thread (`lane`), or run by the rank itself (`inner`, the direct engine's
+ * handle).
+ */
 interface Issued {
   work: Work;
   lane?: PostedNetOp;
@@ -73,11 +86,19 @@ export class NetProxyEngine implements Engine, WorkDriver {
    * `hub`: the thread's state block (net-hub.ts). `rankRunsMax`: the largest collective the rank
    * runs itself (net-route.ts; 0: the thread runs them all).
    */
-  constructor(private readonly ctx: RankContext, private readonly c: NetLaneConfig, private readonly direct: NetEngine, private readonly counters: OpCounters,
-              private readonly hub: number, private readonly rankRunsMax = 0) {
+  constructor(
+    private readonly ctx: RankContext,
+    private readonly c: NetLaneConfig,
+    private readonly direct: NetEngine,
+    private readonly counters: OpCounters,
+    private readonly hub: number,
+    private readonly rankRunsMax = 0,
+  ) {
     this.progressMode = rankRunsMax > 0 ? 'auto' : 'thread';
     this.whyNoBlock = `cannot complete this op: it runs on the rank's own connections (a collective of at most ${rankRunsMax} bytes across nodes in 'auto' progress mode) and ends on the event loop; WEBCCL_PROGRESS=thread on every rank hands every collective to the network progress thread, where waitSync() works`;
-    this.recorder = new FlightRecorder(c.rank, () => (this.head()?.inner ? this.direct.awaitedRanks() : this.awaitedInThread()));
+    this.recorder = new FlightRecorder(c.rank, () =>
+      this.head()?.inner ? this.direct.awaitedRanks() : this.awaitedInThread(),
+    );
     direct.flight.mute(); // this record holds its ops too
     // The thread lost mid-op leaves its node mates' threads waiting for it in the node phase:
     // their communicator block is aborted, so that they fail (and tell their peers) at once.
@@ -85,7 +106,11 @@ export class NetProxyEngine implements Engine, WorkDriver {
     if (node) {
       this.unhook = onThreadLost(ctx.core.memory, hub, () => {
         const who = `world rank ${c.members[c.rank]}'s network progress thread ended`;
-        new ShmRunner(ctx.core, node.block, node.rank, node.localOf.length, node.localOf).abort(ABORT_REASON.PEER_ERROR, -1, who);
+        new ShmRunner(ctx.core, node.block, node.rank, node.localOf.length, node.localOf).abort(
+          ABORT_REASON.PEER_ERROR,
+          -1,
+          who,
+        );
       });
     }
     // The rank's own path failed (a peer's ABORT, a deadline, a disagreement found there): the
@@ -144,7 +169,8 @@ export class NetProxyEngine implements Engine, WorkDriver {
     work.timing.issuedAt = performance.now();
     this.recorder.submitted(work, s, algo);
     if (s.trace) work.trace = s.trace.issue(work, algo);
-    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c, this.c.members[this.c.rank], this.hub));
+    if (!this.lane)
+      ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c, this.c.members[this.c.rank], this.hub));
     const staged = stageOp(this.ctx, s);
     s.check?.atStart(seq);
     const t: PostedNetOp = { spec: s, work, seq, algo, ...staged };
@@ -190,13 +216,18 @@ export class NetProxyEngine implements Engine, WorkDriver {
     this.direct.abort(reason);
     const at = (this.lane + L.ABORT_SENT) >> 2;
     const until = performance.now() + ABORT_SEND_MS;
-    while (asked && Atomics.load(this.laneWords(), at) === 0 && this.threadRuns() && performance.now() < until) Atomics.wait(this.laneWords(), at, 0, 20);
+    while (asked && Atomics.load(this.laneWords(), at) === 0 && this.threadRuns() && performance.now() < until)
+      Atomics.wait(this.laneWords(), at, 0, 20);
     this.fail(this.direct.failure()!);
   }
 
-  /** Asks the thread to abort this communicator (it tells every peer's thread); the reason block, or 0 when asked before. */
+  /**
+   * Asks the thread to abort this communicator (it tells every peer's thread); the reason block, or 0 when asked
+   * before.
+   */
   private tellThread(reason: string): number {
-    if (!this.lane) ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c, this.c.members[this.c.rank], this.hub));
+    if (!this.lane)
+      ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c, this.c.members[this.c.rank], this.hub));
     const asked = askAbort(this.ctx, this.lane, reason, this.hub);
     this.abortBlock ||= asked;
     return asked;
@@ -218,7 +249,16 @@ export class NetProxyEngine implements Engine, WorkDriver {
     // Freed only once the thread let go: its sends may still read the ops' copies. The thread
     // lets go on its own event loop, so this short wait needs nothing of this thread (even
     // where several ranks share it, as in tests).
-    if (!closeLane({ ...this.ctx, canBlock: true }, lane, DETACH_MS, () => hubState(this.ctx.core.memory, this.hub) === PROGRESS_GONE, () => ringHub(this.ctx.core.memory, this.hub))) return;
+    if (
+      !closeLane(
+        { ...this.ctx, canBlock: true },
+        lane,
+        DETACH_MS,
+        () => hubState(this.ctx.core.memory, this.hub) === PROGRESS_GONE,
+        () => ringHub(this.ctx.core.memory, this.hub),
+      )
+    )
+      return;
     for (const t of this.ops.splice(0)) unstage(this.ctx, t);
     for (const b of [lane, this.config, this.abortBlock]) if (b) this.ctx.heap.free(b);
   }
@@ -229,7 +269,11 @@ export class NetProxyEngine implements Engine, WorkDriver {
     this.collect();
     while (block && !w.settled) {
       const first = this.head();
-      if (first?.inner) throw new WebcclError('UNSUPPORTED', `${w.name} #${w.seq}: waitSync() would wait behind ${first.work.name} #${first.work.seq}, which runs on the rank's own connections and ends on the event loop; await it instead`);
+      if (first?.inner)
+        throw new WebcclError(
+          'UNSUPPORTED',
+          `${w.name} #${w.seq}: waitSync() would wait behind ${first.work.name} #${first.work.seq}, which runs on the rank's own connections and ends on the event loop; await it instead`,
+        );
       const i32 = this.laneWords();
       const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
       if (done === this.read) {
@@ -297,8 +341,20 @@ export class NetProxyEngine implements Engine, WorkDriver {
       const s = t.spec;
       // The call's algorithm option rides unchecked: the thread's engine judges it, as the rank's would.
       const p = postedOp(s, t.seq, s.algo as never, s.timeoutMs ?? this.c.timeoutMs, 0, t.inPlace);
-      if (!writePosted(mem, this.views(), slotAt(this.lane, this.posted), t.stagedIn || s.input?.addr || 0, t.stagedOut || s.output?.addr || 0, p)) {
-        throw new WebcclError('INTERNAL', `${s.name} #${t.seq}: the op's description does not fit a progress-thread slot`);
+      if (
+        !writePosted(
+          mem,
+          this.views(),
+          slotAt(this.lane, this.posted),
+          t.stagedIn || s.input?.addr || 0,
+          t.stagedOut || s.output?.addr || 0,
+          p,
+        )
+      ) {
+        throw new WebcclError(
+          'INTERNAL',
+          `${s.name} #${t.seq}: the op's description does not fit a progress-thread slot`,
+        );
       }
       this.posted++;
       Atomics.store(this.laneWords(), (this.lane + L.POSTED) >> 2, this.posted);

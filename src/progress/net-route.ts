@@ -33,7 +33,10 @@ export function messageBytes(s: OpSpec, size: number): number | undefined {
   if (s.name === 'allToAll') return undefined;
   const bytes = s.count * DTYPE_SIZE[s.dtype];
   switch (s.name) {
-    case 'allGather': case 'gather': case 'reduceScatter': case 'scatter':
+    case 'allGather':
+    case 'gather':
+    case 'reduceScatter':
+    case 'scatter':
       return bytes * size;
     default:
       return bytes;

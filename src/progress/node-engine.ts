@@ -13,16 +13,17 @@
 //   sees it. Ops of a rank that did not wait at once go to the thread at once (a wait within
 //   HOLD_MS takes one back). Ops issued behind ops one runner holds go to the same runner.
 // Send/recv always run on this rank (they keep no place in the collective order).
-import { freshBuffer } from '../core/fresh-buffer.js';
+
 import { WebcclError } from '../core/errors.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { resolveProgressMode } from '../core/progress-mode.js';
 import type { RankContext } from '../engine/context.js';
 import type { Engine, OpCounters } from '../engine/engine.js';
 import { checkMode } from '../engine/input-check.js';
 import { ShmEngine } from '../shm/engine.js';
 import { PROGRESS_RUNNING, progressState } from './lanes.js';
-import { ThreadEngine } from './thread-engine.js';
 import { progressStarting, waitProgressSettled } from './start.js';
+import { ThreadEngine } from './thread-engine.js';
 
 /** Longest a rank waits for a page's progress thread to start (its script to load) before going on without it. */
 export const START_WAIT_MS = 30_000;
@@ -31,7 +32,13 @@ export const START_WAIT_MS = 30_000;
  * The engine of a communicator whose ranks are all on `ctx`'s node: ops handed to the node's
  * progress thread where it runs (mode thread or auto), else run by the rank itself.
  */
-export function nodeEngine(ctx: RankContext, counters: OpCounters, commAlgo: unknown, timeoutMs: number, progress: unknown): Engine {
+export function nodeEngine(
+  ctx: RankContext,
+  counters: OpCounters,
+  commAlgo: unknown,
+  timeoutMs: number,
+  progress: unknown,
+): Engine {
   const mode = resolveProgressMode(progress);
   // WEBCCL_CHECK hashes the buffers between the rank's own slices of an op: it needs the rank to run them.
   if (mode === 'caller' || ctx.size === 1 || checkMode()) return new ShmEngine(ctx, counters, commAlgo, timeoutMs);
@@ -40,8 +47,8 @@ export function nodeEngine(ctx: RankContext, counters: OpCounters, commAlgo: unk
   if (!hasProgressThread(ctx)) {
     if (mode === 'auto') return new ShmEngine(ctx, counters, commAlgo, timeoutMs);
     const why = progressStarting(ctx.core.memory)
-      ? 'this node\'s progress thread has not started yet (a rank on a page\'s main thread cannot wait for it here: await initCommGroup, which does)'
-      : 'this node has no progress thread (webccl\'s launchers and createNode() start one; createNode({ nranks, progress: false }) makes none, and a page\'s fails to start where its script progress-worker.js cannot be loaded beside index.js)';
+      ? "this node's progress thread has not started yet (a rank on a page's main thread cannot wait for it here: await initCommGroup, which does)"
+      : "this node has no progress thread (webccl's launchers and createNode() start one; createNode({ nranks, progress: false }) makes none, and a page's fails to start where its script progress-worker.js cannot be loaded beside index.js)";
     throw new WebcclError('UNSUPPORTED', `progress 'thread' (WEBCCL_PROGRESS): ${why}`, { option: 'progress' });
   }
   return new ThreadEngine(ctx, counters, commAlgo, timeoutMs, mode);

@@ -5,11 +5,12 @@
 // rendezvous, startPageNetProgress hands it the job and it connects to every peer's thread (its
 // WebSockets are its own, as a Node thread's sockets are). It runs on the rank's memory, started
 // by the rank (a Worker inside the rank's worker), and ends with it.
-import { log } from '../core/log.js';
-import { WebcclError } from '../core/errors.js';
-import type { NetProgress } from './net-hub.js';
+
 import type { PageJob } from '../bootstrap/page-job.js';
+import { WebcclError } from '../core/errors.js';
+import { log } from '../core/log.js';
 import { PROGRESS_NONE, PROGRESS_RUNNING } from './lanes.js';
+import type { NetProgress } from './net-hub.js';
 import { askHubToStop, hubEnded, moveHub, netThreadExited } from './net-hub.js';
 import { FORCED_STOP, stopWithin, workerErrorText } from './thread-stop.js';
 
@@ -30,27 +31,44 @@ export interface PageNetInit {
   hub: number;
 }
 
-/** What the worker says: loaded (its module ran), ready (connected), ended (why: empty if by itself), or could not join. */
-export type PageNetMessage = { loaded: true } | { ready: true } | { ended: string } | { error: { code: string; message: string; details: Record<string, unknown> } };
+/**
+ * What the worker says: loaded (its module ran), ready (connected), ended (why: empty if by itself), or could not join.
+ */
+export type PageNetMessage =
+  | { loaded: true }
+  | { ready: true }
+  | { ended: string }
+  | { error: { code: string; message: string; details: Record<string, unknown> } };
 
 /** The thread's worker with its script loaded, or undefined (no Worker here, or the script did not load: logged). */
 export function loadPageNetThread(): Promise<Worker | undefined> {
   if (typeof Worker !== 'function') return Promise.resolve(undefined);
   const url = new URL('./net-progress-worker.js', import.meta.url);
   return new Promise((resolve) => {
-    // Written out in full, not as `new Worker(url)`: bundlers (Vite, webpack) recognise this form and bundle the worker.
-    const w = new Worker(new URL('./net-progress-worker.js', import.meta.url), { type: 'module', name: 'webccl network progress thread' });
+    // Written out in full, not as `new Worker(url)`: bundlers (Vite, webpack) recognise this form and bundle the
+    // worker.
+    const w = new Worker(new URL('./net-progress-worker.js', import.meta.url), {
+      type: 'module',
+      name: 'webccl network progress thread',
+    });
     const give = (got: Worker | undefined, why = '') => {
       clearTimeout(timer);
       w.onmessage = w.onerror = null;
       if (!got) {
         w.terminate();
-        log('WARN', `the network progress thread did not start (${why}): this rank offers none, and the job runs its collectives on the ranks`);
+        log(
+          'WARN',
+          `the network progress thread did not start (${why}): this rank offers none, and the job runs its collectives on the ranks`,
+        );
       }
       resolve(got);
     };
-    const timer = setTimeout(() => give(undefined, `its script ${url.href} did not load within ${LOAD_WAIT_MS / 1000} s`), LOAD_WAIT_MS);
-    w.onmessage = ({ data }: MessageEvent<PageNetMessage>) => give('loaded' in data ? w : undefined, 'its script said something else first');
+    const timer = setTimeout(
+      () => give(undefined, `its script ${url.href} did not load within ${LOAD_WAIT_MS / 1000} s`),
+      LOAD_WAIT_MS,
+    );
+    w.onmessage = ({ data }: MessageEvent<PageNetMessage>) =>
+      give('loaded' in data ? w : undefined, 'its script said something else first');
     w.onerror = (e: Event) => give(undefined, workerErrorText(e) || `its script ${url.href} could not be loaded`);
   });
 }
@@ -87,10 +105,21 @@ export function startPageNetProgress(w: Worker, init: PageNetInit): Promise<NetP
         moveHub(memory, hub, PROGRESS_NONE, PROGRESS_RUNNING);
         resolve(thread);
       } else if ('error' in data) {
-        reject(new WebcclError(data.error.code as never, `the network progress thread could not join the job: ${data.error.message}`, data.error.details));
+        reject(
+          new WebcclError(
+            data.error.code as never,
+            `the network progress thread could not join the job: ${data.error.message}`,
+            data.error.details,
+          ),
+        );
         end(data.error.message, true);
       } else if ('ended' in data) {
-        reject(new WebcclError('INTERNAL', `the network progress thread ended before it was ready${data.ended ? `: ${data.ended}` : ''}`));
+        reject(
+          new WebcclError(
+            'INTERNAL',
+            `the network progress thread ended before it was ready${data.ended ? `: ${data.ended}` : ''}`,
+          ),
+        );
         end(data.ended, data.ended !== '');
       }
     };

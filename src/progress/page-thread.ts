@@ -4,8 +4,9 @@
 // says STARTING until the thread runs; a script that cannot be loaded (a bundler that moved
 // webccl's files without it) leaves the node without a thread, with a warning, and its ranks run
 // their ops themselves.
-import type { NodeHandle } from '../core/node.js';
+
 import { log } from '../core/log.js';
+import type { NodeHandle } from '../core/node.js';
 import { type ProgressThread, progressNotStarted } from './start.js';
 import { FORCED_STOP, stopWithin, workerErrorText } from './thread-stop.js';
 
@@ -18,8 +19,12 @@ export function startPageProgress(node: NodeHandle, ended: (why: string) => void
   const url = new URL('./progress-worker.js', import.meta.url);
   let w: Worker;
   try {
-    // Written out in full, not as `new Worker(url)`: bundlers (Vite, webpack) recognise this form and bundle the worker.
-    w = new Worker(new URL('./progress-worker.js', import.meta.url), { type: 'module', name: 'webccl progress thread' });
+    // Written out in full, not as `new Worker(url)`: bundlers (Vite, webpack) recognise this form and bundle the
+    // worker.
+    w = new Worker(new URL('./progress-worker.js', import.meta.url), {
+      type: 'module',
+      name: 'webccl progress thread',
+    });
   } catch (e) {
     progressNotStarted(node.memory, `${url.href}: ${e instanceof Error ? e.message : String(e)}`);
     return { stop: async () => undefined };

@@ -4,24 +4,57 @@
 // op a rank waits for at once is written to a slot (thread-engine.ts: it may be left unwaited).
 // What the words cannot hold (per-peer counts, an algorithm option outside the known names, an
 // error) still goes as JSON.
-import { DTYPES, DTYPE_CODE, REDUCE_OPS } from '../core/dtypes.js';
+import { DTYPE_CODE, DTYPES, REDUCE_OPS } from '../core/dtypes.js';
 import { freshBuffer } from '../core/fresh-buffer.js';
 import { KIND, type Kind } from '../core/shm-map.js';
-import { type OpOutcome, type PostedOp, SLOT_ENDED, SLOT_POSTED, readSlot, writeOutcomeText, writeSlot } from './lanes.js';
+import {
+  type OpOutcome,
+  type PostedOp,
+  readSlot,
+  SLOT_ENDED,
+  SLOT_POSTED,
+  writeOutcomeText,
+  writeSlot,
+} from './lanes.js';
 
-/** The slot's i32 words (F64: the f64 words' first index, in f64 words); TEXT_LEN holds BINARY when the words follow, else the JSON's length. */
+/**
+ * The slot's i32 words (F64: the f64 words' first index, in f64 words); TEXT_LEN holds BINARY when the words follow,
+ * else the JSON's length.
+ */
 const S = { STATE: 0, IN: 1, OUT: 2, TEXT_LEN: 3, F64: 2, I32: 12 } as const;
 const BINARY = -1;
 /** The f64 words at S.F64: the grace, deadline, number, count (numbers past 2^31 stay exact). */
 const F = { GRACE: 0, TIMEOUT: 1, SEQ: 2, COUNT: 3 } as const;
 /** The i32 words from S.I32 on. */
-const W = { KIND: 0, ALGO: 1, DTYPE: 2, OP: 3, ROOT: 4, LAYOUT: 5, SHAPE: 6, FLAGS: 7, IN_COUNT: 8, OUT_COUNT: 9 } as const;
+const W = {
+  KIND: 0,
+  ALGO: 1,
+  DTYPE: 2,
+  OP: 3,
+  ROOT: 4,
+  LAYOUT: 5,
+  SHAPE: 6,
+  FLAGS: 7,
+  IN_COUNT: 8,
+  OUT_COUNT: 9,
+} as const;
 const FLAG = { RELAYOUT: 1, IN_PLACE: 2, INPUT: 4, OUTPUT: 8 } as const;
 /** An outcome's f64 words at S.F64. */
 const O = { STARTED: 0, COMPLETED: 1, JOINED: 2 } as const;
 
 /** Algorithm names that ride as a number (the call's option may name anything: the engine judges it). */
-const ALGOS = ['', 'direct', 'twoshot', 'ring', 'doubling', 'tree', 'hierarchical', 'chain', 'pairwise', 'dissemination'] as const;
+const ALGOS = [
+  '',
+  'direct',
+  'twoshot',
+  'ring',
+  'doubling',
+  'tree',
+  'hierarchical',
+  'chain',
+  'pairwise',
+  'dissemination',
+] as const;
 const KINDS = Object.keys(KIND) as Kind[];
 
 /**
@@ -58,7 +91,14 @@ export function specFitsWords(s: Pick<PostedOp, 'counts' | 'op'>, algo: unknown)
 }
 
 /** Writes the op `p` into `slot`, then marks it posted; false when it fits neither way. */
-export function writePosted(memory: WebAssembly.Memory, v: SlotViews, slot: number, input: number, output: number, p: PostedOp): boolean {
+export function writePosted(
+  memory: WebAssembly.Memory,
+  v: SlotViews,
+  slot: number,
+  input: number,
+  output: number,
+  p: PostedOp,
+): boolean {
   if (!fitsWords(p)) return writeSlot(memory, slot, input, output, p);
   const algo = ALGOS.indexOf((p.algo ?? '') as (typeof ALGOS)[number]);
   const op = REDUCE_OPS.indexOf(p.op);
@@ -79,14 +119,22 @@ export function writePosted(memory: WebAssembly.Memory, v: SlotViews, slot: numb
   i32[w + W.ROOT] = p.root;
   i32[w + W.LAYOUT] = p.layout;
   i32[w + W.SHAPE] = p.shape;
-  i32[w + W.FLAGS] = (p.relayout ? FLAG.RELAYOUT : 0) | (p.inPlace ? FLAG.IN_PLACE : 0) | (p.input ? FLAG.INPUT : 0) | (p.output ? FLAG.OUTPUT : 0);
+  i32[w + W.FLAGS] =
+    (p.relayout ? FLAG.RELAYOUT : 0) |
+    (p.inPlace ? FLAG.IN_PLACE : 0) |
+    (p.input ? FLAG.INPUT : 0) |
+    (p.output ? FLAG.OUTPUT : 0);
   i32[w + W.IN_COUNT] = p.input?.count ?? 0; // (element counts of one memory: below 2^31)
   i32[w + W.OUT_COUNT] = p.output?.count ?? 0;
   Atomics.store(i32, i + S.STATE, SLOT_POSTED);
   return true;
 }
 
-export function readPosted(memory: WebAssembly.Memory, v: SlotViews, slot: number): { input: number; output: number; value: PostedOp } {
+export function readPosted(
+  memory: WebAssembly.Memory,
+  v: SlotViews,
+  slot: number,
+): { input: number; output: number; value: PostedOp } {
   const { i32, f64 } = v;
   const { i, f } = at(slot);
   if (i32[i + S.TEXT_LEN] !== BINARY) return readSlot<PostedOp>(memory, slot);
@@ -94,10 +142,22 @@ export function readPosted(memory: WebAssembly.Memory, v: SlotViews, slot: numbe
   const flags = i32[w + W.FLAGS];
   const algo = ALGOS[i32[w + W.ALGO]];
   const value: PostedOp = {
-    name: KINDS[i32[w + W.KIND] - 1], algo: (algo || undefined) as PostedOp['algo'], dtype: DTYPES[i32[w + W.DTYPE]], op: REDUCE_OPS[i32[w + W.OP]],
-    count: f64[f + F.COUNT], root: i32[w + W.ROOT], counts: undefined, timeoutMs: f64[f + F.TIMEOUT], layout: i32[w + W.LAYOUT], seq: f64[f + F.SEQ],
-    shape: i32[w + W.SHAPE], relayout: (flags & FLAG.RELAYOUT) !== 0, graceUntil: f64[f + F.GRACE], inPlace: (flags & FLAG.IN_PLACE) !== 0,
-    input: flags & FLAG.INPUT ? { count: i32[w + W.IN_COUNT] } : null, output: flags & FLAG.OUTPUT ? { count: i32[w + W.OUT_COUNT] } : null,
+    name: KINDS[i32[w + W.KIND] - 1],
+    algo: (algo || undefined) as PostedOp['algo'],
+    dtype: DTYPES[i32[w + W.DTYPE]],
+    op: REDUCE_OPS[i32[w + W.OP]],
+    count: f64[f + F.COUNT],
+    root: i32[w + W.ROOT],
+    counts: undefined,
+    timeoutMs: f64[f + F.TIMEOUT],
+    layout: i32[w + W.LAYOUT],
+    seq: f64[f + F.SEQ],
+    shape: i32[w + W.SHAPE],
+    relayout: (flags & FLAG.RELAYOUT) !== 0,
+    graceUntil: f64[f + F.GRACE],
+    inPlace: (flags & FLAG.IN_PLACE) !== 0,
+    input: flags & FLAG.INPUT ? { count: i32[w + W.IN_COUNT] } : null,
+    output: flags & FLAG.OUTPUT ? { count: i32[w + W.OUT_COUNT] } : null,
   };
   return { input: i32[i + S.IN], output: i32[i + S.OUT], value };
 }
@@ -107,7 +167,9 @@ export function renewPosted(v: SlotViews, slot: number, seq: number): void {
   v.f64[(slot >> 3) + S.F64 + F.SEQ] = seq;
 }
 
-/** Writes an op's outcome into its slot (words, or JSON for an error, shortened rather than lost), then marks it ended. */
+/**
+ * Writes an op's outcome into its slot (words, or JSON for an error, shortened rather than lost), then marks it ended.
+ */
 export function writeOutcome(memory: WebAssembly.Memory, v: SlotViews, slot: number, o: OpOutcome): void {
   if (o.error) return writeOutcomeText(memory, slot, o);
   const { i, f } = at(slot);

@@ -4,11 +4,21 @@
 // page's main thread), never by a rank: a thread a rank started would end with that rank, with
 // its peers' ops still in hand.
 import { freshBuffer } from '../core/fresh-buffer.js';
-import { N, NODE_BASE } from '../core/shm-map.js';
-import { writeReasonText } from '../core/reason-text.js';
-import type { NodeHandle } from '../core/node.js';
 import { log } from '../core/log.js';
-import { PROGRESS_GONE, PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STARTING, PROGRESS_STOPPING, T, laneTable, ringProgress, wakeLanes } from './lanes.js';
+import type { NodeHandle } from '../core/node.js';
+import { writeReasonText } from '../core/reason-text.js';
+import { N, NODE_BASE } from '../core/shm-map.js';
+import {
+  laneTable,
+  PROGRESS_GONE,
+  PROGRESS_NONE,
+  PROGRESS_RUNNING,
+  PROGRESS_STARTING,
+  PROGRESS_STOPPING,
+  ringProgress,
+  T,
+  wakeLanes,
+} from './lanes.js';
 
 /** A started progress thread: `stop()` ends it (the node's ranks must have ended their ops). */
 export interface ProgressThread {
@@ -16,7 +26,11 @@ export interface ProgressThread {
 }
 
 /** `env`: the environment the thread reads its WEBCCL_* settings from (default: this process's). */
-export type ProgressStarter = (node: NodeHandle, ended: (why: string) => void, env?: Record<string, string | undefined>) => ProgressThread;
+export type ProgressStarter = (
+  node: NodeHandle,
+  ended: (why: string) => void,
+  env?: Record<string, string | undefined>,
+) => ProgressThread;
 
 const STARTER = Symbol.for('webccl.progressStarter');
 const threads = new WeakMap<WebAssembly.Memory, ProgressThread>();
@@ -39,7 +53,10 @@ export function startProgressThread(node: NodeHandle, env?: Record<string, strin
   // Marked before the thread runs: ranks may post to it from the first op on. A script loaded
   // later may fail to load: until the thread says it runs, ranks wait to choose (progressSettled).
   Atomics.store(i32, (NODE_BASE + N.PROGRESS) >> 2, got.loadsLater ? PROGRESS_STARTING : PROGRESS_RUNNING);
-  threads.set(node.memory, got.start(node, (why) => progressEnded(node.memory, why), env));
+  threads.set(
+    node.memory,
+    got.start(node, (why) => progressEnded(node.memory, why), env),
+  );
   return true;
 }
 
@@ -54,10 +71,16 @@ export function progressNotStarted(memory: WebAssembly.Memory, why: string): boo
   return true;
 }
 
-/** STARTING -> NONE (the node goes on without the thread), waking the ranks that wait to choose; false if it was not STARTING. */
+/**
+ * STARTING -> NONE (the node goes on without the thread), waking the ranks that wait to choose; false if it was not
+ * STARTING.
+ */
 function leaveStarting(memory: WebAssembly.Memory): boolean {
   const i32 = new Int32Array(freshBuffer(memory));
-  if (Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, PROGRESS_NONE) !== PROGRESS_STARTING) return false;
+  if (
+    Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, PROGRESS_NONE) !== PROGRESS_STARTING
+  )
+    return false;
   Atomics.notify(i32, (NODE_BASE + N.PROGRESS) >> 2);
   return true;
 }
@@ -102,7 +125,8 @@ export const progressStarting = (memory: WebAssembly.Memory): boolean =>
 export function waitProgressSettled(memory: WebAssembly.Memory, ms: number, canBlock: boolean): void {
   const i32 = new Int32Array(freshBuffer(memory));
   const until = performance.now() + ms;
-  while (canBlock && progressStarting(memory) && performance.now() < until) Atomics.wait(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, Math.min(50, until - performance.now()));
+  while (canBlock && progressStarting(memory) && performance.now() < until)
+    Atomics.wait(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, Math.min(50, until - performance.now()));
 }
 
 /** The same without blocking (initCommGroup, which may run on a page's main thread). */
@@ -110,7 +134,12 @@ export async function progressSettled(memory: WebAssembly.Memory, ms: number): P
   const i32 = new Int32Array(freshBuffer(memory));
   const until = performance.now() + ms;
   while (progressStarting(memory) && performance.now() < until) {
-    const r = Atomics.waitAsync(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, Math.min(50, until - performance.now()));
+    const r = Atomics.waitAsync(
+      i32,
+      (NODE_BASE + N.PROGRESS) >> 2,
+      PROGRESS_STARTING,
+      Math.min(50, until - performance.now()),
+    );
     if (r.async) await r.value;
   }
 }

@@ -4,24 +4,64 @@
 // is copied into a heap block when the op is posted and out of it when its outcome is read.
 //
 // Which ops it hands over and which it runs itself: the modes are told in node-engine.ts.
-import { freshBuffer } from '../core/fresh-buffer.js';
+
 import { DTYPE_SIZE } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
-import type { Algo } from '../core/shm-map.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
 import type { ProgressMode } from '../core/progress-mode.js';
-import { type Tuning, chooseAllReduceAlgo, chunkElems, resolveTuning } from '../tuner/tuner.js';
-import { type Engine, type OpCounters, type OpSpec, type P2pKind, addCounts, countDone, isP2p } from '../engine/engine.js';
-import type { RankContext } from '../engine/context.js';
-import type { Buf } from '../engine/buffers.js';
-import { ShmEngine } from '../shm/engine.js';
-import { OTHERS_LOOK_MS, type QueueServer, joinThreadQueues, leaveThreadQueues, othersQueued, releaseHoldsElsewhere, serveOthers } from '../engine/thread-queues.js';
-import { Work, type WorkDriver } from '../engine/work.js';
+import type { Algo } from '../core/shm-map.js';
 import { N, NODE_BASE } from '../core/shm-map.js';
-import { HOLD_MS, L, LANE_SLOTS, PROGRESS_RUNNING, type OpOutcome, SLOT_RECLAIMED, postedOp, claimSlot, progressState, ringProgress, slotAt } from './lanes.js';
-import { type SlotViews, renewPosted, slotViews, specFitsWords, writePosted } from './slot-codec.js';
+import type { Buf } from '../engine/buffers.js';
+import type { RankContext } from '../engine/context.js';
+import {
+  addCounts,
+  countDone,
+  type Engine,
+  isP2p,
+  type OpCounters,
+  type OpSpec,
+  type P2pKind,
+} from '../engine/engine.js';
+import {
+  joinThreadQueues,
+  leaveThreadQueues,
+  OTHERS_LOOK_MS,
+  othersQueued,
+  type QueueServer,
+  releaseHoldsElsewhere,
+  serveOthers,
+} from '../engine/thread-queues.js';
+import { Work, type WorkDriver } from '../engine/work.js';
+import { ShmEngine } from '../shm/engine.js';
+import { chooseAllReduceAlgo, chunkElems, resolveTuning, type Tuning } from '../tuner/tuner.js';
+import {
+  AT_ONCE_MS,
+  type Held,
+  HOLD_COPY_MAX,
+  opBytes,
+  plainBytes,
+  RANK_STARTS_MAX,
+  SETTLE_MS,
+  ShapeMemory,
+  sameOp,
+  UNSTAGED,
+} from './auto-choice.js';
 import { closeLane, openLane } from './lane-life.js';
 import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
-import { AT_ONCE_MS, HOLD_COPY_MAX, type Held, RANK_STARTS_MAX, SETTLE_MS, ShapeMemory, UNSTAGED, opBytes, plainBytes, sameOp } from './auto-choice.js';
+import {
+  claimSlot,
+  HOLD_MS,
+  L,
+  LANE_SLOTS,
+  type OpOutcome,
+  PROGRESS_RUNNING,
+  postedOp,
+  progressState,
+  ringProgress,
+  SLOT_RECLAIMED,
+  slotAt,
+} from './lanes.js';
+import { renewPosted, type SlotViews, slotViews, specFitsWords, writePosted } from './slot-codec.js';
 
 interface ThreadOp extends LaneOp {
   algo: Algo;
@@ -72,7 +112,13 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   private views: SlotViews | undefined;
   readonly flight;
 
-  constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number, readonly mode: Exclude<ProgressMode, 'caller'>) {
+  constructor(
+    private readonly ctx: RankContext,
+    private readonly counters: OpCounters,
+    commAlgo: unknown,
+    private readonly timeoutMs: number,
+    readonly mode: Exclude<ProgressMode, 'caller'>,
+  ) {
     this.local = new ShmEngine(ctx, counters, commAlgo, timeoutMs);
     this.tuning = resolveTuning(ctx.size, commAlgo);
     this.flight = this.local.flight;
@@ -98,8 +144,10 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     if (convertsHere) this.drainThread();
     const threadBusy = this.inThread.length > 0 && this.inThread.some((t) => !t.reclaimed);
     if (convertsHere || (this.local.pendingCollectives() > 0 && !this.settleHere())) this.runHere(s, work, algo);
-    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && this.oneExchange(s)) this.runHere(s, work, algo);
-    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && this.shapes.mayHold(s, work)) this.hold(s, seq, work, algo);
+    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && this.oneExchange(s))
+      this.runHere(s, work, algo);
+    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && this.shapes.mayHold(s, work))
+      this.hold(s, seq, work, algo);
     else this.toThread(s, seq, work, algo);
     this.lastIssued = work;
     // A held op was stamped as it was held, just now: one clock read fewer for the common case.
@@ -154,7 +202,14 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     if (plain) h.staged = stageOp(this.ctx, s);
     const inPlace = h.staged.inPlace || (plain === 0 && s.input !== null && s.input === s.output);
     const p = postedOp(s, seq, algo, s.timeoutMs ?? this.timeoutMs, 0, inPlace);
-    writePosted(this.ctx.core.memory, this.views!, slotAt(this.lane, this.posted), h.staged.stagedIn || s.input?.addr || 0, h.staged.stagedOut || s.output?.addr || 0, p);
+    writePosted(
+      this.ctx.core.memory,
+      this.views!,
+      slotAt(this.lane, this.posted),
+      h.staged.stagedIn || s.input?.addr || 0,
+      h.staged.stagedOut || s.output?.addr || 0,
+      p,
+    );
     // Only an op on node-memory buffers is written again as it was (a copy is made per op).
     if (!plain) this.lastHeld = { spec: s, algo };
     this.rewritten = this.posted;
@@ -178,7 +233,14 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   /** The held op, written in its slot, is the thread's now: this rank reads its outcome as any other's. */
   private followHeld(h: Held): void {
     h.spec.check?.atStart(h.seq);
-    this.inThread.push({ spec: untraced(h.spec), work: h.work, seq: h.seq, algo: h.algo, ...h.staged, reclaimed: false });
+    this.inThread.push({
+      spec: untraced(h.spec),
+      work: h.work,
+      seq: h.seq,
+      algo: h.algo,
+      ...h.staged,
+      reclaimed: false,
+    });
   }
 
   /**
@@ -238,7 +300,12 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
 
   /** Waits until the progress thread has ended every op of this communicator it holds. */
   private drainThread(): void {
-    for (let t = this.inThread.findLast((x) => !x.reclaimed); t && !t.work.settled; t = this.inThread.findLast((x) => !x.reclaimed)) this.progress(t.work, true);
+    for (
+      let t = this.inThread.findLast((x) => !x.reclaimed);
+      t && !t.work.settled;
+      t = this.inThread.findLast((x) => !x.reclaimed)
+    )
+      this.progress(t.work, true);
   }
 
   /**
@@ -259,7 +326,9 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   }
 
   pending(): number {
-    return this.local.pending() + this.inThread.filter((t) => !t.work.settled && !t.reclaimed).length + (this.held ? 1 : 0);
+    return (
+      this.local.pending() + this.inThread.filter((t) => !t.work.settled && !t.reclaimed).length + (this.held ? 1 : 0)
+    );
   }
 
   get progressMode(): 'auto' | 'thread' {
@@ -372,7 +441,11 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     const p2p = this.local.pending() > 0;
     if (done !== this.read || (p2p && this.local.pollP2p()) || serveOthers(this.local)) return undefined;
     if (progressState(i32) !== PROGRESS_RUNNING) return 'gone';
-    return { at: (this.lane + L.DONE) >> 2, value: done, ms: p2p ? P2P_SLICE_MS : othersQueued(this.local) ? OTHERS_LOOK_MS : SLICE_MS };
+    return {
+      at: (this.lane + L.DONE) >> 2,
+      value: done,
+      ms: p2p ? P2P_SLICE_MS : othersQueued(this.local) ? OTHERS_LOOK_MS : SLICE_MS,
+    };
   }
 
   // ---------------------------------------------------------------- who runs what
@@ -389,7 +462,11 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
 
   /** Small enough to start on this rank (see RANK_STARTS_MAX): one exchange of one chunk. */
   private oneExchange(s: OpSpec): boolean {
-    return s.counts === undefined && opBytes(s) <= RANK_STARTS_MAX && s.count <= chunkElems(s.name, this.ctx.slotBytes, DTYPE_SIZE[s.dtype], this.ctx.size);
+    return (
+      s.counts === undefined &&
+      opBytes(s) <= RANK_STARTS_MAX &&
+      s.count <= chunkElems(s.name, this.ctx.slotBytes, DTYPE_SIZE[s.dtype], this.ctx.size)
+    );
   }
 
   private algoOf(s: OpSpec): Algo {
@@ -454,7 +531,10 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
       const inAddr = t.stagedIn || s.input?.addr || 0;
       const outAddr = t.stagedOut || s.output?.addr || 0;
       if (!writePosted(mem, this.views!, slotAt(this.lane, this.posted), inAddr, outAddr, p)) {
-        throw new WebcclError('INTERNAL', `${s.name} #${t.seq}: the op's description does not fit a progress-thread slot`);
+        throw new WebcclError(
+          'INTERNAL',
+          `${s.name} #${t.seq}: the op's description does not fit a progress-thread slot`,
+        );
       }
       this.posted++;
       const i32 = this.i32();
@@ -509,7 +589,10 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     this.fail(err);
   }
 
-  /** Asks the progress thread to let go of the lane, then frees it and the copies (left in place if the thread does not answer). */
+  /**
+   * Asks the progress thread to let go of the lane, then frees it and the copies (left in place if the thread does not
+   * answer).
+   */
   private detach(): void {
     const lane = this.lane;
     this.lane = 0;

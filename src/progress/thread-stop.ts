@@ -10,12 +10,17 @@ export const FORCED_STOP = `it did not end within ${STOP_GRACE_MS / 1000} s of b
 /** Waits until `exited` settles, calling `force` (and waiting for it) if STOP_GRACE_MS pass first. */
 export async function stopWithin(exited: Promise<void>, force: () => unknown): Promise<void> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const forced = new Promise<void>((done) => (timer = setTimeout(() => void Promise.resolve(force()).then(() => done()), STOP_GRACE_MS)));
+  const forced = new Promise<void>(
+    (done) => (timer = setTimeout(() => void Promise.resolve(force()).then(() => done()), STOP_GRACE_MS)),
+  );
   await Promise.race([exited, forced]);
   clearTimeout(timer);
 }
 
-/** The text of a Web Worker's error event (an uncaught error, or '' for a script that could not be loaded), kept from the page's own errors. */
+/**
+ * The text of a Web Worker's error event (an uncaught error, or '' for a script that could not be loaded), kept from
+ * the page's own errors.
+ */
 export function workerErrorText(e: Event): string {
   e.preventDefault();
   return (e as ErrorEvent).message ?? '';

@@ -3,8 +3,8 @@
 // and hands its address to the others; each member releases it when it destroys its
 // communicator, and the last to do so frees it.
 import { freshBuffer } from '../core/fresh-buffer.js';
-import { C, NODE_BASE, commBlockBytes } from '../core/shm-map.js';
-import { type RankContext, defaultSpinUs, setSpin } from '../engine/context.js';
+import { C, commBlockBytes, NODE_BASE } from '../core/shm-map.js';
+import { defaultSpinUs, type RankContext, setSpin } from '../engine/context.js';
 
 /** A zeroed block for `nranks` ranks with the node's slot size, its header filled in. */
 export function allocCommBlock(ctx: RankContext, nranks: number): number {

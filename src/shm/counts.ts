@@ -15,7 +15,14 @@ export function descriptorCount(s: Pick<OpSpec, 'count' | 'counts'>): number {
  * Writes this rank's sendCounts then recvCounts into its scratch (u32 each), where the
  * allToAll handshake reads them. Scratch is private to the rank and idle between ops.
  */
-export function writeCounts(i32: Int32Array, counts: { send: number[]; recv: number[] }, comm: number, nranks: number, rank: number, slotBytes: number): void {
+export function writeCounts(
+  i32: Int32Array,
+  counts: { send: number[]; recv: number[] },
+  comm: number,
+  nranks: number,
+  rank: number,
+  slotBytes: number,
+): void {
   const at = scratchOffset(comm, nranks, rank, slotBytes) >> 2;
   i32.set(counts.send, at);
   i32.set(counts.recv, at + nranks);

@@ -19,7 +19,10 @@ export class Doorbell {
    * grows (an unshared one never grows). Asking for the current view on every post cost a
    * ping-pong a load and a call per message.
    */
-  constructor(private readonly words: Int32Array, comm: number) {
+  constructor(
+    private readonly words: Int32Array,
+    comm: number,
+  ) {
     this.bell = (comm + C.DOORBELL) >> 2;
     this.sleepers = (comm + C.SLEEPERS) >> 2;
   }

@@ -3,22 +3,36 @@
 // descriptor; progress is made by whoever waits or polls.
 import { DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE, type ReduceOp } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
-import { ABORT_REASON, ALGO, D, KIND, type Algo, type Kind, descOffset } from '../core/shm-map.js';
 import { enabled, log } from '../core/log.js';
-import { type Tuning, chooseAllReduceAlgo, chunkElems, keepInputMaxBytes, keepsInput, resolveTuning } from '../tuner/tuner.js';
-import { sameView } from '../engine/buffers.js';
-import type { InputCheck } from '../engine/input-check.js';
-import { type Engine, type OpCounters, type OpSpec, type P2pKind, countDone, isP2p } from '../engine/engine.js';
+import { ABORT_REASON, ALGO, type Algo, D, descOffset, KIND, type Kind } from '../core/shm-map.js';
 import type { Buf } from '../engine/buffers.js';
+import { sameView } from '../engine/buffers.js';
 import { type RankContext, worldRankOf } from '../engine/context.js';
-import { opLine } from '../engine/op-line.js';
+import { countDone, type Engine, isP2p, type OpCounters, type OpSpec, type P2pKind } from '../engine/engine.js';
 import { FlightRecorder } from '../engine/flight-recorder.js';
-import { ShmRunner, type RunningOp } from './runner.js';
+import type { InputCheck } from '../engine/input-check.js';
+import { opLine } from '../engine/op-line.js';
+import {
+  joinThreadQueues,
+  leaveThreadQueues,
+  OTHERS_LOOK_MS,
+  othersQueued,
+  type QueueServer,
+  serveOthers,
+} from '../engine/thread-queues.js';
+import { Work, type WorkDriver } from '../engine/work.js';
+import {
+  chooseAllReduceAlgo,
+  chunkElems,
+  keepInputMaxBytes,
+  keepsInput,
+  resolveTuning,
+  type Tuning,
+} from '../tuner/tuner.js';
 import { descriptorCount, writeCounts } from './counts.js';
 import { joinTime, stampStart } from './joined.js';
-import { Work, type WorkDriver } from '../engine/work.js';
 import { ShmP2p } from './p2p.js';
-import { OTHERS_LOOK_MS, type QueueServer, joinThreadQueues, leaveThreadQueues, othersQueued, serveOthers } from '../engine/thread-queues.js';
+import { type RunningOp, ShmRunner } from './runner.js';
 
 interface QueuedOp extends RunningOp {
   name: Kind;
@@ -59,21 +73,29 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
   readonly flight: FlightRecorder;
 
   /** `withP2p` false: collectives only (the progress thread's engines; the rank keeps send/recv). */
-  constructor(private readonly ctx: RankContext, private readonly counters: OpCounters, commAlgo: unknown, private readonly timeoutMs: number, withP2p = true) {
+  constructor(
+    private readonly ctx: RankContext,
+    private readonly counters: OpCounters,
+    commAlgo: unknown,
+    private readonly timeoutMs: number,
+    withP2p = true,
+  ) {
     this.runner = new ShmRunner(ctx.core, ctx.comm, ctx.rank, ctx.size, ctx.localOf);
     this.desc = descOffset(ctx.comm, ctx.size, ctx.rank);
     this.tuning = resolveTuning(ctx.size, commAlgo);
     this.keepMaxBytes = keepInputMaxBytes(ctx.size, ctx.cores, ctx.slotBytes);
     this.flight = new FlightRecorder(ctx.rank, () => this.runner.missingRanks());
     joinThreadQueues(this);
-    this.p2p = !withP2p ? null : new ShmP2p(ctx, this.runner, {
-      serve: () => this.serveCollectives(),
-      broke: (e) => this.fail(e),
-      done: (w, failed) => {
-        if (failed) this.counters.failed++;
-        else countDone(this.counters, w);
-      },
-    });
+    this.p2p = !withP2p
+      ? null
+      : new ShmP2p(ctx, this.runner, {
+          serve: () => this.serveCollectives(),
+          broke: (e) => this.fail(e),
+          done: (w, failed) => {
+            if (failed) this.counters.failed++;
+            else countDone(this.counters, w);
+          },
+        });
   }
 
   /**
@@ -84,18 +106,44 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
   submit(s: OpSpec, runAs?: Work): Work {
     if (this.broken) throw this.broken;
     if (isP2p(s.name)) {
-      const w = this.sendRecv(s.name, (s.name === 'send' ? s.input : s.output)!, s.peer!, s.tag ?? 0, s.timeoutMs, s.check);
+      const w = this.sendRecv(
+        s.name,
+        (s.name === 'send' ? s.input : s.output)!,
+        s.peer!,
+        s.tag ?? 0,
+        s.timeoutMs,
+        s.check,
+      );
       if (s.trace) w.trace = s.trace.issue(w, 'direct');
       return w;
     }
-    const algo = s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
+    const algo =
+      s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
     const es = DTYPE_SIZE[s.dtype];
     const seq = s.seq ?? this.seq++;
     const q: QueuedOp = {
-      name: s.name, seq, desc: this.desc, elemBytes: es, input: s.input, output: s.output, deadline: Infinity, timeoutMs: s.timeoutMs ?? this.timeoutMs,
-      work: runAs ?? new Work(s.name, seq, this, this.ctx.canBlock), algo, dtype: s.dtype, op: s.op, count: s.count, root: s.root, layout: s.layout ?? 0,
-      shape: s.shape ?? 0, relayout: s.relayout, algoOption: s.algo,
-      chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size), counts: s.counts, started: false, check: s.check,
+      name: s.name,
+      seq,
+      desc: this.desc,
+      elemBytes: es,
+      input: s.input,
+      output: s.output,
+      deadline: Infinity,
+      timeoutMs: s.timeoutMs ?? this.timeoutMs,
+      work: runAs ?? new Work(s.name, seq, this, this.ctx.canBlock),
+      algo,
+      dtype: s.dtype,
+      op: s.op,
+      count: s.count,
+      root: s.root,
+      layout: s.layout ?? 0,
+      shape: s.shape ?? 0,
+      relayout: s.relayout,
+      algoOption: s.algo,
+      chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size),
+      counts: s.counts,
+      started: false,
+      check: s.check,
     };
     if (s.trace) q.work.trace = q.trace = s.trace.issue(q.work, algo);
     // An op that starts at once takes its start time as its issue time (one clock read fewer).
@@ -106,7 +154,14 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
     return q.work;
   }
 
-  sendRecv(name: P2pKind, buf: Buf, peer: number, tag: number, timeoutMs: number | undefined, check?: InputCheck): Work {
+  sendRecv(
+    name: P2pKind,
+    buf: Buf,
+    peer: number,
+    tag: number,
+    timeoutMs: number | undefined,
+    check?: InputCheck,
+  ): Work {
     if (this.broken) throw this.broken;
     if (!this.p2p) throw new WebcclError('INTERNAL', `${name}: this engine runs collectives only`);
     const w = this.p2p.submit(name, buf, peer, tag, timeoutMs ?? this.timeoutMs, check);
@@ -161,7 +216,12 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
 
   abort(reason: string): void {
     this.runner.abort(ABORT_REASON.USER, this.ctx.rank, reason);
-    this.fail(new WebcclError('ABORTED', `communicator aborted on rank ${this.ctx.rank}: ${reason}`, { by: this.ctx.rank, reason }));
+    this.fail(
+      new WebcclError('ABORTED', `communicator aborted on rank ${this.ctx.rank}: ${reason}`, {
+        by: this.ctx.rank,
+        reason,
+      }),
+    );
   }
 
   failure(): WebcclError | undefined {
@@ -233,7 +293,9 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
     while (this.queue.length && !w.settled) {
       const q = this.queue[0];
       if (!this.step(q, false) && !this.movedElsewhere()) {
-        await this.runner.sleepAsync(q, () => this.movedElsewhere(), othersQueued(this) ? OTHERS_LOOK_MS : undefined).catch((e) => this.settleFailed(q, e));
+        await this.runner
+          .sleepAsync(q, () => this.movedElsewhere(), othersQueued(this) ? OTHERS_LOOK_MS : undefined)
+          .catch((e) => this.settleFailed(q, e));
       }
     }
   }
@@ -286,7 +348,8 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
       q.work.settle();
       countDone(this.counters, q.work);
       if (q.name === 'allReduce') this.byAlgorithm[q.algo]++;
-      if (trace) log('TRACE', `rank ${worldRankOf(this.ctx)}: ${opLine(q)} done in ${(q.work.durationMs * 1000).toFixed(1)} us`);
+      if (trace)
+        log('TRACE', `rank ${worldRankOf(this.ctx)}: ${opLine(q)} done in ${(q.work.durationMs * 1000).toFixed(1)} us`);
       return true;
     } catch (e) {
       this.settleFailed(q, e);
@@ -298,8 +361,12 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
     let err = WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e));
     if (err.details.relayout === true) {
       if (q.relayout) return this.relayout(q);
-      // (tensors always carry their relayout) The peers run the op again: this rank must not go on as if it had failed alone.
-      err = new WebcclError('INTERNAL', `${err.reason}, and ${q.name} #${q.seq} cannot run again in row-major on rank ${this.ctx.rank}`);
+      // (tensors always carry their relayout) The peers run the op again: this rank must not go on as if it had failed
+      // alone.
+      err = new WebcclError(
+        'INTERNAL',
+        `${err.reason}, and ${q.name} #${q.seq} cannot run again in row-major on rank ${this.ctx.rank}`,
+      );
     }
     this.counters.failed++;
     if (err.code === 'MISMATCH') {
@@ -327,7 +394,14 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
   private relayout(q: QueuedOp): void {
     try {
       const r = q.relayout!();
-      Object.assign(q, { input: r.input, output: r.output, count: r.count, layout: 0, relayout: undefined, started: false });
+      Object.assign(q, {
+        input: r.input,
+        output: r.output,
+        count: r.count,
+        layout: 0,
+        relayout: undefined,
+        started: false,
+      });
       if (q.name === 'allReduce') q.algo = chooseAllReduceAlgo(r.count * q.elemBytes, this.tuning, q.algoOption);
       // Kept in the descriptor, as the step base: whichever thread runs the next op signs alike.
       const i32 = this.runner.views().i32;

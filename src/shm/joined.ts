@@ -26,7 +26,14 @@ function view(i32: Int32Array): Float64Array {
 }
 
 /** This rank starts op `seq` at `startedAt` (performance.now() ms): stamp it before the op's first step. */
-export function stampStart(i32: Int32Array, comm: number, nranks: number, rank: number, seq: number, startedAt: number): void {
+export function stampStart(
+  i32: Int32Array,
+  comm: number,
+  nranks: number,
+  rank: number,
+  seq: number,
+  startedAt: number,
+): void {
   view(i32)[(sigOffset(comm, nranks, rank, seq) + SIG_START) >> 3] = ORIGIN + startedAt;
 }
 

@@ -42,7 +42,10 @@ export class ChannelTable {
   /** Channel addresses as found (s × n + d). */
   private readonly found: number[];
 
-  constructor(private readonly ctx: RankContext, private readonly runner: ShmRunner) {
+  constructor(
+    private readonly ctx: RankContext,
+    private readonly runner: ShmRunner,
+  ) {
     this.n = ctx.size;
     this.found = new Array(this.n * this.n).fill(0);
   }

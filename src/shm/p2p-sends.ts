@@ -4,15 +4,15 @@
 // comm.alloc() buffer in place, or else a copy in a heap block (staging-pool.ts); it ends once
 // the receiver marks the record TAKEN, or SHORT when the sizes differ.
 import { WebcclError } from '../core/errors.js';
-import type { RankContext } from '../engine/context.js';
-import type { Buf } from '../engine/buffers.js';
-import type { InputCheck } from '../engine/input-check.js';
-import type { ShmRunner } from './runner.js';
-import type { Work } from '../engine/work.js';
-import { type ChannelTable, INLINE, INLINE_AT, R, STATE, recordAt } from './p2p-channel.js';
-import { StagingPool } from './staging-pool.js';
 import { KeepList, KeepQueue } from '../core/keep-list.js';
+import type { Buf } from '../engine/buffers.js';
+import type { RankContext } from '../engine/context.js';
+import type { InputCheck } from '../engine/input-check.js';
 import { type P2pOp, sizeMismatch } from '../engine/p2p-errors.js';
+import type { Work } from '../engine/work.js';
+import { type ChannelTable, INLINE, INLINE_AT, R, recordAt, STATE } from './p2p-channel.js';
+import type { ShmRunner } from './runner.js';
+import { StagingPool } from './staging-pool.js';
 
 /** A send or recv not yet ended (the op itself: one object per op, as a ping-pong pays per message). */
 export interface Pending extends P2pOp {
@@ -38,7 +38,12 @@ export class ShmSends {
   private readonly staging: StagingPool;
 
   /** `settle` ends a send (with its error, if any). */
-  constructor(ctx: RankContext, private readonly runner: ShmRunner, private readonly table: ChannelTable, private readonly settle: (s: SendOp, err?: WebcclError) => void) {
+  constructor(
+    ctx: RankContext,
+    private readonly runner: ShmRunner,
+    private readonly table: ChannelTable,
+    private readonly settle: (s: SendOp, err?: WebcclError) => void,
+  ) {
     const per = <T>(f: () => T) => Array.from({ length: ctx.size }, f);
     this.unposted = per(() => new KeepQueue<SendOp>());
     this.posted = per(() => new KeepList<SendOp>());
@@ -61,7 +66,10 @@ export class ShmSends {
     yield* this.posted[peer];
   }
 
-  /** Reads the outcome of published sends, then publishes waiting ones while the ring has room; true when something changed. */
+  /**
+   * Reads the outcome of published sends, then publishes waiting ones while the ring has room; true when something
+   * changed.
+   */
   pump(peer: number, me: number): boolean {
     const ended = this.outcomes(peer, me);
     return this.publish(peer, me) || ended;
@@ -142,7 +150,10 @@ export class ShmSends {
     return moved;
   }
 
-  /** Forgets the sends never published (the communicator failed); published payloads stay until close(): a receiver may be reading one now. */
+  /**
+   * Forgets the sends never published (the communicator failed); published payloads stay until close(): a receiver may
+   * be reading one now.
+   */
   dropUnposted(): void {
     for (const l of this.unposted) l.clear();
   }
@@ -153,7 +164,10 @@ export class ShmSends {
     this.staging.release();
   }
 
-  /** Where the receiver finds the payload: 0 (inline, copied into the record now), the sender's alloc() buffer, or a staged copy. */
+  /**
+   * Where the receiver finds the payload: 0 (inline, copied into the record now), the sender's alloc() buffer, or a
+   * staged copy.
+   */
   private stage(s: SendOp, rec: number): number {
     const bytes = s.buf.bytes.byteLength;
     if (s.buf.addr) return s.buf.addr;

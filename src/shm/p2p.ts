@@ -9,16 +9,16 @@
 // receive never deadlock. Waiting spins for the rank's spin budget, then sleeps on the
 // communicator's doorbell, which every post rings when someone sleeps.
 import { WebcclError } from '../core/errors.js';
-import { ABORT_REASON, N, NODE_BASE } from '../core/shm-map.js';
-import type { RankContext } from '../engine/context.js';
-import type { Buf } from '../engine/buffers.js';
-import type { InputCheck } from '../engine/input-check.js';
-import type { ShmRunner } from './runner.js';
-import { Work, type WorkDriver } from '../engine/work.js';
-import { ChannelTable, INLINE, INLINE_AT, R, STATE, recordAt } from './p2p-channel.js';
-import { type Pending, type SendOp, ShmSends } from './p2p-sends.js';
-import { opText, p2pTimeout, sizeMismatch } from '../engine/p2p-errors.js';
 import { KeepQueue } from '../core/keep-list.js';
+import { ABORT_REASON, N, NODE_BASE } from '../core/shm-map.js';
+import type { Buf } from '../engine/buffers.js';
+import type { RankContext } from '../engine/context.js';
+import type { InputCheck } from '../engine/input-check.js';
+import { opText, p2pTimeout, sizeMismatch } from '../engine/p2p-errors.js';
+import { Work, type WorkDriver } from '../engine/work.js';
+import { ChannelTable, INLINE, INLINE_AT, R, recordAt, STATE } from './p2p-channel.js';
+import { type Pending, type SendOp, ShmSends } from './p2p-sends.js';
+import type { ShmRunner } from './runner.js';
 
 /** What the engine lends: moving its collectives along while a p2p op waits, and failing it all. */
 export interface ShmP2pHooks {
@@ -31,7 +31,10 @@ export interface ShmP2pHooks {
 const SLICE_MS = 50;
 /** How often (ms) a polling loop looks at deadlines and departed peers. */
 const CHECK_EVERY_MS = 1;
-/** Polls that found nothing to do between two looks at the clock for the deadlines (a read costs about as much as a poll). */
+/**
+ * Polls that found nothing to do between two looks at the clock for the deadlines (a read costs about as much as a
+ * poll).
+ */
 const POLLS_PER_CLOCK = 8;
 /** Tags whose emptied recv list is kept per peer. */
 const MAX_IDLE_TAGS = 16;
@@ -51,7 +54,10 @@ export class ShmP2p implements WorkDriver {
   private count = 0;
   private failure?: WebcclError;
   private readonly sends: ShmSends;
-  /** By peer: posted recvs by tag, in issue order, their number, and the first record of the peer's channel not known taken. */
+  /**
+   * By peer: posted recvs by tag, in issue order, their number, and the first record of the peer's channel not known
+   * taken.
+   */
   private readonly recvs: Map<number, KeepQueue<Pending>>[];
   private readonly recvCount: number[];
   private readonly low: number[];
@@ -63,7 +69,11 @@ export class ShmP2p implements WorkDriver {
   /** The op issued last: the one a program that waits at once (a ping-pong) waits for next. */
   private last: Pending | undefined;
 
-  constructor(private readonly ctx: RankContext, private readonly runner: ShmRunner, private readonly hooks: ShmP2pHooks) {
+  constructor(
+    private readonly ctx: RankContext,
+    private readonly runner: ShmRunner,
+    private readonly hooks: ShmP2pHooks,
+  ) {
     this.n = ctx.size;
     this.me = ctx.rank;
     const per = <T>(f: () => T) => Array.from({ length: this.n }, f);
@@ -81,7 +91,14 @@ export class ShmP2p implements WorkDriver {
   }
 
   /** `timeoutMs`: the op's deadline, from its issue; `check` (WEBCCL_CHECK): a send's input check. */
-  submit(name: 'send' | 'recv', buf: Buf, peer: number, tag: number, timeoutMs: number, check: InputCheck | undefined): Work {
+  submit(
+    name: 'send' | 'recv',
+    buf: Buf,
+    peer: number,
+    tag: number,
+    timeoutMs: number,
+    check: InputCheck | undefined,
+  ): Work {
     const seq = this.seq++;
     const work = new Work(name, seq, this, this.ctx.canBlock);
     if (this.failure) {
@@ -99,7 +116,20 @@ export class ShmP2p implements WorkDriver {
     // The clock is read after the op is published or matched: a peer waits on that, not on this.
     // One object per op, its fields listed (a spread makes slow dictionary objects: microseconds an op).
     if (name === 'send') {
-      const send: SendOp = { name, seq, rank: this.me, peer, tag, work, buf, deadline: Infinity, timeoutMs, num: -1, staged: 0, check };
+      const send: SendOp = {
+        name,
+        seq,
+        rank: this.me,
+        peer,
+        tag,
+        work,
+        buf,
+        deadline: Infinity,
+        timeoutMs,
+        num: -1,
+        staged: 0,
+        check,
+      };
       this.sends.add(send);
       if (this.sends.publish(peer, this.me)) this.ring();
       send.deadline = this.issued(work) + timeoutMs;
@@ -303,9 +333,18 @@ export class ShmP2p implements WorkDriver {
       if (Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * localOf[o.peer]) >> 2) !== 0) {
         // A peer may post and then leave: take what it published before judging.
         if (o.name === 'recv' && this.matchRecvs(o.peer) && o.work.settled) continue;
-        this.hooks.broke(new WebcclError('CONNECTION_CLOSED', `${opText(o)}: rank ${o.peer} has left the job (its script ended) without matching it`, {
-          rank: o.peer, peer: o.peer, tag: o.tag, seq: o.seq,
-        }));
+        this.hooks.broke(
+          new WebcclError(
+            'CONNECTION_CLOSED',
+            `${opText(o)}: rank ${o.peer} has left the job (its script ended) without matching it`,
+            {
+              rank: o.peer,
+              peer: o.peer,
+              tag: o.tag,
+              seq: o.seq,
+            },
+          ),
+        );
         return true;
       }
     }
@@ -338,4 +377,3 @@ export class ShmP2p implements WorkDriver {
     this.table.close();
   }
 }
-

@@ -1,18 +1,32 @@
 // Runs one op's step loop (assembly/engine) for this rank: calls advance() until it is done,
 // serves its copy requests between JS buffers and shared memory, blocks on a flag when the
 // loop has spun long enough, and turns a missed deadline or a failed check into a WebcclError.
-import { freshBuffer } from '../core/fresh-buffer.js';
-import { WebcclError } from '../core/errors.js';
-import { ABORT_BY_LAUNCHER, ABORT_REASON, ALGO, C, D, E, KIND, N, NODE_BASE, SIG_FIELDS, ST, flagOffset } from '../core/shm-map.js';
-import { showLayoutSignature, showShapeClass } from '../core/tensor-layout.js';
+
 import { DTYPES, REDUCE_OPS } from '../core/dtypes.js';
-import { readReasonText, writeReasonText } from '../core/reason-text.js';
-import type { WasmCore } from '../core/wasm.js';
+import { WebcclError } from '../core/errors.js';
+import { freshBuffer } from '../core/fresh-buffer.js';
 import { LEFT_DIED } from '../core/node.js';
-import { Doorbell } from './doorbell.js';
+import { readReasonText, writeReasonText } from '../core/reason-text.js';
+import {
+  ABORT_BY_LAUNCHER,
+  ABORT_REASON,
+  ALGO,
+  C,
+  D,
+  E,
+  flagOffset,
+  KIND,
+  N,
+  NODE_BASE,
+  SIG_FIELDS,
+  ST,
+} from '../core/shm-map.js';
+import { showLayoutSignature, showShapeClass } from '../core/tensor-layout.js';
+import type { OpTrace } from '../core/trace.js';
+import type { WasmCore } from '../core/wasm.js';
 import type { Buf } from '../engine/buffers.js';
 import { PER_PEER } from './counts.js';
-import type { OpTrace } from '../core/trace.js';
+import { Doorbell } from './doorbell.js';
 
 export interface RunningOp {
   name: string;
@@ -34,7 +48,10 @@ const SMALL_COPY = 64;
 const SLICE_MS = 50;
 
 export class ShmRunner {
-  /** The views of the memory views() hands out: one object, renewed in place (point-to-point calls it several times a message). */
+  /**
+   * The views of the memory views() hands out: one object, renewed in place (point-to-point calls it several times a
+   * message).
+   */
   private readonly current: { u8: Uint8Array; i32: Int32Array };
   private readonly advance: (desc: number) => number;
   readonly stepReached: (desc: number, t: number) => number;
@@ -46,7 +63,13 @@ export class ShmRunner {
   readonly bell: Doorbell;
 
   /** `localOf[r]`: the node rank of communicator rank r (whose LEFT word says it has left); absent: not known. */
-  constructor(readonly core: WasmCore, readonly comm: number, readonly rank: number, readonly nranks: number, private readonly localOf?: readonly number[]) {
+  constructor(
+    readonly core: WasmCore,
+    readonly comm: number,
+    readonly rank: number,
+    readonly nranks: number,
+    private readonly localOf?: readonly number[],
+  ) {
     const buffer = freshBuffer(core.memory);
     this.current = { u8: new Uint8Array(buffer), i32: new Int32Array(buffer) };
     this.advance = core.exports.advance as (desc: number) => number;
@@ -118,7 +141,11 @@ export class ShmRunner {
     const t0 = op.trace ? performance.now() : 0;
     if (off + len > user.byteLength) {
       // A view whose ArrayBuffer was transferred while the op was in flight reads as empty.
-      throw new WebcclError('INVALID_ARGUMENT', `${op.name} #${op.seq}: its ${inward ? 'input' : 'output'} buffer was detached (transferred) while the op was in flight`, { detached: true });
+      throw new WebcclError(
+        'INVALID_ARGUMENT',
+        `${op.name} #${op.seq}: its ${inward ? 'input' : 'output'} buffer was detached (transferred) while the op was in flight`,
+        { detached: true },
+      );
     }
     if (len <= SMALL_COPY) {
       // A few bytes: a loop beats making two views for TypedArray.set.
@@ -153,7 +180,11 @@ export class ShmRunner {
     if (!localOf) return -1;
     for (let r = 0; r < this.nranks; r++) {
       if (localOf[r] === except) continue;
-      if (i32[flagOffset(this.comm, r) >> 2] - step < 0 && Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * localOf[r]) >> 2) !== 0) return r;
+      if (
+        i32[flagOffset(this.comm, r) >> 2] - step < 0 &&
+        Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * localOf[r]) >> 2) !== 0
+      )
+        return r;
     }
     return -1;
   }
@@ -169,12 +200,20 @@ export class ShmRunner {
     const how = died ? 'died' : 'has left the job (its script ended)';
     const aborted = this.abortError(`${op.name} #${op.seq}`);
     // A node's abort (a communicator's carries a `cause`) for another rank's death.
-    const byOther = aborted !== null && !('cause' in aborted.details) && aborted.details.by !== node && aborted.details.by !== -1;
+    const byOther =
+      aborted !== null && !('cause' in aborted.details) && aborted.details.by !== node && aborted.details.by !== -1;
     if (aborted && !byOther) return aborted;
     const since = aborted ? ` (since then: ${aborted.reason})` : '';
-    return new WebcclError('CONNECTION_CLOSED', `${op.name} #${op.seq} on rank ${this.rank}: rank ${rank} ${how} without joining this op${since}`, {
-      rank, peer: rank, seq: op.seq, ...(died && { died }),
-    });
+    return new WebcclError(
+      'CONNECTION_CLOSED',
+      `${op.name} #${op.seq} on rank ${this.rank}: rank ${rank} ${how} without joining this op${since}`,
+      {
+        rank,
+        peer: rank,
+        seq: op.seq,
+        ...(died && { died }),
+      },
+    );
   }
 
   /** The time now, or a TIMEOUT error when the op's deadline has passed. */
@@ -215,8 +254,14 @@ export class ShmRunner {
   private timeout(op: RunningOp): WebcclError {
     const missing = this.missingRanks();
     this.abort(ABORT_REASON.TIMEOUT, missing[0] ?? -1);
-    const who = missing.length ? `rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not arrive` : 'no rank arrived';
-    return new WebcclError('TIMEOUT', `${op.name} #${op.seq} on rank ${this.rank}: ${who} within ${op.timeoutMs} ms (WEBCCL_TIMEOUT_MS)`, { missing, seq: op.seq });
+    const who = missing.length
+      ? `rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not arrive`
+      : 'no rank arrived';
+    return new WebcclError(
+      'TIMEOUT',
+      `${op.name} #${op.seq} on rank ${this.rank}: ${who} within ${op.timeoutMs} ms (WEBCCL_TIMEOUT_MS)`,
+      { missing, seq: op.seq },
+    );
   }
 
   /**
@@ -249,12 +294,24 @@ export class ShmRunner {
       const detail = Atomics.load(i32, (this.comm + C.ABORT_DETAIL) >> 2);
       const reason = readReasonText(this.core.memory, this.comm + C.REASON);
       const why =
-        code === ABORT_REASON.TIMEOUT ? `rank ${by - 1} timed out waiting for rank ${detail}` :
-        code === ABORT_REASON.USER ? `rank ${by - 1} called abort(${JSON.stringify(reason)})` :
-        code === ABORT_REASON.PEER_ERROR ? `rank ${by - 1} failed${reason ? `: ${reason}` : ''}` : `rank ${by - 1} aborted it`;
+        code === ABORT_REASON.TIMEOUT
+          ? `rank ${by - 1} timed out waiting for rank ${detail}`
+          : code === ABORT_REASON.USER
+            ? `rank ${by - 1} called abort(${JSON.stringify(reason)})`
+            : code === ABORT_REASON.PEER_ERROR
+              ? `rank ${by - 1} failed${reason ? `: ${reason}` : ''}`
+              : `rank ${by - 1} aborted it`;
       // `cause` says what `detail` means: for a timeout, the rank the aborting rank waited for.
-      const cause = Object.keys(ABORT_REASON).find((k) => ABORT_REASON[k as keyof typeof ABORT_REASON] === code)?.toLowerCase();
-      return new WebcclError('ABORTED', `${what}: communicator aborted (${why})`, { by: by - 1, reason, detail, cause, via: 'shm' });
+      const cause = Object.keys(ABORT_REASON)
+        .find((k) => ABORT_REASON[k as keyof typeof ABORT_REASON] === code)
+        ?.toLowerCase();
+      return new WebcclError('ABORTED', `${what}: communicator aborted (${why})`, {
+        by: by - 1,
+        reason,
+        detail,
+        cause,
+        via: 'shm',
+      });
     }
     const nodeBy = Atomics.load(i32, (NODE_BASE + N.ABORT) >> 2);
     if (nodeBy === 0) return null;
@@ -263,7 +320,11 @@ export class ShmRunner {
     const code = Atomics.load(i32, (NODE_BASE + N.ABORT_CODE) >> 2);
     const reason = readReasonText(this.core.memory, NODE_BASE + N.REASON);
     const why = code === ABORT_REASON.PEER_DIED ? `${who} died` : `aborted by ${who}`;
-    return new WebcclError('ABORTED', `${what}: ${why}${reason ? ` (${reason})` : ''}; the job is being ended`, { by: dead, reason, via: 'shm' });
+    return new WebcclError('ABORTED', `${what}: ${why}${reason ? ` (${reason})` : ''}; the job is being ended`, {
+      by: dead,
+      reason,
+      via: 'shm',
+    });
   }
 
   private errorOf(op: RunningOp): WebcclError {
@@ -273,25 +334,44 @@ export class ShmRunner {
       const field = SIG_FIELDS[f(D.ERR_FIELD)];
       const show = (v: number) => showSigValue(f(D.ERR_FIELD), v);
       const [ra, rb, va, vb] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
-      return new WebcclError('MISMATCH', `${what}: ranks disagree on the ${field}: rank ${ra} has ${show(va)}, rank ${rb} has ${show(vb)}`, {
-        field, ranks: [ra, rb], values: [show(va), show(vb)],
-      });
+      return new WebcclError(
+        'MISMATCH',
+        `${what}: ranks disagree on the ${field}: rank ${ra} has ${show(va)}, rank ${rb} has ${show(vb)}`,
+        {
+          field,
+          ranks: [ra, rb],
+          values: [show(va), show(vb)],
+        },
+      );
     }
     if (f(D.ERR) === E.RELAYOUT) {
       // Tensors of one shape in different layouts: the engine runs the op again in row-major
       // (layouts/plan.ts relayout); this error surfaces only if it cannot, as the old MISMATCH.
       const [ra, rb, va, vb] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
       const values = [showLayoutSignature(va), showLayoutSignature(vb)];
-      return new WebcclError('MISMATCH', `${what}: ranks hold different layouts: rank ${ra} has ${values[0]}, rank ${rb} has ${values[1]}`, {
-        field: 'layout', ranks: [ra, rb], values, relayout: true,
-      });
+      return new WebcclError(
+        'MISMATCH',
+        `${what}: ranks hold different layouts: rank ${ra} has ${values[0]}, rank ${rb} has ${values[1]}`,
+        {
+          field: 'layout',
+          ranks: [ra, rb],
+          values,
+          relayout: true,
+        },
+      );
     }
     if (f(D.ERR) === E.SIZE_MISMATCH) {
       const [sender, receiver, sent, expected] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
       // Ranks that disagree: MISMATCH naming the pair, with the values as across nodes.
-      return new WebcclError('MISMATCH', `${what}: ranks disagree on the counts: rank ${sender} has sendCounts[${receiver}]=${sent}, rank ${receiver} has recvCounts[${sender}]=${expected}`, {
-        field: 'counts', ranks: [sender, receiver], values: [`sendCounts[${receiver}]=${sent}`, `recvCounts[${sender}]=${expected}`],
-      });
+      return new WebcclError(
+        'MISMATCH',
+        `${what}: ranks disagree on the counts: rank ${sender} has sendCounts[${receiver}]=${sent}, rank ${receiver} has recvCounts[${sender}]=${expected}`,
+        {
+          field: 'counts',
+          ranks: [sender, receiver],
+          values: [`sendCounts[${receiver}]=${sent}`, `recvCounts[${sender}]=${expected}`],
+        },
+      );
     }
     return this.abortedOp(op) ?? new WebcclError('INTERNAL', `${what}: step loop failed with code ${f(D.ERR)}`);
   }
@@ -305,7 +385,10 @@ export class ShmRunner {
   abortedOp(op: { name: string; seq: number }): WebcclError | null {
     const aborted = this.abortError(`${op.name} #${op.seq}`);
     if (aborted && !('cause' in aborted.details) && (aborted.details.by as number) >= 0) {
-      const gone = this.departedBehind(this.views().i32[flagOffset(this.comm, this.rank) >> 2] + 1, aborted.details.by as number);
+      const gone = this.departedBehind(
+        this.views().i32[flagOffset(this.comm, this.rank) >> 2] + 1,
+        aborted.details.by as number,
+      );
       if (gone >= 0) return this.departed(op, gone);
     }
     return aborted;
@@ -315,13 +398,21 @@ export class ShmRunner {
 function showSigValue(field: number, v: number): string {
   const name = (table: Record<string, number>) => Object.keys(table).find((k) => table[k] === v) ?? String(v);
   switch (SIG_FIELDS[field]) {
-    case 'collective': return name(KIND);
-    case 'algorithm': return name(ALGO);
-    case 'dtype': return DTYPES[v] ?? String(v);
-    case 'count': return v === PER_PEER ? 'per-peer counts' : String(v);
-    case 'op': return REDUCE_OPS[v] ?? String(v);
-    case 'layout': return showLayoutSignature(v);
-    case 'shape': return showShapeClass(v);
-    default: return String(v);
+    case 'collective':
+      return name(KIND);
+    case 'algorithm':
+      return name(ALGO);
+    case 'dtype':
+      return DTYPES[v] ?? String(v);
+    case 'count':
+      return v === PER_PEER ? 'per-peer counts' : String(v);
+    case 'op':
+      return REDUCE_OPS[v] ?? String(v);
+    case 'layout':
+      return showLayoutSignature(v);
+    case 'shape':
+      return showShapeClass(v);
+    default:
+      return String(v);
   }
 }

@@ -1,24 +1,36 @@
 // One collective call on every virtual rank: what src/net/engine.ts execute() does around
 // each schedule (working memory, which blocks go where), with the simulator's groups and memory.
 // The schedules are the engine's own, unchanged.
-import { type Group, type Mem, type Span, PIECE_BYTES } from '../algorithms/group.js';
-import { ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/ring.js';
-import { doublingAllReduce } from '../algorithms/doubling.js';
-import { treeAllReduce } from '../algorithms/tree.js';
-import { chainBroadcast, chainReduce } from '../algorithms/chain.js';
-import { disseminationBarrier } from '../algorithms/dissemination.js';
-import { type NodeLocal, hierarchicalAllReduce } from '../algorithms/hierarchical.js';
-import { pairwiseAllToAll } from '../algorithms/pairwise.js';
-import { directGather, directScatter } from '../algorithms/direct.js';
-import { p2pRecv, p2pSend } from '../algorithms/p2p.js';
-import { chooseNetAllReduce, flatAlgo } from '../tuner/net-tuner.js';
-import { fail } from '../core/errors.js';
-import { DataMem, SIM_DTYPES, SIM_DTYPE_SIZE, SIM_OPS, type SimDtype, type SimOp, SizeMem } from './memory.js';
-import { checkTopology } from './network.js';
-import { simulate } from './world.js';
-import type { RankPart, RankScope, SimOptions, SimResult } from './types.js';
 
-export const SIM_COLLECTIVES = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'sendrecv', 'barrier'] as const;
+import { chainBroadcast, chainReduce } from '../algorithms/chain.js';
+import { directGather, directScatter } from '../algorithms/direct.js';
+import { disseminationBarrier } from '../algorithms/dissemination.js';
+import { doublingAllReduce } from '../algorithms/doubling.js';
+import { type Group, type Mem, PIECE_BYTES, type Span } from '../algorithms/group.js';
+import { hierarchicalAllReduce, type NodeLocal } from '../algorithms/hierarchical.js';
+import { p2pRecv, p2pSend } from '../algorithms/p2p.js';
+import { pairwiseAllToAll } from '../algorithms/pairwise.js';
+import { ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/ring.js';
+import { treeAllReduce } from '../algorithms/tree.js';
+import { fail } from '../core/errors.js';
+import { chooseNetAllReduce, flatAlgo } from '../tuner/net-tuner.js';
+import { DataMem, SIM_DTYPE_SIZE, SIM_DTYPES, SIM_OPS, type SimDtype, type SimOp, SizeMem } from './memory.js';
+import { checkTopology } from './network.js';
+import type { RankPart, RankScope, SimOptions, SimResult } from './types.js';
+import { simulate } from './world.js';
+
+export const SIM_COLLECTIVES = [
+  'allreduce',
+  'allgather',
+  'reducescatter',
+  'broadcast',
+  'reduce',
+  'alltoall',
+  'gather',
+  'scatter',
+  'sendrecv',
+  'barrier',
+] as const;
 export type SimCollective = (typeof SIM_COLLECTIVES)[number];
 
 /** The schedules each collective can run, the engine's default first where it has no tuner. */
@@ -71,13 +83,26 @@ const ACROSS = 3;
 /** The schedule the call runs, checked: the engine's choice when none is named. */
 export function resolveSimAlgo(o: SimOptions, call: SimCall): string {
   const algos = SIM_ALGORITHMS[call.collective];
-  if (!algos) fail('INVALID_ARGUMENT', `simulate: unknown collective ${JSON.stringify(call.collective)} (expected ${SIM_COLLECTIVES.join(', ')})`);
+  if (!algos)
+    fail(
+      'INVALID_ARGUMENT',
+      `simulate: unknown collective ${JSON.stringify(call.collective)} (expected ${SIM_COLLECTIVES.join(', ')})`,
+    );
   if (call.algo === undefined) {
     if (call.collective !== 'allreduce') return algos[0];
     // A simulated cluster: each node is a machine of its own.
-    return chooseNetAllReduce(call.count * SIM_DTYPE_SIZE[call.dtype ?? 'f32'], o.ranks, { nodes: o.nodes, perNode: o.ranks / o.nodes, sharing: o.ranks / o.nodes }, undefined);
+    return chooseNetAllReduce(
+      call.count * SIM_DTYPE_SIZE[call.dtype ?? 'f32'],
+      o.ranks,
+      { nodes: o.nodes, perNode: o.ranks / o.nodes, sharing: o.ranks / o.nodes },
+      undefined,
+    );
   }
-  if (!algos.includes(call.algo)) fail('INVALID_ARGUMENT', `simulate: ${call.collective} has no algorithm ${JSON.stringify(call.algo)} (expected ${algos.join(', ')})`);
+  if (!algos.includes(call.algo))
+    fail(
+      'INVALID_ARGUMENT',
+      `simulate: ${call.collective} has no algorithm ${JSON.stringify(call.algo)} (expected ${algos.join(', ')})`,
+    );
   return call.algo;
 }
 
@@ -92,15 +117,24 @@ export function collectivePart(o: SimOptions, call: SimCall, hooks?: DataHooks):
   const dtype = call.dtype ?? 'f32';
   const op = call.op ?? 'sum';
   const root = call.root ?? 0;
-  if (!SIM_DTYPES.includes(dtype)) fail('INVALID_ARGUMENT', `simulate: dtype ${JSON.stringify(dtype)} (expected ${SIM_DTYPES.join(', ')})`);
-  if (!SIM_OPS.includes(op)) fail('INVALID_ARGUMENT', `simulate: op ${JSON.stringify(op)} (expected ${SIM_OPS.join(', ')})`);
-  if (!Number.isSafeInteger(call.count) || call.count < 0) fail('INVALID_ARGUMENT', `simulate: count must be an integer ≥ 0, got ${call.count}`);
-  if (!Number.isInteger(root) || root < 0 || root >= o.ranks) fail('INVALID_ARGUMENT', `simulate: root ${root} is not a rank of ${o.ranks}`);
-  if (call.collective === 'sendrecv' && o.ranks < 2) fail('INVALID_ARGUMENT', 'simulate: sendrecv needs at least 2 ranks (each sends to rank + 1, which must be another rank)');
+  if (!SIM_DTYPES.includes(dtype))
+    fail('INVALID_ARGUMENT', `simulate: dtype ${JSON.stringify(dtype)} (expected ${SIM_DTYPES.join(', ')})`);
+  if (!SIM_OPS.includes(op))
+    fail('INVALID_ARGUMENT', `simulate: op ${JSON.stringify(op)} (expected ${SIM_OPS.join(', ')})`);
+  if (!Number.isSafeInteger(call.count) || call.count < 0)
+    fail('INVALID_ARGUMENT', `simulate: count must be an integer ≥ 0, got ${call.count}`);
+  if (!Number.isInteger(root) || root < 0 || root >= o.ranks)
+    fail('INVALID_ARGUMENT', `simulate: root ${root} is not a rank of ${o.ranks}`);
+  if (call.collective === 'sendrecv' && o.ranks < 2)
+    fail(
+      'INVALID_ARGUMENT',
+      'simulate: sendrecv needs at least 2 ranks (each sends to rank + 1, which must be another rank)',
+    );
   if (o.mode === 'data' && !hooks) fail('INVALID_ARGUMENT', 'simulate: data mode needs input and output hooks');
   const data = o.mode === 'data' ? hooks : undefined;
   const pieceBytes = call.pieceBytes ?? PIECE_BYTES;
-  if (!Number.isSafeInteger(pieceBytes) || pieceBytes < 1) fail('INVALID_ARGUMENT', `simulate: pieceBytes must be an integer ≥ 1, got ${call.pieceBytes}`);
+  if (!Number.isSafeInteger(pieceBytes) || pieceBytes < 1)
+    fail('INVALID_ARGUMENT', `simulate: pieceBytes must be an integer ≥ 1, got ${call.pieceBytes}`);
   return (s) => rankPart(s, { ...call, algo, dtype, op, root, pieceBytes }, data);
 }
 
@@ -112,7 +146,8 @@ async function rankPart(s: RankScope, c: Required<SimCall>, hooks: DataHooks | u
   const world = s.group(WORLD);
   const n = c.count;
   const region = (count: number): Span => ({ addr: m.scratch(count), count });
-  const blocks = (w: Span) => Array.from({ length: s.size }, (_, i) => ({ addr: w.addr + i * n * m.elemBytes, count: n }));
+  const blocks = (w: Span) =>
+    Array.from({ length: s.size }, (_, i) => ({ addr: w.addr + i * n * m.elemBytes, count: n }));
   switch (c.collective) {
     case 'allreduce': {
       const w = region(n);
@@ -174,9 +209,20 @@ async function rankPart(s: RankScope, c: Required<SimCall>, hooks: DataHooks | u
       const answer = await Promise.all([
         p2pSend(world, (s.rank + 1) % s.size, 0, m.view(out.addr, n)),
         // The simulator refuses a payload of another length itself (MISMATCH), never as a throw.
-        p2pRecv(world, (s.rank + s.size - 1) % s.size, 0, m.view(into.addr, n), (sent) => void sent.catch(() => undefined), () => false),
+        p2pRecv(
+          world,
+          (s.rank + s.size - 1) % s.size,
+          0,
+          m.view(into.addr, n),
+          (sent) => void sent.catch(() => undefined),
+          () => false,
+        ),
       ]);
-      if (!answer[0].taken) fail('INTERNAL', `simulate: rank ${(s.rank + 1) % s.size} holds ${answer[0].bytes} bytes for rank ${s.rank}'s ${n * m.elemBytes}`);
+      if (!answer[0].taken)
+        fail(
+          'INTERNAL',
+          `simulate: rank ${(s.rank + 1) % s.size} holds ${answer[0].bytes} bytes for rank ${s.rank}'s ${n * m.elemBytes}`,
+        );
       return output(into);
     }
     case 'barrier':
@@ -200,7 +246,8 @@ function allReduce(s: RankScope, algo: string, m: Mem, world: Group, w: Span, pi
   const across = Array.from({ length: s.size / L }, (_, k) => k * L + (s.rank % L));
   const rs = s.group(NODE_RS, mates);
   const ag = s.group(NODE_AG, mates);
-  const shards = (x: Span, c: number) => Array.from({ length: L }, (_, i) => ({ addr: x.addr + i * c * m.elemBytes, count: c }));
+  const shards = (x: Span, c: number) =>
+    Array.from({ length: L }, (_, i) => ({ addr: x.addr + i * c * m.elemBytes, count: c }));
   const local: NodeLocal = {
     rank: rs.rank,
     size: L,
@@ -216,5 +263,8 @@ function allReduce(s: RankScope, algo: string, m: Mem, world: Group, w: Span, pi
     },
   };
   return hierarchicalAllReduce(local, s.group(ACROSS, across), m, w, (g, mm, x) =>
-    (flatAlgo(x.count * mm.elemBytes, g.size, s.perNode) === 'ring' ? ringAllReduce(g, mm, x) : doublingAllReduce(g, mm, x)));
+    flatAlgo(x.count * mm.elemBytes, g.size, s.perNode) === 'ring'
+      ? ringAllReduce(g, mm, x)
+      : doublingAllReduce(g, mm, x),
+  );
 }

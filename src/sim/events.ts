@@ -52,7 +52,15 @@ export class EventQueue {
   }
 
   /** A delivery (fire null): the caller reads its fields when it pops it. */
-  delivery(t: number, src: number, msg: number, dst: number, key: number, payload: Uint8Array | null, bytes: number): void {
+  delivery(
+    t: number,
+    src: number,
+    msg: number,
+    dst: number,
+    key: number,
+    payload: Uint8Array | null,
+    bytes: number,
+  ): void {
     this.push(this.event(t, null, src * 4294967296 + msg, dst, key, payload, bytes));
   }
 
@@ -63,7 +71,15 @@ export class EventQueue {
     this.spare.push(e);
   }
 
-  private event(t: number, fire: SimEvent['fire'], ord: number, dst: number, key: number, payload: Uint8Array | null, bytes: number): SimEvent {
+  private event(
+    t: number,
+    fire: SimEvent['fire'],
+    ord: number,
+    dst: number,
+    key: number,
+    payload: Uint8Array | null,
+    bytes: number,
+  ): SimEvent {
     const e = this.spare.pop();
     if (!e) return { t, seq: this.seq++, ord, fire, dst, key, payload, bytes };
     e.t = t;
@@ -136,10 +152,11 @@ export const afterMicrotasks: () => Promise<void> = (() => {
     const ch = new MessageChannel();
     const waiting: (() => void)[] = [];
     ch.port1.onmessage = () => waiting.shift()?.();
-    return () => new Promise<void>((r) => {
-      waiting.push(r);
-      ch.port2.postMessage(0);
-    });
+    return () =>
+      new Promise<void>((r) => {
+        waiting.push(r);
+        ch.port2.postMessage(0);
+      });
   }
   return () => new Promise<void>((r) => setTimeout(r, 0));
 })();

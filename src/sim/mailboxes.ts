@@ -28,7 +28,14 @@ export class Mailboxes {
   }
 
   /** Files an entry; (`rank`, `key`) must not be there already (find first). */
-  add(rank: number, key: number, into: Uint8Array | null, resolve: (() => void) | null, payload: Uint8Array | null, bytes: number): void {
+  add(
+    rank: number,
+    key: number,
+    into: Uint8Array | null,
+    resolve: (() => void) | null,
+    payload: Uint8Array | null,
+    bytes: number,
+  ): void {
     if (2 * (this.used + 1) > this.mask + 1) this.grow();
     this.place(rank, key, into, resolve, payload, bytes);
   }
@@ -79,13 +86,21 @@ export class Mailboxes {
   }
 
   private home(rank: number, key: number): number {
-    let h = Math.imul(rank, 0x9e3779b1) ^ Math.imul(key | 0, 0x85ebca6b) ^ Math.imul((key / 4294967296) | 0, 0xc2b2ae35);
+    let h =
+      Math.imul(rank, 0x9e3779b1) ^ Math.imul(key | 0, 0x85ebca6b) ^ Math.imul((key / 4294967296) | 0, 0xc2b2ae35);
     h ^= h >>> 15;
     h = Math.imul(h, 0x27d4eb2f);
     return (h ^ (h >>> 13)) & this.mask;
   }
 
-  private place(rank: number, key: number, into: Uint8Array | null, resolve: (() => void) | null, payload: Uint8Array | null, bytes: number): void {
+  private place(
+    rank: number,
+    key: number,
+    into: Uint8Array | null,
+    resolve: (() => void) | null,
+    payload: Uint8Array | null,
+    bytes: number,
+  ): void {
     let i = this.home(rank, key);
     while (this.rank[i] !== EMPTY) i = (i + 1) & this.mask;
     this.rank[i] = rank;
@@ -117,6 +132,7 @@ export class Mailboxes {
     this.intoOf = new Array(capacity).fill(null);
     this.resolveOf = new Array(capacity).fill(null);
     this.payloadOf = new Array(capacity).fill(null);
-    for (let i = 0; i < rank.length; i++) if (rank[i] !== EMPTY) this.place(rank[i], key[i], intoOf[i], resolveOf[i], payloadOf[i], bytesOf[i]);
+    for (let i = 0; i < rank.length; i++)
+      if (rank[i] !== EMPTY) this.place(rank[i], key[i], intoOf[i], resolveOf[i], payloadOf[i], bytesOf[i]);
   }
 }

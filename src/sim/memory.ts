@@ -33,7 +33,10 @@ export class DataMem implements Mem {
   private readonly segments: ArrayBuffer[] = [new ArrayBuffer(0)];
   private readonly combine: Combine;
 
-  constructor(readonly dtype: SimDtype, op: SimOp) {
+  constructor(
+    readonly dtype: SimDtype,
+    op: SimOp,
+  ) {
     this.elemBytes = SIM_DTYPE_SIZE[dtype];
     // i32 wraps modulo 2^32 as the wasm kernels do: Int32Array stores sums so, and imul multiplies so.
     this.combine = dtype === 'i32' && op === 'prod' ? Math.imul : COMBINE[op];
@@ -50,7 +53,8 @@ export class DataMem implements Mem {
     const seg = Math.floor(addr / SEGMENT);
     const off = addr - seg * SEGMENT;
     const buf = this.segments[seg];
-    if (!buf || off + count * this.elemBytes > buf.byteLength) fail('INTERNAL', `simulated memory: ${count} elements at ${addr} lie outside every region`);
+    if (!buf || off + count * this.elemBytes > buf.byteLength)
+      fail('INTERNAL', `simulated memory: ${count} elements at ${addr} lie outside every region`);
     return [buf, off];
   }
 

@@ -48,23 +48,35 @@ export type Fault =
 const finite = (x: unknown, min: number): x is number => typeof x === 'number' && Number.isFinite(x) && x >= min;
 
 export function checkTopology(t: Topology): void {
-  if (!Number.isSafeInteger(t.ranks) || t.ranks < 1) fail('INVALID_ARGUMENT', `simulate: ranks must be a positive integer, got ${t.ranks}`);
+  if (!Number.isSafeInteger(t.ranks) || t.ranks < 1)
+    fail('INVALID_ARGUMENT', `simulate: ranks must be a positive integer, got ${t.ranks}`);
   if (!Number.isSafeInteger(t.nodes) || t.nodes < 1 || t.ranks % t.nodes) {
     fail('INVALID_ARGUMENT', `simulate: nodes must be a positive integer dividing ranks (${t.ranks}), got ${t.nodes}`);
   }
-  if (t.overheadUs !== undefined && !finite(t.overheadUs, 0)) fail('INVALID_ARGUMENT', `simulate: overhead must be a finite number ≥ 0 µs, got ${t.overheadUs}`);
-  for (const [name, l] of [['inter', t.inter], ['intra', t.intra]] as const) {
-    if (!l || !finite(l.latencyUs, 0)) fail('INVALID_ARGUMENT', `simulate: ${name} latency must be a finite number ≥ 0 µs`, { link: name });
-    if (!finite(l.bytesPerUs, 0) || l.bytesPerUs <= 0) fail('INVALID_ARGUMENT', `simulate: ${name} bandwidth must be a finite number > 0`, { link: name });
+  if (t.overheadUs !== undefined && !finite(t.overheadUs, 0))
+    fail('INVALID_ARGUMENT', `simulate: overhead must be a finite number ≥ 0 µs, got ${t.overheadUs}`);
+  for (const [name, l] of [
+    ['inter', t.inter],
+    ['intra', t.intra],
+  ] as const) {
+    if (!l || !finite(l.latencyUs, 0))
+      fail('INVALID_ARGUMENT', `simulate: ${name} latency must be a finite number ≥ 0 µs`, { link: name });
+    if (!finite(l.bytesPerUs, 0) || l.bytesPerUs <= 0)
+      fail('INVALID_ARGUMENT', `simulate: ${name} bandwidth must be a finite number > 0`, { link: name });
   }
 }
 
 /** A fault names ranks of the world, times ≥ 0 and a finite factor > 0. */
 export function checkFault(f: Fault, ranks: number): void {
   const rank = (x: unknown) => Number.isInteger(x) && (x as number) >= 0 && (x as number) < ranks;
-  const ok = f.kind === 'stop' || f.kind === 'crash' ? rank(f.rank) && f.atUs >= 0
-    : f.kind === 'drop' ? rank(f.ranks[0]) && rank(f.ranks[1]) && f.ranks[0] !== f.ranks[1] && f.atUs >= 0
-    : f.kind === 'slow' ? rank(f.ranks[0]) && rank(f.ranks[1]) && f.factor > 0 && Number.isFinite(f.factor) : false;
+  const ok =
+    f.kind === 'stop' || f.kind === 'crash'
+      ? rank(f.rank) && f.atUs >= 0
+      : f.kind === 'drop'
+        ? rank(f.ranks[0]) && rank(f.ranks[1]) && f.ranks[0] !== f.ranks[1] && f.atUs >= 0
+        : f.kind === 'slow'
+          ? rank(f.ranks[0]) && rank(f.ranks[1]) && f.factor > 0 && Number.isFinite(f.factor)
+          : false;
   if (!ok) fail('INVALID_ARGUMENT', `simulate: bad fault ${JSON.stringify(f)}`, { fault: f });
 }
 
@@ -87,7 +99,12 @@ export class Network {
   private readonly senderFree: Float64Array;
   private readonly overhead: number;
 
-  constructor(readonly topo: Topology, private readonly jitter: number, seed: number, faults: readonly Fault[]) {
+  constructor(
+    readonly topo: Topology,
+    private readonly jitter: number,
+    seed: number,
+    faults: readonly Fault[],
+  ) {
     this.perNode = topo.ranks / topo.nodes;
     const links = topo.ranks * this.perNode;
     this.pairFree = links <= MAX_LINK_ARRAY ? new Float64Array(links) : new Map();
@@ -133,7 +150,7 @@ export class Network {
   }
 
   private factor(src: number, dst: number): number {
-    return this.slow.size ? this.slow.get(src * this.topo.ranks + dst) ?? 1 : 1;
+    return this.slow.size ? (this.slow.get(src * this.topo.ranks + dst) ?? 1) : 1;
   }
 
   /** α of message `seq` of `src` over `link`, jitter and slowness applied. */
@@ -149,7 +166,7 @@ export class Network {
     const wire = (bytes / link.bytesPerUs) * factor;
     const key = src * this.perNode + (dst % this.perNode);
     const free = this.pairFree;
-    const start = Math.max(now, free instanceof Float64Array ? free[key] : free.get(key) ?? 0);
+    const start = Math.max(now, free instanceof Float64Array ? free[key] : (free.get(key) ?? 0));
     if (free instanceof Float64Array) free[key] = start + wire;
     else free.set(key, start + wire);
     return start + wire + this.alpha(link, factor, src, seq);

@@ -12,11 +12,11 @@
 // some nodes' ranks) only needs to meet the others there.
 import type { Group } from '../algorithms/group.js';
 import { WebcclError } from '../core/errors.js';
+import type { Border } from './border.js';
 import { afterMicrotasks, EventQueue } from './events.js';
-import { type Crossing, type Fault, Network, checkFault, checkTopology, crossing, leftBefore } from './network.js';
 import { MinHeap } from './heap.js';
 import { Mailboxes } from './mailboxes.js';
-import type { Border } from './border.js';
+import { type Crossing, checkFault, checkTopology, crossing, type Fault, leftBefore, Network } from './network.js';
 import type { Failure, Message, RankOutcome, RankPart, RankScope, SimOptions, SimResult } from './types.js';
 
 /** Tag spaces: the groups of one op (the world, a node, the ranks at one place of every node). */
@@ -72,10 +72,14 @@ class Simulation {
   private windowStart = -Infinity;
   private windowEnd = -Infinity;
 
-  constructor(private readonly o: SimOptions, private readonly border?: Border) {
+  constructor(
+    private readonly o: SimOptions,
+    private readonly border?: Border,
+  ) {
     checkTopology(o);
     const jitter = o.jitter ?? 0;
-    if (!(jitter >= 0 && Number.isFinite(jitter))) throw new WebcclError('INVALID_ARGUMENT', `simulate: jitter must be a finite number ≥ 0, got ${jitter}`);
+    if (!(jitter >= 0 && Number.isFinite(jitter)))
+      throw new WebcclError('INVALID_ARGUMENT', `simulate: jitter must be a finite number ≥ 0, got ${jitter}`);
     for (const f of o.faults ?? []) checkFault(f, o.ranks);
     this.n = o.ranks;
     this.net = new Network(o, jitter, o.seed ?? 1, o.faults ?? []);
@@ -98,7 +102,10 @@ class Simulation {
     for (const f of this.o.faults ?? []) this.schedule(f);
     for (const r of this.mine) {
       const scope = this.scope(r);
-      part(scope).then(() => this.settle(r, 'done'), (e: unknown) => this.failed(r, asError(e), true));
+      part(scope).then(
+        () => this.settle(r, 'done'),
+        (e: unknown) => this.failed(r, asError(e), true),
+      );
     }
     const lookahead = this.net.lookahead();
     for (;;) {
@@ -202,7 +209,8 @@ class Simulation {
   private group(me: number, space: number, members?: readonly number[]): Group {
     const world = (r: number) => (members ? members[r] : r);
     const rank = members ? members.indexOf(me) : me;
-    if (rank < 0 || space < 0 || space >= SPACES) throw new WebcclError('INTERNAL', `simulate: rank ${me} is not in the group it asked for`);
+    if (rank < 0 || space < 0 || space >= SPACES)
+      throw new WebcclError('INTERNAL', `simulate: rank ${me} is not in the group it asked for`);
     return {
       rank,
       size: members ? members.length : this.n,
@@ -225,7 +233,10 @@ class Simulation {
 
   private send(src: number, dst: number, key: number, data: Uint8Array): Promise<void> {
     if (this.state[src] !== 'running') return NEVER;
-    if (dst < 0 || dst >= this.n || !Number.isInteger(dst)) return Promise.reject(new WebcclError('INTERNAL', `simulate: rank ${src} sent to rank ${dst}, outside the world`));
+    if (dst < 0 || dst >= this.n || !Number.isInteger(dst))
+      return Promise.reject(
+        new WebcclError('INTERNAL', `simulate: rank ${src} sent to rank ${dst}, outside the world`),
+      );
     const bytes = data.byteLength;
     // Copied now: the sender may reuse its buffer once the send completes, before delivery.
     const payload = this.o.mode === 'data' ? data.slice() : null;
@@ -260,7 +271,11 @@ class Simulation {
     if (!into) {
       // Two messages under one tag: no receive can tell them apart.
       const peer = key % this.n;
-      this.failed(dst, new WebcclError('MISMATCH', `rank ${peer} sent two messages under one tag to rank ${dst}`, { peer }), true);
+      this.failed(
+        dst,
+        new WebcclError('MISMATCH', `rank ${peer} sent two messages under one tag to rank ${dst}`, { peer }),
+        true,
+      );
       return;
     }
     const resolve = mail.resolve(i)!;
@@ -278,17 +293,35 @@ class Simulation {
       mail.remove(i);
       return this.take(me, key, into, ignore, payload, bytes) ? DONE : NEVER;
     }
-    if (i >= 0) return Promise.reject(new WebcclError('INTERNAL', `simulate: rank ${me} posted two receives for one message of rank ${src}`));
+    if (i >= 0)
+      return Promise.reject(
+        new WebcclError('INTERNAL', `simulate: rank ${me} posted two receives for one message of rank ${src}`),
+      );
     const p = new Promise<void>(captureResolve);
     mail.add(me, key, into, captured!, null, 0);
     return p;
   }
 
   /** Hands a message to its receive; a length the receiver did not expect is a disagreement. */
-  private take(me: number, key: number, into: Uint8Array, resolve: () => void, payload: Uint8Array | null, bytes: number): boolean {
+  private take(
+    me: number,
+    key: number,
+    into: Uint8Array,
+    resolve: () => void,
+    payload: Uint8Array | null,
+    bytes: number,
+  ): boolean {
     if (bytes !== into.byteLength) {
       const peer = key % this.n;
-      this.failed(me, new WebcclError('MISMATCH', `rank ${peer} sent ${bytes} bytes where rank ${me} expected ${into.byteLength}`, { peer, bytes, expected: into.byteLength }), true);
+      this.failed(
+        me,
+        new WebcclError('MISMATCH', `rank ${peer} sent ${bytes} bytes where rank ${me} expected ${into.byteLength}`, {
+          peer,
+          bytes,
+          expected: into.byteLength,
+        }),
+        true,
+      );
       return false;
     }
     if (payload) into.set(payload);
@@ -296,7 +329,10 @@ class Simulation {
     return true;
   }
 
-  /** Counts a message and adds it to the trace hash: a sum of each message's hash, so the order messages are noted in (which threads change) does not count. */
+  /**
+   * Counts a message and adds it to the trace hash: a sum of each message's hash, so the order messages are noted in
+   * (which threads change) does not count.
+   */
   private note(src: number, dst: number, bytes: number, sentAt: number, arrives: number): void {
     this.messages++;
     this.bytes += bytes;
@@ -323,7 +359,10 @@ class Simulation {
   /** Rank `r` fails with `e`; when the cause is its own, the others hear it as the real engine's ABORT. */
   private failed(r: number, e: WebcclError, tellOthers: boolean): void {
     if (!this.settle(r, 'failed', e) || !tellOthers) return;
-    this.toOthers(r, new WebcclError('ABORTED', `rank ${r} failed: ${e.reason} (${e.code})`, { by: r, reason: e.reason }));
+    this.toOthers(
+      r,
+      new WebcclError('ABORTED', `rank ${r} failed: ${e.reason} (${e.code})`, { by: r, reason: e.reason }),
+    );
   }
 
   /** Every rank but `from` still running fails with `e`, one latency later (ranks on other threads too). */
@@ -353,10 +392,14 @@ class Simulation {
       } else if (f.kind === 'crash') {
         if (!this.settle(f.rank, 'stopped')) return;
         const c = f.rank;
-        this.toOthers(c, new WebcclError('CONNECTION_CLOSED', `rank ${c} closed its connections (it ended or died)`, { peer: c }));
+        this.toOthers(
+          c,
+          new WebcclError('CONNECTION_CLOSED', `rank ${c} closed its connections (it ended or died)`, { peer: c }),
+        );
       } else {
         const [a, b] = f.ranks;
-        const closed = (peer: number) => new WebcclError('CONNECTION_CLOSED', `the connection to rank ${peer} closed`, { peer });
+        const closed = (peer: number) =>
+          new WebcclError('CONNECTION_CLOSED', `the connection to rank ${peer} closed`, { peer });
         this.failed(a, closed(b), true);
         this.failed(b, closed(a), true);
       }
@@ -371,7 +414,15 @@ class Simulation {
       const awaited = this.awaited(r);
       const missing = stopped.length ? stopped : awaited;
       const who = missing.length ? `; rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not arrive` : '';
-      this.settle(r, 'failed', new WebcclError('TIMEOUT', `timed out after ${this.deadline / 1000} ms waiting for ranks ${awaited.join(', ')}${who}`, { missing, awaited }));
+      this.settle(
+        r,
+        'failed',
+        new WebcclError(
+          'TIMEOUT',
+          `timed out after ${this.deadline / 1000} ms waiting for ranks ${awaited.join(', ')}${who}`,
+          { missing, awaited },
+        ),
+      );
     }
   }
 

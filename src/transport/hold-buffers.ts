@@ -10,7 +10,10 @@ export class HoldBuffers {
   private readonly free = new Map<number, Uint8Array[]>();
   private bytes = 0;
 
-  constructor(private readonly maxBytes = 64 * 1024 * 1024, private readonly perLength = 4) {}
+  constructor(
+    private readonly maxBytes = 64 * 1024 * 1024,
+    private readonly perLength = 4,
+  ) {}
 
   /** A buffer of `length` bytes; a kept one holds an old payload, which the new one overwrites whole. */
   take(length: number): Uint8Array {

@@ -6,9 +6,10 @@
 import { WebcclError } from '../core/errors.js';
 import type { AbortInfo, Tag, Transport, TransportWatcher } from './transport.js';
 
-import { P2P_SPACE_BIT, commSpace } from './transport.js';
+import { commSpace, P2P_SPACE_BIT } from './transport.js';
 
 export { P2P_SPACE_BIT } from './transport.js';
+
 const SPACE_MASK = P2P_SPACE_BIT - 1;
 
 export class TransportSpaces {
@@ -51,14 +52,25 @@ export class TransportSpaces {
    * collectives, P2P_SPACE_BIT for point-to-point).
    */
   open(space: number, members: readonly number[], rank: number): Transport {
-    if (!Number.isInteger(space) || space < 0 || space > SPACE_MASK) throw new WebcclError('INTERNAL', `tag space ${space} is out of range`);
+    if (!Number.isInteger(space) || space < 0 || space > SPACE_MASK)
+      throw new WebcclError('INTERNAL', `tag space ${space} is out of range`);
     const base = this.base;
     const toMember = new Map(members.map((w, i) => [w, i]));
     // (fields named: a spread of the tag was the largest single cost of a small op's issue)
-    const stamp = (tag: Tag): Tag => ({ comm: tag.comm, seq: tag.seq, step: tag.step, space: space + (tag.space ?? 0), ways: tag.ways });
+    const stamp = (tag: Tag): Tag => ({
+      comm: tag.comm,
+      seq: tag.seq,
+      step: tag.step,
+      space: space + (tag.space ?? 0),
+      ways: tag.ways,
+    });
     const world = (peer: number) => {
       const w = members[peer];
-      if (w === undefined) throw new WebcclError('INVALID_ARGUMENT', `peer ${peer} is not a rank of this communicator (0..${members.length - 1})`);
+      if (w === undefined)
+        throw new WebcclError(
+          'INVALID_ARGUMENT',
+          `peer ${peer} is not a rank of this communicator (0..${members.length - 1})`,
+        );
       return w;
     };
     let closed = false;
@@ -78,7 +90,11 @@ export class TransportSpaces {
       // A group's failure ends the group, not the links the other communicators use.
       abort: (why: string | AbortInfo) => {
         if (space === 0 || !base.abortSpace) return base.abort(why);
-        base.abortSpace(space, typeof why === 'string' ? { code: 'ABORTED', reason: why } : why, members.filter((w) => w !== members[rank]));
+        base.abortSpace(
+          space,
+          typeof why === 'string' ? { code: 'ABORTED', reason: why } : why,
+          members.filter((w) => w !== members[rank]),
+        );
       },
       watch: (w) => {
         this.watchers.set(space, { w, toMember });
@@ -87,10 +103,11 @@ export class TransportSpaces {
         for (const e of early) w.aborted(e);
       },
       /** Payloads of this communicator's collectives held (not its point-to-point messages). */
-      departed: () => (base.departed?.() ?? []).flatMap((w) => {
-        const member = toMember.get(w);
-        return member === undefined ? [] : [member];
-      }),
+      departed: () =>
+        (base.departed?.() ?? []).flatMap((w) => {
+          const member = toMember.get(w);
+          return member === undefined ? [] : [member];
+        }),
       held: () => {
         const all = base.held?.();
         if (!all?.length) return []; // (asked at every op's issue and end: mostly none)

@@ -8,7 +8,10 @@ import type { Sink } from '../wire/link-reader.js';
 import { HoldBuffers } from './hold-buffers.js';
 
 export interface Tag {
-  /** What the ranks of the op must agree on (the op's signature): a payload with another in its slot means they disagree. */
+  /**
+   * What the ranks of the op must agree on (the op's signature): a payload with another in its slot means they
+   * disagree.
+   */
   comm: number;
   seq: number;
   step: number;
@@ -91,7 +94,8 @@ export interface TransportWatcher {
 }
 
 /** JSON with every non-ASCII character escaped, so that its length is its UTF-8 length. */
-const asciiJson = (v: unknown) => JSON.stringify(v).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+const asciiJson = (v: unknown) =>
+  JSON.stringify(v).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 /** The ABORT frame's text: the info as ASCII JSON of at most `maxBytes` bytes. */
 export function encodeAbortInfo(info: AbortInfo, maxBytes: number): string {
@@ -106,15 +110,25 @@ export function abortError(by: number, message: string): WebcclError {
   try {
     const v = JSON.parse(message) as AbortInfo;
     // Only the codes a peer may hand on; details stay data (they name ranks and fields).
-    if (v && (v.code === 'ABORTED' || v.code === 'MISMATCH') && typeof v.reason === 'string') info = { ...v, details: v.details && typeof v.details === 'object' ? v.details : {} };
+    if (v && (v.code === 'ABORTED' || v.code === 'MISMATCH') && typeof v.reason === 'string')
+      info = { ...v, details: v.details && typeof v.details === 'object' ? v.details : {} };
   } catch {
     // a plain text reason
   }
   // A rank that relays another's ABORT names that rank (details.by), the first cause.
   const origin = Number.isInteger(info.details?.by) ? (info.details!.by as number) : by;
-  const what = info.user ? `rank ${origin} aborted the communicator: ${info.reason}` : `rank ${origin} failed: ${info.reason}`;
+  const what = info.user
+    ? `rank ${origin} aborted the communicator: ${info.reason}`
+    : `rank ${origin} failed: ${info.reason}`;
   const space = Number.isInteger(info.space) && (info.space as number) > 0 ? { space: info.space } : {};
-  return new WebcclError(info.code, what, { ...(info.details ?? {}), by: origin, reason: info.reason, peer: by, ...(info.user ? { user: true } : {}), ...space });
+  return new WebcclError(info.code, what, {
+    ...(info.details ?? {}),
+    by: origin,
+    reason: info.reason,
+    peer: by,
+    ...(info.user ? { user: true } : {}),
+    ...space,
+  });
 }
 
 export interface HoldLimits {
@@ -132,16 +146,19 @@ export function checkTag(tag: Tag): Tag {
   for (const f of ['comm', 'seq', 'step', 'space'] as const) {
     if (f === 'space' && tag?.space === undefined) continue;
     const v = tag?.[f] as number;
-    if (!Number.isInteger(v) || v < 0 || v > U32) throw new WebcclError('INVALID_ARGUMENT', `tag.${f} must be an integer in 0..2^32-1, got ${v}`);
+    if (!Number.isInteger(v) || v < 0 || v > U32)
+      throw new WebcclError('INVALID_ARGUMENT', `tag.${f} must be an integer in 0..2^32-1, got ${v}`);
   }
-  if (tag.ways !== undefined && !(Number.isInteger(tag.ways) && tag.ways >= 1)) throw new WebcclError('INVALID_ARGUMENT', `tag.ways must be a positive integer, got ${tag.ways}`);
+  if (tag.ways !== undefined && !(Number.isInteger(tag.ways) && tag.ways >= 1))
+    throw new WebcclError('INVALID_ARGUMENT', `tag.ways must be a positive integer, got ${tag.ways}`);
   return tag;
 }
 
 export const tagKey = (t: Tag): string => `${t.space ?? 0}:${t.comm}:${t.seq}:${t.step}`;
 /** A tag without its communicator field: two tags in one slot with different `comm` disagree. */
 const slotKey = (t: Tag): string => `${t.space ?? 0}:${t.seq}:${t.step}`;
-const tagText = (t: Tag): string => `(${t.space ? `space ${t.space}, ` : ''}comm ${t.comm}, seq ${t.seq}, step ${t.step})`;
+const tagText = (t: Tag): string =>
+  `(${t.space ? `space ${t.space}, ` : ''}comm ${t.comm}, seq ${t.seq}, step ${t.step})`;
 
 interface Posted {
   /** The communicator's tag space (see commSpace). */
@@ -177,7 +194,11 @@ export class Mailbox {
   unexpected?: (tag: Tag) => boolean;
 
   /** `buffers`: where early payloads are held (shared by a transport's peers; hold-buffers.ts). */
-  constructor(private readonly peer: number, private readonly limits: HoldLimits = DEFAULT_HOLD_LIMITS, private readonly buffers = new HoldBuffers()) {}
+  constructor(
+    private readonly peer: number,
+    private readonly limits: HoldLimits = DEFAULT_HOLD_LIMITS,
+    private readonly buffers = new HoldBuffers(),
+  ) {}
 
   /** The tags of the payloads held. */
   heldTags(): Tag[] {
@@ -196,7 +217,10 @@ export class Mailbox {
     if (spaceFailure) return Promise.reject(spaceFailure);
     const key = tagKey(tag);
     const early = this.take(this.held, this.heldSlots, tag);
-    if (early) return new Promise((resolve, reject) => this.release(tag, early, { space: commSpace(tag), into, resolve, reject }));
+    if (early)
+      return new Promise((resolve, reject) =>
+        this.release(tag, early, { space: commSpace(tag), into, resolve, reject }),
+      );
     if (this.failure) return Promise.reject(this.failure);
     const other = this.heldSlots.get(slotKey(tag));
     if (other !== undefined) return Promise.reject(this.disagree(tag, other));
@@ -210,12 +234,20 @@ export class Mailbox {
    * a payload beyond the hold limits throws PROTOCOL_ERROR, which ends the link.
    */
   claim(tag: Tag, length: number): Sink {
-    if (this.failure || this.failedSpaces.has(commSpace(tag))) return { skip: true }; // a failed peer's (or communicator's) bytes go nowhere
+    // a failed peer's (or communicator's) bytes go nowhere
+    if (this.failure || this.failedSpaces.has(commSpace(tag))) return { skip: true };
     const key = tagKey(tag);
     const p = this.take(this.posted, this.postedSlots, tag);
     if (p) {
       if (p.into.length === length) {
-        const sink = { into: p.into, done: () => { this.filling.delete(p); p.resolve(); }, cancelled: false };
+        const sink = {
+          into: p.into,
+          done: () => {
+            this.filling.delete(p);
+            p.resolve();
+          },
+          cancelled: false,
+        };
         this.filling.set(p, sink);
         return sink;
       }
@@ -224,13 +256,18 @@ export class Mailbox {
     }
     const other = this.postedSlots.get(slotKey(tag));
     if (other !== undefined) {
-      this.take(this.posted, this.postedSlots, { ...tag, comm: other })?.reject(this.disagree({ ...tag, comm: other }, tag.comm));
+      this.take(this.posted, this.postedSlots, { ...tag, comm: other })?.reject(
+        this.disagree({ ...tag, comm: other }, tag.comm),
+      );
       return { skip: true };
     }
     if (this.unexpected?.(tag)) return { skip: true };
     const { maxHeldMessages, maxHeldBytes } = this.limits;
     if (this.heldMessages + 1 > maxHeldMessages || this.heldBytes + length > maxHeldBytes) {
-      throw new WebcclError('PROTOCOL_ERROR', `rank ${this.peer} sent ${length} bytes for ${tagText(tag)} with no receive posted, beyond the hold limits of ${maxHeldMessages} messages / ${maxHeldBytes} bytes`);
+      throw new WebcclError(
+        'PROTOCOL_ERROR',
+        `rank ${this.peer} sent ${length} bytes for ${tagText(tag)} with no receive posted, beyond the hold limits of ${maxHeldMessages} messages / ${maxHeldBytes} bytes`,
+      );
     }
     this.heldMessages++;
     this.heldBytes += length;
@@ -271,7 +308,9 @@ export class Mailbox {
     this.postedSlots.clear();
   }
 
-  /** Fails the receives of communicator `space` (and its point-to-point messages), now and later; drops what it held. */
+  /**
+   * Fails the receives of communicator `space` (and its point-to-point messages), now and later; drops what it held.
+   */
   failSpace(space: number, e: WebcclError): void {
     if (this.failure || this.failedSpaces.has(space)) return;
     this.failedSpaces.set(space, e);
@@ -290,7 +329,8 @@ export class Mailbox {
         this.heldBytes -= payload.length;
       }
     }
-    for (const slots of [this.postedSlots, this.heldSlots]) for (const k of [...slots.keys()]) if (inSpace(k)) slots.delete(k);
+    for (const slots of [this.postedSlots, this.heldSlots])
+      for (const k of [...slots.keys()]) if (inSpace(k)) slots.delete(k);
   }
 
   /** Fails a receive whose payload is arriving: the reader skips the rest of it. */
@@ -320,11 +360,19 @@ export class Mailbox {
 
   /** A receive posted for `want` met a payload in the same slot from communicator field `got`. */
   private disagree(want: Tag, got: number): WebcclError {
-    return new WebcclError('MISMATCH', `rank ${this.peer} sent seq ${want.seq} step ${want.step} with communicator field ${got}, where this rank expects ${want.comm}`, { peer: this.peer, got, want: want.comm, seq: want.seq });
+    return new WebcclError(
+      'MISMATCH',
+      `rank ${this.peer} sent seq ${want.seq} step ${want.step} with communicator field ${got}, where this rank expects ${want.comm}`,
+      { peer: this.peer, got, want: want.comm, seq: want.seq },
+    );
   }
 
   private mismatch(tag: Tag, got: number, want: number): WebcclError {
-    return new WebcclError('SIZE_MISMATCH', `rank ${this.peer} sent ${got} bytes for ${tagText(tag)}; the receive posted expects ${want}`, { peer: this.peer, got, want });
+    return new WebcclError(
+      'SIZE_MISMATCH',
+      `rank ${this.peer} sent ${got} bytes for ${tagText(tag)}; the receive posted expects ${want}`,
+      { peer: this.peer, got, want },
+    );
   }
 }
 

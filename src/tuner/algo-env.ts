@@ -26,7 +26,11 @@ export type AlgoChoices = Partial<Record<string, string>>;
 export function parseAlgoSetting(value: string, from = 'WEBCCL_ALGO'): AlgoChoices {
   if (!value.includes(':')) {
     if (!COLLECTIVE_ALGORITHMS.allreduce.includes(value)) {
-      fail('INVALID_ARGUMENT', `${from}: unknown algorithm ${JSON.stringify(value)} (expected ${COLLECTIVE_ALGORITHMS.allreduce.join(' or ')}, or collective:algorithm,...)`, { algorithm: value });
+      fail(
+        'INVALID_ARGUMENT',
+        `${from}: unknown algorithm ${JSON.stringify(value)} (expected ${COLLECTIVE_ALGORITHMS.allreduce.join(' or ')}, or collective:algorithm,...)`,
+        { algorithm: value },
+      );
     }
     return { allreduce: value };
   }
@@ -37,12 +41,21 @@ export function parseAlgoSetting(value: string, from = 'WEBCCL_ALGO'): AlgoChoic
     const algorithm = at < 0 ? '' : item.slice(at + 1).trim();
     const known = COLLECTIVE_ALGORITHMS[collective];
     if (!known) {
-      fail('INVALID_ARGUMENT', `${from}: unknown collective ${JSON.stringify(collective)} in ${JSON.stringify(value)} (expected ${Object.keys(COLLECTIVE_ALGORITHMS).join(', ')})`, { collective });
+      fail(
+        'INVALID_ARGUMENT',
+        `${from}: unknown collective ${JSON.stringify(collective)} in ${JSON.stringify(value)} (expected ${Object.keys(COLLECTIVE_ALGORITHMS).join(', ')})`,
+        { collective },
+      );
     }
     if (!known.includes(algorithm)) {
-      fail('INVALID_ARGUMENT', `${from}: ${collective} has no algorithm ${JSON.stringify(algorithm)} (expected ${known.join(', ')})`, { collective, algorithm });
+      fail(
+        'INVALID_ARGUMENT',
+        `${from}: ${collective} has no algorithm ${JSON.stringify(algorithm)} (expected ${known.join(', ')})`,
+        { collective, algorithm },
+      );
     }
-    if (out[collective] !== undefined) fail('INVALID_ARGUMENT', `${from}: ${collective} is named twice in ${JSON.stringify(value)}`, { collective });
+    if (out[collective] !== undefined)
+      fail('INVALID_ARGUMENT', `${from}: ${collective} is named twice in ${JSON.stringify(value)}`, { collective });
     out[collective] = algorithm;
   }
   return out;

@@ -23,12 +23,34 @@ export interface ChannelCost {
 }
 
 /** The ring allReduce's predicted time over 1 … `most` connections per pair. */
-export function ringChannelCosts(model: CostModel, n: number, bytes: number, pieceBytes: number, sharing: number, cores: number, most: number): ChannelCost[] {
-  return Array.from({ length: Math.max(1, most) }, (_, i) => ({ channels: i + 1, us: pathTimeUs(model.tcp, netCounts('ring', n, bytes, pieceBytes, i + 1), sharing, cores) }));
+export function ringChannelCosts(
+  model: CostModel,
+  n: number,
+  bytes: number,
+  pieceBytes: number,
+  sharing: number,
+  cores: number,
+  most: number,
+): ChannelCost[] {
+  return Array.from({ length: Math.max(1, most) }, (_, i) => ({
+    channels: i + 1,
+    us: pathTimeUs(model.tcp, netCounts('ring', n, bytes, pieceBytes, i + 1), sharing, cores),
+  }));
 }
 
-/** The model's number of connections for a ring allReduce of `bytes` in pieces of `pieceBytes` (see the top of this file). */
-export function ringChannels(model: CostModel, n: number, bytes: number, pieceBytes: number, sharing: number, cores: number, most: number): number {
+/**
+ * The model's number of connections for a ring allReduce of `bytes` in pieces of `pieceBytes` (see the top of this
+ * file).
+ */
+export function ringChannels(
+  model: CostModel,
+  n: number,
+  bytes: number,
+  pieceBytes: number,
+  sharing: number,
+  cores: number,
+  most: number,
+): number {
   if (most <= 1 || n <= 1) return Math.max(1, most);
   const costs = ringChannelCosts(model, n, bytes, pieceBytes, sharing, cores, most);
   let best = costs[costs.length - 1];

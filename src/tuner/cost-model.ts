@@ -5,7 +5,8 @@
 // byte and reduced byte (o', 1/β', 1/γ'). A schedule's time is its counts (schedules.ts) times
 // these costs:
 //
-//   T = steps·(α + wake·max(0, ranks − cores)) + turns·ρ + messages·(o + e·o') + bytes·(1/β + e/β') + reduced·(1/γ + e/γ')
+// T = steps·(α + wake·max(0, ranks − cores)) + turns·ρ + messages·(o + e·o') + bytes·(1/β + e/β') + reduced·(1/γ +
+// e/γ')
 //       + (bytes / ways)·φ + steps·(ways − 1)·ω
 //
 // where turns counts, over the steps, the scheduling rounds beyond the first that a step takes
@@ -21,7 +22,7 @@
 // ranks / cores, which a model without the crowded fields still means) the fit served the
 // oversubscribed rows and overestimated 2 processes over TCP by 35–100%.
 import { fail } from '../core/errors.js';
-import { type Path, type PathCounts, type StepCounts, extraRounds } from './schedules.js';
+import { extraRounds, type Path, type PathCounts, type StepCounts } from './schedules.js';
 
 export interface PathCosts {
   /** α: microseconds per step. */
@@ -68,14 +69,37 @@ export interface CostModel {
 }
 
 /** The eleven coefficients in the order fit.ts solves for them. */
-export const COEFFS = ['alphaUs', 'wakeUs', 'usPerByte', 'usPerReducedByte', 'messageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte', 'crowdMessageUs', 'roundUs', 'flowUsPerByte', 'channelStepUs'] as const;
+export const COEFFS = [
+  'alphaUs',
+  'wakeUs',
+  'usPerByte',
+  'usPerReducedByte',
+  'messageUs',
+  'crowdUsPerByte',
+  'crowdUsPerReducedByte',
+  'crowdMessageUs',
+  'roundUs',
+  'flowUsPerByte',
+  'channelStepUs',
+] as const;
 
 /** The features of one row: what multiplies each coefficient. */
 export function features(c: StepCounts, ranks: number, cores: number): number[] {
   const e = Math.max(0, ranks / cores - 1);
   const ways = c.ways ?? 0;
-  return [c.steps, c.steps * Math.max(0, ranks - cores), c.bytes, c.reduced, c.messages, e * c.bytes, e * c.reduced, e * c.messages, extraRounds(c, ranks, cores),
-    ways ? c.bytes / ways : 0, ways ? c.steps * (ways - 1) : 0];
+  return [
+    c.steps,
+    c.steps * Math.max(0, ranks - cores),
+    c.bytes,
+    c.reduced,
+    c.messages,
+    e * c.bytes,
+    e * c.reduced,
+    e * c.messages,
+    extraRounds(c, ranks, cores),
+    ways ? c.bytes / ways : 0,
+    ways ? c.steps * (ways - 1) : 0,
+  ];
 }
 
 const perByte = (rate: number | null): number => (rate === null ? 0 : 1 / rate);
@@ -85,7 +109,19 @@ function coefficients(p: PathCosts): number[] {
   const byte = perByte(p.betaBytesPerUs);
   const reduced = perByte(p.gammaBytesPerUs);
   const message = p.messageUs ?? 0;
-  return [p.alphaUs, p.wakeUs, byte, reduced, message, p.crowdUsPerByte ?? byte, p.crowdUsPerReducedByte ?? reduced, p.crowdMessageUs ?? message, p.roundUs ?? 0, p.flowUsPerByte ?? 0, p.channelStepUs ?? 0];
+  return [
+    p.alphaUs,
+    p.wakeUs,
+    byte,
+    reduced,
+    message,
+    p.crowdUsPerByte ?? byte,
+    p.crowdUsPerReducedByte ?? reduced,
+    p.crowdMessageUs ?? message,
+    p.roundUs ?? 0,
+    p.flowUsPerByte ?? 0,
+    p.channelStepUs ?? 0,
+  ];
 }
 
 export function pathTimeUs(p: PathCosts, c: StepCounts, ranks: number, cores: number): number {
@@ -104,7 +140,8 @@ const rate = (x: unknown): boolean => x === null || (typeof x === 'number' && Nu
 
 /** A model read from a file, checked field by field (`from` names the file in errors). */
 export function checkModel(m: unknown, from: string): CostModel {
-  const bad = (field: string): never => fail('INVALID_ARGUMENT', `${from}: not a webccl cost model (${field})`, { field });
+  const bad = (field: string): never =>
+    fail('INVALID_ARGUMENT', `${from}: not a webccl cost model (${field})`, { field });
   if (typeof m !== 'object' || m === null) return bad('not an object');
   const o = m as Record<string, unknown>;
   if (o.version !== 1) bad('version');
@@ -116,7 +153,15 @@ export function checkModel(m: unknown, from: string): CostModel {
     if (!nonNegative(c!.wakeUs)) bad(`${p}.wakeUs`);
     if (!rate(c!.betaBytesPerUs)) bad(`${p}.betaBytesPerUs`);
     if (!rate(c!.gammaBytesPerUs)) bad(`${p}.gammaBytesPerUs`);
-    for (const f of ['messageUs', 'crowdMessageUs', 'crowdUsPerByte', 'crowdUsPerReducedByte', 'roundUs', 'flowUsPerByte', 'channelStepUs']) {
+    for (const f of [
+      'messageUs',
+      'crowdMessageUs',
+      'crowdUsPerByte',
+      'crowdUsPerReducedByte',
+      'roundUs',
+      'flowUsPerByte',
+      'channelStepUs',
+    ]) {
       if (c![f] !== undefined && !nonNegative(c![f])) bad(`${p}.${f}`);
     }
   }
@@ -126,5 +171,17 @@ export function checkModel(m: unknown, from: string): CostModel {
 /** Coefficients (COEFFS order) as a path's costs. */
 export function pathCosts(x: readonly number[]): PathCosts {
   const r = (v: number) => (v > 0 ? 1 / v : null);
-  return { alphaUs: x[0], wakeUs: x[1], betaBytesPerUs: r(x[2]), gammaBytesPerUs: r(x[3]), messageUs: x[4], crowdUsPerByte: x[5], crowdUsPerReducedByte: x[6], crowdMessageUs: x[7], roundUs: x[8], flowUsPerByte: x[9], channelStepUs: x[10] };
+  return {
+    alphaUs: x[0],
+    wakeUs: x[1],
+    betaBytesPerUs: r(x[2]),
+    gammaBytesPerUs: r(x[3]),
+    messageUs: x[4],
+    crowdUsPerByte: x[5],
+    crowdUsPerReducedByte: x[6],
+    crowdMessageUs: x[7],
+    roundUs: x[8],
+    flowUsPerByte: x[9],
+    channelStepUs: x[10],
+  };
 }

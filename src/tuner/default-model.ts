@@ -10,7 +10,33 @@ export const DEFAULT_MODEL: CostModel = {
   cores: 2,
   // (with a core per rank the threads' reduction does not show apart from their copies: γ is
   // free; over TCP the bytes are nearly free beside o, and γ is what shows)
-  shm: { alphaUs: 1.974, wakeUs: 20.84, betaBytesPerUs: 6094, gammaBytesPerUs: null, messageUs: 0, crowdUsPerByte: 0.00009786, crowdUsPerReducedByte: 0.0000191, crowdMessageUs: 0, roundUs: 6.218 },
-  tcp: { alphaUs: 0, wakeUs: 0, betaBytesPerUs: 21000, gammaBytesPerUs: 1704, messageUs: 100.8, crowdUsPerByte: 0.0001754, crowdUsPerReducedByte: 0.001579, crowdMessageUs: 130.7, roundUs: 96.02 },
-  source: { fit: 'src/tuner/fit.ts fitModel', sizes: '4K..64M x4', shm: '2..8 ranks: direct, twoshot', tcp: '2..8 ranks, one per process: ring, doubling', machine: 'AMD EPYC Zen 5, 2 vCPUs, Node 20' },
+  shm: {
+    alphaUs: 1.974,
+    wakeUs: 20.84,
+    betaBytesPerUs: 6094,
+    gammaBytesPerUs: null,
+    messageUs: 0,
+    crowdUsPerByte: 0.00009786,
+    crowdUsPerReducedByte: 0.0000191,
+    crowdMessageUs: 0,
+    roundUs: 6.218,
+  },
+  tcp: {
+    alphaUs: 0,
+    wakeUs: 0,
+    betaBytesPerUs: 21000,
+    gammaBytesPerUs: 1704,
+    messageUs: 100.8,
+    crowdUsPerByte: 0.0001754,
+    crowdUsPerReducedByte: 0.001579,
+    crowdMessageUs: 130.7,
+    roundUs: 96.02,
+  },
+  source: {
+    fit: 'src/tuner/fit.ts fitModel',
+    sizes: '4K..64M x4',
+    shm: '2..8 ranks: direct, twoshot',
+    tcp: '2..8 ranks, one per process: ring, doubling',
+    machine: 'AMD EPYC Zen 5, 2 vCPUs, Node 20',
+  },
 };

@@ -7,7 +7,7 @@
 // that no row exercises — φ and ω in shared memory — are left out of every subset).
 import { fail } from '../core/errors.js';
 import { type CostModel, features, pathCosts } from './cost-model.js';
-import { type Path, type StepCounts, netCounts, shmCounts } from './schedules.js';
+import { netCounts, type Path, type StepCounts, shmCounts } from './schedules.js';
 
 /** One measurement: an allReduce of `bytes` over `ranks` ranks on one path took `timeUs`. */
 export interface PerfRow {
@@ -69,7 +69,9 @@ export function fitRelative(x: number[][], y: number[]): number[] {
     if (cols.some((j) => !used[j])) continue;
     // Normal equations over the chosen columns, scaled so that columns of µs and of µs per byte condition alike.
     const scale = cols.map((j) => Math.sqrt(rows.reduce((s, r) => s + r[j] * r[j], 0)));
-    const a = cols.map((_, p) => cols.map((_, q) => rows.reduce((s, r) => s + (r[cols[p]] / scale[p]) * (r[cols[q]] / scale[q]), 0)));
+    const a = cols.map((_, p) =>
+      cols.map((_, q) => rows.reduce((s, r) => s + (r[cols[p]] / scale[p]) * (r[cols[q]] / scale[q]), 0)),
+    );
     const b = cols.map((j, p) => rows.reduce((s, r) => s + r[j] / scale[p], 0));
     const z = solve(a, b);
     if (!z || z.some((v) => v < 0 || !Number.isFinite(v))) continue;
@@ -89,11 +91,21 @@ export function fitRelative(x: number[][], y: number[]): number[] {
  * The model that best explains `rows`, for a machine of `cores` cores. A path without rows takes
  * `fallback`'s costs (refused when there is none).
  */
-export function fitModel(rows: readonly PerfRow[], cores: number, source?: Record<string, unknown>, fallback?: CostModel): CostModel {
+export function fitModel(
+  rows: readonly PerfRow[],
+  cores: number,
+  source?: Record<string, unknown>,
+  fallback?: CostModel,
+): CostModel {
   const fitPath = (path: Path) => {
     const mine = rows.filter((r) => r.path === path && r.timeUs > 0 && r.ranks > 1);
     if (!mine.length) return fallback?.[path] ?? fail('INVALID_ARGUMENT', `fit: no measurements on ${path}`, { path });
-    return pathCosts(fitRelative(mine.map((r) => features(rowCounts(r), r.ranks, cores)), mine.map((r) => r.timeUs)));
+    return pathCosts(
+      fitRelative(
+        mine.map((r) => features(rowCounts(r), r.ranks, cores)),
+        mine.map((r) => r.timeUs),
+      ),
+    );
   };
   return { version: 1, cores, shm: fitPath('shm'), tcp: fitPath('tcp'), ...(source && { source }) };
 }

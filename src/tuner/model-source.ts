@@ -33,7 +33,9 @@ function readModel(path: string, from: string): CostModel {
   try {
     text = fs.readFileSync(path, 'utf8');
   } catch (e) {
-    return fail('INVALID_ARGUMENT', `${from}: cannot read ${path}: ${(e as { code?: string }).code ?? String(e)}`, { path });
+    return fail('INVALID_ARGUMENT', `${from}: cannot read ${path}: ${(e as { code?: string }).code ?? String(e)}`, {
+      path,
+    });
   }
   let json: unknown;
   try {

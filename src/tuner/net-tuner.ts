@@ -4,15 +4,24 @@
 // (see tuner.ts).
 import { fail } from '../core/errors.js';
 import { enabled, log } from '../core/log.js';
-import type { CostModel } from './cost-model.js';
 import { envAllReduceAlgo } from './algo-env.js';
-import { activeModel } from './model-source.js';
-import { NET_ALGORITHMS, type NetAlgo, isNetAlgo } from './names.js';
-import { type Prediction, crossoverBytes, explain, fastest, flatPredictions, hierarchicalPrediction, machineCores, showBytes } from './predict.js';
-import { ringPieceBytes, ringPieceCosts } from './ring-pieces.js';
 import { ringChannelCosts, ringChannels } from './channels.js';
+import type { CostModel } from './cost-model.js';
+import { activeModel } from './model-source.js';
+import { isNetAlgo, NET_ALGORITHMS, type NetAlgo } from './names.js';
+import {
+  crossoverBytes,
+  explain,
+  fastest,
+  flatPredictions,
+  hierarchicalPrediction,
+  machineCores,
+  type Prediction,
+  showBytes,
+} from './predict.js';
+import { ringPieceBytes, ringPieceCosts } from './ring-pieces.js';
 
-export { NET_ALGORITHMS, type NetAlgo, isNetAlgo };
+export { isNetAlgo, NET_ALGORITHMS, type NetAlgo };
 
 /** A cost model, the cores its ranks share, and where it came from ('built-in', a path, "rank R's ..."). */
 export interface TuningBasis {
@@ -49,7 +58,11 @@ export function useNetModel(m: CostModel | undefined, cores?: number): void {
 export function adoptJobModel(agreed: TuningBasis, rank: number): void {
   const own = netTuningBasis();
   if (sameBasis(own, agreed)) return;
-  if (enabled('INFO')) log('INFO', `rank ${rank}: tuner: tunes with the job's cost model (${agreed.from}, ${agreed.cores} cores), not this rank's own (${own.from}, ${own.cores} cores), so that every rank picks the same algorithm and piece size`);
+  if (enabled('INFO'))
+    log(
+      'INFO',
+      `rank ${rank}: tuner: tunes with the job's cost model (${agreed.from}, ${agreed.cores} cores), not this rank's own (${own.from}, ${own.cores} cores), so that every rank picks the same algorithm and piece size`,
+    );
   standingModel = agreed;
   crossovers.clear();
 }
@@ -57,7 +70,8 @@ export function adoptJobModel(agreed: TuningBasis, rank: number): void {
 /** A model's costs alone (without `source`, which may carry a whole sweep's rows). */
 export const modelCosts = (m: CostModel): CostModel => ({ version: m.version, cores: m.cores, shm: m.shm, tcp: m.tcp });
 
-const sameBasis = (a: TuningBasis, b: TuningBasis): boolean => a.cores === b.cores && JSON.stringify(modelCosts(a.model)) === JSON.stringify(modelCosts(b.model));
+const sameBasis = (a: TuningBasis, b: TuningBasis): boolean =>
+  a.cores === b.cores && JSON.stringify(modelCosts(a.model)) === JSON.stringify(modelCosts(b.model));
 
 const crossovers = new Map<string, number>();
 
@@ -94,13 +108,17 @@ export interface NetTopology {
 
 export function parseNetAlgo(a: unknown, from: string): NetAlgo {
   if (isNetAlgo(a)) return a;
-  return fail('INVALID_ARGUMENT', `${from}: unknown algorithm ${JSON.stringify(a)} for a communicator across nodes (expected ${NET_ALGORITHMS.join(', ')})`);
+  return fail(
+    'INVALID_ARGUMENT',
+    `${from}: unknown algorithm ${JSON.stringify(a)} for a communicator across nodes (expected ${NET_ALGORITHMS.join(', ')})`,
+  );
 }
 
 /** The communicator's standing choice: its option, else WEBCCL_ALGO when that names a network algorithm. */
 export function resolveNetAlgo(commAlgo: unknown, topo: NetTopology): NetAlgo | undefined {
   const env = envAllReduceAlgo();
-  const algo = commAlgo !== undefined ? parseNetAlgo(commAlgo, 'communicator algo option') : isNetAlgo(env) ? env : undefined;
+  const algo =
+    commAlgo !== undefined ? parseNetAlgo(commAlgo, 'communicator algo option') : isNetAlgo(env) ? env : undefined;
   if (algo === 'hierarchical' && topo.perNode === 0) {
     fail('INVALID_ARGUMENT', 'hierarchical allReduce needs the same number of ranks on every node');
   }
@@ -112,7 +130,8 @@ export function netPredictions(bytes: number, size: number, topo: NetTopology): 
   const { model: m, cores } = netTuningBasis();
   const sharing = topo.sharing ?? size;
   const preds = flatPredictions(m, size, bytes, cores, sharing, topo.channels);
-  if (topo.nodes > 1 && topo.perNode > 1) preds.push(hierarchicalPrediction(m, topo.nodes, topo.perNode, bytes, cores, sharing, topo.channels));
+  if (topo.nodes > 1 && topo.perNode > 1)
+    preds.push(hierarchicalPrediction(m, topo.nodes, topo.perNode, bytes, cores, sharing, topo.channels));
   return preds;
 }
 
@@ -128,18 +147,35 @@ export function ringWays(bytes: number, size: number, sharing: number, pieceByte
   const { model: m, cores } = netTuningBasis();
   const k = ringChannels(m, size, bytes, pieceBytes, sharing, cores, channels);
   if (enabled('INFO') && channels > 1) {
-    const costs = () => ringChannelCosts(m, size, bytes, pieceBytes, sharing, cores, channels).map((c) => ({ algo: `${c.channels}`, us: c.us }));
-    explain('ring allReduce channels', bytes, `${size} ranks (tcp, ${sharing} per machine, ${channels} connections per pair, ${showBytes(pieceBytes)} pieces)`, `${k}`, costs);
+    const costs = () =>
+      ringChannelCosts(m, size, bytes, pieceBytes, sharing, cores, channels).map((c) => ({
+        algo: `${c.channels}`,
+        us: c.us,
+      }));
+    explain(
+      'ring allReduce channels',
+      bytes,
+      `${size} ranks (tcp, ${sharing} per machine, ${channels} connections per pair, ${showBytes(pieceBytes)} pieces)`,
+      `${k}`,
+      costs,
+    );
   }
   return k;
 }
 
-export function chooseNetAllReduce(bytes: number, size: number, topo: NetTopology, standing: NetAlgo | undefined, callAlgo?: unknown): NetAlgo {
+export function chooseNetAllReduce(
+  bytes: number,
+  size: number,
+  topo: NetTopology,
+  standing: NetAlgo | undefined,
+  callAlgo?: unknown,
+): NetAlgo {
   let algo: NetAlgo;
   let why: string | undefined;
   if (callAlgo !== undefined) {
     algo = parseNetAlgo(callAlgo, 'algo option');
-    if (algo === 'hierarchical' && topo.perNode === 0) fail('INVALID_ARGUMENT', 'hierarchical allReduce needs the same number of ranks on every node');
+    if (algo === 'hierarchical' && topo.perNode === 0)
+      fail('INVALID_ARGUMENT', 'hierarchical allReduce needs the same number of ranks on every node');
     why = 'algo option';
   } else if (standing) {
     algo = standing;
@@ -149,7 +185,8 @@ export function chooseNetAllReduce(bytes: number, size: number, topo: NetTopolog
   } else {
     algo = flatAlgo(bytes, size, topo.sharing, topo.channels);
   }
-  if (enabled('INFO')) explain('allReduce', bytes, topoText(size, topo), algo, () => netPredictions(bytes, size, topo), why);
+  if (enabled('INFO'))
+    explain('allReduce', bytes, topoText(size, topo), algo, () => netPredictions(bytes, size, topo), why);
   return algo;
 }
 
@@ -163,11 +200,24 @@ export function ringPiece(bytes: number, size: number, sharing = size, forced?: 
   const { model: m, cores } = netTuningBasis();
   const piece = ringPieceBytes(m, size, bytes, sharing, cores);
   if (enabled('INFO')) {
-    const costs = () => ringPieceCosts(m, size, bytes, sharing, cores).map((c) => ({ algo: `${showBytes(c.pieceBytes)}`, us: c.us }));
-    explain('ring allReduce pieces', bytes, `${size} ranks (tcp, ${sharing} per machine)`, showBytes(piece), costs, undefined, 'piece-dependent time');
+    const costs = () =>
+      ringPieceCosts(m, size, bytes, sharing, cores).map((c) => ({ algo: `${showBytes(c.pieceBytes)}`, us: c.us }));
+    explain(
+      'ring allReduce pieces',
+      bytes,
+      `${size} ranks (tcp, ${sharing} per machine)`,
+      showBytes(piece),
+      costs,
+      undefined,
+      'piece-dependent time',
+    );
   }
   return piece;
 }
 
-/** The flat schedule for `bytes` over a network group of `size` ranks, `sharing` of them on each machine, `channels` connections per pair. */
-export const flatAlgo = (bytes: number, size: number, sharing = size, channels = 1): 'ring' | 'doubling' => (bytes <= doublingMaxBytes(size, sharing, channels) ? 'doubling' : 'ring');
+/**
+ * The flat schedule for `bytes` over a network group of `size` ranks, `sharing` of them on each machine, `channels`
+ * connections per pair.
+ */
+export const flatAlgo = (bytes: number, size: number, sharing = size, channels = 1): 'ring' | 'doubling' =>
+  bytes <= doublingMaxBytes(size, sharing, channels) ? 'doubling' : 'ring';

@@ -1,8 +1,8 @@
 // The cost model's predictions for the choices the tuners make, and the INFO line that
 // explains a choice: printed once per (collective, size class, topology), not per op.
 import { enabled, log } from '../core/log.js';
-import { type CostModel, predictUs } from './cost-model.js';
 import { ringChannels } from './channels.js';
+import { type CostModel, predictUs } from './cost-model.js';
 import { ringPieceBytes } from './ring-pieces.js';
 import { hierarchicalCounts, netCounts, onPath, shmCounts } from './schedules.js';
 
@@ -15,13 +15,18 @@ export interface Prediction {
 export function machineCores(model: CostModel): number {
   const p = (globalThis as { process?: { getBuiltinModule?: (n: string) => unknown } }).process;
   const os = p?.getBuiltinModule?.('node:os') as { availableParallelism?: () => number; cpus(): unknown[] } | undefined;
-  const n = os ? (os.availableParallelism?.() ?? os.cpus().length) : (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency;
+  const n = os
+    ? (os.availableParallelism?.() ?? os.cpus().length)
+    : (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency;
   return n && n > 0 ? n : model.cores;
 }
 
 /** One node's allReduce: direct and two-shot on `n` ranks (threads of one machine). */
 export function shmPredictions(model: CostModel, n: number, bytes: number, cores: number): Prediction[] {
-  return (['direct', 'twoshot'] as const).map((algo) => ({ algo, us: predictUs(model, onPath('shm', shmCounts(algo, n, bytes)), n, cores) }));
+  return (['direct', 'twoshot'] as const).map((algo) => ({
+    algo,
+    us: predictUs(model, onPath('shm', shmCounts(algo, n, bytes)), n, cores),
+  }));
 }
 
 /**
@@ -29,10 +34,20 @@ export function shmPredictions(model: CostModel, n: number, bytes: number, cores
  * loopback), `channels` connections per pair; the ring in the pieces and over the connections
  * the model picks for it (ring-pieces.ts, channels.ts).
  */
-export function flatPredictions(model: CostModel, n: number, bytes: number, cores: number, sharing = n, channels = 1): Prediction[] {
+export function flatPredictions(
+  model: CostModel,
+  n: number,
+  bytes: number,
+  cores: number,
+  sharing = n,
+  channels = 1,
+): Prediction[] {
   const piece = ringPieceBytes(model, n, bytes, sharing, cores);
   const ways = { ring: ringChannels(model, n, bytes, piece, sharing, cores, channels), doubling: channels };
-  return (['doubling', 'ring'] as const).map((algo) => ({ algo, us: predictUs(model, onPath('tcp', netCounts(algo, n, bytes, piece, ways[algo])), sharing, cores) }));
+  return (['doubling', 'ring'] as const).map((algo) => ({
+    algo,
+    us: predictUs(model, onPath('tcp', netCounts(algo, n, bytes, piece, ways[algo])), sharing, cores),
+  }));
 }
 
 export const fastest = (ps: readonly Prediction[]): Prediction => ps.reduce((a, b) => (b.us < a.us ? b : a));
@@ -41,11 +56,26 @@ export const fastest = (ps: readonly Prediction[]): Prediction => ps.reduce((a, 
  * Hierarchical over `nodes` × `perNode`: the node phase on shm and the flat schedule the model
  * picks for the shard across nodes, `sharing` ranks on each machine.
  */
-export function hierarchicalPrediction(model: CostModel, nodes: number, perNode: number, bytes: number, cores: number, sharing = perNode, channels = 1): Prediction & { across: 'ring' | 'doubling' } {
+export function hierarchicalPrediction(
+  model: CostModel,
+  nodes: number,
+  perNode: number,
+  bytes: number,
+  cores: number,
+  sharing = perNode,
+  channels = 1,
+): Prediction & { across: 'ring' | 'doubling' } {
   const shard = bytes / perNode;
   const across = fastest(flatPredictions(model, nodes, shard, cores, sharing, channels)).algo as 'ring' | 'doubling';
   const piece = ringPieceBytes(model, nodes, shard, sharing, cores);
-  const c = hierarchicalCounts(nodes, perNode, bytes, across, piece, across === 'ring' ? ringChannels(model, nodes, shard, piece, sharing, cores, channels) : channels);
+  const c = hierarchicalCounts(
+    nodes,
+    perNode,
+    bytes,
+    across,
+    piece,
+    across === 'ring' ? ringChannels(model, nodes, shard, piece, sharing, cores, channels) : channels,
+  );
   return { algo: 'hierarchical', us: predictUs(model, c, sharing, cores), across };
 }
 
@@ -80,14 +110,28 @@ export const sizeClass = (bytes: number): number => (bytes < 1 ? 0 : 2 ** Math.f
  * direct 290.1 us)`, once per collective, size class and topology. `why` says what forced a
  * choice the model did not make.
  */
-export function explain(collective: string, bytes: number, topology: string, chosen: string, preds: () => readonly Prediction[], why?: string, what = 'predicted'): void {
+export function explain(
+  collective: string,
+  bytes: number,
+  topology: string,
+  chosen: string,
+  preds: () => readonly Prediction[],
+  why?: string,
+  what = 'predicted',
+): void {
   if (!enabled('INFO')) return;
   const cls = sizeClass(bytes);
   const key = `${collective}|${cls}|${topology}|${chosen}`;
   if (explained.has(key)) return;
   explained.add(key);
-  const alts = [...preds()].sort((a, b) => a.us - b.us).map((p) => `${p.algo} ${showUs(p.us)}`).join(', ');
-  log('INFO', `tuner: ${collective} of ${showBytes(cls)} class on ${topology}: ${chosen}${why ? ` (${why})` : ''}; ${what} ${alts}`);
+  const alts = [...preds()]
+    .sort((a, b) => a.us - b.us)
+    .map((p) => `${p.algo} ${showUs(p.us)}`)
+    .join(', ');
+  log(
+    'INFO',
+    `tuner: ${collective} of ${showBytes(cls)} class on ${topology}: ${chosen}${why ? ` (${why})` : ''}; ${what} ${alts}`,
+  );
 }
 
 export function showBytes(b: number): string {

@@ -35,7 +35,10 @@ export const MIN_RING_PIECE = 64 * 1024;
 export const MAX_RING_PIECE = 4 * 1024 * 1024;
 
 /** The sizes the tuner weighs, smallest first. */
-export const RING_PIECES: readonly number[] = Array.from({ length: Math.log2(MAX_RING_PIECE / MIN_RING_PIECE) + 1 }, (_, i) => MIN_RING_PIECE * 2 ** i);
+export const RING_PIECES: readonly number[] = Array.from(
+  { length: Math.log2(MAX_RING_PIECE / MIN_RING_PIECE) + 1 },
+  (_, i) => MIN_RING_PIECE * 2 ** i,
+);
 
 /** Limits of WEBCCL_PIECE_BYTES. */
 export const FORCED_PIECE_MIN = 4096;
@@ -49,17 +52,28 @@ export interface PieceCost {
 
 /**
  * What each piece size weighed (one piece per block, or four and more) costs a ring allReduce
- * of `bytes` over `n` ranks, `sharing` of them on a machine of `cores`: its steps and messages at the model's α and o, and the
+ * of `bytes` over `n` ranks, `sharing` of them on a machine of `cores`: its steps and messages at the model's α and o,
+ * and the
  * reduction of one round of lanes per reduce step at γ (the rest of the time is the same for all).
  */
-export function ringPieceCosts(model: CostModel, n: number, bytes: number, sharing: number, cores: number): PieceCost[] {
+export function ringPieceCosts(
+  model: CostModel,
+  n: number,
+  bytes: number,
+  sharing: number,
+  cores: number,
+): PieceCost[] {
   const block = bytes / Math.max(1, n);
   const weighed = (pieceBytes: number) => pieceCount(block, pieceBytes) === 1 || pieceCount(block, pieceBytes) >= LANES;
   return RING_PIECES.filter(weighed).map((pieceBytes) => {
     const p = pieceCount(block, pieceBytes);
     // The schedule's counts with no bytes moved (the same for every size) and, of the
     // reduction, only the round of lanes that shows at each reduce step.
-    const c = { ...netCounts('ring', n, bytes, pieceBytes), bytes: 0, reduced: (n - 1) * Math.min(p, LANES) * (block / p) };
+    const c = {
+      ...netCounts('ring', n, bytes, pieceBytes),
+      bytes: 0,
+      reduced: (n - 1) * Math.min(p, LANES) * (block / p),
+    };
     return { pieceBytes, us: pathTimeUs(model.tcp, c, sharing, cores) };
   });
 }
@@ -77,7 +91,10 @@ export function forcedPieceBytes(): number | undefined {
   const x = envNumber('WEBCCL_PIECE_BYTES');
   if (x === undefined) return undefined;
   if (!Number.isInteger(x) || x < FORCED_PIECE_MIN || x > FORCED_PIECE_MAX) {
-    fail('INVALID_ARGUMENT', `WEBCCL_PIECE_BYTES=${x}: expected an integer number of bytes in ${FORCED_PIECE_MIN}..${FORCED_PIECE_MAX}`);
+    fail(
+      'INVALID_ARGUMENT',
+      `WEBCCL_PIECE_BYTES=${x}: expected an integer number of bytes in ${FORCED_PIECE_MIN}..${FORCED_PIECE_MAX}`,
+    );
   }
   return x;
 }

@@ -56,14 +56,21 @@ export function extraRounds(c: StepCounts, ranks: number, cores: number): number
  * comm.alloc() buffers) synchronises three times, reads its segment of every input and copies
  * the n−1 other segments of the result.
  */
-export function shmCounts(algo: 'direct' | 'twoshot', n: number, bytes: number, slotBytes = DEFAULT_SLOT_BYTES): StepCounts {
+export function shmCounts(
+  algo: 'direct' | 'twoshot',
+  n: number,
+  bytes: number,
+  slotBytes = DEFAULT_SLOT_BYTES,
+): StepCounts {
   if (n <= 1) return NONE;
-  if (algo === 'direct') return { steps: Math.max(1, Math.ceil(bytes / slotBytes)), messages: 0, bytes, reduced: n * bytes };
+  if (algo === 'direct')
+    return { steps: Math.max(1, Math.ceil(bytes / slotBytes)), messages: 0, bytes, reduced: n * bytes };
   return { steps: 3, messages: 0, bytes: ((n - 1) / n) * bytes, reduced: bytes };
 }
 
 /** Pieces of at most `pieceBytes` a block of `bytes` travels in (src/algorithms/group.ts piecesFor). */
-export const pieceCount = (bytes: number, pieceBytes = PIECE_BYTES): number => Math.max(1, Math.ceil(bytes / pieceBytes));
+export const pieceCount = (bytes: number, pieceBytes = PIECE_BYTES): number =>
+  Math.max(1, Math.ceil(bytes / pieceBytes));
 
 /**
  * Network schedules (src/algorithms/), per rank: the ring sends 2(n−1) blocks of S/n, each in
@@ -76,23 +83,49 @@ export const pieceCount = (bytes: number, pieceBytes = PIECE_BYTES): number => M
  * `channels`: the connections per pair the op may use (the tuner's choice, channelsFor); only the
  * ring keeps several messages in flight to a peer, so only its `ways` can exceed 1.
  */
-export function netCounts(algo: 'ring' | 'doubling' | 'tree', n: number, bytes: number, pieceBytes = PIECE_BYTES, channels = 1): StepCounts {
+export function netCounts(
+  algo: 'ring' | 'doubling' | 'tree',
+  n: number,
+  bytes: number,
+  pieceBytes = PIECE_BYTES,
+  channels = 1,
+): StepCounts {
   if (n <= 1) return NONE;
   if (algo === 'ring') {
     const block = bytes / n;
     const p = pieceCount(block, pieceBytes);
     const lanes = Math.min(LANES, p);
     const rounds = Math.ceil(p / lanes);
-    return { steps: 2 * (n - 1) * rounds, messages: 2 * (n - 1) * p, bytes: 2 * (n - 1) * block, reduced: (n - 1) * block, ways: Math.min(channels, lanes) };
+    return {
+      steps: 2 * (n - 1) * rounds,
+      messages: 2 * (n - 1) * p,
+      bytes: 2 * (n - 1) * block,
+      reduced: (n - 1) * block,
+      ways: Math.min(channels, lanes),
+    };
   }
   if (algo === 'doubling') {
     const rounds = Math.floor(Math.log2(n));
     const q = 2 ** rounds;
     const extra = n > q ? 2 : 0;
-    const counts = { steps: rounds + extra, messages: rounds + extra, bytes: (rounds + extra) * bytes, reduced: (rounds + (extra ? 1 : 0)) * bytes, ways: 1 };
+    const counts = {
+      steps: rounds + extra,
+      messages: rounds + extra,
+      bytes: (rounds + extra) * bytes,
+      reduced: (rounds + (extra ? 1 : 0)) * bytes,
+      ways: 1,
+    };
     // Beyond a power of two, the q ranks that double leave n − q idle, and the fold-in and
     // fold-out steps keep only the 2(n − q) ranks that fold busy.
-    return extra ? { ...counts, partial: [{ share: q / n, steps: rounds }, { share: (2 * (n - q)) / n, steps: 2 }] } : counts;
+    return extra
+      ? {
+          ...counts,
+          partial: [
+            { share: q / n, steps: rounds },
+            { share: (2 * (n - q)) / n, steps: 2 },
+          ],
+        }
+      : counts;
   }
   const depth = Math.ceil(Math.log2(n + 1));
   const p = pieceCount(bytes / 2);
@@ -111,10 +144,18 @@ export interface PathCounts {
  * (as two-shot's phases over L ranks), and between them a flat allReduce of S/L over the
  * `nodes` ranks at the same place of every node (`across`, itself the model's choice).
  */
-export function hierarchicalCounts(nodes: number, perNode: number, bytes: number, across: 'ring' | 'doubling', pieceBytes = PIECE_BYTES, channels = 1): PathCounts {
-  const local = perNode > 1 ? { steps: 2, messages: 0, bytes: 2 * ((perNode - 1) / perNode) * bytes, reduced: bytes } : NONE;
+export function hierarchicalCounts(
+  nodes: number,
+  perNode: number,
+  bytes: number,
+  across: 'ring' | 'doubling',
+  pieceBytes = PIECE_BYTES,
+  channels = 1,
+): PathCounts {
+  const local =
+    perNode > 1 ? { steps: 2, messages: 0, bytes: 2 * ((perNode - 1) / perNode) * bytes, reduced: bytes } : NONE;
   return { shm: local, tcp: netCounts(across, nodes, bytes / perNode, pieceBytes, channels) };
 }
 
-export const onPath = (path: Path, c: StepCounts): PathCounts => (path === 'shm' ? { shm: c, tcp: NONE } : { shm: NONE, tcp: c });
-
+export const onPath = (path: Path, c: StepCounts): PathCounts =>
+  path === 'shm' ? { shm: c, tcp: NONE } : { shm: NONE, tcp: c };

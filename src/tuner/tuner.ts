@@ -4,11 +4,11 @@
 // needs one synchronisation per chunk but reads n·C bytes per rank; twoshot reads ~C but
 // synchronises three times, so direct wins while synchronisation dominates.
 import { envNumber } from '../core/config.js';
-import { enabled } from '../core/log.js';
 import { fail } from '../core/errors.js';
+import { enabled } from '../core/log.js';
 import { ALGO, type Algo } from '../core/shm-map.js';
-import type { CostModel } from './cost-model.js';
 import { envAllReduceAlgo } from './algo-env.js';
+import type { CostModel } from './cost-model.js';
 import { activeModel } from './model-source.js';
 import { isNetAlgo } from './names.js';
 import { crossoverBytes, explain, machineCores, shmPredictions } from './predict.js';
@@ -17,7 +17,10 @@ export const ALGORITHMS = Object.keys(ALGO) as Algo[];
 
 export function parseAlgo(a: unknown, from: string): Algo {
   if (typeof a === 'string' && (ALGORITHMS as string[]).includes(a)) return a as Algo;
-  return fail('INVALID_ARGUMENT', `${from}: unknown algorithm ${JSON.stringify(a)} (expected ${ALGORITHMS.join(' or ')})`);
+  return fail(
+    'INVALID_ARGUMENT',
+    `${from}: unknown algorithm ${JSON.stringify(a)} (expected ${ALGORITHMS.join(' or ')})`,
+  );
 }
 
 /**
@@ -26,7 +29,11 @@ export function parseAlgo(a: unknown, from: string): Algo {
  * plain arrays twoshot falls back to direct chunks after its handshake, so past the threshold
  * it pays one synchronisation more, nothing else). WEBCCL_DIRECT_MAX_BYTES overrides it.
  */
-export function directMaxBytes(nranks: number, model: CostModel = activeModel().model, cores = machineCores(model)): number {
+export function directMaxBytes(
+  nranks: number,
+  model: CostModel = activeModel().model,
+  cores = machineCores(model),
+): number {
   const forced = envNumber('WEBCCL_DIRECT_MAX_BYTES');
   if (forced !== undefined) return forced;
   return crossoverBytes((b) => shmPredictions(model, nranks, b, cores), 'direct');
@@ -44,7 +51,12 @@ export interface Tuning {
   cores: number;
 }
 
-export function resolveTuning(nranks: number, commAlgo?: unknown, model: CostModel = activeModel().model, cores = machineCores(model)): Tuning {
+export function resolveTuning(
+  nranks: number,
+  commAlgo?: unknown,
+  model: CostModel = activeModel().model,
+  cores = machineCores(model),
+): Tuning {
   const env = envAllReduceAlgo();
   // A network algorithm named in WEBCCL_ALGO is for communicators across nodes, not this one.
   const forNode = env !== undefined && !isNetAlgo(env) ? parseAlgo(env, 'WEBCCL_ALGO') : undefined;
@@ -70,14 +82,24 @@ export function keepInputMaxBytes(nranks: number, cores: number, slotBytes: numb
 }
 
 /** Whether a `kind` op keeps an input of `inputBytes` (staged, not read in place), below `maxBytes`. */
-export const keepsInput = (kind: string, inputBytes: number, maxBytes: number): boolean => inputBytes <= maxBytes && READ_IN_PLACE.has(kind);
+export const keepsInput = (kind: string, inputBytes: number, maxBytes: number): boolean =>
+  inputBytes <= maxBytes && READ_IN_PLACE.has(kind);
 
 export function chooseAllReduceAlgo(bytes: number, t: Tuning, callAlgo?: unknown): Algo {
-  const algo = callAlgo !== undefined ? parseAlgo(callAlgo, 'algo option') : t.algo ?? (bytes <= t.directMaxBytes ? 'direct' : 'twoshot');
+  const algo =
+    callAlgo !== undefined
+      ? parseAlgo(callAlgo, 'algo option')
+      : (t.algo ?? (bytes <= t.directMaxBytes ? 'direct' : 'twoshot'));
   // Checked here: the INFO line's text and closure are not worth building on every op.
   if (enabled('INFO')) {
-    explain('allReduce', bytes, `${t.nranks} ranks (1 node, shm)`, algo, () => shmPredictions(t.model, t.nranks, bytes, t.cores),
-      callAlgo !== undefined ? 'algo option' : t.forcedBy);
+    explain(
+      'allReduce',
+      bytes,
+      `${t.nranks} ranks (1 node, shm)`,
+      algo,
+      () => shmPredictions(t.model, t.nranks, bytes, t.cores),
+      callAlgo !== undefined ? 'algo option' : t.forcedBy,
+    );
   }
   return algo;
 }
@@ -90,7 +112,9 @@ const PIECES_PER_SLOT = new Set(['reduceScatter', 'allToAll', 'scatter']);
  * per slot, so their chunk is a piece: per rank block).
  */
 export function chunkElems(kind: string, slotBytes: number, elemBytes: number, nranks: number): number {
-  const per = PIECES_PER_SLOT.has(kind) ? Math.floor(slotBytes / (elemBytes * nranks)) : Math.floor(slotBytes / elemBytes);
+  const per = PIECES_PER_SLOT.has(kind)
+    ? Math.floor(slotBytes / (elemBytes * nranks))
+    : Math.floor(slotBytes / elemBytes);
   // Whole 64-byte lines per chunk keep every slice of the kernels aligned.
   const line = 64 / elemBytes;
   return Math.max(line, Math.floor(per / line) * line);

@@ -25,13 +25,22 @@ export const AUTH_FAIL_REASONS: Record<number, string> = {
 
 /** A refusal of the peer, with the reason the protocol tells it (AUTH_FAIL_REASONS, or its own). */
 export class Refused extends Error {
-  constructor(readonly reason: number, readonly detail: string) {
+  constructor(
+    readonly reason: number,
+    readonly detail: string,
+  ) {
     super(detail);
   }
 }
 
 /** The bytes one end signs (see the header). */
-export function signedBytes(label: string, role: string, peerNonce: Uint8Array, context: Uint8Array, ownNonce: Uint8Array): Uint8Array {
+export function signedBytes(
+  label: string,
+  role: string,
+  peerNonce: Uint8Array,
+  context: Uint8Array,
+  ownNonce: Uint8Array,
+): Uint8Array {
   return concat([textBytes(`${label} ${role}`), peerNonce, context, ownNonce]);
 }
 
@@ -49,7 +58,12 @@ export class Challenge {
    * `label` names the protocol and its version ("webccl-store/1"); `roles` are this end's and
    * the peer's names in the signed bytes ("client", "server").
    */
-  constructor(private readonly token: Uint8Array, readonly jobId: string, private readonly label: string, private readonly roles: readonly [string, string]) {}
+  constructor(
+    private readonly token: Uint8Array,
+    readonly jobId: string,
+    private readonly label: string,
+    private readonly roles: readonly [string, string],
+  ) {}
 
   /** Refuses a peer of another job (before any proof is computed). */
   checkJob(peerJobId: string): void {

@@ -31,14 +31,20 @@ export const u16 = (n: number) => num(2, (v) => v.setUint16(0, n, true));
 export const u32 = (n: number) => num(4, (v) => v.setUint32(0, n, true));
 export const i64 = (n: bigint) => num(8, (v) => v.setBigInt64(0, n, true));
 /** A string (or its bytes) with a u16 length before it. */
-export const str = (s: string | Uint8Array) => { const b = typeof s === 'string' ? textBytes(s) : s; return [u16(b.length), b]; };
+export const str = (s: string | Uint8Array) => {
+  const b = typeof s === 'string' ? textBytes(s) : s;
+  return [u16(b.length), b];
+};
 /** A value with a u32 length before it. */
 export const blob = (b: Uint8Array) => [u32(b.length), b];
 
 export function concat(parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
-  for (const p of parts) { out.set(p, at); at += p.length; }
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
   return out;
 }
 
@@ -48,7 +54,10 @@ export function frame(kind: number, fields: Uint8Array[]): Uint8Array[] {
   const out: Uint8Array[] = [];
   let run: Uint8Array[] = [concat([u8(kind), u32(len)])];
   for (const f of fields) {
-    if (f.length < COPY_LIMIT) { run.push(f); continue; }
+    if (f.length < COPY_LIMIT) {
+      run.push(f);
+      continue;
+    }
     if (run.length) out.push(concat(run));
     out.push(f);
     run = [];
@@ -66,7 +75,10 @@ export function readHeader(header: Uint8Array): { kind: number; length: number }
 export class Cursor {
   private at = 0;
   private readonly view: DataView;
-  constructor(private readonly b: Uint8Array, protected readonly what: string) {
+  constructor(
+    private readonly b: Uint8Array,
+    protected readonly what: string,
+  ) {
     this.view = new DataView(b.buffer, b.byteOffset, b.byteLength);
   }
   private take(n: number): number {
@@ -78,11 +90,18 @@ export class Cursor {
   u16 = () => this.view.getUint16(this.take(2), true);
   u32 = () => this.view.getUint32(this.take(4), true);
   i64 = () => this.view.getBigInt64(this.take(8), true);
-  bytes = (n: number) => { const s = this.take(n); return this.b.subarray(s, s + n); };
+  bytes = (n: number) => {
+    const s = this.take(n);
+    return this.b.subarray(s, s + n);
+  };
   text(max: number, field: string): string {
     const n = this.u16();
     if (n > max) protocolError(`${this.what} ${field} of ${n} bytes exceeds ${max}`);
-    try { return utf8Strict.decode(this.bytes(n)); } catch { return protocolError(`${this.what} ${field} is not UTF-8`); }
+    try {
+      return utf8Strict.decode(this.bytes(n));
+    } catch {
+      return protocolError(`${this.what} ${field} is not UTF-8`);
+    }
   }
   /** A presence flag: 0 or 1, nothing else (one meaning, one encoding). */
   flag(field: string): boolean {

@@ -6,8 +6,8 @@
 // frame it is answering wait, unparsed, until it releases them. The TCP transport's
 // reader, which lands payloads in posted receives, has its own loop over the same checks.
 import { HEADER_BYTES, protocolError, readHeader } from './bytes.js';
-import { overLimit } from './limits.js';
 import { HeldBytes } from './held-bytes.js';
+import { overLimit } from './limits.js';
 
 /** What the parser asks of the protocol above it. */
 export interface FrameRules {
@@ -26,7 +26,10 @@ export class FrameParser {
   /** Bytes that arrived while held, in order (kept by reference: pushed chunks are not reused). */
   private readonly waiting = new HeldBytes();
 
-  constructor(private readonly rules: FrameRules, private readonly onFrame: (kind: number, body: Uint8Array) => void) {}
+  constructor(
+    private readonly rules: FrameRules,
+    private readonly onFrame: (kind: number, body: Uint8Array) => void,
+  ) {}
 
   close(): void {
     this.state = 'closed';

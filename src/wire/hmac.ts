@@ -8,7 +8,11 @@ import { WebcclError } from '../core/errors.js';
 function subtle(): SubtleCrypto {
   const s = globalThis.crypto?.subtle;
   // A page served over plain http from another host is not a secure context: no crypto.subtle.
-  if (!s) throw new WebcclError('UNSUPPORTED', 'WebCrypto (crypto.subtle) is not available here; a browser page needs a secure context (https or localhost) to prove the job token');
+  if (!s)
+    throw new WebcclError(
+      'UNSUPPORTED',
+      'WebCrypto (crypto.subtle) is not available here; a browser page needs a secure context (https or localhost) to prove the job token',
+    );
   return s;
 }
 
@@ -20,7 +24,8 @@ export function randomBytes(n: number): Uint8Array {
 }
 
 /** `b` as WebCrypto takes it: on an ArrayBuffer (a view of shared memory is copied). */
-const plain = (b: Uint8Array): Uint8Array<ArrayBuffer> => (b.buffer instanceof ArrayBuffer ? (b as Uint8Array<ArrayBuffer>) : new Uint8Array(b));
+const plain = (b: Uint8Array): Uint8Array<ArrayBuffer> =>
+  b.buffer instanceof ArrayBuffer ? (b as Uint8Array<ArrayBuffer>) : new Uint8Array(b);
 
 /** HMAC-SHA-256 of each of `messages` under `key` (one key import for all of them). */
 export async function hmacSha256(key: Uint8Array, messages: Uint8Array[]): Promise<Uint8Array[]> {

@@ -22,4 +22,5 @@ export function clipText(message: string): Uint8Array {
 }
 
 /** The PROTOCOL_ERROR text of a frame that announces more than its kind may carry. */
-export const overLimit = (name: string, length: number, max: number) => `a ${name} frame announces ${length} bytes, over its limit of ${max}`;
+export const overLimit = (name: string, length: number, max: number) =>
+  `a ${name} frame announces ${length} bytes, over its limit of ${max}`;

@@ -2,7 +2,8 @@
 // encode and decode the handshake and data frames (link-reader.ts splits a stream into them,
 // landing each data payload straight in the buffer the matching receive posted). The TCP
 // transport speaks them; they sit here, below the transports, so that any other carries the
-// same frames (its label still says "webccl-tcp": those bytes are signed, and kept as they were). The proofs are wire/auth.ts's Challenge over the bytes authPayload() lays out.
+// same frames (its label still says "webccl-tcp": those bytes are signed, and kept as they were). The proofs are
+// wire/auth.ts's Challenge over the bytes authPayload() lays out.
 //
 // Every frame: u8 kind | u32 body length (little-endian) | body. Connector C, acceptor A:
 //   C -> A  HELLO   magic "WCTP", u16 version, job id, u32 rank, u32 size, u16 channel, u16 nchannels, nonce
@@ -12,9 +13,16 @@
 // then DATA frames (body = u32 comm | u32 seq | u32 step | u32 space | payload), and at most one ABORT each way
 // (a rank that fails tells its peers why before it closes: u16 length | message).
 import { WebcclError } from '../core/errors.js';
-import { Cursor, HEADER_BYTES, concat, frame, protocolError, str, textBytes, u8, u16, u32 } from './bytes.js';
-import { MAC_BYTES, MAX_ABORT_TEXT_BYTES, MAX_JOB_ID_BYTES, MAX_MESSAGE_BYTES, NONCE_BYTES, clipText } from './limits.js';
 import { AuthFail, signedBytes } from './auth.js';
+import { Cursor, concat, frame, HEADER_BYTES, protocolError, str, textBytes, u8, u16, u32 } from './bytes.js';
+import {
+  clipText,
+  MAC_BYTES,
+  MAX_ABORT_TEXT_BYTES,
+  MAX_JOB_ID_BYTES,
+  MAX_MESSAGE_BYTES,
+  NONCE_BYTES,
+} from './limits.js';
 
 /** What a data frame carries before its payload: the op's signature, sequence, step and tag space. */
 export interface FrameTag {
@@ -34,12 +42,18 @@ export const KIND_NAMES: Record<number, string> = { 1: 'HELLO', 2: 'PROOF', 3: '
 
 /** Why a handshake was refused; each maps to the error code both sides raise. */
 export const Refusal = {
-  jobId: AuthFail.jobId, token: AuthFail.token, rank: 3, duplicate: 4, version: 5, world: 6,
+  jobId: AuthFail.jobId,
+  token: AuthFail.token,
+  rank: 3,
+  duplicate: 4,
+  version: 5,
+  world: 6,
   /** Not sent as a refusal: the frame a secure end sends before TLS, which a plain peer shows. */
   tls: 7,
 } as const;
 export type RefusalReason = (typeof Refusal)[keyof typeof Refusal];
-export const refusalCode = (r: number) => (r === Refusal.jobId || r === Refusal.token ? 'AUTH_FAILED' : 'PROTOCOL_ERROR');
+export const refusalCode = (r: number) =>
+  r === Refusal.jobId || r === Refusal.token ? 'AUTH_FAILED' : 'PROTOCOL_ERROR';
 
 export interface Hello {
   version: number;
@@ -63,8 +77,21 @@ export const AUTH_LABEL = `webccl-tcp/${VERSION}`;
 
 export function encodeHandshake(m: Handshake): Uint8Array {
   switch (m.type) {
-    case 'hello': return concat(frame(Kind.hello, [u32(MAGIC), u16(m.version), ...str(textBytes(m.jobId)), u32(m.rank), u32(m.size), u16(m.channel), u16(m.nchannels), m.nonce]));
-    case 'proof': return concat(frame(Kind.proof, [m.mac]));
+    case 'hello':
+      return concat(
+        frame(Kind.hello, [
+          u32(MAGIC),
+          u16(m.version),
+          ...str(textBytes(m.jobId)),
+          u32(m.rank),
+          u32(m.size),
+          u16(m.channel),
+          u16(m.nchannels),
+          m.nonce,
+        ]),
+      );
+    case 'proof':
+      return concat(frame(Kind.proof, [m.mac]));
     case 'refuse': {
       const text = textBytes(m.message.slice(0, MAX_MESSAGE_BYTES / 4));
       return concat(frame(Kind.refuse, [u8(m.reason), ...str(text)]));
@@ -92,7 +119,11 @@ export function encodeDataHeader(tag: FrameTag, length: number, room = 0): Uint8
 
 /** Writes a data frame's header at the start of `b` (an array of the caller's: Node's pooled Buffers). */
 export function writeDataHeader(b: Uint8Array, tag: FrameTag, length: number): void {
-  if (length > MAX_PAYLOAD_BYTES) throw new WebcclError('INVALID_ARGUMENT', `a payload of ${length} bytes is over the frame limit of ${MAX_PAYLOAD_BYTES}`);
+  if (length > MAX_PAYLOAD_BYTES)
+    throw new WebcclError(
+      'INVALID_ARGUMENT',
+      `a payload of ${length} bytes is over the frame limit of ${MAX_PAYLOAD_BYTES}`,
+    );
   b[0] = Kind.data;
   putU32(b, 1, TAG_BYTES + length);
   putU32(b, 5, tag.comm);
@@ -110,8 +141,22 @@ function putU32(b: Uint8Array, at: number, v: number): void {
 }
 
 /** The bytes each side signs: its role, the peer's nonce, job, ranks, channel, its own nonce. */
-export function authPayload(role: 'connect' | 'accept', peerNonce: Uint8Array, jobId: string, connector: number, acceptor: number, channel: number, ownNonce: Uint8Array): Uint8Array {
-  return signedBytes(AUTH_LABEL, role, peerNonce, concat([...str(jobId), ...authContext(connector, acceptor, channel)]), ownNonce);
+export function authPayload(
+  role: 'connect' | 'accept',
+  peerNonce: Uint8Array,
+  jobId: string,
+  connector: number,
+  acceptor: number,
+  channel: number,
+  ownNonce: Uint8Array,
+): Uint8Array {
+  return signedBytes(
+    AUTH_LABEL,
+    role,
+    peerNonce,
+    concat([...str(jobId), ...authContext(connector, acceptor, channel)]),
+    ownNonce,
+  );
 }
 
 /** What a link's proofs bind after the job id: which rank dialled, which accepted, the channel. */
@@ -122,11 +167,16 @@ export function authContext(connector: number, acceptor: number, channel: number
 /** The largest body a handshake (or ABORT) frame of `kind` may announce; -1 for other kinds. */
 export function maxHandshakeBody(kind: number): number {
   switch (kind) {
-    case Kind.hello: return 4 + 2 + 2 + MAX_JOB_ID_BYTES + 4 + 4 + 2 + 2 + NONCE_BYTES;
-    case Kind.proof: return MAC_BYTES;
-    case Kind.refuse: return 1 + 2 + MAX_MESSAGE_BYTES;
-    case Kind.abort: return 2 + MAX_MESSAGE_BYTES;
-    default: return -1;
+    case Kind.hello:
+      return 4 + 2 + 2 + MAX_JOB_ID_BYTES + 4 + 4 + 2 + 2 + NONCE_BYTES;
+    case Kind.proof:
+      return MAC_BYTES;
+    case Kind.refuse:
+      return 1 + 2 + MAX_MESSAGE_BYTES;
+    case Kind.abort:
+      return 2 + MAX_MESSAGE_BYTES;
+    default:
+      return -1;
   }
 }
 
@@ -136,12 +186,35 @@ export function decodeHandshake(kind: number, body: Uint8Array): Handshake {
     case Kind.hello: {
       if (c.u32() !== MAGIC) protocolError('not a webccl transport peer (bad magic in HELLO)');
       const version = c.u16();
-      if (version !== VERSION) return { type: 'hello', version, jobId: '', rank: 0, size: 0, channel: 0, nchannels: 0, nonce: new Uint8Array(0) };
-      return c.end({ type: 'hello', version, jobId: c.text(MAX_JOB_ID_BYTES, 'job id'), rank: c.u32(), size: c.u32(), channel: c.u16(), nchannels: c.u16(), nonce: c.bytes(NONCE_BYTES) });
+      if (version !== VERSION)
+        return {
+          type: 'hello',
+          version,
+          jobId: '',
+          rank: 0,
+          size: 0,
+          channel: 0,
+          nchannels: 0,
+          nonce: new Uint8Array(0),
+        };
+      return c.end({
+        type: 'hello',
+        version,
+        jobId: c.text(MAX_JOB_ID_BYTES, 'job id'),
+        rank: c.u32(),
+        size: c.u32(),
+        channel: c.u16(),
+        nchannels: c.u16(),
+        nonce: c.bytes(NONCE_BYTES),
+      });
     }
-    case Kind.proof: return c.end({ type: 'proof', mac: c.bytes(MAC_BYTES) });
-    case Kind.refuse: return c.end({ type: 'refuse', reason: c.u8(), message: c.text(MAX_MESSAGE_BYTES, 'message') });
-    case Kind.abort: return c.end({ type: 'abort', message: c.text(MAX_MESSAGE_BYTES, 'message') });
-    default: return protocolError(`unknown frame kind ${kind}`);
+    case Kind.proof:
+      return c.end({ type: 'proof', mac: c.bytes(MAC_BYTES) });
+    case Kind.refuse:
+      return c.end({ type: 'refuse', reason: c.u8(), message: c.text(MAX_MESSAGE_BYTES, 'message') });
+    case Kind.abort:
+      return c.end({ type: 'abort', message: c.text(MAX_MESSAGE_BYTES, 'message') });
+    default:
+      return protocolError(`unknown frame kind ${kind}`);
   }
 }

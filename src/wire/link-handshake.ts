@@ -6,9 +6,17 @@
 // first. A refusal is a WebcclError on this end and a REFUSE frame, naming it, on the other.
 // Once linked, the same reader carries DATA to `sink` and an ABORT to `aborted`.
 import { WebcclError } from '../core/errors.js';
-import { AUTH_FAIL_REASONS, Challenge, Refused, type Proofs } from './auth.js';
+import { AUTH_FAIL_REASONS, Challenge, type Proofs, Refused } from './auth.js';
 import {
-  AUTH_LABEL, Refusal, VERSION, authContext, encodeHandshake, refusalCode, type FrameTag, type Handshake, type Hello,
+  AUTH_LABEL,
+  authContext,
+  encodeHandshake,
+  type FrameTag,
+  type Handshake,
+  type Hello,
+  Refusal,
+  refusalCode,
+  VERSION,
 } from './link-frames.js';
 import { FrameReader, type Sink } from './link-reader.js';
 
@@ -59,9 +67,12 @@ export interface Opening<L> {
 }
 
 const REFUSAL_TEXT: Record<number, string> = {
-  [Refusal.jobId]: AUTH_FAIL_REASONS[Refusal.jobId], [Refusal.token]: AUTH_FAIL_REASONS[Refusal.token],
-  [Refusal.rank]: 'rank not expected', [Refusal.duplicate]: 'duplicate connection',
-  [Refusal.version]: 'protocol version mismatch', [Refusal.world]: 'world size or channel count mismatch',
+  [Refusal.jobId]: AUTH_FAIL_REASONS[Refusal.jobId],
+  [Refusal.token]: AUTH_FAIL_REASONS[Refusal.token],
+  [Refusal.rank]: 'rank not expected',
+  [Refusal.duplicate]: 'duplicate connection',
+  [Refusal.version]: 'protocol version mismatch',
+  [Refusal.world]: 'world size or channel count mismatch',
 };
 
 /**
@@ -70,16 +81,44 @@ const REFUSAL_TEXT: Record<number, string> = {
  * PROTOCOL_ERROR / CONNECTION_CLOSED / CONNECT_FAILED (after telling the peer why); after it
  * resolves, the link's failures go to hooks.broken and its close to hooks.closed.
  */
-export function openLink<L>(pipe: Pipe, id: Identity, expect: { peer: number; channel: number } | undefined, hooks: LinkHooks<L>, timeoutMs: number,
-                            made: (peer: number, channel: number, reader: FrameReader) => L): Opening<L> {
+export function openLink<L>(
+  pipe: Pipe,
+  id: Identity,
+  expect: { peer: number; channel: number } | undefined,
+  hooks: LinkHooks<L>,
+  timeoutMs: number,
+  made: (peer: number, channel: number, reader: FrameReader) => L,
+): Opening<L> {
   const admit = hooks.admit;
   const connector = expect !== undefined;
-  const challenge = new Challenge(id.token, id.jobId, AUTH_LABEL, connector ? ['connect', 'accept'] : ['accept', 'connect']);
-  const own = (channel: number): Hello => ({ version: VERSION, jobId: id.jobId, rank: id.rank, size: id.size, channel, nchannels: id.nchannels, nonce: challenge.nonce });
+  const challenge = new Challenge(
+    id.token,
+    id.jobId,
+    AUTH_LABEL,
+    connector ? ['connect', 'accept'] : ['accept', 'connect'],
+  );
+  const own = (channel: number): Hello => ({
+    version: VERSION,
+    jobId: id.jobId,
+    rank: id.rank,
+    size: id.size,
+    channel,
+    nchannels: id.nchannels,
+    nonce: challenge.nonce,
+  });
   let peer: Hello | undefined;
-  const who = () => (peer ? `rank ${peer.rank} (channel ${peer.channel})` : expect ? `rank ${expect.peer} (channel ${expect.channel})` : 'a peer');
+  const who = () =>
+    peer
+      ? `rank ${peer.rank} (channel ${peer.channel})`
+      : expect
+        ? `rank ${expect.peer} (channel ${expect.channel})`
+        : 'a peer';
   /** Both proofs of this link, bound to who dialled, who accepted, and the channel. */
-  const proofs = (p: Hello) => challenge.proofs(p.nonce, connector ? authContext(id.rank, p.rank, p.channel) : authContext(p.rank, id.rank, p.channel));
+  const proofs = (p: Hello) =>
+    challenge.proofs(
+      p.nonce,
+      connector ? authContext(id.rank, p.rank, p.channel) : authContext(p.rank, id.rank, p.channel),
+    );
 
   let finished = false;
   let linked = false; // the handshake succeeded: failures now break the link
@@ -100,24 +139,43 @@ export function openLink<L>(pipe: Pipe, id: Identity, expect: { peer: number; ch
     } else settle.resolve(link!);
   };
   const refuse = (reason: number, detail: string) => {
-    if (!pipe.destroyed) pipe.end(encodeHandshake({ type: 'refuse', reason, message: `${REFUSAL_TEXT[reason]}: ${detail}` }));
+    if (!pipe.destroyed)
+      pipe.end(encodeHandshake({ type: 'refuse', reason, message: `${REFUSAL_TEXT[reason]}: ${detail}` }));
     finished = true; // the pipe ends gracefully so the REFUSE reaches the peer
     clearTimeout(timer);
     reader.close();
     const t: { unref?: () => void } = setTimeout(() => pipe.destroy(), 1000);
     t.unref?.();
-    settle.reject(new WebcclError(refusalCode(reason), `refused ${who()}: ${REFUSAL_TEXT[reason]}: ${detail}`, { peer: peer?.rank, reason }));
+    settle.reject(
+      new WebcclError(refusalCode(reason), `refused ${who()}: ${REFUSAL_TEXT[reason]}: ${detail}`, {
+        peer: peer?.rank,
+        reason,
+      }),
+    );
   };
   const checkHello = (h: Hello): void => {
     peer = h;
     if (h.version !== VERSION) throw new Refused(Refusal.version, `we speak version ${VERSION}, the peer ${h.version}`);
     challenge.checkJob(h.jobId);
-    if (h.size !== id.size || h.nchannels !== id.nchannels) throw new Refused(Refusal.world, `we have size ${id.size} x ${id.nchannels} channels, the peer ${h.size} x ${h.nchannels}`);
-    if (connector && (h.rank !== expect.peer || h.channel !== expect.channel)) throw new Refused(Refusal.rank, `dialled rank ${expect.peer} channel ${expect.channel}, reached rank ${h.rank} channel ${h.channel}`);
+    if (h.size !== id.size || h.nchannels !== id.nchannels)
+      throw new Refused(
+        Refusal.world,
+        `we have size ${id.size} x ${id.nchannels} channels, the peer ${h.size} x ${h.nchannels}`,
+      );
+    if (connector && (h.rank !== expect.peer || h.channel !== expect.channel))
+      throw new Refused(
+        Refusal.rank,
+        `dialled rank ${expect.peer} channel ${expect.channel}, reached rank ${h.rank} channel ${h.channel}`,
+      );
     if (!connector) {
-      if (h.channel >= id.nchannels) throw new Refused(Refusal.rank, `channel ${h.channel} is not in 0..${id.nchannels - 1}`);
+      if (h.channel >= id.nchannels)
+        throw new Refused(Refusal.rank, `channel ${h.channel} is not in 0..${id.nchannels - 1}`);
       const why = admit(h.rank, h.channel);
-      if (why) throw new Refused(why === 'duplicate' ? Refusal.duplicate : Refusal.rank, `rank ${h.rank} channel ${h.channel}: ${why}`);
+      if (why)
+        throw new Refused(
+          why === 'duplicate' ? Refusal.duplicate : Refusal.rank,
+          `rank ${h.rank} channel ${h.channel}: ${why}`,
+        );
     }
   };
   const onFrame = (m: Handshake): void => {
@@ -126,7 +184,12 @@ export function openLink<L>(pipe: Pipe, id: Identity, expect: { peer: number; ch
       return hooks.aborted(peer!.rank, m.message);
     }
     if (m.type === 'refuse') {
-      return finish(new WebcclError(refusalCode(m.reason), `${who()} refused the connection: ${m.message}`, { peer: peer?.rank ?? expect?.peer, reason: m.reason }));
+      return finish(
+        new WebcclError(refusalCode(m.reason), `${who()} refused the connection: ${m.message}`, {
+          peer: peer?.rank ?? expect?.peer,
+          reason: m.reason,
+        }),
+      );
     }
     if (!peer) {
       if (m.type !== 'hello') throw new WebcclError('PROTOCOL_ERROR', `${m.type} before HELLO`);
@@ -135,12 +198,15 @@ export function openLink<L>(pipe: Pipe, id: Identity, expect: { peer: number; ch
       // Both proofs are computed now, asynchronously; what the peer sends meanwhile waits in
       // the reader, so its PROOF (and any DATA right behind it) is checked the moment it is read.
       hold();
-      proofs(m).then((p) => {
-        if (finished) return;
-        mine = p;
-        if (connector) pipe.write(encodeHandshake({ type: 'proof', mac: p.mine }));
-        release();
-      }, (e: unknown) => fail(e));
+      proofs(m).then(
+        (p) => {
+          if (finished) return;
+          mine = p;
+          if (connector) pipe.write(encodeHandshake({ type: 'proof', mac: p.mine }));
+          release();
+        },
+        (e: unknown) => fail(e),
+      );
       return;
     }
     if (m.type !== 'proof') throw new WebcclError('PROTOCOL_ERROR', `a second HELLO from ${who()}`);
@@ -175,13 +241,19 @@ export function openLink<L>(pipe: Pipe, id: Identity, expect: { peer: number; ch
   const fail = (e: unknown) => {
     if (e instanceof Refused) return refuse(e.reason, e.detail);
     const err = WebcclError.is(e) ? e : new WebcclError('PROTOCOL_ERROR', String(e));
-    const wrapped = new WebcclError(err.code, `${linked ? 'link to' : 'handshake with'} ${who()}: ${err.reason}`, { ...err.details, peer: peer?.rank });
+    const wrapped = new WebcclError(err.code, `${linked ? 'link to' : 'handshake with'} ${who()}: ${err.reason}`, {
+      ...err.details,
+      peer: peer?.rank,
+    });
     if (!linked) return finish(wrapped);
     reader.close();
     pipe.destroy();
     hooks.broken(peer!.rank, wrapped);
   };
-  const timer = setTimeout(() => finish(new WebcclError('CONNECT_FAILED', `no handshake with ${who()} within ${timeoutMs} ms`)), Math.max(1, Math.min(timeoutMs, 0x7fffffff)));
+  const timer = setTimeout(
+    () => finish(new WebcclError('CONNECT_FAILED', `no handshake with ${who()} within ${timeoutMs} ms`)),
+    Math.max(1, Math.min(timeoutMs, 0x7fffffff)),
+  );
   if (connector) pipe.write(encodeHandshake({ type: 'hello', ...own(expect.channel) }));
   return {
     linked: done,
@@ -195,7 +267,11 @@ export function openLink<L>(pipe: Pipe, id: Identity, expect: { peer: number; ch
     },
     violated: (message) => fail(new WebcclError('PROTOCOL_ERROR', message)),
     closed: () => {
-      const e = new WebcclError('CONNECTION_CLOSED', `${who()} closed the connection${linked ? '' : ' during the handshake'}`, { peer: peer?.rank });
+      const e = new WebcclError(
+        'CONNECTION_CLOSED',
+        `${who()} closed the connection${linked ? '' : ' during the handshake'}`,
+        { peer: peer?.rank },
+      );
       if (linked && link !== undefined) hooks.closed(link, e);
       else finish(e);
     },

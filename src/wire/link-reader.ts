@@ -2,10 +2,19 @@
 // named-state loop that checks each frame's kind and length against its limit before it
 // allocates a byte, and writes a data payload straight into the buffer the matching receive
 // posted.
-import { HeldBytes } from './held-bytes.js';
+
 import { HEADER_BYTES, protocolError, readHeader } from './bytes.js';
+import { HeldBytes } from './held-bytes.js';
 import { overLimit } from './limits.js';
-import { KIND_NAMES, Kind, TAG_BYTES, decodeHandshake, maxHandshakeBody, type FrameTag, type Handshake } from './link-frames.js';
+import {
+  decodeHandshake,
+  type FrameTag,
+  type Handshake,
+  KIND_NAMES,
+  Kind,
+  maxHandshakeBody,
+  TAG_BYTES,
+} from './link-frames.js';
 
 /**
  * Where a data frame's payload goes: into a posted receive's buffer (then `done`), or nowhere.
@@ -78,13 +87,18 @@ export class FrameReader {
     if (this.state === 'payload') return this.into.subarray(this.have);
     // After a large payload, read just the next frame's header (one more small read) so that a
     // large payload after it lands in place too, rather than its start through `spare`.
-    if (this.lastLength >= LARGE_PAYLOAD && (this.state === 'header' || this.state === 'tag')) return spare.subarray(0, this.want() - this.have);
+    if (this.lastLength >= LARGE_PAYLOAD && (this.state === 'header' || this.state === 'tag'))
+      return spare.subarray(0, this.want() - this.have);
     return spare;
   }
 
   /** `n` bytes were read into `buf`, which target() returned. */
   received(buf: Uint8Array, n: number): void {
-    if (this.state === 'payload' && buf.buffer === this.into.buffer && buf.byteOffset === this.into.byteOffset + this.have) {
+    if (
+      this.state === 'payload' &&
+      buf.buffer === this.into.buffer &&
+      buf.byteOffset === this.into.byteOffset + this.have
+    ) {
       this.have += n;
       if (this.have === this.length) this.step();
       return;
@@ -97,7 +111,9 @@ export class FrameReader {
    * the caller will overwrite `chunk` (a read's spare buffer), so bytes held back are copied.
    */
   push(chunk: Uint8Array, reused = false): void {
-    const keep = (b: Uint8Array) => { if (this.state !== 'closed') this.waiting.keep(reused ? b.slice() : b); };
+    const keep = (b: Uint8Array) => {
+      if (this.state !== 'closed') this.waiting.keep(reused ? b.slice() : b);
+    };
     if (this.waiting.held) return keep(chunk);
     let at = 0;
     while (at < chunk.length && this.state !== 'closed') {
@@ -115,9 +131,12 @@ export class FrameReader {
 
   private want(): number {
     switch (this.state) {
-      case 'header': return HEADER_BYTES;
-      case 'tag': return HEADER_BYTES + TAG_BYTES;
-      default: return this.length;
+      case 'header':
+        return HEADER_BYTES;
+      case 'tag':
+        return HEADER_BYTES + TAG_BYTES;
+      default:
+        return this.length;
     }
   }
 
@@ -136,12 +155,18 @@ export class FrameReader {
           return;
         }
         const max = this.handshaking || this.kind === Kind.abort ? maxHandshakeBody(this.kind) : -1;
-        if (max < 0) this.violation(`a ${name} frame is not expected ${this.handshaking ? 'during the handshake' : 'after it'}`);
+        if (max < 0)
+          this.violation(`a ${name} frame is not expected ${this.handshaking ? 'during the handshake' : 'after it'}`);
         if (len > max) this.violation(overLimit(name, len, max));
         return this.begin('handshake', new Uint8Array(len), len);
       }
       case 'tag': {
-        const tag = { comm: v.getUint32(5, true), seq: v.getUint32(9, true), step: v.getUint32(13, true), space: v.getUint32(17, true) };
+        const tag = {
+          comm: v.getUint32(5, true),
+          seq: v.getUint32(9, true),
+          step: v.getUint32(13, true),
+          space: v.getUint32(17, true),
+        };
         this.lastLength = this.length;
         const sink = this.on.data(tag, this.length);
         if ('skip' in sink) return this.begin('skip', this.into, this.length);
@@ -159,7 +184,8 @@ export class FrameReader {
         this.begin('header', new Uint8Array(0), 0);
         return done();
       }
-      case 'skip': return this.begin('header', new Uint8Array(0), 0);
+      case 'skip':
+        return this.begin('header', new Uint8Array(0), 0);
     }
   }
 

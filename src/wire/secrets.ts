@@ -7,9 +7,11 @@ import { MAX_JOB_ID_BYTES } from './limits.js';
 /** Checks the shared secret and job id at the API boundary; returns the token's bytes. */
 export function checkSecrets(token: string | Uint8Array, jobId: string): Uint8Array {
   const t = typeof token === 'string' ? textBytes(token) : token;
-  if (!(t instanceof Uint8Array) || t.length === 0) throw new WebcclError('INVALID_ARGUMENT', 'store token must be a non-empty string or Uint8Array');
+  if (!(t instanceof Uint8Array) || t.length === 0)
+    throw new WebcclError('INVALID_ARGUMENT', 'store token must be a non-empty string or Uint8Array');
   const j = typeof jobId === 'string' ? textBytes(jobId).length : 0;
-  if (j < 1 || j > MAX_JOB_ID_BYTES) throw new WebcclError('INVALID_ARGUMENT', `store jobId must be a string of 1..${MAX_JOB_ID_BYTES} UTF-8 bytes`);
+  if (j < 1 || j > MAX_JOB_ID_BYTES)
+    throw new WebcclError('INVALID_ARGUMENT', `store jobId must be a string of 1..${MAX_JOB_ID_BYTES} UTF-8 bytes`);
   return t;
 }
 

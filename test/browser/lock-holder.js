@@ -9,7 +9,8 @@ const HEAP_LOCK = (64 * 1024 + 20) >> 2;
 onmessage = async ({ data: { node, rank } }) => {
   await initCommGroup({ node, rank });
   const i32 = new Int32Array(node.memory.buffer);
-  while (Atomics.compareExchange(i32, HEAP_LOCK, 0, rank + 1) !== 0) Atomics.wait(i32, HEAP_LOCK, Atomics.load(i32, HEAP_LOCK), 5);
+  while (Atomics.compareExchange(i32, HEAP_LOCK, 0, rank + 1) !== 0)
+    Atomics.wait(i32, HEAP_LOCK, Atomics.load(i32, HEAP_LOCK), 5);
   postMessage('holding');
   Atomics.wait(i32, HEAP_LOCK, rank + 1, 1000); // hold it for a second (blocking is fine in a worker)
   Atomics.store(i32, HEAP_LOCK, 0);

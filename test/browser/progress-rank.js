@@ -75,8 +75,12 @@ onmessage = async ({ data }) => {
   const roots = Array.from({ length: n }, (_, root) => root);
   const bs = roots.map((root) => comm.alloc('f64', 10_000).fill(rank === root ? root + 7 : 0));
   const reds = roots.map(() => new Float32Array(20_000).fill(rank + 1));
-  const works = [comm.allReduce(lead), comm.allReduce(x), comm.allGather(out, plain),
-    ...roots.flatMap((root) => [comm.broadcast(bs[root], { root }), comm.reduce(reds[root], { root })])];
+  const works = [
+    comm.allReduce(lead),
+    comm.allReduce(x),
+    comm.allGather(out, plain),
+    ...roots.flatMap((root) => [comm.broadcast(bs[root], { root }), comm.reduce(reds[root], { root })]),
+  ];
   busy(busyMs);
   const during = works.map((w) => w.isCompleted());
   await Promise.all(works);
@@ -84,8 +88,13 @@ onmessage = async ({ data }) => {
   postMessage({
     rank,
     during,
-    right: lead.every((v) => v === (n * (n - 1)) / 2) && x.every((v) => v === want) && out.every((v, i) => v === Math.floor(i / 100_003)) &&
-      roots.every((root) => bs[root].every((v) => v === root + 7) && (rank !== root || reds[root].every((v) => v === want))),
+    right:
+      lead.every((v) => v === (n * (n - 1)) / 2) &&
+      x.every((v) => v === want) &&
+      out.every((v, i) => v === Math.floor(i / 100_003)) &&
+      roots.every(
+        (root) => bs[root].every((v) => v === root + 7) && (rank !== root || reds[root].every((v) => v === want)),
+      ),
     threadOps: comm.stats().threadOps,
   });
 };

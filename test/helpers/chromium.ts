@@ -18,16 +18,29 @@ export function warnIfNoChromium(what: string): void {
  * Runs `fn` on a fresh tab that records the page's uncaught errors in `errors`; the browser
  * (Chromium, or Firefox ESR) closes however `fn` ends.
  */
-export async function withTab<T>(fn: (tab: Page, errors: string[]) => Promise<T>, which: 'chromium' | 'firefox' = 'chromium'): Promise<T> {
+export async function withTab<T>(
+  fn: (tab: Page, errors: string[]) => Promise<T>,
+  which: 'chromium' | 'firefox' = 'chromium',
+): Promise<T> {
   const { chromium, firefox } = await import('playwright-core');
-  const browser = which === 'firefox'
-    ? await firefox.launch({ channel: 'moz-firefox', executablePath: FIREFOX, headless: true })
-    : await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+  const browser =
+    which === 'firefox'
+      ? await firefox.launch({ channel: 'moz-firefox', executablePath: FIREFOX, headless: true })
+      : await chromium.launch({
+          executablePath: CHROMIUM,
+          args: [
+            '--no-sandbox',
+            '--disable-gpu',
+            '--disable-quic',
+            '--no-first-run',
+            '--disable-background-networking',
+            '--disable-component-update',
+            '--disable-sync',
+          ],
+        });
   try {
-    const tab = await (await browser.newContext()).newPage(); // a context of its own: tab.context().newPage() opens more
+    // a context of its own: tab.context().newPage() opens more
+    const tab = await (await browser.newContext()).newPage();
     const errors: string[] = [];
     tab.on('pageerror', (e) => errors.push(String(e)));
     return await fn(tab, errors);

@@ -5,18 +5,32 @@
 export const DTYPES = ['f32', 'f64', 'i32', 'u32', 'i8', 'u8', 'i64', 'bf16', 'f16'];
 export const FLOATS = new Set(['f32', 'f64', 'bf16', 'f16']);
 const UNSIGNED = new Set(['u32', 'u8']);
-export const opsFor = (dtype) => (FLOATS.has(dtype) ? ['sum', 'prod', 'max', 'min', 'avg'] : ['sum', 'prod', 'max', 'min']);
+export const opsFor = (dtype) =>
+  FLOATS.has(dtype) ? ['sum', 'prod', 'max', 'min', 'avg'] : ['sum', 'prod', 'max', 'min'];
 
-const ARRAY = { f32: Float32Array, f64: Float64Array, i32: Int32Array, u32: Uint32Array, i8: Int8Array, u8: Uint8Array, i64: BigInt64Array, bf16: Uint16Array, f16: Uint16Array };
+const ARRAY = {
+  f32: Float32Array,
+  f64: Float64Array,
+  i32: Int32Array,
+  u32: Uint32Array,
+  i8: Int8Array,
+  u8: Uint8Array,
+  i64: BigInt64Array,
+  bf16: Uint16Array,
+  f16: Uint16Array,
+};
 export const SIZE = { f32: 4, f64: 8, i32: 4, u32: 4, i8: 1, u8: 1, i64: 8, bf16: 2, f16: 2 };
 
 export function value(op, dtype, r, i) {
   const neg = !UNSIGNED.has(dtype);
   switch (op) {
-    case 'prod': return (r + i) % 3 === 0 ? 2 : neg && (r * 5 + i) % 7 === 3 ? -1 : 1;
+    case 'prod':
+      return (r + i) % 3 === 0 ? 2 : neg && (r * 5 + i) % 7 === 3 ? -1 : 1;
     case 'max':
-    case 'min': return ((r * 13 + i * 5) % 17) - (neg ? 8 : 0);
-    default: return ((r * 7 + i * 3) % 11) - (neg ? 5 : 0);
+    case 'min':
+      return ((r * 13 + i * 5) % 17) - (neg ? 8 : 0);
+    default:
+      return ((r * 7 + i * 3) % 11) - (neg ? 5 : 0);
   }
 }
 
@@ -37,14 +51,17 @@ export function toF16(x) {
   const b = u32[0];
   const sign = (b >>> 16) & 0x8000;
   const exp = ((b >>> 23) & 0xff) - 127 + 15;
-  let man = b & 0x7fffff;
+  const man = b & 0x7fffff;
   if ((b & 0x7fffffff) === 0) return sign;
   if (exp <= 0 || exp >= 31) throw new Error(`closed-form: ${x} is outside the f16 normal range these tests use`);
   let m = man >>> 13;
   const rem = man & 0x1fff;
   let e = exp;
-  if (rem > 0x1000 || (rem === 0x1000 && (m & 1))) m++;
-  if (m === 0x400) { m = 0; e++; }
+  if (rem > 0x1000 || (rem === 0x1000 && m & 1)) m++;
+  if (m === 0x400) {
+    m = 0;
+    e++;
+  }
   return sign | (e << 10) | m;
 }
 export function fromF16(h) {
@@ -69,7 +86,13 @@ export function expected(op, dtype, n, i, rankOf = (r) => r) {
   const vals = Array.from({ length: n }, (_, r) => value(op, dtype, rankOf(r), i));
   if (dtype === 'i64') {
     const b = vals.map(BigInt);
-    const f = { sum: (a, c) => a + c, avg: (a, c) => a + c, prod: (a, c) => a * c, max: (a, c) => (c > a ? c : a), min: (a, c) => (c < a ? c : a) }[op];
+    const f = {
+      sum: (a, c) => a + c,
+      avg: (a, c) => a + c,
+      prod: (a, c) => a * c,
+      max: (a, c) => (c > a ? c : a),
+      min: (a, c) => (c < a ? c : a),
+    }[op];
     return BigInt.asIntN(64, b.reduce(f));
   }
   const f = { sum: (a, c) => a + c, avg: (a, c) => a + c, prod: (a, c) => a * c, max: Math.max, min: Math.min }[op];
@@ -96,7 +119,10 @@ export function fill(data, dtype, op, r) {
   return data;
 }
 
-/** Index of the first element of `data` that differs from want (a function of the index, or an array to compare with), or -1. */
+/**
+ * Index of the first element of `data` that differs from want (a function of the index, or an array to compare with),
+ * or -1.
+ */
 export function firstWrong(data, want) {
   if (typeof want !== 'function') {
     for (let i = 0; i < data.length; i++) if (data[i] !== want[i]) return i;
@@ -123,8 +149,13 @@ function memo(key, dtype, op, count, at) {
   return a;
 }
 
-/** expected(op, dtype, n, i) for i < count (at least), as the dtype's typed array, memoised (tests compare many buffers against it). */
-export const expectedArray = (op, dtype, n, count) => memo(`${op}/${dtype}/${n}`, dtype, op, count, (i) => expected(op, dtype, n, i));
+/**
+ * expected(op, dtype, n, i) for i < count (at least), as the dtype's typed array, memoised (tests compare many buffers
+ * against it).
+ */
+export const expectedArray = (op, dtype, n, count) =>
+  memo(`${op}/${dtype}/${n}`, dtype, op, count, (i) => expected(op, dtype, n, i));
 
 /** The input rank r holds: encode(value(op, r, i)) for i < count (at least), as the dtype's typed array, memoised. */
-export const inputArray = (op, dtype, r, count) => memo(`in/${op}/${dtype}/${r}`, dtype, op, count, (i) => encode(dtype, value(op, dtype, r, i)));
+export const inputArray = (op, dtype, r, count) =>
+  memo(`in/${op}/${dtype}/${r}`, dtype, op, count, (i) => encode(dtype, value(op, dtype, r, i)));

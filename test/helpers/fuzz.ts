@@ -14,7 +14,11 @@ const env = process.env;
 export function fuzzSettings(runs: number, share = 1): { numRuns: number; seed: number; endOnFailure: true } {
   const n = Number(env.WEBCCL_FUZZ_RUNS);
   const seed = Number(env.WEBCCL_FUZZ_SEED);
-  return { numRuns: Number.isInteger(n) && n > 0 ? Math.max(runs, Math.round(n * share)) : runs, seed: Number.isInteger(seed) ? seed : 0x0c0ffee, endOnFailure: true };
+  return {
+    numRuns: Number.isInteger(n) && n > 0 ? Math.max(runs, Math.round(n * share)) : runs,
+    seed: Number.isInteger(seed) ? seed : 0x0c0ffee,
+    endOnFailure: true,
+  };
 }
 
 /** Whether the fuzzers run longer than in CI (tests then get a longer vitest deadline). */
@@ -48,8 +52,46 @@ export function concatAll(parts: Uint8Array[]): Uint8Array {
 
 /** u32 values worth trying in a length field: around every limit, and the extremes. */
 export const edgeU32 = fc.oneof(
-  fc.constantFrom(0, 1, 2, 3, 4, 5, 8, 11, 12, 13, 31, 32, 33, 42, 255, 256, 257, 1023, 1024, 1025, 1027, 1030, 4096, 4102, 4106,
-    5128, 5130, 5131, 65535, 65536, 2 ** 20, 2 ** 20 + 1, 2 ** 30, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 13, 2 ** 32 - 12, 2 ** 32 - 1),
+  fc.constantFrom(
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    8,
+    11,
+    12,
+    13,
+    31,
+    32,
+    33,
+    42,
+    255,
+    256,
+    257,
+    1023,
+    1024,
+    1025,
+    1027,
+    1030,
+    4096,
+    4102,
+    4106,
+    5128,
+    5130,
+    5131,
+    65535,
+    65536,
+    2 ** 20,
+    2 ** 20 + 1,
+    2 ** 30,
+    2 ** 31 - 1,
+    2 ** 31,
+    2 ** 32 - 13,
+    2 ** 32 - 12,
+    2 ** 32 - 1,
+  ),
   fc.integer({ min: 0, max: 0xffffffff }),
 );
 
@@ -69,7 +111,11 @@ export const mutation: fc.Arbitrary<Mutation> = fc.oneof(
   fc.record({ t: fc.constant('byte' as const), at: fc.nat(), v: fc.nat(255) }),
   fc.record({ t: fc.constant('kind' as const), frame: fc.nat(), v: fc.oneof(fc.nat(40), fc.nat(255)) }),
   fc.record({ t: fc.constant('length' as const), frame: fc.nat(), v: edgeU32 }),
-  fc.record({ t: fc.constant('u16' as const), at: fc.nat(), v: fc.oneof(fc.constantFrom(0, 1, 255, 256, 1024, 1025, 4096, 4097, 0xffff), fc.nat(0xffff)) }),
+  fc.record({
+    t: fc.constant('u16' as const),
+    at: fc.nat(),
+    v: fc.oneof(fc.constantFrom(0, 1, 255, 256, 1024, 1025, 4096, 4097, 0xffff), fc.nat(0xffff)),
+  }),
   fc.record({ t: fc.constant('u32' as const), at: fc.nat(), v: edgeU32 }),
   fc.record({ t: fc.constant('cut' as const), at: fc.nat() }),
   fc.record({ t: fc.constant('insert' as const), at: fc.nat(), bytes: fc.uint8Array({ minLength: 1, maxLength: 16 }) }),
@@ -83,7 +129,10 @@ export const mutation: fc.Arbitrary<Mutation> = fc.oneof(
 export function mutate(frames: Uint8Array[], ms: Mutation[]): Uint8Array {
   let b = concatAll(frames);
   const starts: number[] = [];
-  frames.reduce((at, f) => (starts.push(at), at + f.length), 0);
+  frames.reduce((at, f) => {
+    starts.push(at);
+    return at + f.length;
+  }, 0);
   const put = (at: number, bytes: number, v: number) => {
     if (b.length < bytes) return;
     const p = at % (b.length - bytes + 1);
@@ -94,13 +143,28 @@ export function mutate(frames: Uint8Array[], ms: Mutation[]): Uint8Array {
   for (const m of ms) {
     if (b.length === 0 && m.t !== 'insert') continue;
     switch (m.t) {
-      case 'bit': b[m.at % b.length] ^= 1 << m.bit; break;
-      case 'byte': b[m.at % b.length] = m.v; break;
-      case 'kind': if (starts.length) b[starts[m.frame % starts.length] % b.length] = m.v; break;
-      case 'length': if (starts.length && starts[m.frame % starts.length] + 5 <= b.length) new DataView(b.buffer, b.byteOffset).setUint32(starts[m.frame % starts.length] + 1, m.v >>> 0, true); break;
-      case 'u16': put(m.at, 2, m.v); break;
-      case 'u32': put(m.at, 4, m.v); break;
-      case 'cut': b = b.slice(0, m.at % (b.length + 1)); break;
+      case 'bit':
+        b[m.at % b.length] ^= 1 << m.bit;
+        break;
+      case 'byte':
+        b[m.at % b.length] = m.v;
+        break;
+      case 'kind':
+        if (starts.length) b[starts[m.frame % starts.length] % b.length] = m.v;
+        break;
+      case 'length':
+        if (starts.length && starts[m.frame % starts.length] + 5 <= b.length)
+          new DataView(b.buffer, b.byteOffset).setUint32(starts[m.frame % starts.length] + 1, m.v >>> 0, true);
+        break;
+      case 'u16':
+        put(m.at, 2, m.v);
+        break;
+      case 'u32':
+        put(m.at, 4, m.v);
+        break;
+      case 'cut':
+        b = b.slice(0, m.at % (b.length + 1));
+        break;
       case 'insert': {
         const p = m.at % (b.length + 1);
         b = concatAll([b.subarray(0, p), m.bytes, b.subarray(p)]);
@@ -128,15 +192,20 @@ export function watchAllocations(limit: number, f: () => void): number {
   const g = globalThis as unknown as { Uint8Array: typeof Uint8Array; ArrayBuffer: typeof ArrayBuffer };
   const saved = { Uint8Array: g.Uint8Array, ArrayBuffer: g.ArrayBuffer };
   let largest = 0;
-  const watch = <T extends object>(C: T, perUnit: number): T => new Proxy(C, {
-    construct(target, args, newTarget) {
-      const n = typeof args[0] === 'number' ? args[0] * perUnit : 0;
-      // Recorded before refusing: code that swallows the OverLimit still shows in the result.
-      largest = Math.max(largest, n);
-      if (n > limit) throw new OverLimit(`allocation of ${n} bytes, over the limit of ${limit}`);
-      return Reflect.construct(target as never, args, newTarget === watched.Uint8Array || newTarget === watched.ArrayBuffer ? target as never : newTarget);
-    },
-  });
+  const watch = <T extends object>(C: T, perUnit: number): T =>
+    new Proxy(C, {
+      construct(target, args, newTarget) {
+        const n = typeof args[0] === 'number' ? args[0] * perUnit : 0;
+        // Recorded before refusing: code that swallows the OverLimit still shows in the result.
+        largest = Math.max(largest, n);
+        if (n > limit) throw new OverLimit(`allocation of ${n} bytes, over the limit of ${limit}`);
+        return Reflect.construct(
+          target as never,
+          args,
+          newTarget === watched.Uint8Array || newTarget === watched.ArrayBuffer ? (target as never) : newTarget,
+        );
+      },
+    });
   const watched = { Uint8Array: watch(saved.Uint8Array, 1), ArrayBuffer: watch(saved.ArrayBuffer, 1) };
   g.Uint8Array = watched.Uint8Array;
   g.ArrayBuffer = watched.ArrayBuffer;
@@ -155,7 +224,8 @@ export function watchAllocations(limit: number, f: () => void): number {
  */
 export function expectCoded(e: unknown, codes: readonly string[]): void {
   if (e instanceof OverLimit) throw e;
-  if (!WebcclError.is(e)) throw new Error(`not a WebcclError: ${e instanceof Error ? `${e.name}: ${e.message}\n${e.stack}` : String(e)}`);
+  if (!WebcclError.is(e))
+    throw new Error(`not a WebcclError: ${e instanceof Error ? `${e.name}: ${e.message}\n${e.stack}` : String(e)}`);
   if (!codes.includes(e.code)) throw new Error(`code ${e.code} is not one of ${codes.join(', ')}: ${e.message}`);
 }
 

@@ -6,7 +6,16 @@ import { type ChildProcess, spawn } from 'node:child_process';
 export type Env = Record<string, string | undefined>;
 
 /** Variables a launcher sets or passes through to its ranks: none may leak in from the shell. */
-export const LAUNCHER_VARS = ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'TORCHELASTIC_RUN_ID', 'XDG_RUNTIME_DIR'];
+export const LAUNCHER_VARS = [
+  'RANK',
+  'WORLD_SIZE',
+  'LOCAL_RANK',
+  'LOCAL_WORLD_SIZE',
+  'MASTER_ADDR',
+  'MASTER_PORT',
+  'TORCHELASTIC_RUN_ID',
+  'XDG_RUNTIME_DIR',
+];
 
 /** This environment without any launcher's or webccl's variables, plus `extra` (give HOME a
  *  temp dir: the per-user token file lives there). */
@@ -68,14 +77,25 @@ export function killAllJobs(): void {
  * Starts a command in its own process group; a job still running after `guardMs` is killed
  * and reported as hung (a guard against hangs, not a timing assertion).
  */
-export function startJob(cmd: string, args: string[], env: Env, { cwd, guardMs = 50_000 }: { cwd?: string; guardMs?: number } = {}): Job {
+export function startJob(
+  cmd: string,
+  args: string[],
+  env: Env,
+  { cwd, guardMs = 50_000 }: { cwd?: string; guardMs?: number } = {},
+): Job {
   const c = spawn(cmd, args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   let hung = false;
   c.stdout!.on('data', (d) => (stdout += d));
   c.stderr!.on('data', (d) => (stderr += d));
-  const job: Job = { child: c, pid: c.pid ?? -1, done: undefined as unknown as Promise<Run>, stdout: () => stdout, stderr: () => stderr };
+  const job: Job = {
+    child: c,
+    pid: c.pid ?? -1,
+    done: undefined as unknown as Promise<Run>,
+    stdout: () => stdout,
+    stderr: () => stderr,
+  };
   started.add(job);
   job.done = new Promise((resolve) => {
     const guard = setTimeout(() => {

@@ -2,16 +2,27 @@
 // (`webccl run -n N`), processes (`--procs`) and two nodes of N/2 threads each (two
 // `webccl run --nnodes 2` launchers on this machine, meeting on a free port).
 import { join } from 'node:path';
-import { freePort } from './net.js';
-import { type Env, type Run, cleanEnv, run } from './jobs.js';
+import { cleanEnv, type Env, type Run, run } from './jobs.js';
 import type { LaunchFixture } from './launch-fixture.js';
+import { freePort } from './net.js';
 
 export type Form = 'threads' | 'procs' | 'nnodes';
 
 /** The launcher's flags that name `form` (nnodes: one launcher's, with its node rank). */
 export function formFlags(form: Form, n: number, port?: string, nodeRank?: number): string[] {
   if (form === 'nnodes') {
-    return ['--nnodes', '2', '--node-rank', String(nodeRank), '--nproc-per-node', String(n / 2), '--master-addr', '127.0.0.1', '--master-port', port!];
+    return [
+      '--nnodes',
+      '2',
+      '--node-rank',
+      String(nodeRank),
+      '--nproc-per-node',
+      String(n / 2),
+      '--master-addr',
+      '127.0.0.1',
+      '--master-port',
+      port!,
+    ];
   }
   return [...(form === 'procs' ? ['--procs'] : []), '-n', String(n)];
 }
@@ -21,10 +32,23 @@ export function formFlags(form: Form, n: number, port?: string, nodeRank?: numbe
  * shell's launcher or webccl variables (HOME in the fixture's scratch directory, a job token)
  * plus `extra`; resolves to every launcher's run. `guardMs` kills a job that does not end.
  */
-export async function launchForm(f: LaunchFixture, form: Form, n: number, args: string[], extra: Env = {},
-                                 { flags = [] as string[], guardMs = 240_000 } = {}): Promise<Run[]> {
+export async function launchForm(
+  f: LaunchFixture,
+  form: Form,
+  n: number,
+  args: string[],
+  extra: Env = {},
+  { flags = [] as string[], guardMs = 240_000 } = {},
+): Promise<Run[]> {
   const env = cleanEnv({ HOME: join(f.tmp, 'home'), WEBCCL_TOKEN: 'launch-forms-test', ...extra });
-  const start = (port?: string, k?: number) => run(process.execPath, [f.bin, 'run', ...flags, ...formFlags(form, n, port, k), f.script, ...args], env, guardMs, f.root);
+  const start = (port?: string, k?: number) =>
+    run(
+      process.execPath,
+      [f.bin, 'run', ...flags, ...formFlags(form, n, port, k), f.script, ...args],
+      env,
+      guardMs,
+      f.root,
+    );
   if (form !== 'nnodes') return [await start()];
   const port = String(await freePort());
   return Promise.all([0, 1].map((k) => start(port, k)));

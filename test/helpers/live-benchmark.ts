@@ -9,9 +9,14 @@ import { expect } from 'vitest';
 export async function expectLiveBenchmark(tab: Page, errors: string[], url: string, shot: string): Promise<void> {
   await tab.goto(`${url}?ranks=2&max=65536&seconds=0.02`);
   await tab.waitForSelector('#status:not([data-state="running"])', { timeout: 90_000 });
-  expect({ state: await tab.getAttribute('#status', 'data-state'), text: await tab.textContent('#status') }).toEqual({ state: 'done', text: '2 ranks, 8 sizes: every result right' });
+  expect({ state: await tab.getAttribute('#status', 'data-state'), text: await tab.textContent('#status') }).toEqual({
+    state: 'done',
+    text: '2 ranks, 8 sizes: every result right',
+  });
   const sizes = ['8 B', '32 B', '128 B', '512 B', '2 KiB', '8 KiB', '32 KiB', '64 KiB'];
-  const rows = await tab.$$eval('#rows tr', (trs) => trs.slice(1).map((tr) => [...tr.children].map((td) => td.textContent)));
+  const rows = await tab.$$eval('#rows tr', (trs) =>
+    trs.slice(1).map((tr) => [...tr.children].map((td) => td.textContent)),
+  );
   expect(rows.map((r) => [r[0], r[5]])).toEqual(sizes.map((s) => [s, '0']));
   expect(rows.every((r) => Number(r[1]) > 0 && Number(r[3]) > 0 && Number(r[4]) > 0)).toBe(true);
   // The chart: a point per size (its figures in a tooltip), ticks in human sizes and GB/s,
@@ -25,8 +30,10 @@ export async function expectLiveBenchmark(tab: Page, errors: string[], url: stri
     floor: svg.querySelector('.floor')?.getAttribute('points')?.split(' ').length ?? 0,
   }));
   expect(chart.points).toHaveLength(8);
-  for (const [k, tip] of chart.points.entries()) expect(tip).toMatch(new RegExp(`^${sizes[k]}: [\\d.]+ µs, busbw [\\d.]+ GB/s, [\\d.]+× the floor$`));
-  expect(chart.xTicks).toEqual(sizes.filter((s) => s !== '32 KiB')); // 32 KiB sits too close to 64 KiB for a label of its own
+  for (const [k, tip] of chart.points.entries())
+    expect(tip).toMatch(new RegExp(`^${sizes[k]}: [\\d.]+ µs, busbw [\\d.]+ GB/s, [\\d.]+× the floor$`));
+  // 32 KiB sits too close to 64 KiB for a label of its own
+  expect(chart.xTicks).toEqual(sizes.filter((s) => s !== '32 KiB'));
   expect(chart.yTicks[0]).toBe(0);
   expect(chart.yTicks.length).toBeGreaterThanOrEqual(3);
   expect(chart.axes).toEqual(['message size (bytes, log scale)', 'bus bandwidth (GB/s)']);

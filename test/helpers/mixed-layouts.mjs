@@ -5,7 +5,15 @@
 // that the thread and process fixtures run the same cases as the in-process tests.
 import { fromBf16, fromF16, toBf16, toF16 } from './closed-form.mjs';
 
-const ARR = { f32: Float32Array, f16: Uint16Array, bf16: Uint16Array, i8: Int8Array, u8: Uint8Array, i32: Int32Array, f64: Float64Array };
+const ARR = {
+  f32: Float32Array,
+  f16: Uint16Array,
+  bf16: Uint16Array,
+  i8: Int8Array,
+  u8: Uint8Array,
+  i32: Int32Array,
+  f64: Float64Array,
+};
 const enc = (dt, v) => (dt === 'f16' ? toF16(v) : dt === 'bf16' ? toBf16(v) : v);
 const dec = (dt, v) => (dt === 'f16' ? fromF16(v) : dt === 'bf16' ? fromBf16(v) : v);
 
@@ -25,13 +33,16 @@ function physical(l) {
 
 function each(shape, f) {
   const [N, C, H, W] = shape;
-  for (let n = 0; n < N; n++) for (let c = 0; c < C; c++) for (let h = 0; h < H; h++) for (let w = 0; w < W; w++) f(n, c, h, w);
+  for (let n = 0; n < N; n++)
+    for (let c = 0; c < C; c++) for (let h = 0; h < H; h++) for (let w = 0; w < W; w++) f(n, c, h, w);
 }
 
 /** A tensor of `l` filled from f; every other element (padding) holds `garbage`. */
 function tensor(dt, l, f, garbage) {
   const data = new ARR[dt](physical(l)).fill(enc(dt, garbage));
-  each(l.shape, (n, c, h, w) => { data[offsetOf(l, n, c, h, w)] = enc(dt, f(n, c, h, w)); });
+  each(l.shape, (n, c, h, w) => {
+    data[offsetOf(l, n, c, h, w)] = enc(dt, f(n, c, h, w));
+  });
   return { data, dtype: dt, shape: l.shape, layout: l.layout, ...(l.layout === 'NC1HWC0' ? { c0: l.c0 } : {}) };
 }
 
@@ -46,7 +57,8 @@ function wrongIn(t, f) {
     const got = dec(t.dtype, t.data[at]);
     if (!bad && got !== f(n, c, h, w)) bad = `(${n},${c},${h},${w}) is ${got}, expected ${f(n, c, h, w)}`;
   });
-  for (let i = 0; i < t.data.length && !bad; i++) if (!real[i] && t.data[i] !== 0) bad = `padding element ${i} is ${t.data[i]}`;
+  for (let i = 0; i < t.data.length && !bad; i++)
+    if (!real[i] && t.data[i] !== 0) bad = `padding element ${i} is ${t.data[i]}`;
   return bad;
 }
 
@@ -65,7 +77,13 @@ export function layoutOf(r, k = 0) {
 
 export const COLLECTIVES = ['allReduce', 'allGather', 'reduceScatter', 'broadcast', 'reduce', 'gather', 'scatter'];
 /** N·C·H·W: 0, 1, odd, C below C0, C not a multiple of C0, and sizes that cross chunk boundaries. */
-export const SHAPES = [[0, 5, 2, 2], [1, 1, 1, 1], [1, 3, 1, 5], [2, 37, 5, 3], [3, 20, 7, 9]];
+export const SHAPES = [
+  [0, 5, 2, 2],
+  [1, 1, 1, 1],
+  [1, 3, 1, 5],
+  [2, 37, 5, 3],
+  [3, 20, 7, 9],
+];
 export const DTYPES = ['f32', 'f16', 'bf16', 'i8', 'u8', 'i32', 'f64'];
 
 /**
@@ -78,7 +96,11 @@ export function mixedCase(name, dt, shape, size, k = 0) {
   const root = name === 'broadcast' ? size - 1 : name === 'gather' ? 1 % size : 0;
   const u8 = dt === 'u8';
   const v = (r, ...i) => val(r, ...i) + (u8 ? 3 : 0); // u8 holds no negatives
-  const sum = (f) => { let a = 0; for (let q = 0; q < size; q++) a += f(q); return a; };
+  const sum = (f) => {
+    let a = 0;
+    for (let q = 0; q < size; q++) a += f(q);
+    return a;
+  };
   const mine = {};
   const lay = (r, s) => ({ ...layoutOf(r, k), shape: s });
   return {
@@ -95,11 +117,17 @@ export function mixedCase(name, dt, shape, size, k = 0) {
         case 'allGather':
           m.out = t(big, () => 9);
           m.want = (n, c, h, w) => v(Math.floor(n / N), n % N, c, h, w);
-          return comm.allGather(m.out, t(shape, (...i) => v(r, ...i)));
+          return comm.allGather(
+            m.out,
+            t(shape, (...i) => v(r, ...i)),
+          );
         case 'reduceScatter':
           m.out = t(shape, () => 9);
           m.want = (n, c, h, w) => sum((q) => v(q, r * N + n, c, h, w));
-          return comm.reduceScatter(m.out, t(big, (...i) => v(r, ...i)));
+          return comm.reduceScatter(
+            m.out,
+            t(big, (...i) => v(r, ...i)),
+          );
         case 'broadcast':
           m.out = t(shape, (...i) => (r === root ? v(r, ...i) : 9));
           m.want = (...i) => v(root, ...i);
@@ -111,7 +139,11 @@ export function mixedCase(name, dt, shape, size, k = 0) {
         case 'gather':
           m.out = r === root ? t(big, () => 9) : null;
           m.want = (n, c, h, w) => v(Math.floor(n / N), n % N, c, h, w);
-          return comm.gather(m.out, t(shape, (...i) => v(r, ...i)), { root });
+          return comm.gather(
+            m.out,
+            t(shape, (...i) => v(r, ...i)),
+            { root },
+          );
         case 'scatter':
           m.out = t(shape, () => 9);
           m.want = (n, c, h, w) => v(root, r * N + n, c, h, w);
@@ -132,6 +164,8 @@ export function mixedCase(name, dt, shape, size, k = 0) {
 /** Every case of the grid, in one order on every rank. */
 export function mixedGrid(size, { collectives = COLLECTIVES, dtypes = DTYPES, shapes = SHAPES, mixes = [0, 1] } = {}) {
   const cases = [];
-  for (const k of mixes) for (const dt of dtypes) for (const shape of shapes) for (const name of collectives) cases.push(mixedCase(name, dt, shape, size, k));
+  for (const k of mixes)
+    for (const dt of dtypes)
+      for (const shape of shapes) for (const name of collectives) cases.push(mixedCase(name, dt, shape, size, k));
   return cases;
 }

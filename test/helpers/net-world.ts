@@ -2,10 +2,11 @@
 // each, every rank with its own TCP mesh over loopback, all driven by this thread's event loop.
 // This exercises rendezvous, the transport and every network schedule on the TypeScript sources;
 // test/net-processes.test.ts runs the same across real processes.
-import { createNode } from '../../src/progress/create-node.js';
-import { joinWorld } from '../../src/launch/join-world.js';
+
 import type { Communicator } from '../../src/api/communicator.js';
 import type { Work } from '../../src/engine/work.js';
+import { joinWorld } from '../../src/launch/join-world.js';
+import { createNode } from '../../src/progress/create-node.js';
 import { freePort } from './net.js';
 
 export interface NetRanksOptions {
@@ -22,7 +23,9 @@ export async function netRanks(nodes: number, perNode: number, o: NetRanksOption
   const masterPort = await freePort(masterAddr);
   const jobId = `test-${masterPort}-${Math.random().toString(16).slice(2)}`;
   const size = nodes * perNode;
-  const handles = Array.from({ length: nodes }, () => createNode({ nranks: perNode, slotBytes: o.slotBytes ?? 4096, progress: false }));
+  const handles = Array.from({ length: nodes }, () =>
+    createNode({ nranks: perNode, slotBytes: o.slotBytes ?? 4096, progress: false }),
+  );
   const comms = await Promise.all(
     Array.from({ length: size }, (_, r) =>
       joinWorld({
@@ -40,7 +43,14 @@ export async function netRanks(nodes: number, perNode: number, o: NetRanksOption
 /** Issues one op per rank and waits for all; rethrows the first error. */
 export async function all(comms: Communicator[], issue: (c: Communicator, r: number) => Work): Promise<void> {
   const works = comms.map((c, r) => issue(c, r));
-  const errs = await Promise.all(works.map((w) => w.wait().then(() => undefined, (e: Error) => e)));
+  const errs = await Promise.all(
+    works.map((w) =>
+      w.wait().then(
+        () => undefined,
+        (e: Error) => e,
+      ),
+    ),
+  );
   const e = errs.find((x) => x);
   if (e) throw e;
 }

@@ -21,7 +21,9 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
     const port = 20_000 + Math.floor(Math.random() * 12_000);
     const ok = await new Promise<boolean>((resolve, reject) => {
       const s = net.createServer();
-      s.once('error', (e: NodeJS.ErrnoException) => (e.code === 'EADDRINUSE' && tries < 50 ? resolve(false) : reject(e)));
+      s.once('error', (e: NodeJS.ErrnoException) =>
+        e.code === 'EADDRINUSE' && tries < 50 ? resolve(false) : reject(e),
+      );
       s.listen({ port, host, exclusive: true }, () => s.close(() => resolve(true)));
     });
     if (ok) return port;

@@ -12,7 +12,16 @@ export const bin = join(root, 'bin', 'webccl.js');
 export const fixture = (name: string) => join(root, 'test', 'fixtures', name);
 
 export type Env = Record<string, string | undefined>;
-const LAUNCHER_VARS = ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'TORCHELASTIC_RUN_ID', 'XDG_RUNTIME_DIR'];
+const LAUNCHER_VARS = [
+  'RANK',
+  'WORLD_SIZE',
+  'LOCAL_RANK',
+  'LOCAL_WORLD_SIZE',
+  'MASTER_ADDR',
+  'MASTER_PORT',
+  'TORCHELASTIC_RUN_ID',
+  'XDG_RUNTIME_DIR',
+];
 const home = mkdtempSync(join(tmpdir(), 'webccl-procs-'));
 
 /** This environment without any launcher's or webccl's variables, HOME in a temp dir, plus `extra`. */
@@ -47,7 +56,12 @@ function killGroup(c: ChildProcess, signal: NodeJS.Signals) {
   }
 }
 
-export function run(cmd: string, args: string[], env: Env, o: { guardMs?: number; onLine?: (line: string) => void } = {}): Promise<Run> {
+export function run(
+  cmd: string,
+  args: string[],
+  env: Env,
+  o: { guardMs?: number; onLine?: (line: string) => void } = {},
+): Promise<Run> {
   return new Promise((resolve) => {
     const t0 = performance.now();
     const c = spawn(cmd, args, { cwd: root, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -86,4 +100,6 @@ export function alive(pid: number): boolean {
 }
 
 /** The pids the rank scripts printed ("pid rank R PID"). */
-export const pidsIn = (stdout: string): number[] => [...new Set([...stdout.matchAll(/^pid rank \d+ (\d+)$/gm)].map((m) => Number(m[1])))];
+export const pidsIn = (stdout: string): number[] => [
+  ...new Set([...stdout.matchAll(/^pid rank \d+ (\d+)$/gm)].map((m) => Number(m[1]))),
+];

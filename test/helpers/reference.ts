@@ -85,15 +85,24 @@ type Val = number | bigint;
 /** Element i of a little-endian byte array as a JS value (halves widened to their f32 value). */
 export function readElem(dt: Dtype, v: DataView, i: number): Val {
   switch (dt) {
-    case 'f32': return v.getFloat32(i * 4, true);
-    case 'f64': return v.getFloat64(i * 8, true);
-    case 'i32': return v.getInt32(i * 4, true);
-    case 'u32': return v.getUint32(i * 4, true);
-    case 'i8': return v.getInt8(i);
-    case 'u8': return v.getUint8(i);
-    case 'i64': return v.getBigInt64(i * 8, true);
-    case 'bf16': return bf16ToNumber(v.getUint16(i * 2, true));
-    case 'f16': return f16ToNumber(v.getUint16(i * 2, true));
+    case 'f32':
+      return v.getFloat32(i * 4, true);
+    case 'f64':
+      return v.getFloat64(i * 8, true);
+    case 'i32':
+      return v.getInt32(i * 4, true);
+    case 'u32':
+      return v.getUint32(i * 4, true);
+    case 'i8':
+      return v.getInt8(i);
+    case 'u8':
+      return v.getUint8(i);
+    case 'i64':
+      return v.getBigInt64(i * 8, true);
+    case 'bf16':
+      return bf16ToNumber(v.getUint16(i * 2, true));
+    case 'f16':
+      return f16ToNumber(v.getUint16(i * 2, true));
   }
 }
 
@@ -108,13 +117,20 @@ export function writeElem(dt: Dtype, v: DataView, i: number, x: Val): void {
       if (Number.isNaN(x)) v.setBigUint64(i * 8, 0x7ff8000000000000n, true);
       else v.setFloat64(i * 8, x as number, true);
       return;
-    case 'i32': return v.setInt32(i * 4, x as number, true);
-    case 'u32': return v.setUint32(i * 4, x as number, true);
-    case 'i8': return v.setInt8(i, x as number);
-    case 'u8': return v.setUint8(i, x as number);
-    case 'i64': return v.setBigInt64(i * 8, x as bigint, true);
-    case 'bf16': return v.setUint16(i * 2, numberToBf16(x as number), true);
-    case 'f16': return v.setUint16(i * 2, numberToF16(x as number), true);
+    case 'i32':
+      return v.setInt32(i * 4, x as number, true);
+    case 'u32':
+      return v.setUint32(i * 4, x as number, true);
+    case 'i8':
+      return v.setInt8(i, x as number);
+    case 'u8':
+      return v.setUint8(i, x as number);
+    case 'i64':
+      return v.setBigInt64(i * 8, x as bigint, true);
+    case 'bf16':
+      return v.setUint16(i * 2, numberToBf16(x as number), true);
+    case 'f16':
+      return v.setUint16(i * 2, numberToF16(x as number), true);
   }
 }
 
@@ -134,15 +150,20 @@ export function combine(dt: Dtype, op: Op, a: Val, b: Val): Val {
   if (op === 'max') return Math.max(x, y);
   if (op === 'min') return Math.min(x, y);
   switch (dt) {
-    case 'f64': return op === 'sum' ? x + y : x * y;
+    case 'f64':
+      return op === 'sum' ? x + y : x * y;
     case 'f32':
     case 'bf16':
     case 'f16':
       return Math.fround(op === 'sum' ? x + y : x * y);
-    case 'i32': return op === 'sum' ? (x + y) | 0 : Math.imul(x, y);
-    case 'u32': return (op === 'sum' ? x + y : Math.imul(x, y)) >>> 0;
-    case 'i8': return ((op === 'sum' ? x + y : Math.imul(x, y)) << 24) >> 24;
-    case 'u8': return (op === 'sum' ? x + y : Math.imul(x, y)) & 255;
+    case 'i32':
+      return op === 'sum' ? (x + y) | 0 : Math.imul(x, y);
+    case 'u32':
+      return (op === 'sum' ? x + y : Math.imul(x, y)) >>> 0;
+    case 'i8':
+      return ((op === 'sum' ? x + y : Math.imul(x, y)) << 24) >> 24;
+    case 'u8':
+      return (op === 'sum' ? x + y : Math.imul(x, y)) & 255;
   }
 }
 

@@ -3,7 +3,7 @@
 // MASTER_PORT) and ranks that only dial, as a page's do (the master's ws:// address).
 import { join } from 'node:path';
 import { type Served, startServe } from '../../src/launch/serve/serve-job.js';
-import { type Env, cleanEnv, root } from './procs.js';
+import { cleanEnv, type Env, root } from './procs.js';
 
 export const JOB_TOKEN = 'served-job-token';
 
@@ -17,15 +17,33 @@ export interface ServedJob {
   close(): Promise<void>;
 }
 
-export async function servedJob(jobId: string, o: { onReject?: (r: { remote: string; kind: string; reason: string }) => void } = {}): Promise<ServedJob> {
-  const served = await startServe({ dir: root, port: 0, browserBuild: join(root, 'dist', 'browser', 'index.js'), store: { token: JOB_TOKEN, jobId, port: 0, onReject: o.onReject ?? (() => {}) } });
+export async function servedJob(
+  jobId: string,
+  o: { onReject?: (r: { remote: string; kind: string; reason: string }) => void } = {},
+): Promise<ServedJob> {
+  const served = await startServe({
+    dir: root,
+    port: 0,
+    browserBuild: join(root, 'dist', 'browser', 'index.js'),
+    store: { token: JOB_TOKEN, jobId, port: 0, onReject: o.onReject ?? (() => {}) },
+  });
   return {
-    served, jobId,
+    served,
+    jobId,
     master: served.http.url.replace(/^http/, 'ws'),
-    nodeEnv: (rank, size, extra = {}) => cleanEnv({
-      RANK: String(rank), WORLD_SIZE: String(size), MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(served.store!.port),
-      WEBCCL_TOKEN: JOB_TOKEN, WEBCCL_JOB_ID: jobId, WEBCCL_TRANSPORT: 'ws', WEBCCL_STORE_SERVED: '1', WEBCCL_CONNECT_TIMEOUT_MS: '60000', ...extra,
-    }),
+    nodeEnv: (rank, size, extra = {}) =>
+      cleanEnv({
+        RANK: String(rank),
+        WORLD_SIZE: String(size),
+        MASTER_ADDR: '127.0.0.1',
+        MASTER_PORT: String(served.store!.port),
+        WEBCCL_TOKEN: JOB_TOKEN,
+        WEBCCL_JOB_ID: jobId,
+        WEBCCL_TRANSPORT: 'ws',
+        WEBCCL_STORE_SERVED: '1',
+        WEBCCL_CONNECT_TIMEOUT_MS: '60000',
+        ...extra,
+      }),
     close: () => served.close(),
   };
 }

@@ -2,7 +2,7 @@
 // launcher (the built bundle: worker threads cannot load TypeScript), collecting each rank's
 // report.
 import { fileURLToPath } from 'node:url';
-import { launch, type LaunchResult } from '../../dist/node/index.js';
+import { type LaunchResult, launch } from '../../dist/node/index.js';
 
 const SCRIPT = fileURLToPath(new URL('../ranks/scenario.mjs', import.meta.url));
 
@@ -11,7 +11,12 @@ export interface ThreadRun {
   reports: any[][]; // per rank, in arrival order
 }
 
-export async function runScenario(nranks: number, name: string, params: object = {}, o: { simd?: boolean; slotBytes?: number; env?: Record<string, string> } = {}): Promise<ThreadRun> {
+export async function runScenario(
+  nranks: number,
+  name: string,
+  params: object = {},
+  o: { simd?: boolean; slotBytes?: number; env?: Record<string, string> } = {},
+): Promise<ThreadRun> {
   const reports: any[][] = Array.from({ length: nranks }, () => []);
   const result = await launch({
     nranks,

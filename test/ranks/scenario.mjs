@@ -8,10 +8,17 @@ import { encode, expectedArray, fill, firstWrong, inputArray, makeBuffer, opsFor
 
 const [name, json] = process.argv.slice(2);
 const p = JSON.parse(json ?? '{}');
-const report = (m) => (parentPort && process.env.SCENARIO_REPORT !== 'stdout' ? parentPort.postMessage(m) : console.log(`REPORT ${ccl.getRank()} ${JSON.stringify(m)}`));
+const report = (m) =>
+  parentPort && process.env.SCENARIO_REPORT !== 'stdout'
+    ? parentPort.postMessage(m)
+    : console.log(`REPORT ${ccl.getRank()} ${JSON.stringify(m)}`);
 const errorOf = (e) => ({ code: e?.code, message: String(e?.message ?? e), details: e?.details });
 /** Awaits an op and reports { error: null } or { error: { code, message, details } }. */
-const reportOutcome = (work) => work.then(() => report({ error: null }), (e) => report({ error: errorOf(e) }));
+const reportOutcome = (work) =>
+  work.then(
+    () => report({ error: null }),
+    (e) => report({ error: errorOf(e) }),
+  );
 /**
  * The op `issue` makes, or its error: a rank that issues once it knows its communicator is
  * aborted gets the coded error at issue (a throw), one that issued before gets it from the Work.
@@ -28,7 +35,10 @@ function checker(r) {
   const wrong = [];
   const check = (what, data, want) => {
     const i = firstWrong(data, want);
-    if (i >= 0 && wrong.length < 5) wrong.push(`${what}: rank ${r} element ${i} is ${data[i]}, expected ${typeof want === 'function' ? want(i) : want[i]}`);
+    if (i >= 0 && wrong.length < 5)
+      wrong.push(
+        `${what}: rank ${r} element ${i} is ${data[i]}, expected ${typeof want === 'function' ? want(i) : want[i]}`,
+      );
   };
   return { wrong, check };
 }
@@ -39,35 +49,46 @@ const scenarios = {
     const comm = await ccl.initCommGroup();
     const { rank: r, size: n } = comm;
     const { wrong, check } = checker(r);
-    for (const dtype of p.dtypes) for (const count of p.counts) {
-      for (const op of opsFor(dtype)) for (const algo of ['direct', 'twoshot']) for (const zc of [false, true]) {
-        const x = zc ? comm.alloc(dtype, count) : makeBuffer(dtype, count).arg;
-        const data = x.data ?? x;
-        fill(data, dtype, op, r);
-        await comm.allReduce(x, { op, algo });
-        check(`allReduce ${dtype} ${op} ${count} ${algo}${zc ? ' zero-copy' : ''}`, data, expectedArray(op, dtype, n, count));
-        if (zc) comm.free(x);
+    for (const dtype of p.dtypes)
+      for (const count of p.counts) {
+        for (const op of opsFor(dtype))
+          for (const algo of ['direct', 'twoshot'])
+            for (const zc of [false, true]) {
+              const x = zc ? comm.alloc(dtype, count) : makeBuffer(dtype, count).arg;
+              const data = x.data ?? x;
+              fill(data, dtype, op, r);
+              await comm.allReduce(x, { op, algo });
+              check(
+                `allReduce ${dtype} ${op} ${count} ${algo}${zc ? ' zero-copy' : ''}`,
+                data,
+                expectedArray(op, dtype, n, count),
+              );
+              if (zc) comm.free(x);
+            }
+        const out = makeBuffer(dtype, n * count);
+        const part = makeBuffer(dtype, count);
+        fill(part.data, dtype, 'sum', r);
+        await comm.allGather(out.arg, part.arg);
+        const blocks = Array.from({ length: n }, (_, q) => inputArray('sum', dtype, q, count));
+        check(`allGather ${dtype} ${count}`, out.data, (i) => blocks[Math.floor(i / count)][i % count]);
+        const rsIn = makeBuffer(dtype, n * count);
+        fill(rsIn.data, dtype, 'max', r);
+        const rsOut = makeBuffer(dtype, count);
+        await comm.reduceScatter(rsOut.arg, rsIn.arg, { op: 'max' });
+        check(
+          `reduceScatter ${dtype} ${count}`,
+          rsOut.data,
+          expectedArray('max', dtype, n, n * count).subarray(r * count),
+        );
+        const b = makeBuffer(dtype, count);
+        if (r === n - 1) fill(b.data, dtype, 'prod', 7);
+        await comm.broadcast(b.arg, { root: n - 1 });
+        check(`broadcast ${dtype} ${count}`, b.data, inputArray('prod', dtype, 7, count));
+        const y = makeBuffer(dtype, count);
+        fill(y.data, dtype, 'min', r);
+        await comm.reduce(y.arg, { op: 'min', root: 0 });
+        if (r === 0) check(`reduce ${dtype} ${count}`, y.data, expectedArray('min', dtype, n, count));
       }
-      const out = makeBuffer(dtype, n * count);
-      const part = makeBuffer(dtype, count);
-      fill(part.data, dtype, 'sum', r);
-      await comm.allGather(out.arg, part.arg);
-      const blocks = Array.from({ length: n }, (_, q) => inputArray('sum', dtype, q, count));
-      check(`allGather ${dtype} ${count}`, out.data, (i) => blocks[Math.floor(i / count)][i % count]);
-      const rsIn = makeBuffer(dtype, n * count);
-      fill(rsIn.data, dtype, 'max', r);
-      const rsOut = makeBuffer(dtype, count);
-      await comm.reduceScatter(rsOut.arg, rsIn.arg, { op: 'max' });
-      check(`reduceScatter ${dtype} ${count}`, rsOut.data, expectedArray('max', dtype, n, n * count).subarray(r * count));
-      const b = makeBuffer(dtype, count);
-      if (r === n - 1) fill(b.data, dtype, 'prod', 7);
-      await comm.broadcast(b.arg, { root: n - 1 });
-      check(`broadcast ${dtype} ${count}`, b.data, inputArray('prod', dtype, 7, count));
-      const y = makeBuffer(dtype, count);
-      fill(y.data, dtype, 'min', r);
-      await comm.reduce(y.arg, { op: 'min', root: 0 });
-      if (r === 0) check(`reduce ${dtype} ${count}`, y.data, expectedArray('min', dtype, n, count));
-    }
     // Async handles: several ops in flight complete in issue order.
     const a = new Float32Array(1000).fill(r + 1);
     const c = new Float32Array(1000).fill(1);
@@ -84,7 +105,7 @@ const scenarios = {
   async mismatch() {
     const comm = await ccl.initCommGroup();
     const r = comm.rank;
-    const pick = (v) => (Array.isArray(v) ? v[r] ?? v[v.length - 1] : v);
+    const pick = (v) => (Array.isArray(v) ? (v[r] ?? v[v.length - 1]) : v);
     const x = pick(p.dtype) === 'f64' ? new Float64Array(pick(p.count)) : new Float32Array(pick(p.count));
     let error;
     try {
@@ -192,44 +213,52 @@ const scenarios = {
         if (p.hold) held.push(...bs);
         else for (const b of bs) comm.free(b.arg);
       };
-      for (const dtype of p.dtypes) for (const count of p.counts) for (const kind of ['broadcast', 'reduce']) for (const op of ['sum', 'min']) {
-        if (kind === 'broadcast' && op === 'min') continue;
-        for (let root = 0; root < n; root++) for (const withOut of [false, true]) {
-          const spacer = (r + root + iter) % 3 === 0 ? alloc('u8', 1 + ((r * 37) % 200)) : null;
-          const outFirst = (r + count) % 2 === 1;
-          const out0 = withOut && outFirst ? alloc(dtype, count) : null;
-          const x = alloc(dtype, count);
-          const out = withOut ? out0 ?? alloc(dtype, count) : null;
-          if (spacer) comm.free(spacer.arg);
-          if (out) out.data.fill(dtype === 'i64' ? 0n : 0);
-          fill(x.data, dtype, op, r);
-          const o = { root, ...(out ? { out: out.arg } : {}), ...(kind === 'reduce' ? { op } : {}) };
-          const what = `${kind} ${dtype} ${op} count=${count} root=${root}${withOut ? ' out' : ''} iter ${iter}`;
-          await (kind === 'broadcast' ? comm.broadcast(x.arg, o) : comm.reduce(x.arg, o));
-          ops++;
-          const res = out ?? x;
-          if (kind === 'broadcast') check(what, res.data, inputArray(op, dtype, root, count));
-          else if (r === root) check(what, res.data, expectedArray(op, dtype, n, count));
-          else check(`${what} (input kept)`, x.data, inputArray(op, dtype, r, count));
-          release(...(out ? [x, out] : [x]));
-        }
-        if (p.unrooted) {
-          const x = alloc(dtype, count);
-          fill(x.data, dtype, op, r);
-          await comm.allReduce(x.arg, { op });
-          check(`allReduce ${dtype} ${op} ${count}`, x.data, expectedArray(op, dtype, n, count));
-          const gathered = alloc(dtype, n * count);
-          await comm.allGather(gathered.arg, x.arg);
-          const reduced = expectedArray(op, dtype, n, count);
-          check(`allGather ${dtype} ${count}`, gathered.data, (i) => reduced[i % count]);
-          const piece = alloc(dtype, count);
-          fill(gathered.data, dtype, 'max', r);
-          await comm.reduceScatter(piece.arg, gathered.arg, { op: 'max' });
-          check(`reduceScatter ${dtype} ${count}`, piece.data, expectedArray('max', dtype, n, n * count).subarray(r * count));
-          ops += 3;
-          release(piece, x, gathered);
-        }
-      }
+      for (const dtype of p.dtypes)
+        for (const count of p.counts)
+          for (const kind of ['broadcast', 'reduce'])
+            for (const op of ['sum', 'min']) {
+              if (kind === 'broadcast' && op === 'min') continue;
+              for (let root = 0; root < n; root++)
+                for (const withOut of [false, true]) {
+                  const spacer = (r + root + iter) % 3 === 0 ? alloc('u8', 1 + ((r * 37) % 200)) : null;
+                  const outFirst = (r + count) % 2 === 1;
+                  const out0 = withOut && outFirst ? alloc(dtype, count) : null;
+                  const x = alloc(dtype, count);
+                  const out = withOut ? (out0 ?? alloc(dtype, count)) : null;
+                  if (spacer) comm.free(spacer.arg);
+                  if (out) out.data.fill(dtype === 'i64' ? 0n : 0);
+                  fill(x.data, dtype, op, r);
+                  const o = { root, ...(out ? { out: out.arg } : {}), ...(kind === 'reduce' ? { op } : {}) };
+                  const what = `${kind} ${dtype} ${op} count=${count} root=${root}${withOut ? ' out' : ''} iter ${iter}`;
+                  await (kind === 'broadcast' ? comm.broadcast(x.arg, o) : comm.reduce(x.arg, o));
+                  ops++;
+                  const res = out ?? x;
+                  if (kind === 'broadcast') check(what, res.data, inputArray(op, dtype, root, count));
+                  else if (r === root) check(what, res.data, expectedArray(op, dtype, n, count));
+                  else check(`${what} (input kept)`, x.data, inputArray(op, dtype, r, count));
+                  release(...(out ? [x, out] : [x]));
+                }
+              if (p.unrooted) {
+                const x = alloc(dtype, count);
+                fill(x.data, dtype, op, r);
+                await comm.allReduce(x.arg, { op });
+                check(`allReduce ${dtype} ${op} ${count}`, x.data, expectedArray(op, dtype, n, count));
+                const gathered = alloc(dtype, n * count);
+                await comm.allGather(gathered.arg, x.arg);
+                const reduced = expectedArray(op, dtype, n, count);
+                check(`allGather ${dtype} ${count}`, gathered.data, (i) => reduced[i % count]);
+                const piece = alloc(dtype, count);
+                fill(gathered.data, dtype, 'max', r);
+                await comm.reduceScatter(piece.arg, gathered.arg, { op: 'max' });
+                check(
+                  `reduceScatter ${dtype} ${count}`,
+                  piece.data,
+                  expectedArray('max', dtype, n, n * count).subarray(r * count),
+                );
+                ops += 3;
+                release(piece, x, gathered);
+              }
+            }
       for (const b of held) comm.free(b.arg);
     }
     await comm.barrier();
@@ -283,9 +312,11 @@ const scenarios = {
     const codes = [];
     const buf = comm.alloc('f32', 1004);
     buf.fill(r + 1);
-    for (const issue of [() => comm.allReduce(buf.subarray(0, 1000), { out: buf.subarray(4, 1004) }),
+    for (const issue of [
+      () => comm.allReduce(buf.subarray(0, 1000), { out: buf.subarray(4, 1004) }),
       () => comm.broadcast(buf.subarray(4, 1004), { out: buf.subarray(0, 1000) }),
-      () => comm.reduce(buf.subarray(0, 1000), { out: buf.subarray(1, 1001), root: n - 1 })]) {
+      () => comm.reduce(buf.subarray(0, 1000), { out: buf.subarray(1, 1001), root: n - 1 }),
+    ]) {
       try {
         issue();
         codes.push(null);
@@ -327,45 +358,64 @@ const scenarios = {
     const offs = (a) => a.map((_, k) => sum(a.slice(0, k)));
     for (const placement of p.placements) {
       const shared = placement === 'alloc' || (placement === 'mixed' && r !== 0);
-      for (const dtype of p.dtypes) for (const count of p.counts) {
-        const tag = `${dtype} ${count} ${placement}`;
-        const spacer = (r + count) % 3 === 0 ? comm.alloc('u8', 1 + ((r * 37) % 200)) : null;
-        const x = filled(dtype, n * count, shared, r);
-        const y = buffer(dtype, n * count, shared);
-        if (spacer) comm.free(spacer);
-        await comm.allToAll(y.arg, x.arg);
-        check(`allToAll ${tag}`, y.data, (i) => val(dtype, Math.floor(i / count), r * count + (i % count)));
-        // per-peer: m[j][i] = elements rank j sends to rank i
-        const m = Array.from({ length: n }, (_, j) => Array.from({ length: n }, (_, i) => ((i * 7 + j * 13 + count) % 5 === 0 ? 0 : ((i + 2 * j) % 3) * count + (i % 2))));
-        const recv = m.map((row) => row[r]);
-        const xs = filled(dtype, sum(m[r]), shared, r);
-        const ys = buffer(dtype, sum(recv), shared);
-        await comm.allToAll(ys.arg, xs.arg, { sendCounts: m[r], recvCounts: recv });
-        const want = [];
-        for (let j = 0; j < n; j++) for (let k = 0; k < m[j][r]; k++) want.push(val(dtype, j, offs(m[j])[r] + k));
-        check(`allToAll per-peer ${tag}`, ys.data, (i) => want[i]);
-        for (let root = 0; root < n; root++) {
-          const g = filled(dtype, count, shared, r + root);
-          const gOut = r === root ? buffer(dtype, n * count, shared) : null;
-          await comm.gather(gOut?.arg ?? null, g.arg, { root });
-          if (gOut) check(`gather ${tag} root ${root}`, gOut.data, (i) => val(dtype, Math.floor(i / count) + root, i % count));
-          const sIn = r === root ? filled(dtype, n * count, shared, 500 + root) : null;
-          const sOut = buffer(dtype, count, shared);
-          await comm.scatter(sOut.arg, sIn?.arg ?? null, { root });
-          check(`scatter ${tag} root ${root}`, sOut.data, (i) => val(dtype, 500 + root, r * count + i));
+      for (const dtype of p.dtypes)
+        for (const count of p.counts) {
+          const tag = `${dtype} ${count} ${placement}`;
+          const spacer = (r + count) % 3 === 0 ? comm.alloc('u8', 1 + ((r * 37) % 200)) : null;
+          const x = filled(dtype, n * count, shared, r);
+          const y = buffer(dtype, n * count, shared);
+          if (spacer) comm.free(spacer);
+          await comm.allToAll(y.arg, x.arg);
+          check(`allToAll ${tag}`, y.data, (i) => val(dtype, Math.floor(i / count), r * count + (i % count)));
+          // per-peer: m[j][i] = elements rank j sends to rank i
+          const m = Array.from({ length: n }, (_, j) =>
+            Array.from({ length: n }, (_, i) =>
+              (i * 7 + j * 13 + count) % 5 === 0 ? 0 : ((i + 2 * j) % 3) * count + (i % 2),
+            ),
+          );
+          const recv = m.map((row) => row[r]);
+          const xs = filled(dtype, sum(m[r]), shared, r);
+          const ys = buffer(dtype, sum(recv), shared);
+          await comm.allToAll(ys.arg, xs.arg, { sendCounts: m[r], recvCounts: recv });
+          const want = [];
+          for (let j = 0; j < n; j++) for (let k = 0; k < m[j][r]; k++) want.push(val(dtype, j, offs(m[j])[r] + k));
+          check(`allToAll per-peer ${tag}`, ys.data, (i) => want[i]);
+          for (let root = 0; root < n; root++) {
+            const g = filled(dtype, count, shared, r + root);
+            const gOut = r === root ? buffer(dtype, n * count, shared) : null;
+            await comm.gather(gOut?.arg ?? null, g.arg, { root });
+            if (gOut)
+              check(`gather ${tag} root ${root}`, gOut.data, (i) =>
+                val(dtype, Math.floor(i / count) + root, i % count),
+              );
+            const sIn = r === root ? filled(dtype, n * count, shared, 500 + root) : null;
+            const sOut = buffer(dtype, count, shared);
+            await comm.scatter(sOut.arg, sIn?.arg ?? null, { root });
+            check(`scatter ${tag} root ${root}`, sOut.data, (i) => val(dtype, 500 + root, r * count + i));
+          }
+          await comm.allGather(
+            y.arg,
+            x.arg.dtype ? { data: x.data.subarray(0, count), dtype } : x.arg.subarray(0, count),
+          );
+          check(`allGather ${tag}`, y.data, (i) => val(dtype, Math.floor(i / count), i % count));
+          for (const a of held.splice(0)) comm.free(a);
         }
-        await comm.allGather(y.arg, x.arg.dtype ? { data: x.data.subarray(0, count), dtype } : x.arg.subarray(0, count));
-        check(`allGather ${tag}`, y.data, (i) => val(dtype, Math.floor(i / count), i % count));
-        for (const a of held.splice(0)) comm.free(a);
-      }
     }
     const codes = [];
     const send = Array(n).fill(1);
     const recv = Array(n).fill(1);
     if (r === n - 1) recv[0] = 2; // rank 0 sends it 1
-    await comm.allToAll(new Float32Array(r === n - 1 ? n + 1 : n), new Float32Array(n), { sendCounts: send, recvCounts: recv }).then(() => codes.push(null), (e) => codes.push(e.code));
+    await comm
+      .allToAll(new Float32Array(r === n - 1 ? n + 1 : n), new Float32Array(n), { sendCounts: send, recvCounts: recv })
+      .then(
+        () => codes.push(null),
+        (e) => codes.push(e.code),
+      );
     const root = r === n - 1 ? 1 : 0;
-    await comm.gather(r === root ? new Float32Array(n) : null, new Float32Array(1), { root }).then(() => codes.push(null), (e) => codes.push(e.code));
+    await comm.gather(r === root ? new Float32Array(n) : null, new Float32Array(1), { root }).then(
+      () => codes.push(null),
+      (e) => codes.push(e.code),
+    );
     const after = new Float32Array(n).fill(r);
     const got = new Float32Array(n);
     await comm.allToAll(got, after);
@@ -382,14 +432,16 @@ const scenarios = {
   async p2p() {
     const comm = await ccl.initCommGroup({ timeoutMs: 60_000 });
     const { rank: r, size: n } = comm;
-    const next = (r + 1) % n, prev = (r + n - 1) % n;
+    const next = (r + 1) % n,
+      prev = (r + n - 1) % n;
     const wrong = [];
     const pat = (from, to, tag, k, j) => (from * 31 + to * 7 + tag * 13 + k * 3 + j) & 0xff;
     const bytes = (d) => new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
     const fillB = (b, from, to, tag, k) => b.forEach((_, j) => (b[j] = pat(from, to, tag, k, j)));
     const checkB = (what, b, from, to, tag, k) => {
       const j = b.findIndex((v, i) => v !== pat(from, to, tag, k, i));
-      if (j >= 0 && wrong.length < 5) wrong.push(`${what}: rank ${r} byte ${j} of ${b.length} is ${b[j]}, expected ${pat(from, to, tag, k, j)}`);
+      if (j >= 0 && wrong.length < 5)
+        wrong.push(`${what}: rank ${r} byte ${j} of ${b.length} is ${b[j]}, expected ${pat(from, to, tag, k, j)}`);
     };
     for (let k = 0; k < 20 && r < 2; k++) {
       const x = new Uint8Array(8);
@@ -406,14 +458,17 @@ const scenarios = {
       }
     }
     for (const recvFirst of [false, true]) {
-      const out = new Float32Array(300), into = new Float32Array(300);
+      const out = new Float32Array(300),
+        into = new Float32Array(300);
       fillB(bytes(out), r, next, 5, recvFirst ? 1 : 0);
-      const s = () => comm.send(out, next, { tag: 5 }), v = () => comm.recv(into, prev, { tag: 5 });
+      const s = () => comm.send(out, next, { tag: 5 }),
+        v = () => comm.recv(into, prev, { tag: 5 });
       const ws = recvFirst ? [v(), s()] : [s(), v()];
       for (const w of ws) await w;
       checkB('ring', bytes(into), prev, r, 5, recvFirst ? 1 : 0);
     }
-    const works = [], got = [];
+    const works = [],
+      got = [];
     for (let i = 0; i < p.many; i++) {
       const m = new Uint8Array(1 + (i % 40));
       fillB(m, r, next, i % 7, Math.floor(i / 7));
@@ -430,13 +485,31 @@ const scenarios = {
     let k = 0;
     for (const [dtype, w] of Object.entries(widths)) {
       for (const size of [0, w, 40, p.large]) {
-        for (const [zs, zr] of [[false, false], [true, true], [true, false], [false, true]]) {
-          const make = (z) => (z ? comm.alloc(dtype, size / w) : dtype === 'bf16' ? { data: new Uint16Array(size / w), dtype } : new { u8: Uint8Array, f32: Float32Array, f64: Float64Array }[dtype](size / w));
-          const sb = make(zs), rb = make(zr);
+        for (const [zs, zr] of [
+          [false, false],
+          [true, true],
+          [true, false],
+          [false, true],
+        ]) {
+          const make = (z) =>
+            z
+              ? comm.alloc(dtype, size / w)
+              : dtype === 'bf16'
+                ? { data: new Uint16Array(size / w), dtype }
+                : new { u8: Uint8Array, f32: Float32Array, f64: Float64Array }[dtype](size / w);
+          const sb = make(zs),
+            rb = make(zr);
           fillB(bytes(sb.data ?? sb), r, next, 9, k);
           const ws = [comm.send(sb, next, { tag: 9 }), comm.recv(rb, prev, { tag: 9 })];
           for (const x of ws) await x;
-          checkB(`${dtype} ${size} B ${zs ? 'alloc' : 'plain'}->${zr ? 'alloc' : 'plain'}`, bytes(rb.data ?? rb), prev, r, 9, k);
+          checkB(
+            `${dtype} ${size} B ${zs ? 'alloc' : 'plain'}->${zr ? 'alloc' : 'plain'}`,
+            bytes(rb.data ?? rb),
+            prev,
+            r,
+            9,
+            k,
+          );
           if (zs) comm.free(sb);
           if (zr) comm.free(rb);
           k++;
@@ -445,7 +518,11 @@ const scenarios = {
     }
     const sizeCodes = [];
     const bad = [comm.send(new Float32Array(10), next, { tag: 4 }), comm.recv(new Float32Array(12), prev, { tag: 4 })];
-    for (const w of bad) await w.then(() => sizeCodes.push(null), (e) => sizeCodes.push(e.code));
+    for (const w of bad)
+      await w.then(
+        () => sizeCodes.push(null),
+        (e) => sizeCodes.push(e.code),
+      );
     if (r === 0) {
       const y = new Float64Array(50);
       const recv = comm.recv(y, 1, { tag: 2 });
@@ -501,7 +578,12 @@ const scenarios = {
     taken.waitSync(); // at once, within the thread's grace (HOLD_MS): taken back and run here
     comm.barrier().waitSync();
     const rec = comm.flightRecord();
-    report({ seqs: rec.map((e) => e.seq), states: [...new Set(rec.map((e) => e.state))], heldOps: comm.stats().heldOps, threadOps: comm.stats().threadOps });
+    report({
+      seqs: rec.map((e) => e.seq),
+      states: [...new Set(rec.map((e) => e.state))],
+      heldOps: comm.stats().heldOps,
+      threadOps: comm.stats().threadOps,
+    });
   },
 
   /**
@@ -523,13 +605,54 @@ const scenarios = {
     const startedAfterCall = [];
     for (const zc of [false, true]) {
       const buf = (k) => (zc ? comm.alloc('f32', k) : new Float32Array(k));
-      const x = buf(c), out = buf(n * c), part = buf(c), big = buf(n * c), root = buf(c);
+      const x = buf(c),
+        out = buf(n * c),
+        part = buf(c),
+        big = buf(n * c),
+        root = buf(c);
       const cases = [
-        ['allReduce', () => { x.fill(r + 1); return comm.allReduce(x); }, () => check('allReduce', x, () => (n * (n + 1)) / 2)],
-        ['allGather', () => { part.fill(r + 1); return comm.allGather(out, part); }, () => check('allGather', out, (i) => Math.floor(i / c) + 1)],
-        ['reduceScatter', () => { big.fill(r + 1); return comm.reduceScatter(part, big); }, () => check('reduceScatter', part, () => (n * (n + 1)) / 2)],
-        ['broadcast', () => { root.fill(r === 1 % n ? 7 : 0); return comm.broadcast(root, { root: 1 % n }); }, () => check('broadcast', root, () => 7)],
-        ['allToAll', () => { big.forEach((_, i) => { big[i] = r * 1000 + Math.floor(i / c); }); return comm.allToAll(out, big); }, () => check('allToAll', out, (i) => Math.floor(i / c) * 1000 + r)],
+        [
+          'allReduce',
+          () => {
+            x.fill(r + 1);
+            return comm.allReduce(x);
+          },
+          () => check('allReduce', x, () => (n * (n + 1)) / 2),
+        ],
+        [
+          'allGather',
+          () => {
+            part.fill(r + 1);
+            return comm.allGather(out, part);
+          },
+          () => check('allGather', out, (i) => Math.floor(i / c) + 1),
+        ],
+        [
+          'reduceScatter',
+          () => {
+            big.fill(r + 1);
+            return comm.reduceScatter(part, big);
+          },
+          () => check('reduceScatter', part, () => (n * (n + 1)) / 2),
+        ],
+        [
+          'broadcast',
+          () => {
+            root.fill(r === 1 % n ? 7 : 0);
+            return comm.broadcast(root, { root: 1 % n });
+          },
+          () => check('broadcast', root, () => 7),
+        ],
+        [
+          'allToAll',
+          () => {
+            big.forEach((_, i) => {
+              big[i] = r * 1000 + Math.floor(i / c);
+            });
+            return comm.allToAll(out, big);
+          },
+          () => check('allToAll', out, (i) => Math.floor(i / c) * 1000 + r),
+        ],
         ['barrier', () => comm.barrier(), () => undefined],
       ];
       for (const [what, issue, verify] of cases) {
@@ -547,13 +670,23 @@ const scenarios = {
         await w;
         // When this rank's part started, from the first call after the compute (< 0: during it).
         // `held`: auto mode kept it unstarted at issue (the rank's last wait came at once).
-        startedAfterCall.push(`${what}${zc ? ' alloc' : ''}${held ? ' held' : ''}: ${(w.timing.startedAt - calledAt).toFixed(2)}`);
+        startedAfterCall.push(
+          `${what}${zc ? ' alloc' : ''}${held ? ' held' : ''}: ${(w.timing.startedAt - calledAt).toFixed(2)}`,
+        );
         verify();
       }
       if (zc) for (const b of [x, out, part, big, root]) comm.free(b);
     }
     const s = comm.stats();
-    report({ wrong, during, startedAfterCall, threadOps: s.threadOps, heldOps: s.heldOps, mode: comm.progressMode, algorithms: s.allReduceAlgorithms });
+    report({
+      wrong,
+      during,
+      startedAfterCall,
+      threadOps: s.threadOps,
+      heldOps: s.heldOps,
+      mode: comm.progressMode,
+      algorithms: s.allReduceAlgorithms,
+    });
   },
 
   /** Synchronous-style calls (waitSync) back to back, plain and alloc() buffers: results right. */
@@ -600,7 +733,11 @@ const scenarios = {
       order[o.comm].push(o.w.timing.completedAt);
     }
     const inOrder = (t) => t.every((v, i) => i === 0 || v >= t[i - 1]);
-    report({ wrong, inOrder: inOrder(order.world) && inOrder(order.group), threadOps: comm.stats().threadOps + group.stats().threadOps });
+    report({
+      wrong,
+      inOrder: inOrder(order.world) && inOrder(order.group),
+      threadOps: comm.stats().threadOps + group.stats().threadOps,
+    });
     group.destroy();
   },
 
@@ -648,10 +785,23 @@ const scenarios = {
     const big = new Float32Array(p.big).fill(1);
     comm.allReduce(big).waitSync();
     check('waitSync big', big, () => n);
-    report({ wrong, inOrder, endedBefore, threadOps: comm.stats().threadOps, groupThreadOps, mode: comm.progressMode, smallSync, ...(!inOrder && { ends: Object.fromEntries(Object.entries(ops).map(([k, l]) => [k, l.map((o) => o.w.timing.completedAt)])) }) });
+    report({
+      wrong,
+      inOrder,
+      endedBefore,
+      threadOps: comm.stats().threadOps,
+      groupThreadOps,
+      mode: comm.progressMode,
+      smallSync,
+      ...(!inOrder && {
+        ends: Object.fromEntries(Object.entries(ops).map(([k, l]) => [k, l.map((o) => o.w.timing.completedAt)])),
+      }),
+    });
   },
 
-  /** Rank 0 passes p.small elements to an allReduce, the others p.big: the two run it on different paths (net-route.ts). */
+  /**
+   * Rank 0 passes p.small elements to an allReduce, the others p.big: the two run it on different paths (net-route.ts).
+   */
   async netStraddle() {
     const comm = await ccl.initCommGroup({ timeoutMs: p.timeoutMs });
     await comm.barrier();
@@ -669,7 +819,9 @@ const scenarios = {
     const { wrong, check } = checker(world.rank);
     const sum = (g) => {
       const x = new Float32Array(p.count).fill(world.rank + 1);
-      return g.allReduce(x).then(() => check(`allReduce on group ${g.placement.id}`, x, () => (world.size * (world.size + 1)) / 2));
+      return g
+        .allReduce(x)
+        .then(() => check(`allReduce on group ${g.placement.id}`, x, () => (world.size * (world.size + 1)) / 2));
     };
     // p.rounds times (default 1): the heap puts the next group where the first was in most rounds, not all.
     let error = null;
@@ -681,7 +833,9 @@ const scenarios = {
       await world.barrier(); // every rank has let go: the next group's block is allocated where the first's was
       const next = await world.createGroup(all);
       first.abort('too late');
-      await sum(next).then(() => sum(next)).catch((e) => (error = errorOf(e)));
+      await sum(next)
+        .then(() => sum(next))
+        .catch((e) => (error = errorOf(e)));
       threadOps = next.stats().threadOps;
       next.destroy();
     }

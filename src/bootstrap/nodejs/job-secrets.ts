@@ -4,7 +4,17 @@
 // each comes from the environment, or from something all nodes see alike: for a job confined to
 // one machine, a per-user secret file; for the job id, the id the outer launcher gave the job.
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants, fstatSync, linkSync, mkdirSync, openSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { BlockList, isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +28,10 @@ loopback.addAddress('::1', 'ipv6'); // BlockList also matches IPv4-mapped ::ffff
 
 /** 127.0.0.0/8, ::1 (also as "[::1]" or IPv4-mapped), and the name localhost. */
 export function isLoopback(host: string): boolean {
-  const h = host.trim().replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  const h = host
+    .trim()
+    .replace(/^\[(.*)\]$/, '$1')
+    .toLowerCase();
   if (h === 'localhost') return true;
   const family = isIP(h);
   return family !== 0 && loopback.check(h, family === 6 ? 'ipv6' : 'ipv4');
@@ -71,7 +84,7 @@ function userToken(env: Env): string {
   const dir = join(path, '..');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const tmp = join(dir, `.webccl-token-${process.pid}-${randomBytes(4).toString('hex')}`);
-  writeFileSync(tmp, randomToken() + '\n', { mode: 0o600, flag: 'wx' });
+  writeFileSync(tmp, `${randomToken()}\n`, { mode: 0o600, flag: 'wx' });
   try {
     linkSync(tmp, path);
   } catch (e) {
@@ -96,7 +109,8 @@ function readPrivate(path: string): string | undefined {
     const st = fstatSync(fd);
     // Windows has no owner/mode bits to check; there the file's ACL is the user's business.
     if (process.platform !== 'win32') {
-      if ((st.mode & 0o077) !== 0) fail(path, `is accessible by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 600 on it`);
+      if ((st.mode & 0o077) !== 0)
+        fail(path, `is accessible by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 600 on it`);
       if (process.getuid && st.uid !== process.getuid()) fail(path, `belongs to uid ${st.uid}, not to this user`);
     }
     const token = readFileSync(fd, 'utf8').trim();

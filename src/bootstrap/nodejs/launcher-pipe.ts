@@ -49,7 +49,9 @@ export function watchLauncher(env: Record<string, string | undefined> = process.
     if (ended) return;
     ended = true;
     const reason = `its launcher (pid ${launcher}) ended`;
-    process.stderr.write(`webccl: rank ${env.RANK ?? '?'} (pid ${process.pid}): ${reason}; aborting and ending this rank\n`);
+    process.stderr.write(
+      `webccl: rank ${env.RANK ?? '?'} (pid ${process.pid}): ${reason}; aborting and ending this rank\n`,
+    );
     for (const hook of hooks) {
       try {
         hook(reason);

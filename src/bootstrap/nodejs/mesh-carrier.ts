@@ -15,10 +15,18 @@ export type CarrierName = (typeof CARRIERS)[number];
 export function carrierFromEnv(tls: WireTls | undefined): CarrierName {
   const v = envString('WEBCCL_TRANSPORT') ?? 'tcp';
   if (!(CARRIERS as readonly string[]).includes(v)) {
-    throw new WebcclError('INVALID_ARGUMENT', `WEBCCL_TRANSPORT=${JSON.stringify(v)}: expected ${CARRIERS.join(' or ')}`, { transport: v });
+    throw new WebcclError(
+      'INVALID_ARGUMENT',
+      `WEBCCL_TRANSPORT=${JSON.stringify(v)}: expected ${CARRIERS.join(' or ')}`,
+      { transport: v },
+    );
   }
   if (v === 'ws' && tls) {
-    throw new WebcclError('UNSUPPORTED', 'WEBCCL_TLS=1 with WEBCCL_TRANSPORT=ws: the WebSocket transport runs over plain ws:// (each link is still authenticated by the job token, but not encrypted); use WEBCCL_TRANSPORT=tcp for TLS', { transport: v });
+    throw new WebcclError(
+      'UNSUPPORTED',
+      'WEBCCL_TLS=1 with WEBCCL_TRANSPORT=ws: the WebSocket transport runs over plain ws:// (each link is still authenticated by the job token, but not encrypted); use WEBCCL_TRANSPORT=tcp for TLS',
+      { transport: v },
+    );
   }
   return v as CarrierName;
 }

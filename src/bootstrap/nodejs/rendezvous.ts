@@ -7,17 +7,17 @@
 import { networkInterfaces } from 'node:os';
 import { WebcclError, within } from '../../core/errors.js';
 import { RateLimitedLog } from '../../core/rate-log.js';
+import type { Mesh } from '../../transport/mesh/mesh.js';
 import { AUTH_FAIL_REASONS } from '../../wire/auth.js';
+import type { WireTls } from '../../wire/nodejs/secure-socket.js';
 import { hostPort } from '../../wire/secrets.js';
 import { agreeOnCarrier, agreeOnSize, connectAt, meetAndConnect, tellAbort } from '../meet.js';
-import type { Mesh } from '../../transport/mesh/mesh.js';
-import { type CarrierName, listenMesh } from './mesh-carrier.js';
-import { StoreClient } from './store-client.js';
-import { type StoreServer, refusalLine, startStoreServer } from './store-server.js';
-import { isLoopback } from './job-secrets.js';
-import { ServedElsewhere, type ServedJobInfo, askServedJob } from './served-store.js';
 import type { WorldInit } from '../world.js';
-import type { WireTls } from '../../wire/nodejs/secure-socket.js';
+import { isLoopback } from './job-secrets.js';
+import { type CarrierName, listenMesh } from './mesh-carrier.js';
+import { askServedJob, ServedElsewhere, type ServedJobInfo } from './served-store.js';
+import { StoreClient } from './store-client.js';
+import { refusalLine, type StoreServer, startStoreServer } from './store-server.js';
 
 export interface RendezvousOptions extends WorldInit {
   /** Equal for ranks that share memory (NodeHandle.key). */
@@ -62,7 +62,11 @@ export function listenHost(masterAddr: string, ifname: string | undefined, towar
   const v6 = masterAddr.includes(':');
   if (ifname) {
     const addrs = networkInterfaces()[ifname];
-    if (!addrs?.length) throw new WebcclError('INVALID_ARGUMENT', `WEBCCL_SOCKET_IFNAME=${ifname}: no such interface (have ${Object.keys(networkInterfaces()).join(', ')})`);
+    if (!addrs?.length)
+      throw new WebcclError(
+        'INVALID_ARGUMENT',
+        `WEBCCL_SOCKET_IFNAME=${ifname}: no such interface (have ${Object.keys(networkInterfaces()).join(', ')})`,
+      );
     const pick = addrs.find((a) => (a.family === 'IPv6') === v6) ?? addrs[0];
     return pick.address;
   }
@@ -86,23 +90,54 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
   // taken and asks it, the others' store connections meet its silence and ask it; either way the
   // rank then joins the store serve hosts, as its job (served-store.ts).
   let served: ServedJobInfo | undefined;
-  const server = o.rank === 0 && !o.storeServed
-    ? await startStoreServer({ host: o.masterAddr, port: o.masterPort, fd: o.storeFd, token: o.token, jobId: o.jobId, tls: o.tls, onReject }).catch(async (e: WebcclError) => {
-        if (e.code === 'ADDRESS_IN_USE' && !o.tls && o.storeFd === undefined && (served = await askServedJob(o.masterAddr, o.masterPort))) return undefined;
-        throw within(e, e.code === 'ADDRESS_IN_USE'
-          ? `rank 0 cannot serve the rendezvous store: another program holds MASTER_PORT=${o.masterPort} (give a free MASTER_PORT, or the port of a \`webccl serve --token\` to join the job it hosts)`
-          : 'rank 0 cannot serve the rendezvous store');
-      })
-    : undefined;
+  const server =
+    o.rank === 0 && !o.storeServed
+      ? await startStoreServer({
+          host: o.masterAddr,
+          port: o.masterPort,
+          fd: o.storeFd,
+          token: o.token,
+          jobId: o.jobId,
+          tls: o.tls,
+          onReject,
+        }).catch(async (e: WebcclError) => {
+          if (
+            e.code === 'ADDRESS_IN_USE' &&
+            !o.tls &&
+            o.storeFd === undefined &&
+            (served = await askServedJob(o.masterAddr, o.masterPort))
+          )
+            return undefined;
+          throw within(
+            e,
+            e.code === 'ADDRESS_IN_USE'
+              ? `rank 0 cannot serve the rendezvous store: another program holds MASTER_PORT=${o.masterPort} (give a free MASTER_PORT, or the port of a \`webccl serve --token\` to join the job it hosts)`
+              : 'rank 0 cannot serve the rendezvous store',
+          );
+        })
+      : undefined;
   const jobOf = (s: ServedJobInfo | undefined) => (s && !o.keepJobId ? s.jobId : o.jobId);
-  const connect = (s: ServedJobInfo | undefined) => StoreClient.connect({ host: o.masterAddr, port: s?.storePort ?? o.masterPort, token: o.token, jobId: jobOf(s), timeoutMs: o.connectTimeoutMs, tls: o.tls });
-  const store = await connect(served).catch((e: unknown) => {
-    if (!(e instanceof ServedElsewhere)) throw e;
-    served = e.info;
-    return connect(served);
-  }).catch((e: WebcclError) => {
-    throw within(e, `rank ${o.rank} cannot reach the rendezvous store at ${served ? hostPort(o.masterAddr, served.storePort) : where}`);
-  });
+  const connect = (s: ServedJobInfo | undefined) =>
+    StoreClient.connect({
+      host: o.masterAddr,
+      port: s?.storePort ?? o.masterPort,
+      token: o.token,
+      jobId: jobOf(s),
+      timeoutMs: o.connectTimeoutMs,
+      tls: o.tls,
+    });
+  const store = await connect(served)
+    .catch((e: unknown) => {
+      if (!(e instanceof ServedElsewhere)) throw e;
+      served = e.info;
+      return connect(served);
+    })
+    .catch((e: WebcclError) => {
+      throw within(
+        e,
+        `rank ${o.rank} cannot reach the rendezvous store at ${served ? hostPort(o.masterAddr, served.storePort) : where}`,
+      );
+    });
   const jobId = jobOf(served);
   // Pages reach a job's other ranks over WebSocket only: a job webccl serve hosts runs on ws.
   const carrier = o.carrier ?? (served ? 'ws' : 'tcp');
@@ -112,11 +147,25 @@ export async function rendezvous(o: RendezvousOptions): Promise<Rendezvous> {
     await agreeOnSize(store, steps);
     await agreeOnCarrier(store, steps);
     transport = await listenMesh(carrier, {
-      rank: o.rank, size: o.size, jobId, token: o.token, nchannels: o.nchannels, timeoutMs: o.connectTimeoutMs, tls: o.tls,
+      rank: o.rank,
+      size: o.size,
+      jobId,
+      token: o.token,
+      nchannels: o.nchannels,
+      timeoutMs: o.connectTimeoutMs,
+      tls: o.tls,
       host: listenHost(o.masterAddr, o.ifname, store.localAddress),
     });
     const tlsNote = o.tls ? `, TLS keyed by the ${o.tls.keyedBy === 'token' ? 'job token' : 'certificates'}` : '';
-    const { nodeOf, progress } = await meetAndConnect(store, transport, steps, deadline, where, () => wrongToken, tlsNote);
+    const { nodeOf, progress } = await meetAndConnect(
+      store,
+      transport,
+      steps,
+      deadline,
+      where,
+      () => wrongToken,
+      tlsNote,
+    );
     // From here the job's ops keep the process alive (their deadline timers); an idle mesh or
     // store must not keep a rank whose script has ended.
     for (const h of [transport, store, server]) h?.unref();
@@ -153,7 +202,13 @@ export interface MeshOptions {
  */
 export async function meshAt(store: StoreClient, o: MeshOptions, prefix: string): Promise<Mesh> {
   const transport = await listenMesh(o.carrier ?? 'tcp', {
-    rank: o.rank, size: o.size, jobId: o.jobId, token: o.token, nchannels: o.nchannels, timeoutMs: o.timeoutMs, tls: o.tls,
+    rank: o.rank,
+    size: o.size,
+    jobId: o.jobId,
+    token: o.token,
+    nchannels: o.nchannels,
+    timeoutMs: o.timeoutMs,
+    tls: o.tls,
     host: listenHost(o.masterAddr, o.ifname, store.localAddress),
   });
   return connectAt(store, transport, o, prefix);

@@ -62,7 +62,9 @@ export function askServedJob(host: string, port: number): Promise<ServedJobInfo 
       if (answer.length > ANSWER_MAX_BYTES) done(undefined);
     });
     socket.on('end', () => done(parseAnswer(answer.toString('utf8'))));
-    socket.once('connect', () => socket.write(`GET ${JOB_INFO_PATH} HTTP/1.0\r\nHost: ${host.includes(':') ? `[${host}]` : host}:${port}\r\n\r\n`));
+    socket.once('connect', () =>
+      socket.write(`GET ${JOB_INFO_PATH} HTTP/1.0\r\nHost: ${host.includes(':') ? `[${host}]` : host}:${port}\r\n\r\n`),
+    );
   });
 }
 
@@ -72,7 +74,12 @@ export function parseAnswer(text: string): ServedJobInfo | undefined {
   if (!m) return undefined;
   try {
     const body = JSON.parse(m[1]) as Partial<ServedJobInfo>;
-    const ok = typeof body.jobId === 'string' && body.jobId !== '' && Number.isInteger(body.storePort) && body.storePort! >= 1 && body.storePort! <= 65535;
+    const ok =
+      typeof body.jobId === 'string' &&
+      body.jobId !== '' &&
+      Number.isInteger(body.storePort) &&
+      body.storePort! >= 1 &&
+      body.storePort! <= 65535;
     return ok ? { jobId: body.jobId!, storePort: body.storePort! } : undefined;
   } catch {
     return undefined;

@@ -3,13 +3,13 @@
 // state machine a WebSocket carries) on the socket, under TLS when the job asks for it.
 import * as net from 'node:net';
 import { WebcclError } from '../../core/errors.js';
+import { secureDialled, type WireTls } from '../../wire/nodejs/secure-socket.js';
 import { checkSecrets, hostPort } from '../../wire/secrets.js';
 import type { FrameParser } from '../store-protocol.js';
-import { type SessionOptions, type StoreConn, Retry, StoreSession, clientLimits, retrying } from '../store-session.js';
-import { STORE_TLS_NOTICE } from './store-server.js';
+import { clientLimits, Retry, retrying, type SessionOptions, type StoreConn, StoreSession } from '../store-session.js';
+import { askServedJob, ServedElsewhere, SILENCE_MS } from './served-store.js';
 import { socketFlow } from './socket-flow.js';
-import { type WireTls, secureDialled } from '../../wire/nodejs/secure-socket.js';
-import { SILENCE_MS, ServedElsewhere, askServedJob } from './served-store.js';
+import { STORE_TLS_NOTICE } from './store-server.js';
 
 export type { StoreValue } from '../store-session.js';
 
@@ -30,14 +30,23 @@ export interface StoreClientOptions {
 function socketConn(socket: net.Socket): StoreConn {
   return {
     ...socketFlow(socket),
-    get destroyed() { return socket.destroyed; },
+    get destroyed() {
+      return socket.destroyed;
+    },
     whenClosed: () => new Promise((resolve) => (socket.closed ? resolve() : socket.once('close', () => resolve()))),
     unref: () => socket.unref(),
   };
 }
 
 export class StoreClient extends StoreSession {
-  private constructor(private readonly socket: net.Socket, conn: StoreConn, parser: FrameParser, where: string, timeoutMs: number, maxValue: number) {
+  private constructor(
+    private readonly socket: net.Socket,
+    conn: StoreConn,
+    parser: FrameParser,
+    where: string,
+    timeoutMs: number,
+    maxValue: number,
+  ) {
     super(conn, parser, where, timeoutMs, maxValue);
   }
 
@@ -45,9 +54,12 @@ export class StoreClient extends StoreSession {
   static async connect(o: StoreClientOptions): Promise<StoreClient> {
     const token = checkSecrets(o.token, o.jobId);
     const { timeoutMs, maxValue } = clientLimits(o);
-    if (!Number.isInteger(o.port) || o.port < 1 || o.port > 65535) throw new WebcclError('INVALID_ARGUMENT', `store port ${o.port} is not in 1..65535`);
+    if (!Number.isInteger(o.port) || o.port < 1 || o.port > 65535)
+      throw new WebcclError('INVALID_ARGUMENT', `store port ${o.port} is not in 1..65535`);
     const where = hostPort(o.host, o.port);
-    return retrying(where, timeoutMs, { host: o.host, port: o.port }, (deadline) => attempt({ ...o, token, timeoutMs, maxValue, where }, deadline));
+    return retrying(where, timeoutMs, { host: o.host, port: o.port }, (deadline) =>
+      attempt({ ...o, token, timeoutMs, maxValue, where }, deadline),
+    );
   }
 
   /** This end's address: the interface that reaches the store. */
@@ -58,23 +70,48 @@ export class StoreClient extends StoreSession {
   /** One connection attempt over a connected socket: the session, or Retry / AUTH_FAILED / PROTOCOL_ERROR. */
   static handshake(socket: net.Socket, o: SessionOptions): Promise<StoreClient> {
     const conn = socketConn(socket);
-    const { events, session } = StoreSession.open(conn, o, (c, parser, where, timeoutMs, maxValue) => new StoreClient(socket, c, parser, where, timeoutMs, maxValue));
+    const { events, session } = StoreSession.open(
+      conn,
+      o,
+      (c, parser, where, timeoutMs, maxValue) => new StoreClient(socket, c, parser, where, timeoutMs, maxValue),
+    );
     socket.on('data', (chunk: Buffer) => events.data(chunk));
     socket.on('close', () => events.close());
     return session;
   }
 }
 
-function attempt(o: { host: string; port: number; token: Uint8Array; jobId: string; where: string; maxValue: number; timeoutMs: number; tls?: WireTls }, deadline: number): Promise<StoreClient> {
+function attempt(
+  o: {
+    host: string;
+    port: number;
+    token: Uint8Array;
+    jobId: string;
+    where: string;
+    maxValue: number;
+    timeoutMs: number;
+    tls?: WireTls;
+  },
+  deadline: number,
+): Promise<StoreClient> {
   return new Promise((resolve, reject) => {
     const socket = net.connect({ host: o.host, port: o.port });
     socket.setNoDelay(true);
     let connected = false;
     let heard = false;
-    const timer = setTimeout(() => {
-      socket.destroy();
-      reject(new Retry(connected ? 'the connection was accepted but no store handshake came within the deadline (is another program using MASTER_PORT?)' : 'no answer within the deadline'));
-    }, Math.min(Math.max(1, deadline - Date.now()), 0x7fffffff));
+    const timer = setTimeout(
+      () => {
+        socket.destroy();
+        reject(
+          new Retry(
+            connected
+              ? 'the connection was accepted but no store handshake came within the deadline (is another program using MASTER_PORT?)'
+              : 'no answer within the deadline',
+          ),
+        );
+      },
+      Math.min(Math.max(1, deadline - Date.now()), 0x7fffffff),
+    );
     // A store greets at once; a port still silent after SILENCE_MS may be webccl serve's HTTP
     // port, asked on a second connection while this one waits on (served-store.ts).
     let asking: ReturnType<typeof setTimeout> | undefined;
@@ -90,15 +127,25 @@ function attempt(o: { host: string; port: number; token: Uint8Array; jobId: stri
       connected = true;
       if (!o.tls) {
         socket.once('data', () => (heard = true));
-        asking = setTimeout(() => void askServedJob(o.host, o.port).then((served) => {
-          if (!served || heard || socket.destroyed) return;
-          stop();
-          socket.destroy();
-          reject(new ServedElsewhere(served));
-        }), SILENCE_MS);
+        asking = setTimeout(
+          () =>
+            void askServedJob(o.host, o.port).then((served) => {
+              if (!served || heard || socket.destroyed) return;
+              stop();
+              socket.destroy();
+              reject(new ServedElsewhere(served));
+            }),
+          SILENCE_MS,
+        );
       }
-      secureDialled(o.tls, socket, { notice: STORE_TLS_NOTICE, where: `store at ${o.where}`, timeoutMs: deadline - Date.now() })
-        .then((s) => StoreClient.handshake(s, o)).then(resolve, reject).finally(stop);
+      secureDialled(o.tls, socket, {
+        notice: STORE_TLS_NOTICE,
+        where: `store at ${o.where}`,
+        timeoutMs: deadline - Date.now(),
+      })
+        .then((s) => StoreClient.handshake(s, o))
+        .then(resolve, reject)
+        .finally(stop);
     });
   });
 }

@@ -4,8 +4,9 @@
 // other program — another job's store, typically — can take the port; rank 0 then fails with
 // ADDRESS_IN_USE and the other ranks talk to the wrong store. A socket that never stops
 // listening leaves no such window.
-import { WebcclError } from '../../core/errors.js';
+
 import net from 'node:net';
+import { WebcclError } from '../../core/errors.js';
 
 /** The variable that names the listening socket's descriptor in rank 0's environment. */
 export const STORE_FD_VAR = 'WEBCCL_STORE_FD';
@@ -14,7 +15,9 @@ export const STORE_FD = 4;
 
 export interface ReservedPort {
   port: number;
-  /** The listening socket's descriptor in this process, for a child's stdio; undefined where the platform gives none. */
+  /**
+   * The listening socket's descriptor in this process, for a child's stdio; undefined where the platform gives none.
+   */
   fd?: number;
   /** Closes this process's copy; a child given `fd` keeps listening on its own. */
   release(): void;
@@ -40,9 +43,13 @@ export function reserveStorePort(host: string): Promise<ReservedPort> {
 }
 
 /** stdio and environment entries that hand `reserved` to a child, or none when there is no descriptor. */
-export function storeHandoff(reserved: ReservedPort | undefined, stdioBefore: number): { stdio: number[]; env: Record<string, string> } {
+export function storeHandoff(
+  reserved: ReservedPort | undefined,
+  stdioBefore: number,
+): { stdio: number[]; env: Record<string, string> } {
   if (reserved?.fd === undefined) return { stdio: [], env: {} };
-  if (stdioBefore !== STORE_FD) throw new Error(`store handoff: the child's stdio has ${stdioBefore} entries before it, expected ${STORE_FD}`);
+  if (stdioBefore !== STORE_FD)
+    throw new Error(`store handoff: the child's stdio has ${stdioBefore} entries before it, expected ${STORE_FD}`);
   return { stdio: [reserved.fd], env: { [STORE_FD_VAR]: String(STORE_FD) } };
 }
 
@@ -62,6 +69,7 @@ export function takeStoreFd(env: Record<string, string | undefined>): number | u
  */
 export function storeServedFromEnv(env: Record<string, string | undefined>): boolean {
   const v = env.WEBCCL_STORE_SERVED;
-  if (v !== undefined && v !== '' && v !== '0' && v !== '1') throw new WebcclError('INVALID_ARGUMENT', `WEBCCL_STORE_SERVED=${JSON.stringify(v)}: expected 0 or 1`);
+  if (v !== undefined && v !== '' && v !== '0' && v !== '1')
+    throw new WebcclError('INVALID_ARGUMENT', `WEBCCL_STORE_SERVED=${JSON.stringify(v)}: expected 0 or 1`);
   return v === '1';
 }

@@ -5,21 +5,29 @@
 // says) before any request is parsed; a peer that fails it, or breaks a frame limit, is told why
 // and disconnected, and the rejection is counted (stats()) and reported (onReject, else a WARN
 // log line).
-import * as net from 'node:net';
+import type * as net from 'node:net';
 import { WebcclError } from '../../core/errors.js';
 import { log } from '../../core/log.js';
-import { TLS_NOTICE, type WireTls, createListener } from '../../wire/nodejs/secure-socket.js';
-import { socketFlow } from './socket-flow.js';
 import { RateLimitedLog } from '../../core/rate-log.js';
+import { AUTH_FAIL_REASONS, AuthFail, Challenge, type Refused } from '../../wire/auth.js';
 import { concat, textBytes } from '../../wire/bytes.js';
-import { AUTH_FAIL_REASONS, AuthFail, Challenge, Refused } from '../../wire/auth.js';
-import { WRONG_TOKEN_KEY } from '../meet.js';
 import { sameBytes } from '../../wire/hmac.js';
+import { createListener, TLS_NOTICE, type WireTls } from '../../wire/nodejs/secure-socket.js';
 import { checkSecrets, hostPort } from '../../wire/secrets.js';
+import { WRONG_TOKEN_KEY } from '../meet.js';
 import {
-  ACCEPTS, AUTH_LABEL, MAX_VALUE_LIMIT, NO_DEADLINE, VERSION, FrameParser, decode, encode, type Message,
+  ACCEPTS,
+  AUTH_LABEL,
+  decode,
+  encode,
+  FrameParser,
+  MAX_VALUE_LIMIT,
+  type Message,
+  NO_DEADLINE,
+  VERSION,
 } from '../store-protocol.js';
 import type { ConnEvents } from '../store-session.js';
+import { socketFlow } from './socket-flow.js';
 
 /** What a secure end sends before TLS: a plain peer shows it as the store's parting error. */
 export const STORE_TLS_NOTICE = concat(encode({ type: 'protocolError', message: TLS_NOTICE }));
@@ -97,7 +105,10 @@ export interface StoreServer {
   stats(): StoreServerStats;
   /** Serves a connection of another carrier (a WebSocket) from the same table, with the same checks. */
   serve(conn: ServedConn): ConnEvents;
-  /** Counts and reports a peer refused by its carrier before the store protocol saw it (a WebSocket message over the size limit). */
+  /**
+   * Counts and reports a peer refused by its carrier before the store protocol saw it (a WebSocket message over the
+   * size limit).
+   */
   refuse(remote: string, reason: string): void;
   /** Lets the process exit while the store still serves (a rank's script may end first). */
   unref(): void;
@@ -134,7 +145,13 @@ class Table {
     this.waiting.delete(key);
     for (const w of ws) {
       w.missing.delete(key);
-      if (w.missing.size === 0) this.finish(w, w.get === undefined ? { type: 'ok', id: w.id } : { type: 'value', id: w.id, value: this.data.get(w.get) ?? null });
+      if (w.missing.size === 0)
+        this.finish(
+          w,
+          w.get === undefined
+            ? { type: 'ok', id: w.id }
+            : { type: 'value', id: w.id, value: this.data.get(w.get) ?? null },
+        );
     }
   }
 
@@ -145,7 +162,10 @@ class Table {
       ws.add(w);
     }
     if (timeoutMs !== NO_DEADLINE) {
-      w.timer = setTimeout(() => this.finish(w, { type: 'timeout', id: w.id, keys: [...w.missing] }), Math.min(timeoutMs, 0x7fffffff));
+      w.timer = setTimeout(
+        () => this.finish(w, { type: 'timeout', id: w.id, keys: [...w.missing] }),
+        Math.min(timeoutMs, 0x7fffffff),
+      );
     }
   }
 
@@ -169,22 +189,28 @@ class Table {
   }
 
   /** Serves one authenticated request; returns the parked waiter, if any. */
+  // biome-ignore lint/suspicious/noConfusingVoidType: void when a reply was sent, a Waiter when one was parked
   serve(m: Message, reply: Reply): Waiter | void {
     const { data } = this;
     switch (m.type) {
-      case 'set': this.put(m.key, m.value); return reply({ type: 'ok', id: m.id });
+      case 'set':
+        this.put(m.key, m.value);
+        return reply({ type: 'ok', id: m.id });
       case 'get': {
         const value = data.get(m.key);
         if (value) return reply({ type: 'value', id: m.id, value });
         return this.waitFor({ id: m.id, reply, missing: new Set([m.key]), get: m.key }, m.timeoutMs);
       }
-      case 'wait': return this.waitFor({ id: m.id, reply, missing: new Set(m.keys.filter((k) => !data.has(k))) }, m.timeoutMs);
+      case 'wait':
+        return this.waitFor({ id: m.id, reply, missing: new Set(m.keys.filter((k) => !data.has(k))) }, m.timeoutMs);
       case 'add': {
         const old = data.get(m.key);
         const text = old === undefined ? '0' : Buffer.from(old).toString('latin1');
-        if (!/^-?[0-9]{1,16}$/.test(text)) return reply({ type: 'error', id: m.id, message: `add("${m.key}"): the value is not an integer counter` });
+        if (!/^-?[0-9]{1,16}$/.test(text))
+          return reply({ type: 'error', id: m.id, message: `add("${m.key}"): the value is not an integer counter` });
         const sum = BigInt(text) + m.delta;
-        if (sum > SAFE || sum < -SAFE) return reply({ type: 'error', id: m.id, message: `add("${m.key}"): ${sum} is beyond a safe integer` });
+        if (sum > SAFE || sum < -SAFE)
+          return reply({ type: 'error', id: m.id, message: `add("${m.key}"): ${sum} is beyond a safe integer` });
         this.put(m.key, textBytes(sum.toString()));
         return reply({ type: 'number', id: m.id, value: sum });
       }
@@ -194,12 +220,16 @@ class Table {
         if (match) this.put(m.key, m.desired.slice());
         return reply({ type: 'value', id: m.id, value: data.get(m.key) ?? null });
       }
-      case 'delete': return reply({ type: 'number', id: m.id, value: data.delete(m.key) ? 1n : 0n });
-      case 'numKeys': return reply({ type: 'number', id: m.id, value: BigInt(data.size) });
-      default: throw new WebcclError('PROTOCOL_ERROR', `${m.type} is not a request`);
+      case 'delete':
+        return reply({ type: 'number', id: m.id, value: data.delete(m.key) ? 1n : 0n });
+      case 'numKeys':
+        return reply({ type: 'number', id: m.id, value: BigInt(data.size) });
+      default:
+        throw new WebcclError('PROTOCOL_ERROR', `${m.type} is not a request`);
     }
   }
 
+  // biome-ignore lint/suspicious/noConfusingVoidType: void when a reply was sent, a Waiter when one was parked
   private waitFor(w: Waiter, timeoutMs: number): Waiter | void {
     if (w.missing.size === 0) return w.reply({ type: 'ok', id: w.id });
     this.park(w, timeoutMs);
@@ -212,7 +242,8 @@ function checkOptions(o: StoreServerOptions): { host: string; port: number; maxV
   const host = o.host ?? '127.0.0.1';
   const port = o.port ?? 0;
   const maxValue = o.maxValueBytes ?? 64 * 1024 * 1024;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new WebcclError('INVALID_ARGUMENT', `store port ${port} is not in 0..65535`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new WebcclError('INVALID_ARGUMENT', `store port ${port} is not in 0..65535`);
   if (!Number.isInteger(maxValue) || maxValue < 1 || maxValue > MAX_VALUE_LIMIT) {
     throw new WebcclError('INVALID_ARGUMENT', `maxValueBytes ${maxValue} is not in 1..${MAX_VALUE_LIMIT}`);
   }
@@ -230,9 +261,13 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   let refusals: RateLimitedLog | undefined; // made once the label has the bound port
   const reject = (remote: string, kind: 'auth' | 'protocol', reason: string) => {
     counts[kind === 'auth' ? 'authFailures' : 'protocolErrors']++;
-    if (options.publishTokenRefusals && kind === 'auth' && reason === AUTH_FAIL_REASONS[2]) table.put(WRONG_TOKEN_KEY, textBytes(remote));
+    if (options.publishTokenRefusals && kind === 'auth' && reason === AUTH_FAIL_REASONS[2])
+      table.put(WRONG_TOKEN_KEY, textBytes(remote));
     if (options.onReject) options.onReject({ remote, kind, reason });
-    else (refusals ??= new RateLimitedLog(`store ${label}: refused connections`)).warn(refusalLine(label, { remote, kind, reason }));
+    else
+      (refusals ??= new RateLimitedLog(`store ${label}: refused connections`)).warn(
+        refusalLine(label, { remote, kind, reason }),
+      );
   };
 
   function serveConnection(conn: ServedConn): ConnEvents {
@@ -250,7 +285,10 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       if (!conn.write(encode(m)) && !paused) {
         paused = true;
         conn.pause();
-        conn.onceDrain(() => { paused = false; conn.resume(); });
+        conn.onceDrain(() => {
+          paused = false;
+          conn.resume();
+        });
       }
     };
     const hangUp = () => {
@@ -266,7 +304,8 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       hangUp();
     };
     const authenticate = (m: Message) => {
-      if (m.type === 'protocolError') { // a client that gives up says why (a secure one meeting this plain store)
+      if (m.type === 'protocolError') {
+        // a client that gives up says why (a secure one meeting this plain store)
         reject(remote, 'protocol', `it hung up: ${m.message}`);
         return hangUp();
       }
@@ -280,25 +319,29 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
       // unparsed, and are served only if it passes (dropped with the connection if not).
       parser.hold();
       conn.pause();
-      challenge.proofs(m.nonce).then((p) => {
-        if (conn.ended) return;
-        if (!sameBytes(p.theirs, m.mac)) return authFail(AuthFail.token);
-        clearTimeout(authTimer);
-        ready = true;
-        counts.authenticated++;
-        parser.accept(ACCEPTS.serverReady);
-        conn.resume(); // before send(), which may pause the connection again for backpressure
-        send({ type: 'authOk', mac: p.mine });
-        guarded(() => parser.release());
-      }, (e: unknown) => {
-        reject(remote, 'protocol', WebcclError.is(e) ? e.reason : String(e));
-        hangUp();
-      });
+      challenge.proofs(m.nonce).then(
+        (p) => {
+          if (conn.ended) return;
+          if (!sameBytes(p.theirs, m.mac)) return authFail(AuthFail.token);
+          clearTimeout(authTimer);
+          ready = true;
+          counts.authenticated++;
+          parser.accept(ACCEPTS.serverReady);
+          conn.resume(); // before send(), which may pause the connection again for backpressure
+          send({ type: 'authOk', mac: p.mine });
+          guarded(() => parser.release());
+        },
+        (e: unknown) => {
+          reject(remote, 'protocol', WebcclError.is(e) ? e.reason : String(e));
+          hangUp();
+        },
+      );
     };
     const parser = new FrameParser(maxValue, ACCEPTS.serverHandshake, (kind, body) => {
       const m = decode(kind, body, maxValue);
       if (!ready) return authenticate(m);
-      let w: Waiter | void = undefined;
+      // biome-ignore lint/suspicious/noConfusingVoidType: void when a reply was sent, a Waiter when one was parked
+      let w: Waiter | void;
       w = table.serve(m, (answer) => {
         if (w) parked.delete(w);
         send(answer);
@@ -329,7 +372,10 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
         // An HTTP request is a rank asking whether this port is webccl serve's (served-store.ts),
         // sent when the store was slow to greet it (a port listening before its store started):
         // let go quietly, no refused peer. (No store frame starts so: its length would be ~1 GiB.)
-        if (first && (first = false, isHttpGet(chunk))) return hangUp();
+        if (first) {
+          first = false;
+          if (isHttpGet(chunk)) return hangUp();
+        }
         guarded(() => parser.push(chunk));
       },
       close: () => {
@@ -349,7 +395,9 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     const conn: ServedConn = {
       ...socketFlow(socket),
       remote: hostPort(socket.remoteAddress ?? '?', socket.remotePort ?? 0),
-      get ended() { return socket.destroyed || socket.writableEnded; },
+      get ended() {
+        return socket.destroyed || socket.writableEnded;
+      },
       end: () => {
         socket.end();
         setTimeout(() => socket.destroy(), 1000).unref();
@@ -363,18 +411,30 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   }
 
   const server = createListener(options.tls, {
-    notice: STORE_TLS_NOTICE, timeoutMs: options.authTimeoutMs ?? 10_000, onSocket: serveSocket,
+    notice: STORE_TLS_NOTICE,
+    timeoutMs: options.authTimeoutMs ?? 10_000,
+    onSocket: serveSocket,
     // A dialler that claimed this job and failed the TLS proof of the token is refused as the
     // plain store refuses a wrong HMAC proof, so that rank 0 learns of it the same way.
-    onRefused: (e, remote) => (e.details.claimedJob
-      ? reject(remote, 'auth', AUTH_FAIL_REASONS[AuthFail.token])
-      : reject(remote, e.code === 'AUTH_FAILED' ? 'auth' : 'protocol', e.reason)),
+    onRefused: (e, remote) =>
+      e.details.claimedJob
+        ? reject(remote, 'auth', AUTH_FAIL_REASONS[AuthFail.token])
+        : reject(remote, e.code === 'AUTH_FAILED' ? 'auth' : 'protocol', e.reason),
   });
   await new Promise<void>((resolve, rejectListen) => {
     server.once('error', (e: NodeJS.ErrnoException) => {
       const where = hostPort(host, port);
-      if (e.code === 'EADDRINUSE') rejectListen(new WebcclError('ADDRESS_IN_USE', `store cannot listen on ${where}: address already in use`, { host, port }));
-      else rejectListen(new WebcclError('INVALID_ARGUMENT', `store cannot listen on ${where}: ${e.code ?? e.message}`, { host, port }));
+      if (e.code === 'EADDRINUSE')
+        rejectListen(
+          new WebcclError('ADDRESS_IN_USE', `store cannot listen on ${where}: address already in use`, { host, port }),
+        );
+      else
+        rejectListen(
+          new WebcclError('INVALID_ARGUMENT', `store cannot listen on ${where}: ${e.code ?? e.message}`, {
+            host,
+            port,
+          }),
+        );
     });
     if (options.fd !== undefined) server.listen({ fd: options.fd }, () => resolve());
     else server.listen({ host, port, exclusive: true }, () => resolve());

@@ -9,10 +9,10 @@
 // the largest store frame, which the frame parser then checks again by kind.
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer, type WebSocket } from 'ws';
-import { HEADER_BYTES, concat } from '../../wire/bytes.js';
+import { type WebSocket, WebSocketServer } from 'ws';
+import { concat, HEADER_BYTES } from '../../wire/bytes.js';
+import { routeUpgrades, type UpgradeHandler } from '../../wire/nodejs/upgrade-routes.js';
 import { hostPort } from '../../wire/secrets.js';
-import { type UpgradeHandler, routeUpgrades } from '../../wire/nodejs/upgrade-routes.js';
 import { Kind, maxBodyBytes } from '../store-protocol.js';
 import type { ServedConn, StoreServer } from './store-server.js';
 
@@ -33,7 +33,11 @@ export interface StoreWebSocket {
  * upgrade-routes.ts): each upgrade it is given becomes a connection of `store`.
  */
 export function storeUpgrades(store: StoreServer): StoreWebSocket & { handle: UpgradeHandler } {
-  const wss = new WebSocketServer({ noServer: true, maxPayload: maxStoreMessage(store.maxValueBytes), perMessageDeflate: false });
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: maxStoreMessage(store.maxValueBytes),
+    perMessageDeflate: false,
+  });
   return {
     handle: (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => serveWebSocket(store, ws, req, socket)),
     close: () => {
@@ -66,7 +70,9 @@ function serveWebSocket(store: StoreServer, ws: WebSocket, req: IncomingMessage,
   };
   const conn: ServedConn = {
     remote,
-    get ended() { return ws.readyState !== ws.OPEN; },
+    get ended() {
+      return ws.readyState !== ws.OPEN;
+    },
     write: (parts) => {
       ws.send(concat(parts), { binary: true }, sent);
       return ws.bufferedAmount < HIGH_WATER;
@@ -91,6 +97,13 @@ function serveWebSocket(store: StoreServer, ws: WebSocket, req: IncomingMessage,
     events.data(chunk);
   });
   // ws refuses a message over maxPayload (before buffering it) with an error, then closes.
-  ws.on('error', (e: Error & { code?: string }) => store.refuse(remote, e.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? `a WebSocket message over the limit of ${maxStoreMessage(store.maxValueBytes)} bytes` : e.message));
+  ws.on('error', (e: Error & { code?: string }) =>
+    store.refuse(
+      remote,
+      e.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH'
+        ? `a WebSocket message over the limit of ${maxStoreMessage(store.maxValueBytes)} bytes`
+        : e.message,
+    ),
+  );
   ws.on('close', () => events.close());
 }

@@ -14,12 +14,23 @@
 // merging launcher started (the nodes of one `--nnodes` job on one machine each merge their own
 // ranks; a file left by an earlier run of the same job id is older), under a lock; else it
 // replaces it.
-import { accessSync, constants, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { isMainThread, threadId } from 'node:worker_threads';
+import { LAUNCHER_FD_VAR } from '../config.js';
 import { WebcclError } from '../errors.js';
 import { TRACE_SINK, TRACING, type TraceEvent, type TraceSink } from '../trace.js';
-import { LAUNCHER_FD_VAR } from '../config.js';
 
 /** How long a merge waits for another merge into the same file (a lock left by a killed launcher is then ignored). */
 const LOCK_WAIT_MS = 5000;
@@ -36,7 +47,8 @@ export function tracePath(env: Record<string, string | undefined> = process.env)
 /** Refuses a trace path no file can be written at (a launcher calls it before starting any rank). */
 export function checkTracePath(path: string): void {
   const why = unwritable(path);
-  if (why) throw new WebcclError('INVALID_ARGUMENT', `WEBCCL_TRACE=${path}: ${why}`, { variable: 'WEBCCL_TRACE', path });
+  if (why)
+    throw new WebcclError('INVALID_ARGUMENT', `WEBCCL_TRACE=${path}: ${why}`, { variable: 'WEBCCL_TRACE', path });
 }
 
 function unwritable(path: string): string | undefined {
@@ -62,7 +74,12 @@ export function partsOf(path: string, pids: readonly number[]): string[] {
     return [];
   }
   return names
-    .filter((n) => n.startsWith(prefix) && n.endsWith('.part') && pids.includes(Number(/^(\d+)-\d+$/.exec(n.slice(prefix.length, -5))?.[1])))
+    .filter(
+      (n) =>
+        n.startsWith(prefix) &&
+        n.endsWith('.part') &&
+        pids.includes(Number(/^(\d+)-\d+$/.exec(n.slice(prefix.length, -5))?.[1])),
+    )
     .map((n) => join(dir, n));
 }
 
@@ -71,10 +88,15 @@ function readEvents(file: string): { events: TraceEvent[]; job?: unknown } {
   try {
     json = JSON.parse(readFileSync(file, 'utf8'));
   } catch (e) {
-    throw new WebcclError('INVALID_ARGUMENT', `${file}: not a readable trace (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`, { path: file });
+    throw new WebcclError(
+      'INVALID_ARGUMENT',
+      `${file}: not a readable trace (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+      { path: file },
+    );
   }
   if (Array.isArray(json)) return { events: json };
-  if (!Array.isArray(json.traceEvents)) throw new WebcclError('INVALID_ARGUMENT', `${file} holds no traceEvents array`, { path: file });
+  if (!Array.isArray(json.traceEvents))
+    throw new WebcclError('INVALID_ARGUMENT', `${file} holds no traceEvents array`, { path: file });
   return { events: json.traceEvents, job: json.otherData?.job };
 }
 
@@ -84,12 +106,19 @@ function readEvents(file: string): { events: TraceEvent[]; job?: unknown } {
  * holding that job's events already (written at `since` or later, epoch ms) is added to, not
  * replaced. `remove`: delete the inputs.
  */
-export function mergeTraceFiles(out: string, inputs: readonly string[], opts: { job?: string; since?: number; remove?: boolean } = {}): number {
+export function mergeTraceFiles(
+  out: string,
+  inputs: readonly string[],
+  opts: { job?: string; since?: number; remove?: boolean } = {},
+): number {
   const lock = `${out}.lock`;
   const locked = takeLock(lock);
   try {
     const events: TraceEvent[] = [];
-    if (opts.job !== undefined && (statSync(out, { throwIfNoEntry: false })?.mtimeMs ?? -Infinity) >= (opts.since ?? -Infinity)) {
+    if (
+      opts.job !== undefined &&
+      (statSync(out, { throwIfNoEntry: false })?.mtimeMs ?? -Infinity) >= (opts.since ?? -Infinity)
+    ) {
       try {
         const prior = readEvents(out);
         if (prior.job === opts.job) for (const e of prior.events) events.push(e);
@@ -97,7 +126,8 @@ export function mergeTraceFiles(out: string, inputs: readonly string[], opts: { 
         // not a trace of ours: replaced
       }
     }
-    for (const f of inputs) for (const e of readEvents(f).events) events.push(e); // (a spread of a million overflows the stack)
+    // (a spread of a million overflows the stack)
+    for (const f of inputs) for (const e of readEvents(f).events) events.push(e);
     const meta = events.filter((e) => e.ph === 'M');
     const timed = events.filter((e) => e.ph !== 'M').sort((a, b) => a.ts - b.ts || (b.dur ?? 0) - (a.dur ?? 0));
     const tmp = `${out}.${process.pid}.tmp`;
@@ -124,7 +154,7 @@ function unique(meta: TraceEvent[]): TraceEvent[] {
 /** One event per line: readable, and diffable. */
 function traceJson(events: TraceEvent[], job?: string): string {
   const head = `{"displayTimeUnit":"ms",${job !== undefined ? `"otherData":${JSON.stringify({ job })},` : ''}"traceEvents":[\n`;
-  return head + events.map((e) => JSON.stringify(e)).join(',\n') + '\n]}\n';
+  return `${head + events.map((e) => JSON.stringify(e)).join(',\n')}\n]}\n`;
 }
 
 function takeLock(lock: string): boolean {
@@ -150,7 +180,9 @@ export function mergeJobTrace(path: string, pids: readonly number[], job: string
     const parts = partsOf(path, pids);
     if (parts.length) mergeTraceFiles(path, parts, { job, since, remove: true });
   } catch (e) {
-    process.stderr.write(`webccl: WEBCCL_TRACE: could not merge the trace parts into ${path}: ${(e as Error).message}\n`);
+    process.stderr.write(
+      `webccl: WEBCCL_TRACE: could not merge the trace parts into ${path}: ${(e as Error).message}\n`,
+    );
   }
 }
 
@@ -164,7 +196,8 @@ function mergesOwnParts(): boolean {
 
 /** Installs the Node sink: each thread writes its part at its end. */
 export function installTraceSink(): void {
-  if (!TRACING || (globalThis as Record<symbol, unknown>)[TRACE_SINK]) return; // off, or installed by the other build (ESM / CJS)
+  // off, or installed by the other build (ESM / CJS)
+  if (!TRACING || (globalThis as Record<symbol, unknown>)[TRACE_SINK]) return;
   const path = tracePath()!;
   const why = unwritable(path);
   if (why) {
@@ -176,7 +209,9 @@ export function installTraceSink(): void {
       const ev = events();
       if (ev.length) writeFileSync(partName(path, process.pid, threadId), traceJson(ev));
     } catch (e) {
-      process.stderr.write(`webccl: WEBCCL_TRACE: could not write the trace of thread ${threadId}: ${(e as Error).message}\n`);
+      process.stderr.write(
+        `webccl: WEBCCL_TRACE: could not write the trace of thread ${threadId}: ${(e as Error).message}\n`,
+      );
     }
   };
   let mine: (() => TraceEvent[]) | undefined;

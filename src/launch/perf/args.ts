@@ -2,12 +2,12 @@
 // -d -o -r), -a for the algorithm, and the launcher's own (--ranks, --nodes, --transport, --group,
 // --json, --plot).
 // Pure: parsing never touches the process, so tests can hit every branch.
-import { DTYPES, FLOAT_DTYPES, REDUCE_OPS, type Dtype, type ReduceOp } from '../../core/dtypes.js';
-import { ALGORITHMS } from '../../tuner/tuner.js';
-import { NET_ALGORITHMS, type NetAlgo } from '../../tuner/net-tuner.js';
+import { DTYPES, type Dtype, FLOAT_DTYPES, REDUCE_OPS, type ReduceOp } from '../../core/dtypes.js';
 import type { Algo } from '../../core/shm-map.js';
+import { NET_ALGORITHMS, type NetAlgo } from '../../tuner/net-tuner.js';
+import { ALGORITHMS } from '../../tuner/tuner.js';
 import { CliUsageError, type FlagSpec, parseFlags } from '../flags.js';
-import { COLLECTIVES, type Collective, HAS_OP, collectiveNamed, ranksNeeded } from './collectives.js';
+import { COLLECTIVES, type Collective, collectiveNamed, HAS_OP, ranksNeeded } from './collectives.js';
 
 export class PerfUsageError extends CliUsageError {
   override readonly name = 'PerfUsageError';
@@ -18,7 +18,11 @@ const TRANSPORTS_PLANNED: string[] = [];
 export type Transport = (typeof TRANSPORTS_AVAILABLE)[number];
 
 /** The allreduce algorithms -a accepts, by transport: one node's, or the network's. */
-export const ALGORITHMS_OF: Record<Transport, readonly string[]> = { shm: ALGORITHMS, tcp: NET_ALGORITHMS, ws: NET_ALGORITHMS };
+export const ALGORITHMS_OF: Record<Transport, readonly string[]> = {
+  shm: ALGORITHMS,
+  tcp: NET_ALGORITHMS,
+  ws: NET_ALGORITHMS,
+};
 
 export interface PerfOptions {
   collective: Collective;
@@ -104,13 +108,18 @@ export function parseSize(text: string, flag = 'size'): number {
   const m = /^(\d+(?:\.\d+)?)\s*([kmgb]?)(?:i?b)?$/i.exec(text.trim());
   if (!m) throw new PerfUsageError(`${flag} expects a size such as 8, 1K, 64M or 1G, got ${JSON.stringify(text)}`);
   const bytes = Math.floor(Number(m[1]) * UNITS[m[2].toLowerCase()]);
-  if (!(bytes >= 1) || !Number.isSafeInteger(bytes)) throw new PerfUsageError(`${flag} must be at least 1 byte, got ${JSON.stringify(text)}`);
+  if (!(bytes >= 1) || !Number.isSafeInteger(bytes))
+    throw new PerfUsageError(`${flag} must be at least 1 byte, got ${JSON.stringify(text)}`);
   return bytes;
 }
 
 /** Sizes as the table's readers like them: 8 B, 1 KiB, 64 MiB. */
 export function formatSize(bytes: number): string {
-  for (const [unit, scale] of [['GiB', 1 << 30], ['MiB', 1 << 20], ['KiB', 1 << 10]] as const) {
+  for (const [unit, scale] of [
+    ['GiB', 1 << 30],
+    ['MiB', 1 << 20],
+    ['KiB', 1 << 10],
+  ] as const) {
     if (bytes >= scale && bytes % scale === 0) return `${bytes / scale} ${unit}`;
   }
   if (bytes >= 1 << 20) return `${(bytes / (1 << 20)).toFixed(1)} MiB`;
@@ -119,15 +128,28 @@ export function formatSize(bytes: number): string {
 }
 
 const DTYPE_ALIASES: Record<string, Dtype> = {
-  float: 'f32', float32: 'f32', double: 'f64', float64: 'f64', half: 'f16', float16: 'f16', bfloat16: 'bf16',
-  int: 'i32', int32: 'i32', uint32: 'u32', int8: 'i8', char: 'i8', uint8: 'u8', int64: 'i64',
+  float: 'f32',
+  float32: 'f32',
+  double: 'f64',
+  float64: 'f64',
+  half: 'f16',
+  float16: 'f16',
+  bfloat16: 'bf16',
+  int: 'i32',
+  int32: 'i32',
+  uint32: 'u32',
+  int8: 'i8',
+  char: 'i8',
+  uint8: 'u8',
+  int64: 'i64',
 };
 
 function parseDtypes(text: string): Dtype[] {
   if (text === 'all') return [...DTYPES];
   return text.split(',').map((t) => {
     const d = (DTYPES as readonly string[]).includes(t) ? (t as Dtype) : DTYPE_ALIASES[t.toLowerCase()];
-    if (!d) throw new PerfUsageError(`-d: unknown datatype ${JSON.stringify(t)} (expected ${DTYPES.join(', ')} or all)`);
+    if (!d)
+      throw new PerfUsageError(`-d: unknown datatype ${JSON.stringify(t)} (expected ${DTYPES.join(', ')} or all)`);
     return d;
   });
 }
@@ -135,26 +157,44 @@ function parseDtypes(text: string): Dtype[] {
 function parseOps(text: string): ReduceOp[] {
   if (text === 'all') return [...REDUCE_OPS];
   return text.split(',').map((t) => {
-    if (!(REDUCE_OPS as readonly string[]).includes(t)) throw new PerfUsageError(`-o: unknown op ${JSON.stringify(t)} (expected ${REDUCE_OPS.join(', ')} or all)`);
+    if (!(REDUCE_OPS as readonly string[]).includes(t))
+      throw new PerfUsageError(`-o: unknown op ${JSON.stringify(t)} (expected ${REDUCE_OPS.join(', ')} or all)`);
     return t as ReduceOp;
   });
 }
 
 function int(text: string, flag: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
   if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) {
-    throw new PerfUsageError(`${flag} expects an integer in ${min}..${max === Number.MAX_SAFE_INTEGER ? '' : max}, got ${JSON.stringify(text)}`);
+    throw new PerfUsageError(
+      `${flag} expects an integer in ${min}..${max === Number.MAX_SAFE_INTEGER ? '' : max}, got ${JSON.stringify(text)}`,
+    );
   }
   return Number(text);
 }
 
 /** perf's flags: nccl-tests' one-letter and long spellings, and the launcher's own. */
 const PERF_FLAGS = {
-  b: { names: ['b', 'minbytes'] }, e: { names: ['e', 'maxbytes'] }, f: { names: ['f', 'stepfactor'] }, i: { names: ['i', 'stepbytes'] },
-  n: { names: ['n', 'iters'] }, w: { names: ['w', 'warmup_iters', 'warmup'] }, c: { names: ['c', 'check'] },
-  d: { names: ['d', 'datatype', 'dtype'] }, o: { names: ['o', 'op'] }, r: { names: ['r', 'root'] }, a: { names: ['a', 'algo'] },
-  ranks: { names: ['ranks'] }, nodes: { names: ['nodes'] }, transport: { names: ['transport'] }, group: { names: ['group'] },
-  buffers: { names: ['buffers'] }, json: { names: ['json'] }, plot: { names: ['plot'] }, plotY: { names: ['plot-y'] },
-  time: { names: ['time'] }, reps: { names: ['reps'] },
+  b: { names: ['b', 'minbytes'] },
+  e: { names: ['e', 'maxbytes'] },
+  f: { names: ['f', 'stepfactor'] },
+  i: { names: ['i', 'stepbytes'] },
+  n: { names: ['n', 'iters'] },
+  w: { names: ['w', 'warmup_iters', 'warmup'] },
+  c: { names: ['c', 'check'] },
+  d: { names: ['d', 'datatype', 'dtype'] },
+  o: { names: ['o', 'op'] },
+  r: { names: ['r', 'root'] },
+  a: { names: ['a', 'algo'] },
+  ranks: { names: ['ranks'] },
+  nodes: { names: ['nodes'] },
+  transport: { names: ['transport'] },
+  group: { names: ['group'] },
+  buffers: { names: ['buffers'] },
+  json: { names: ['json'] },
+  plot: { names: ['plot'] },
+  plotY: { names: ['plot-y'] },
+  time: { names: ['time'] },
+  reps: { names: ['reps'] },
 } as const satisfies Record<string, FlagSpec>;
 
 /** Parses the arguments after `perf`; 'help' when -h is among them. Throws PerfUsageError. */
@@ -164,14 +204,22 @@ export function parsePerfArgs(argv: string[]): PerfOptions | 'help' {
   let collective: Collective | undefined;
   if (positionals.length) {
     collective = collectiveNamed(positionals[0]);
-    if (!collective) throw new PerfUsageError(`unknown collective ${JSON.stringify(positionals[0])} (expected ${COLLECTIVES.join(', ')})`);
-    if (positionals.length > 1) throw new PerfUsageError(`unexpected argument ${JSON.stringify(positionals[1])} (the collective is already ${collective})`);
+    if (!collective)
+      throw new PerfUsageError(
+        `unknown collective ${JSON.stringify(positionals[0])} (expected ${COLLECTIVES.join(', ')})`,
+      );
+    if (positionals.length > 1)
+      throw new PerfUsageError(
+        `unexpected argument ${JSON.stringify(positionals[1])} (the collective is already ${collective})`,
+      );
   }
   if (!collective) throw new PerfUsageError(`name a collective (${COLLECTIVES.join(', ')})`);
 
   const get = (key: keyof typeof PERF_FLAGS) => given.get(key);
-  const size = (key: keyof typeof PERF_FLAGS, dflt: number) => (get(key) ? parseSize(get(key)!.value, get(key)!.flag) : dflt);
-  const num = (key: keyof typeof PERF_FLAGS, dflt: number, min: number, max?: number) => (get(key) ? int(get(key)!.value, get(key)!.flag, min, max) : dflt);
+  const size = (key: keyof typeof PERF_FLAGS, dflt: number) =>
+    get(key) ? parseSize(get(key)!.value, get(key)!.flag) : dflt;
+  const num = (key: keyof typeof PERF_FLAGS, dflt: number, min: number, max?: number) =>
+    get(key) ? int(get(key)!.value, get(key)!.flag, min, max) : dflt;
 
   const minBytes = size('b', 8);
   const maxBytes = size('e', 64 << 20);
@@ -183,21 +231,28 @@ export function parsePerfArgs(argv: string[]): PerfOptions | 'help' {
   let timeSec = 0.2;
   if (get('time')) {
     timeSec = Number(get('time')!.value);
-    if (!(timeSec > 0 && timeSec <= 600)) throw new PerfUsageError(`--time expects seconds in (0, 600], got ${JSON.stringify(get('time')!.value)}`);
+    if (!(timeSec > 0 && timeSec <= 600))
+      throw new PerfUsageError(`--time expects seconds in (0, 600], got ${JSON.stringify(get('time')!.value)}`);
   }
   const reps = num('reps', 1, 1, 100);
   const warmup = num('w', 5, 0);
   const check = num('c', 1, 0, 1) === 1;
   const ranks = num('ranks', 2, 1, 64);
   const group = get('group') ? int(get('group')!.value, '--group', 1, 64) : undefined;
-  if (group !== undefined && group > ranks) throw new PerfUsageError(`--group ${group} is larger than the world: --ranks ${ranks}`);
+  if (group !== undefined && group > ranks)
+    throw new PerfUsageError(`--group ${group} is larger than the world: --ranks ${ranks}`);
   const participants = group ?? ranks;
   const root = num('r', 0, 0);
   if (root >= participants) {
-    throw new PerfUsageError(`-r: invalid root ${root} (root should be in the 0..${participants - 1} range${group === undefined ? '' : ', a rank of the --group'})`);
+    throw new PerfUsageError(
+      `-r: invalid root ${root} (root should be in the 0..${participants - 1} range${group === undefined ? '' : ', a rank of the --group'})`,
+    );
   }
   const unfit = ranksNeeded(collective, participants);
-  if (unfit) throw new PerfUsageError(`${unfit}: give ${group === undefined ? '--ranks' : '--group'} ${collective === 'pingpong' ? '2' : 'at least 2'}`);
+  if (unfit)
+    throw new PerfUsageError(
+      `${unfit}: give ${group === undefined ? '--ranks' : '--group'} ${collective === 'pingpong' ? '2' : 'at least 2'}`,
+    );
 
   const dtypes = parseDtypes(get('d')?.value ?? 'f32');
   let ops = HAS_OP[collective] ? parseOps(get('o')?.value ?? 'sum') : (['sum'] as ReduceOp[]);
@@ -209,40 +264,75 @@ export function parsePerfArgs(argv: string[]): PerfOptions | 'help' {
   const transport = get('transport')?.value ?? 'shm';
   if (!(TRANSPORTS_AVAILABLE as readonly string[]).includes(transport)) {
     if (TRANSPORTS_PLANNED.includes(transport)) {
-      throw new PerfUsageError(`--transport ${transport} is not available yet: this release has ${TRANSPORTS_AVAILABLE.join(', ')} only`);
+      throw new PerfUsageError(
+        `--transport ${transport} is not available yet: this release has ${TRANSPORTS_AVAILABLE.join(', ')} only`,
+      );
     }
-    throw new PerfUsageError(`--transport: unknown transport ${JSON.stringify(transport)} (expected ${TRANSPORTS_AVAILABLE.join(', ')})`);
+    throw new PerfUsageError(
+      `--transport: unknown transport ${JSON.stringify(transport)} (expected ${TRANSPORTS_AVAILABLE.join(', ')})`,
+    );
   }
   const nodes = parseNodes(transport as Transport, ranks, get('nodes'));
   const algo = parseAlgo(transport as Transport, get('a')?.value);
   const buffers = get('buffers')?.value ?? 'shm';
-  if (buffers !== 'shm' && buffers !== 'js') throw new PerfUsageError(`--buffers expects shm or js, got ${JSON.stringify(buffers)}`);
+  if (buffers !== 'shm' && buffers !== 'js')
+    throw new PerfUsageError(`--buffers expects shm or js, got ${JSON.stringify(buffers)}`);
   const plot = get('plot')?.value;
-  if (plot !== undefined && !/\.svg$/i.test(plot)) throw new PerfUsageError(`--plot writes SVG: give a file name ending in .svg, got ${JSON.stringify(plot)}`);
+  if (plot !== undefined && !/\.svg$/i.test(plot))
+    throw new PerfUsageError(`--plot writes SVG: give a file name ending in .svg, got ${JSON.stringify(plot)}`);
   const plotY = get('plotY')?.value ?? 'linear';
-  if (plotY !== 'linear' && plotY !== 'log') throw new PerfUsageError(`--plot-y expects linear or log, got ${JSON.stringify(plotY)}`);
-  if (get('plotY') && plot === undefined) throw new PerfUsageError('--plot-y sets the axis of the --plot chart: give --plot FILE.svg too');
+  if (plotY !== 'linear' && plotY !== 'log')
+    throw new PerfUsageError(`--plot-y expects linear or log, got ${JSON.stringify(plotY)}`);
+  if (get('plotY') && plot === undefined)
+    throw new PerfUsageError('--plot-y sets the axis of the --plot chart: give --plot FILE.svg too');
 
   return {
-    collective, minBytes, maxBytes, factor, stepBytes, iters, timeSec, reps, warmup, check, dtypes, ops, root, algo,
-    ranks, group, nodes, transport: transport as Transport, buffers, json: get('json')?.value, plot, plotY,
+    collective,
+    minBytes,
+    maxBytes,
+    factor,
+    stepBytes,
+    iters,
+    timeSec,
+    reps,
+    warmup,
+    check,
+    dtypes,
+    ops,
+    root,
+    algo,
+    ranks,
+    group,
+    nodes,
+    transport: transport as Transport,
+    buffers,
+    json: get('json')?.value,
+    plot,
+    plotY,
   };
 }
 
 /** --nodes: with tcp or ws, a divisor of the rank count, at least 2 (default: one node per rank). */
 function parseNodes(transport: Transport, ranks: number, given: { flag: string; value: string } | undefined): number {
   if (transport === 'shm') {
-    if (given && given.value !== '1') throw new PerfUsageError(`--nodes ${given.value} needs --transport tcp or ws (with shm every rank is a thread of one process)`);
+    if (given && given.value !== '1')
+      throw new PerfUsageError(
+        `--nodes ${given.value} needs --transport tcp or ws (with shm every rank is a thread of one process)`,
+      );
     return 1;
   }
   const nodes = given ? int(given.value, given.flag, 1, 64) : ranks;
   if (nodes < 2) {
-    throw new PerfUsageError(given
-      ? `--transport ${transport} needs at least 2 nodes: with --nodes 1 every rank shares one process's memory and no byte crosses ${transport === 'ws' ? 'a WebSocket' : 'TCP'} (use --transport shm)`
-      : `--transport ${transport} needs at least 2 ranks (one process each by default), got --ranks ${ranks}`);
+    throw new PerfUsageError(
+      given
+        ? `--transport ${transport} needs at least 2 nodes: with --nodes 1 every rank shares one process's memory and no byte crosses ${transport === 'ws' ? 'a WebSocket' : 'TCP'} (use --transport shm)`
+        : `--transport ${transport} needs at least 2 ranks (one process each by default), got --ranks ${ranks}`,
+    );
   }
   if (ranks % nodes) {
-    throw new PerfUsageError(`--ranks ${ranks} is not a multiple of --nodes ${nodes}: every node runs --ranks / --nodes ranks`);
+    throw new PerfUsageError(
+      `--ranks ${ranks} is not a multiple of --nodes ${nodes}: every node runs --ranks / --nodes ranks`,
+    );
   }
   return nodes;
 }
@@ -254,7 +344,11 @@ function parseAlgo(transport: Transport, a: string | undefined): Algo | NetAlgo 
   if (mine.includes(a)) return a as Algo | NetAlgo;
   const other = (Object.keys(ALGORITHMS_OF) as Transport[]).find((t) => ALGORITHMS_OF[t].includes(a));
   if (other) {
-    throw new PerfUsageError(`-a ${a} is a${other === 'shm' ? ' shared-memory' : ' network'} algorithm, for --transport ${other}; with --transport ${transport} use auto, ${mine.join(', ')}`);
+    throw new PerfUsageError(
+      `-a ${a} is a${other === 'shm' ? ' shared-memory' : ' network'} algorithm, for --transport ${other}; with --transport ${transport} use auto, ${mine.join(', ')}`,
+    );
   }
-  throw new PerfUsageError(`-a: unknown algorithm ${JSON.stringify(a)} (expected auto, ${mine.join(', ')} with --transport ${transport})`);
+  throw new PerfUsageError(
+    `-a: unknown algorithm ${JSON.stringify(a)} (expected auto, ${mine.join(', ')} with --transport ${transport})`,
+  );
 }

@@ -3,14 +3,28 @@
 // call, and how many elements of the result are wrong. Only the Communicator's methods are used,
 // so a test can drive every case with a stand-in communicator and a deliberately wrong result.
 import type { Communicator } from '../../api/communicator.js';
+import type { Dtype } from '../../core/dtypes.js';
 import type { BufferArg, TypedArray } from '../../engine/buffers.js';
 import type { Work } from '../../engine/work.js';
-import type { Dtype } from '../../core/dtypes.js';
 import { countWrong, countWrongBlock, fill, fillBlock, reduced, value } from './data.js';
-import type { PlannedRow, Placement, RankSpec } from './plan.js';
+import type { Placement, PlannedRow, RankSpec } from './plan.js';
 
 /** What a Case needs of a communicator. */
-export type CaseComm = Pick<Communicator, 'rank' | 'size' | 'allReduce' | 'allGather' | 'reduceScatter' | 'broadcast' | 'reduce' | 'allToAll' | 'gather' | 'scatter' | 'send' | 'recv'>;
+export type CaseComm = Pick<
+  Communicator,
+  | 'rank'
+  | 'size'
+  | 'allReduce'
+  | 'allGather'
+  | 'reduceScatter'
+  | 'broadcast'
+  | 'reduce'
+  | 'allToAll'
+  | 'gather'
+  | 'scatter'
+  | 'send'
+  | 'recv'
+>;
 
 export interface Case {
   /**
@@ -25,13 +39,25 @@ export interface Case {
   wrong: () => number;
 }
 
-export function view(base: TypedArray, dtype: Dtype, start: number, count: number): { arr: TypedArray; arg: BufferArg } {
+export function view(
+  base: TypedArray,
+  dtype: Dtype,
+  start: number,
+  count: number,
+): { arr: TypedArray; arg: BufferArg } {
   const arr = base.subarray(start, start + count) as TypedArray;
   return { arr, arg: dtype === 'bf16' || dtype === 'f16' ? { data: arr as Uint16Array, dtype } : arr };
 }
 
 /** The out-of-place or in-place case of one row on this rank. */
-export function makeCase(comm: CaseComm, spec: RankSpec, row: PlannedRow, place: Placement, sendBase: TypedArray, recvBase: TypedArray): Case {
+export function makeCase(
+  comm: CaseComm,
+  spec: RankSpec,
+  row: PlannedRow,
+  place: Placement,
+  sendBase: TypedArray,
+  recvBase: TypedArray,
+): Case {
   const { rank, size: n } = comm;
   const { dtype, op, root, shape } = row;
   const count = shape.count;
@@ -49,7 +75,10 @@ export function makeCase(comm: CaseComm, spec: RankSpec, row: PlannedRow, place:
       const x = ip ? recv : send;
       return {
         phases: [() => comm.allReduce(x.arg, o)],
-        prepare: () => { fill(x.arr, dtype, op, rank, 0); if (!ip) zero(recv.arr); },
+        prepare: () => {
+          fill(x.arr, dtype, op, rank, 0);
+          if (!ip) zero(recv.arr);
+        },
         wrong: () => countWrong(recv.arr, dtype, op, 0, sum),
       };
     }
@@ -57,10 +86,16 @@ export function makeCase(comm: CaseComm, spec: RankSpec, row: PlannedRow, place:
       const mine = ip ? view(recvBase, dtype, rank * count, count) : send;
       return {
         phases: [() => comm.allGather(recv.arg, mine.arg)],
-        prepare: () => { zero(recv.arr); fill(mine.arr, dtype, 'sum', rank, 0); },
+        prepare: () => {
+          zero(recv.arr);
+          fill(mine.arr, dtype, 'sum', rank, 0);
+        },
         wrong: () => {
           let w = 0;
-          for (let j = 0; j < n; j++) w += countWrong(recv.arr.subarray(j * count, (j + 1) * count) as TypedArray, dtype, 'sum', 0, (i) => value('sum', j, i));
+          for (let j = 0; j < n; j++)
+            w += countWrong(recv.arr.subarray(j * count, (j + 1) * count) as TypedArray, dtype, 'sum', 0, (i) =>
+              value('sum', j, i),
+            );
           return w;
         },
       };
@@ -69,7 +104,10 @@ export function makeCase(comm: CaseComm, spec: RankSpec, row: PlannedRow, place:
       const out = ip ? view(sendBase, dtype, rank * count, count) : recv;
       return {
         phases: [() => comm.reduceScatter(out.arg, send.arg, { op })],
-        prepare: () => { fill(send.arr, dtype, op, rank, 0); if (!ip) zero(recv.arr); },
+        prepare: () => {
+          fill(send.arr, dtype, op, rank, 0);
+          if (!ip) zero(recv.arr);
+        },
         wrong: () => countWrong(out.arr, dtype, op, rank * count, sum),
       };
     }
@@ -78,7 +116,10 @@ export function makeCase(comm: CaseComm, spec: RankSpec, row: PlannedRow, place:
       const x = ip ? recv : send;
       return {
         phases: [() => comm.broadcast(x.arg, o)],
-        prepare: () => { fill(x.arr, dtype, 'sum', rank, 0); if (!ip) zero(recv.arr); },
+        prepare: () => {
+          fill(x.arr, dtype, 'sum', rank, 0);
+          if (!ip) zero(recv.arr);
+        },
         wrong: () => countWrong(recv.arr, dtype, 'sum', 0, (i) => value('sum', root, i)),
       };
     }
@@ -87,7 +128,10 @@ export function makeCase(comm: CaseComm, spec: RankSpec, row: PlannedRow, place:
       const x = ip ? recv : send;
       return {
         phases: [() => comm.reduce(x.arg, o)],
-        prepare: () => { fill(x.arr, dtype, op, rank, 0); if (!ip) zero(recv.arr); },
+        prepare: () => {
+          fill(x.arr, dtype, op, rank, 0);
+          if (!ip) zero(recv.arr);
+        },
         wrong: () => (rank === root ? countWrong(recv.arr, dtype, op, 0, sum) : 0),
       };
     }
@@ -96,7 +140,10 @@ export function makeCase(comm: CaseComm, spec: RankSpec, row: PlannedRow, place:
       const block = (a: TypedArray, j: number) => a.subarray(j * count, (j + 1) * count) as TypedArray;
       return {
         phases: [() => comm.allToAll(recv.arg, send.arg)],
-        prepare: () => { zero(recv.arr); for (let j = 0; j < n; j++) fillBlock(block(send.arr, j), dtype, rank, j); },
+        prepare: () => {
+          zero(recv.arr);
+          for (let j = 0; j < n; j++) fillBlock(block(send.arr, j), dtype, rank, j);
+        },
         wrong: () => {
           let w = 0;
           for (let j = 0; j < n; j++) w += countWrongBlock(block(recv.arr, j), dtype, j, rank);
@@ -110,11 +157,15 @@ export function makeCase(comm: CaseComm, spec: RankSpec, row: PlannedRow, place:
       const out = rank === root ? recv.arg : null;
       return {
         phases: [() => comm.gather(out, mine.arg, { root })],
-        prepare: () => { if (rank === root) zero(recv.arr); fillBlock(mine.arr, dtype, rank, root); },
+        prepare: () => {
+          if (rank === root) zero(recv.arr);
+          fillBlock(mine.arr, dtype, rank, root);
+        },
         wrong: () => {
           if (rank !== root) return 0;
           let w = 0;
-          for (let j = 0; j < n; j++) w += countWrongBlock(recv.arr.subarray(j * count, (j + 1) * count) as TypedArray, dtype, j, root);
+          for (let j = 0; j < n; j++)
+            w += countWrongBlock(recv.arr.subarray(j * count, (j + 1) * count) as TypedArray, dtype, j, root);
           return w;
         },
       };
@@ -127,7 +178,9 @@ export function makeCase(comm: CaseComm, spec: RankSpec, row: PlannedRow, place:
         phases: [() => comm.scatter(out.arg, input, { root })],
         prepare: () => {
           zero(out.arr);
-          if (rank === root) for (let j = 0; j < n; j++) fillBlock(send.arr.subarray(j * count, (j + 1) * count) as TypedArray, dtype, root, j);
+          if (rank === root)
+            for (let j = 0; j < n; j++)
+              fillBlock(send.arr.subarray(j * count, (j + 1) * count) as TypedArray, dtype, root, j);
         },
         wrong: () => countWrongBlock(out.arr, dtype, root, rank),
       };
@@ -137,7 +190,10 @@ export function makeCase(comm: CaseComm, spec: RankSpec, row: PlannedRow, place:
       const prev = (rank + n - 1) % n;
       return {
         phases: [() => [comm.recv(recv.arg, prev), comm.send(send.arg, next)]],
-        prepare: () => { zero(recv.arr); fillBlock(send.arr, dtype, rank, next); },
+        prepare: () => {
+          zero(recv.arr);
+          fillBlock(send.arr, dtype, rank, next);
+        },
         wrong: () => countWrongBlock(recv.arr, dtype, prev, rank),
       };
     }
@@ -148,7 +204,10 @@ export function makeCase(comm: CaseComm, spec: RankSpec, row: PlannedRow, place:
       const back = () => comm.recv(recv.arg, peer);
       return {
         phases: rank === 0 ? [there, back] : [back, there],
-        prepare: () => { zero(recv.arr); fillBlock(send.arr, dtype, rank, peer); },
+        prepare: () => {
+          zero(recv.arr);
+          fillBlock(send.arr, dtype, rank, peer);
+        },
         wrong: () => countWrongBlock(recv.arr, dtype, peer, rank),
       };
     }

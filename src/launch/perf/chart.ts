@@ -14,7 +14,8 @@ export function reportSeries(r: PerfReport, label = `webccl ${r.transport}`): Ch
   const manyOps = distinct(r.rows.map((x) => x.redop)).length > 1;
   return distinct(r.rows.map(key)).flatMap((k) => {
     const rows = r.rows.filter((x) => key(x) === k);
-    const name = (place: string) => [label, manyTypes && rows[0].type, manyOps && rows[0].redop, place].filter(Boolean).join(' ');
+    const name = (place: string) =>
+      [label, manyTypes && rows[0].type, manyOps && rows[0].redop, place].filter(Boolean).join(' ');
     const oop = { label: name('out-of-place'), points: rows.map((x) => ({ size: x.size, busbw: x.oop.busbw })) };
     const ip = rows.filter((x) => x.ip !== null).map((x) => ({ size: x.size, busbw: x.ip!.busbw }));
     return ip.length ? [oop, { label: name('in-place'), points: ip }] : [oop];
@@ -27,7 +28,10 @@ export function reportSeries(r: PerfReport, label = `webccl ${r.transport}`): Ch
  */
 export function chartTitle(r: PerfReport, who: string, worldRanks: number): string {
   const cores = r.host.cpus;
-  const over = worldRanks > cores ? ` on ${cores} core${cores === 1 ? '' : 's'} (oversubscribed ${+(worldRanks / cores).toFixed(1)}×)` : '';
+  const over =
+    worldRanks > cores
+      ? ` on ${cores} core${cores === 1 ? '' : 's'} (oversubscribed ${+(worldRanks / cores).toFixed(1)}×)`
+      : '';
   const types = distinct(r.rows.map((x) => x.type));
   const ops = distinct(r.rows.map((x) => x.redop)).filter((op) => op !== 'none');
   const shared = [types.length === 1 && types[0], ops.length === 1 && ops[0]].filter(Boolean).join(' ');

@@ -17,21 +17,45 @@
 // algbw = size / time, in GB/s with GB = 1e9 bytes, as nccl-tests prints it.
 import { DTYPE_SIZE, type Dtype } from '../../core/dtypes.js';
 
-export const COLLECTIVES = ['allreduce', 'allgather', 'reducescatter', 'broadcast', 'reduce', 'alltoall', 'gather', 'scatter', 'sendrecv', 'pingpong'] as const;
+export const COLLECTIVES = [
+  'allreduce',
+  'allgather',
+  'reducescatter',
+  'broadcast',
+  'reduce',
+  'alltoall',
+  'gather',
+  'scatter',
+  'sendrecv',
+  'pingpong',
+] as const;
 export type Collective = (typeof COLLECTIVES)[number];
 
 /** Spellings accepted on the command line (nccl-tests binary names and torch names too). */
 const ALIASES: Record<string, Collective> = {
-  allreduce: 'allreduce', all_reduce: 'allreduce', 'all-reduce': 'allreduce',
-  allgather: 'allgather', all_gather: 'allgather', 'all-gather': 'allgather',
-  reducescatter: 'reducescatter', reduce_scatter: 'reducescatter', 'reduce-scatter': 'reducescatter',
-  broadcast: 'broadcast', bcast: 'broadcast',
+  allreduce: 'allreduce',
+  all_reduce: 'allreduce',
+  'all-reduce': 'allreduce',
+  allgather: 'allgather',
+  all_gather: 'allgather',
+  'all-gather': 'allgather',
+  reducescatter: 'reducescatter',
+  reduce_scatter: 'reducescatter',
+  'reduce-scatter': 'reducescatter',
+  broadcast: 'broadcast',
+  bcast: 'broadcast',
   reduce: 'reduce',
-  alltoall: 'alltoall', all_to_all: 'alltoall', 'all-to-all': 'alltoall',
+  alltoall: 'alltoall',
+  all_to_all: 'alltoall',
+  'all-to-all': 'alltoall',
   gather: 'gather',
   scatter: 'scatter',
-  sendrecv: 'sendrecv', send_recv: 'sendrecv', 'send-recv': 'sendrecv',
-  pingpong: 'pingpong', ping_pong: 'pingpong', 'ping-pong': 'pingpong',
+  sendrecv: 'sendrecv',
+  send_recv: 'sendrecv',
+  'send-recv': 'sendrecv',
+  pingpong: 'pingpong',
+  ping_pong: 'pingpong',
+  'ping-pong': 'pingpong',
 };
 
 export function collectiveNamed(name: string): Collective | undefined {
@@ -40,12 +64,28 @@ export function collectiveNamed(name: string): Collective | undefined {
 
 /** Whether the collective takes a reduction op / a root (the table prints "none" / -1 otherwise). */
 export const HAS_OP: Record<Collective, boolean> = {
-  allreduce: true, allgather: false, reducescatter: true, broadcast: false, reduce: true,
-  alltoall: false, gather: false, scatter: false, sendrecv: false, pingpong: false,
+  allreduce: true,
+  allgather: false,
+  reducescatter: true,
+  broadcast: false,
+  reduce: true,
+  alltoall: false,
+  gather: false,
+  scatter: false,
+  sendrecv: false,
+  pingpong: false,
 };
 export const HAS_ROOT: Record<Collective, boolean> = {
-  allreduce: false, allgather: false, reducescatter: false, broadcast: true, reduce: true,
-  alltoall: false, gather: true, scatter: true, sendrecv: false, pingpong: false,
+  allreduce: false,
+  allgather: false,
+  reducescatter: false,
+  broadcast: true,
+  reduce: true,
+  alltoall: false,
+  gather: true,
+  scatter: true,
+  sendrecv: false,
+  pingpong: false,
 };
 
 /**
@@ -54,20 +94,40 @@ export const HAS_ROOT: Record<Collective, boolean> = {
  * those rows print N/A there, and the JSON holds `ip: null`.
  */
 export const HAS_IN_PLACE: Record<Collective, boolean> = {
-  allreduce: true, allgather: true, reducescatter: true, broadcast: true, reduce: true,
-  alltoall: false, gather: true, scatter: true, sendrecv: false, pingpong: false,
+  allreduce: true,
+  allgather: true,
+  reducescatter: true,
+  broadcast: true,
+  reduce: true,
+  alltoall: false,
+  gather: true,
+  scatter: true,
+  sendrecv: false,
+  pingpong: false,
 };
 
 /** Ranks the collective needs (sendrecv: a peer other than itself; pingpong: exactly one pair), or undefined. */
 export function ranksNeeded(coll: Collective, nranks: number): string | undefined {
-  if (coll === 'sendrecv' && nranks < 2) return 'sendrecv needs at least 2 ranks (each sends to rank+1, which must be another rank)';
+  if (coll === 'sendrecv' && nranks < 2)
+    return 'sendrecv needs at least 2 ranks (each sends to rank+1, which must be another rank)';
   if (coll === 'pingpong' && nranks !== 2) return `pingpong runs between exactly 2 ranks, not ${nranks}`;
   return undefined;
 }
 
-/** Messages one call of the collective sends one after the other (pingpong: there and back); its time is per message. */
+/**
+ * Messages one call of the collective sends one after the other (pingpong: there and back); its time is per message.
+ */
 export const LEGS: Record<Collective, number> = {
-  allreduce: 1, allgather: 1, reducescatter: 1, broadcast: 1, reduce: 1, alltoall: 1, gather: 1, scatter: 1, sendrecv: 1, pingpong: 2,
+  allreduce: 1,
+  allgather: 1,
+  reducescatter: 1,
+  broadcast: 1,
+  reduce: 1,
+  alltoall: 1,
+  gather: 1,
+  scatter: 1,
+  sendrecv: 1,
+  pingpong: 2,
 };
 
 export function busBwFactor(coll: Collective, nranks: number): number {
@@ -90,7 +150,12 @@ export function busBwFactor(coll: Collective, nranks: number): number {
 }
 
 /** algbw and busbw in GB/s (1e9 B/s) of `bytes` moved in `timeUs` microseconds. */
-export function bandwidths(coll: Collective, nranks: number, bytes: number, timeUs: number): { algbw: number; busbw: number } {
+export function bandwidths(
+  coll: Collective,
+  nranks: number,
+  bytes: number,
+  timeUs: number,
+): { algbw: number; busbw: number } {
   const algbw = timeUs > 0 ? bytes / (timeUs * 1e3) : 0;
   return { algbw, busbw: algbw * busBwFactor(coll, nranks) };
 }
@@ -99,7 +164,10 @@ export function bandwidths(coll: Collective, nranks: number, bytes: number, time
 export interface Shape {
   /** Bytes the row reports (after rounding to whole elements and whole blocks). */
   bytes: number;
-  /** The count the collective is called with, as nccl-tests prints it: the per-rank block for allgather, reducescatter, alltoall, gather and scatter. */
+  /**
+   * The count the collective is called with, as nccl-tests prints it: the per-rank block for allgather, reducescatter,
+   * alltoall, gather and scatter.
+   */
   count: number;
   /** Elements of the send and receive buffers on each rank. */
   sendCount: number;

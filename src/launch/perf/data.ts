@@ -88,15 +88,24 @@ function roundEven(x: number): number {
 /** The element a buffer of `dtype` holds for the real value x (rounded, or wrapped for integers). */
 export function encode(dtype: Dtype, x: number): number | bigint {
   switch (dtype) {
-    case 'f64': return x;
-    case 'f32': return Math.fround(x);
-    case 'bf16': return toBf16(x);
-    case 'f16': return toF16(x);
-    case 'i32': return x | 0;
-    case 'u32': return x >>> 0;
-    case 'i8': return (x << 24) >> 24;
-    case 'u8': return x & 0xff;
-    case 'i64': return BigInt.asIntN(64, BigInt(x));
+    case 'f64':
+      return x;
+    case 'f32':
+      return Math.fround(x);
+    case 'bf16':
+      return toBf16(x);
+    case 'f16':
+      return toF16(x);
+    case 'i32':
+      return x | 0;
+    case 'u32':
+      return x >>> 0;
+    case 'i8':
+      return (x << 24) >> 24;
+    case 'u8':
+      return x & 0xff;
+    case 'i64':
+      return BigInt.asIntN(64, BigInt(x));
   }
 }
 
@@ -136,7 +145,14 @@ function fillPattern(a: TypedArray, dtype: Dtype, period: number, at: (k: number
  * value and repeats every `period` elements, so one period is precomputed. avg is compared
  * within a tolerance, everything else exactly.
  */
-export function countWrong(a: TypedArray, dtype: Dtype, op: ReduceOp, offset: number, expect: (i: number) => number, period = PERIOD): number {
+export function countWrong(
+  a: TypedArray,
+  dtype: Dtype,
+  op: ReduceOp,
+  offset: number,
+  expect: (i: number) => number,
+  period = PERIOD,
+): number {
   const enc = Array.from({ length: period }, (_, k) => encode(dtype, expect(offset + k)));
   const arr = a as unknown as ArrayLike<number | bigint>;
   let wrong = 0;

@@ -2,7 +2,7 @@
 // ResultRow objects: the table shows the JSON's numbers rounded (time to 0.01 µs, bandwidths
 // to 0.01 GB/s), so one can always be checked against the other.
 import type { Dtype } from '../../core/dtypes.js';
-import { type Collective, bandwidths } from './collectives.js';
+import { bandwidths, type Collective } from './collectives.js';
 
 export interface PlaceResult {
   /** The slowest rank's mean time per call. */
@@ -56,10 +56,25 @@ export interface PerfReport {
 }
 
 export const NCCL_TYPE: Record<Dtype, string> = {
-  f32: 'float', f64: 'double', i32: 'int32', u32: 'uint32', i8: 'int8', u8: 'uint8', i64: 'int64', bf16: 'bfloat16', f16: 'half',
+  f32: 'float',
+  f64: 'double',
+  i32: 'int32',
+  u32: 'uint32',
+  i8: 'int8',
+  u8: 'uint8',
+  i64: 'int64',
+  bf16: 'bfloat16',
+  f16: 'half',
 };
 
-export function placeResult(coll: Collective, nranks: number, bytes: number, timeUs: number, wrong: number | null, iters: number): PlaceResult {
+export function placeResult(
+  coll: Collective,
+  nranks: number,
+  bytes: number,
+  timeUs: number,
+  wrong: number | null,
+  iters: number,
+): PlaceResult {
   return { time_us: timeUs, ...bandwidths(coll, nranks, bytes, timeUs), wrong, iters };
 }
 
@@ -69,23 +84,36 @@ const cols = (cells: string[], widths: number[]) => cells.map((c, k) => c.padSta
 const WIDTHS = [W.size, W.count, W.type, W.redop, W.root, W.time, W.bw, W.bw, W.wrong, W.time, W.bw, W.bw, W.wrong];
 
 export function tableHeader(): string[] {
-  const names = cols(['size', 'count', 'type', 'redop', 'root', 'time', 'algbw', 'busbw', '#wrong', 'time', 'algbw', 'busbw', '#wrong'], WIDTHS);
-  const units = cols(['(B)', '(elements)', '', '', '', '(us)', '(GB/s)', '(GB/s)', '', '(us)', '(GB/s)', '(GB/s)', ''], WIDTHS);
+  const names = cols(
+    ['size', 'count', 'type', 'redop', 'root', 'time', 'algbw', 'busbw', '#wrong', 'time', 'algbw', 'busbw', '#wrong'],
+    WIDTHS,
+  );
+  const units = cols(
+    ['(B)', '(elements)', '', '', '', '(us)', '(GB/s)', '(GB/s)', '', '(us)', '(GB/s)', '(GB/s)', ''],
+    WIDTHS,
+  );
   const lead = W.size + W.count + W.type + W.redop + W.root + 5 * 2;
   const block = W.time + 2 * W.bw + W.wrong + 3 * 2;
-  const title = ' '.repeat(lead) + '  ' + 'out-of-place'.padStart((block + 12) / 2).padEnd(block) + '  ' + 'in-place'.padStart((block + 8) / 2);
-  return ['#' + title.slice(1).trimEnd(), '#' + names.slice(1), ('#' + units.slice(1)).trimEnd()];
+  const title =
+    ' '.repeat(lead) +
+    '  out-of-place'.padStart((block + 12) / 2).padEnd(block) +
+    '  in-place'.padStart((block + 8) / 2);
+  return [`#${title.slice(1).trimEnd()}`, `#${names.slice(1)}`, `#${units.slice(1)}`.trimEnd()];
 }
 
-const place = (p: PlaceResult | null) => (p === null
-  ? ['N/A', 'N/A', 'N/A', 'N/A']
-  : [p.time_us.toFixed(2), p.algbw.toFixed(2), p.busbw.toFixed(2), p.wrong === null ? 'N/A' : String(p.wrong)]);
+const place = (p: PlaceResult | null) =>
+  p === null
+    ? ['N/A', 'N/A', 'N/A', 'N/A']
+    : [p.time_us.toFixed(2), p.algbw.toFixed(2), p.busbw.toFixed(2), p.wrong === null ? 'N/A' : String(p.wrong)];
 
 /** The placements a row was measured in. */
 const measured = (r: ResultRow): PlaceResult[] => (r.ip === null ? [r.oop] : [r.oop, r.ip]);
 
 export function formatRow(r: ResultRow): string {
-  return cols([String(r.size), String(r.count), r.type, r.redop, String(r.root), ...place(r.oop), ...place(r.ip)], WIDTHS);
+  return cols(
+    [String(r.size), String(r.count), r.type, r.redop, String(r.root), ...place(r.oop), ...place(r.ip)],
+    WIDTHS,
+  );
 }
 
 /** Mean busbw over every measured placement of every row (nccl-tests' "Avg bus bandwidth"). */
@@ -102,8 +130,10 @@ export function wrongTotal(rows: ResultRow[]): number | null {
 
 export function tableFooter(report: Pick<PerfReport, 'rows' | 'avgBusBw' | 'wrongTotal' | 'interrupted'>): string[] {
   const lines: string[] = [];
-  if (report.interrupted) lines.push(`# interrupted after ${report.rows.length} row${report.rows.length === 1 ? '' : 's'}`);
-  if (report.wrongTotal !== null) lines.push(`# Wrong values         : ${report.wrongTotal} ${report.wrongTotal === 0 ? 'OK' : 'FAILED'}`);
+  if (report.interrupted)
+    lines.push(`# interrupted after ${report.rows.length} row${report.rows.length === 1 ? '' : 's'}`);
+  if (report.wrongTotal !== null)
+    lines.push(`# Wrong values         : ${report.wrongTotal} ${report.wrongTotal === 0 ? 'OK' : 'FAILED'}`);
   lines.push(`# Avg bus bandwidth    : ${report.avgBusBw.toFixed(4)}`);
   lines.push('#');
   return lines;
@@ -111,5 +141,5 @@ export function tableFooter(report: Pick<PerfReport, 'rows' | 'avgBusBw' | 'wron
 
 /** The whole table of a report (header, rows, footer), as `webccl perf` prints it. */
 export function formatTable(report: PerfReport): string {
-  return [...tableHeader(), ...report.rows.map(formatRow), ...tableFooter(report)].join('\n') + '\n';
+  return `${[...tableHeader(), ...report.rows.map(formatRow), ...tableFooter(report)].join('\n')}\n`;
 }

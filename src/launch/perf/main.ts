@@ -6,15 +6,26 @@ import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type LaunchResult, startRanks } from '../threads.js';
-import { PERF_USAGE, type PerfOptions, PerfUsageError, parsePerfArgs } from './args.js';
-import { HAS_OP } from './collectives.js';
-import { NCCL_TYPE, type PerfReport, type PlaceResult, type ResultRow, averageBusBw, formatRow, placeResult, tableFooter, tableHeader, wrongTotal } from './format.js';
-import { type PlannedRow, type Placement, type RankSpec, placementsOf, planRows, rankSpec } from './plan.js';
-import type { RankMessage } from './rank.js';
-import { type ChartModules, PlotUnavailableError, loadChartModules, renderBusBwChart } from './plot.js';
-import { chartTitle, reportSeries } from './chart.js';
-import { startNodes } from './nodes.js';
 import { packageVersion } from '../version.js';
+import { PERF_USAGE, type PerfOptions, PerfUsageError, parsePerfArgs } from './args.js';
+import { chartTitle, reportSeries } from './chart.js';
+import { HAS_OP } from './collectives.js';
+import {
+  averageBusBw,
+  formatRow,
+  NCCL_TYPE,
+  type PerfReport,
+  type PlaceResult,
+  placeResult,
+  type ResultRow,
+  tableFooter,
+  tableHeader,
+  wrongTotal,
+} from './format.js';
+import { startNodes } from './nodes.js';
+import { type Placement, type PlannedRow, placementsOf, planRows, type RankSpec, rankSpec } from './plan.js';
+import { type ChartModules, loadChartModules, PlotUnavailableError, renderBusBwChart } from './plot.js';
+import type { RankMessage } from './rank.js';
 
 export { reportSeries } from './chart.js';
 
@@ -33,7 +44,10 @@ export interface PerfRunOptions {
   chartPackages?: readonly [string, string];
 }
 
-/** The ranks as this process's threads (shm) or as node processes (tcp, ws); only the latter hear a rank's own failure post. */
+/**
+ * The ranks as this process's threads (shm) or as node processes (tcp, ws); only the latter hear a rank's own failure
+ * post.
+ */
 interface PerfJob {
   done: Promise<LaunchResult>;
   terminate(reason?: string): void;
@@ -55,7 +69,10 @@ function defaultCliScript(): string {
 export function describeRanks(o: Pick<PerfOptions, 'ranks' | 'nodes' | 'transport' | 'group'>): string {
   const ranks = `${o.ranks} rank${o.ranks === 1 ? '' : 's'}`;
   const per = o.ranks / o.nodes;
-  const layout = o.transport === 'shm' ? `${ranks} (worker threads)` : `${ranks} (${o.nodes} processes × ${per} thread${per === 1 ? '' : 's'})`;
+  const layout =
+    o.transport === 'shm'
+      ? `${ranks} (worker threads)`
+      : `${ranks} (${o.nodes} processes × ${per} thread${per === 1 ? '' : 's'})`;
   if (o.group === undefined) return layout;
   const span = (a: number, b: number) => (a === b ? `${a}` : `${a}..${b}`);
   const idle = o.group < o.ranks ? `; ${span(o.group, o.ranks - 1)} idle` : '';
@@ -67,10 +84,11 @@ const participants = (o: Pick<PerfOptions, 'ranks' | 'group'>) => o.group ?? o.r
 
 /** The options line that opens the table, as nccl-tests' first line. */
 export function describeRun(o: PerfOptions): string {
-  const iters = (o.iters === undefined ? `auto (${o.timeSec} s blocks)` : String(o.iters)) + (o.reps > 1 ? `, median of ${o.reps} blocks` : '');
+  const iters =
+    (o.iters === undefined ? `auto (${o.timeSec} s blocks)` : String(o.iters)) +
+    (o.reps > 1 ? `, median of ${o.reps} blocks` : '');
   const step = o.factor > 1 ? `${o.factor}(factor)` : `${o.stepBytes}(bytes)`;
-  return `# webccl perf ${o.collective}: ${describeRanks(o)}, transport ${o.transport}, buffers ${o.buffers}, algo ${o.algo ?? 'auto'}\n` +
-    `# minBytes ${o.minBytes} maxBytes ${o.maxBytes} step: ${step} warmup iters: ${o.warmup} iters: ${iters} validation: ${o.check ? 1 : 0}`;
+  return `# webccl perf ${o.collective}: ${describeRanks(o)}, transport ${o.transport}, buffers ${o.buffers}, algo ${o.algo ?? 'auto'}\n# minBytes ${o.minBytes} maxBytes ${o.maxBytes} step: ${step} warmup iters: ${o.warmup} iters: ${iters} validation: ${o.check ? 1 : 0}`;
 }
 
 export function median(xs: number[]): number {
@@ -81,9 +99,15 @@ export function median(xs: number[]): number {
 
 /** Collects the ranks' posts into rows: a row is complete when every participating rank posted every placement. */
 class RowCollector {
-  private readonly got = new Map<number, Record<Placement, { ranks: number; maxUs: number[]; wrong: number | null; iters: number }>>();
+  private readonly got = new Map<
+    number,
+    Record<Placement, { ranks: number; maxUs: number[]; wrong: number | null; iters: number }>
+  >();
   private readonly places: readonly Placement[];
-  constructor(private readonly o: PerfOptions, private readonly planned: PlannedRow[]) {
+  constructor(
+    private readonly o: PerfOptions,
+    private readonly planned: PlannedRow[],
+  ) {
     this.places = placementsOf(o.collective);
   }
 
@@ -101,10 +125,17 @@ class RowCollector {
     if (this.places.some((place) => entry[place].ranks < n)) return undefined;
     this.got.delete(m.idx);
     const row = this.planned[m.idx];
-    const res = (q: typeof p): PlaceResult => placeResult(this.o.collective, n, row.shape.bytes, median(q.maxUs), q.wrong, q.iters);
+    const res = (q: typeof p): PlaceResult =>
+      placeResult(this.o.collective, n, row.shape.bytes, median(q.maxUs), q.wrong, q.iters);
     return {
-      size: row.shape.bytes, count: row.shape.count, type: NCCL_TYPE[row.dtype], dtype: row.dtype,
-      redop: HAS_OP[this.o.collective] ? row.op : 'none', root: row.root, oop: res(entry.oop), ip: this.places.includes('ip') ? res(entry.ip) : null,
+      size: row.shape.bytes,
+      count: row.shape.count,
+      type: NCCL_TYPE[row.dtype],
+      dtype: row.dtype,
+      redop: HAS_OP[this.o.collective] ? row.op : 'none',
+      root: row.root,
+      oop: res(entry.oop),
+      ip: this.places.includes('ip') ? res(entry.ip) : null,
     };
   }
 }
@@ -112,16 +143,35 @@ class RowCollector {
 /** The report of a sweep (the --json file): its options, this machine, and the rows it finished. */
 function perfReport(o: PerfOptions, rows: ResultRow[], interrupted: boolean): PerfReport {
   return {
-    tool: 'webccl perf', version: packageVersion(), collective: o.collective, nranks: participants(o),
-    group: o.group === undefined ? null : { worldSize: o.ranks, worldRanks: Array.from({ length: o.group }, (_, r) => r) }, transport: o.transport,
-    nodes: o.nodes, ranksPerNode: o.ranks / o.nodes,
-    buffers: o.buffers, algo: o.algo ?? 'auto', warmup: o.warmup, iters: o.iters ?? 'auto', timeSec: o.timeSec, reps: o.reps, check: o.check,
-    date: new Date().toISOString(), host: { node: process.version, cpus: availableParallelism(), platform: `${process.platform}-${process.arch}` },
-    rows, avgBusBw: averageBusBw(rows), wrongTotal: wrongTotal(rows), interrupted,
+    tool: 'webccl perf',
+    version: packageVersion(),
+    collective: o.collective,
+    nranks: participants(o),
+    group:
+      o.group === undefined ? null : { worldSize: o.ranks, worldRanks: Array.from({ length: o.group }, (_, r) => r) },
+    transport: o.transport,
+    nodes: o.nodes,
+    ranksPerNode: o.ranks / o.nodes,
+    buffers: o.buffers,
+    algo: o.algo ?? 'auto',
+    warmup: o.warmup,
+    iters: o.iters ?? 'auto',
+    timeSec: o.timeSec,
+    reps: o.reps,
+    check: o.check,
+    date: new Date().toISOString(),
+    host: { node: process.version, cpus: availableParallelism(), platform: `${process.platform}-${process.arch}` },
+    rows,
+    avgBusBw: averageBusBw(rows),
+    wrongTotal: wrongTotal(rows),
+    interrupted,
   };
 }
 
-export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise<{ exitCode: number; report: PerfReport }> {
+export async function runPerf(
+  o: PerfOptions,
+  run: PerfRunOptions = {},
+): Promise<{ exitCode: number; report: PerfReport }> {
   const io = run.io ?? { stdout: process.stdout, stderr: process.stderr };
   const spec: RankSpec = rankSpec(o);
   const planned = planRows(spec, participants(o));
@@ -157,7 +207,7 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
       const r = planned[m.idx];
       clearProgress();
       progressIdx = m.idx;
-      progress = `  [${m.idx + 1}/${planned.length}] ${o.collective} ${r.shape.bytes} B ${r.dtype}${HAS_OP[o.collective] ? ' ' + r.op : ''} ${m.place === 'oop' ? 'out-of-place' : 'in-place'} ...`;
+      progress = `  [${m.idx + 1}/${planned.length}] ${o.collective} ${r.shape.bytes} B ${r.dtype}${HAS_OP[o.collective] ? ` ${r.op}` : ''} ${m.place === 'oop' ? 'out-of-place' : 'in-place'} ...`;
       io.stderr.write(progress);
     } else if (m.perf === 'result') {
       const row = collector.add(m);
@@ -165,7 +215,7 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
         const showing = progress;
         clearProgress();
         rows.push(row);
-        io.stdout.write(formatRow(row) + '\n');
+        io.stdout.write(`${formatRow(row)}\n`);
         // A rank may already be on the next row: keep its progress line in view.
         if (showing && progressIdx > m.idx) io.stderr.write((progress = showing));
       }
@@ -181,9 +231,19 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
   const script = run.rankScript ?? defaultRankScript();
   const args = [JSON.stringify(spec)];
   // tcp and ws: the same node processes, their mesh carried by WEBCCL_TRANSPORT.
-  const job: PerfJob = o.transport !== 'shm'
-    ? startNodes({ nodes: o.nodes, perNode: o.ranks / o.nodes, cliScript: run.cliScript ?? defaultCliScript(), rankScript: script, args, onMessage, onStderr, env: { ...process.env, WEBCCL_TRANSPORT: o.transport } })
-    : startRanks({ nranks: o.ranks, script, args, onMessage });
+  const job: PerfJob =
+    o.transport !== 'shm'
+      ? startNodes({
+          nodes: o.nodes,
+          perNode: o.ranks / o.nodes,
+          cliScript: run.cliScript ?? defaultCliScript(),
+          rankScript: script,
+          args,
+          onMessage,
+          onStderr,
+          env: { ...process.env, WEBCCL_TRANSPORT: o.transport },
+        })
+      : startRanks({ nranks: o.ranks, script, args, onMessage });
 
   // `webccl perf … | head`: a closed stdout ends the sweep quietly.
   const onPipeError = (e: NodeJS.ErrnoException) => {
@@ -206,25 +266,38 @@ export async function runPerf(o: PerfOptions, run: PerfRunOptions = {}): Promise
   clearProgress();
 
   const report = perfReport(o, rows, interrupted || rows.length < planned.length);
-  io.stdout.write(tableFooter(report).join('\n') + '\n');
+  io.stdout.write(`${tableFooter(report).join('\n')}\n`);
 
   let exitCode = 0;
   if (result.failure && !interrupted) {
     const f = result.failure;
     io.stderr.write(`webccl perf: ${f.rank >= 0 ? `rank ${f.rank}` : 'the job'} failed: ${f.message}\n`);
-    const others = [...new Set(result.failures.slice(1).filter((x) => x.rank >= 0 && x.rank !== f.rank).map((x) => x.rank))].sort((a, b) => a - b);
-    if (others.length) io.stderr.write(`webccl perf: rank${others.length > 1 ? 's' : ''} ${others.join(', ')} then failed too\n`);
+    const others = [
+      ...new Set(
+        result.failures
+          .slice(1)
+          .filter((x) => x.rank >= 0 && x.rank !== f.rank)
+          .map((x) => x.rank),
+      ),
+    ].sort((a, b) => a - b);
+    if (others.length)
+      io.stderr.write(`webccl perf: rank${others.length > 1 ? 's' : ''} ${others.join(', ')} then failed too\n`);
     exitCode = 1;
   }
   if (o.json) {
-    writeFileSync(o.json, JSON.stringify(report, null, 2) + '\n');
+    writeFileSync(o.json, `${JSON.stringify(report, null, 2)}\n`);
     io.stdout.write(`# wrote ${o.json}: the results as JSON\n`);
   }
   if (o.plot && chart && rows.length) {
     const who = o.transport !== 'shm' || o.group !== undefined ? describeRanks(o) : `${o.ranks} ranks`;
     const series = reportSeries(report);
-    writeFileSync(o.plot, await renderBusBwChart(series, chartTitle(report, who, o.ranks), { yScale: o.plotY, modules: chart }));
-    io.stdout.write(`# wrote ${o.plot}: busbw against size, ${series.length} line${series.length === 1 ? '' : 's'}${o.plotY === 'log' ? ', log busbw axis' : ''}\n`);
+    writeFileSync(
+      o.plot,
+      await renderBusBwChart(series, chartTitle(report, who, o.ranks), { yScale: o.plotY, modules: chart }),
+    );
+    io.stdout.write(
+      `# wrote ${o.plot}: busbw against size, ${series.length} line${series.length === 1 ? '' : 's'}${o.plotY === 'log' ? ', log busbw axis' : ''}\n`,
+    );
   }
   if (interrupted) return { exitCode: 130, report };
   if (report.wrongTotal) exitCode ||= 1;
@@ -243,7 +316,7 @@ export async function perfMain(argv: string[], run: PerfRunOptions = {}): Promis
     return 2;
   }
   if (o === 'help') {
-    io.stdout.write(PERF_USAGE + '\n');
+    io.stdout.write(`${PERF_USAGE}\n`);
     return 0;
   }
   return (await runPerf(o, run)).exitCode;

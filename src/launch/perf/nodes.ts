@@ -9,8 +9,8 @@
 // own (and print their own message), then SIGTERM, then SIGKILL. None is left behind.
 import { spawn } from 'node:child_process';
 import { randomJobId, randomToken } from '../../bootstrap/nodejs/job-secrets.js';
+import { reserveStorePort, STORE_FD_VAR, storeHandoff } from '../../bootstrap/nodejs/store-handoff.js';
 import { ChildGroup } from '../children.js';
-import { STORE_FD_VAR, reserveStorePort, storeHandoff } from '../../bootstrap/nodejs/store-handoff.js';
 import type { LaunchResult } from '../threads.js';
 
 export interface NodesLaunchOptions {
@@ -26,7 +26,10 @@ export interface NodesLaunchOptions {
   /** The nodes' stderr (default: this process's). */
   onStderr?(text: string): void;
   env?: Record<string, string | undefined>;
-  /** How long the other nodes get to end on their own after one failed, and again between SIGTERM and SIGKILL (default 3 s). */
+  /**
+   * How long the other nodes get to end on their own after one failed, and again between SIGTERM and SIGKILL (default 3
+   * s).
+   */
   graceMs?: number;
 }
 
@@ -44,7 +47,8 @@ export interface Forwarded {
   msg: unknown;
 }
 
-const isForwarded = (m: unknown): m is Forwarded => typeof m === 'object' && m !== null && typeof (m as Forwarded).rank === 'number' && 'msg' in m;
+const isForwarded = (m: unknown): m is Forwarded =>
+  typeof m === 'object' && m !== null && typeof (m as Forwarded).rank === 'number' && 'msg' in m;
 
 export function startNodes(o: NodesLaunchOptions): NodesLaunchHandle {
   const group = new ChildGroup(o.graceMs ?? 3000);
@@ -58,23 +62,52 @@ export function startNodes(o: NodesLaunchOptions): NodesLaunchHandle {
       reserved.release();
       return group.result();
     }
-    const env = { ...base, WEBCCL_TOKEN: base.WEBCCL_TOKEN || randomToken(), WEBCCL_JOB_ID: base.WEBCCL_JOB_ID || randomJobId() };
-    await Promise.all(Array.from({ length: o.nodes }, (_, k) => {
-      const first = k * o.perNode;
-      const ranks = o.perNode === 1 ? `rank ${first}` : `ranks ${first}..${first + o.perNode - 1}`;
-      const handoff = storeHandoff(k === 0 ? reserved : undefined, 4);
-      const child = spawn(process.execPath, [
-        o.cliScript, 'run', '--nnodes', String(o.nodes), '--node-rank', String(k), '--nproc-per-node', String(o.perNode),
-        '--master-addr', '127.0.0.1', '--master-port', String(masterPort), o.rankScript, ...o.args,
-      ], { env: { ...env, [STORE_FD_VAR]: undefined, ...handoff.env }, stdio: ['ignore', 'inherit', o.onStderr ? 'pipe' : 'inherit', 'ipc', ...handoff.stdio] });
-      if (k === 0) reserved.release();
-      if (o.onStderr) child.stderr!.setEncoding('utf8').on('data', o.onStderr);
-      child.on('message', (m) => {
-        if (isForwarded(m)) o.onMessage(m.rank, m.msg);
-      });
-      // 'close', not 'exit': it comes after the last IPC message of the node.
-      return group.watch(child, 'close', (failure) => failure && !group.terminated && group.fail(-1, `node ${k} (${ranks}) ${failure}`));
-    }));
+    const env = {
+      ...base,
+      WEBCCL_TOKEN: base.WEBCCL_TOKEN || randomToken(),
+      WEBCCL_JOB_ID: base.WEBCCL_JOB_ID || randomJobId(),
+    };
+    await Promise.all(
+      Array.from({ length: o.nodes }, (_, k) => {
+        const first = k * o.perNode;
+        const ranks = o.perNode === 1 ? `rank ${first}` : `ranks ${first}..${first + o.perNode - 1}`;
+        const handoff = storeHandoff(k === 0 ? reserved : undefined, 4);
+        const child = spawn(
+          process.execPath,
+          [
+            o.cliScript,
+            'run',
+            '--nnodes',
+            String(o.nodes),
+            '--node-rank',
+            String(k),
+            '--nproc-per-node',
+            String(o.perNode),
+            '--master-addr',
+            '127.0.0.1',
+            '--master-port',
+            String(masterPort),
+            o.rankScript,
+            ...o.args,
+          ],
+          {
+            env: { ...env, [STORE_FD_VAR]: undefined, ...handoff.env },
+            stdio: ['ignore', 'inherit', o.onStderr ? 'pipe' : 'inherit', 'ipc', ...handoff.stdio],
+          },
+        );
+        if (k === 0) reserved.release();
+        if (o.onStderr) child.stderr!.setEncoding('utf8').on('data', o.onStderr);
+        child.on('message', (m) => {
+          if (isForwarded(m)) o.onMessage(m.rank, m.msg);
+        });
+        // 'close', not 'exit': it comes after the last IPC message of the node.
+        return group.watch(
+          child,
+          'close',
+          (failure) => failure && !group.terminated && group.fail(-1, `node ${k} (${ranks}) ${failure}`),
+        );
+      }),
+    );
     return group.result();
   };
 

@@ -1,10 +1,10 @@
 // The rows of a sweep, computed the same way by the launcher and by every rank: datatype ×
 // op × size, in nccl-tests' order (sizes innermost).
-import { FLOAT_DTYPES, type Dtype, type ReduceOp } from '../../core/dtypes.js';
+import { type Dtype, FLOAT_DTYPES, type ReduceOp } from '../../core/dtypes.js';
 import type { Algo } from '../../core/shm-map.js';
 import type { NetAlgo } from '../../tuner/net-tuner.js';
-import { type Collective, HAS_IN_PLACE, HAS_ROOT, type Shape, shapeOf, sweepSizes } from './collectives.js';
 import type { PerfOptions } from './args.js';
+import { type Collective, HAS_IN_PLACE, HAS_ROOT, type Shape, shapeOf, sweepSizes } from './collectives.js';
 
 /** What the ranks need of the options (structured-clonable, passed as one JSON argument). */
 export interface RankSpec {
@@ -42,9 +42,19 @@ export function placementsOf(coll: Collective): readonly Placement[] {
 
 export function rankSpec(o: PerfOptions): RankSpec {
   return {
-    collective: o.collective, sizes: sweepSizes(o.minBytes, o.maxBytes, o.factor, o.stepBytes), dtypes: o.dtypes,
-    ops: o.ops, root: o.root, algo: o.algo, iters: o.iters, timeSec: o.timeSec, reps: o.reps, warmup: o.warmup, check: o.check,
-    buffers: o.buffers, group: o.group,
+    collective: o.collective,
+    sizes: sweepSizes(o.minBytes, o.maxBytes, o.factor, o.stepBytes),
+    dtypes: o.dtypes,
+    ops: o.ops,
+    root: o.root,
+    algo: o.algo,
+    iters: o.iters,
+    timeSec: o.timeSec,
+    reps: o.reps,
+    warmup: o.warmup,
+    check: o.check,
+    buffers: o.buffers,
+    group: o.group,
   };
 }
 
@@ -54,7 +64,13 @@ export function planRows(spec: RankSpec, nranks: number): PlannedRow[] {
     for (const op of spec.ops) {
       if (op === 'avg' && !FLOAT_DTYPES.has(dtype)) continue; // avg is for floats only
       for (const size of spec.sizes) {
-        rows.push({ idx: rows.length, dtype, op, root: HAS_ROOT[spec.collective] ? spec.root : -1, shape: shapeOf(spec.collective, dtype, nranks, size) });
+        rows.push({
+          idx: rows.length,
+          dtype,
+          op,
+          root: HAS_ROOT[spec.collective] ? spec.root : -1,
+          shape: shapeOf(spec.collective, dtype, nranks, size),
+        });
       }
     }
   }

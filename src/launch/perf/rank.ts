@@ -16,17 +16,17 @@
 // With --group N every rank first calls createGroup([0..N−1]); the members run the sweep on the
 // group, the others wait in a world barrier at the end (blocked, not spinning).
 import { parentPort } from 'node:worker_threads';
-// The Node entry: only it can join a world across nodes (sockets).
-import { RANK_INIT, initCommGroup } from '../../node.js';
 import type { Communicator } from '../../api/communicator.js';
-import type { BufferArg, TypedArray } from '../../engine/buffers.js';
-import type { Work } from '../../engine/work.js';
 import { ARRAY_OF, DTYPE_SIZE, type Dtype } from '../../core/dtypes.js';
 import { MAX_TIMEOUT_MS } from '../../core/options.js';
-import { LEGS } from './collectives.js';
-import { type Case, makeCase, view } from './cases.js';
-import { type Placement, type PlannedRow, type RankSpec, placementsOf, planRows } from './plan.js';
+import type { BufferArg, TypedArray } from '../../engine/buffers.js';
+import type { Work } from '../../engine/work.js';
+// The Node entry: only it can join a world across nodes (sockets).
+import { initCommGroup, RANK_INIT } from '../../node.js';
 import { RANK_RUNS_MAX_BYTES } from '../../progress/net-route.js';
+import { type Case, makeCase, view } from './cases.js';
+import { LEGS } from './collectives.js';
+import { type Placement, type PlannedRow, placementsOf, planRows, type RankSpec } from './plan.js';
 
 /** Messages a rank posts to the launcher. */
 export type RankMessage =
@@ -106,7 +106,7 @@ const WARM_MS = 2000;
  */
 async function warmUp(comm: Communicator, how: Completion, cases: Case[], first: number): Promise<void> {
   let calls = first;
-  for (let spentUs = 0; spentUs < WARM_MS * 1000;) {
+  for (let spentUs = 0; spentUs < WARM_MS * 1000; ) {
     let us = 0;
     for (const c of cases) {
       await how.one(comm.barrier());
@@ -118,7 +118,12 @@ async function warmUp(comm: Communicator, how: Completion, cases: Case[], first:
 }
 
 /** Times one case; returns this rank's mean µs per call in each timed block, and the iteration count all ranks used. */
-async function timeCase(comm: Communicator, how: Completion, spec: RankSpec, c: Case): Promise<{ meanUs: number[]; iters: number }> {
+async function timeCase(
+  comm: Communicator,
+  how: Completion,
+  spec: RankSpec,
+  c: Case,
+): Promise<{ meanUs: number[]; iters: number }> {
   await how.calls(c, 1); // first call: buffers touched, code compiled, untimed
   let iters = spec.iters ?? 0;
   if (spec.iters === undefined) {
@@ -141,9 +146,15 @@ async function timeCase(comm: Communicator, how: Completion, spec: RankSpec, c: 
   return { meanUs, iters };
 }
 
-function allocate(comm: Communicator, spec: RankSpec, dtype: Dtype, count: number): { arr: TypedArray; arg: BufferArg } {
+function allocate(
+  comm: Communicator,
+  spec: RankSpec,
+  dtype: Dtype,
+  count: number,
+): { arr: TypedArray; arg: BufferArg } {
   const n = Math.max(count, 1);
-  if (spec.buffers === 'js') return view(new ARRAY_OF[dtype](new ArrayBuffer(n * DTYPE_SIZE[dtype]), 0, n) as TypedArray, dtype, 0, n);
+  if (spec.buffers === 'js')
+    return view(new ARRAY_OF[dtype](new ArrayBuffer(n * DTYPE_SIZE[dtype]), 0, n) as TypedArray, dtype, 0, n);
   const arg = comm.alloc(dtype, n);
   return { arr: ('data' in arg ? arg.data : arg) as TypedArray, arg };
 }
@@ -185,7 +196,8 @@ async function sweep(comm: Communicator, spec: RankSpec, post: (m: RankMessage) 
     // compilation either (V8 optimises a function only after thousands of calls: 105 left the
     // first row of a sweep 2-10x slower than the same size later in it).
     await how.calls(makeCase(comm, spec, mine[mine.length - 1], 'oop', send.arr, recv.arr), spec.warmup);
-    const casesOf = (row: PlannedRow) => placementsOf(spec.collective).map((place) => makeCase(comm, spec, row, place, send.arr, recv.arr));
+    const casesOf = (row: PlannedRow) =>
+      placementsOf(spec.collective).map((place) => makeCase(comm, spec, row, place, send.arr, recv.arr));
     const smallest = casesOf(mine[0]);
     if (spec.iters === undefined && spec.warmup > 0) {
       // Across nodes in 'auto' progress, larger collectives run on the network progress thread:

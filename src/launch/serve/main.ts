@@ -52,23 +52,34 @@ export async function serveMain(argv: string[], until: Promise<unknown> = signal
   let store: ServeOptions['store'];
   let demo: boolean;
   try {
-    const { given, help, positionals } = parseFlags(argv, {
-      port: { names: ['p', 'port'] }, host: { names: ['host'] }, token: { names: ['token'] }, jobId: { names: ['job-id'] }, storePort: { names: ['store-port'] },
-      demo: { names: ['demo'], switch: true },
-    }, { error: ServeUsageError, once: true });
+    const { given, help, positionals } = parseFlags(
+      argv,
+      {
+        port: { names: ['p', 'port'] },
+        host: { names: ['host'] },
+        token: { names: ['token'] },
+        jobId: { names: ['job-id'] },
+        storePort: { names: ['store-port'] },
+        demo: { names: ['demo'], switch: true },
+      },
+      { error: ServeUsageError, once: true },
+    );
     if (help) {
-      process.stdout.write(SERVE_USAGE + '\n');
+      process.stdout.write(`${SERVE_USAGE}\n`);
       return 0;
     }
     if (positionals.length > 1) throw new ServeUsageError(`one directory only, got ${positionals.join(', ')}`);
     demo = given.has('demo');
-    if (demo && positionals.length) throw new ServeUsageError(`--demo serves this package's own pages: give no directory (got ${positionals[0]})`);
-    dir = demo ? packageRoot() : positionals[0] ?? '.';
+    if (demo && positionals.length)
+      throw new ServeUsageError(`--demo serves this package's own pages: give no directory (got ${positionals[0]})`);
+    dir = demo ? packageRoot() : (positionals[0] ?? '.');
     const p = given.get('port');
     port = p === undefined ? 8080 : Number(p.value);
-    if (p && (!/^\d+$/.test(p.value) || port > 65535)) throw new ServeUsageError(`${p.flag} needs a port in 0..65535, got ${JSON.stringify(p.value)}`);
+    if (p && (!/^\d+$/.test(p.value) || port > 65535))
+      throw new ServeUsageError(`${p.flag} needs a port in 0..65535, got ${JSON.stringify(p.value)}`);
     host = given.get('host')?.value ?? '127.0.0.1';
-    if (!host || /\s/.test(host)) throw new ServeUsageError(`--host needs a host name or address, got ${JSON.stringify(host)}`);
+    if (!host || /\s/.test(host))
+      throw new ServeUsageError(`--host needs a host name or address, got ${JSON.stringify(host)}`);
     store = storeFlags(given, port, host);
   } catch (e) {
     if (!(e instanceof ServeUsageError)) throw e;
@@ -76,23 +87,39 @@ export async function serveMain(argv: string[], until: Promise<unknown> = signal
     return 2;
   }
   const server = await startServe({ dir, host, port, browserBuild: browserBuildPath(), store });
-  process.stdout.write(`webccl serve: ${dir} at ${server.http.url}/ (cross-origin isolated; webccl at ${server.http.url}/webccl.js)\n`);
-  if (demo) process.stdout.write(`webccl serve: the live benchmark at ${server.http.url}/examples/browser/perf.html (?ranks=N, ?max=BYTES)\n`);
+  process.stdout.write(
+    `webccl serve: ${dir} at ${server.http.url}/ (cross-origin isolated; webccl at ${server.http.url}/webccl.js)\n`,
+  );
+  if (demo)
+    process.stdout.write(
+      `webccl serve: the live benchmark at ${server.http.url}/examples/browser/perf.html (?ranks=N, ?max=BYTES)\n`,
+    );
   if (server.store) {
     const { url, host: h, port: p } = server.store;
-    process.stdout.write(`webccl serve: job ${JSON.stringify(store!.jobId)} store at ${url} (pages: connectStore) and tcp ${h}:${p} (Node ranks: MASTER_ADDR=${h} MASTER_PORT=${p} WEBCCL_JOB_ID=${store!.jobId})\n`);
+    process.stdout.write(
+      `webccl serve: job ${JSON.stringify(store!.jobId)} store at ${url} (pages: connectStore) and tcp ${h}:${p} (Node ranks: MASTER_ADDR=${h} MASTER_PORT=${p} WEBCCL_JOB_ID=${store!.jobId})\n`,
+    );
   }
   await until;
   await server.close();
   return 0;
 }
 
-/** The store's settings from --token/--job-id/--store-port (or WEBCCL_TOKEN, WEBCCL_JOB_ID); undefined without a token. */
-function storeFlags(given: Map<string, { flag: string; value: string }>, httpPort: number, host: string): ServeOptions['store'] {
+/**
+ * The store's settings from --token/--job-id/--store-port (or WEBCCL_TOKEN, WEBCCL_JOB_ID); undefined without a token.
+ */
+function storeFlags(
+  given: Map<string, { flag: string; value: string }>,
+  httpPort: number,
+  host: string,
+): ServeOptions['store'] {
   const token = given.get('token')?.value ?? envString('WEBCCL_TOKEN');
   if (token === undefined) {
     const stray = ['jobId', 'storePort'].map((k) => given.get(k)).find((g) => g !== undefined);
-    if (stray) throw new ServeUsageError(`${stray.flag} needs a job token (--token T or WEBCCL_TOKEN): without one no store is served`);
+    if (stray)
+      throw new ServeUsageError(
+        `${stray.flag} needs a job token (--token T or WEBCCL_TOKEN): without one no store is served`,
+      );
     return undefined;
   }
   if (token === '') throw new ServeUsageError('--token needs a non-empty value');
@@ -101,11 +128,17 @@ function storeFlags(given: Map<string, { flag: string; value: string }>, httpPor
   // The default every rank derives by itself: Node ranks from MASTER_ADDR:MASTER_PORT (the store
   // port), pages from their master ws://HOST:P (HOST:P+1). A free port (0) is known only later:
   // then a random id, which the ranks must be given.
-  const jobId = given.get('jobId')?.value ?? envString('WEBCCL_JOB_ID') ?? (port === 0 ? `serve-${randomBytes(6).toString('hex')}` : `${host}:${port}`);
+  const jobId =
+    given.get('jobId')?.value ??
+    envString('WEBCCL_JOB_ID') ??
+    (port === 0 ? `serve-${randomBytes(6).toString('hex')}` : `${host}:${port}`);
   const n = textBytes(jobId).length;
-  if (n < 1 || n > MAX_JOB_ID_BYTES) throw new ServeUsageError(`--job-id needs 1..${MAX_JOB_ID_BYTES} UTF-8 bytes, got ${n}`);
-  if (sp && (!/^\d+$/.test(sp.value) || port > 65535)) throw new ServeUsageError(`${sp.flag} needs a port in 0..65535, got ${JSON.stringify(sp.value)}`);
-  if (port > 65535) throw new ServeUsageError(`the store's default port ${port} (the HTTP port + 1) is over 65535: give --store-port`);
+  if (n < 1 || n > MAX_JOB_ID_BYTES)
+    throw new ServeUsageError(`--job-id needs 1..${MAX_JOB_ID_BYTES} UTF-8 bytes, got ${n}`);
+  if (sp && (!/^\d+$/.test(sp.value) || port > 65535))
+    throw new ServeUsageError(`${sp.flag} needs a port in 0..65535, got ${JSON.stringify(sp.value)}`);
+  if (port > 65535)
+    throw new ServeUsageError(`the store's default port ${port} (the HTTP port + 1) is over 65535: give --store-port`);
   return { token, jobId, port };
 }
 

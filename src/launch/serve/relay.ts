@@ -22,7 +22,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { CHUNK } from '../../transport/ws/messages.js';
-import { type UpgradeHandler, refuseUpgrade } from '../../wire/nodejs/upgrade-routes.js';
+import { refuseUpgrade, type UpgradeHandler } from '../../wire/nodejs/upgrade-routes.js';
 
 export { RELAY_PATH } from '../../transport/ws/page-carrier.js';
 /** The largest message relayed: a link's largest (a payload chunk) and a margin. */
@@ -87,12 +87,21 @@ interface End {
 }
 
 /** `mesh` names one of the job's meshes (a shrunk communicator builds its own), so their links pair apart. */
-interface Query { from: number; to: number; channel: number; mesh: string }
+interface Query {
+  from: number;
+  to: number;
+  channel: number;
+  mesh: string;
+}
 
 /** The query's ranks and channel, or why it is malformed. */
 function parseQuery(q: URLSearchParams): Query | string {
   const ints: number[] = [];
-  for (const [name, max] of [['from', MAX_RANK], ['to', MAX_RANK], ['channel', MAX_CHANNEL]] as const) {
+  for (const [name, max] of [
+    ['from', MAX_RANK],
+    ['to', MAX_RANK],
+    ['channel', MAX_CHANNEL],
+  ] as const) {
     const all = q.getAll(name);
     if (all.length !== 1) return `${name} must be given once`;
     if (!/^\d{1,5}$/.test(all[0]) || Number(all[0]) > max) return `${name} must be an integer in 0..${max}`;
@@ -101,7 +110,8 @@ function parseQuery(q: URLSearchParams): Query | string {
   const [from, to, channel] = ints;
   if (from === to) return 'from and to must differ';
   const meshes = q.getAll('mesh');
-  if (meshes.length > 1 || (meshes.length === 1 && !/^[\w./:-]{1,64}$/.test(meshes[0]))) return 'mesh must be given at most once, 1..64 characters of [A-Za-z0-9_./:-]';
+  if (meshes.length > 1 || (meshes.length === 1 && !/^[\w./:-]{1,64}$/.test(meshes[0])))
+    return 'mesh must be given at most once, 1..64 characters of [A-Za-z0-9_./:-]';
   return { from, to, channel, mesh: meshes[0] ?? '' };
 }
 
@@ -128,15 +138,24 @@ export function startRelay(o: RelayOptions): Relay {
     if (typeof q === 'string') return refuseUpgrade(socket, '400 Bad Request');
     if (jobs[0] !== o.jobId) return refuseUpgrade(socket, '404 Not Found');
     // Over the cap, only a socket whose partner waits is let in: it adds no waiter.
-    if (waiting >= maxWaiting && !slots.get(slotOf(q.to, q.from, q.channel, q.mesh))?.waiting) return refuseUpgrade(socket, '503 Service Unavailable');
+    if (waiting >= maxWaiting && !slots.get(slotOf(q.to, q.from, q.channel, q.mesh))?.waiting)
+      return refuseUpgrade(socket, '503 Service Unavailable');
     wss.handleUpgrade(req, socket, head, (ws) => admit(ws, q));
   };
 
   function admit(ws: WebSocket, q: Query): void {
     const label = `rank ${q.from} to rank ${q.to} channel ${q.channel}`;
     const end: End = {
-      ws, label, slot: slotOf(q.from, q.to, q.channel, q.mesh), partnerSlot: slotOf(q.to, q.from, q.channel, q.mesh),
-      held: [], heldBytes: 0, paused: false, waiting: false, done: false, closed: false,
+      ws,
+      label,
+      slot: slotOf(q.from, q.to, q.channel, q.mesh),
+      partnerSlot: slotOf(q.to, q.from, q.channel, q.mesh),
+      held: [],
+      heldBytes: 0,
+      paused: false,
+      waiting: false,
+      done: false,
+      closed: false,
     };
     ws.on('message', (data: Buffer, isBinary: boolean) => received(end, data, isBinary));
     ws.on('error', (e: Error & { code?: string }) => {
@@ -172,7 +191,8 @@ export function startRelay(o: RelayOptions): Relay {
     if (!isBinary) return finish(end, 1003, 'binary messages only');
     if (end.partner) return forward(end, data);
     end.heldBytes += data.length;
-    if (end.heldBytes > HELD_LIMIT) return finish(end, 1009, `over ${HELD_LIMIT} bytes sent before the partner arrived`);
+    if (end.heldBytes > HELD_LIMIT)
+      return finish(end, 1009, `over ${HELD_LIMIT} bytes sent before the partner arrived`);
     end.held.push(data);
   }
 

@@ -16,12 +16,13 @@
 // TCP store's bytes for every other server. So the store's TCP face gets its own port.
 import { type StoreServer, startStoreServer } from '../../bootstrap/nodejs/store-server.js';
 import { storeUpgrades } from '../../bootstrap/nodejs/store-websocket.js';
-import { type UpgradeHandler, routeUpgrades } from '../../wire/nodejs/upgrade-routes.js';
 import { RELAY_PATH } from '../../transport/ws/page-carrier.js';
+import { routeUpgrades, type UpgradeHandler } from '../../wire/nodejs/upgrade-routes.js';
 import { type Relay, type RelayOptions, startRelay } from './relay.js';
 import { type StaticServer, type StaticServerOptions, startStaticServer } from './static-server.js';
 
 export { STORE_PATH } from '../../bootstrap/page-rendezvous.js';
+
 import { STORE_PATH } from '../../bootstrap/page-rendezvous.js';
 
 export interface ServeOptions extends StaticServerOptions {
@@ -61,7 +62,13 @@ export async function startServe(o: ServeOptions): Promise<Served> {
   let store: StoreServer | undefined;
   if (o.store) {
     store = await startStoreServer({
-      host, port: o.store.port, token: o.store.token, jobId: o.store.jobId, onReject: o.store.onReject, resetWhenIdle: true, publishTokenRefusals: true,
+      host,
+      port: o.store.port,
+      token: o.store.token,
+      jobId: o.store.jobId,
+      onReject: o.store.onReject,
+      resetWhenIdle: true,
+      publishTokenRefusals: true,
     });
   }
   let http: StaticServer;
@@ -81,7 +88,15 @@ export async function startServe(o: ServeOptions): Promise<Served> {
   const ws = http.url.replace(/^http/, 'ws');
   return {
     http,
-    store: store && relay && { server: store, url: `${ws}${STORE_PATH}`, host, port: store.port, relay, relayUrl: `${ws}${RELAY_PATH}` },
+    store: store &&
+      relay && {
+        server: store,
+        url: `${ws}${STORE_PATH}`,
+        host,
+        port: store.port,
+        relay,
+        relayUrl: `${ws}${RELAY_PATH}`,
+      },
     close: async () => {
       upgrades.close();
       storeWs?.close();

@@ -1,10 +1,11 @@
 // The command line of `webccl simulate`: nccl-tests' sweep flags (-b -e -f -i -d -r), -a for the
 // algorithm (or all), and the simulated network's shape and links.
 // Pure: parsing never touches the process, so tests can hit every branch.
-import { collectiveNamed } from '../perf/collectives.js';
+
+import { SIM_ALGORITHMS, SIM_DTYPES, type SimDtype } from '../../sim/index.js';
 import { CliUsageError, type FlagSpec, parseFlags } from '../flags.js';
 import { PerfUsageError, parseSize } from '../perf/args.js';
-import { SIM_ALGORITHMS, SIM_DTYPES, type SimDtype } from '../../sim/index.js';
+import { collectiveNamed } from '../perf/collectives.js';
 
 export class SimUsageError extends CliUsageError {
   override readonly name = 'SimUsageError';
@@ -13,7 +14,8 @@ export class SimUsageError extends CliUsageError {
 /** The collectives the simulator runs (perf's names; ping-pong is not simulated). */
 export type SimCollectiveName = keyof typeof SIM_ALGORITHMS;
 const ALL_NAMES = Object.keys(SIM_ALGORITHMS) as SimCollectiveName[];
-const simulated = (name: string | undefined): SimCollectiveName | undefined => (name && (ALL_NAMES as string[]).includes(name) ? (name as SimCollectiveName) : undefined);
+const simulated = (name: string | undefined): SimCollectiveName | undefined =>
+  name && (ALL_NAMES as string[]).includes(name) ? (name as SimCollectiveName) : undefined;
 const MORE_ALIASES: Record<string, SimCollectiveName> = { barrier: 'barrier' };
 
 export interface SimulateOptions {
@@ -80,14 +82,27 @@ scatter (n-1)/n of the total size (all n blocks), broadcast, reduce and sendrecv
 each rank sends to rank+1 and receives from rank-1, at least 2 ranks).`;
 
 const SIM_FLAGS = {
-  ranks: { names: ['ranks'] }, nodes: { names: ['nodes'] }, latency: { names: ['latency'] }, bandwidth: { names: ['bandwidth'] },
-  intraLatency: { names: ['intra-latency'] }, intraBandwidth: { names: ['intra-bandwidth'] }, overhead: { names: ['overhead'] },
-  a: { names: ['a', 'algo'] }, b: { names: ['b', 'minbytes'] }, e: { names: ['e', 'maxbytes'] }, f: { names: ['f', 'stepfactor'] },
-  i: { names: ['i', 'stepbytes'] }, d: { names: ['d', 'datatype'] }, r: { names: ['r', 'root'] },
-  seed: { names: ['seed'] }, jitter: { names: ['jitter'] }, threads: { names: ['threads'] }, json: { names: ['json'] },
+  ranks: { names: ['ranks'] },
+  nodes: { names: ['nodes'] },
+  latency: { names: ['latency'] },
+  bandwidth: { names: ['bandwidth'] },
+  intraLatency: { names: ['intra-latency'] },
+  intraBandwidth: { names: ['intra-bandwidth'] },
+  overhead: { names: ['overhead'] },
+  a: { names: ['a', 'algo'] },
+  b: { names: ['b', 'minbytes'] },
+  e: { names: ['e', 'maxbytes'] },
+  f: { names: ['f', 'stepfactor'] },
+  i: { names: ['i', 'stepbytes'] },
+  d: { names: ['d', 'datatype'] },
+  r: { names: ['r', 'root'] },
+  seed: { names: ['seed'] },
+  jitter: { names: ['jitter'] },
+  threads: { names: ['threads'] },
+  json: { names: ['json'] },
 } as const satisfies Record<string, FlagSpec>;
 
-const TIME_UNITS: Record<string, number> = { ns: 1e-3, us: 1, 'µs': 1, ms: 1e3, s: 1e6 };
+const TIME_UNITS: Record<string, number> = { ns: 1e-3, us: 1, µs: 1, ms: 1e3, s: 1e6 };
 
 /** "5us" → 5, "100ns" → 0.1, "0.5ms" → 500 (microseconds). */
 export function parseLatency(text: string, flag: string): number {
@@ -101,15 +116,17 @@ const RATE_PREFIX: Record<string, number> = { k: 1e3, m: 1e6, g: 1e9, t: 1e12 };
 /** "25Gbit" → 3125 (bytes per µs); bits by "bit", "bps" or "b/s", bytes by "B/s" or "Bps". */
 export function parseBandwidth(text: string, flag: string): number {
   const m = /^(\d+(?:\.\d+)?)\s*([kKmMgGtT])(bit|bps|b\/s|B\/s|Bps)$/.exec(text.trim());
-  const bad = () => new SimUsageError(`${flag} expects a rate such as 25Gbit, 100Gbps or 12.5GB/s, got ${JSON.stringify(text)}`);
+  const bad = () =>
+    new SimUsageError(`${flag} expects a rate such as 25Gbit, 100Gbps or 12.5GB/s, got ${JSON.stringify(text)}`);
   if (!m) throw bad();
-  const perSec = Number(m[1]) * RATE_PREFIX[m[2].toLowerCase()] / (m[3].startsWith('B') ? 1 : 8);
+  const perSec = (Number(m[1]) * RATE_PREFIX[m[2].toLowerCase()]) / (m[3].startsWith('B') ? 1 : 8);
   if (!(perSec > 0)) throw bad();
   return perSec / 1e6;
 }
 
 function int(text: string, flag: string, min: number, max: number): number {
-  if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) throw new SimUsageError(`${flag} expects an integer in ${min}..${max}, got ${JSON.stringify(text)}`);
+  if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max)
+    throw new SimUsageError(`${flag} expects an integer in ${min}..${max}, got ${JSON.stringify(text)}`);
   return Number(text);
 }
 
@@ -129,27 +146,40 @@ export function parseSimulateArgs(argv: string[]): SimulateOptions | 'help' {
   if (positionals.length) {
     const arg = positionals[0];
     collective = MORE_ALIASES[arg.toLowerCase()] ?? simulated(collectiveNamed(arg));
-    if (!collective) throw new SimUsageError(`unknown collective ${JSON.stringify(arg)} (expected ${ALL_NAMES.join(', ')})`);
-    if (positionals.length > 1) throw new SimUsageError(`unexpected argument ${JSON.stringify(positionals[1])} (the collective is already ${collective})`);
+    if (!collective)
+      throw new SimUsageError(`unknown collective ${JSON.stringify(arg)} (expected ${ALL_NAMES.join(', ')})`);
+    if (positionals.length > 1)
+      throw new SimUsageError(
+        `unexpected argument ${JSON.stringify(positionals[1])} (the collective is already ${collective})`,
+      );
   }
   if (!collective) throw new SimUsageError('which collective? (e.g. webccl simulate allreduce --ranks 1024)');
   const v = (key: keyof typeof SIM_FLAGS) => given.get(key);
   const ranks = v('ranks') ? int(v('ranks')!.value, '--ranks', 1, MAX_SIM_RANKS) : 8;
   const nodes = v('nodes') ? int(v('nodes')!.value, '--nodes', 1, MAX_SIM_RANKS) : ranks;
-  if (collective === 'sendrecv' && ranks < 2) throw new SimUsageError('sendrecv needs at least 2 ranks (each sends to rank+1, which must be another rank)');
-  if (ranks % nodes) throw new SimUsageError(`--ranks ${ranks} is not a multiple of --nodes ${nodes}: every node holds --ranks / --nodes ranks`);
-  const lat = (key: keyof typeof SIM_FLAGS, flag: string, dflt: number) => (v(key) ? parseLatency(v(key)!.value, flag) : dflt);
+  if (collective === 'sendrecv' && ranks < 2)
+    throw new SimUsageError('sendrecv needs at least 2 ranks (each sends to rank+1, which must be another rank)');
+  if (ranks % nodes)
+    throw new SimUsageError(
+      `--ranks ${ranks} is not a multiple of --nodes ${nodes}: every node holds --ranks / --nodes ranks`,
+    );
+  const lat = (key: keyof typeof SIM_FLAGS, flag: string, dflt: number) =>
+    v(key) ? parseLatency(v(key)!.value, flag) : dflt;
   const bw = (key: keyof typeof SIM_FLAGS, flag: string, dflt: string) => parseBandwidth(v(key)?.value ?? dflt, flag);
   const minBytes = v('b') ? size(v('b')!.value, '-b') : 8;
   const maxBytes = v('e') ? size(v('e')!.value, '-e') : 64 << 20;
   if (maxBytes < minBytes) throw new SimUsageError(`-e ${maxBytes} is smaller than -b ${minBytes}`);
   const factorText = v('f')?.value ?? '2';
-  if (!/^\d+(\.\d+)?$/.test(factorText) || Number(factorText) < 1) throw new SimUsageError(`-f expects a number ≥ 1, got ${JSON.stringify(factorText)}`);
+  if (!/^\d+(\.\d+)?$/.test(factorText) || Number(factorText) < 1)
+    throw new SimUsageError(`-f expects a number ≥ 1, got ${JSON.stringify(factorText)}`);
   const dtypeText = v('d')?.value ?? 'f32';
-  const dtype = ({ float: 'f32', double: 'f64', int32: 'i32', int: 'i32' } as Record<string, SimDtype>)[dtypeText] ?? dtypeText;
-  if (!(SIM_DTYPES as readonly string[]).includes(dtype)) throw new SimUsageError(`-d: unknown datatype ${JSON.stringify(dtypeText)} (expected ${SIM_DTYPES.join(', ')})`);
+  const dtype =
+    ({ float: 'f32', double: 'f64', int32: 'i32', int: 'i32' } as Record<string, SimDtype>)[dtypeText] ?? dtypeText;
+  if (!(SIM_DTYPES as readonly string[]).includes(dtype))
+    throw new SimUsageError(`-d: unknown datatype ${JSON.stringify(dtypeText)} (expected ${SIM_DTYPES.join(', ')})`);
   const jitterText = v('jitter')?.value ?? '0';
-  if (!/^\d+(\.\d+)?$/.test(jitterText)) throw new SimUsageError(`--jitter expects a number ≥ 0, got ${JSON.stringify(jitterText)}`);
+  if (!/^\d+(\.\d+)?$/.test(jitterText))
+    throw new SimUsageError(`--jitter expects a number ≥ 0, got ${JSON.stringify(jitterText)}`);
   return {
     collective,
     ranks,
@@ -179,7 +209,10 @@ function parseAlgos(coll: SimCollectiveName, text: string | undefined): string[]
   if (text === 'all') return [...mine];
   const names = text.split(',');
   for (const a of names) {
-    if (!mine.includes(a)) throw new SimUsageError(`-a: ${coll} has no algorithm ${JSON.stringify(a)} (expected auto, all, ${mine.join(', ')})`);
+    if (!mine.includes(a))
+      throw new SimUsageError(
+        `-a: ${coll} has no algorithm ${JSON.stringify(a)} (expected auto, all, ${mine.join(', ')})`,
+      );
   }
   return [...new Set(names)];
 }

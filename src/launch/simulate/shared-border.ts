@@ -9,8 +9,8 @@
 // have a core spin (up to SPIN_US); with more threads than cores they sleep at once, so that a
 // waiting thread never takes a core from one with work.
 import { WebcclError } from '../../core/errors.js';
-import { type Crossing, crossing } from '../../sim/network.js';
 import type { Border, Met } from '../../sim/border.js';
+import { type Crossing, crossing } from '../../sim/network.js';
 import type { Failure } from '../../sim/types.js';
 
 /** Int32 words at the start: arrivals, generation, abandoned (a thread failed: the others stop). */
@@ -53,13 +53,24 @@ export class SharedBorder implements Border {
    * rather than in one block, so that the ranks busy at any moment (a ring's wave, a tree's
    * level) are spread over every thread, and none waits at the barrier for the others.
    */
-  constructor(sab: SharedArrayBuffer, private readonly me: number, private readonly threads: number, private readonly perNode: number, private readonly spin: boolean) {
+  constructor(
+    sab: SharedArrayBuffer,
+    private readonly me: number,
+    private readonly threads: number,
+    private readonly perNode: number,
+    private readonly spin: boolean,
+  ) {
     this.control = new Int32Array(sab, 0, CONTROL);
     const base = CONTROL * 4;
     this.words = (sab.byteLength - base) / 8 / 2 / threads - META;
     const setBytes = threads * (META + this.words) * 8;
     this.meta = [0, 1].map((s) => new Float64Array(sab, base + s * setBytes, threads * META));
-    this.outboxes = [0, 1].map((s) => Array.from({ length: threads }, (_, t) => new Float64Array(sab, base + s * setBytes + (threads * META + t * this.words) * 8, this.words)));
+    this.outboxes = [0, 1].map((s) =>
+      Array.from(
+        { length: threads },
+        (_, t) => new Float64Array(sab, base + s * setBytes + (threads * META + t * this.words) * 8, this.words),
+      ),
+    );
   }
 
   owns(r: number): boolean {
@@ -69,7 +80,7 @@ export class SharedBorder implements Border {
   meet(crossings: readonly Crossing[], failures: readonly Failure[], next: number, running: number): Met {
     const mine = crossings.length || failures.length ? this.encode(crossings, failures) : NOTHING;
     const got: Met = { crossings: [], failures: [], next: Infinity, running: 0 };
-    for (let pos = 0; ;) {
+    for (let pos = 0; ; ) {
       const set = this.round++ & 1;
       const m = this.meta[set];
       const n = fitting(mine, pos, this.words);
@@ -95,7 +106,9 @@ export class SharedBorder implements Border {
   }
 
   private encode(crossings: readonly Crossing[], failures: readonly Failure[]): Float64Array {
-    const texts = failures.map((f) => JSON.stringify({ code: f.error.code, reason: f.error.reason, details: f.error.details }));
+    const texts = failures.map((f) =>
+      JSON.stringify({ code: f.error.code, reason: f.error.reason, details: f.error.details }),
+    );
     const words = crossings.length * CROSSING_WORDS + texts.reduce((a, t) => a + 4 + t.length, 0);
     if (words > this.records.length) this.records = new Float64Array(Math.max(words, 2 * this.records.length));
     const out = this.records;
@@ -172,8 +185,10 @@ const recordWords = (w: Float64Array, i: number): number => (w[i] === CROSSING ?
 function fitting(w: Float64Array, pos: number, room: number): number {
   let i = pos;
   while (i < w.length && i + recordWords(w, i) - pos <= room) i += recordWords(w, i);
-  if (i === pos && pos < w.length) throw new WebcclError('INTERNAL', `simulate: a record of ${recordWords(w, pos)} words does not fit an outbox of ${room}`);
+  if (i === pos && pos < w.length)
+    throw new WebcclError(
+      'INTERNAL',
+      `simulate: a record of ${recordWords(w, pos)} words does not fit an outbox of ${room}`,
+    );
   return i - pos;
 }
-
-

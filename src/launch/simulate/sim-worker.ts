@@ -9,7 +9,10 @@ const job = workerData as WorkerJob;
 try {
   const border = new SharedBorder(job.sab, job.thread, job.threads, job.o.ranks / job.o.nodes, job.spin);
   const r = await simulate(job.o, collectivePart(job.o, job.call), border);
-  const outcomes: PlainOutcome[] = r.outcomes.map(({ error, ...x }) => ({ ...x, ...(error && { error: { code: error.code, reason: error.reason, details: error.details } }) }));
+  const outcomes: PlainOutcome[] = r.outcomes.map(({ error, ...x }) => ({
+    ...x,
+    ...(error && { error: { code: error.code, reason: error.reason, details: error.details } }),
+  }));
   parentPort!.postMessage({ result: { ...r, outcomes } });
 } catch (e) {
   parentPort!.postMessage({ error: e instanceof Error ? e.message : String(e) });

@@ -8,11 +8,18 @@ import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { WebcclError, fail } from '../../core/errors.js';
-import { type RankOutcome, type SimCall, type SimOptions, type SimResult, collectivePart, simulateCollective } from '../../sim/index.js';
+import { fail, WebcclError } from '../../core/errors.js';
+import {
+  collectivePart,
+  type RankOutcome,
+  type SimCall,
+  type SimOptions,
+  type SimResult,
+  simulateCollective,
+} from '../../sim/index.js';
 import { abandon, borderBuffer } from './shared-border.js';
 
-export { SharedBorder, abandon, borderBuffer } from './shared-border.js';
+export { abandon, borderBuffer, SharedBorder } from './shared-border.js';
 
 /** Words of each thread's outbox (8 MiB): a window's records beyond it go over in rounds. */
 const OUTBOX_WORDS = 1 << 20;
@@ -22,9 +29,16 @@ const AUTO_FROM_RANKS = 1024;
 declare const __dirname: string | undefined;
 
 function workerPath(): string {
-  const path = typeof __dirname === 'string' ? `${__dirname}/sim-worker.js` : fileURLToPath(new URL('./sim-worker.js', import.meta.url));
+  const path =
+    typeof __dirname === 'string'
+      ? `${__dirname}/sim-worker.js`
+      : fileURLToPath(new URL('./sim-worker.js', import.meta.url));
   // Run from the TypeScript sources, there is no bundle beside this module: say so.
-  if (!existsSync(path)) fail('INTERNAL', `simulate: the simulation threads' entry ${path} is missing: run the built package (npm run build)`);
+  if (!existsSync(path))
+    fail(
+      'INTERNAL',
+      `simulate: the simulation threads' entry ${path} is missing: run the built package (npm run build)`,
+    );
   return path;
 }
 
@@ -38,8 +52,10 @@ function oneThreadOnly(o: SimOptions): string | undefined {
 
 /** Threads a run uses: a count, or 'auto' (every core from 1,024 ranks); never more than nodes. */
 export function simThreads(o: SimOptions, threads: number | 'auto'): number {
-  if (threads !== 'auto' && (!Number.isSafeInteger(threads) || threads < 1)) fail('INVALID_ARGUMENT', `simulate: threads must be a positive integer or 'auto', got ${threads}`);
-  const want = threads === 'auto' ? (o.ranks >= AUTO_FROM_RANKS && !oneThreadOnly(o) ? availableParallelism() : 1) : threads;
+  if (threads !== 'auto' && (!Number.isSafeInteger(threads) || threads < 1))
+    fail('INVALID_ARGUMENT', `simulate: threads must be a positive integer or 'auto', got ${threads}`);
+  const want =
+    threads === 'auto' ? (o.ranks >= AUTO_FROM_RANKS && !oneThreadOnly(o) ? availableParallelism() : 1) : threads;
   return Math.max(1, Math.min(want, o.nodes));
 }
 
@@ -54,7 +70,9 @@ export interface WorkerJob {
 }
 
 /** A rank's outcome as it crosses from a worker (a WebcclError does not survive structured clone). */
-export type PlainOutcome = Omit<RankOutcome, 'error'> & { error?: { code: WebcclError['code']; reason: string; details: Record<string, unknown> } };
+export type PlainOutcome = Omit<RankOutcome, 'error'> & {
+  error?: { code: WebcclError['code']; reason: string; details: Record<string, unknown> };
+};
 
 export async function simulateOnThreads(o: SimOptions, call: SimCall, threads: number | 'auto'): Promise<SimResult> {
   const t = simThreads(o, threads);
@@ -64,25 +82,39 @@ export async function simulateOnThreads(o: SimOptions, call: SimCall, threads: n
   collectivePart(o, call); // checks the call here, before any thread starts
   const sab = borderBuffer(t, OUTBOX_WORDS);
   const workers: Worker[] = [];
-  const results = Array.from({ length: t }, (_, thread) => new Promise<SimResult>((resolve, reject) => {
-    const job: WorkerJob = { o, call, sab, thread, threads: t, spin: t <= availableParallelism() };
-    const w = new Worker(workerPath(), { workerData: job });
-    workers.push(w);
-    let settled = false;
-    w.on('message', (m: { result?: Omit<SimResult, 'outcomes'> & { outcomes: PlainOutcome[] }; error?: string }) => {
-      settled = true;
-      if (m.error !== undefined) return reject(new WebcclError('INTERNAL', `simulate: thread ${thread}: ${m.error}`));
-      const outcomes = m.result!.outcomes.map(({ error, ...x }) => ({ ...x, ...(error && { error: new WebcclError(error.code, error.reason, error.details) }) }));
-      resolve({ ...m.result!, outcomes });
-    });
-    w.on('error', (e) => {
-      settled = true;
-      reject(new WebcclError('INTERNAL', `simulate: thread ${thread} failed: ${e.message}`));
-    });
-    w.on('exit', (code) => {
-      if (!settled) reject(new WebcclError('INTERNAL', `simulate: thread ${thread} ended (exit code ${code}) without a result`));
-    });
-  }));
+  const results = Array.from(
+    { length: t },
+    (_, thread) =>
+      new Promise<SimResult>((resolve, reject) => {
+        const job: WorkerJob = { o, call, sab, thread, threads: t, spin: t <= availableParallelism() };
+        const w = new Worker(workerPath(), { workerData: job });
+        workers.push(w);
+        let settled = false;
+        w.on(
+          'message',
+          (m: { result?: Omit<SimResult, 'outcomes'> & { outcomes: PlainOutcome[] }; error?: string }) => {
+            settled = true;
+            if (m.error !== undefined)
+              return reject(new WebcclError('INTERNAL', `simulate: thread ${thread}: ${m.error}`));
+            const outcomes = m.result!.outcomes.map(({ error, ...x }) => ({
+              ...x,
+              ...(error && { error: new WebcclError(error.code, error.reason, error.details) }),
+            }));
+            resolve({ ...m.result!, outcomes });
+          },
+        );
+        w.on('error', (e) => {
+          settled = true;
+          reject(new WebcclError('INTERNAL', `simulate: thread ${thread} failed: ${e.message}`));
+        });
+        w.on('exit', (code) => {
+          if (!settled)
+            reject(
+              new WebcclError('INTERNAL', `simulate: thread ${thread} ended (exit code ${code}) without a result`),
+            );
+        });
+      }),
+  );
   // One thread failing leaves the others at the barrier: tell them, so that none waits forever.
   for (const r of results) r.catch(() => abandon(sab));
   try {

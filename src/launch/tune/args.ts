@@ -1,7 +1,8 @@
 // The command line of `webccl tune`: which perf sweeps to run (ranks, paths, sizes, length of a
 // timed block) and where to write the fitted model. Pure, so tests can hit every branch.
-import { PerfUsageError, parseSize } from '../perf/args.js';
+
 import { CliUsageError, type FlagSpec, parseFlags } from '../flags.js';
+import { PerfUsageError, parseSize } from '../perf/args.js';
 
 export class TuneUsageError extends CliUsageError {
   override readonly name = 'TuneUsageError';
@@ -44,8 +45,13 @@ that WEBCCL_MODEL names, else ~/.webccl/model.json, else its built-in model.
 The default sweep takes about 3 to 5 minutes on a 2-core machine.`;
 
 const TUNE_FLAGS = {
-  ranks: { names: ['ranks'] }, paths: { names: ['paths'] }, b: { names: ['b', 'minbytes'] }, e: { names: ['e', 'maxbytes'] },
-  f: { names: ['f', 'stepfactor'] }, time: { names: ['time'] }, out: { names: ['out'] },
+  ranks: { names: ['ranks'] },
+  paths: { names: ['paths'] },
+  b: { names: ['b', 'minbytes'] },
+  e: { names: ['e', 'maxbytes'] },
+  f: { names: ['f', 'stepfactor'] },
+  time: { names: ['time'] },
+  out: { names: ['out'] },
 } as const satisfies Record<string, FlagSpec>;
 
 function size(text: string, flag: string): number {
@@ -64,19 +70,31 @@ export function parseTuneArgs(argv: string[]): TuneOptions | 'help' {
   if (positionals.length) throw new TuneUsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
   const v = (key: keyof typeof TUNE_FLAGS) => given.get(key)?.value;
   const ranks = (v('ranks') ?? '2,3,4').split(',').map((t) => {
-    if (!/^\d+$/.test(t) || Number(t) < 2 || Number(t) > 64) throw new TuneUsageError(`--ranks expects rank counts in 2..64, got ${JSON.stringify(t)}`);
+    if (!/^\d+$/.test(t) || Number(t) < 2 || Number(t) > 64)
+      throw new TuneUsageError(`--ranks expects rank counts in 2..64, got ${JSON.stringify(t)}`);
     return Number(t);
   });
   const paths = (v('paths') ?? 'shm,tcp').split(',').map((p) => {
-    if (!(TUNE_PATHS as readonly string[]).includes(p)) throw new TuneUsageError(`--paths: unknown path ${JSON.stringify(p)} (expected ${TUNE_PATHS.join(', ')})`);
+    if (!(TUNE_PATHS as readonly string[]).includes(p))
+      throw new TuneUsageError(`--paths: unknown path ${JSON.stringify(p)} (expected ${TUNE_PATHS.join(', ')})`);
     return p as TunePath;
   });
   const minBytes = size(v('b') ?? '4K', '-b');
   const maxBytes = size(v('e') ?? '64M', '-e');
   if (maxBytes < minBytes) throw new TuneUsageError(`-e ${maxBytes} is smaller than -b ${minBytes}`);
   const factorText = v('f') ?? '4';
-  if (!/^\d+(\.\d+)?$/.test(factorText) || Number(factorText) < 2) throw new TuneUsageError(`-f expects a number ≥ 2, got ${JSON.stringify(factorText)}`);
+  if (!/^\d+(\.\d+)?$/.test(factorText) || Number(factorText) < 2)
+    throw new TuneUsageError(`-f expects a number ≥ 2, got ${JSON.stringify(factorText)}`);
   const timeText = v('time') ?? '0.1';
-  if (!/^\d*\.?\d+$/.test(timeText) || !(Number(timeText) > 0) || Number(timeText) > 60) throw new TuneUsageError(`--time expects seconds in (0, 60], got ${JSON.stringify(timeText)}`);
-  return { ranks: [...new Set(ranks)], paths: [...new Set(paths)], minBytes, maxBytes, factor: Number(factorText), timeSec: Number(timeText), out: v('out') };
+  if (!/^\d*\.?\d+$/.test(timeText) || !(Number(timeText) > 0) || Number(timeText) > 60)
+    throw new TuneUsageError(`--time expects seconds in (0, 60], got ${JSON.stringify(timeText)}`);
+  return {
+    ranks: [...new Set(ranks)],
+    paths: [...new Set(paths)],
+    minBytes,
+    maxBytes,
+    factor: Number(factorText),
+    timeSec: Number(timeText),
+    out: v('out'),
+  };
 }

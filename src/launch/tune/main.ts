@@ -8,10 +8,10 @@ import { fileURLToPath } from 'node:url';
 import { PIECE_BYTES } from '../../algorithms/group.js';
 import { DEFAULT_NCHANNELS } from '../../join/net-world.js';
 import { type CostModel, predictUs } from '../../tuner/cost-model.js';
-import { type PerfRow, fitModel, rowCounts } from '../../tuner/fit.js';
+import { fitModel, type PerfRow, rowCounts } from '../../tuner/fit.js';
 import { activeModel, defaultModelPath } from '../../tuner/model-source.js';
 import { onPath } from '../../tuner/schedules.js';
-import { TUNE_USAGE, type TuneOptions, type TunePath, TuneUsageError, parseTuneArgs } from './args.js';
+import { parseTuneArgs, TUNE_USAGE, type TuneOptions, type TunePath, TuneUsageError } from './args.js';
 
 const ALGOS: Record<TunePath, string[]> = { shm: ['direct', 'twoshot'], tcp: ['ring', 'doubling'] };
 
@@ -39,9 +39,16 @@ function withoutConnectionCosts(m: CostModel): CostModel {
 function perfRun(args: string[], channels: number, modelFile: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const env = { ...PERF_ENV, WEBCCL_NCHANNELS: String(channels), WEBCCL_MODEL: modelFile };
-    const child = spawn(process.execPath, [cliPath(), 'perf', 'allreduce', ...args], { stdio: ['ignore', 'ignore', 'inherit'], env });
+    const child = spawn(process.execPath, [cliPath(), 'perf', 'allreduce', ...args], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env,
+    });
     child.on('error', reject);
-    child.on('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`webccl perf ${args.join(' ')} failed (${signal ?? `exit code ${code}`})`))));
+    child.on('exit', (code, signal) =>
+      code === 0
+        ? resolve()
+        : reject(new Error(`webccl perf ${args.join(' ')} failed (${signal ?? `exit code ${code}`})`)),
+    );
   });
 }
 
@@ -59,12 +66,41 @@ export async function sweep(o: TuneOptions, say: (line: string) => void): Promis
         for (const { algo, channels } of runs) {
           const json = join(dir, `${path}-${ranks}-${algo}-${channels}.json`);
           const t0 = performance.now();
-          await perfRun(['--ranks', String(ranks), '-a', algo, '--transport', path, '-b', String(o.minBytes), '-e', String(o.maxBytes),
-            '-f', String(o.factor), '--time', String(o.timeSec), '-w', '2', '-c', '0', '--json', json], channels, modelFile);
-          const report = JSON.parse(readFileSync(json, 'utf8')) as { rows: { size: number; oop: { time_us: number } }[] };
-          for (const r of report.rows) rows.push({ path, algo, ranks, bytes: r.size, timeUs: r.oop.time_us, ...(path === 'tcp' && { channels }) });
+          await perfRun(
+            [
+              '--ranks',
+              String(ranks),
+              '-a',
+              algo,
+              '--transport',
+              path,
+              '-b',
+              String(o.minBytes),
+              '-e',
+              String(o.maxBytes),
+              '-f',
+              String(o.factor),
+              '--time',
+              String(o.timeSec),
+              '-w',
+              '2',
+              '-c',
+              '0',
+              '--json',
+              json,
+            ],
+            channels,
+            modelFile,
+          );
+          const report = JSON.parse(readFileSync(json, 'utf8')) as {
+            rows: { size: number; oop: { time_us: number } }[];
+          };
+          for (const r of report.rows)
+            rows.push({ path, algo, ranks, bytes: r.size, timeUs: r.oop.time_us, ...(path === 'tcp' && { channels }) });
           const over = path === 'tcp' ? `, ${channels} connection${channels > 1 ? 's' : ''} per pair` : '';
-          say(`tune: ${path} ${algo} on ${ranks} ranks${over}: ${report.rows.length} sizes in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+          say(
+            `tune: ${path} ${algo} on ${ranks} ranks${over}: ${report.rows.length} sizes in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+          );
         }
       }
     }
@@ -76,7 +112,9 @@ export async function sweep(o: TuneOptions, say: (line: string) => void): Promis
 
 /** Median of |predicted − measured| / measured over `rows` of one path. */
 function medianError(model: CostModel, rows: PerfRow[]): number {
-  const e = rows.map((r) => Math.abs(predictUs(model, onPath(r.path, rowCounts(r)), r.ranks) - r.timeUs) / r.timeUs).sort((a, b) => a - b);
+  const e = rows
+    .map((r) => Math.abs(predictUs(model, onPath(r.path, rowCounts(r)), r.ranks) - r.timeUs) / r.timeUs)
+    .sort((a, b) => a - b);
   return e.length ? e[Math.floor(e.length / 2)] : NaN;
 }
 
@@ -90,7 +128,7 @@ export async function tuneMain(argv: string[]): Promise<number> {
     return 2;
   }
   if (o === 'help') {
-    process.stdout.write(TUNE_USAGE + '\n');
+    process.stdout.write(`${TUNE_USAGE}\n`);
     return 0;
   }
   const out = o.out ?? defaultModelPath();
@@ -98,16 +136,35 @@ export async function tuneMain(argv: string[]): Promise<number> {
     process.stderr.write('webccl tune: no home directory for the default model file: give --out FILE\n');
     return 2;
   }
-  const rows = await sweep(o, (line) => process.stdout.write(line + '\n'));
+  const rows = await sweep(o, (line) => process.stdout.write(`${line}\n`));
   const cores = cpus().length;
   // A path not swept keeps the costs of the model in force.
-  const model = fitModel(rows, cores, { tool: 'webccl tune', date: new Date().toISOString(), node: process.version, host: `${process.platform}-${process.arch}`, rows }, activeModel().model);
+  const model = fitModel(
+    rows,
+    cores,
+    {
+      tool: 'webccl tune',
+      date: new Date().toISOString(),
+      node: process.version,
+      host: `${process.platform}-${process.arch}`,
+      rows,
+    },
+    activeModel().model,
+  );
   mkdirSync(dirname(out), { recursive: true });
-  writeFileSync(out, JSON.stringify(model, null, 2) + '\n');
+  writeFileSync(out, `${JSON.stringify(model, null, 2)}\n`);
   for (const p of o.paths) {
     const c = model[p];
     const rate = (x: number | null) => (x === null ? 'free' : `${(x / 1000).toFixed(2)} GB/s`);
-    process.stdout.write(`tune: ${p}: α ${c.alphaUs.toFixed(2)} us, wake ${c.wakeUs.toFixed(2)} us per rank beyond ${cores} cores, o ${(c.messageUs ?? 0).toFixed(2)} us per message, β ${rate(c.betaBytesPerUs)}, γ ${rate(c.gammaBytesPerUs)}; per core's worth of ranks beyond: o' ${(c.crowdMessageUs ?? 0).toFixed(2)} us, ${(1000 * (c.crowdUsPerByte ?? 0)).toFixed(3)} ns per byte moved, ${(1000 * (c.crowdUsPerReducedByte ?? 0)).toFixed(3)} ns per byte reduced; ρ ${(c.roundUs ?? 0).toFixed(2)} us per turn beyond the first in a step${p === 'tcp' ? `; per connection: φ ${(1000 * (c.flowUsPerByte ?? 0)).toFixed(3)} ns per byte it carries, ω ${(c.channelStepUs ?? 0).toFixed(2)} us per step for each beyond the first` : ''}; median error ${(100 * medianError(model, rows.filter((r) => r.path === p))).toFixed(0)}%\n`);
+    process.stdout.write(
+      `tune: ${p}: α ${c.alphaUs.toFixed(2)} us, wake ${c.wakeUs.toFixed(2)} us per rank beyond ${cores} cores, o ${(c.messageUs ?? 0).toFixed(2)} us per message, β ${rate(c.betaBytesPerUs)}, γ ${rate(c.gammaBytesPerUs)}; per core's worth of ranks beyond: o' ${(c.crowdMessageUs ?? 0).toFixed(2)} us, ${(1000 * (c.crowdUsPerByte ?? 0)).toFixed(3)} ns per byte moved, ${(1000 * (c.crowdUsPerReducedByte ?? 0)).toFixed(3)} ns per byte reduced; ρ ${(c.roundUs ?? 0).toFixed(2)} us per turn beyond the first in a step${p === 'tcp' ? `; per connection: φ ${(1000 * (c.flowUsPerByte ?? 0)).toFixed(3)} ns per byte it carries, ω ${(c.channelStepUs ?? 0).toFixed(2)} us per step for each beyond the first` : ''}; median error ${(
+        100 *
+          medianError(
+            model,
+            rows.filter((r) => r.path === p),
+          )
+      ).toFixed(0)}%\n`,
+    );
   }
   process.stdout.write(`tune: wrote ${out}\n`);
   return 0;

@@ -38,7 +38,13 @@ export class Link {
   /** The peer closed it. */
   closed = false;
 
-  constructor(readonly conn: Conn, readonly reader: FrameReader, readonly peer: number, readonly channel: number, readonly dialled: boolean) {}
+  constructor(
+    readonly conn: Conn,
+    readonly reader: FrameReader,
+    readonly peer: number,
+    readonly channel: number,
+    readonly dialled: boolean,
+  ) {}
 
   write(tag: Tag, payload: Uint8Array): Promise<void> {
     return this.conn.write(tag, payload);
@@ -79,7 +85,12 @@ export interface Carrier {
    * end to end, `connector` (the lower rank) saying HELLO first. Absent: pairs of dial-only
    * ranks are unsupported. Resolves like dial.
    */
-  relay?(expect: { peer: number; channel: number }, connector: boolean, deadline: number, side: MeshSide): Promise<Link | string>;
+  relay?(
+    expect: { peer: number; channel: number },
+    connector: boolean,
+    deadline: number,
+    side: MeshSide,
+  ): Promise<Link | string>;
   /** Closes one connection at once (a link the mesh has no place for). */
   drop(conn: Conn): void;
   /** Lets the process exit while connections are open. */

@@ -12,15 +12,32 @@
 // what is pending or later with that peer only.
 import { WebcclError } from '../../core/errors.js';
 import { RateLimitedLog } from '../../core/rate-log.js';
-import { checkSecrets, hostPort } from '../../wire/secrets.js';
+import { encodeHandshake, MAX_ABORT_TEXT_BYTES } from '../../wire/link-frames.js';
 import type { Identity } from '../../wire/link-handshake.js';
-import { MAX_ABORT_TEXT_BYTES, encodeHandshake } from '../../wire/link-frames.js';
+import { checkSecrets, hostPort } from '../../wire/secrets.js';
 import { HoldBuffers } from '../hold-buffers.js';
 import {
-  DEFAULT_HOLD_LIMITS, Mailbox, abortError, checkTag, encodeAbortInfo,
-  type AbortInfo, type HoldLimits, type Tag, type Transport, type TransportWatcher,
+  type AbortInfo,
+  abortError,
+  checkTag,
+  DEFAULT_HOLD_LIMITS,
+  encodeAbortInfo,
+  type HoldLimits,
+  Mailbox,
+  type Tag,
+  type Transport,
+  type TransportWatcher,
 } from '../transport.js';
-import { type Address, type Carrier, type Conn, type Hooks, type Link, type MeshSide, DIAL_ONLY, isDialOnly } from './carrier.js';
+import {
+  type Address,
+  type Carrier,
+  type Conn,
+  DIAL_ONLY,
+  type Hooks,
+  isDialOnly,
+  type Link,
+  type MeshSide,
+} from './carrier.js';
 
 export interface MeshOptions {
   rank: number;
@@ -80,11 +97,16 @@ export class Mesh implements Transport {
   private abortSent = false;
   private readonly refusals: RateLimitedLog;
 
-  protected constructor(private readonly o: MeshOptions, protected readonly carrier: Carrier) {
+  protected constructor(
+    private readonly o: MeshOptions,
+    protected readonly carrier: Carrier,
+  ) {
     const nchannels = o.nchannels ?? 1;
     if (!Number.isInteger(o.size) || o.size < 1) throw bad(`size must be a positive integer, got ${o.size}`);
-    if (!Number.isInteger(o.rank) || o.rank < 0 || o.rank >= o.size) throw bad(`rank ${o.rank} is not in 0..${o.size - 1}`);
-    if (!Number.isInteger(nchannels) || nchannels < 1 || nchannels > 64) throw bad(`nchannels must be in 1..64, got ${nchannels}`);
+    if (!Number.isInteger(o.rank) || o.rank < 0 || o.rank >= o.size)
+      throw bad(`rank ${o.rank} is not in 0..${o.size - 1}`);
+    if (!Number.isInteger(nchannels) || nchannels < 1 || nchannels > 64)
+      throw bad(`nchannels must be in 1..64, got ${nchannels}`);
     this.rank = o.rank;
     this.size = o.size;
     this.timeoutMs = o.timeoutMs ?? 30_000;
@@ -115,7 +137,8 @@ export class Mesh implements Transport {
 
   /** Builds the mesh: dials every other rank, waits for each to dial in. `addresses[r]` is rank r's. */
   async connect(addresses: Address[]): Promise<void> {
-    if (!Array.isArray(addresses) || addresses.length !== this.size) throw bad(`connect needs ${this.size} addresses, got ${addresses?.length}`);
+    if (!Array.isArray(addresses) || addresses.length !== this.size)
+      throw bad(`connect needs ${this.size} addresses, got ${addresses?.length}`);
     const deadline = Date.now() + this.timeoutMs;
     const dialOnly = isDialOnly(this.address);
     this.peerDialOnly = addresses.map(isDialOnly);
@@ -136,13 +159,22 @@ export class Mesh implements Transport {
         if (this.missing().length === 0) return resolve();
       };
       this.waitIncoming = check;
-      timer = setTimeout(() => {
-        const missing = this.missing();
-        const last = this.rejections.at(-1);
-        const dials = missing.flatMap((p) => (this.dialFailures.has(p) ? [this.dialFailures.get(p)!] : []));
-        const why = [...dials, ...(last ? [`last refusal: ${last.message}`] : [])];
-        reject(new WebcclError('CONNECT_FAILED', `rank ${this.rank}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not connect within ${this.timeoutMs} ms${why.length ? ` (${why.join('; ')})` : ''}`, { missing }));
-      }, Math.max(1, deadline - Date.now()));
+      timer = setTimeout(
+        () => {
+          const missing = this.missing();
+          const last = this.rejections.at(-1);
+          const dials = missing.flatMap((p) => (this.dialFailures.has(p) ? [this.dialFailures.get(p)!] : []));
+          const why = [...dials, ...(last ? [`last refusal: ${last.message}`] : [])];
+          reject(
+            new WebcclError(
+              'CONNECT_FAILED',
+              `rank ${this.rank}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not connect within ${this.timeoutMs} ms${why.length ? ` (${why.join('; ')})` : ''}`,
+              { missing },
+            ),
+          );
+        },
+        Math.max(1, deadline - Date.now()),
+      );
       check();
     });
     try {
@@ -162,11 +194,16 @@ export class Mesh implements Transport {
     if (this.failure) return Promise.reject(this.failure);
     if (this.gone[peer]) return Promise.reject(this.gone[peer]);
     let rejectSend!: (e: WebcclError) => void;
-    const failed = new Promise<never>((_, reject) => { rejectSend = reject; });
+    const failed = new Promise<never>((_, reject) => {
+      rejectSend = reject;
+    });
     this.sending.add(rejectSend);
-    const written = link.write(tag, data).catch((e: WebcclError) => new Promise<never>((_, reject) => {
-      setTimeout(() => reject(this.failure ?? this.gone[peer] ?? e), WRITE_FAILURE_GRACE_MS);
-    }));
+    const written = link.write(tag, data).catch(
+      (e: WebcclError) =>
+        new Promise<never>((_, reject) => {
+          setTimeout(() => reject(this.failure ?? this.gone[peer] ?? e), WRITE_FAILURE_GRACE_MS);
+        }),
+    );
     return Promise.race([written, failed]).finally(() => this.sending.delete(rejectSend));
   }
 
@@ -192,10 +229,18 @@ export class Mesh implements Transport {
     // the process exits right after failing).
     const frame = encodeHandshake({ type: 'abort', message: encodeAbortInfo(info, MAX_ABORT_TEXT_BYTES) });
     const ending = new Set(this.outbound.flat());
-    for (const ls of this.inbound) for (const l of ls) if (l && !ending.has(l) && !l.closed && l.conn.writable) l.conn.post(frame);
+    for (const ls of this.inbound)
+      for (const l of ls) if (l && !ending.has(l) && !l.closed && l.conn.writable) l.conn.post(frame);
     for (const ls of this.outbound) for (const l of ls) if (l && !l.closed && l.conn.writable) l.conn.end(frame);
     const links = [...this.outbound, ...this.inbound].flat().flatMap((l) => (l ? [l.conn] : []));
-    this.fail(new WebcclError(info.code, `rank ${this.rank}: aborted: ${info.reason}`, { ...info.details, by: this.rank, reason: info.reason }), new Set(links));
+    this.fail(
+      new WebcclError(info.code, `rank ${this.rank}: aborted: ${info.reason}`, {
+        ...info.details,
+        by: this.rank,
+        reason: info.reason,
+      }),
+      new Set(links),
+    );
   }
 
   abortSpace(space: number, why: AbortInfo, peers?: readonly number[]): void {
@@ -208,7 +253,12 @@ export class Mesh implements Transport {
       const l = ls.find((x) => x && !x.closed && x.conn.writable);
       l?.conn.post(frame);
     }
-    const e = new WebcclError(info.code, `rank ${this.rank}: aborted: ${info.reason}`, { ...info.details, by: this.rank, reason: info.reason, space });
+    const e = new WebcclError(info.code, `rank ${this.rank}: aborted: ${info.reason}`, {
+      ...info.details,
+      by: this.rank,
+      reason: info.reason,
+      space,
+    });
     for (const box of this.boxes) box.failSpace(space, e);
   }
 
@@ -219,7 +269,8 @@ export class Mesh implements Transport {
 
   held(): { peer: number; tag: Tag }[] {
     const out: { peer: number; tag: Tag }[] = [];
-    for (let peer = 0; peer < this.boxes.length; peer++) for (const tag of this.boxes[peer].heldTags()) out.push({ peer, tag });
+    for (let peer = 0; peer < this.boxes.length; peer++)
+      for (const tag of this.boxes[peer].heldTags()) out.push({ peer, tag });
     return out;
   }
 
@@ -233,24 +284,34 @@ export class Mesh implements Transport {
 
   /** The ranks whose links are not all up yet. */
   private missing(): number[] {
-    return this.inbound.flatMap((ls, p) => (p !== this.rank && (ls.some((l) => !l) || this.outbound[p].some((l) => !l)) ? [p] : []));
+    return this.inbound.flatMap((ls, p) =>
+      p !== this.rank && (ls.some((l) => !l) || this.outbound[p].some((l) => !l)) ? [p] : [],
+    );
   }
 
   private route(peer: number, tag: Tag, data: Uint8Array, links: (Link | undefined)[][]): Link {
-    if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) throw bad(`peer ${peer} is not another rank in 0..${this.size - 1}`);
+    if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank)
+      throw bad(`peer ${peer} is not another rank in 0..${this.size - 1}`);
     if (!(data instanceof Uint8Array)) throw bad('data must be a Uint8Array');
     checkTag(tag);
     // Steps take the op's connections in turn (the ring's lanes travel side by side).
     const c = (tag.seq + tag.step) % (tag.ways ? Math.min(tag.ways, this.id.nchannels) : this.id.nchannels);
     const link = links[peer][c];
-    if (!link && !this.failure) throw new WebcclError('NOT_INITIALIZED', `rank ${this.rank} has no link to rank ${peer} yet (call connect first)`);
+    if (!link && !this.failure)
+      throw new WebcclError(
+        'NOT_INITIALIZED',
+        `rank ${this.rank} has no link to rank ${peer} yet (call connect first)`,
+      );
     return link!;
   }
 
   private hooks: Hooks = {
     admit: (peer, channel) => {
-      if (peer === this.rank || peer >= this.size) return `rank ${this.rank} accepts the other ranks of 0..${this.size - 1} only`;
-      return this.outbound[peer][channel] || this.early.some((l) => l.peer === peer && l.channel === channel) ? 'duplicate' : undefined;
+      if (peer === this.rank || peer >= this.size)
+        return `rank ${this.rank} accepts the other ranks of 0..${this.size - 1} only`;
+      return this.outbound[peer][channel] || this.early.some((l) => l.peer === peer && l.channel === channel)
+        ? 'duplicate'
+        : undefined;
     },
     sink: (peer, tag, length) => this.boxes[peer].claim(tag, length),
     broken: (peer, e) => this.fail(new WebcclError(e.code, `rank ${this.rank}: ${e.reason}`, { peer })),
@@ -263,7 +324,11 @@ export class Mesh implements Transport {
       link.closed = true;
       const peer = link.peer;
       if (this.gone[peer] || ![...this.inbound[peer], ...this.outbound[peer]].every((l) => !l || l.closed)) return;
-      const e = new WebcclError('CONNECTION_CLOSED', `rank ${this.rank}: rank ${peer} closed its connections (it ended or died)`, { peer });
+      const e = new WebcclError(
+        'CONNECTION_CLOSED',
+        `rank ${this.rank}: rank ${peer} closed its connections (it ended or died)`,
+        { peer },
+      );
       this.gone[peer] = e;
       this.boxes[peer].ended(e);
     },
@@ -291,14 +356,25 @@ export class Mesh implements Transport {
   }
 
   private dial(peer: number, channel: number, a: Address, deadline: number): Promise<void> {
-    return this.retry(peer, deadline, `could not reach rank ${peer} at ${hostPort(a.host, a.port)}`, () => this.carrier.dial(a, { peer, channel }, deadline, this.side));
+    return this.retry(peer, deadline, `could not reach rank ${peer} at ${hostPort(a.host, a.port)}`, () =>
+      this.carrier.dial(a, { peer, channel }, deadline, this.side),
+    );
   }
 
-  /** One link with a dial-only `peer` while this rank is dial-only too: both dial the relay, the lower rank says HELLO. */
+  /**
+   * One link with a dial-only `peer` while this rank is dial-only too: both dial the relay, the lower rank says HELLO.
+   */
   private async meet(peer: number, channel: number, deadline: number): Promise<void> {
     const relay = this.carrier.relay?.bind(this.carrier);
-    if (!relay) throw new WebcclError('UNSUPPORTED', `rank ${this.rank} and rank ${peer} both cannot listen, and the ${this.carrier.name} carrier has no relay to meet through`, { peer });
-    return this.retry(peer, deadline, `could not meet rank ${peer} at the relay`, () => relay({ peer, channel }, this.rank < peer, deadline, this.side));
+    if (!relay)
+      throw new WebcclError(
+        'UNSUPPORTED',
+        `rank ${this.rank} and rank ${peer} both cannot listen, and the ${this.carrier.name} carrier has no relay to meet through`,
+        { peer },
+      );
+    return this.retry(peer, deadline, `could not meet rank ${peer} at the relay`, () =>
+      relay({ peer, channel }, this.rank < peer, deadline, this.side),
+    );
   }
 
   /**
@@ -306,7 +382,12 @@ export class Mesh implements Transport {
    * 20 ms to 500 ms: a peer's listener may not be up yet. Each failure is remembered for the
    * connect deadline's message; the last one, past the deadline, is CONNECT_FAILED.
    */
-  private async retry(peer: number, deadline: number, what: string, attempt: () => Promise<Link | string>): Promise<void> {
+  private async retry(
+    peer: number,
+    deadline: number,
+    what: string,
+    attempt: () => Promise<Link | string>,
+  ): Promise<void> {
     for (let delay = 20; ; delay = Math.min(delay * 2, 500)) {
       if (this.failure) throw this.failure;
       const up = await attempt();
@@ -370,7 +451,8 @@ export class Mesh implements Transport {
     for (const box of this.boxes) box.fail(e);
     for (const reject of this.sending) reject(e);
     this.sending.clear();
-    for (const l of [...this.inbound.flat(), ...this.outbound.flat(), ...this.early]) if (l && lingering !== 'all' && !lingering.has(l.conn)) l.reader.close();
+    for (const l of [...this.inbound.flat(), ...this.outbound.flat(), ...this.early])
+      if (l && lingering !== 'all' && !lingering.has(l.conn)) l.reader.close();
     this.carrier.shutdown(lingering);
     this.waitIncoming?.();
   }

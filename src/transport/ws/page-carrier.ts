@@ -38,25 +38,56 @@ export class PageCarrier implements Carrier {
   private readonly mesh?: string;
   private unrefd = false;
 
-  constructor(private readonly rank: number, private readonly jobId: string, o: PageCarrierOptions = {}) {
+  constructor(
+    private readonly rank: number,
+    private readonly jobId: string,
+    o: PageCarrierOptions = {},
+  ) {
     this.mesh = o.mesh;
     const Ws = o.WebSocket ?? (globalThis as { WebSocket?: PageSocketClass }).WebSocket;
-    if (!Ws) throw new WebcclError('UNSUPPORTED', 'no WebSocket in this runtime: a rank in a page needs the browser\'s WebSocket');
+    if (!Ws)
+      throw new WebcclError(
+        'UNSUPPORTED',
+        "no WebSocket in this runtime: a rank in a page needs the browser's WebSocket",
+      );
     this.Ws = Ws;
     const relayUrl = o.relay;
-    if (relayUrl) this.relay = (expect, connector, deadline, side) => this.meet(expect, connector, deadline, side, relayUrl);
+    if (relayUrl)
+      this.relay = (expect, connector, deadline, side) => this.meet(expect, connector, deadline, side, relayUrl);
   }
 
   listen(): Promise<Address> {
-    return Promise.reject(new WebcclError('UNSUPPORTED', `rank ${this.rank}: a page cannot listen for connections (it dials, and meets other pages through the relay)`));
+    return Promise.reject(
+      new WebcclError(
+        'UNSUPPORTED',
+        `rank ${this.rank}: a page cannot listen for connections (it dials, and meets other pages through the relay)`,
+      ),
+    );
   }
 
-  dial(a: Address, expect: { peer: number; channel: number }, deadline: number, side: MeshSide): Promise<Link | string> {
+  dial(
+    a: Address,
+    expect: { peer: number; channel: number },
+    deadline: number,
+    side: MeshSide,
+  ): Promise<Link | string> {
     return this.open(`ws://${hostPort(a.host, a.port)}${LINK_PATH}`, expect, true, deadline, side);
   }
 
-  private meet(expect: { peer: number; channel: number }, connector: boolean, deadline: number, side: MeshSide, relayUrl: string): Promise<Link | string> {
-    const q = new URLSearchParams({ job: this.jobId, from: String(this.rank), to: String(expect.peer), channel: String(expect.channel), ...(this.mesh !== undefined && { mesh: this.mesh }) });
+  private meet(
+    expect: { peer: number; channel: number },
+    connector: boolean,
+    deadline: number,
+    side: MeshSide,
+    relayUrl: string,
+  ): Promise<Link | string> {
+    const q = new URLSearchParams({
+      job: this.jobId,
+      from: String(this.rank),
+      to: String(expect.peer),
+      channel: String(expect.channel),
+      ...(this.mesh !== undefined && { mesh: this.mesh }),
+    });
     return this.open(`${relayUrl}?${q}`, expect, connector, deadline, side);
   }
 
@@ -82,41 +113,67 @@ export class PageCarrier implements Carrier {
    * acceptor. A socket that closes before the peer said a word (refused, or no partner at the
    * relay yet) is a string: the mesh tries again until its deadline.
    */
-  private open(url: string, expect: { peer: number; channel: number }, connector: boolean, deadline: number, side: MeshSide): Promise<Link | string> {
+  private open(
+    url: string,
+    expect: { peer: number; channel: number },
+    connector: boolean,
+    deadline: number,
+    side: MeshSide,
+  ): Promise<Link | string> {
     return new Promise((resolve, reject) => {
       let ws: PageSocket;
       try {
         ws = new this.Ws(url);
       } catch (e) {
-        return reject(new WebcclError('INVALID_ARGUMENT', `rank ${this.rank}: cannot open a WebSocket to ${url}: ${(e as Error).message}`, { url }));
+        return reject(
+          new WebcclError(
+            'INVALID_ARGUMENT',
+            `rank ${this.rank}: cannot open a WebSocket to ${url}: ${(e as Error).message}`,
+            { url },
+          ),
+        );
       }
       ws.binaryType = 'arraybuffer';
       this.sockets.add(ws);
       if (this.unrefd) unrefSocket(ws);
       let heard = false;
       let opening: ReturnType<typeof openLink<Link>> | undefined;
-      const timer = setTimeout(() => {
-        if (opening) return;
-        ws.close();
-        resolve(`no WebSocket to ${url} within the deadline`);
-      }, Math.min(Math.max(1, deadline - Date.now()), 0x7fffffff));
+      const timer = setTimeout(
+        () => {
+          if (opening) return;
+          ws.close();
+          resolve(`no WebSocket to ${url} within the deadline`);
+        },
+        Math.min(Math.max(1, deadline - Date.now()), 0x7fffffff),
+      );
       ws.onclose = (ev) => {
         this.sockets.delete(ws);
         clearTimeout(timer);
         if (opening) opening.closed();
-        else resolve(`the WebSocket to ${url} closed before opening (code ${ev.code}${ev.reason ? `: ${ev.reason}` : ''})`);
+        else
+          resolve(
+            `the WebSocket to ${url} closed before opening (code ${ev.code}${ev.reason ? `: ${ev.reason}` : ''})`,
+          );
       };
       ws.onerror = () => {}; // a close follows, and says what it can
       ws.onopen = () => {
         clearTimeout(timer);
         const conn = new PageConn(ws, expect.peer);
-        const o = openLink(pagePipe(ws), side.id, connector ? expect : undefined, side.hooks, Math.max(1, deadline - Date.now()), (peer, channel, reader) => {
-          conn.peer = peer;
-          return new Link(conn, reader, peer, channel, connector);
-        });
+        const o = openLink(
+          pagePipe(ws),
+          side.id,
+          connector ? expect : undefined,
+          side.hooks,
+          Math.max(1, deadline - Date.now()),
+          (peer, channel, reader) => {
+            conn.peer = peer;
+            return new Link(conn, reader, peer, channel, connector);
+          },
+        );
         opening = o;
         ws.onmessage = (ev) => {
-          if (!(ev.data instanceof ArrayBuffer)) return o.violated('a text WebSocket message (links speak binary messages only)');
+          if (!(ev.data instanceof ArrayBuffer))
+            return o.violated('a text WebSocket message (links speak binary messages only)');
           heard = true;
           const b = new Uint8Array(ev.data);
           o.received(b, b.length);
@@ -130,4 +187,3 @@ export class PageCarrier implements Carrier {
     });
   }
 }
-

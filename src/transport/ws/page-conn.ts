@@ -7,9 +7,9 @@
 // computes its proofs, the frame reader holds what arrives).
 import { WebcclError } from '../../core/errors.js';
 import type { Pipe } from '../../wire/link-handshake.js';
-import type { Tag } from '../transport.js';
 import type { Conn } from '../mesh/carrier.js';
-import { HIGH_WATER, dataMessages } from './messages.js';
+import type { Tag } from '../transport.js';
+import { dataMessages, HIGH_WATER } from './messages.js';
 
 /** What a link uses of a page's WebSocket (the WHATWG interface). */
 export interface PageSocket {
@@ -35,7 +35,10 @@ export class PageConn implements Conn {
   private queue: Promise<void> = Promise.resolve();
 
   /** `peer` is learnt from its HELLO on a connection this end did not open as connector. */
-  constructor(readonly ws: PageSocket, public peer: number | undefined) {}
+  constructor(
+    readonly ws: PageSocket,
+    public peer: number | undefined,
+  ) {}
 
   get writable(): boolean {
     return this.ws.readyState === OPEN;
@@ -44,7 +47,8 @@ export class PageConn implements Conn {
   write(tag: Tag, payload: Uint8Array): Promise<void> {
     const run = this.queue.then(async () => {
       const ws = this.ws;
-      while (ws.readyState === OPEN && ws.bufferedAmount > HIGH_WATER) await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
+      while (ws.readyState === OPEN && ws.bufferedAmount > HIGH_WATER)
+        await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
       if (ws.readyState !== OPEN) throw new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`);
       // All messages of the frame at once: an ABORT posted meanwhile never lands inside it.
       for (const m of dataMessages(tag, payload)) ws.send(sendable(m));
@@ -67,7 +71,9 @@ export class PageConn implements Conn {
 /** The handshake's view of a page's WebSocket. */
 export function pagePipe(ws: PageSocket): Pipe {
   return {
-    get destroyed() { return ws.readyState > OPEN; },
+    get destroyed() {
+      return ws.readyState > OPEN;
+    },
     write: (bytes) => ws.send(bytes),
     end: (bytes) => {
       ws.send(bytes);

@@ -8,6 +8,9 @@ export type PageTransportOptions = MeshOptions & PageCarrierOptions;
 
 export class PageTransport extends Mesh {
   static create(o: PageTransportOptions): PageTransport {
-    return new PageTransport(o, new PageCarrier(o.rank, o.jobId, { relay: o.relay, WebSocket: o.WebSocket, mesh: o.mesh }));
+    return new PageTransport(
+      o,
+      new PageCarrier(o.rank, o.jobId, { relay: o.relay, WebSocket: o.WebSocket, mesh: o.mesh }),
+    );
   }
 }

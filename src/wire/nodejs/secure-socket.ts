@@ -21,8 +21,8 @@ import { createHash, hkdfSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
-import { type TlsFiles, envString } from '../../core/config.js';
-import { WebcclError, fail } from '../../core/errors.js';
+import { envString, type TlsFiles } from '../../core/config.js';
+import { fail, WebcclError } from '../../core/errors.js';
 
 /** The TLS settings of a job, resolved once: what its listeners and diallers use. */
 export interface WireTls {
@@ -37,7 +37,8 @@ export interface WireTls {
 /** What a secure connection may take from accept (or connect) to its protocol's first byte. */
 export const SECURE_PHASE_MS = 10_000;
 /** The text a plain peer shows when it meets a secure one (inside its own protocol's frame). */
-export const TLS_NOTICE = 'the other end uses TLS (WEBCCL_TLS=1) and this one does not: set WEBCCL_TLS alike on every rank';
+export const TLS_NOTICE =
+  'the other end uses TLS (WEBCCL_TLS=1) and this one does not: set WEBCCL_TLS alike on every rank';
 
 const SUITES = 'TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256';
 /** The key's identity: the protocol and the job, never the token (it crosses the wire in clear). */
@@ -72,11 +73,19 @@ export function wireTls(token: Uint8Array, jobId: string, files?: TlsFiles): Wir
       claimedJob: (s) => claimed.has(s),
     };
   }
-  const pem = Object.fromEntries((['cert', 'key', 'ca'] as const).map((k) => [k, readPem(k, files[k])])) as Record<keyof TlsFiles, Buffer>;
+  const pem = Object.fromEntries((['cert', 'key', 'ca'] as const).map((k) => [k, readPem(k, files[k])])) as Record<
+    keyof TlsFiles,
+    Buffer
+  >;
   try {
-    tls.createSecureContext({ ...base, ...pem }); // a key that does not match its certificate fails here, not at the first peer
+    // a key that does not match its certificate fails here, not at the first peer
+    tls.createSecureContext({ ...base, ...pem });
   } catch (e) {
-    fail('INVALID_ARGUMENT', `TLS certificate ${files.cert}, key ${files.key} or CA ${files.ca} is unusable: ${(e as Error).message}`, { ...files });
+    fail(
+      'INVALID_ARGUMENT',
+      `TLS certificate ${files.cert}, key ${files.key} or CA ${files.ca} is unusable: ${(e as Error).message}`,
+      { ...files },
+    );
   }
   return {
     keyedBy: 'certs',
@@ -86,11 +95,16 @@ export function wireTls(token: Uint8Array, jobId: string, files?: TlsFiles): Wir
 }
 
 function readPem(what: keyof TlsFiles, path: string): Buffer {
-  if (typeof path !== 'string' || path === '') fail('INVALID_ARGUMENT', `tls.${what} must be the path of a PEM file (${VARS[what]})`);
+  if (typeof path !== 'string' || path === '')
+    fail('INVALID_ARGUMENT', `tls.${what} must be the path of a PEM file (${VARS[what]})`);
   try {
     return readFileSync(path);
   } catch (e) {
-    return fail('INVALID_ARGUMENT', `cannot read the TLS ${what} file ${path} (${VARS[what]}): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { path });
+    return fail(
+      'INVALID_ARGUMENT',
+      `cannot read the TLS ${what} file ${path} (${VARS[what]}): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+      { path },
+    );
   }
 }
 
@@ -99,24 +113,54 @@ function readPem(what: keyof TlsFiles, path: string): Buffer {
  * WEBCCL_TLS and WEBCCL_TLS_CERT/KEY/CA; undefined when the job runs without TLS. Certificate
  * variables without WEBCCL_TLS=1 are refused: they must never leave a job unencrypted unnoticed.
  */
-export function resolveWireTls(option: boolean | TlsFiles | undefined, token: Uint8Array, jobId: string): WireTls | undefined {
+export function resolveWireTls(
+  option: boolean | TlsFiles | undefined,
+  token: Uint8Array,
+  jobId: string,
+): WireTls | undefined {
   if (option !== undefined && typeof option !== 'boolean' && (typeof option !== 'object' || option === null)) {
-    fail('INVALID_ARGUMENT', `tls must be true, false or { cert, key, ca } (paths of PEM files), got ${JSON.stringify(option)}`);
+    fail(
+      'INVALID_ARGUMENT',
+      `tls must be true, false or { cert, key, ca } (paths of PEM files), got ${JSON.stringify(option)}`,
+    );
   }
   if (typeof option === 'object') {
     const unknown = Object.keys(option).filter((k) => !(k in VARS));
-    if (unknown.length) fail('INVALID_ARGUMENT', `tls: unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: cert, key, ca)`, { unknown });
+    if (unknown.length)
+      fail(
+        'INVALID_ARGUMENT',
+        `tls: unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: cert, key, ca)`,
+        { unknown },
+      );
     return wireTls(token, jobId, option);
   }
   const flag = envString('WEBCCL_TLS');
-  if (flag !== undefined && !['0', '1'].includes(flag)) fail('INVALID_ARGUMENT', `WEBCCL_TLS=${JSON.stringify(flag)}: expected 1 (encrypt) or 0`);
+  if (flag !== undefined && !['0', '1'].includes(flag))
+    fail('INVALID_ARGUMENT', `WEBCCL_TLS=${JSON.stringify(flag)}: expected 1 (encrypt) or 0`);
   const given = (Object.keys(VARS) as (keyof TlsFiles)[]).filter((k) => envString(VARS[k]) !== undefined);
   const on = option ?? flag === '1';
-  if (given.length && !on) fail('INVALID_ARGUMENT', `${given.map((k) => VARS[k]).join(', ')} set, but TLS is off: set WEBCCL_TLS=1 to use the certificates, or unset them`);
+  if (given.length && !on)
+    fail(
+      'INVALID_ARGUMENT',
+      `${given.map((k) => VARS[k]).join(', ')} set, but TLS is off: set WEBCCL_TLS=1 to use the certificates, or unset them`,
+    );
   if (!on) return undefined;
   if (given.length === 0) return wireTls(token, jobId);
-  if (given.length < 3) fail('INVALID_ARGUMENT', `TLS with certificates needs ${Object.values(VARS).join(', ')} together; missing ${(Object.keys(VARS) as (keyof TlsFiles)[]).filter((k) => !given.includes(k)).map((k) => VARS[k]).join(', ')}`);
-  return wireTls(token, jobId, { cert: envString('WEBCCL_TLS_CERT')!, key: envString('WEBCCL_TLS_KEY')!, ca: envString('WEBCCL_TLS_CA')! });
+  if (given.length < 3)
+    fail(
+      'INVALID_ARGUMENT',
+      `TLS with certificates needs ${Object.values(VARS).join(', ')} together; missing ${(
+        Object.keys(VARS) as (keyof TlsFiles)[]
+      )
+        .filter((k) => !given.includes(k))
+        .map((k) => VARS[k])
+        .join(', ')}`,
+    );
+  return wireTls(token, jobId, {
+    cert: envString('WEBCCL_TLS_CERT')!,
+    key: envString('WEBCCL_TLS_KEY')!,
+    ca: envString('WEBCCL_TLS_CA')!,
+  });
 }
 
 export interface ListenerOptions {
@@ -134,7 +178,10 @@ export interface ListenerOptions {
   onRefused(e: WebcclError, remote: string): void;
 }
 
-const label = (s: net.Socket) => (s.remoteAddress?.includes(':') ? `[${s.remoteAddress}]:${s.remotePort}` : `${s.remoteAddress ?? '?'}:${s.remotePort ?? 0}`);
+const label = (s: net.Socket) =>
+  s.remoteAddress?.includes(':')
+    ? `[${s.remoteAddress}]:${s.remotePort}`
+    : `${s.remoteAddress ?? '?'}:${s.remotePort ?? 0}`;
 
 /** A listener (not yet listening) whose connections reach `onSocket` plain, or secure when `wire` is given. */
 export function createListener(wire: WireTls | undefined, o: ListenerOptions): net.Server {
@@ -157,7 +204,15 @@ export function createListener(wire: WireTls | undefined, o: ListenerOptions): n
       o.onSocket(ready!);
       ready!.resume(); // the protocol's handlers are on: let what came with the last byte flow
     };
-    const timer = setTimeout(() => end(new WebcclError('CONNECT_FAILED', `the peer did not complete TLS within ${phaseMs(o.timeoutMs)} ms`, { peer: remote })), phaseMs(o.timeoutMs));
+    const timer = setTimeout(
+      () =>
+        end(
+          new WebcclError('CONNECT_FAILED', `the peer did not complete TLS within ${phaseMs(o.timeoutMs)} ms`, {
+            peer: remote,
+          }),
+        ),
+      phaseMs(o.timeoutMs),
+    );
     raw.on('error', () => {}); // 'close' follows
     raw.write(o.notice);
     // Messages here say "the peer": the caller's refusal line names the remote address.
@@ -172,7 +227,13 @@ export function createListener(wire: WireTls | undefined, o: ListenerOptions): n
         s.write(Uint8Array.of(ACK));
         readBytes(s, 1, true, (got, rest) => {
           if (!got) return end(refusedLate({ who: 'the peer', remote }), s);
-          if (got[0] !== ACK) return end(new WebcclError('PROTOCOL_ERROR', `the peer sent ${got[0]} where the end of the TLS handshake was due`, { remote }), s);
+          if (got[0] !== ACK)
+            return end(
+              new WebcclError('PROTOCOL_ERROR', `the peer sent ${got[0]} where the end of the TLS handshake was due`, {
+                remote,
+              }),
+              s,
+            );
           if (rest.length) s.unshift(rest);
           end(undefined, s);
         });
@@ -221,14 +282,29 @@ export function secureDialled(wire: WireTls | undefined, raw: net.Socket, o: Dia
       raw.destroy();
       reject(e);
     };
-    const timer = setTimeout(() => end(new WebcclError('CONNECT_FAILED', `no TLS handshake with ${o.where} within ${phaseMs(o.timeoutMs)} ms`, { peer: o.where })), phaseMs(o.timeoutMs));
+    const timer = setTimeout(
+      () =>
+        end(
+          new WebcclError('CONNECT_FAILED', `no TLS handshake with ${o.where} within ${phaseMs(o.timeoutMs)} ms`, {
+            peer: o.where,
+          }),
+        ),
+      phaseMs(o.timeoutMs),
+    );
     raw.on('error', () => {}); // 'close' follows
     raw.write(o.notice);
     const peer = { who: o.where, remote: o.where };
     readNotice(raw, o.notice, peer, 'dial', (e, rest) => {
       if (e) return end(e);
       // The acceptor sends nothing after its notice until our ClientHello: more is not TLS.
-      if (rest!.length) return end(new WebcclError('PROTOCOL_ERROR', `${o.where} sent ${rest!.length} byte(s) after its TLS notice, before the TLS handshake`, { peer: o.where }));
+      if (rest!.length)
+        return end(
+          new WebcclError(
+            'PROTOCOL_ERROR',
+            `${o.where} sent ${rest!.length} byte(s) after its TLS notice, before the TLS handshake`,
+            { peer: o.where },
+          ),
+        );
       secure = tls.connect({ ...wire.client, socket: raw });
       secure.on('error', (err) => end(tlsRefusal(err, peer)));
       secure.once('secureConnect', () => {
@@ -236,7 +312,14 @@ export function secureDialled(wire: WireTls | undefined, raw: net.Socket, o: Dia
         // handlers are on before any I/O can deliver it.
         readBytes(secure!, 1, false, (got, rest) => {
           if (!got) return end(refusedLate(peer));
-          if (got[0] !== ACK || rest.length) return end(new WebcclError('PROTOCOL_ERROR', `${o.where} sent ${got[0]}${rest.length ? ` and ${rest.length} more byte(s)` : ''} where the end of the TLS handshake was due`, { peer: o.where }));
+          if (got[0] !== ACK || rest.length)
+            return end(
+              new WebcclError(
+                'PROTOCOL_ERROR',
+                `${o.where} sent ${got[0]}${rest.length ? ` and ${rest.length} more byte(s)` : ''} where the end of the TLS handshake was due`,
+                { peer: o.where },
+              ),
+            );
           secure!.write(Uint8Array.of(ACK));
           end();
         });
@@ -251,13 +334,23 @@ const phaseMs = (ms: number) => Math.max(1, Math.min(ms, SECURE_PHASE_MS));
 function tlsRefusal(err: Error & { code?: string; reason?: string }, p: Peer, certError?: Error | string): WebcclError {
   // A client certificate this end did not trust shows as the socket's authorizationError;
   // OpenSSL's errors carry a short reason beside their long message.
-  const why = certError ? `the peer's certificate: ${String(certError)}` : `${err.reason ?? err.message.split('\n')[0]}${err.code ? `, ${err.code}` : ''}`;
-  return new WebcclError('AUTH_FAILED', `the TLS handshake with ${p.who} failed (${why}): every rank needs the same WEBCCL_TOKEN and WEBCCL_JOB_ID, or certificates from the same WEBCCL_TLS_CA`, { peer: p.remote, tls: err.code });
+  const why = certError
+    ? `the peer's certificate: ${String(certError)}`
+    : `${err.reason ?? err.message.split('\n')[0]}${err.code ? `, ${err.code}` : ''}`;
+  return new WebcclError(
+    'AUTH_FAILED',
+    `the TLS handshake with ${p.who} failed (${why}): every rank needs the same WEBCCL_TOKEN and WEBCCL_JOB_ID, or certificates from the same WEBCCL_TLS_CA`,
+    { peer: p.remote, tls: err.code },
+  );
 }
 
 /** The connection closed right after the TLS handshake: the peer refused our key or certificate. */
 function refusedLate(p: Peer): WebcclError {
-  return new WebcclError('AUTH_FAILED', `${p.who} closed the connection at the end of the TLS handshake (it refused this end's key or certificate, or it ended)`, { peer: p.remote });
+  return new WebcclError(
+    'AUTH_FAILED',
+    `${p.who} closed the connection at the end of the TLS handshake (it refused this end's key or certificate, or it ended)`,
+    { peer: p.remote },
+  );
 }
 
 /** Who is at the other end: how messages name it, and its address for details. */
@@ -270,8 +363,19 @@ interface Peer {
  * Reads the peer's notice, byte by byte against ours: a plain peer is told apart at its first
  * byte that differs. Calls back once, with an error or with the bytes read past the notice.
  */
-function readNotice(raw: net.Socket, notice: Uint8Array, p: Peer, side: 'accept' | 'dial', then: (e?: WebcclError, rest?: Buffer) => void): void {
-  const plain = () => new WebcclError('PROTOCOL_ERROR', `${p.who} does not use TLS, and this rank does (WEBCCL_TLS=1): set WEBCCL_TLS alike on every rank`, { peer: p.remote, tls: 'mismatch' });
+function readNotice(
+  raw: net.Socket,
+  notice: Uint8Array,
+  p: Peer,
+  side: 'accept' | 'dial',
+  then: (e?: WebcclError, rest?: Buffer) => void,
+): void {
+  const plain = () =>
+    new WebcclError(
+      'PROTOCOL_ERROR',
+      `${p.who} does not use TLS, and this rank does (WEBCCL_TLS=1): set WEBCCL_TLS alike on every rank`,
+      { peer: p.remote, tls: 'mismatch' },
+    );
   let at = 0;
   let finished = false;
   const finish = (e?: WebcclError, rest?: Buffer) => {
@@ -289,13 +393,25 @@ function readNotice(raw: net.Socket, notice: Uint8Array, p: Peer, side: 'accept'
     if (at === notice.length) finish(undefined, chunk.subarray(n));
   };
   // A plain dialler shows our notice and hangs up; a plain acceptor hangs up on ours.
-  const onClose = () => finish(new WebcclError('PROTOCOL_ERROR', `${p.who} closed the connection before TLS began: it does not use TLS while this rank does (WEBCCL_TLS=1), or it ${side === 'dial' ? 'failed' : 'gave up'}`, { peer: p.remote, tls: 'mismatch' }));
+  const onClose = () =>
+    finish(
+      new WebcclError(
+        'PROTOCOL_ERROR',
+        `${p.who} closed the connection before TLS began: it does not use TLS while this rank does (WEBCCL_TLS=1), or it ${side === 'dial' ? 'failed' : 'gave up'}`,
+        { peer: p.remote, tls: 'mismatch' },
+      ),
+    );
   raw.on('data', onData);
   raw.on('close', onClose);
 }
 
 /** Reads `n` bytes (then pauses if told); calls back with them and what came after, or with undefined on close. */
-function readBytes(s: net.Socket, n: number, pause: boolean, then: (got: Buffer | undefined, rest: Buffer) => void): void {
+function readBytes(
+  s: net.Socket,
+  n: number,
+  pause: boolean,
+  then: (got: Buffer | undefined, rest: Buffer) => void,
+): void {
   let have = Buffer.alloc(0);
   const onData = (chunk: Buffer) => {
     have = Buffer.concat([have, chunk]);

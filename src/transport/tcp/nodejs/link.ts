@@ -4,13 +4,19 @@
 // 'drain' before the next).
 import * as net from 'node:net';
 import { WebcclError } from '../../../core/errors.js';
-import { TLS_NOTICE } from '../../../wire/nodejs/secure-socket.js';
-import type { Tag } from '../../transport.js';
-import { type Conn, type Hooks, Link } from '../../mesh/carrier.js';
-import { DATA_HEADER_BYTES, Refusal, encodeDataHeader, encodeHandshake, writeDataHeader } from '../../../wire/link-frames.js';
+import {
+  DATA_HEADER_BYTES,
+  encodeDataHeader,
+  encodeHandshake,
+  Refusal,
+  writeDataHeader,
+} from '../../../wire/link-frames.js';
 import { type Identity, openLink } from '../../../wire/link-handshake.js';
+import { TLS_NOTICE } from '../../../wire/nodejs/secure-socket.js';
+import { type Conn, type Hooks, Link } from '../../mesh/carrier.js';
+import type { Tag } from '../../transport.js';
 
-export type { Identity, Hooks };
+export type { Hooks, Identity };
 export { Link };
 
 /** What a secure end sends before TLS: a plain peer takes it for a REFUSE and shows why. */
@@ -41,7 +47,8 @@ export function dialDirect(host: string, port: number, direct = true): { socket:
   let feed: Feed | undefined;
   const spare = new Uint8Array(SPARE_BYTES);
   const socket = net.connect({
-    host, port,
+    host,
+    port,
     onread: {
       buffer: () => feed?.target(spare) ?? spare,
       callback: (n: number, buf: Uint8Array) => {
@@ -57,7 +64,10 @@ export function dialDirect(host: string, port: number, direct = true): { socket:
 export class TcpConn implements Conn {
   private queue: Promise<void> = Promise.resolve();
 
-  constructor(readonly socket: net.Socket, private readonly peer: number) {}
+  constructor(
+    readonly socket: net.Socket,
+    private readonly peer: number,
+  ) {}
 
   get writable(): boolean {
     return this.socket.writable;
@@ -77,7 +87,10 @@ export class TcpConn implements Conn {
       this.queue = this.queue.then(async () => {
         const s = this.socket;
         if (s.destroyed) return reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
-        const done = (err?: Error | null) => (err ? reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`)) : resolve());
+        const done = (err?: Error | null) =>
+          err
+            ? reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`))
+            : resolve();
         let ok: boolean;
         if (payload.length <= SMALL) {
           // One write for a small frame, from a pooled Buffer (a plain array would be wrapped in one per write).
@@ -96,7 +109,11 @@ export class TcpConn implements Conn {
         }
         if (!ok && !s.destroyed) {
           await new Promise<void>((r) => {
-            const go = () => { s.off('drain', go); s.off('close', go); r(); };
+            const go = () => {
+              s.off('drain', go);
+              s.off('close', go);
+              r();
+            };
             s.on('drain', go);
             s.on('close', go);
           });
@@ -113,9 +130,22 @@ export class TcpConn implements Conn {
  * CONNECTION_CLOSED / CONNECT_FAILED, after telling the peer why. `direct` hands a dialled
  * socket's reads to the handshake's reader (see dialDirect).
  */
-export function handshake(socket: net.Socket, id: Identity, expect: { peer: number; channel: number } | undefined, hooks: Hooks, timeoutMs: number,
-                          direct?: (f: Feed) => void): Promise<Link> {
-  const opening = openLink(socket, id, expect, hooks, timeoutMs, (peer, channel, reader) => new Link(new TcpConn(socket, peer), reader, peer, channel, expect !== undefined));
+export function handshake(
+  socket: net.Socket,
+  id: Identity,
+  expect: { peer: number; channel: number } | undefined,
+  hooks: Hooks,
+  timeoutMs: number,
+  direct?: (f: Feed) => void,
+): Promise<Link> {
+  const opening = openLink(
+    socket,
+    id,
+    expect,
+    hooks,
+    timeoutMs,
+    (peer, channel, reader) => new Link(new TcpConn(socket, peer), reader, peer, channel, expect !== undefined),
+  );
   if (direct) direct(opening);
   else socket.on('data', (chunk: Buffer) => opening.received(chunk, chunk.length));
   socket.on('close', () => opening.closed());

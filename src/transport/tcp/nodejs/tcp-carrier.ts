@@ -1,13 +1,13 @@
 // The TCP carrier of the mesh (Node only): a listener on the rank's port (TLS when WEBCCL_TLS),
 // dials whose reads land straight in the posted receive (dialDirect, plain TCP), the link
 // handshake on each new socket, and the sockets' lingering close after an ABORT.
-import * as net from 'node:net';
-import { WebcclError } from '../../../core/errors.js';
-import { hostPort } from '../../../wire/secrets.js';
+import type * as net from 'node:net';
+import type { WebcclError } from '../../../core/errors.js';
 import { listenCoded } from '../../../wire/nodejs/listen.js';
-import { type WireTls, createListener, secureDialled } from '../../../wire/nodejs/secure-socket.js';
+import { createListener, secureDialled, type WireTls } from '../../../wire/nodejs/secure-socket.js';
+import { hostPort } from '../../../wire/secrets.js';
 import type { Address, Carrier, Conn, Link, MeshSide } from '../../mesh/carrier.js';
-import { LINK_TLS_NOTICE, TcpConn, dialDirect, handshake } from './link.js';
+import { dialDirect, handshake, LINK_TLS_NOTICE, type TcpConn } from './link.js';
 
 /** How long an aborting rank keeps its links open so that its ABORT is read before the close. */
 const ABORT_LINGER_MS = 2000;
@@ -21,15 +21,28 @@ export class TcpCarrier implements Carrier {
   private server?: net.Server;
   private unrefd = false;
 
-  constructor(private readonly rank: number, private readonly tls: WireTls | undefined) {}
+  constructor(
+    private readonly rank: number,
+    private readonly tls: WireTls | undefined,
+  ) {}
 
   async listen(host: string, port: number, side: MeshSide): Promise<Address> {
-    const server = createListener(this.tls, { notice: LINK_TLS_NOTICE, timeoutMs: side.handshakeMs, onSocket: (s) => this.accept(s, side), onRefused: (e, remote) => side.refused(e, remote) });
+    const server = createListener(this.tls, {
+      notice: LINK_TLS_NOTICE,
+      timeoutMs: side.handshakeMs,
+      onSocket: (s) => this.accept(s, side),
+      onRefused: (e, remote) => side.refused(e, remote),
+    });
     this.server = server;
     return listenCoded(server, host, port, `rank ${this.rank}`);
   }
 
-  async dial(a: Address, expect: { peer: number; channel: number }, deadline: number, side: MeshSide): Promise<Link | string> {
+  async dial(
+    a: Address,
+    expect: { peer: number; channel: number },
+    deadline: number,
+    side: MeshSide,
+  ): Promise<Link | string> {
     const { socket, attach } = dialDirect(a.host, a.port, !this.tls);
     this.track(socket);
     socket.setNoDelay(true);
@@ -42,7 +55,9 @@ export class TcpCarrier implements Carrier {
       return up;
     }
     const where = `rank ${expect.peer} at ${hostPort(a.host, a.port)}`;
-    const ready = this.track(await secureDialled(this.tls, socket, { notice: LINK_TLS_NOTICE, where, timeoutMs: deadline - Date.now() }));
+    const ready = this.track(
+      await secureDialled(this.tls, socket, { notice: LINK_TLS_NOTICE, where, timeoutMs: deadline - Date.now() }),
+    );
     return handshake(ready, side.id, expect, side.hooks, Math.max(1, deadline - Date.now()), attach);
   }
 
@@ -74,7 +89,10 @@ export class TcpCarrier implements Carrier {
     this.track(socket);
     socket.setNoDelay(true);
     const remote = hostPort(socket.remoteAddress ?? '?', socket.remotePort ?? 0);
-    handshake(socket, side.id, undefined, side.hooks, side.handshakeMs).then((link) => side.attach(link), (e: WebcclError) => side.refused(e, remote));
+    handshake(socket, side.id, undefined, side.hooks, side.handshakeMs).then(
+      (link) => side.attach(link),
+      (e: WebcclError) => side.refused(e, remote),
+    );
   }
 
   private track(socket: net.Socket): net.Socket {

@@ -5,11 +5,11 @@
 import * as http from 'node:http';
 import type * as net from 'node:net';
 import type { WebSocket, WebSocketServer } from 'ws';
-import { WebcclError } from '../../../core/errors.js';
-import { hostPort } from '../../../wire/secrets.js';
+import type { WebcclError } from '../../../core/errors.js';
 import { listenCoded } from '../../../wire/nodejs/listen.js';
+import { hostPort } from '../../../wire/secrets.js';
 import type { Address, Carrier, Conn, Link, MeshSide } from '../../mesh/carrier.js';
-import { MAX_MESSAGE, WsConn, wsHandshake } from './ws-conn.js';
+import { MAX_MESSAGE, type WsConn, wsHandshake } from './ws-conn.js';
 
 /** The path a rank's port answers WebSocket links on. */
 export const LINK_PATH = '/webccl-link';
@@ -48,10 +48,14 @@ export class WsCarrier implements Carrier {
     server.on('upgrade', (req, socket, head) => {
       const path = (req.url ?? '').split('?')[0];
       if (path !== LINK_PATH || side.failed()) {
-        socket.end(`HTTP/1.1 ${side.failed() ? 503 : 404} ${side.failed() ? 'Service Unavailable' : 'Not Found'}\r\nConnection: close\r\n\r\n`);
+        socket.end(
+          `HTTP/1.1 ${side.failed() ? 503 : 404} ${side.failed() ? 'Service Unavailable' : 'Not Found'}\r\nConnection: close\r\n\r\n`,
+        );
         return;
       }
-      wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, side, hostPort(req.socket.remoteAddress ?? '?', req.socket.remotePort ?? 0)));
+      wss.handleUpgrade(req, socket, head, (ws) =>
+        this.accept(ws, side, hostPort(req.socket.remoteAddress ?? '?', req.socket.remotePort ?? 0)),
+      );
     });
     // A stranger that never finishes its HTTP request is closed with the handshake's deadline.
     server.headersTimeout = side.handshakeMs;
@@ -59,16 +63,25 @@ export class WsCarrier implements Carrier {
     return listenCoded(server, host, port, `rank ${this.rank}`);
   }
 
-  async dial(a: Address, expect: { peer: number; channel: number }, deadline: number, side: MeshSide): Promise<Link | string> {
+  async dial(
+    a: Address,
+    expect: { peer: number; channel: number },
+    deadline: number,
+    side: MeshSide,
+  ): Promise<Link | string> {
     const { WebSocket } = await this.load();
     const ws = new WebSocket(`ws://${hostPort(a.host, a.port)}${LINK_PATH}`, {
-      maxPayload: MAX_MESSAGE, perMessageDeflate: false, handshakeTimeout: Math.max(1, deadline - Date.now()),
+      maxPayload: MAX_MESSAGE,
+      perMessageDeflate: false,
+      handshakeTimeout: Math.max(1, deadline - Date.now()),
     });
     this.track(ws);
     ws.on('error', () => {}); // reported through 'close' (or the handshake), as over TCP
     const up = await new Promise<string | undefined>((resolve) => {
       ws.once('open', () => resolve(undefined));
-      ws.once('unexpected-response', (_req, res) => resolve(`HTTP ${res.statusCode} on ${LINK_PATH} (not a webccl ws rank?)`));
+      ws.once('unexpected-response', (_req, res) =>
+        resolve(`HTTP ${res.statusCode} on ${LINK_PATH} (not a webccl ws rank?)`),
+      );
       ws.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
     });
     if (up !== undefined) {
@@ -112,7 +125,10 @@ export class WsCarrier implements Carrier {
     if (side.failed()) return void ws.terminate();
     this.track(ws);
     if (this.unrefd) socketOf(ws)?.unref();
-    wsHandshake(ws, side.id, undefined, side.hooks, side.handshakeMs).then((link) => side.attach(link), (e: WebcclError) => side.refused(e, `ws ${remote}`));
+    wsHandshake(ws, side.id, undefined, side.hooks, side.handshakeMs).then(
+      (link) => side.attach(link),
+      (e: WebcclError) => side.refused(e, `ws ${remote}`),
+    );
   }
 
   private track(ws: WebSocket): void {

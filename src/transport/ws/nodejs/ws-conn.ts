@@ -6,9 +6,9 @@
 import type { WebSocket } from 'ws';
 import { WebcclError } from '../../../core/errors.js';
 import { type Identity, type LinkHooks, openLink, type Pipe } from '../../../wire/link-handshake.js';
-import { HIGH_WATER, MAX_MESSAGE, dataMessages } from '../messages.js';
-import type { Tag } from '../../transport.js';
 import { type Conn, Link } from '../../mesh/carrier.js';
+import type { Tag } from '../../transport.js';
+import { dataMessages, HIGH_WATER, MAX_MESSAGE } from '../messages.js';
 
 export { MAX_MESSAGE }; // ws-carrier.ts sets maxPayload to it
 
@@ -18,7 +18,10 @@ export class WsConn implements Conn {
   private queue: Promise<void> = Promise.resolve();
 
   /** `peer` is learnt from its HELLO on an accepted connection. */
-  constructor(readonly ws: WebSocket, public peer: number | undefined) {}
+  constructor(
+    readonly ws: WebSocket,
+    public peer: number | undefined,
+  ) {}
 
   get writable(): boolean {
     return this.ws.readyState === OPEN;
@@ -28,7 +31,8 @@ export class WsConn implements Conn {
     return new Promise((resolve, reject) => {
       this.queue = this.queue.then(async () => {
         const ws = this.ws;
-        if (ws.readyState !== OPEN) return reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
+        if (ws.readyState !== OPEN)
+          return reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
         const messages = dataMessages(tag, payload);
         let left = messages.length;
         const sent = new Promise<void>((ok) => {
@@ -57,13 +61,14 @@ export class WsConn implements Conn {
     this.ws.send(frame, { binary: true });
     this.ws.close(1000);
   }
-
 }
 
 /** The handshake's view of a WebSocket. */
 function pipeOf(ws: WebSocket): Pipe {
   return {
-    get destroyed() { return ws.readyState > OPEN; },
+    get destroyed() {
+      return ws.readyState > OPEN;
+    },
     write: (bytes) => ws.send(bytes, { binary: true }),
     end: (bytes) => {
       ws.send(bytes, { binary: true });
@@ -80,7 +85,13 @@ function pipeOf(ws: WebSocket): Pipe {
  * `handshake`. Each binary message is the next piece of the byte stream; a text message breaks
  * the connection (the link speaks binary only).
  */
-export function wsHandshake(ws: WebSocket, id: Identity, expect: { peer: number; channel: number } | undefined, hooks: LinkHooks<Link>, timeoutMs: number): Promise<Link> {
+export function wsHandshake(
+  ws: WebSocket,
+  id: Identity,
+  expect: { peer: number; channel: number } | undefined,
+  hooks: LinkHooks<Link>,
+  timeoutMs: number,
+): Promise<Link> {
   const conn = new WsConn(ws, expect?.peer);
   const opening = openLink(pipeOf(ws), id, expect, hooks, timeoutMs, (peer, channel, reader) => {
     conn.peer = peer;
@@ -95,7 +106,8 @@ export function wsHandshake(ws: WebSocket, id: Identity, expect: { peer: number;
   // `ws` refuses a message over maxPayload from its announced length (before buffering it) with
   // an error, then closes; other errors are the socket's, and 'close' follows.
   ws.on('error', (e: Error & { code?: string }) => {
-    if (e.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') opening.violated(`a WebSocket message over the limit of ${MAX_MESSAGE} bytes`);
+    if (e.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH')
+      opening.violated(`a WebSocket message over the limit of ${MAX_MESSAGE} bytes`);
   });
   return opening.linked;
 }
