@@ -24,7 +24,10 @@ function step(name, ok) {
 }
 
 // 1. Biome over the TypeScript and JavaScript.
-const checked = spawnSync(biome, ['check', ...(fix ? ['--write'] : []), ...CODE], { cwd: root, stdio: 'inherit' });
+const checked = spawnSync(biome, ['check', '--error-on-warnings', ...(fix ? ['--write'] : []), ...CODE], {
+  cwd: root,
+  stdio: 'inherit',
+});
 step('biome check', checked.status === 0);
 
 // 2. The AssemblyScript, as Biome prints it.

@@ -28,3 +28,8 @@ export function freshBuffer(memory: WebAssembly.Memory): ArrayBufferLike {
   memory.grow(0);
   return memory.buffer;
 }
+
+/** An Int32Array over the whole of freshBuffer(memory): the view most words of the node memory are read through. */
+export function freshI32(memory: WebAssembly.Memory): Int32Array {
+  return new Int32Array(freshBuffer(memory));
+}

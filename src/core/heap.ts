@@ -15,7 +15,7 @@
 // buffer renewed when another thread's grow has not reached this one yet (fresh-buffer.ts).
 
 import { fail, WebcclError } from './errors.js';
-import { freshBuffer } from './fresh-buffer.js';
+import { freshBuffer, freshI32 } from './fresh-buffer.js';
 import { N, NODE_BASE } from './shm-map.js';
 import { isShared, UNSHARED_NODE_BYTES } from './unshared-memory.js';
 
@@ -217,7 +217,7 @@ export class NodeHeap {
 
   /** A view of the whole memory as it is now (another rank may have grown it). */
   private view(): Int32Array {
-    return new Int32Array(freshBuffer(this.memory));
+    return freshI32(this.memory);
   }
 
   private locked<T>(fn: (i32: Int32Array) => T): T {

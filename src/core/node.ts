@@ -4,7 +4,7 @@
 // left, the node aborted).
 
 import { fail } from './errors.js';
-import { freshBuffer } from './fresh-buffer.js';
+import { freshI32 } from './fresh-buffer.js';
 import { showValue } from './options.js';
 import { writeReasonText } from './reason-text.js';
 import { ABORT_BY_LAUNCHER, C, N, NODE_BASE } from './shm-map.js';
@@ -59,7 +59,7 @@ export function checkNodeHandle(where: string, node: unknown): asserts node is N
  * only wake the sleepers again.
  */
 export function abortNode(handle: NodeHandle, deadRank: number | null, code: number, reason = ''): void {
-  const i32 = new Int32Array(freshBuffer(handle.memory));
+  const i32 = freshI32(handle.memory);
   if (Atomics.compareExchange(i32, (NODE_BASE + N.ABORT_CLAIM) >> 2, 0, 1) === 0) {
     Atomics.store(i32, (NODE_BASE + N.ABORT_CODE) >> 2, code);
     writeReasonText(handle.memory, NODE_BASE + N.REASON, reason);
@@ -83,7 +83,7 @@ export function leaveNode(handle: NodeHandle, rank: number, how: 'ended' | 'died
   }
   if (how !== 'ended' && how !== 'died')
     fail('INVALID_ARGUMENT', `leaveNode: how must be 'ended' or 'died', got ${showValue(how)}`);
-  const i32 = new Int32Array(freshBuffer(handle.memory));
+  const i32 = freshI32(handle.memory);
   Atomics.store(i32, (NODE_BASE + N.LEFT + 4 * rank) >> 2, how === 'died' ? LEFT_DIED : LEFT_ENDED);
   ring(handle, i32);
 }

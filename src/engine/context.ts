@@ -3,7 +3,7 @@
 
 import { envNumber } from '../core/config.js';
 import { fail } from '../core/errors.js';
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshBuffer, freshI32 } from '../core/fresh-buffer.js';
 import { NodeHeap } from '../core/heap.js';
 import { log, setLogRank } from '../core/log.js';
 import { checkNodeHandle, type NodeHandle } from '../core/node.js';
@@ -171,7 +171,7 @@ export function setSpin(ctx: RankContext, spinUs: number): void {
 /** Flag polls per microsecond of this thread, probing rank `rank`'s flag of the block `comm` (read only). */
 export function pollsPerMicrosecond(core: WasmCore, comm: number, nranks: number, rank: number): number {
   const desc = descOffset(comm, nranks, rank);
-  const i32 = new Int32Array(freshBuffer(core.memory));
+  const i32 = freshI32(core.memory);
   i32[(desc + D.COMM) >> 2] = comm;
   i32[(desc + D.RANK) >> 2] = rank;
   const probe = core.exports.spinProbe as (desc: number, polls: number) => number;

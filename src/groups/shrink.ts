@@ -11,7 +11,7 @@
 //     closed the old connections).
 
 import { fail, WebcclError } from '../core/errors.js';
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshI32 } from '../core/fresh-buffer.js';
 import { C, N, NODE_BASE } from '../core/shm-map.js';
 import type { JobStore } from '../engine/job.js';
 import type { NetPlacement, Placement } from '../engine/placement.js';
@@ -77,7 +77,7 @@ async function oneNode<C extends GroupMember, O extends GroupOptions>(
 ): Promise<C> {
   const { comm, ctx } = f;
   const p = comm.placement;
-  const view = () => new Int32Array(freshBuffer(ctx.core.memory));
+  const view = () => freshI32(ctx.core.memory);
   const at = (field: number) => (ctx.comm + field) >> 2;
   if (Atomics.compareExchange(view(), at(C.SHRINK_CLAIM), 0, 1) === 0) {
     const alive = p.localOf.flatMap((l, r) =>

@@ -9,7 +9,7 @@
 
 import { Communicator } from '../api/communicator.js';
 import { DTYPE_SIZE } from '../core/dtypes.js';
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshBuffer, freshI32 } from '../core/fresh-buffer.js';
 import { NodeHeap } from '../core/heap.js';
 import { log } from '../core/log.js';
 import { C, N, NODE_BASE } from '../core/shm-map.js';
@@ -113,7 +113,7 @@ export class NetProgressHost {
   }
 
   private i32(): Int32Array {
-    return new Int32Array(freshBuffer(this.i.memory));
+    return freshI32(this.i.memory);
   }
 
   /** Views that reach `h`'s lane (made again only when the memory grew for it). */

@@ -7,7 +7,7 @@
 // slices while one waits for a rank that runs its op itself (that rank's posts do not ring it).
 
 import { DTYPE_SIZE } from '../core/dtypes.js';
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshBuffer, freshI32 } from '../core/fresh-buffer.js';
 import { NodeHeap } from '../core/heap.js';
 import { LEFT_DIED } from '../core/node.js';
 import { C, D, descOffset, flagOffset, N, NODE_BASE } from '../core/shm-map.js';
@@ -122,7 +122,7 @@ class ProgressHost {
   }
 
   private i32(): Int32Array {
-    return new Int32Array(freshBuffer(this.memory));
+    return freshI32(this.memory);
   }
 
   /** Views that reach `h`'s lane (renewed when the lane lies past the last ones: the memory grew for it). */

@@ -12,7 +12,7 @@ import type { CarrierName } from '../bootstrap/nodejs/mesh-carrier.js';
 import type { WorldInit } from '../bootstrap/world.js';
 import type { TlsFiles } from '../core/config.js';
 import { WebcclError } from '../core/errors.js';
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshI32 } from '../core/fresh-buffer.js';
 import { log } from '../core/log.js';
 import { TRACING } from '../core/trace.js';
 import { PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STOPPING } from '../progress/lanes.js';
@@ -91,7 +91,7 @@ export function startNetProgress(init: NetProgressInit): Promise<NetProgress> {
   if (TRACING) {
     process.on('exit', () => {
       if (!askHubToStop(memory, hub)) return;
-      const words = new Int32Array(freshBuffer(memory));
+      const words = freshI32(memory);
       const until = performance.now() + EXIT_FLUSH_MS;
       while (hubState(memory, hub) === PROGRESS_STOPPING && performance.now() < until)
         Atomics.wait(words, hubStateAt(hub), PROGRESS_STOPPING, 50);

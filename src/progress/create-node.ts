@@ -5,7 +5,7 @@
 import { type MasterOptions, pageJob } from '../bootstrap/page-job.js';
 import { envNumber } from '../core/config.js';
 import { fail, WebcclError } from '../core/errors.js';
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshI32 } from '../core/fresh-buffer.js';
 import { DEFAULT_SLOT_BYTES, type NodeHandle, type PageJob } from '../core/node.js';
 import { anything, boolean, checkOptions, integer, type OptionSpec, showValue, string } from '../core/options.js';
 import { C, commBlockBytes, LAYOUT_VERSION, MAX_RANKS, N, NODE_BASE, NODE_MAGIC_VALUE } from '../core/shm-map.js';
@@ -58,7 +58,7 @@ export function createNode(options: NodeOptions): NodeHandle {
   const { exports } = loadWasm(memory);
   if (exports.heapBase() > NODE_BASE)
     throw new WebcclError('INTERNAL', `wasm static data (${exports.heapBase()} B) overlaps the node header`);
-  const i32 = new Int32Array(freshBuffer(memory));
+  const i32 = freshI32(memory);
   i32[(NODE_BASE + N.MAGIC) >> 2] = NODE_MAGIC_VALUE;
   i32[(NODE_BASE + N.VERSION) >> 2] = LAYOUT_VERSION;
   i32[(NODE_BASE + N.NRANKS) >> 2] = nranks;

@@ -3,9 +3,10 @@
 // destroyed; and the heap copies of plain buffers that the ops it carries run on.
 
 import { WebcclError } from '../core/errors.js';
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshBuffer, freshI32 } from '../core/fresh-buffer.js';
 import { log } from '../core/log.js';
 import { N, NODE_BASE } from '../core/shm-map.js';
+import { WAIT_SLICE_MS } from '../core/waits.js';
 import type { Buf } from '../engine/buffers.js';
 import type { RankContext } from '../engine/context.js';
 import {
@@ -24,9 +25,6 @@ import {
   TABLE_BYTES,
 } from './lanes.js';
 
-/** Longest single sleep while closing waits (the thread is checked for life between). */
-const SLICE_MS = 50;
-
 /**
  * A lane in the node heap, listed in the node's lane table (made by the first rank that needs
  * it). `fill` writes what else its thread must know before the lane is listed (net-lane.ts);
@@ -35,11 +33,11 @@ const SLICE_MS = 50;
 export function openLane(
   ctx: RankContext,
   fill?: (i32: Int32Array, lane: number) => void,
-  ring = () => ringProgress(new Int32Array(freshBuffer(ctx.core.memory))),
+  ring = () => ringProgress(freshI32(ctx.core.memory)),
   owner = 0,
 ): number {
   const { heap, core } = ctx;
-  let table = laneTable(new Int32Array(freshBuffer(ctx.core.memory)));
+  let table = laneTable(freshI32(ctx.core.memory));
   if (!table) {
     const t = heap.alloc(TABLE_BYTES);
     const buffer = freshBuffer(core.memory); // (after the alloc, which may have grown the memory)
@@ -93,10 +91,10 @@ export function closeLane(
   ctx: RankContext,
   lane: number,
   limitMs: number,
-  gone = () => progressState(new Int32Array(freshBuffer(ctx.core.memory))) === PROGRESS_GONE,
-  ring = () => ringProgress(new Int32Array(freshBuffer(ctx.core.memory))),
+  gone = () => progressState(freshI32(ctx.core.memory)) === PROGRESS_GONE,
+  ring = () => ringProgress(freshI32(ctx.core.memory)),
 ): boolean {
-  const i32 = () => new Int32Array(freshBuffer(ctx.core.memory));
+  const i32 = () => freshI32(ctx.core.memory);
   Atomics.store(i32(), (lane + L.STATE) >> 2, LANE_CLOSING);
   ring();
   const until = performance.now() + limitMs;
@@ -110,7 +108,7 @@ export function closeLane(
       );
       return false;
     }
-    Atomics.wait(i32(), (lane + L.STATE) >> 2, LANE_CLOSING, Math.min(left, SLICE_MS));
+    Atomics.wait(i32(), (lane + L.STATE) >> 2, LANE_CLOSING, Math.min(left, WAIT_SLICE_MS));
   }
   const table = laneTable(i32());
   for (let k = 0; k < MAX_LANES; k++) {

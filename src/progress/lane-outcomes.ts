@@ -4,7 +4,7 @@
 // result copied out, the copies freed, WEBCCL_CHECK's end run, the handle stamped and settled.
 
 import { WebcclError } from '../core/errors.js';
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshI32 } from '../core/fresh-buffer.js';
 import { readReasonText } from '../core/reason-text.js';
 import { sameView } from '../engine/buffers.js';
 import type { RankContext } from '../engine/context.js';
@@ -100,6 +100,6 @@ export function threadEnded(ctx: RankContext, which: string, why = nodeThreadRea
 
 /** Why the node's shared-memory progress thread ended ('' while it runs). */
 function nodeThreadReason(ctx: RankContext): string {
-  const table = laneTable(new Int32Array(freshBuffer(ctx.core.memory)));
+  const table = laneTable(freshI32(ctx.core.memory));
   return table ? readReasonText(ctx.core.memory, table + T.REASON) : '';
 }

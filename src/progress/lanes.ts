@@ -8,7 +8,7 @@
 // between Node worker threads and between a page's Web Workers.
 
 import type { ErrorCode } from '../core/errors.js';
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshBuffer, freshI32 } from '../core/fresh-buffer.js';
 import { boundedUtf8 } from '../core/reason-text.js';
 import type { Algo, Kind } from '../core/shm-map.js';
 import { N, NODE_BASE, REASON_BYTES } from '../core/shm-map.js';
@@ -220,7 +220,7 @@ export function writeSlot(
 }
 
 export function slotState(memory: WebAssembly.Memory, slot: number): number {
-  return Atomics.load(new Int32Array(freshBuffer(memory)), (slot + S.STATE) >> 2);
+  return Atomics.load(freshI32(memory), (slot + S.STATE) >> 2);
 }
 
 /**
@@ -228,9 +228,7 @@ export function slotState(memory: WebAssembly.Memory, slot: number): number {
  * the op.
  */
 export function claimSlot(memory: WebAssembly.Memory, slot: number, to: number): boolean {
-  return (
-    Atomics.compareExchange(new Int32Array(freshBuffer(memory)), (slot + S.STATE) >> 2, SLOT_POSTED, to) === SLOT_POSTED
-  );
+  return Atomics.compareExchange(freshI32(memory), (slot + S.STATE) >> 2, SLOT_POSTED, to) === SLOT_POSTED;
 }
 
 /** Writes an outcome, shortening its text rather than losing it (an error's details may be long). */

@@ -3,7 +3,7 @@
 // the bell it sleeps on. A node of several ranks has one such thread per rank beside the node's
 // shared-memory progress thread, so none of them may use the node header's own progress word,
 // reason or bell (on a shared bell, every op posted on the node woke every thread of it).
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshBuffer, freshI32 } from '../core/fresh-buffer.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import { REASON_BYTES } from '../core/shm-map.js';
 import type { RankContext } from '../engine/context.js';
@@ -35,7 +35,7 @@ export const hubBellAt = (hub: number): number => (hub + H.BELL) >> 2;
 
 /** Wakes the thread (a post, a new or closing lane, an abort, a stop). */
 export function ringHub(memory: WebAssembly.Memory, hub: number): void {
-  const i32 = new Int32Array(freshBuffer(memory));
+  const i32 = freshI32(memory);
   Atomics.add(i32, hubBellAt(hub), 1);
   Atomics.notify(i32, hubBellAt(hub));
 }
@@ -48,12 +48,12 @@ export function askHubToStop(memory: WebAssembly.Memory, hub: number): boolean {
 }
 
 export function hubState(memory: WebAssembly.Memory, hub: number): number {
-  return Atomics.load(new Int32Array(freshBuffer(memory)), hubStateAt(hub));
+  return Atomics.load(freshI32(memory), hubStateAt(hub));
 }
 
 /** Moves the state from `from` to `to`; whether it was `from`. */
 export function moveHub(memory: WebAssembly.Memory, hub: number, from: number, to: number): boolean {
-  const i32 = new Int32Array(freshBuffer(memory));
+  const i32 = freshI32(memory);
   const ok = Atomics.compareExchange(i32, hubStateAt(hub), from, to) === from;
   if (ok) Atomics.notify(i32, hubStateAt(hub));
   return ok;
@@ -69,7 +69,7 @@ export function hubReason(memory: WebAssembly.Memory, hub: number): string {
  * rank's ops (their lanes' DONE words) and a process exit waiting for its trace.
  */
 export function hubEnded(memory: WebAssembly.Memory, hub: number, why: string): void {
-  const i32 = new Int32Array(freshBuffer(memory));
+  const i32 = freshI32(memory);
   const was = Atomics.exchange(i32, hubStateAt(hub), PROGRESS_GONE);
   if (why && was !== PROGRESS_GONE) writeReasonText(memory, hub + H.REASON, why);
   Atomics.notify(i32, hubStateAt(hub));

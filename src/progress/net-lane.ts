@@ -3,7 +3,7 @@
 // job's connections, its members' numbers there, this rank's place, the algorithm and deadline
 // the rank chose — in a short text block in the node heap, written before the lane is listed.
 // An abort asked by the rank rides in a second block (its reason), published by its address.
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshBuffer, freshI32 } from '../core/fresh-buffer.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import { REASON_BYTES } from '../core/shm-map.js';
 import type { RankContext } from '../engine/context.js';
@@ -84,7 +84,7 @@ export function readNetLaneConfig(memory: WebAssembly.Memory, lane: number): Net
 export function askAbort(ctx: RankContext, lane: number, reason: string, hub: number): number {
   const block = ctx.heap.alloc(REASON_BYTES);
   writeReasonText(ctx.core.memory, block, reason);
-  const i32 = new Int32Array(freshBuffer(ctx.core.memory));
+  const i32 = freshI32(ctx.core.memory);
   if (Atomics.compareExchange(i32, (lane + L.ABORT) >> 2, 0, block) !== 0) {
     ctx.heap.free(block); // asked already
     return 0;
@@ -95,6 +95,6 @@ export function askAbort(ctx: RankContext, lane: number, reason: string, hub: nu
 
 /** The reason the rank asked the lane's communicator to abort, once it has ('' before). */
 export function abortAsked(memory: WebAssembly.Memory, lane: number): string | undefined {
-  const block = Atomics.load(new Int32Array(freshBuffer(memory)), (lane + L.ABORT) >> 2);
+  const block = Atomics.load(freshI32(memory), (lane + L.ABORT) >> 2);
   return block ? readReasonText(memory, block) : undefined;
 }

@@ -7,8 +7,10 @@
 // split, so each message meets its receive on the same links. Ops end in issue order whichever
 // path ran them. Unlike ops across nodes run by the rank, those the thread runs may be waited
 // for with waitSync().
+
 import { WebcclError } from '../core/errors.js';
 import { ABORT_REASON } from '../core/shm-map.js';
+import { WAIT_SLICE_MS } from '../core/waits.js';
 import type { RankContext } from '../engine/context.js';
 import { addCounts, countDone, type Engine, isP2p, type OpCounters, type OpSpec } from '../engine/engine.js';
 import { FlightRecorder } from '../engine/flight-recorder.js';
@@ -50,8 +52,6 @@ interface Issued {
   inner?: Work;
 }
 
-/** Longest single sleep while waiting for an op (the thread is checked for life between). */
-const SLICE_MS = 50;
 /** How long abort() waits for the thread to tell the peers. */
 const ABORT_SEND_MS = 2000;
 /** How long closing waits for the thread to let go of the lane (it may be ending an op's sends). */
@@ -278,7 +278,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
       const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
       if (done === this.read) {
         if (!this.threadRuns()) return this.threadGone();
-        Atomics.wait(i32, (this.lane + L.DONE) >> 2, done, SLICE_MS);
+        Atomics.wait(i32, (this.lane + L.DONE) >> 2, done, WAIT_SLICE_MS);
       }
       this.collect();
     }
@@ -302,7 +302,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
         const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
         if (done === this.read) {
           if (!this.threadRuns()) return this.threadGone();
-          const r = Atomics.waitAsync(i32, (this.lane + L.DONE) >> 2, done, SLICE_MS);
+          const r = Atomics.waitAsync(i32, (this.lane + L.DONE) >> 2, done, WAIT_SLICE_MS);
           alive ??= setTimeout(() => undefined, 1 << 30);
           if (r.async) await r.value;
         }

@@ -15,7 +15,7 @@
 // Send/recv always run on this rank (they keep no place in the collective order).
 
 import { WebcclError } from '../core/errors.js';
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshI32 } from '../core/fresh-buffer.js';
 import { resolveProgressMode } from '../core/progress-mode.js';
 import type { RankContext } from '../engine/context.js';
 import type { Engine, OpCounters } from '../engine/engine.js';
@@ -56,5 +56,5 @@ export function nodeEngine(
 
 /** Whether `ctx`'s node has a running progress thread. */
 export function hasProgressThread(ctx: RankContext): boolean {
-  return progressState(new Int32Array(freshBuffer(ctx.core.memory))) === PROGRESS_RUNNING;
+  return progressState(freshI32(ctx.core.memory)) === PROGRESS_RUNNING;
 }

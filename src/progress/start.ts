@@ -3,7 +3,7 @@
 // createNode calls it. The thread is started by whoever creates the node (a launcher, a test, a
 // page's main thread), never by a rank: a thread a rank started would end with that rank, with
 // its peers' ops still in hand.
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshI32 } from '../core/fresh-buffer.js';
 import { log } from '../core/log.js';
 import type { NodeHandle } from '../core/node.js';
 import { writeReasonText } from '../core/reason-text.js';
@@ -49,7 +49,7 @@ export function registerProgressStarter(start: ProgressStarter, o: { loadsLater?
 export function startProgressThread(node: NodeHandle, env?: Record<string, string | undefined>): boolean {
   const got = (globalThis as Record<symbol, Registered | undefined>)[STARTER];
   if (!got) return false;
-  const i32 = new Int32Array(freshBuffer(node.memory));
+  const i32 = freshI32(node.memory);
   // Marked before the thread runs: ranks may post to it from the first op on. A script loaded
   // later may fail to load: until the thread says it runs, ranks wait to choose (progressSettled).
   Atomics.store(i32, (NODE_BASE + N.PROGRESS) >> 2, got.loadsLater ? PROGRESS_STARTING : PROGRESS_RUNNING);
@@ -76,7 +76,7 @@ export function progressNotStarted(memory: WebAssembly.Memory, why: string): boo
  * STARTING.
  */
 function leaveStarting(memory: WebAssembly.Memory): boolean {
-  const i32 = new Int32Array(freshBuffer(memory));
+  const i32 = freshI32(memory);
   if (
     Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, PROGRESS_NONE) !== PROGRESS_STARTING
   )
@@ -94,7 +94,7 @@ export async function stopProgressThread(node: NodeHandle): Promise<void> {
   const t = threads.get(node.memory);
   if (!t) return;
   threads.delete(node.memory);
-  const i32 = new Int32Array(freshBuffer(node.memory));
+  const i32 = freshI32(node.memory);
   Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_RUNNING, PROGRESS_STOPPING);
   leaveStarting(node.memory); // stopped before its script ran: it never will, and no rank handed it anything
   ringProgress(i32);
@@ -106,7 +106,7 @@ export async function stopProgressThread(node: NodeHandle): Promise<void> {
  * waits for it, so that each fails the ops it had handed over instead of waiting for them.
  */
 export function progressEnded(memory: WebAssembly.Memory, why: string): void {
-  const i32 = new Int32Array(freshBuffer(memory));
+  const i32 = freshI32(memory);
   const was = Atomics.exchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_GONE);
   const table = laneTable(i32);
   if (!table) return;
@@ -116,14 +116,14 @@ export function progressEnded(memory: WebAssembly.Memory, why: string): void {
 
 /** Whether the node's progress thread was announced and has not yet said that it runs. */
 export const progressStarting = (memory: WebAssembly.Memory): boolean =>
-  Atomics.load(new Int32Array(freshBuffer(memory)), (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_STARTING;
+  Atomics.load(freshI32(memory), (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_STARTING;
 
 /**
  * Waits (blocking: a worker's rank choosing its engine) until a STARTING progress thread runs or
  * is known not to, at most `ms`; where the thread cannot block, returns at once.
  */
 export function waitProgressSettled(memory: WebAssembly.Memory, ms: number, canBlock: boolean): void {
-  const i32 = new Int32Array(freshBuffer(memory));
+  const i32 = freshI32(memory);
   const until = performance.now() + ms;
   while (canBlock && progressStarting(memory) && performance.now() < until)
     Atomics.wait(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, Math.min(50, until - performance.now()));
@@ -131,7 +131,7 @@ export function waitProgressSettled(memory: WebAssembly.Memory, ms: number, canB
 
 /** The same without blocking (initCommGroup, which may run on a page's main thread). */
 export async function progressSettled(memory: WebAssembly.Memory, ms: number): Promise<void> {
-  const i32 = new Int32Array(freshBuffer(memory));
+  const i32 = freshI32(memory);
   const until = performance.now() + ms;
   while (progressStarting(memory) && performance.now() < until) {
     const r = Atomics.waitAsync(

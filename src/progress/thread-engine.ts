@@ -7,10 +7,11 @@
 
 import { DTYPE_SIZE } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshI32 } from '../core/fresh-buffer.js';
 import type { ProgressMode } from '../core/progress-mode.js';
 import type { Algo } from '../core/shm-map.js';
 import { N, NODE_BASE } from '../core/shm-map.js';
+import { WAIT_SLICE_MS } from '../core/waits.js';
 import type { Buf } from '../engine/buffers.js';
 import type { RankContext } from '../engine/context.js';
 import {
@@ -71,8 +72,6 @@ interface ThreadOp extends LaneOp {
 
 /** The same while this rank has send/recv pending (their peers' posts do not ring the lane). */
 const P2P_SLICE_MS = 1;
-/** Longest single sleep while waiting for the progress thread (it is checked for life between). */
-const SLICE_MS = 50;
 /** How long closing waits for the progress thread to let go of the lane. */
 const DETACH_MS = 10_000;
 
@@ -444,7 +443,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     return {
       at: (this.lane + L.DONE) >> 2,
       value: done,
-      ms: p2p ? P2P_SLICE_MS : othersQueued(this.local) ? OTHERS_LOOK_MS : SLICE_MS,
+      ms: p2p ? P2P_SLICE_MS : othersQueued(this.local) ? OTHERS_LOOK_MS : WAIT_SLICE_MS,
     };
   }
 
@@ -474,7 +473,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   }
 
   private i32(): Int32Array {
-    return new Int32Array(freshBuffer(this.ctx.core.memory));
+    return freshI32(this.ctx.core.memory);
   }
 
   /**

@@ -2,7 +2,7 @@
 // its ranks, in the node heap (the world's block sits before the heap). One member allocates it
 // and hands its address to the others; each member releases it when it destroys its
 // communicator, and the last to do so frees it.
-import { freshBuffer } from '../core/fresh-buffer.js';
+import { freshBuffer, freshI32 } from '../core/fresh-buffer.js';
 import { C, commBlockBytes, NODE_BASE } from '../core/shm-map.js';
 import { defaultSpinUs, type RankContext, setSpin } from '../engine/context.js';
 
@@ -22,7 +22,7 @@ export function allocCommBlock(ctx: RankContext, nranks: number): number {
 
 /** This member is done with the block at `addr`; the last of its `nranks` members frees it. */
 export function releaseCommBlock(ctx: RankContext, addr: number, nranks: number): void {
-  const i32 = new Int32Array(freshBuffer(ctx.core.memory));
+  const i32 = freshI32(ctx.core.memory);
   if (Atomics.add(i32, (addr + C.RELEASED) >> 2, 1) + 1 === nranks) ctx.heap.free(addr);
 }
 

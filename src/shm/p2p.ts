@@ -8,9 +8,11 @@
 // engine, on a collective) moves both along, so two ranks that send to each other and then
 // receive never deadlock. Waiting spins for the rank's spin budget, then sleeps on the
 // communicator's doorbell, which every post rings when someone sleeps.
+
 import { WebcclError } from '../core/errors.js';
 import { KeepQueue } from '../core/keep-list.js';
 import { ABORT_REASON, N, NODE_BASE } from '../core/shm-map.js';
+import { WAIT_SLICE_MS } from '../core/waits.js';
 import type { Buf } from '../engine/buffers.js';
 import type { RankContext } from '../engine/context.js';
 import type { InputCheck } from '../engine/input-check.js';
@@ -27,8 +29,6 @@ export interface ShmP2pHooks {
   done(work: Work, failed: boolean): void;
 }
 
-/** Longest single sleep, so deadlines, aborts and departed peers are noticed promptly. */
-const SLICE_MS = 50;
 /** How often (ms) a polling loop looks at deadlines and departed peers. */
 const CHECK_EVERY_MS = 1;
 /**
@@ -213,7 +213,7 @@ export class ShmP2p implements WorkDriver {
   /** The last look before sleeping (registered on the doorbell): null when an op moved meanwhile. */
   private lastLook(w: Work): number | null {
     if (this.poll() || w.settled) return null;
-    return Math.max(0, Math.min(SLICE_MS, this.earliestDeadline() - performance.now()));
+    return Math.max(0, Math.min(WAIT_SLICE_MS, this.earliestDeadline() - performance.now()));
   }
 
   private sleep(w: Work): void {

@@ -23,6 +23,7 @@ import {
 } from '../core/shm-map.js';
 import { showLayoutSignature, showShapeClass } from '../core/tensor-layout.js';
 import type { OpTrace } from '../core/trace.js';
+import { WAIT_SLICE_MS } from '../core/waits.js';
 import type { WasmCore } from '../core/wasm.js';
 import type { Buf } from '../engine/buffers.js';
 import { PER_PEER } from './counts.js';
@@ -43,9 +44,6 @@ export interface RunningOp {
 
 /** Copies up to this many bytes element by element. */
 const SMALL_COPY = 64;
-
-/** Longest single Atomics.wait, so deadlines and aborts are noticed promptly. */
-const SLICE_MS = 50;
 
 export class ShmRunner {
   /**
@@ -161,7 +159,7 @@ export class ShmRunner {
    * completed meanwhile (or other work moved), else how long to sleep. A rank that leaves from
    * here on rings the bell, and this rank looks again.
    */
-  private lastLook(op: RunningOp, now: number, moved?: () => boolean, sliceMs = SLICE_MS): number | null {
+  private lastLook(op: RunningOp, now: number, moved?: () => boolean, sliceMs = WAIT_SLICE_MS): number | null {
     const { i32 } = this.views();
     const step = i32[(op.desc + D.WAIT_VAL) >> 2];
     if (this.stepReached(op.desc, step) || moved?.()) return null;
