@@ -103,9 +103,11 @@ await Promise.all([
     outfile: 'dist/browser/net-progress-worker.js',
   }),
 ]);
+// --stripInternal: members marked @internal (the engines' side of Work, the Communicator's
+// placement) are the library's own, not API: they do not ship in the declarations.
 execFileSync(
   process.execPath,
-  [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--emitDeclarationOnly'],
+  [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--emitDeclarationOnly', '--stripInternal'],
   { cwd: root, stdio: 'inherit' },
 );
 // Types per condition (package.json "exports"): dist/types/node.d.ts for Node (launch and the

@@ -3,11 +3,16 @@
 // functions on the default world group for scripts.
 
 import {
+  type AllGatherOptions,
+  type AllReduceOptions,
   type AllToAllOptions,
-  type CollectiveOptions,
+  type BarrierOptions,
+  type BroadcastOptions,
   Communicator,
   type CommunicatorOptions,
   type P2pOptions,
+  type ReduceOptions,
+  type ReduceScatterOptions,
   type RootedOptions,
   SETUP_BARRIER,
 } from './api/communicator.js';
@@ -19,6 +24,7 @@ import { unknownEnvNames } from './core/config.js';
 import { fail, WebcclError } from './core/errors.js';
 import { checkNodeHandle, type NodeHandle } from './core/node.js';
 import { anything, checkOptions, integer, type OptionSpec, showValue, string } from './core/options.js';
+import { JOIN_WORLD, PAGE_WEBSOCKET, RANK_INIT } from './core/wiring.js';
 import type { BufferArg } from './engine/buffers.js';
 import { JOIN_OPTIONS, type JoinOptions, joinNode } from './engine/context.js';
 import type { Work } from './engine/work.js';
@@ -29,12 +35,20 @@ import { progressSettled } from './progress/start.js';
 import type { PageSocketClass } from './transport/ws/page-carrier.js';
 
 export {
+  type AllGatherOptions,
+  type AllReduceOptions,
   type AllToAllOptions,
+  type BarrierOptions,
+  type BroadcastOptions,
   type CollectiveOptions,
   Communicator,
   type CommunicatorOptions,
+  type DeadlineOption,
   type P2pOptions,
+  type ReduceOptions,
+  type ReduceScatterOptions,
   type RootedOptions,
+  type WireLayoutOption,
 } from './api/communicator.js';
 export type { StoreValue } from './bootstrap/store-session.js';
 // The job's rendezvous store over WebSocket (`webccl serve --token`): the page's own WebSocket here.
@@ -65,8 +79,10 @@ export { convertDtype, convertLayout, type LayoutTensor } from './layouts/conver
 export { createNode, type NodeOptions } from './progress/create-node.js';
 export { stopProgressThread } from './progress/start.js';
 
-/** Where a launcher leaves a rank's identity before the rank's script starts. */
-export const RANK_INIT = Symbol.for('webccl.rankInit');
+/**
+ * What a launcher leaves under RANK_INIT (core/wiring.ts) for a rank's script.
+ * @internal
+ */
 export interface RankInit {
   node: NodeHandle;
   /** This thread's rank within its node (the ranks sharing `node`'s memory). */
@@ -110,16 +126,12 @@ const INIT_OPTIONS = {
   jobId: string,
 } as const satisfies OptionSpec;
 
-/** Joins a job across nodes; the Node entry leaves it here (a page has no sockets). */
-export const JOIN_WORLD = Symbol.for('webccl.joinWorld');
 type WorldJoiner = (i: {
   node?: NodeHandle;
   localRank?: number;
   world?: WorldInit;
   opts: InitOptions;
 }) => Promise<Communicator | undefined>;
-/** The WebSocket class a rank that dials only uses where the runtime has none (Node 20: the Node entry loads `ws`). */
-export const PAGE_WEBSOCKET = Symbol.for('webccl.pageWebSocket');
 type SocketLoader = () => Promise<PageSocketClass>;
 
 /**
@@ -256,17 +268,17 @@ function target<O>(what: string, o: (O & GroupOption) | undefined): [Communicato
 
 type WithGroup<O> = O & GroupOption;
 
-export const allReduce = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> =>
+export const allReduce = (x: BufferArg, o?: WithGroup<AllReduceOptions>): Promise<void> =>
   promised(() => on('allReduce', o, (c, p) => c.allReduce(x, p)));
-export const allReduceAsync = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Work =>
+export const allReduceAsync = (x: BufferArg, o?: WithGroup<AllReduceOptions>): Work =>
   on('allReduceAsync', o, (c, p) => c.allReduce(x, p));
-export const allGather = (out: BufferArg, input: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> =>
+export const allGather = (out: BufferArg, input: BufferArg, o?: WithGroup<AllGatherOptions>): Promise<void> =>
   promised(() => on('allGather', o, (c, p) => c.allGather(out, input, p)));
-export const reduceScatter = (out: BufferArg, input: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> =>
+export const reduceScatter = (out: BufferArg, input: BufferArg, o?: WithGroup<ReduceScatterOptions>): Promise<void> =>
   promised(() => on('reduceScatter', o, (c, p) => c.reduceScatter(out, input, p)));
-export const broadcast = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> =>
+export const broadcast = (x: BufferArg, o?: WithGroup<BroadcastOptions>): Promise<void> =>
   promised(() => on('broadcast', o, (c, p) => c.broadcast(x, p)));
-export const reduce = (x: BufferArg, o?: WithGroup<CollectiveOptions>): Promise<void> =>
+export const reduce = (x: BufferArg, o?: WithGroup<ReduceOptions>): Promise<void> =>
   promised(() => on('reduce', o, (c, p) => c.reduce(x, p)));
 export const allToAll = (out: BufferArg, input: BufferArg, o?: WithGroup<AllToAllOptions>): Promise<void> =>
   promised(() => on('allToAll', o, (c, p) => c.allToAll(out, input, p)));
@@ -278,7 +290,7 @@ export const send = (x: BufferArg, peer: number, o?: WithGroup<P2pOptions>): Pro
   promised(() => on('send', o, (c, p) => c.send(x, peer, p)));
 export const recv = (x: BufferArg, peer: number, o?: WithGroup<P2pOptions>): Promise<void> =>
   promised(() => on('recv', o, (c, p) => c.recv(x, peer, p)));
-export const barrier = (o?: WithGroup<{ timeoutMs?: number }>): Promise<void> =>
+export const barrier = (o?: WithGroup<BarrierOptions>): Promise<void> =>
   promised(() => on('barrier', o, (c, p) => c.barrier(p)));
 
 /** Runs `call` on the communicator `o.group` names (the world by default). */

@@ -1,7 +1,7 @@
 // The Node.js entry: everything the browser build has, plus launching ranks.
 
 import { installTraceSink } from './core/nodejs/trace-files.js';
-import { JOIN_WORLD, PAGE_WEBSOCKET } from './index.js';
+import { JOIN_WORLD, PAGE_WEBSOCKET } from './core/wiring.js';
 import { joinWorld } from './launch/join-world.js';
 import { startNodeProgress } from './launch/progress-thread.js';
 import { registerProgressStarter } from './progress/start.js';

@@ -19,14 +19,19 @@ import { peerRank, perRank, rootRank, sameDtype, sameShape } from './arguments.j
 import { CommBuffers } from './call-buffers.js';
 import { OpIssue } from './op-issue.js';
 import {
+  type AllGatherOptions,
+  type AllReduceOptions,
   type AllToAllOptions,
+  type BarrierOptions,
+  type BroadcastOptions,
   COMMUNICATOR_OPTIONS,
-  type CollectiveOptions,
   type CommunicatorOptions,
   collectiveOptions,
   communicatorOptions,
   envTimeoutMs,
   type P2pOptions,
+  type ReduceOptions,
+  type ReduceScatterOptions,
   type RootedOptions,
 } from './options.js';
 
@@ -35,7 +40,21 @@ export type { CommParts, EngineFactory } from '../engine/engine.js';
 import { rankTrack, TRACING } from '../core/trace.js';
 import { shrinkComm } from '../groups/shrink.js';
 
-export type { AllToAllOptions, CollectiveOptions, CommunicatorOptions, P2pOptions, RootedOptions } from './options.js';
+export type {
+  AllGatherOptions,
+  AllReduceOptions,
+  AllToAllOptions,
+  BarrierOptions,
+  BroadcastOptions,
+  CollectiveOptions,
+  CommunicatorOptions,
+  DeadlineOption,
+  P2pOptions,
+  ReduceOptions,
+  ReduceScatterOptions,
+  RootedOptions,
+  WireLayoutOption,
+} from './options.js';
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
 
@@ -208,7 +227,7 @@ export class Communicator {
 
   // ---------------------------------------------------------------- collectives
 
-  allReduce(x: BufferArg, opts?: CollectiveOptions): Work {
+  allReduce(x: BufferArg, opts?: AllReduceOptions): Work {
     const o = collectiveOptions('allReduce', opts);
     const inp = this.bufs.of(x, 'allReduce buffer');
     const out = o.out === undefined ? inp : this.bufs.of(o.out, 'allReduce out');
@@ -218,7 +237,7 @@ export class Communicator {
   }
 
   /** out (size × n elements) receives every rank's input (n elements), in rank order. */
-  allGather(out: BufferArg, input: BufferArg, opts?: CollectiveOptions): Work {
+  allGather(out: BufferArg, input: BufferArg, opts?: AllGatherOptions): Work {
     const o = collectiveOptions('allGather', opts);
     const ob = this.bufs.of(out, 'allGather output');
     const ib = this.bufs.of(input, 'allGather input');
@@ -233,7 +252,7 @@ export class Communicator {
   }
 
   /** out (n elements) receives the reduction over ranks of block `rank` of input (size × n). */
-  reduceScatter(out: BufferArg, input: BufferArg, opts?: CollectiveOptions): Work {
+  reduceScatter(out: BufferArg, input: BufferArg, opts?: ReduceScatterOptions): Work {
     const o = collectiveOptions('reduceScatter', opts);
     const ob = this.bufs.of(out, 'reduceScatter output');
     const ib = this.bufs.of(input, 'reduceScatter input');
@@ -248,7 +267,7 @@ export class Communicator {
     return this.issue.enqueue('reduceScatter', undefined, ib.dtype, op, ob.count, 0, ib, ob, o);
   }
 
-  broadcast(x: BufferArg, opts?: CollectiveOptions): Work {
+  broadcast(x: BufferArg, opts?: BroadcastOptions): Work {
     const o = collectiveOptions('broadcast', opts);
     const xb = this.bufs.of(x, 'broadcast buffer');
     const out = o.out === undefined ? xb : this.bufs.of(o.out, 'broadcast out');
@@ -258,7 +277,7 @@ export class Communicator {
   }
 
   /** Reduces every rank's x into the root's x (or o.out on the root). */
-  reduce(x: BufferArg, opts?: CollectiveOptions): Work {
+  reduce(x: BufferArg, opts?: ReduceOptions): Work {
     const o = collectiveOptions('reduce', opts);
     const xb = this.bufs.of(x, 'reduce buffer');
     const out = o.out === undefined ? xb : this.bufs.of(o.out, 'reduce out');
@@ -345,7 +364,7 @@ export class Communicator {
     return this.issue.p2p('recv', b, peerRank(peer, 'recv', this.rank, this.size), o);
   }
 
-  barrier(opts?: { timeoutMs?: number }): Work {
+  barrier(opts?: BarrierOptions): Work {
     const o = collectiveOptions('barrier', opts);
     return this.issue.enqueue('barrier', undefined, 'u8', 'sum', 0, 0, null, null, o);
   }

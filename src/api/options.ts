@@ -9,38 +9,75 @@ import { anything, checkOptions, integer, NO_OPTIONS, type OptionSpec, string, t
 import type { Layout } from '../core/tensor-layout.js';
 import type { BufferArg } from '../engine/buffers.js';
 
-export interface CollectiveOptions {
+// One type per collective, as COLLECTIVE_OPTIONS below checks them at run time: the compiler
+// then refuses what the call would refuse (`broadcast(x, { op: 'max' })`).
+
+/** Every collective's deadline. */
+export interface DeadlineOption {
+  /** Milliseconds every wait of the op may last (default: the communicator's). */
+  timeoutMs?: number;
+}
+
+/** Collectives of tensors. */
+export interface WireLayoutOption {
+  /** The layout tensors cross in (every rank passes the same); each rank converts its own to it and back. */
+  wireLayout?: Layout;
+}
+
+export interface AllReduceOptions extends DeadlineOption, WireLayoutOption {
   op?: ReduceOp;
-  root?: number;
   /**
    * An algorithm that suits the communicator (direct, twoshot on one node; ring, doubling, tree, hierarchical across
    * nodes: docs/algorithms.md).
    */
   algo?: string;
-  /** Output buffer for an out-of-place allReduce, broadcast or reduce. */
+  /** Output buffer of an out-of-place allReduce. */
   out?: BufferArg;
-  timeoutMs?: number;
-  /** The layout tensors cross in (every rank passes the same); each rank converts its own to it and back. */
-  wireLayout?: Layout;
 }
+
+export interface AllGatherOptions extends DeadlineOption, WireLayoutOption {}
+
+export interface ReduceScatterOptions extends DeadlineOption, WireLayoutOption {
+  op?: ReduceOp;
+}
+
+export interface BroadcastOptions extends DeadlineOption, WireLayoutOption {
+  root?: number;
+  /** Output buffer of an out-of-place broadcast. */
+  out?: BufferArg;
+}
+
+export interface ReduceOptions extends DeadlineOption, WireLayoutOption {
+  op?: ReduceOp;
+  root?: number;
+  /** Output buffer of an out-of-place reduce (the root's). */
+  out?: BufferArg;
+}
+
+/** gather and scatter. */
+export interface RootedOptions extends DeadlineOption, WireLayoutOption {
+  root?: number;
+}
+
+export interface BarrierOptions extends DeadlineOption {}
 
 /** allToAll: with both counts, rank i sends sendCounts[j] elements to rank j (its blocks packed in rank order). */
-export interface AllToAllOptions {
+export interface AllToAllOptions extends DeadlineOption {
   sendCounts?: number[];
   recvCounts?: number[];
-  timeoutMs?: number;
-}
-
-export interface RootedOptions {
-  root?: number;
-  timeoutMs?: number;
 }
 
 /** send/recv: messages between two ranks match by (peer, tag) in issue order. */
-export interface P2pOptions {
+export interface P2pOptions extends DeadlineOption {
   tag?: number;
-  timeoutMs?: number;
 }
+
+/**
+ * Every key some collective takes: what the checks return. Callers pass the collective's own
+ * type; this union stays for code written against it (each collective still refuses the keys
+ * it does not take, at run time).
+ */
+export interface CollectiveOptions extends AllReduceOptions, BroadcastOptions, ReduceOptions {}
 
 import { resolveProgressMode } from '../core/progress-mode.js';
 

@@ -19,10 +19,11 @@ import { parentPort } from 'node:worker_threads';
 import type { Communicator } from '../../api/communicator.js';
 import { ARRAY_OF, DTYPE_SIZE, type Dtype } from '../../core/dtypes.js';
 import { MAX_TIMEOUT_MS } from '../../core/options.js';
+// The Node entry: only it can join a world across nodes (sockets).
+import { RANK_INIT } from '../../core/wiring.js';
 import type { BufferArg, TypedArray } from '../../engine/buffers.js';
 import type { Work } from '../../engine/work.js';
-// The Node entry: only it can join a world across nodes (sockets).
-import { initCommGroup, RANK_INIT } from '../../node.js';
+import { initCommGroup } from '../../node.js';
 import { RANK_RUNS_MAX_BYTES } from '../../progress/net-route.js';
 import { type Case, makeCase, view } from './cases.js';
 import { LEGS } from './collectives.js';
