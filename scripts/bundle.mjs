@@ -9,13 +9,15 @@
 // package.json "files" leaves out *.map).
 
 import { execFileSync } from 'node:child_process';
-import { cpSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { pruneDeclarations } from './prune-declarations.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+/** The package's subpath entries (`webccl/embed`, ...): src/subpaths/NAME.ts, re-exports of the main entry. */
+const SUBPATHS = ['embed', 'trace', 'layouts'];
 const dist = join(root, 'dist');
 rmSync(dist, { recursive: true, force: true });
 // Node 20 lacks Uint8Array.fromBase64: give esbuild an explicit target.
@@ -114,9 +116,32 @@ execFileSync(
 // rest of src/node.ts), dist/types/index.d.ts for browsers and bundlers (src/index.ts). Only
 // the declaration files those two reach are kept.
 const types = join(dist, 'types');
-pruneDeclarations(types, ['index.d.ts', 'node.d.ts']);
+pruneDeclarations(types, ['index.d.ts', 'node.d.ts', ...SUBPATHS.map((s) => `subpaths/${s}.d.ts`)]);
+writeSubpaths();
 // CommonJS consumers (`require`, TypeScript's node16 resolution in a .cts or a package without
 // "type": "module") need declarations TypeScript reads as CommonJS: the same files under a
 // package.json that says so.
 cpSync(types, join(dist, 'types-cjs'), { recursive: true });
 writeFileSync(join(dist, 'types-cjs', 'package.json'), '{ "type": "commonjs" }\n');
+
+/**
+ * Each subpath's JavaScript, for every build: a re-export of that build's main bundle, never a
+ * bundle of its own (a second copy of the library would hold a second state: trace tracks,
+ * nodes, the world communicator).
+ */
+function writeSubpaths() {
+  for (const name of SUBPATHS) {
+    const source = readFileSync(join(root, 'src', 'subpaths', `${name}.ts`), 'utf8');
+    const list = /export \{([^}]*)\} from '\.\.\/index\.js';/.exec(source);
+    if (!list) throw new Error(`src/subpaths/${name}.ts: expected one export { ... } from '../index.js'`);
+    const values = list[1]
+      .split(',')
+      .map((n) => n.trim())
+      .filter((n) => n && !n.startsWith('type '));
+    const esm = `export { ${values.join(', ')} } from './index.js';\n`;
+    writeFileSync(join(dist, 'node', `${name}.js`), esm);
+    writeFileSync(join(dist, 'browser', `${name}.js`), esm);
+    const cjs = `const webccl = require('./index.cjs');\nmodule.exports = { ${values.map((v) => `${v}: webccl.${v}`).join(', ')} };\n`;
+    writeFileSync(join(dist, 'node', `${name}.cjs`), cjs);
+  }
+}

@@ -13,6 +13,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const pages = [
   'README.md',
   'CONTRIBUTING.md',
+  'CHANGELOG.md',
   'bench/README.md',
   'bench/RESULTS.md',
   ...readdirSync(join(root, 'docs'))

@@ -81,20 +81,33 @@ describe('the tarball', () => {
       expect(packed, f).toContain(`examples/browser/${f}`);
     // The Node entries, the scripts they start as threads or processes, the CLI, the browser build.
     const js = packed.filter((f) => /^dist\/.*\.c?js$/.test(f)).sort();
+    // (and the subpaths' few lines of re-exports: embed, layouts, trace)
     expect(js).toEqual([
+      'dist/browser/embed.js',
       'dist/browser/index.js',
+      'dist/browser/layouts.js',
       'dist/browser/net-progress-worker.js',
       'dist/browser/progress-worker.js',
+      'dist/browser/trace.js',
       'dist/node/cli.js',
+      'dist/node/embed.cjs',
+      'dist/node/embed.js',
       'dist/node/index.cjs',
       'dist/node/index.js',
+      'dist/node/layouts.cjs',
+      'dist/node/layouts.js',
       'dist/node/net-progress-worker.js',
       'dist/node/perf-rank.js',
       'dist/node/progress-worker.js',
       'dist/node/rank-guard.js',
       'dist/node/sim-worker.js',
+      'dist/node/trace.cjs',
+      'dist/node/trace.js',
       'dist/node/worker-entry.js',
     ]);
+    for (const f of js.filter((f) => /\/(embed|layouts|trace)\.c?js$/.test(f))) {
+      expect(readFileSync(join(pkgDir, f), 'utf8').length, f).toBeLessThan(500); // re-exports, no second copy
+    }
     expect(packed.filter((f) => /\.(map|wasm)$/.test(f))).toEqual([]); // the wasm is inside the bundles
     expect(listFiles(pkgDir).sort()).toEqual([...packed].sort());
   });
@@ -102,7 +115,13 @@ describe('the tarball', () => {
   it('ships no declaration file that no entry reaches, and none holding a base64 blob', () => {
     const pkg = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8'));
     const entries = [...new Set([...targets(pkg.exports), pkg.types].filter((f) => f.endsWith('.d.ts')))];
-    expect(entries.sort()).toEqual(['./dist/types-cjs/node.d.ts', './dist/types/index.d.ts', './dist/types/node.d.ts']);
+    expect(entries.sort()).toEqual([
+      './dist/types-cjs/node.d.ts',
+      ...['embed', 'layouts', 'trace'].map((s) => `./dist/types-cjs/subpaths/${s}.d.ts`),
+      './dist/types/index.d.ts',
+      './dist/types/node.d.ts',
+      ...['embed', 'layouts', 'trace'].map((s) => `./dist/types/subpaths/${s}.d.ts`),
+    ]);
     const reached = new Set([...reachedDeclarations(pkgDir, entries)].map((f) => relative(pkgDir, f)));
     const declared = packed.filter((f) => f.endsWith('.d.ts'));
     expect(declared.filter((f) => !reached.has(f))).toEqual([]);
@@ -117,6 +136,11 @@ describe('TypeScript against the installed package', () => {
   // @internal members are not in the declarations.
   const nodeUse = `import { launch, launchProcesses, type LaunchOptions, initCommGroup, allReduce, broadcast } from 'webccl';
 import * as webccl from 'webccl';
+import { createNode, joinNode, Communicator, type NodeHandle } from 'webccl/embed';
+import { traceSpan, type FlightEntry } from 'webccl/trace';
+import { convertLayout, LAYOUTS, type LayoutTensor } from 'webccl/layouts';
+export const subpaths = [createNode, joinNode, Communicator, traceSpan, convertLayout, LAYOUTS];
+export type SubpathTypes = [NodeHandle, FlightEntry, LayoutTensor];
 export async function main(opts: LaunchOptions): Promise<number> {
   if (opts.nranks > 1) return (await launch(opts)).exitCode;
   void launchProcesses;
@@ -140,6 +164,10 @@ export async function main(opts: LaunchOptions): Promise<number> {
   // Compiles without @types/node: browser types must not lean on Node's.
   const browserUse = `import { initCommGroup, allReduce, createNode } from 'webccl';
 import * as webccl from 'webccl';
+import { joinNode } from 'webccl/embed';
+import { traceTrack } from 'webccl/trace';
+import { convertDtype } from 'webccl/layouts';
+export const subpaths = [joinNode, traceTrack, convertDtype];
 export async function main(): Promise<number> {
   const comm = await initCommGroup({ node: createNode({ nranks: 1 }), rank: 0 });
   await allReduce(new Float32Array(4));
@@ -208,6 +236,20 @@ describe('Node runs the installed copy', () => {
     const r = await run(process.execPath, ['-e', script], app);
     expect(r.stderr).toBe('');
     expect(JSON.parse(r.stdout)).toEqual({ size: 1, x: [1.5, -2], from: join(pkgDir, 'dist/node/index.cjs') });
+  });
+
+  it("the subpaths (webccl/embed, webccl/trace, webccl/layouts) hand out the main entry's own functions, in both module systems", async () => {
+    const names = { embed: 'createNode', trace: 'traceSpan', layouts: 'convertLayout' };
+    const cjs = `const w = require('webccl'); console.log(JSON.stringify(${JSON.stringify(names)}, (k, v) => (k ? require('webccl/' + k)[v] === w[v] : v)));`;
+    const esm = `import * as w from 'webccl'; const n = ${JSON.stringify(names)}; const out = {}; for (const [k, v] of Object.entries(n)) out[k] = (await import('webccl/' + k))[v] === w[v]; console.log(JSON.stringify(out));`;
+    for (const [args, what] of [
+      [['-e', cjs], 'require'],
+      [['--input-type=module', '-e', esm], 'import'],
+    ] as const) {
+      const r = await run(process.execPath, [...args], app);
+      expect(r.stderr, what).toBe('');
+      expect(JSON.parse(r.stdout), what).toEqual({ embed: true, trace: true, layouts: true });
+    }
   });
 
   it('ES module: a one-rank allReduce, then 2 ranks started with launch (the shipped worker scripts)', async () => {
