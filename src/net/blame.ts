@@ -60,6 +60,7 @@ const ALGO_CODE: Record<string, number> = {
   dissemination: 5,
   pairwise: 6,
   direct: 7,
+  tree: 8,
 };
 
 /** FNV-1a of `values` (u32 each, little-endian bytes), continuing from `h`. */
