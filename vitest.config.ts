@@ -8,20 +8,20 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 // durations it cached on earlier runs, or by file size on a fresh clone, where the longest
 // (random-ops, 225 s, a short file) would otherwise start late.
 const LONGEST = [
-  'random-ops',
-  'groups-launch',
-  'progress-net',
-  'net-collectives',
-  'fault-matrix',
-  'progress',
-  'net-faults-more',
-  'net-processes',
-  'net-alltoall-gather',
-  'net-tree',
-  'p2p',
-  'package-tarball',
-  'collectives',
-  'net-faults-procs',
+  'system/random-ops',
+  'groups/launch',
+  'progress/net',
+  'net/collectives',
+  'system/fault-matrix',
+  'progress/progress',
+  'net/faults-more',
+  'net/processes',
+  'net/alltoall-gather',
+  'net/tree',
+  'api/p2p',
+  'package/tarball',
+  'shm/collectives',
+  'net/faults-procs',
 ].map((name) => `test/${name}.test.ts`);
 
 class LongestFirst extends BaseSequencer {

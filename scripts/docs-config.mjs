@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Regenerates the table of environment variables in docs/configuration.md (between its
 // env-table markers) from ENV_VARS, the one list the library checks variables against
-// (src/core/config.ts). test/docs.test.ts fails when the page and the list differ.
+// (src/core/config.ts). test/package/docs.test.ts fails when the page and the list differ.
 //
 //   npm run build && node scripts/docs-config.mjs [--check]
 import { readFileSync, writeFileSync } from 'node:fs';

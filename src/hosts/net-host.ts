@@ -201,7 +201,7 @@ export class NetProgressHost {
    * phase of a hierarchical op, run here. Its waits never block this thread: a rank posts its
    * ops one by one, so the thread cannot know that an op of another communicator, not yet
    * posted, is what a node mate's thread waits for (blocking deadlocked node mates that issue
-   * two communicators' ops in opposite orders, test/groups-launch.test.ts).
+   * two communicators' ops in opposite orders, test/groups/launch.test.ts).
    */
   private nodeCommunicator(node: NonNullable<NetLaneConfig['node']>, timeoutMs: number): Communicator {
     const ctx = groupContext(

@@ -1,7 +1,7 @@
 // A job across nodes inside the test's own process: `nodes` node memories of `perNode` ranks
 // each, every rank with its own TCP mesh over loopback, all driven by this thread's event loop.
 // This exercises rendezvous, the transport and every network schedule on the TypeScript sources;
-// test/net-processes.test.ts runs the same across real processes.
+// test/net/processes.test.ts runs the same across real processes.
 
 import type { Communicator } from '../../src/api/communicator.js';
 import type { Work } from '../../src/engine/work.js';
