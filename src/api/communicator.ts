@@ -450,7 +450,7 @@ export class Communicator {
   /** Fails every pending op here and on every other rank of the communicator. */
   abort(reason = 'abort() called'): void {
     // Destroyed, nothing: its block may be another group's by now, and a proxy engine would
-    // hand its network thread a lane over a freed node block (every engine's abort comes here).
+    // hand its network thread a postbox over a freed node block (every engine's abort comes here).
     if (this.destroyed) return;
     this.engine.abort(reason);
   }

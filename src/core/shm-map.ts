@@ -25,10 +25,10 @@ export const N = {
   ABORT_CLAIM: 40, // taken (0 -> 1) by whoever writes ABORT_CODE and REASON, before it publishes ABORT
   PROGRESS: 44, // the node's progress thread (src/progress/): 0 none, 1 running, 2 gone
   PROGRESS_BELL: 48, // bumped and notified when a rank posts an op for the progress thread (it sleeps on it)
-  LANES: 52, // address of the progress thread's lane table (0 until a rank first posts to it)
+  POSTBOXES: 52, // address of the progress thread's postbox table (0 until a rank first posts to it)
   // the doorbell word the progress thread sleeps on instead of PROGRESS_BELL (0: none); posts ring it too
   PROGRESS_SLEEP: 56,
-  // 1 while the progress thread looks at every lane at least every HOLD_MS unrung (a hold needs no ring), else 0
+  // 1 while the progress thread looks at every postbox at least every HOLD_MS unrung (a hold needs no ring), else 0
   PROGRESS_LOOK: 60,
   LEFT: 64, // MAX_RANKS words: 1 once that rank's thread has ended (its launcher sets it)
   REASON: 320, // why the node was aborted: REASON_BYTES of text (see core/reason-text.ts)

@@ -1,6 +1,6 @@
 // An op as an engine receives it, once the Communicator has checked the call: what to run, on
 // which buffers, and the hooks the op carries (input check, trace, relayout). The flight
-// recorder, the progress lanes and both engines read it; engine.ts says what takes it.
+// recorder, the progress postboxes and both engines read it; engine.ts says what takes it.
 import type { Dtype, ReduceOp } from '../core/dtypes.js';
 import type { Kind } from '../core/shm-map.js';
 import type { OpTrace } from '../core/trace.js';

@@ -1,5 +1,5 @@
 // What a progress thread (hosts/shm-host.ts for shared memory, net-host.ts across nodes) does with the ops
-// it takes from a lane: the op as its engine takes it (buffers viewed in the node memory where the
+// it takes from a postbox: the op as its engine takes it (buffers viewed in the node memory where the
 // rank posted them), the handle of an op refused at once, and the outcome written back.
 
 import { DTYPE_SIZE, type Dtype } from '../core/dtypes.js';
@@ -9,7 +9,7 @@ import type { OpTrace } from '../core/trace.js';
 import type { Buf } from '../engine/buffers.js';
 import type { OpSpec } from '../engine/engine.js';
 import { Work, type WorkDriver } from '../engine/work.js';
-import type { OpOutcome, PostedOp } from '../progress/lanes.js';
+import type { OpOutcome, PostedOp } from '../progress/postboxes.js';
 
 /** The driver of an op refused at once: it has settled, so nothing ever drives it. */
 export const REFUSED: WorkDriver = { progress: () => undefined, progressAsync: async () => undefined };

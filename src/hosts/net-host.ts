@@ -1,8 +1,8 @@
 // The network progress thread's loop (NCCL's proxy thread, Gloo's I/O thread): in a job whose
 // nodes hold one rank each, a worker beside the rank owns its own connections to every peer's
 // worker and runs the rank's collectives across nodes on them, so that an op goes on while the
-// rank computes without calling webccl. The rank posts ops through lanes in the node memory
-// (lanes.ts, net-lane.ts; no message per op); for each lane this thread keeps the NetEngine the
+// rank computes without calling webccl. The rank posts ops through postboxes in the node memory
+// (postboxes.ts, net-postbox.ts; no message per op); for each postbox this thread keeps the NetEngine the
 // rank would keep for itself, on the same node memory, so an op runs the same schedule either
 // way. Unlike the shared-memory progress thread (hosts/shm-host.ts) it never blocks: sockets need its
 // event loop, so it sleeps on the node's progress bell with Atomics.waitAsync.
@@ -19,27 +19,27 @@ import type { RankContext } from '../engine/context.js';
 import type { JobStore } from '../engine/job.js';
 import type { Work } from '../engine/work.js';
 import { NetEngine } from '../net/engine.js';
+import { hubBellAt, hubState } from '../progress/net-hub.js';
+import type { NetPostboxConfig } from '../progress/net-postbox.js';
+import { abortAsked, readNetPostboxConfig } from '../progress/net-postbox.js';
 import {
   AWAITED_SHOWN,
   claimSlot,
   L,
-  LANE_BYTES,
-  LANE_CLOSING,
-  LANE_DETACHED,
-  LANE_OPEN,
-  laneAt,
-  laneTable,
   ownerAt,
+  POSTBOX_BYTES,
+  POSTBOX_CLOSING,
+  POSTBOX_DETACHED,
+  POSTBOX_OPEN,
   PROGRESS_STOPPING,
+  postboxAt,
+  postboxTable,
   SLOT_TAKEN,
   slotAt,
   stillListed,
   T,
   turnAt,
-} from '../progress/lanes.js';
-import { hubBellAt, hubState } from '../progress/net-hub.js';
-import type { NetLaneConfig } from '../progress/net-lane.js';
-import { abortAsked, readNetLaneConfig } from '../progress/net-lane.js';
+} from '../progress/postboxes.js';
 import { readPosted, type SlotViews, viewsReaching, writeOutcome } from '../progress/slot-codec.js';
 import { groupContext, releaseCommBlock } from '../shm/block.js';
 import { ShmEngine } from '../shm/engine.js';
@@ -53,7 +53,7 @@ export interface NetHostInput {
   memory: WebAssembly.Memory;
   /** The thread's state block (net-hub.ts). */
   hub: number;
-  /** Its rank's world rank (it serves that rank's lanes only) and place on the node. */
+  /** Its rank's world rank (it serves that rank's postboxes only) and place on the node. */
   rank: number;
   localRank: number;
   /** This worker's own connections to every peer's worker, one tag space per communicator. */
@@ -76,7 +76,7 @@ interface Hosted {
    * members.
    */
   local: Communicator | undefined;
-  /** Ops taken from the lane and not yet ended, in order. */
+  /** Ops taken from the postbox and not yet ended, in order. */
   works: Work[];
   taken: number;
   ended: number;
@@ -84,7 +84,7 @@ interface Hosted {
 }
 
 export class NetProgressHost {
-  private readonly lanes = new Map<number, Hosted>();
+  private readonly postboxes = new Map<number, Hosted>();
   private readonly ctx: RankContext;
   private readonly track = traceTrack('network progress thread');
   private slots: SlotViews | undefined;
@@ -116,51 +116,51 @@ export class NetProgressHost {
     return freshI32(this.i.memory);
   }
 
-  /** Views that reach `h`'s lane (made again only when the memory grew for it). */
+  /** Views that reach `h`'s postbox (made again only when the memory grew for it). */
   private views(h: Hosted): SlotViews {
-    return (this.slots = viewsReaching(this.i.memory, this.slots, h.addr + LANE_BYTES));
+    return (this.slots = viewsReaching(this.i.memory, this.slots, h.addr + POSTBOX_BYTES));
   }
 
-  /** Serves the lanes until its rank has left (or the thread is asked to stop); then closes them. */
+  /** Serves the postboxes until its rank has left (or the thread is asked to stop); then closes them. */
   async run(): Promise<void> {
     const bellAt = hubBellAt(this.i.hub);
     for (;;) {
       const i32 = this.i32();
       const bell = Atomics.load(i32, bellAt);
       this.attach(i32);
-      for (const h of [...this.lanes.values()]) this.serve(h);
+      for (const h of [...this.postboxes.values()]) this.serve(h);
       if (hubState(this.i.memory, this.i.hub) === PROGRESS_STOPPING) break;
-      if (this.lanes.size === 0 && Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * this.i.localRank) >> 2) !== 0) break;
+      if (this.postboxes.size === 0 && Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * this.i.localRank) >> 2) !== 0) break;
       const r = Atomics.waitAsync(i32, bellAt, bell, IDLE_SLICE_MS);
       if (r.async) await r.value;
     }
-    for (const h of this.lanes.values()) this.detach(h);
+    for (const h of this.postboxes.values()) this.detach(h);
     traceFlush();
   }
 
-  /** Takes on the lanes its rank has opened since the last look. */
+  /** Takes on the postboxes its rank has opened since the last look. */
   private attach(i32: Int32Array): void {
-    const table = laneTable(i32);
+    const table = postboxTable(i32);
     if (!table) return;
     const high = Atomics.load(i32, (table + T.HIGH) >> 2);
     for (let k = 0; k < high; k++) {
       const turn = turnAt(i32, table, k);
-      const addr = laneAt(i32, table, k);
-      // Its rank's network lanes only: the node's other lanes are its shared-memory progress
+      const addr = postboxAt(i32, table, k);
+      // Its rank's network postboxes only: the node's other postboxes are its shared-memory progress
       // thread's or another rank's network thread's (which may free theirs at any time).
-      if (addr === 0 || this.lanes.has(addr) || ownerAt(i32, table, k) !== this.i.rank + 1) continue;
+      if (addr === 0 || this.postboxes.has(addr) || ownerAt(i32, table, k) !== this.i.rank + 1) continue;
       const state = Atomics.load(i32, (addr + L.STATE) >> 2);
       // One it let go of may have been freed since (and its memory reused): looked at again next turn.
       if (!stillListed(i32, table, k, turn)) continue;
-      if (state === LANE_CLOSING) {
-        Atomics.store(i32, (addr + L.STATE) >> 2, LANE_DETACHED);
+      if (state === POSTBOX_CLOSING) {
+        Atomics.store(i32, (addr + L.STATE) >> 2, POSTBOX_DETACHED);
         Atomics.notify(i32, (addr + L.STATE) >> 2);
-      } else if (state === LANE_OPEN) this.lanes.set(addr, this.hosted(addr));
+      } else if (state === POSTBOX_OPEN) this.postboxes.set(addr, this.hosted(addr));
     }
   }
 
   private hosted(addr: number): Hosted {
-    const c = readNetLaneConfig(this.i.memory, addr);
+    const c = readNetPostboxConfig(this.i.memory, addr);
     const transport = this.i.spaces.open(c.space, c.members, c.rank);
     const counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
     const world = {
@@ -203,7 +203,7 @@ export class NetProgressHost {
    * posted, is what a node mate's thread waits for (blocking deadlocked node mates that issue
    * two communicators' ops in opposite orders, test/groups/launch.test.ts).
    */
-  private nodeCommunicator(node: NonNullable<NetLaneConfig['node']>, timeoutMs: number): Communicator {
+  private nodeCommunicator(node: NonNullable<NetPostboxConfig['node']>, timeoutMs: number): Communicator {
     const ctx = groupContext(
       { ...this.ctx, slotBytes: this.i32()[(node.block + C.SLOT_BYTES) >> 2], worldRank: this.i.rank },
       node.block,
@@ -232,10 +232,10 @@ export class NetProgressHost {
     );
   }
 
-  /** Takes the lane's new ops (and an abort its rank asked for); lets go of a closed lane. */
+  /** Takes the postbox's new ops (and an abort its rank asked for); lets go of a closed postbox. */
   private serve(h: Hosted): void {
     const i32 = this.i32();
-    if (Atomics.load(i32, (h.addr + L.STATE) >> 2) === LANE_CLOSING) {
+    if (Atomics.load(i32, (h.addr + L.STATE) >> 2) === POSTBOX_CLOSING) {
       this.detach(h);
       return;
     }
@@ -259,13 +259,13 @@ export class NetProgressHost {
   private detach(h: Hosted): void {
     h.engine.close();
     if (h.local && h.local.stats().pending === 0) h.local.destroy(); // (else left: a node mate may still read it)
-    this.lanes.delete(h.addr);
+    this.postboxes.delete(h.addr);
     const i32 = this.i32();
-    Atomics.store(i32, (h.addr + L.STATE) >> 2, LANE_DETACHED);
+    Atomics.store(i32, (h.addr + L.STATE) >> 2, POSTBOX_DETACHED);
     Atomics.notify(i32, (h.addr + L.STATE) >> 2);
   }
 
-  /** The op in `slot`, submitted to the lane's engine (or failed at once, as the engine refuses it). */
+  /** The op in `slot`, submitted to the postbox's engine (or failed at once, as the engine refuses it). */
   private take(h: Hosted, slot: number): Work {
     const { input, output, value: p } = readPosted(this.i.memory, this.views(h), slot);
     claimSlot(this.i.memory, slot, SLOT_TAKEN);
@@ -286,9 +286,9 @@ export class NetProgressHost {
     }
   }
 
-  /** Hands back, in order, the lane's ops that have ended. */
+  /** Hands back, in order, the postbox's ops that have ended. */
   private endSettled(h: Hosted): void {
-    if (!this.lanes.has(h.addr)) return; // let go of (its rank closed the communicator)
+    if (!this.postboxes.has(h.addr)) return; // let go of (its rank closed the communicator)
     const i32 = this.i32();
     while (h.works.length && h.works[0].settled) {
       const w = h.works.shift()!;

@@ -1,9 +1,9 @@
 // The node's progress thread (NCCL's proxy thread is the model): it runs the shared-memory step
 // loops of the ops ranks hand it, so that an op goes on while its rank computes without calling
-// webccl. For each lane (one communicator rank, see lanes.ts) it keeps the same ShmEngine a rank
+// webccl. For each postbox (one communicator rank, see postboxes.ts) it keeps the same ShmEngine a rank
 // keeps for itself, on the same descriptor, so an op runs the same steps whichever thread runs
-// it. It moves every lane a little in turn (never blocking on one), and sleeps on the node's
-// progress bell only when a whole round moved nothing: at once when no lane has an op, in short
+// it. It moves every postbox a little in turn (never blocking on one), and sleeps on the node's
+// progress bell only when a whole round moved nothing: at once when no postbox has an op, in short
 // slices while one waits for a rank that runs its op itself (that rank's posts do not ring it).
 
 import { DTYPE_SIZE } from '../core/dtypes.js';
@@ -19,17 +19,17 @@ import {
   claimSlot,
   HOLD_MS,
   L,
-  LANE_BYTES,
-  LANE_CLOSING,
-  LANE_DETACHED,
-  LANE_OPEN,
-  laneAt,
-  laneTable,
   ownerAt,
+  POSTBOX_BYTES,
+  POSTBOX_CLOSING,
+  POSTBOX_DETACHED,
+  POSTBOX_OPEN,
   PROGRESS_NONE,
   PROGRESS_RUNNING,
   PROGRESS_STARTING,
   PROGRESS_STOPPING,
+  postboxAt,
+  postboxTable,
   SLOT_POSTED,
   SLOT_RECLAIMED,
   SLOT_TAKEN,
@@ -39,7 +39,7 @@ import {
   T,
   TABLE_BYTES,
   turnAt,
-} from '../progress/lanes.js';
+} from '../progress/postboxes.js';
 import { readPosted, type SlotViews, viewsReaching, writeOutcome } from '../progress/slot-codec.js';
 import { progressEnded } from '../progress/start.js';
 import { Doorbell } from '../shm/doorbell.js';
@@ -50,15 +50,15 @@ import { hostedSpec, outcomeOf, REFUSED, refusedWork } from './hosted-ops.js';
 const RECLAIMED = new Work('allReduce', -1, REFUSED, true);
 RECLAIMED.settle();
 
-/** Longest sleep while some lane has an op (its peer may be a rank that runs its own op). */
+/** Longest sleep while some postbox has an op (its peer may be a rank that runs its own op). */
 const BUSY_SLICE_MS = 1;
 /** Longest sleep on a communicator's doorbell (every step it waits for rings it; deadlines are looked at between). */
 const DOORBELL_SLICE_MS = 20;
-/** Longest sleep with no lane open: how often it looks whether every rank has left. */
+/** Longest sleep with no postbox open: how often it looks whether every rank has left. */
 const IDLE_SLICE_MS = 200;
 /**
  * How long after it last saw an op within its grace (held, or posted with one) it keeps looking
- * at every lane each HOLD_MS without being rung: a rank that waits for its ops at once holds
+ * at every postbox each HOLD_MS without being rung: a rank that waits for its ops at once holds
  * one after another, and a ring for each would cost it a wake-up call apiece. Short: on a
  * machine whose every core runs a rank, each look takes a core from a rank for a while.
  */
@@ -70,11 +70,11 @@ interface Hosted {
   comm: number;
   size: number;
   engine: ShmEngine;
-  /** Ops taken from the lane and not yet ended, in order. */
+  /** Ops taken from the postbox and not yet ended, in order. */
   works: Work[];
   taken: number;
   ended: number;
-  /** The node rank of this lane's rank (its LEFT word). */
+  /** The node rank of this postbox's rank (its LEFT word). */
   local: number;
   /** Its L.HOLDS at the last look. */
   holds: number;
@@ -100,7 +100,7 @@ export function hostProgress(memory: WebAssembly.Memory, o: HostOptions): void {
 
 class ProgressHost {
   private readonly cores = new Map<boolean, { core: WasmCore; pollsPerUs: number }>();
-  private readonly lanes = new Map<number, Hosted>();
+  private readonly postboxes = new Map<number, Hosted>();
   private readonly heap: NodeHeap;
   private readonly nranks: number;
   private readonly track = traceTrack('progress thread');
@@ -125,9 +125,9 @@ class ProgressHost {
     return freshI32(this.memory);
   }
 
-  /** Views that reach `h`'s lane (renewed when the lane lies past the last ones: the memory grew for it). */
+  /** Views that reach `h`'s postbox (renewed when the postbox lies past the last ones: the memory grew for it). */
   private views(h: Hosted): SlotViews {
-    return (this.slots = viewsReaching(this.memory, this.slots, h.addr + LANE_BYTES));
+    return (this.slots = viewsReaching(this.memory, this.slots, h.addr + POSTBOX_BYTES));
   }
 
   run(): void {
@@ -140,13 +140,13 @@ class ProgressHost {
       let moved = false;
       let busy = false;
       this.nextGrace = Infinity;
-      for (const h of this.lanes.values()) {
+      for (const h of this.postboxes.values()) {
         const r = this.serve(h);
         moved ||= r.moved;
         busy ||= h.works.length > 0;
       }
       if (moved) continue;
-      if (!busy && this.nextGrace === Infinity && this.lanes.size === 0 && this.everyRankLeft(i32)) break;
+      if (!busy && this.nextGrace === Infinity && this.postboxes.size === 0 && this.everyRankLeft(i32)) break;
       if (Atomics.load(i32, (NODE_BASE + N.PROGRESS) >> 2) === PROGRESS_STOPPING) break;
       this.sleep(bell, busy);
     }
@@ -155,7 +155,7 @@ class ProgressHost {
     traceFlush();
     progressEnded(
       this.memory,
-      stopped && [...this.lanes.values()].some((h) => h.works.length)
+      stopped && [...this.postboxes.values()].some((h) => h.works.length)
         ? 'stopped by the one that started it, with ops in hand'
         : '',
     );
@@ -170,7 +170,7 @@ class ProgressHost {
     const bellAt = (NODE_BASE + N.PROGRESS_BELL) >> 2;
     const cap = this.lookCap();
     if (cap === 0) return;
-    const held = [...this.lanes.values()].filter((h) => h.works.length);
+    const held = [...this.postboxes.values()].filter((h) => h.works.length);
     const comm = held.length && held.every((h) => h.comm === held[0].comm) ? held[0].comm : 0;
     if (!comm) {
       Atomics.wait(this.i32(), bellAt, bell, Math.min(this.nextGrace, cap, busy ? BUSY_SLICE_MS : IDLE_SLICE_MS));
@@ -209,7 +209,7 @@ class ProgressHost {
     }
     if (Atomics.load(i32, lookAt) === 0) return Infinity;
     Atomics.store(i32, lookAt, 0);
-    for (const h of this.lanes.values()) {
+    for (const h of this.postboxes.values()) {
       if (Atomics.load(i32, (h.addr + L.HOLD) >> 2) !== 0 || Atomics.load(i32, (h.addr + L.POSTED) >> 2) !== h.taken)
         return 0;
     }
@@ -227,33 +227,33 @@ class ProgressHost {
     return true;
   }
 
-  /** Takes on the lanes ranks have opened since the last look. */
+  /** Takes on the postboxes ranks have opened since the last look. */
   private attach(loopView: Int32Array): void {
-    // The loop's view, unless the memory grew past it for the table or a lane (a new view then).
+    // The loop's view, unless the memory grew past it for the table or a postbox (a new view then).
     let i32 = loopView;
-    const table = laneTable(i32);
+    const table = postboxTable(i32);
     if (!table) return;
     if (table + TABLE_BYTES > i32.byteLength) i32 = this.i32();
     const high = Atomics.load(i32, (table + T.HIGH) >> 2);
     for (let k = 0; k < high; k++) {
       const turn = turnAt(i32, table, k);
-      const addr = laneAt(i32, table, k);
-      // Another owner: a rank's network progress thread's lane (net-lane.ts), not ours.
-      if (addr === 0 || this.lanes.has(addr) || ownerAt(i32, table, k) !== 0) continue;
-      // A lane allocated after `i32` was made may lie beyond it (the memory grew for it).
-      if (addr + LANE_BYTES > i32.byteLength) i32 = this.i32();
+      const addr = postboxAt(i32, table, k);
+      // Another owner: a rank's network progress thread's postbox (net-postbox.ts), not ours.
+      if (addr === 0 || this.postboxes.has(addr) || ownerAt(i32, table, k) !== 0) continue;
+      // A postbox allocated after `i32` was made may lie beyond it (the memory grew for it).
+      if (addr + POSTBOX_BYTES > i32.byteLength) i32 = this.i32();
       const state = Atomics.load(i32, (addr + L.STATE) >> 2);
       // One this thread let go of may have been freed since (its memory reused): looked at next turn.
       if (!stillListed(i32, table, k, turn)) continue;
-      if (state === LANE_CLOSING) {
+      if (state === POSTBOX_CLOSING) {
         // Opened and closed again before this thread looked (its ops, if any, were taken back):
         // there is nothing to let go of, but its rank waits to hear so.
-        Atomics.store(i32, (addr + L.STATE) >> 2, LANE_DETACHED);
+        Atomics.store(i32, (addr + L.STATE) >> 2, POSTBOX_DETACHED);
         Atomics.notify(i32, (addr + L.STATE) >> 2);
         continue;
       }
-      if (state !== LANE_OPEN) continue;
-      this.lanes.set(addr, this.hosted(i32, addr));
+      if (state !== POSTBOX_OPEN) continue;
+      this.postboxes.set(addr, this.hosted(i32, addr));
     }
   }
 
@@ -281,7 +281,7 @@ class ProgressHost {
       cores: this.o.cores,
       sharedBuffers: new Set([freshBuffer(this.memory)]),
     };
-    // It never blocks inside one lane: each wait spins only its short try before the next lane.
+    // It never blocks inside one postbox: each wait spins only its short try before the next postbox.
     setSpin(ctx, defaultSpinUs(size, this.o.cores));
     const counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
     return {
@@ -310,15 +310,15 @@ class ProgressHost {
     return c;
   }
 
-  /** Takes the lane's new ops, moves its head along, hands back those that ended. */
+  /** Takes the postbox's new ops, moves its head along, hands back those that ended. */
   private serve(h: Hosted): { moved: boolean } {
     const i32 = this.i32();
     const state = Atomics.load(i32, (h.addr + L.STATE) >> 2);
-    if (state === LANE_CLOSING || Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * h.local) >> 2) === LEFT_DIED) {
+    if (state === POSTBOX_CLOSING || Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * h.local) >> 2) === LEFT_DIED) {
       // Its rank closed the communicator, or died: nobody will read these ops' outcomes.
       h.engine.close();
-      this.lanes.delete(h.addr);
-      Atomics.store(i32, (h.addr + L.STATE) >> 2, LANE_DETACHED);
+      this.postboxes.delete(h.addr);
+      Atomics.store(i32, (h.addr + L.STATE) >> 2, POSTBOX_DETACHED);
       Atomics.notify(i32, (h.addr + L.STATE) >> 2);
       return { moved: true };
     }
@@ -376,7 +376,7 @@ class ProgressHost {
   }
 
   /**
-   * The op in `slot`, submitted to the lane's engine (or ended at once: its rank took it back to
+   * The op in `slot`, submitted to the postbox's engine (or ended at once: its rank took it back to
    * run it itself); null while the op is within its grace (see PostedOp.graceUntil).
    */
   private take(h: Hosted, slot: number): Work | null {

@@ -15,7 +15,7 @@ import { netWorld } from '../engine/placement.js';
 import { settledWithoutBlocking } from '../engine/work.js';
 import { netEngineFor } from '../progress/net-engine-for.js';
 import type { NetProgress } from '../progress/net-hub.js';
-import type { NetLaneConfig } from '../progress/net-lane.js';
+import type { NetPostboxConfig } from '../progress/net-postbox.js';
 import { RANK_RUNS_MAX_BYTES } from '../progress/net-route.js';
 import { allocCommBlock } from '../shm/block.js';
 import type { Mesh } from '../transport/mesh/mesh.js';
@@ -144,14 +144,14 @@ export async function netWorldCommunicator(i: NetWorldInput): Promise<Communicat
 }
 
 /**
- * A communicator block for the node's network progress threads (NetLaneConfig.node): allocated
+ * A communicator block for the node's network progress threads (NetPostboxConfig.node): allocated
  * by the node's first rank, its address given to the others over the node's own communicator.
  */
 async function threadNodeBlock(
   ctx: RankContext,
   local: Communicator,
   localRank: number,
-): Promise<NonNullable<NetLaneConfig['node']>> {
+): Promise<NonNullable<NetPostboxConfig['node']>> {
   const at = new Float64Array([localRank === 0 ? allocCommBlock(ctx, local.size) : 0]);
   // Waited for without blocking: this thread may serve the job's store, which node mates need meanwhile.
   await settledWithoutBlocking(local.broadcast(at, { root: 0 }), 1);

@@ -15,9 +15,9 @@ import { WebcclError } from '../core/errors.js';
 import { freshI32 } from '../core/fresh-buffer.js';
 import { log } from '../core/log.js';
 import { TRACING } from '../core/trace.js';
-import { PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STOPPING } from '../progress/lanes.js';
 import type { NetProgress } from '../progress/net-hub.js';
 import { askHubToStop, hubEnded, hubState, hubStateAt, moveHub, netThreadExited } from '../progress/net-hub.js';
+import { PROGRESS_NONE, PROGRESS_RUNNING, PROGRESS_STOPPING } from '../progress/postboxes.js';
 import { stopWithin } from '../progress/thread-stop.js';
 
 declare const __dirname: string | undefined;

@@ -5,7 +5,7 @@
 import type { Algo } from '../core/shm-map.js';
 import type { OpSpec } from '../engine/engine.js';
 import type { Work } from '../engine/work.js';
-import type { LaneOp } from './lane-outcomes.js';
+import type { PostboxOp } from './postbox-outcomes.js';
 
 /** A wait begun this soon after the call returned counts as waiting at once (a synchronous-style call). */
 export const AT_ONCE_MS = 0.5;
@@ -23,9 +23,9 @@ export interface Held {
   seq: number;
   work: Work;
   algo: Algo;
-  /** In slot `posted` of the lane, under this tag in L.HOLD (0: not written: a large plain buffer's op). */
+  /** In slot `posted` of the postbox, under this tag in L.HOLD (0: not written: a large plain buffer's op). */
   tag: number;
-  staged: Pick<LaneOp, 'stagedIn' | 'stagedOut' | 'inPlace'>;
+  staged: Pick<PostboxOp, 'stagedIn' | 'stagedOut' | 'inPlace'>;
 }
 
 /**

@@ -9,13 +9,13 @@ import type { NetWorld } from '../engine/job.js';
 import type { NodeMates } from '../engine/node-mates.js';
 import type { NetPlacement } from '../engine/placement.js';
 import { NetEngine } from '../net/engine.js';
-import type { NetLaneConfig } from './net-lane.js';
+import type { NetPostboxConfig } from './net-postbox.js';
 import { NetProxyEngine } from './net-proxy-engine.js';
 
 /**
  * `space` and `members`: the communicator's tag space and its ranks as the job's connections
  * number them. `threadNode`: where the node's network threads meet for the node phase (when
- * this node holds several of its members; see NetLaneConfig.node).
+ * this node holds several of its members; see NetPostboxConfig.node).
  */
 export function netEngineFor(
   ctx: RankContext,
@@ -27,7 +27,7 @@ export function netEngineFor(
   counters: OpCounters,
   algo: unknown,
   timeoutMs: number,
-  threadNode?: NetLaneConfig['node'],
+  threadNode?: NetPostboxConfig['node'],
 ): Engine {
   const direct = new NetEngine(ctx, world, local, counters, algo, timeoutMs);
   if (!net.viaThread || net.hub === undefined) return direct;

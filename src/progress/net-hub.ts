@@ -1,5 +1,5 @@
 // The state of one network progress thread, in a small block of the node heap that its rank
-// allocates before starting it: whether it runs (PROGRESS_* of lanes.ts), once it ended why, and
+// allocates before starting it: whether it runs (PROGRESS_* of postboxes.ts), once it ended why, and
 // the bell it sleeps on. A node of several ranks has one such thread per rank beside the node's
 // shared-memory progress thread, so none of them may use the node header's own progress word,
 // reason or bell (on a shared bell, every op posted on the node woke every thread of it).
@@ -7,7 +7,7 @@ import { freshBuffer, freshI32 } from '../core/fresh-buffer.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import { REASON_BYTES } from '../core/shm-map.js';
 import type { RankContext } from '../engine/context.js';
-import { laneTable, PROGRESS_GONE, PROGRESS_RUNNING, PROGRESS_STOPPING, wakeLanes } from './lanes.js';
+import { PROGRESS_GONE, PROGRESS_RUNNING, PROGRESS_STOPPING, postboxTable, wakePostboxes } from './postboxes.js';
 
 const H = { STATE: 0, BELL: 4, REASON: 64 } as const;
 const HUB_BYTES = H.REASON + REASON_BYTES;
@@ -33,7 +33,7 @@ export const hubStateAt = (hub: number): number => (hub + H.STATE) >> 2;
 /** The word the thread sleeps on. */
 export const hubBellAt = (hub: number): number => (hub + H.BELL) >> 2;
 
-/** Wakes the thread (a post, a new or closing lane, an abort, a stop). */
+/** Wakes the thread (a post, a new or closing postbox, an abort, a stop). */
 export function ringHub(memory: WebAssembly.Memory, hub: number): void {
   const i32 = freshI32(memory);
   Atomics.add(i32, hubBellAt(hub), 1);
@@ -66,15 +66,15 @@ export function hubReason(memory: WebAssembly.Memory, hub: number): string {
 
 /**
  * Records that the thread has ended (`why` when it failed) and wakes whoever waits for it: its
- * rank's ops (their lanes' DONE words) and a process exit waiting for its trace.
+ * rank's ops (their postboxes' DONE words) and a process exit waiting for its trace.
  */
 export function hubEnded(memory: WebAssembly.Memory, hub: number, why: string): void {
   const i32 = freshI32(memory);
   const was = Atomics.exchange(i32, hubStateAt(hub), PROGRESS_GONE);
   if (why && was !== PROGRESS_GONE) writeReasonText(memory, hub + H.REASON, why);
   Atomics.notify(i32, hubStateAt(hub));
-  const table = laneTable(i32);
-  if (table) wakeLanes(i32, table);
+  const table = postboxTable(i32);
+  if (table) wakePostboxes(i32, table);
 }
 
 /** What to undo, on the rank's thread, if a network thread ends before its rank is done with it (by memory and hub). */

@@ -1,5 +1,5 @@
 // A rank's engine for a communicator across nodes when its node's network progress thread runs
-// the collectives (net-host.ts): ops are posted through the rank's lane and go on while the rank
+// the collectives (net-host.ts): ops are posted through the rank's postbox and go on while the rank
 // computes; the rank only reads their outcomes. Buffers from comm.alloc() are used in place; a
 // plain TypedArray is copied into a heap block when the op is posted and out when it ends.
 // Send and recv stay on the rank's own connections (`direct`, a NetEngine of its own), and so
@@ -17,25 +17,25 @@ import { FlightRecorder } from '../engine/flight-recorder.js';
 import { Work, type WorkDriver } from '../engine/work.js';
 import type { NetEngine } from '../net/engine.js';
 import { ShmRunner } from '../shm/runner.js';
-import { closeLane } from './lane-life.js';
-import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
+import { hubReason, hubState, onThreadLost, ringHub } from './net-hub.js';
+import { askAbort, type NetPostboxConfig, openNetPostbox } from './net-postbox.js';
+import { rankRuns } from './net-route.js';
+import { closePostbox } from './postbox-life.js';
+import { type PostboxOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './postbox-outcomes.js';
 import {
   AWAITED_SHOWN,
   L,
-  LANE_BYTES,
-  LANE_SLOTS,
   type OpOutcome,
+  POSTBOX_BYTES,
+  POSTBOX_SLOTS,
   PROGRESS_GONE,
   PROGRESS_RUNNING,
   postedOp,
   slotAt,
-} from './lanes.js';
-import { hubReason, hubState, onThreadLost, ringHub } from './net-hub.js';
-import { askAbort, type NetLaneConfig, openNetLane } from './net-lane.js';
-import { rankRuns } from './net-route.js';
+} from './postboxes.js';
 import { type SlotViews, viewsReaching, writePosted } from './slot-codec.js';
 
-interface PostedNetOp extends LaneOp {
+interface PostedNetOp extends PostboxOp {
   /** The schedule the thread's engine runs it with (the same choice on both threads). */
   algo: string;
   /** Read back, not yet settled (an earlier op is still running). */
@@ -43,23 +43,23 @@ interface PostedNetOp extends LaneOp {
 }
 
 /**
- * A collective in issue order: posted to the thread (`lane`), or run by the rank itself (`inner`, the direct engine's
- * handle).
+ * A collective in issue order: posted to the thread (`postbox`), or run by the rank itself (`inner`, the direct
+ * engine's handle).
  */
 interface Issued {
   work: Work;
-  lane?: PostedNetOp;
+  postbox?: PostedNetOp;
   inner?: Work;
 }
 
 /** How long abort() waits for the thread to tell the peers. */
 const ABORT_SEND_MS = 2000;
-/** How long closing waits for the thread to let go of the lane (it may be ending an op's sends). */
+/** How long closing waits for the thread to let go of the postbox (it may be ending an op's sends). */
 const DETACH_MS = 10_000;
 
 export class NetProxyEngine implements Engine, WorkDriver {
   private seq = 0;
-  private lane = 0;
+  private postbox = 0;
   private config = 0;
   private abortBlock = 0;
   /** Ops posted (or waiting for a slot) and not yet read back, in order. */
@@ -88,7 +88,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
    */
   constructor(
     private readonly ctx: RankContext,
-    private readonly c: NetLaneConfig,
+    private readonly c: NetPostboxConfig,
     private readonly direct: NetEngine,
     private readonly counters: OpCounters,
     private readonly hub: number,
@@ -121,19 +121,19 @@ export class NetProxyEngine implements Engine, WorkDriver {
     };
   }
 
-  /** The flight record, with the ops the thread has started marked so (read from the lane when asked). */
+  /** The flight record, with the ops the thread has started marked so (read from the postbox when asked). */
   get flight(): FlightRecorder {
     this.markStarted();
     return this.recorder;
   }
 
-  /** Marks started the pending ops that have (the thread's, from the lane; the rank's own, from their handles). */
+  /** Marks started the pending ops that have (the thread's, from the postbox; the rank's own, from their handles). */
   private markStarted(): void {
-    const started = this.lane ? Atomics.load(this.laneWords(), (this.lane + L.STARTED) >> 2) : 0;
+    const started = this.postbox ? Atomics.load(this.postboxWords(), (this.postbox + L.STARTED) >> 2) : 0;
     for (const e of this.order) {
       if (!Number.isNaN(e.work.timing.startedAt)) continue;
       if (e.inner) e.work.timing.startedAt = e.inner.timing.startedAt;
-      else if (e.lane!.seq < started) e.work.timing.startedAt = performance.now();
+      else if (e.postbox!.seq < started) e.work.timing.startedAt = performance.now();
     }
   }
 
@@ -144,10 +144,10 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   /** The ranks the thread's running op awaits (the first few). */
   private awaitedInThread(): number[] {
-    if (!this.lane) return [];
-    const i32 = this.laneWords();
-    const n = Math.min(Atomics.load(i32, (this.lane + L.AWAITED) >> 2), AWAITED_SHOWN);
-    return Array.from({ length: n }, (_, k) => i32[(this.lane + L.AWAITED_LIST + 4 * k) >> 2]);
+    if (!this.postbox) return [];
+    const i32 = this.postboxWords();
+    const n = Math.min(Atomics.load(i32, (this.postbox + L.AWAITED) >> 2), AWAITED_SHOWN);
+    return Array.from({ length: n }, (_, k) => i32[(this.postbox + L.AWAITED_LIST + 4 * k) >> 2]);
   }
 
   submit(s: OpSpec): Work {
@@ -169,13 +169,18 @@ export class NetProxyEngine implements Engine, WorkDriver {
     work.timing.issuedAt = performance.now();
     this.recorder.submitted(work, s, algo);
     if (s.trace) work.trace = s.trace.issue(work, algo);
-    if (!this.lane)
-      ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c, this.c.members[this.c.rank], this.hub));
+    if (!this.postbox)
+      ({ postbox: this.postbox, config: this.config } = openNetPostbox(
+        this.ctx,
+        this.c,
+        this.c.members[this.c.rank],
+        this.hub,
+      ));
     const staged = stageOp(this.ctx, s);
     s.check?.atStart(seq);
     const t: PostedNetOp = { spec: s, work, seq, algo, ...staged };
     this.ops.push(t);
-    this.order.push({ work, lane: t });
+    this.order.push({ work, postbox: t });
     if (!this.threadRuns()) this.threadGone();
     else this.postWaiting();
     return work;
@@ -214,10 +219,10 @@ export class NetProxyEngine implements Engine, WorkDriver {
   abort(reason: string): void {
     const asked = this.tellThread(reason);
     this.direct.abort(reason);
-    const at = (this.lane + L.ABORT_SENT) >> 2;
+    const at = (this.postbox + L.ABORT_SENT) >> 2;
     const until = performance.now() + ABORT_SEND_MS;
-    while (asked && Atomics.load(this.laneWords(), at) === 0 && this.threadRuns() && performance.now() < until)
-      Atomics.wait(this.laneWords(), at, 0, 20);
+    while (asked && Atomics.load(this.postboxWords(), at) === 0 && this.threadRuns() && performance.now() < until)
+      Atomics.wait(this.postboxWords(), at, 0, 20);
     this.fail(this.direct.failure()!);
   }
 
@@ -226,9 +231,14 @@ export class NetProxyEngine implements Engine, WorkDriver {
    * before.
    */
   private tellThread(reason: string): number {
-    if (!this.lane)
-      ({ lane: this.lane, config: this.config } = openNetLane(this.ctx, this.c, this.c.members[this.c.rank], this.hub));
-    const asked = askAbort(this.ctx, this.lane, reason, this.hub);
+    if (!this.postbox)
+      ({ postbox: this.postbox, config: this.config } = openNetPostbox(
+        this.ctx,
+        this.c,
+        this.c.members[this.c.rank],
+        this.hub,
+      ));
+    const asked = askAbort(this.ctx, this.postbox, reason, this.hub);
     this.abortBlock ||= asked;
     return asked;
   }
@@ -243,16 +253,16 @@ export class NetProxyEngine implements Engine, WorkDriver {
     this.direct.close();
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
     for (const e of this.order.splice(0)) e.work.settle(this.broken);
-    if (!this.lane) return;
-    const lane = this.lane;
-    this.lane = 0;
+    if (!this.postbox) return;
+    const postbox = this.postbox;
+    this.postbox = 0;
     // Freed only once the thread let go: its sends may still read the ops' copies. The thread
     // lets go on its own event loop, so this short wait needs nothing of this thread (even
     // where several ranks share it, as in tests).
     if (
-      !closeLane(
+      !closePostbox(
         { ...this.ctx, canBlock: true },
-        lane,
+        postbox,
         DETACH_MS,
         () => hubState(this.ctx.core.memory, this.hub) === PROGRESS_GONE,
         () => ringHub(this.ctx.core.memory, this.hub),
@@ -260,7 +270,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
     )
       return;
     for (const t of this.ops.splice(0)) unstage(this.ctx, t);
-    for (const b of [lane, this.config, this.abortBlock]) if (b) this.ctx.heap.free(b);
+    for (const b of [postbox, this.config, this.abortBlock]) if (b) this.ctx.heap.free(b);
   }
 
   // ---------------------------------------------------------------- WorkDriver
@@ -274,11 +284,11 @@ export class NetProxyEngine implements Engine, WorkDriver {
           'UNSUPPORTED',
           `${w.name} #${w.seq}: waitSync() would wait behind ${first.work.name} #${first.work.seq}, which runs on the rank's own connections and ends on the event loop; await it instead`,
         );
-      const i32 = this.laneWords();
-      const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
+      const i32 = this.postboxWords();
+      const done = Atomics.load(i32, (this.postbox + L.DONE) >> 2);
       if (done === this.read) {
         if (!this.threadRuns()) return this.threadGone();
-        Atomics.wait(i32, (this.lane + L.DONE) >> 2, done, WAIT_SLICE_MS);
+        Atomics.wait(i32, (this.postbox + L.DONE) >> 2, done, WAIT_SLICE_MS);
       }
       this.collect();
     }
@@ -288,7 +298,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
     this.collect();
     if (w.settled) return;
     // Atomics.waitAsync does not keep the process alive: an awaited op must (`await comm.allReduce(x)`
-    // at a script's end). Made at the first wait on the lane: an op the rank runs keeps its own.
+    // at a script's end). Made at the first wait on the postbox: an op the rank runs keeps its own.
     let alive: ReturnType<typeof setTimeout> | undefined;
     try {
       while (!w.settled) {
@@ -298,11 +308,11 @@ export class NetProxyEngine implements Engine, WorkDriver {
           this.collect();
           continue;
         }
-        const i32 = this.laneWords();
-        const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
+        const i32 = this.postboxWords();
+        const done = Atomics.load(i32, (this.postbox + L.DONE) >> 2);
         if (done === this.read) {
           if (!this.threadRuns()) return this.threadGone();
-          const r = Atomics.waitAsync(i32, (this.lane + L.DONE) >> 2, done, WAIT_SLICE_MS);
+          const r = Atomics.waitAsync(i32, (this.postbox + L.DONE) >> 2, done, WAIT_SLICE_MS);
           alive ??= setTimeout(() => undefined, 1 << 30);
           if (r.async) await r.value;
         }
@@ -313,20 +323,20 @@ export class NetProxyEngine implements Engine, WorkDriver {
     }
   }
 
-  // ---------------------------------------------------------------- the lane
+  // ---------------------------------------------------------------- the postbox
 
   /**
-   * The lane's words (the lane is open): the views kept for its slots, which reach it. Views made
+   * The postbox's words (the postbox is open): the views kept for its slots, which reach it. Views made
    * anew for each look read the memory's buffer and built an array over it: ~10 µs of the wait
    * for an op that ended while the rank computed (caches cold, every object touched costs).
    */
-  private laneWords(): Int32Array {
+  private postboxWords(): Int32Array {
     return this.views().i32;
   }
 
-  /** Views that reach the lane's slots (made once the lane is open). */
+  /** Views that reach the postbox's slots (made once the postbox is open). */
   private views(): SlotViews {
-    return (this.slots = viewsReaching(this.ctx.core.memory, this.slots, this.lane + LANE_BYTES));
+    return (this.slots = viewsReaching(this.ctx.core.memory, this.slots, this.postbox + POSTBOX_BYTES));
   }
 
   private threadRuns(): boolean {
@@ -336,7 +346,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
   /** Posts the ops that wait for a free slot, as far as slots allow. */
   private postWaiting(): void {
     const mem = this.ctx.core.memory;
-    while (this.posted < this.read + this.ops.length && this.posted - this.read < LANE_SLOTS) {
+    while (this.posted < this.read + this.ops.length && this.posted - this.read < POSTBOX_SLOTS) {
       const t = this.ops[this.posted - this.read];
       const s = t.spec;
       // The call's algorithm option rides unchecked: the thread's engine judges it, as the rank's would.
@@ -345,7 +355,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
         !writePosted(
           mem,
           this.views(),
-          slotAt(this.lane, this.posted),
+          slotAt(this.postbox, this.posted),
           t.stagedIn || s.input?.addr || 0,
           t.stagedOut || s.output?.addr || 0,
           p,
@@ -357,18 +367,18 @@ export class NetProxyEngine implements Engine, WorkDriver {
         );
       }
       this.posted++;
-      Atomics.store(this.laneWords(), (this.lane + L.POSTED) >> 2, this.posted);
+      Atomics.store(this.postboxWords(), (this.postbox + L.POSTED) >> 2, this.posted);
       ringHub(mem, this.hub);
     }
   }
 
   /** Reads back the ops the thread has ended: copies results out, frees copies, settles. */
   private collect(): void {
-    if (this.lane) {
-      const done = Atomics.load(this.laneWords(), (this.lane + L.DONE) >> 2);
+    if (this.postbox) {
+      const done = Atomics.load(this.postboxWords(), (this.postbox + L.DONE) >> 2);
       for (; this.read < done; this.read++) {
         const t = this.ops.shift()!;
-        const { o, err } = readBack(this.ctx, this.views(), slotAt(this.lane, this.read), t);
+        const { o, err } = readBack(this.ctx, this.views(), slotAt(this.postbox, this.read), t);
         this.fromThread++;
         if (!err) {
           t.outcome = o;
@@ -392,7 +402,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
         Object.assign(e.work.timing, { startedAt, joinedAt });
         e.work.settle(e.inner.failure, Math.max(completedAt, this.lastEnd));
       } else if (!e.work.settled) {
-        const t = e.lane!;
+        const t = e.postbox!;
         if (!t.outcome) return;
         if (settleFrom(t, t.outcome, undefined, this.lastEnd)) {
           countDone(this.counters, t.work);

@@ -7,7 +7,7 @@
 // - 'auto': decided per op (thread-engine.ts). A rank that waited for its last op at once
 //   (`await comm.allReduce(x)`, waitSync() right after the call) is expected to do so again:
 //   a small op of one exchange then starts on the rank at issue (its data is posted for the
-//   peers before the call returns), and a larger one is held, written into the lane but
+//   peers before the call returns), and a larger one is held, written into the postbox but
 //   uncounted: a wait for it runs it on the rank, no copy, no hand-over; any other call hands it
 //   to the thread; left alone (the rank computes), the thread takes it HOLD_MS after it first
 //   sees it. Ops of a rank that did not wait at once go to the thread at once (a wait within
@@ -21,7 +21,7 @@ import type { RankContext } from '../engine/context.js';
 import type { Engine, OpCounters } from '../engine/engine.js';
 import { checkMode } from '../engine/input-check.js';
 import { ShmEngine } from '../shm/engine.js';
-import { PROGRESS_RUNNING, progressState } from './lanes.js';
+import { PROGRESS_RUNNING, progressState } from './postboxes.js';
 import { progressStarting, waitProgressSettled } from './start.js';
 import { ThreadEngine } from './thread-engine.js';
 

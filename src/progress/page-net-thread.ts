@@ -9,9 +9,9 @@
 import type { PageJob } from '../bootstrap/page-job.js';
 import { WebcclError } from '../core/errors.js';
 import { log } from '../core/log.js';
-import { PROGRESS_NONE, PROGRESS_RUNNING } from './lanes.js';
 import type { NetProgress } from './net-hub.js';
 import { askHubToStop, hubEnded, moveHub, netThreadExited } from './net-hub.js';
+import { PROGRESS_NONE, PROGRESS_RUNNING } from './postboxes.js';
 import { FORCED_STOP, stopWithin, workerErrorText } from './thread-stop.js';
 
 /** How long a rank waits for the script to load before it goes on without a thread. */

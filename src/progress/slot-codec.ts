@@ -1,6 +1,6 @@
-// The ops a rank posts through its lane and the outcomes its progress thread writes back, as
+// The ops a rank posts through its postbox and the outcomes its progress thread writes back, as
 // words in the slot: a handful of numbers read and written in well under a microsecond. JSON
-// (lanes.ts writeSlot) cost about 3 µs each way, as much as a whole small collective, and every
+// (postboxes.ts writeSlot) cost about 3 µs each way, as much as a whole small collective, and every
 // op a rank waits for at once is written to a slot (thread-engine.ts: it may be left unwaited).
 // What the words cannot hold (per-peer counts, an algorithm option outside the known names, an
 // error) still goes as JSON.
@@ -15,7 +15,7 @@ import {
   SLOT_POSTED,
   writeOutcomeText,
   writeSlot,
-} from './lanes.js';
+} from './postboxes.js';
 
 /**
  * The slot's i32 words (F64: the f64 words' first index, in f64 words); TEXT_LEN holds BINARY when the words follow,
@@ -58,7 +58,7 @@ const ALGOS = [
 const KINDS = Object.keys(KIND) as Kind[];
 
 /**
- * Views of the whole node memory, made once the lane was allocated (its slots lie inside them:
+ * Views of the whole node memory, made once the postbox was allocated (its slots lie inside them:
  * a view of a shared memory stays valid as the memory grows, it only does not reach past where
  * it ended). A view per slot access cost more than the access.
  */

@@ -9,16 +9,16 @@ import type { NodeHandle } from '../core/node.js';
 import { writeReasonText } from '../core/reason-text.js';
 import { N, NODE_BASE } from '../core/shm-map.js';
 import {
-  laneTable,
   PROGRESS_GONE,
   PROGRESS_NONE,
   PROGRESS_RUNNING,
   PROGRESS_STARTING,
   PROGRESS_STOPPING,
+  postboxTable,
   ringProgress,
   T,
-  wakeLanes,
-} from './lanes.js';
+  wakePostboxes,
+} from './postboxes.js';
 
 /** A started progress thread: `stop()` ends it (the node's ranks must have ended their ops). */
 export interface ProgressThread {
@@ -108,10 +108,10 @@ export async function stopProgressThread(node: NodeHandle): Promise<void> {
 export function progressEnded(memory: WebAssembly.Memory, why: string): void {
   const i32 = freshI32(memory);
   const was = Atomics.exchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_GONE);
-  const table = laneTable(i32);
+  const table = postboxTable(i32);
   if (!table) return;
   if (why && was !== PROGRESS_GONE) writeReasonText(memory, table + T.REASON, why);
-  wakeLanes(i32, table);
+  wakePostboxes(i32, table);
 }
 
 /** Whether the node's progress thread was announced and has not yet said that it runs. */

@@ -1,5 +1,5 @@
 // A rank's engine on a node that has a progress thread: it hands collectives to that thread
-// through the rank's lane (lanes.ts), so they go on while the rank computes, and keeps the fast
+// through the rank's postbox (postboxes.ts), so they go on while the rank computes, and keeps the fast
 // path of running an op itself. Buffers from comm.alloc() are used in place; a plain TypedArray
 // is copied into a heap block when the op is posted and out of it when its outcome is read.
 //
@@ -47,32 +47,32 @@ import {
   sameOp,
   UNSTAGED,
 } from './auto-choice.js';
-import { closeLane, openLane } from './lane-life.js';
-import { type LaneOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './lane-outcomes.js';
+import { closePostbox, openPostbox } from './postbox-life.js';
+import { type PostboxOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './postbox-outcomes.js';
 import {
   claimSlot,
   HOLD_MS,
   L,
-  LANE_SLOTS,
   type OpOutcome,
+  POSTBOX_SLOTS,
   PROGRESS_RUNNING,
   postedOp,
   progressState,
   ringProgress,
   SLOT_RECLAIMED,
   slotAt,
-} from './lanes.js';
+} from './postboxes.js';
 import { renewPosted, type SlotViews, slotViews, specFitsWords, writePosted } from './slot-codec.js';
 
-interface ThreadOp extends LaneOp {
+interface ThreadOp extends PostboxOp {
   algo: Algo;
   /** Taken back by this rank before the progress thread took it (the local engine runs it). */
   reclaimed: boolean;
 }
 
-/** The same while this rank has send/recv pending (their peers' posts do not ring the lane). */
+/** The same while this rank has send/recv pending (their peers' posts do not ring the postbox). */
 const P2P_SLICE_MS = 1;
-/** How long closing waits for the progress thread to let go of the lane. */
+/** How long closing waits for the progress thread to let go of the postbox. */
 const DETACH_MS = 10_000;
 
 /**
@@ -87,7 +87,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   private readonly local: ShmEngine;
   private readonly tuning: Tuning;
   private seq = 0;
-  private lane = 0;
+  private postbox = 0;
   /** Ops handed to the progress thread and not yet read back, in order (the first `posted - read` are in slots). */
   private readonly inThread: ThreadOp[] = [];
   private posted = 0;
@@ -99,7 +99,9 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   private waitsAtOnce = false;
   /** Auto mode: the op held until the rank's next call says who runs it (see hold). */
   private held: Held | undefined;
-  /** The op a hold last wrote into slot `rewritten` (the lane's next): a hold of the same op renews it (see hold). */
+  /**
+   * The op a hold last wrote into slot `rewritten` (the postbox's next): a hold of the same op renews it (see hold).
+   */
   private lastHeld: { spec: OpSpec; algo: Algo } | undefined;
   private rewritten = -1;
   private readonly shapes = new ShapeMemory();
@@ -107,7 +109,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   /** The op submit() returned last, and when. */
   private lastIssued: Work | undefined;
   private lastReturnedAt = 0;
-  /** See laneWords(). */
+  /** See postboxWords(). */
   private views: SlotViews | undefined;
   readonly flight;
 
@@ -162,10 +164,10 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   /**
    * Holds an op for a rank that waits at once (auto mode): its next call says who runs it. A
    * wait for the op runs it here, as fast as without a progress thread; any other call hands it
-   * to the thread. Meanwhile it lies written in the lane's next slot, uncounted, tagged in
+   * to the thread. Meanwhile it lies written in the postbox's next slot, uncounted, tagged in
    * L.HOLD: a rank that computes instead of calling leaves it to the thread, which takes it
    * HOLD_MS after it first sees it (hosts/shm-host.ts takeHold). A ring wakes the thread only when it is not looking
-   * at the lanes every HOLD_MS already (PROGRESS_LOOK), which it keeps doing while ranks hold.
+   * at the postboxes every HOLD_MS already (PROGRESS_LOOK), which it keeps doing while ranks hold.
    */
   private hold(s: OpSpec, seq: number, work: Work, algo: Algo): void {
     work.timing.issuedAt = performance.now();
@@ -178,33 +180,33 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     if (last && this.rewritten === this.posted && sameOp(last, s, algo)) {
       // The op held last, taken back by its rank (a loop of one op waited at once): its slot
       // holds this one already, but for its number. Every op pays for this path.
-      renewPosted(this.views!, slotAt(this.lane, this.posted), seq);
+      renewPosted(this.views!, slotAt(this.postbox, this.posted), seq);
     } else if (!this.writeHeld(h)) {
       return;
     }
     h.tag = (seq % 0x3fffffff) + 1;
     const i32 = this.views!.i32;
-    Atomics.store(i32, (this.lane + L.HOLD) >> 2, h.tag);
-    i32[(this.lane + L.HOLDS) >> 2] = this.heldCount; // (the thread only lingers by it)
+    Atomics.store(i32, (this.postbox + L.HOLD) >> 2, h.tag);
+    i32[(this.postbox + L.HOLDS) >> 2] = this.heldCount; // (the thread only lingers by it)
     if (Atomics.load(i32, (NODE_BASE + N.PROGRESS_LOOK) >> 2) === 0) ringProgress(this.i32());
   }
 
-  /** Writes the held op into the lane's next slot; false when it cannot go there (it stays held unwritten). */
+  /** Writes the held op into the postbox's next slot; false when it cannot go there (it stays held unwritten). */
   private writeHeld(h: Held): boolean {
     const { spec: s, seq, algo } = h;
     this.lastHeld = undefined;
-    const room = this.posted === this.read + this.inThread.length && this.posted - this.read < LANE_SLOTS;
+    const room = this.posted === this.read + this.inThread.length && this.posted - this.read < POSTBOX_SLOTS;
     const plain = plainBytes(s);
     if (!room || !specFitsWords(s, algo) || plain > HOLD_COPY_MAX) return false;
-    this.openLaneOnce();
-    if (progressState(this.laneWords()) !== PROGRESS_RUNNING) return false;
+    this.openPostboxOnce();
+    if (progressState(this.postboxWords()) !== PROGRESS_RUNNING) return false;
     if (plain) h.staged = stageOp(this.ctx, s);
     const inPlace = h.staged.inPlace || (plain === 0 && s.input !== null && s.input === s.output);
     const p = postedOp(s, seq, algo, s.timeoutMs ?? this.timeoutMs, 0, inPlace);
     writePosted(
       this.ctx.core.memory,
       this.views!,
-      slotAt(this.lane, this.posted),
+      slotAt(this.postbox, this.posted),
       h.staged.stagedIn || s.input?.addr || 0,
       h.staged.stagedOut || s.output?.addr || 0,
       p,
@@ -221,9 +223,9 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
    */
   private unhold(h: Held): boolean {
     if (!h.tag) return true;
-    const i32 = this.laneWords();
-    if (Atomics.compareExchange(i32, (this.lane + L.HOLD) >> 2, h.tag, 0) === h.tag) return true;
-    Atomics.compareExchange(i32, (this.lane + L.POSTED) >> 2, this.posted, this.posted + 1);
+    const i32 = this.postboxWords();
+    if (Atomics.compareExchange(i32, (this.postbox + L.HOLD) >> 2, h.tag, 0) === h.tag) return true;
+    Atomics.compareExchange(i32, (this.postbox + L.POSTED) >> 2, this.posted, this.posted + 1);
     this.posted++;
     this.followHeld(h);
     return false;
@@ -268,7 +270,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     this.followHeld(h);
     this.posted++;
     const i32 = this.i32();
-    Atomics.store(i32, (this.lane + L.POSTED) >> 2, this.posted);
+    Atomics.store(i32, (this.postbox + L.POSTED) >> 2, this.posted);
     ringProgress(i32);
   }
 
@@ -362,7 +364,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     this.local.close();
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
     this.dropHold(this.broken);
-    if (this.lane) this.detach();
+    if (this.postbox) this.detach();
   }
 
   // ---------------------------------------------------------------- WorkDriver
@@ -383,7 +385,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     const i = this.inThread.length ? this.inThread.findIndex((t) => t.work === w) : -1;
     if (i < 0 || this.read + i >= this.posted || this.inThread.some((t, k) => k !== i && !t.reclaimed)) return;
     const t = this.inThread[i];
-    if (!claimSlot(this.ctx.core.memory, slotAt(this.lane, this.read + i), SLOT_RECLAIMED)) return;
+    if (!claimSlot(this.ctx.core.memory, slotAt(this.postbox, this.read + i), SLOT_RECLAIMED)) return;
     t.reclaimed = true;
     unstage(this.ctx, t);
     try {
@@ -406,7 +408,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     while (block && !w.settled) {
       const sleep = this.look();
       if (sleep === 'gone') return this.threadGone();
-      if (sleep) Atomics.wait(this.laneWords(), sleep.at, sleep.value, sleep.ms);
+      if (sleep) Atomics.wait(this.postboxWords(), sleep.at, sleep.value, sleep.ms);
       this.collect();
     }
   }
@@ -420,7 +422,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
       const sleep = this.look();
       if (sleep === 'gone') return this.threadGone();
       if (sleep) {
-        const r = Atomics.waitAsync(this.laneWords(), sleep.at, sleep.value, sleep.ms);
+        const r = Atomics.waitAsync(this.postboxWords(), sleep.at, sleep.value, sleep.ms);
         if (r.async) await r.value;
       }
       this.collect();
@@ -429,19 +431,19 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
 
   /**
    * One look while a thread-run op is awaited: undefined when something moved (collect
-   * again), 'gone' when the thread has ended, else what to sleep on (the lane's DONE word).
+   * again), 'gone' when the thread has ended, else what to sleep on (the postbox's DONE word).
    * A peer may wait for this rank's send/recv meanwhile, or for an op of another of its
    * communicators that this rank runs itself: those are moved here, and the sleep is short
-   * while any is pending (their posts do not ring the lane; see thread-queues.ts).
+   * while any is pending (their posts do not ring the postbox; see thread-queues.ts).
    */
   private look(): { at: number; value: number; ms: number } | 'gone' | undefined {
-    const i32 = this.laneWords();
-    const done = Atomics.load(i32, (this.lane + L.DONE) >> 2);
+    const i32 = this.postboxWords();
+    const done = Atomics.load(i32, (this.postbox + L.DONE) >> 2);
     const p2p = this.local.pending() > 0;
     if (done !== this.read || (p2p && this.local.pollP2p()) || serveOthers(this.local)) return undefined;
     if (progressState(i32) !== PROGRESS_RUNNING) return 'gone';
     return {
-      at: (this.lane + L.DONE) >> 2,
+      at: (this.postbox + L.DONE) >> 2,
       value: done,
       ms: p2p ? P2P_SLICE_MS : othersQueued(this.local) ? OTHERS_LOOK_MS : WAIT_SLICE_MS,
     };
@@ -477,16 +479,16 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   }
 
   /**
-   * A view of the node memory taken once the lane was opened, for the lane's words and the node
+   * A view of the node memory taken once the postbox was opened, for the postbox's words and the node
    * header only, which lie inside it (a view of a shared memory stays valid however the memory
    * grows): a new view per look cost every op waited in auto mode a typed array or two. Not for
    * ringProgress(), which may ring a communicator's doorbell allocated later.
    */
-  private laneWords(): Int32Array {
+  private postboxWords(): Int32Array {
     return this.views?.i32 ?? this.i32();
   }
 
-  // ---------------------------------------------------------------- the lane
+  // ---------------------------------------------------------------- the postbox
 
   /** Hands an op to the progress thread (`fresh`: not issued before, e.g. held). */
   private toThread(s: OpSpec, seq: number, work: Work, algo: Algo, fresh = true): Work {
@@ -499,7 +501,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
       work.settle(this.broken);
       return work;
     }
-    this.openLaneOnce();
+    this.openPostboxOnce();
     if (progressState(this.i32()) !== PROGRESS_RUNNING) {
       this.inThread.push({ spec: s, work, seq, algo, stagedIn: 0, stagedOut: 0, inPlace: false, reclaimed: false });
       this.threadGone();
@@ -512,16 +514,16 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     return work;
   }
 
-  private openLaneOnce(): void {
-    if (this.lane) return;
-    this.lane = openLane(this.ctx);
-    this.views = slotViews(this.ctx.core.memory); // (after the lane's allocation)
+  private openPostboxOnce(): void {
+    if (this.postbox) return;
+    this.postbox = openPostbox(this.ctx);
+    this.views = slotViews(this.ctx.core.memory); // (after the postbox's allocation)
   }
 
   /** Posts the ops that wait for a free slot, as far as slots allow. */
   private postWaiting(): void {
     const mem = this.ctx.core.memory;
-    while (this.posted < this.read + this.inThread.length && this.posted - this.read < LANE_SLOTS) {
+    while (this.posted < this.read + this.inThread.length && this.posted - this.read < POSTBOX_SLOTS) {
       const t = this.inThread[this.posted - this.read];
       const s = t.spec;
       // Auto mode: left alone for HOLD_MS, in which a wait takes it back (a rank may wait at once after all).
@@ -529,7 +531,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
       const p = postedOp(s, t.seq, t.algo, s.timeoutMs ?? this.timeoutMs, grace, t.inPlace);
       const inAddr = t.stagedIn || s.input?.addr || 0;
       const outAddr = t.stagedOut || s.output?.addr || 0;
-      if (!writePosted(mem, this.views!, slotAt(this.lane, this.posted), inAddr, outAddr, p)) {
+      if (!writePosted(mem, this.views!, slotAt(this.postbox, this.posted), inAddr, outAddr, p)) {
         throw new WebcclError(
           'INTERNAL',
           `${s.name} #${t.seq}: the op's description does not fit a progress-thread slot`,
@@ -537,7 +539,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
       }
       this.posted++;
       const i32 = this.i32();
-      Atomics.store(i32, (this.lane + L.POSTED) >> 2, this.posted);
+      Atomics.store(i32, (this.postbox + L.POSTED) >> 2, this.posted);
       // A thread that looks every HOLD_MS anyway needs no ring for an op it may not take sooner.
       if (!grace || Atomics.load(i32, (NODE_BASE + N.PROGRESS_LOOK) >> 2) === 0) ringProgress(i32);
     }
@@ -545,12 +547,12 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
 
   /** Reads back the ops the progress thread has ended: copies results out, frees copies, settles. */
   private collect(): void {
-    if (!this.lane) return;
-    const done = Atomics.load(this.laneWords(), (this.lane + L.DONE) >> 2);
+    if (!this.postbox) return;
+    const done = Atomics.load(this.postboxWords(), (this.postbox + L.DONE) >> 2);
     for (; this.read < done; this.read++) {
       const t = this.inThread.shift()!;
       if (t.reclaimed) continue; // ended by the local engine
-      const { o, err } = readBack(this.ctx, this.views!, slotAt(this.lane, this.read), t);
+      const { o, err } = readBack(this.ctx, this.views!, slotAt(this.postbox, this.read), t);
       this.end(t, o, err);
     }
     this.postWaiting();
@@ -589,14 +591,14 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   }
 
   /**
-   * Asks the progress thread to let go of the lane, then frees it and the copies (left in place if the thread does not
-   * answer).
+   * Asks the progress thread to let go of the postbox, then frees it and the copies (left in place if the thread does
+   * not answer).
    */
   private detach(): void {
-    const lane = this.lane;
-    this.lane = 0;
-    if (!closeLane(this.ctx, lane, DETACH_MS)) return;
+    const postbox = this.postbox;
+    this.postbox = 0;
+    if (!closePostbox(this.ctx, postbox, DETACH_MS)) return;
     for (const t of this.inThread.splice(0)) unstage(this.ctx, t);
-    this.ctx.heap.free(lane);
+    this.ctx.heap.free(postbox);
   }
 }

@@ -181,7 +181,7 @@ describe('ranks as processes: collectives progress on the network progress threa
     }
   }, 150_000);
 
-  it('--nnodes 2 -n 2: abort() of a destroyed group across nodes does nothing (it used to hand the threads a lane over the freed node block, which the next group then used): the next group runs right', async () => {
+  it('--nnodes 2 -n 2: abort() of a destroyed group across nodes does nothing (it used to hand the threads a postbox over the freed node block, which the next group then used): the next group runs right', async () => {
     for (const [r, [rep]] of (
       await twoLaunchers(2, { count: 80_000, rounds: 4 }, 'abortDestroyed', { WEBCCL_PROGRESS: 'thread' })
     ).entries()) {

@@ -13,17 +13,17 @@ import type { WebcclError } from '../../src/core/errors.js';
 import { joinNode } from '../../src/engine/context.js';
 import { startNodeProgress } from '../../src/launch/progress-thread.js';
 import { createNode } from '../../src/progress/create-node.js';
-import { closeLane, openLane } from '../../src/progress/lane-life.js';
+import { closePostbox, openPostbox } from '../../src/progress/postbox-life.js';
 import {
   L,
-  LANE_CLOSING,
-  LANE_DETACHED,
-  laneAt,
-  laneTable,
   ownerAt,
+  POSTBOX_CLOSING,
+  POSTBOX_DETACHED,
+  postboxAt,
+  postboxTable,
   stillListed,
   turnAt,
-} from '../../src/progress/lanes.js';
+} from '../../src/progress/postboxes.js';
 import {
   registerProgressStarter,
   startProgressThread as startProgressThreadInSource,
@@ -268,14 +268,14 @@ describe('the progress option', () => {
     expect(err?.details).toMatchObject({ option: 'progress' });
   });
 
-  it('a lane opened and closed before the progress thread looked at it is let go at once (no wait, no warning, its memory freed)', async () => {
+  it('a postbox opened and closed before the progress thread looked at it is let go at once (no wait, no warning, its memory freed)', async () => {
     const node = createNode({ nranks: 2, slotBytes: 4096, progress: false });
     const ctx = joinNode(node, 0);
-    const lane = openLane(ctx);
+    const postbox = openPostbox(ctx);
     const i32 = new Int32Array(node.memory.buffer);
-    // What closeLane does first, before the thread has ever run: the thread then finds a closing lane it never
+    // What closePostbox does first, before the thread has ever run: the thread then finds a closing postbox it never
     // hosted.
-    Atomics.store(i32, (lane + L.STATE) >> 2, LANE_CLOSING);
+    Atomics.store(i32, (postbox + L.STATE) >> 2, POSTBOX_CLOSING);
     registerProgressStarter(startNodeProgress);
     startProgressThreadInSource(node);
     const warned: string[] = [];
@@ -283,37 +283,37 @@ describe('the progress option', () => {
     console.error = (line: string) => void warned.push(line);
     let closed: boolean;
     try {
-      closed = closeLane(ctx, lane, 30_000);
+      closed = closePostbox(ctx, postbox, 30_000);
     } finally {
       console.error = warn;
     }
     expect({ closed, warned }).toEqual({ closed: true, warned: [] });
-    expect(Atomics.load(i32, (lane + L.STATE) >> 2)).toBe(LANE_DETACHED);
+    expect(Atomics.load(i32, (postbox + L.STATE) >> 2)).toBe(POSTBOX_DETACHED);
     await stopInSource(node);
   });
 
-  it('the lane table tells a thread that read a lane whether it was unlisted meanwhile (then freed, its memory reused: garbage read as a lane), and whose lane it lists', () => {
+  it('the postbox table tells a thread that read a postbox whether it was unlisted meanwhile (then freed, its memory reused: garbage read as a postbox), and whose postbox it lists', () => {
     const node = createNode({ nranks: 2, slotBytes: 4096, progress: false });
     const ctx = joinNode(node, 0);
     const i32 = new Int32Array(node.memory.buffer);
-    const net = openLane(ctx, undefined, () => undefined, 3 + 1); // world rank 3's network thread's
-    const shm = openLane(ctx);
-    const table = laneTable(i32);
+    const net = openPostbox(ctx, undefined, () => undefined, 3 + 1); // world rank 3's network thread's
+    const shm = openPostbox(ctx);
+    const table = postboxTable(i32);
     const entryAt = (k: number) => ({
-      lane: laneAt(i32, table, k),
+      postbox: postboxAt(i32, table, k),
       turn: turnAt(i32, table, k),
       owner: ownerAt(i32, table, k),
     });
     const [a, b] = [0, 1].map(entryAt);
-    expect([a.lane, a.owner, b.lane, b.owner]).toEqual([net, 4, shm, 0]);
+    expect([a.postbox, a.owner, b.postbox, b.owner]).toEqual([net, 4, shm, 0]);
     expect(stillListed(i32, table, 0, a.turn)).toBe(true);
-    // Its thread is gone; its rank unlists it, frees it, and the memory is another lane's at once.
-    expect(closeLane(ctx, net, 1000, () => true)).toBe(true);
+    // Its thread is gone; its rank unlists it, frees it, and the memory is another postbox's at once.
+    expect(closePostbox(ctx, net, 1000, () => true)).toBe(true);
     ctx.heap.free(net);
-    const again = openLane(ctx);
+    const again = openPostbox(ctx);
     expect(again).toBe(net); // the same address, listed in the same entry: only the count tells
     const now = entryAt(0);
-    expect([now.lane, now.owner]).toEqual([net, 0]);
+    expect([now.postbox, now.owner]).toEqual([net, 0]);
     expect(stillListed(i32, table, 0, a.turn)).toBe(false);
     expect(stillListed(i32, table, 1, b.turn)).toBe(true);
   });

@@ -1,10 +1,10 @@
-// The shared-memory mailbox between the ranks of a node and its progress thread. A lane is one
+// The shared-memory postbox between the ranks of a node and its progress thread. A postbox is one
 // communicator rank's queue of ops: a block in the node heap with a ring of slots. The rank
 // writes an op into the next slot (its buffers' addresses in the node memory and the op's fields,
 // as words: slot-codec.ts), then bumps POSTED and rings the node's progress bell; the progress
 // thread takes it, runs it, writes the outcome into the same slot and bumps DONE (which the
-// rank may sleep on). Every lane is listed in one table per node, so the progress thread finds
-// new lanes without a message. Nothing here is posted with postMessage: it works the same
+// rank may sleep on). Every postbox is listed in one table per node, so the progress thread finds
+// new postboxes without a message. Nothing here is posted with postMessage: it works the same
 // between Node worker threads and between a page's Web Workers.
 
 import type { ErrorCode } from '../core/errors.js';
@@ -78,34 +78,34 @@ export function postedOp(
   };
 }
 
-/** Lane header words (byte offsets); the slots follow at L.SLOTS. */
+/** Postbox header words (byte offsets); the slots follow at L.SLOTS. */
 export const L = {
-  STATE: 0, // LANE_OPEN, LANE_CLOSING (the rank asks to detach), LANE_DETACHED (the progress thread let go)
+  STATE: 0, // POSTBOX_OPEN, POSTBOX_CLOSING (the rank asks to detach), POSTBOX_DETACHED (the progress thread let go)
   COMM: 4, // the communicator block
   RANK: 8,
   SIZE: 12,
-  SIMD: 16, // 1: run the lane with the SIMD build of the core (as its rank does)
+  SIMD: 16, // 1: run the postbox with the SIMD build of the core (as its rank does)
   POSTED: 20, // ops posted by the rank
   DONE: 24, // ops the progress thread has ended (their outcome is in their slot)
-  // Lanes of the network progress thread (net-host.ts) only:
-  CONFIG: 28, // heap address of the communicator's description (text, see net-lane.ts)
+  // Postboxes of the network progress thread (net-host.ts) only:
+  CONFIG: 28, // heap address of the communicator's description (text, see net-postbox.ts)
   ABORT: 32, // heap address of the reason its rank aborted it (0: not aborted)
   STARTED: 36, // 1 + the number of the op that started last (its rank's flight record says 'started')
   AWAITED: 40, // how many ranks the running op awaits; the first AWAITED_SHOWN of them follow
   AWAITED_LIST: 44,
   ABORT_SENT: 60, // 1 once the thread has aborted the communicator (its peers are told)
   LOCAL_OF: 64, // SIZE bytes: the node rank of each communicator rank
-  // Lanes of the node's progress thread only: an op held for its rank (thread-engine.ts hold),
+  // Postboxes of the node's progress thread only: an op held for its rank (thread-engine.ts hold),
   // written in slot POSTED but not counted; 0, or a tag that whoever takes the op moves to 0.
   HOLD: 128,
   HOLDS: 132, // ops its rank has held so far (the thread lingers while this moves: hosts/shm-host.ts LINGER_MS)
   SLOTS: 192,
 } as const;
-/** Ranks a lane names as awaited (words 44..59). */
+/** Ranks a postbox names as awaited (words 44..59). */
 export const AWAITED_SHOWN = 4;
-export const LANE_OPEN = 0;
-export const LANE_CLOSING = 1;
-export const LANE_DETACHED = 2;
+export const POSTBOX_OPEN = 0;
+export const POSTBOX_CLOSING = 1;
+export const POSTBOX_DETACHED = 2;
 
 /**
  * The longest the node's progress thread leaves an op alone for its rank ('auto' progress): a
@@ -114,8 +114,8 @@ export const LANE_DETACHED = 2;
  */
 export const HOLD_MS = 0.25;
 
-/** Ops a lane holds at once; more wait on their rank until a slot frees. */
-export const LANE_SLOTS = 256;
+/** Ops a postbox holds at once; more wait on their rank until a slot frees. */
+export const POSTBOX_SLOTS = 256;
 /** Bytes of one slot: its state, two addresses, then the op's (or its outcome's) JSON. */
 export const SLOT_BYTES = 4096;
 const S = { STATE: 0, IN: 4, OUT: 8, TEXT: 12 } as const;
@@ -126,58 +126,58 @@ export const SLOT_RECLAIMED = 3;
 /** The progress thread wrote the op's outcome. */
 export const SLOT_ENDED = 4;
 const TEXT_MAX = SLOT_BYTES - S.TEXT - 4;
-export const LANE_BYTES = L.SLOTS + LANE_SLOTS * SLOT_BYTES;
+export const POSTBOX_BYTES = L.SLOTS + POSTBOX_SLOTS * SLOT_BYTES;
 
-export const MAX_LANES = 1024;
+export const MAX_POSTBOXES = 1024;
 /**
- * The lane table: a count of entries ever used, why the progress thread ended, then per entry
- * the lane's address (0: free, ENTRY_RESERVED while it is being listed), a count of its
- * listings and unlistings (a lane is unlisted before it is freed: a reader that finds the count
- * unchanged around its reads read a live lane: stillListed), and whose thread serves it (0:
+ * The postbox table: a count of entries ever used, why the progress thread ended, then per entry
+ * the postbox's address (0: free, ENTRY_RESERVED while it is being listed), a count of its
+ * listings and unlistings (a postbox is unlisted before it is freed: a reader that finds the count
+ * unchanged around its reads read a live postbox: stillListed), and whose thread serves it (0:
  * the node's shared-memory progress thread; 1 + a world rank: that rank's network thread).
  */
 export const T = {
   HIGH: 0,
   REASON: 64,
   ENTRIES: 64 + REASON_BYTES,
-  TURNS: 64 + REASON_BYTES + 4 * MAX_LANES,
-  OWNERS: 64 + REASON_BYTES + 8 * MAX_LANES,
+  TURNS: 64 + REASON_BYTES + 4 * MAX_POSTBOXES,
+  OWNERS: 64 + REASON_BYTES + 8 * MAX_POSTBOXES,
 } as const;
-export const TABLE_BYTES = T.OWNERS + 4 * MAX_LANES;
-/** An entry claimed by a rank that has not yet written whose lane it is. */
+export const TABLE_BYTES = T.OWNERS + 4 * MAX_POSTBOXES;
+/** An entry claimed by a rank that has not yet written whose postbox it is. */
 export const ENTRY_RESERVED = -1;
 
-/** The lane entry `k` of the table lists (0: none, or one being listed). */
-export function laneAt(i32: Int32Array, table: number, k: number): number {
-  const lane = Atomics.load(i32, (table + T.ENTRIES + 4 * k) >> 2);
-  return lane > 0 ? lane : 0;
+/** The postbox entry `k` of the table lists (0: none, or one being listed). */
+export function postboxAt(i32: Int32Array, table: number, k: number): number {
+  const postbox = Atomics.load(i32, (table + T.ENTRIES + 4 * k) >> 2);
+  return postbox > 0 ? postbox : 0;
 }
 
 /** Entry `k`'s count of listings and unlistings: read before the entry, checked after (stillListed). */
 export const turnAt = (i32: Int32Array, table: number, k: number): number =>
   Atomics.load(i32, (table + T.TURNS + 4 * k) >> 2);
 
-/** Whose thread serves the lane entry `k` lists (0: the node's shared-memory progress thread; 1 + a world rank). */
+/** Whose thread serves the postbox entry `k` lists (0: the node's shared-memory progress thread; 1 + a world rank). */
 export const ownerAt = (i32: Int32Array, table: number, k: number): number =>
   Atomics.load(i32, (table + T.OWNERS + 4 * k) >> 2);
 
 /**
- * Whether entry `k` still lists the lane it listed at `turn`: a thread that reads another
- * rank's lane (or its own after letting go of it) checks this after its reads, since a lane
- * unlisted meanwhile may have been freed and its memory reused (garbage read as a lane).
+ * Whether entry `k` still lists the postbox it listed at `turn`: a thread that reads another
+ * rank's postbox (or its own after letting go of it) checks this after its reads, since a postbox
+ * unlisted meanwhile may have been freed and its memory reused (garbage read as a postbox).
  */
 export function stillListed(i32: Int32Array, table: number, k: number, turn: number): boolean {
   return turnAt(i32, table, k) === turn;
 }
 
-/** Wakes whoever waits on any listed lane (its ops' outcomes, its closing): the thread serving them has ended. */
-export function wakeLanes(i32: Int32Array, table: number): void {
+/** Wakes whoever waits on any listed postbox (its ops' outcomes, its closing): the thread serving them has ended. */
+export function wakePostboxes(i32: Int32Array, table: number): void {
   const high = Atomics.load(i32, (table + T.HIGH) >> 2);
   for (let k = 0; k < high; k++) {
-    const lane = laneAt(i32, table, k);
-    if (lane) {
-      Atomics.notify(i32, (lane + L.DONE) >> 2);
-      Atomics.notify(i32, (lane + L.STATE) >> 2);
+    const postbox = postboxAt(i32, table, k);
+    if (postbox) {
+      Atomics.notify(i32, (postbox + L.DONE) >> 2);
+      Atomics.notify(i32, (postbox + L.STATE) >> 2);
     }
   }
 }
@@ -193,7 +193,7 @@ export const PROGRESS_STOPPING = 3;
  */
 export const PROGRESS_STARTING = 4;
 
-export const slotAt = (lane: number, n: number): number => lane + L.SLOTS + (n % LANE_SLOTS) * SLOT_BYTES;
+export const slotAt = (postbox: number, n: number): number => postbox + L.SLOTS + (n % POSTBOX_SLOTS) * SLOT_BYTES;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -258,9 +258,9 @@ export function readSlot<T>(memory: WebAssembly.Memory, slot: number): { input: 
   return { input: i32[1], output: i32[2], value: JSON.parse(text) as T };
 }
 
-/** The node's lane table, or 0 when no rank has made one yet. */
-export function laneTable(i32: Int32Array): number {
-  return Atomics.load(i32, (NODE_BASE + N.LANES) >> 2);
+/** The node's postbox table, or 0 when no rank has made one yet. */
+export function postboxTable(i32: Int32Array): number {
+  return Atomics.load(i32, (NODE_BASE + N.POSTBOXES) >> 2);
 }
 
 /** Wakes the progress thread (it sleeps on the bell when it has nothing to move). */

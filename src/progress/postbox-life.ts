@@ -1,4 +1,4 @@
-// A lane's life: opened in the node heap and listed in the node's lane table by the first op a
+// A postbox's life: opened in the node heap and listed in the node's postbox table by the first op a
 // rank hands to the progress thread, closed (the thread lets go first) when its communicator is
 // destroyed; and the heap copies of plain buffers that the ops it carries run on.
 
@@ -12,108 +12,108 @@ import type { RankContext } from '../engine/context.js';
 import {
   ENTRY_RESERVED,
   L,
-  LANE_BYTES,
-  LANE_CLOSING,
-  LANE_DETACHED,
-  LANE_OPEN,
-  laneTable,
-  MAX_LANES,
+  MAX_POSTBOXES,
+  POSTBOX_BYTES,
+  POSTBOX_CLOSING,
+  POSTBOX_DETACHED,
+  POSTBOX_OPEN,
   PROGRESS_GONE,
+  postboxTable,
   progressState,
   ringProgress,
   T,
   TABLE_BYTES,
-} from './lanes.js';
+} from './postboxes.js';
 
 /**
- * A lane in the node heap, listed in the node's lane table (made by the first rank that needs
- * it). `fill` writes what else its thread must know before the lane is listed (net-lane.ts);
+ * A postbox in the node heap, listed in the node's postbox table (made by the first rank that needs
+ * it). `fill` writes what else its thread must know before the postbox is listed (net-postbox.ts);
  * `ring` wakes the thread that serves it.
  */
-export function openLane(
+export function openPostbox(
   ctx: RankContext,
-  fill?: (i32: Int32Array, lane: number) => void,
+  fill?: (i32: Int32Array, postbox: number) => void,
   ring = () => ringProgress(freshI32(ctx.core.memory)),
   owner = 0,
 ): number {
   const { heap, core } = ctx;
-  let table = laneTable(freshI32(ctx.core.memory));
+  let table = postboxTable(freshI32(ctx.core.memory));
   if (!table) {
     const t = heap.alloc(TABLE_BYTES);
     const buffer = freshBuffer(core.memory); // (after the alloc, which may have grown the memory)
     new Uint8Array(buffer, t, TABLE_BYTES).fill(0);
-    const was = Atomics.compareExchange(new Int32Array(buffer), (NODE_BASE + N.LANES) >> 2, 0, t);
+    const was = Atomics.compareExchange(new Int32Array(buffer), (NODE_BASE + N.POSTBOXES) >> 2, 0, t);
     if (was === 0) table = t;
     else {
       heap.free(t);
       table = was;
     }
   }
-  const lane = heap.alloc(LANE_BYTES);
+  const postbox = heap.alloc(POSTBOX_BYTES);
   const buffer = freshBuffer(core.memory);
-  const u8 = new Uint8Array(buffer, lane, L.SLOTS);
+  const u8 = new Uint8Array(buffer, postbox, L.SLOTS);
   u8.fill(0);
   const i32 = new Int32Array(buffer);
-  i32[(lane + L.COMM) >> 2] = ctx.comm;
-  i32[(lane + L.RANK) >> 2] = ctx.rank;
-  i32[(lane + L.SIZE) >> 2] = ctx.size;
-  i32[(lane + L.SIMD) >> 2] = core.simd ? 1 : 0;
+  i32[(postbox + L.COMM) >> 2] = ctx.comm;
+  i32[(postbox + L.RANK) >> 2] = ctx.rank;
+  i32[(postbox + L.SIZE) >> 2] = ctx.size;
+  i32[(postbox + L.SIMD) >> 2] = core.simd ? 1 : 0;
   u8.set(ctx.localOf, L.LOCAL_OF);
-  fill?.(i32, lane);
-  Atomics.store(i32, (lane + L.STATE) >> 2, LANE_OPEN);
-  for (let k = 0; k < MAX_LANES; k++) {
-    // Claimed, then its owner written, then listed: a reader never sees a lane with another's owner.
+  fill?.(i32, postbox);
+  Atomics.store(i32, (postbox + L.STATE) >> 2, POSTBOX_OPEN);
+  for (let k = 0; k < MAX_POSTBOXES; k++) {
+    // Claimed, then its owner written, then listed: a reader never sees a postbox with another's owner.
     if (Atomics.compareExchange(i32, (table + T.ENTRIES + 4 * k) >> 2, 0, ENTRY_RESERVED) !== 0) continue;
     Atomics.store(i32, (table + T.OWNERS + 4 * k) >> 2, owner);
-    Atomics.store(i32, (table + T.ENTRIES + 4 * k) >> 2, lane);
+    Atomics.store(i32, (table + T.ENTRIES + 4 * k) >> 2, postbox);
     Atomics.add(i32, (table + T.TURNS + 4 * k) >> 2, 1);
     for (;;) {
       const high = Atomics.load(i32, (table + T.HIGH) >> 2);
       if (high > k || Atomics.compareExchange(i32, (table + T.HIGH) >> 2, high, k + 1) === high) break;
     }
     ring();
-    return lane;
+    return postbox;
   }
-  heap.free(lane);
+  heap.free(postbox);
   throw new WebcclError(
     'UNSUPPORTED',
-    `the node's progress thread serves at most ${MAX_LANES} communicator ranks at once; destroy communicators no longer used, or set WEBCCL_PROGRESS=caller`,
-    { limit: MAX_LANES },
+    `the node's progress thread serves at most ${MAX_POSTBOXES} communicator ranks at once; destroy communicators no longer used, or set WEBCCL_PROGRESS=caller`,
+    { limit: MAX_POSTBOXES },
   );
 }
 
 /**
- * Asks the progress thread to let go of `lane` (`ring` wakes it) and takes it off the table: true
- * once the thread has let go (or ended: `gone`), so that the caller may free the lane and its ops' copies;
+ * Asks the progress thread to let go of `postbox` (`ring` wakes it) and takes it off the table: true
+ * once the thread has let go (or ended: `gone`), so that the caller may free the postbox and its ops' copies;
  * false if it did not answer within `limitMs` (the memory is then left in place).
  */
-export function closeLane(
+export function closePostbox(
   ctx: RankContext,
-  lane: number,
+  postbox: number,
   limitMs: number,
   gone = () => progressState(freshI32(ctx.core.memory)) === PROGRESS_GONE,
   ring = () => ringProgress(freshI32(ctx.core.memory)),
 ): boolean {
   const i32 = () => freshI32(ctx.core.memory);
-  Atomics.store(i32(), (lane + L.STATE) >> 2, LANE_CLOSING);
+  Atomics.store(i32(), (postbox + L.STATE) >> 2, POSTBOX_CLOSING);
   ring();
   const until = performance.now() + limitMs;
-  while (Atomics.load(i32(), (lane + L.STATE) >> 2) !== LANE_DETACHED) {
+  while (Atomics.load(i32(), (postbox + L.STATE) >> 2) !== POSTBOX_DETACHED) {
     if (gone()) break;
     const left = until - performance.now();
     if (left <= 0 || !ctx.canBlock) {
       log(
         'WARN',
-        `rank ${ctx.rank}: the progress thread did not let go of a closed communicator's lane; its memory is left in place`,
+        `rank ${ctx.rank}: the progress thread did not let go of a closed communicator's postbox; its memory is left in place`,
       );
       return false;
     }
-    Atomics.wait(i32(), (lane + L.STATE) >> 2, LANE_CLOSING, Math.min(left, WAIT_SLICE_MS));
+    Atomics.wait(i32(), (postbox + L.STATE) >> 2, POSTBOX_CLOSING, Math.min(left, WAIT_SLICE_MS));
   }
-  const table = laneTable(i32());
-  for (let k = 0; k < MAX_LANES; k++) {
-    if (Atomics.compareExchange(i32(), (table + T.ENTRIES + 4 * k) >> 2, lane, 0) !== lane) continue;
-    // Counted before the caller frees the lane: a thread reading it meanwhile sees the count move.
+  const table = postboxTable(i32());
+  for (let k = 0; k < MAX_POSTBOXES; k++) {
+    if (Atomics.compareExchange(i32(), (table + T.ENTRIES + 4 * k) >> 2, postbox, 0) !== postbox) continue;
+    // Counted before the caller frees the postbox: a thread reading it meanwhile sees the count move.
     Atomics.add(i32(), (table + T.TURNS + 4 * k) >> 2, 1);
     break;
   }
