@@ -68,9 +68,14 @@ export function abortNode(handle: NodeHandle, deadRank: number | null, code: num
   ring(handle, i32);
 }
 
-/** The node header's LEFT word of a rank: its script ended, or it died (under a fault-tolerant launch). */
+/**
+ * The node header's LEFT word of a rank: its script ended, or it died (under a fault-tolerant
+ * launch), or its script ended after the node was aborted (most likely its last op failed of the
+ * abort: a consequence, never the first cause of another rank's failure).
+ */
 export const LEFT_ENDED = 1;
 export const LEFT_DIED = 2;
+export const LEFT_AFTER_ABORT = 3;
 
 /**
  * Records that `rank`'s thread has ended (its script returned, or called process.exit(0)): a
@@ -84,7 +89,9 @@ export function leaveNode(handle: NodeHandle, rank: number, how: 'ended' | 'died
   if (how !== 'ended' && how !== 'died')
     fail('INVALID_ARGUMENT', `leaveNode: how must be 'ended' or 'died', got ${showValue(how)}`);
   const i32 = freshI32(handle.memory);
-  Atomics.store(i32, (NODE_BASE + N.LEFT + 4 * rank) >> 2, how === 'died' ? LEFT_DIED : LEFT_ENDED);
+  const aborted = Atomics.load(i32, (NODE_BASE + N.ABORT) >> 2) !== 0;
+  const word = how === 'died' ? LEFT_DIED : aborted ? LEFT_AFTER_ABORT : LEFT_ENDED;
+  Atomics.store(i32, (NODE_BASE + N.LEFT + 4 * rank) >> 2, word);
   ring(handle, i32);
 }
 

@@ -5,7 +5,7 @@
 import { DTYPES, REDUCE_OPS } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import { freshBuffer } from '../core/fresh-buffer.js';
-import { LEFT_DIED } from '../core/node.js';
+import { LEFT_AFTER_ABORT, LEFT_DIED } from '../core/node.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
 import {
   ABORT_BY_LAUNCHER,
@@ -171,18 +171,17 @@ export class ShmRunner {
   /**
    * A rank behind step `step` whose thread has ended (node header LEFT word), or -1: it will
    * never post the step. The LEFT words are by node rank (localOf maps this communicator's ranks).
+   * `causes`: only ranks that left before the node was aborted, and not node rank `except`.
    */
-  private departedBehind(step: number, except = -1): number {
+  private departedBehind(step: number, causes?: { except: number }): number {
     const { i32 } = this.views();
     const localOf = this.localOf;
     if (!localOf) return -1;
     for (let r = 0; r < this.nranks; r++) {
-      if (localOf[r] === except) continue;
-      if (
-        i32[flagOffset(this.comm, r) >> 2] - step < 0 &&
-        Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * localOf[r]) >> 2) !== 0
-      )
-        return r;
+      const left = Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * localOf[r]) >> 2);
+      if (left === 0 || i32[flagOffset(this.comm, r) >> 2] - step >= 0) continue;
+      if (causes && (localOf[r] === causes.except || left === LEFT_AFTER_ABORT)) continue;
+      return r;
     }
     return -1;
   }
@@ -192,15 +191,18 @@ export class ShmRunner {
    * rank or its communicator (its reason); not when another rank died meanwhile, most likely of
    * this very departure (its op failed, its script exited): this op failed for `rank`.
    */
-  private departed(op: { name: string; seq: number }, rank: number): WebcclError {
+  private departed(
+    op: { name: string; seq: number },
+    rank: number,
+    aborted = this.abortError(`${op.name} #${op.seq}`),
+  ): WebcclError {
     const node = this.localOf?.[rank] ?? rank;
-    const died = Atomics.load(this.views().i32, (NODE_BASE + N.LEFT + 4 * node) >> 2) === LEFT_DIED;
+    const left = Atomics.load(this.views().i32, (NODE_BASE + N.LEFT + 4 * node) >> 2);
+    const died = left === LEFT_DIED;
     const how = died ? 'died' : 'has left the job (its script ended)';
-    const aborted = this.abortError(`${op.name} #${op.seq}`);
-    // A node's abort (a communicator's carries a `cause`) for another rank's death.
-    const byOther =
-      aborted !== null && !('cause' in aborted.details) && aborted.details.by !== node && aborted.details.by !== -1;
-    if (aborted && !byOther) return aborted;
+    const dead = deadRankOf(aborted);
+    // (a rank that left after the abort left because of it: the abort is the cause)
+    if (aborted && (dead < 0 || dead === node || left === LEFT_AFTER_ABORT)) return aborted;
     const since = aborted ? ` (since then: ${aborted.reason})` : '';
     return new WebcclError(
       'CONNECTION_CLOSED',
@@ -382,12 +384,10 @@ export class ShmRunner {
    */
   abortedOp(op: { name: string; seq: number }): WebcclError | null {
     const aborted = this.abortError(`${op.name} #${op.seq}`);
-    if (aborted && !('cause' in aborted.details) && (aborted.details.by as number) >= 0) {
-      const gone = this.departedBehind(
-        this.views().i32[flagOffset(this.comm, this.rank) >> 2] + 1,
-        aborted.details.by as number,
-      );
-      if (gone >= 0) return this.departed(op, gone);
+    const dead = deadRankOf(aborted);
+    if (dead >= 0) {
+      const gone = this.departedBehind(this.views().i32[flagOffset(this.comm, this.rank) >> 2] + 1, { except: dead });
+      if (gone >= 0) return this.departed(op, gone, aborted);
     }
     return aborted;
   }
@@ -413,4 +413,12 @@ function showSigValue(field: number, v: number): string {
     default:
       return String(v);
   }
+}
+
+/**
+ * The node rank whose death aborted the node, when `aborted` says so; else -1 (no abort, the
+ * launcher's, or a communicator's, which carries a `cause`).
+ */
+function deadRankOf(aborted: WebcclError | null): number {
+  return aborted && !('cause' in aborted.details) ? (aborted.details.by as number) : -1;
 }

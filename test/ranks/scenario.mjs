@@ -148,6 +148,23 @@ const scenarios = {
     await reportOutcome(comm.allReduce(new Float32Array(4)));
   },
 
+  /**
+   * Rank 1 throws 200 ms after a barrier (the launcher aborts the node); rank 0's script ends at
+   * 500 ms without another op (it leaves after the abort); rank 2 issues an allReduce at 1 s and
+   * reports what it saw.
+   */
+  async deathThenLeave() {
+    const comm = await ccl.initCommGroup();
+    await comm.barrier();
+    if (comm.rank === 1) {
+      await new Promise((res) => setTimeout(res, 200));
+      throw new Error('rank 1 fails on purpose');
+    }
+    if (comm.rank === 0) return new Promise((res) => setTimeout(res, 500));
+    await new Promise((res) => setTimeout(res, 1000));
+    await reportOutcome(comm.allReduce(new Float32Array(4)));
+  },
+
   /** Rank `dies` throws while the others wait in an allReduce. */
   async death() {
     const comm = await ccl.initCommGroup();

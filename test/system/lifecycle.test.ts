@@ -136,6 +136,14 @@ describe('worker threads (launch())', () => {
     expect(e.message).toMatch(/rank 1 has left the job[\s\S]*since then: .*rank 0 died/);
   });
 
+  it('a rank that died, then a rank that left of it: a later op names the rank that died', async () => {
+    const { reports } = await runScenario(3, 'deathThenLeave', {});
+    const e = reports[2][0].error;
+    expect(e.code, JSON.stringify(e)).toBe('ABORTED');
+    expect(e.details.by).toBe(1);
+    expect(e.message).toMatch(/rank 1 died/);
+  });
+
   it('a rank that throws: every peer learns its rank and its error in details', async () => {
     const { reports } = await runScenario(3, 'death', { dies: 1 });
     for (const r of [0, 2]) {
