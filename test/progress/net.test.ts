@@ -120,19 +120,26 @@ describe('ranks as processes: collectives progress on the network progress threa
     }
   }, 150_000);
 
-  it('--procs -n 3, default mode: small (4-8 KiB) and large (400-800 KiB) allReduces alternate in flight on the world and a group: the rank runs the small, the thread the large, each communicator ends them in issue order, right; waitSync() refused on a small op, fine on a large one', async () => {
-    for (const [r, [rep]] of (await procs(3, 'netRoute', { ops: 12, small: 1000, big: 100_000 })).entries()) {
-      expect(rep, `rank ${r}`).toMatchObject({
-        wrong: [],
-        inOrder: true,
-        endedBefore: 0,
-        mode: 'auto',
-        smallSync: 'UNSUPPORTED',
-      });
-      expect(rep.threadOps, `rank ${r}`).toBe(6 + 1); // the six large ones and the waitSync'd one
-      expect(rep.groupThreadOps, `rank ${r}`).toBe(6);
-    }
-  }, 150_000);
+  // Small: 120 KiB (world, f32) and 240 KiB (group, f64), under the 256 KiB the rank keeps; large:
+  // 400 and 800 KiB. A route at 64 KiB would hand the small ones to the thread too.
+  for (const form of ['--procs -n 3', '--nnodes 2 -n 1'] as const) {
+    it(`${form}, default mode: small (120-240 KiB) and large (400-800 KiB) allReduces alternate in flight on the world and a group: the rank runs the small, the thread the large, each communicator ends them in issue order, right; waitSync() refused on a small op, fine on a large one`, async () => {
+      const params = { ops: 12, small: 30_000, big: 100_000 };
+      const reps =
+        form === '--procs -n 3' ? await procs(3, 'netRoute', params) : await twoLaunchers(1, params, 'netRoute');
+      for (const [r, [rep]] of reps.entries()) {
+        expect(rep, `rank ${r}`).toMatchObject({
+          wrong: [],
+          inOrder: true,
+          endedBefore: 0,
+          mode: 'auto',
+          smallSync: 'UNSUPPORTED',
+        });
+        expect(rep.threadOps, `rank ${r}`).toBe(6 + 1); // the six large ones and the waitSync'd one
+        expect(rep.groupThreadOps, `rank ${r}`).toBe(6);
+      }
+    }, 150_000);
+  }
 
   it("the job runs every collective on the thread only when every rank asks: rank 0 with WEBCCL_PROGRESS=thread, rank 1 not: both in 'auto', results right", async () => {
     const port = await freePort();
