@@ -14,7 +14,8 @@ import { concat, HEADER_BYTES } from '../../wire/bytes.js';
 import { routeUpgrades, type UpgradeHandler } from '../../wire/nodejs/upgrade-routes.js';
 import { hostPort } from '../../wire/secrets.js';
 import { Kind, maxBodyBytes } from '../store-protocol.js';
-import type { ServedConn, StoreServer } from './store-server.js';
+import type { ServedConn } from './store-connection.js';
+import type { StoreServer } from './store-server.js';
 
 /** Above this many unsent bytes a connection stops reading requests until its answers leave. */
 const HIGH_WATER = 1 << 20;
