@@ -9,12 +9,6 @@
 // is told why in an ABORT, so each names the first cause rather than the neighbour that passed
 // it on.
 
-import { doublingAllReduce } from '../algorithms/doubling.js';
-import type { Group, Mem, Span } from '../algorithms/group.js';
-import { hierarchicalAllReduce } from '../algorithms/hierarchical.js';
-import { ringAllReduce } from '../algorithms/ring.js';
-import { treeAllReduce } from '../algorithms/tree.js';
-import { DTYPE_SIZE } from '../core/dtypes.js';
 import { WebcclError, within } from '../core/errors.js';
 import { enabled, log } from '../core/log.js';
 import type { RankContext } from '../engine/context.js';
@@ -25,42 +19,19 @@ import type { NodeMates } from '../engine/node-mates.js';
 import { opLine } from '../engine/op-line.js';
 import { Work, type WorkDriver } from '../engine/work.js';
 import type { AbortInfo, Tag } from '../transport/transport.js';
-import { flatAlgo, NET_ALGORITHMS } from '../tuner/net-tuner.js';
+import { NET_ALGORITHMS } from '../tuner/net-tuner.js';
 import { FaultAccount } from './account.js';
 import { Arena } from './arena.js';
-import {
-  fieldsOf,
-  type PairSignatures,
-  pairSignatures,
-  signatureOf,
-  stallGraceMs,
-  stallRoot,
-  stallText,
-} from './blame.js';
-import { type Kernels, workingMemory } from './memory.js';
-import { nodePhase, threadEngines } from './node-phase.js';
-import { runNetOp } from './ops.js';
+import { fieldsOf } from './blame.js';
+import { nodeStall, type Waiting, withDeadline } from './deadline.js';
+import { type Execution, execute } from './execute.js';
+import type { Kernels } from './memory.js';
+import { expectedFrom, type NetOp, netOp } from './net-op.js';
+import { threadEngines } from './node-phase.js';
 import { NetP2p } from './p2p.js';
 import { isP2pSpace, p2pSpace } from './p2p-space.js';
+import { PeerTraffic } from './peer-traffic.js';
 import { type NetOpAlgo, NetSchedule } from './schedule.js';
-
-interface NetOp {
-  spec: OpSpec;
-  work: Work;
-  seq: number;
-  algo: NetOpAlgo;
-  /** The ring allReduce's piece size (0 for the other schedules). */
-  piece: number;
-  /**
-   * An allReduce's ring (flat, or across nodes): the connections per pair its messages go on (undefined: all of them).
-   */
-  ways?: number;
-  /** Hash of what every rank must agree on; it rides in every message's tag. */
-  signature: number;
-  /** allToAll: each message's signature also says what its two ranks exchange (see pairSignatures). */
-  pairs?: PairSignatures;
-  done: Promise<void>;
-}
 
 const trace = enabled('TRACE');
 
@@ -75,10 +46,10 @@ export class NetEngine implements Engine, WorkDriver {
   /** The topology and each op's schedule, piece size and ways (net/schedule.ts). */
   private readonly schedule: NetSchedule;
   private readonly byAlgorithm: Record<string, number> = Object.fromEntries(NET_ALGORITHMS.map((a) => [a, 0]));
-  /** The wasm kernels the schedules reduce, copy and scale with. */
-  private readonly kernels: Kernels;
-  /** Ranks whose message some pending receive awaits (named when a deadline passes). */
-  private readonly awaited = new Map<number, number>();
+  /** The messages of running ops: the ranks their receives await, the sends not yet settled. */
+  private readonly traffic: PeerTraffic;
+  /** What running an op takes of this engine (net/execute.ts). */
+  private readonly execution: Execution;
   readonly flight: FlightRecorder;
   /**
    * Told when an op starts and when the ranks it awaits change (the network progress thread publishes them to its
@@ -87,16 +58,11 @@ export class NetEngine implements Engine, WorkDriver {
   onProgress?: (startedSeq: number, awaited: () => number[]) => void;
   /** Who is at fault when an op fails: disagreements and peers' ABORTs (net/account.ts). */
   private readonly account: FaultAccount;
-  /**
-   * Sends whose bytes the socket may not have taken yet: they still read the arena, so it is
-   * freed only once they settle (a failed op leaves them behind; see close).
-   */
-  private readonly sending = new Set<Promise<void>>();
   /** Point-to-point ops: outside the collective order, in a tag space of their own. */
   private readonly p2p: NetP2p;
 
   constructor(
-    private readonly ctx: RankContext,
+    ctx: RankContext,
     private readonly world: NetWorld,
     private readonly local: NodeMates | undefined,
     private readonly counters: OpCounters,
@@ -104,8 +70,19 @@ export class NetEngine implements Engine, WorkDriver {
     private readonly timeoutMs: number,
   ) {
     this.schedule = new NetSchedule({ ...world, channels: world.transport.channels }, commAlgo);
-    this.kernels = ctx.core.exports as unknown as Kernels;
     this.arena = new Arena(ctx.heap);
+    this.traffic = new PeerTraffic(world.transport, world.rank, () =>
+      this.onProgress?.(this.started, () => this.awaitedRanks()),
+    );
+    this.execution = {
+      ctx,
+      kernels: ctx.core.exports as unknown as Kernels,
+      arena: this.arena,
+      schedule: this.schedule,
+      local,
+      timeoutMs,
+      group: (members, op) => this.traffic.group(members, op),
+    };
     this.flight = new FlightRecorder(world.rank, () => this.awaitedRanks());
     this.p2p = new NetP2p(world.transport, p2pSpace(), timeoutMs, {
       broke: (e) => this.fail(e),
@@ -130,7 +107,6 @@ export class NetEngine implements Engine, WorkDriver {
       this.flight.submitted(w, spec, 'direct');
       return w;
     }
-    const bytes = spec.count * DTYPE_SIZE[spec.dtype];
     const algo = this.algorithmOf(spec);
     // Numbered by whoever issues it when it does (a rank that hands some ops to its network
     // progress thread numbers them all): ops it skips ran on the thread's connections.
@@ -144,22 +120,8 @@ export class NetEngine implements Engine, WorkDriver {
     );
     work.timing.issuedAt = performance.now();
     if (spec.trace) work.trace = spec.trace.issue(work, algo);
-    // The ring's pieces are part of its schedule (tags count them): in the signature, so ranks
-    // whose models or WEBCCL_PIECE_BYTES disagree fail with MISMATCH.
-    const piece = algo === 'ring' ? this.schedule.piece(bytes) : 0;
-    const signature = signatureOf(spec, algo, piece);
-    const op: NetOp = {
-      spec,
-      work,
-      seq,
-      algo,
-      piece,
-      ways: spec.name === 'allReduce' ? this.schedule.ringWaysOf(algo, bytes, piece) : undefined,
-      signature,
-      pairs: pairSignatures(spec, signature),
-      done: Promise.resolve(),
-    };
-    this.account.remember(seq, fieldsOf(spec, algo, piece));
+    const op = netOp(spec, work, algo, this.schedule);
+    this.account.remember(seq, fieldsOf(spec, algo, op.piece));
     op.done = this.tail = this.tail.then(() => this.run(op));
     this.queue.push(op);
     this.flight.submitted(work, spec, algo);
@@ -233,7 +195,7 @@ export class NetEngine implements Engine, WorkDriver {
 
   /** The ranks whose message some pending receive awaits, in order. */
   awaitedRanks(): number[] {
-    return [...this.awaited.keys()].sort((a, b) => a - b);
+    return this.traffic.awaitedRanks();
   }
 
   pending(): number {
@@ -268,8 +230,7 @@ export class NetEngine implements Engine, WorkDriver {
     this.world.transport.close();
     // A send of a failed op may still sit in a socket's queue, reading its scratch: freed now,
     // that memory could be reused and its new contents sent in the old op's frame.
-    if (!this.sending.size) this.arena.release();
-    else void Promise.allSettled([...this.sending]).then(() => this.arena.release());
+    this.traffic.afterSends(() => this.arena.release());
   }
 
   progress(w: Work, block: boolean): void {
@@ -294,7 +255,7 @@ export class NetEngine implements Engine, WorkDriver {
       this.started = op.seq;
       this.onProgress?.(op.seq, () => this.awaitedRanks());
       spec.check?.atStart(op.seq);
-      await this.withDeadline(op, this.execute(op));
+      await withDeadline(execute(op, this.execution), this.deadlineOf(op), () => this.awaitedRanks());
       spec.check?.atEnd(op.seq);
       this.arena.reset();
       // A message of this op that no receive took: its sender disagreed (never report success).
@@ -324,7 +285,8 @@ export class NetEngine implements Engine, WorkDriver {
           err = await this.account.networkAccount(err);
         // (the network's account may be a disagreement, which the verdict states with its field)
         if (this.account.dispute) err = await this.account.dispute.verdict;
-        else if (err.code === 'TIMEOUT' && !('awaited' in err.details)) err = await this.nodeStall(op, err);
+        else if (err.code === 'TIMEOUT' && !('awaited' in err.details))
+          err = await nodeStall(err, this.deadlineOf(op), this.schedule.nodeRanks);
       }
       // The transport's messages start with this rank's number, which the context already says.
       const inner = new WebcclError(err.code, err.reason.replace(/^rank \d+: /, ''), err.details);
@@ -334,31 +296,14 @@ export class NetEngine implements Engine, WorkDriver {
     }
   }
 
-  /**
-   * Fails the op when its deadline passes, naming the rank at the root of the stall: the ranks
-   * this one waits for may themselves wait for another (see stallRoot).
-   */
-  private withDeadline(op: NetOp, running: Promise<void>): Promise<void> {
-    const ms = op.spec.timeoutMs ?? this.timeoutMs;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const expired = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const awaited = [...this.awaited.keys()].sort((a, b) => a - b);
-        void stallRoot(this.world.store, this.world.rank, op.seq, awaited, stallGraceMs(ms)).then((stall) => {
-          const direct = awaited.length
-            ? ` waiting for rank${awaited.length > 1 ? 's' : ''} ${awaited.join(', ')}`
-            : '';
-          reject(
-            new WebcclError('TIMEOUT', `timed out after ${ms} ms${direct}${stallText(stall)}`, {
-              missing: stall.missing,
-              awaited,
-            }),
-          );
-        });
-      }, ms);
-    });
-    running.catch(() => undefined); // a failure after the deadline is the deadline's consequence
-    return Promise.race([running, expired]).finally(() => clearTimeout(timer));
+  /** Op `op` as its deadline sees it. */
+  private deadlineOf(op: NetOp): Waiting {
+    return {
+      store: this.world.store,
+      rank: this.world.rank,
+      seq: op.seq,
+      timeoutMs: op.spec.timeoutMs ?? this.timeoutMs,
+    };
   }
 
   /** Unusable from here: every pending op fails, and every peer is told why. */
@@ -391,109 +336,4 @@ export class NetEngine implements Engine, WorkDriver {
     queueMicrotask(() => this.disagreedOutside(tag.seq, peer));
     return true;
   }
-
-  /**
-   * `nodeErr` is a TIMEOUT of the node phase naming node mates (by local rank) that did not
-   * arrive: a mate may itself wait on the network, so follow the stall from it (see stallRoot).
-   */
-  private async nodeStall(op: NetOp, nodeErr: WebcclError): Promise<WebcclError> {
-    const mates = ((nodeErr.details.missing as number[] | undefined) ?? [])
-      .map((l) => this.schedule.nodeRanks[l])
-      .filter((r) => r !== undefined);
-    const stall = await stallRoot(
-      this.world.store,
-      this.world.rank,
-      op.seq,
-      mates,
-      stallGraceMs(op.spec.timeoutMs ?? this.timeoutMs),
-    );
-    return new WebcclError('TIMEOUT', `${nodeErr.reason}${stallText(stall)}`, {
-      ...nodeErr.details,
-      missing: stall.missing,
-      awaited: mates,
-    });
-  }
-
-  private group(members: number[], op: NetOp): Group {
-    const t = this.world.transport;
-    const tag = (comm: number, step: number) => ({ comm, seq: op.seq >>> 0, step, ways: op.ways });
-    const awaited = this.awaited;
-    return {
-      rank: members.indexOf(this.world.rank),
-      size: members.length,
-      send: (peer, step, data) => {
-        const sent = t.send(members[peer], tag(op.pairs?.to(members[peer]) ?? op.signature, step), data);
-        this.sending.add(sent);
-        void sent.then(
-          () => this.sending.delete(sent),
-          () => this.sending.delete(sent),
-        );
-        return sent;
-      },
-      recv: (peer, step, into) => {
-        const r = members[peer];
-        awaited.set(r, (awaited.get(r) ?? 0) + 1);
-        this.onProgress?.(this.started, () => this.awaitedRanks());
-        return t.recv(r, tag(expectedFrom(op, r), step), into).finally(() => {
-          op.work.joined(); // the op's first message from a peer: its wait for peers ends
-          const n = awaited.get(r)! - 1;
-          if (n) awaited.set(r, n);
-          else awaited.delete(r);
-          this.onProgress?.(this.started, () => this.awaitedRanks());
-        });
-      },
-    };
-  }
-
-  /** Runs the op's schedule on its working memory; the allReduce algorithm is this engine's choice. */
-  private execute(op: NetOp): Promise<void> {
-    const m = workingMemory(this.ctx.core.memory, this.kernels, this.arena, op.spec.dtype, op.spec.op);
-    const world = this.group(this.schedule.worldRanks, op);
-    return runNetOp(op.spec, {
-      m,
-      world,
-      kernels: this.kernels,
-      allReduce: (w, from) => this.allReduce(op, m, world, w, from),
-    });
-  }
-
-  /** Of `from` into `w` when given: the flat schedules read it in place, the others after a copy. */
-  private allReduce(op: NetOp, m: Mem, world: Group, w: Span, from?: Span): Promise<void> {
-    const { topo } = this.schedule;
-    const flat = (
-      g: Group,
-      mm: Mem,
-      s: Span,
-      algo = flatAlgo(s.count * mm.elemBytes, g.size, topo.sharing, topo.channels),
-      src?: Span,
-      piece?: number,
-    ) =>
-      algo === 'ring'
-        ? ringAllReduce(g, mm, s, src, piece ?? this.schedule.piece(s.count * mm.elemBytes, g.size))
-        : doublingAllReduce(g, mm, s, src);
-    if (op.algo !== 'tree' && op.algo !== 'hierarchical')
-      return flat(world, m, w, op.algo as 'ring' | 'doubling', from, op.piece);
-    if (from) m.copy(w.addr, from.addr, w.count);
-    if (op.algo === 'tree') return treeAllReduce(world, m, w);
-    return hierarchicalAllReduce(
-      nodePhase(
-        this.local,
-        this.schedule.nodeRanks,
-        this.ctx,
-        op.spec.dtype,
-        op.spec.op,
-        op.spec.timeoutMs ?? this.timeoutMs,
-        op.spec.layout,
-      ),
-      this.group(this.schedule.interRanks, op),
-      m,
-      w,
-      (g, mm, s) => flat(g, mm, s),
-    );
-  }
-}
-
-/** The signature of the messages `op` expects from world rank `peer`. */
-function expectedFrom(op: NetOp, peer: number): number {
-  return op.pairs?.from(peer) ?? op.signature;
 }

@@ -1,0 +1,67 @@
+// The messages of this rank's running ops across nodes, as the schedules see them: a Group per op
+// whose sends and receives carry the op's tags. It counts the ranks its receives await (a
+// deadline names them) and the sends the socket may still read from the arena (freed after them).
+
+import type { Group } from '../algorithms/group.js';
+import type { Transport } from '../transport/transport.js';
+import { expectedFrom, type NetOp } from './net-op.js';
+
+export class PeerTraffic {
+  /** Ranks whose message some pending receive awaits, with how many receives await each. */
+  private readonly awaited = new Map<number, number>();
+  /**
+   * Sends whose bytes the socket may not have taken yet: they still read the arena, so it is
+   * freed only once they settle (a failed op leaves them behind; see afterSends).
+   */
+  private readonly sending = new Set<Promise<void>>();
+
+  /** `changed` is told whenever the ranks awaited change. */
+  constructor(
+    private readonly transport: Transport,
+    private readonly rank: number,
+    private readonly changed: () => void,
+  ) {}
+
+  /** The ranks whose message some pending receive awaits, in order. */
+  awaitedRanks(): number[] {
+    return [...this.awaited.keys()].sort((a, b) => a - b);
+  }
+
+  /** Runs `then` once no send may still read the arena: at once when none is pending. */
+  afterSends(then: () => void): void {
+    if (!this.sending.size) then();
+    else void Promise.allSettled([...this.sending]).then(then);
+  }
+
+  /** The world ranks `members`, in that order, as the group `op`'s schedule runs on. */
+  group(members: number[], op: NetOp): Group {
+    const t = this.transport;
+    const tag = (comm: number, step: number) => ({ comm, seq: op.seq >>> 0, step, ways: op.ways });
+    const awaited = this.awaited;
+    return {
+      rank: members.indexOf(this.rank),
+      size: members.length,
+      send: (peer, step, data) => {
+        const sent = t.send(members[peer], tag(op.pairs?.to(members[peer]) ?? op.signature, step), data);
+        this.sending.add(sent);
+        void sent.then(
+          () => this.sending.delete(sent),
+          () => this.sending.delete(sent),
+        );
+        return sent;
+      },
+      recv: (peer, step, into) => {
+        const r = members[peer];
+        awaited.set(r, (awaited.get(r) ?? 0) + 1);
+        this.changed();
+        return t.recv(r, tag(expectedFrom(op, r), step), into).finally(() => {
+          op.work.joined(); // the op's first message from a peer: its wait for peers ends
+          const n = awaited.get(r)! - 1;
+          if (n) awaited.set(r, n);
+          else awaited.delete(r);
+          this.changed();
+        });
+      },
+    };
+  }
+}
