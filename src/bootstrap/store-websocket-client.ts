@@ -8,9 +8,11 @@ import { checkOptions, integer, type OptionSpec, string, timeoutMs as timeoutChe
 import { concat, textBytes } from '../wire/bytes.js';
 import { checkSecrets } from '../wire/secrets.js';
 import { unrefSocket } from '../wire/unref-socket.js';
+import { clientLimits } from './store-arguments.js';
+import { Retry, retrying, type StoreConn } from './store-carrier.js';
 import type { FrameParser } from './store-protocol.js';
 import { MAX_VALUE_LIMIT } from './store-protocol.js';
-import { clientLimits, Retry, retrying, type StoreConn, StoreSession } from './store-session.js';
+import { StoreSession } from './store-session.js';
 
 export interface ConnectStoreOptions {
   /** The store's address: ws://HOST:P/store (wss:// behind a TLS proxy). */

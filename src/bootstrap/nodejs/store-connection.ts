@@ -4,8 +4,8 @@
 import { WebcclError } from '../../core/errors.js';
 import { AUTH_FAIL_REASONS, AuthFail, Challenge, type Refused } from '../../wire/auth.js';
 import { sameBytes } from '../../wire/hmac.js';
+import type { ConnEvents } from '../store-carrier.js';
 import { ACCEPTS, AUTH_LABEL, decode, encode, FrameParser, type Message, VERSION } from '../store-protocol.js';
-import type { ConnEvents } from '../store-session.js';
 import type { Table, Waiter } from './store-table.js';
 
 /**
