@@ -2,32 +2,17 @@
 // serves its copy requests between JS buffers and shared memory, blocks on a flag when the
 // loop has spun long enough, and turns a missed deadline or a failed check into a WebcclError.
 
-import { DTYPES, REDUCE_OPS } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import { freshBuffer } from '../core/fresh-buffer.js';
 import { LEFT_AFTER_ABORT, LEFT_DIED } from '../core/node.js';
-import { readReasonText, writeReasonText } from '../core/reason-text.js';
-import {
-  ABORT_BY_LAUNCHER,
-  ABORT_REASON,
-  ALGO,
-  C,
-  D,
-  E,
-  flagOffset,
-  KIND,
-  N,
-  NODE_BASE,
-  SIG_FIELDS,
-  ST,
-} from '../core/shm-map.js';
-import { showLayoutSignature, showShapeClass } from '../core/tensor-layout.js';
+import { ABORT_REASON, C, D, flagOffset, N, NODE_BASE, ST } from '../core/shm-map.js';
 import type { OpTrace } from '../core/trace.js';
 import { WAIT_SLICE_MS } from '../core/waits.js';
 import type { WasmCore } from '../core/wasm.js';
 import type { Buf } from '../engine/buffers.js';
-import { PER_PEER } from './counts.js';
+import { abortErrorOf, deadRankOf, publishAbort } from './abort-words.js';
 import { Doorbell } from './doorbell.js';
+import { disagreement } from './mismatch.js';
 
 export interface RunningOp {
   name: string;
@@ -270,110 +255,27 @@ export class ShmRunner {
    * them, then publishes the abort word; a later abort only rings again.
    */
   abort(code: number, detail: number, text: string = ''): void {
-    const { i32 } = this.views();
-    if (Atomics.compareExchange(i32, (this.comm + C.ABORT_CLAIM) >> 2, 0, 1) === 0) {
-      Atomics.store(i32, (this.comm + C.ABORT_CODE) >> 2, code);
-      Atomics.store(i32, (this.comm + C.ABORT_DETAIL) >> 2, detail);
-      writeReasonText(this.core.memory, this.comm + C.REASON, String(text));
-      Atomics.store(i32, this.commAbort, this.rank + 1);
-    }
+    publishAbort(this.views().i32, this.core.memory, this.comm, { by: this.rank, code, detail, text });
     this.bell.ring();
   }
 
-  /** Why the communicator or its node is aborted, or null. */
   /**
    * Why the communicator or its node is aborted, or null. The communicator's abort comes first
    * when both are set: it is published before the rank that publishes it fails (a rank that
    * timed out, then ends), and it names the first cause (the rank it waited for).
    */
   abortError(what: string): WebcclError | null {
-    const { i32 } = this.views();
-    const by = Atomics.load(i32, this.commAbort);
-    if (by !== 0) {
-      const code = Atomics.load(i32, (this.comm + C.ABORT_CODE) >> 2);
-      const detail = Atomics.load(i32, (this.comm + C.ABORT_DETAIL) >> 2);
-      const reason = readReasonText(this.core.memory, this.comm + C.REASON);
-      const why =
-        code === ABORT_REASON.TIMEOUT
-          ? `rank ${by - 1} timed out waiting for rank ${detail}`
-          : code === ABORT_REASON.USER
-            ? `rank ${by - 1} called abort(${JSON.stringify(reason)})`
-            : code === ABORT_REASON.PEER_ERROR
-              ? `rank ${by - 1} failed${reason ? `: ${reason}` : ''}`
-              : `rank ${by - 1} aborted it`;
-      // `cause` says what `detail` means: for a timeout, the rank the aborting rank waited for.
-      const cause = Object.keys(ABORT_REASON)
-        .find((k) => ABORT_REASON[k as keyof typeof ABORT_REASON] === code)
-        ?.toLowerCase();
-      return new WebcclError('ABORTED', `${what}: communicator aborted (${why})`, {
-        by: by - 1,
-        reason,
-        detail,
-        cause,
-        via: 'shm',
-      });
-    }
-    const nodeBy = Atomics.load(i32, (NODE_BASE + N.ABORT) >> 2);
-    if (nodeBy === 0) return null;
-    const dead = nodeBy === ABORT_BY_LAUNCHER ? -1 : nodeBy - 1;
-    const who = dead < 0 ? 'the launcher' : `rank ${dead}`;
-    const code = Atomics.load(i32, (NODE_BASE + N.ABORT_CODE) >> 2);
-    const reason = readReasonText(this.core.memory, NODE_BASE + N.REASON);
-    const why = code === ABORT_REASON.PEER_DIED ? `${who} died` : `aborted by ${who}`;
-    return new WebcclError('ABORTED', `${what}: ${why}${reason ? ` (${reason})` : ''}; the job is being ended`, {
-      by: dead,
-      reason,
-      via: 'shm',
-    });
+    return abortErrorOf(this.views().i32, this.core.memory, this.comm, what);
   }
 
   private errorOf(op: RunningOp): WebcclError {
-    const f = (x: number) => this.field(op.desc, x);
     const what = `${op.name} #${op.seq}`;
-    if (f(D.ERR) === E.MISMATCH) {
-      const field = SIG_FIELDS[f(D.ERR_FIELD)];
-      const show = (v: number) => showSigValue(f(D.ERR_FIELD), v);
-      const [ra, rb, va, vb] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
-      return new WebcclError(
-        'MISMATCH',
-        `${what}: ranks disagree on the ${field}: rank ${ra} has ${show(va)}, rank ${rb} has ${show(vb)}`,
-        {
-          field,
-          ranks: [ra, rb],
-          values: [show(va), show(vb)],
-        },
-      );
-    }
-    if (f(D.ERR) === E.RELAYOUT) {
-      // Tensors of one shape in different layouts: the engine runs the op again in row-major
-      // (layouts/plan.ts relayout); this error surfaces only if it cannot, as the old MISMATCH.
-      const [ra, rb, va, vb] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
-      const values = [showLayoutSignature(va), showLayoutSignature(vb)];
-      return new WebcclError(
-        'MISMATCH',
-        `${what}: ranks hold different layouts: rank ${ra} has ${values[0]}, rank ${rb} has ${values[1]}`,
-        {
-          field: 'layout',
-          ranks: [ra, rb],
-          values,
-          relayout: true,
-        },
-      );
-    }
-    if (f(D.ERR) === E.SIZE_MISMATCH) {
-      const [sender, receiver, sent, expected] = [f(D.ERR_RANK_A), f(D.ERR_RANK_B), f(D.ERR_VAL_A), f(D.ERR_VAL_B)];
-      // Ranks that disagree: MISMATCH naming the pair, with the values as across nodes.
-      return new WebcclError(
-        'MISMATCH',
-        `${what}: ranks disagree on the counts: rank ${sender} has sendCounts[${receiver}]=${sent}, rank ${receiver} has recvCounts[${sender}]=${expected}`,
-        {
-          field: 'counts',
-          ranks: [sender, receiver],
-          values: [`sendCounts[${receiver}]=${sent}`, `recvCounts[${sender}]=${expected}`],
-        },
-      );
-    }
-    return this.abortedOp(op) ?? new WebcclError('INTERNAL', `${what}: step loop failed with code ${f(D.ERR)}`);
+    const f = (x: number) => this.field(op.desc, x);
+    return (
+      disagreement(what, f) ??
+      this.abortedOp(op) ??
+      new WebcclError('INTERNAL', `${what}: step loop failed with code ${f(D.ERR)}`)
+    );
   }
 
   /**
@@ -391,34 +293,4 @@ export class ShmRunner {
     }
     return aborted;
   }
-}
-
-function showSigValue(field: number, v: number): string {
-  const name = (table: Record<string, number>) => Object.keys(table).find((k) => table[k] === v) ?? String(v);
-  switch (SIG_FIELDS[field]) {
-    case 'collective':
-      return name(KIND);
-    case 'algorithm':
-      return name(ALGO);
-    case 'dtype':
-      return DTYPES[v] ?? String(v);
-    case 'count':
-      return v === PER_PEER ? 'per-peer counts' : String(v);
-    case 'op':
-      return REDUCE_OPS[v] ?? String(v);
-    case 'layout':
-      return showLayoutSignature(v);
-    case 'shape':
-      return showShapeClass(v);
-    default:
-      return String(v);
-  }
-}
-
-/**
- * The node rank whose death aborted the node, when `aborted` says so; else -1 (no abort, the
- * launcher's, or a communicator's, which carries a `cause`).
- */
-function deadRankOf(aborted: WebcclError | null): number {
-  return aborted && !('cause' in aborted.details) ? (aborted.details.by as number) : -1;
 }
