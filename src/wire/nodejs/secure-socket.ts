@@ -1,6 +1,7 @@
 // Optional TLS under the rendezvous store's and the transport's connections (Node only): one
 // place where both make their sockets, so that neither needs the other. Without TLS it hands
 // out net sockets as they are. With TLS (WEBCCL_TLS=1) every connection runs TLS 1.3, keyed
+// (tls-settings.ts)
 // - by the job token: a pre-shared key HKDF-SHA256(token, job id, "webccl tls"), so no
 //   certificates are needed and each end proves the token to the other (ECDHE still gives every
 //   connection its own keys). The key's identity names the job (a hash of its id, nothing
@@ -17,22 +18,14 @@
 // After the TLS handshake the acceptor sends one byte and the dialler answers it: in TLS 1.3 a
 // dialler finishes its handshake before the acceptor has checked the dialler's certificate, and
 // this makes a refusal reach both ends as AUTH_FAILED before either speaks its protocol.
-import { createHash, hkdfSync } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+// (tls-preamble.ts reads these bytes and words the refusals.)
 import * as net from 'node:net';
 import * as tls from 'node:tls';
-import { envString, type TlsFiles } from '../../core/config.js';
-import { fail, WebcclError } from '../../core/errors.js';
+import { WebcclError } from '../../core/errors.js';
+import { ACK, readBytes, readNotice, refusedLate, tlsRefusal } from './tls-preamble.js';
+import type { WireTls } from './tls-settings.js';
 
-/** The TLS settings of a job, resolved once: what its listeners and diallers use. */
-export interface WireTls {
-  /** How the ends prove themselves: the job token's key, or certificates. */
-  readonly keyedBy: 'token' | 'certs';
-  readonly server: tls.TlsOptions;
-  readonly client: tls.ConnectionOptions;
-  /** Keyed by the token: whether an accepted TLS socket named this job's key (see the header). */
-  readonly claimedJob?: (s: tls.TLSSocket) => boolean;
-}
+export { resolveWireTls, type WireTls, wireTls } from './tls-settings.js';
 
 /** What a secure connection may take from accept (or connect) to its protocol's first byte. */
 export const SECURE_PHASE_MS = 10_000;
@@ -40,128 +33,8 @@ export const SECURE_PHASE_MS = 10_000;
 export const TLS_NOTICE =
   'the other end uses TLS (WEBCCL_TLS=1) and this one does not: set WEBCCL_TLS alike on every rank';
 
-const SUITES = 'TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256';
-/** The key's identity: the protocol and the job, never the token (it crosses the wire in clear). */
-const pskIdentity = (jobId: string) => `webccl/1/${createHash('sha256').update(jobId).digest('hex').slice(0, 16)}`;
-const ACK = 0x01;
 /** OpenSSL's error when the dialler's key is not the one its identity names here. */
 const BINDER_MISMATCH = 'ERR_SSL_BINDER_DOES_NOT_VERIFY';
-const VARS = { cert: 'WEBCCL_TLS_CERT', key: 'WEBCCL_TLS_KEY', ca: 'WEBCCL_TLS_CA' } as const;
-
-/** The job's TLS settings, keyed by the token (and job id) or by the given certificate files. */
-export function wireTls(token: Uint8Array, jobId: string, files?: TlsFiles): WireTls {
-  const base = { minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3', ciphers: SUITES } as const;
-  // Ranks dial addresses, and a certificate names a host: trust is the key or the CA, not names.
-  const anyHost = () => undefined;
-  if (!files) {
-    const psk = Buffer.from(hkdfSync('sha256', token, jobId, 'webccl tls', 32));
-    const identity = pskIdentity(jobId);
-    // The sockets that named this job's key: if their handshake then fails, the dialler holds
-    // another token. Another job's identity gets no key (and stays a stranger).
-    const claimed = new WeakSet<tls.TLSSocket>();
-    return {
-      keyedBy: 'token',
-      server: {
-        ...base,
-        pskCallback: (s, id) => {
-          if (id !== identity) return null;
-          claimed.add(s);
-          return psk;
-        },
-      },
-      client: { ...base, pskCallback: () => ({ psk, identity }), checkServerIdentity: anyHost },
-      claimedJob: (s) => claimed.has(s),
-    };
-  }
-  const pem = Object.fromEntries((['cert', 'key', 'ca'] as const).map((k) => [k, readPem(k, files[k])])) as Record<
-    keyof TlsFiles,
-    Buffer
-  >;
-  try {
-    // a key that does not match its certificate fails here, not at the first peer
-    tls.createSecureContext({ ...base, ...pem });
-  } catch (e) {
-    fail(
-      'INVALID_ARGUMENT',
-      `TLS certificate ${files.cert}, key ${files.key} or CA ${files.ca} is unusable: ${(e as Error).message}`,
-      { ...files },
-    );
-  }
-  return {
-    keyedBy: 'certs',
-    server: { ...base, ...pem, requestCert: true, rejectUnauthorized: true },
-    client: { ...base, ...pem, rejectUnauthorized: true, checkServerIdentity: anyHost },
-  };
-}
-
-function readPem(what: keyof TlsFiles, path: string): Buffer {
-  if (typeof path !== 'string' || path === '')
-    fail('INVALID_ARGUMENT', `tls.${what} must be the path of a PEM file (${VARS[what]})`);
-  try {
-    return readFileSync(path);
-  } catch (e) {
-    return fail(
-      'INVALID_ARGUMENT',
-      `cannot read the TLS ${what} file ${path} (${VARS[what]}): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
-      { path },
-    );
-  }
-}
-
-/**
- * The job's TLS settings from an option (true, false, or certificate files), else from
- * WEBCCL_TLS and WEBCCL_TLS_CERT/KEY/CA; undefined when the job runs without TLS. Certificate
- * variables without WEBCCL_TLS=1 are refused: they must never leave a job unencrypted unnoticed.
- */
-export function resolveWireTls(
-  option: boolean | TlsFiles | undefined,
-  token: Uint8Array,
-  jobId: string,
-): WireTls | undefined {
-  if (option !== undefined && typeof option !== 'boolean' && (typeof option !== 'object' || option === null)) {
-    fail(
-      'INVALID_ARGUMENT',
-      `tls must be true, false or { cert, key, ca } (paths of PEM files), got ${JSON.stringify(option)}`,
-    );
-  }
-  if (typeof option === 'object') {
-    const unknown = Object.keys(option).filter((k) => !(k in VARS));
-    if (unknown.length)
-      fail(
-        'INVALID_ARGUMENT',
-        `tls: unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: cert, key, ca)`,
-        { unknown },
-      );
-    return wireTls(token, jobId, option);
-  }
-  const flag = envString('WEBCCL_TLS');
-  if (flag !== undefined && !['0', '1'].includes(flag))
-    fail('INVALID_ARGUMENT', `WEBCCL_TLS=${JSON.stringify(flag)}: expected 1 (encrypt) or 0`);
-  const given = (Object.keys(VARS) as (keyof TlsFiles)[]).filter((k) => envString(VARS[k]) !== undefined);
-  const on = option ?? flag === '1';
-  if (given.length && !on)
-    fail(
-      'INVALID_ARGUMENT',
-      `${given.map((k) => VARS[k]).join(', ')} set, but TLS is off: set WEBCCL_TLS=1 to use the certificates, or unset them`,
-    );
-  if (!on) return undefined;
-  if (given.length === 0) return wireTls(token, jobId);
-  if (given.length < 3)
-    fail(
-      'INVALID_ARGUMENT',
-      `TLS with certificates needs ${Object.values(VARS).join(', ')} together; missing ${(
-        Object.keys(VARS) as (keyof TlsFiles)[]
-      )
-        .filter((k) => !given.includes(k))
-        .map((k) => VARS[k])
-        .join(', ')}`,
-    );
-  return wireTls(token, jobId, {
-    cert: envString('WEBCCL_TLS_CERT')!,
-    key: envString('WEBCCL_TLS_KEY')!,
-    ca: envString('WEBCCL_TLS_CA')!,
-  });
-}
 
 export interface ListenerOptions {
   /** The plain protocol's frame that a secure end sends first (see the header). */
@@ -329,102 +202,3 @@ export function secureDialled(wire: WireTls | undefined, raw: net.Socket, o: Dia
 }
 
 const phaseMs = (ms: number) => Math.max(1, Math.min(ms, SECURE_PHASE_MS));
-
-/** A TLS handshake that failed: the peers do not share the key, or a certificate is not trusted. */
-function tlsRefusal(err: Error & { code?: string; reason?: string }, p: Peer, certError?: Error | string): WebcclError {
-  // A client certificate this end did not trust shows as the socket's authorizationError;
-  // OpenSSL's errors carry a short reason beside their long message.
-  const why = certError
-    ? `the peer's certificate: ${String(certError)}`
-    : `${err.reason ?? err.message.split('\n')[0]}${err.code ? `, ${err.code}` : ''}`;
-  return new WebcclError(
-    'AUTH_FAILED',
-    `the TLS handshake with ${p.who} failed (${why}): every rank needs the same WEBCCL_TOKEN and WEBCCL_JOB_ID, or certificates from the same WEBCCL_TLS_CA`,
-    { peer: p.remote, tls: err.code },
-  );
-}
-
-/** The connection closed right after the TLS handshake: the peer refused our key or certificate. */
-function refusedLate(p: Peer): WebcclError {
-  return new WebcclError(
-    'AUTH_FAILED',
-    `${p.who} closed the connection at the end of the TLS handshake (it refused this end's key or certificate, or it ended)`,
-    { peer: p.remote },
-  );
-}
-
-/** Who is at the other end: how messages name it, and its address for details. */
-interface Peer {
-  who: string;
-  remote: string;
-}
-
-/**
- * Reads the peer's notice, byte by byte against ours: a plain peer is told apart at its first
- * byte that differs. Calls back once, with an error or with the bytes read past the notice.
- */
-function readNotice(
-  raw: net.Socket,
-  notice: Uint8Array,
-  p: Peer,
-  side: 'accept' | 'dial',
-  then: (e?: WebcclError, rest?: Buffer) => void,
-): void {
-  const plain = () =>
-    new WebcclError(
-      'PROTOCOL_ERROR',
-      `${p.who} does not use TLS, and this rank does (WEBCCL_TLS=1): set WEBCCL_TLS alike on every rank`,
-      { peer: p.remote, tls: 'mismatch' },
-    );
-  let at = 0;
-  let finished = false;
-  const finish = (e?: WebcclError, rest?: Buffer) => {
-    if (finished) return;
-    finished = true;
-    raw.off('data', onData);
-    raw.off('close', onClose);
-    raw.pause();
-    then(e, rest);
-  };
-  const onData = (chunk: Buffer) => {
-    const n = Math.min(chunk.length, notice.length - at);
-    for (let i = 0; i < n; i++) if (chunk[i] !== notice[at + i]) return finish(plain());
-    at += n;
-    if (at === notice.length) finish(undefined, chunk.subarray(n));
-  };
-  // A plain dialler shows our notice and hangs up; a plain acceptor hangs up on ours.
-  const onClose = () =>
-    finish(
-      new WebcclError(
-        'PROTOCOL_ERROR',
-        `${p.who} closed the connection before TLS began: it does not use TLS while this rank does (WEBCCL_TLS=1), or it ${side === 'dial' ? 'failed' : 'gave up'}`,
-        { peer: p.remote, tls: 'mismatch' },
-      ),
-    );
-  raw.on('data', onData);
-  raw.on('close', onClose);
-}
-
-/** Reads `n` bytes (then pauses if told); calls back with them and what came after, or with undefined on close. */
-function readBytes(
-  s: net.Socket,
-  n: number,
-  pause: boolean,
-  then: (got: Buffer | undefined, rest: Buffer) => void,
-): void {
-  let have = Buffer.alloc(0);
-  const onData = (chunk: Buffer) => {
-    have = Buffer.concat([have, chunk]);
-    if (have.length < n) return;
-    s.off('data', onData);
-    s.off('close', onClose);
-    if (pause) s.pause();
-    then(have.subarray(0, n), have.subarray(n));
-  };
-  const onClose = () => {
-    s.off('data', onData);
-    then(undefined, Buffer.alloc(0));
-  };
-  s.on('data', onData);
-  s.on('close', onClose);
-}
