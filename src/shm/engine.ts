@@ -1,12 +1,11 @@
 // The shared-memory engine: every rank of the communicator is on this node. Queues ops so they
 // complete in issue order and hands each to the wasm step loops through this rank's
 // descriptor; progress is made by whoever waits or polls.
-import { DTYPE_CODE, DTYPE_SIZE, type Dtype, OP_CODE, type ReduceOp } from '../core/dtypes.js';
+import { DTYPE_SIZE } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import { enabled, log } from '../core/log.js';
-import { ABORT_REASON, ALGO, type Algo, D, descOffset, KIND, type Kind } from '../core/shm-map.js';
+import { ABORT_REASON, type Algo, descOffset } from '../core/shm-map.js';
 import type { Buf } from '../engine/buffers.js';
-import { sameView } from '../engine/buffers.js';
 import { type RankContext, worldRankOf } from '../engine/context.js';
 import { countDone, type Engine, isP2p, type OpCounters, type OpSpec, type P2pKind } from '../engine/engine.js';
 import { FlightRecorder } from '../engine/flight-recorder.js';
@@ -21,45 +20,19 @@ import {
   serveOthers,
 } from '../engine/thread-queues.js';
 import { Work, type WorkDriver } from '../engine/work.js';
-import {
-  chooseAllReduceAlgo,
-  chunkElems,
-  keepInputMaxBytes,
-  keepsInput,
-  resolveTuning,
-  type Tuning,
-} from '../tuner/tuner.js';
-import { descriptorCount, writeCounts } from './counts.js';
+import { chooseAllReduceAlgo, keepInputMaxBytes, resolveTuning, type Tuning } from '../tuner/tuner.js';
+import { signAgain, writeDescriptor } from './descriptor.js';
 import { joinTime, stampStart } from './joined.js';
 import { ShmP2p } from './p2p.js';
-import { type RunningOp, ShmRunner } from './runner.js';
-
-interface QueuedOp extends RunningOp {
-  name: Kind;
-  work: Work;
-  algo: Algo;
-  dtype: Dtype;
-  op: ReduceOp;
-  count: number;
-  root: number;
-  /** Wire layout signature value (OpSpec.layout). */
-  layout: number;
-  /** Logical shape class of tensors (OpSpec.shape), and how to run again in row-major (OpSpec.relayout). */
-  shape: number;
-  relayout: OpSpec['relayout'];
-  /** The call's algorithm option, for choosing again after a relayout changed the count. */
-  algoOption: unknown;
-  chunk: number;
-  counts: OpSpec['counts'];
-  started: boolean;
-  check: InputCheck | undefined;
-}
+import { type QueuedOp, type QueueSite, queuedOp, relaidOut } from './queued-op.js';
+import { ShmRunner } from './runner.js';
 
 const trace = enabled('TRACE');
 
 export class ShmEngine implements Engine, WorkDriver, QueueServer {
   private readonly runner: ShmRunner;
-  private readonly desc: number;
+  /** This rank's descriptor and default deadline, which every op it queues shares. */
+  private readonly site: QueueSite;
   private readonly queue: QueuedOp[] = [];
   private readonly tuning: Tuning;
   /** Inputs up to this size are staged, not read in place by peers (tuner.ts keepInputMaxBytes). */
@@ -81,7 +54,7 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
     withP2p = true,
   ) {
     this.runner = new ShmRunner(ctx.core, ctx.comm, ctx.rank, ctx.size, ctx.localOf);
-    this.desc = descOffset(ctx.comm, ctx.size, ctx.rank);
+    this.site = { ctx, desc: descOffset(ctx.comm, ctx.size, ctx.rank), timeoutMs };
     this.tuning = resolveTuning(ctx.size, commAlgo);
     this.keepMaxBytes = keepInputMaxBytes(ctx.size, ctx.cores, ctx.slotBytes);
     this.flight = new FlightRecorder(ctx.rank, () => this.runner.missingRanks());
@@ -119,32 +92,9 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
     }
     const algo =
       s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
-    const es = DTYPE_SIZE[s.dtype];
     const seq = s.seq ?? this.seq++;
-    const q: QueuedOp = {
-      name: s.name,
-      seq,
-      desc: this.desc,
-      elemBytes: es,
-      input: s.input,
-      output: s.output,
-      deadline: Infinity,
-      timeoutMs: s.timeoutMs ?? this.timeoutMs,
-      work: runAs ?? new Work(s.name, seq, this, this.ctx.canBlock),
-      algo,
-      dtype: s.dtype,
-      op: s.op,
-      count: s.count,
-      root: s.root,
-      layout: s.layout ?? 0,
-      shape: s.shape ?? 0,
-      relayout: s.relayout,
-      algoOption: s.algo,
-      chunk: s.name === 'barrier' ? 0 : chunkElems(s.name, this.ctx.slotBytes, es, this.ctx.size),
-      counts: s.counts,
-      started: false,
-      check: s.check,
-    };
+    const work = runAs ?? new Work(s.name, seq, this, this.ctx.canBlock);
+    const q = queuedOp(s, { seq, work, algo }, this.site);
     if (s.trace) q.work.trace = q.trace = s.trace.issue(q.work, algo);
     // An op that starts at once takes its start time as its issue time (one clock read fewer).
     if (this.queue.length && Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = performance.now();
@@ -235,40 +185,6 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
     this.closed = true;
   }
 
-  /** Fills this rank's descriptor in shared memory: from here on the op's state lives there. */
-  private writeDescriptor(q: QueuedOp): void {
-    const i32 = this.runner.views().i32;
-    const d = q.desc >> 2;
-    // The op starts where the last one on this descriptor ended: its (possibly advanced) base plus
-    // the steps it used. Kept in the descriptor, so that whichever thread runs the next op (this
-    // rank, or the node's progress thread) continues the count; a fresh block holds zeros.
-    i32[d + D.BASE / 4] = i32[d + D.BASE / 4] + i32[d + D.STEPS_USED / 4];
-    i32[d + D.KIND / 4] = KIND[q.name];
-    i32[d + D.ALGO / 4] = ALGO[q.algo];
-    i32[d + D.DTYPE / 4] = DTYPE_CODE[q.dtype];
-    i32[d + D.OP / 4] = OP_CODE[q.op];
-    i32[d + D.COUNT / 4] = descriptorCount(q);
-    if (q.counts) writeCounts(i32, q.counts, this.ctx.comm, this.ctx.size, this.ctx.rank, this.ctx.slotBytes);
-    i32[d + D.ROOT / 4] = q.root;
-    i32[d + D.LAYOUT / 4] = q.layout;
-    i32[d + D.SHAPE / 4] = q.shape;
-    i32[d + D.RANK / 4] = this.ctx.rank;
-    i32[d + D.NRANKS / 4] = this.ctx.size;
-    i32[d + D.IN / 4] = q.input?.addr ?? 0;
-    i32[d + D.KEEP_IN / 4] = q.input?.addr && keepsInput(q.name, q.input.bytes.byteLength, this.keepMaxBytes) ? 1 : 0;
-    i32[d + D.OUT / 4] = q.output?.addr ?? 0;
-    i32[d + D.IN_PLACE / 4] = q.input !== null && q.output !== null && sameView(q.input, q.output) ? 1 : 0;
-    i32[d + D.CHUNK / 4] = q.chunk;
-    i32[d + D.NCHUNKS / 4] = q.chunk && !q.counts ? Math.max(1, Math.ceil(q.count / q.chunk)) : 1;
-    i32[d + D.STEP / 4] = 0;
-    i32[d + D.PHASE / 4] = 0;
-    i32[d + D.SUB / 4] = 0;
-    i32[d + D.MODE / 4] = 0;
-    i32[d + D.STEPS_USED / 4] = 0;
-    i32[d + D.SEQ / 4] = q.seq + i32[d + D.SIG_SHIFT / 4];
-    i32[d + D.COMM / 4] = this.ctx.comm;
-  }
-
   /** WorkDriver: runs queued ops in order until `w` completes (or, without block, until one would wait). */
   progress(w: Work, block: boolean): void {
     while (this.queue.length && !w.settled) {
@@ -335,7 +251,7 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
         q.work.timing.startedAt = now;
         if (Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = now;
         q.check?.atStart(q.seq);
-        this.writeDescriptor(q);
+        writeDescriptor(this.runner.views().i32, q, this.ctx, this.keepMaxBytes);
         stampStart(this.runner.views().i32, this.ctx.comm, this.ctx.size, this.ctx.rank, q.seq, now);
       } else q.check?.resume(q.seq);
       if (!this.runner.run(q, block, block ? this.ctx.spinPolls : this.ctx.tryPolls)) {
@@ -393,19 +309,8 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
    */
   private relayout(q: QueuedOp): void {
     try {
-      const r = q.relayout!();
-      Object.assign(q, {
-        input: r.input,
-        output: r.output,
-        count: r.count,
-        layout: 0,
-        relayout: undefined,
-        started: false,
-      });
-      if (q.name === 'allReduce') q.algo = chooseAllReduceAlgo(r.count * q.elemBytes, this.tuning, q.algoOption);
-      // Kept in the descriptor, as the step base: whichever thread runs the next op signs alike.
-      const i32 = this.runner.views().i32;
-      i32[(q.desc + D.SIG_SHIFT) >> 2]++;
+      relaidOut(q, this.tuning);
+      signAgain(this.runner.views().i32, q.desc);
     } catch (e) {
       this.settleFailed(q, e);
     }
