@@ -12,7 +12,7 @@ import { ALGORITHMS, directMaxBytes } from '../../src/tuner/tuner.js';
 import { launchFixture } from '../helpers/launch-fixture.js';
 import { type Form, launchForm, stdoutOf } from '../helpers/launch-forms.js';
 
-const f = launchFixture('algo-grid.mjs', 'algo-grid');
+const f = launchFixture(new URL('fixtures/algo-grid.mjs', import.meta.url), 'algo-grid');
 const NAMES = [...ALGORITHMS, ...NET_ALGORITHMS, 'nope'];
 const SHM = new Set<string>(ALGORITHMS);
 const NET = new Set<string>(NET_ALGORITHMS);

@@ -201,7 +201,7 @@ describe('send/recv across 2 nodes over TCP', () => {
 describe('send/recv across real processes and nodes (the built CLI)', () => {
   const root = fileURLToPath(new URL('../..', import.meta.url));
   const bin = join(root, 'bin', 'webccl.js');
-  const script = join(root, 'test', 'fixtures', 'p2p-check.mjs');
+  const script = join(root, 'test', 'api', 'fixtures', 'p2p-check.mjs');
   const oks = (out: string, n: number) =>
     [...out.matchAll(/^ok rank (\d+) of (\d+)$/gm)]
       .filter((m) => Number(m[2]) === n)

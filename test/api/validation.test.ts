@@ -453,7 +453,7 @@ describe('module-level functions on a rank of a thread job (the built bundle)', 
     const { launch } = await import('../../dist/node/index.js');
     const result = await launch({
       nranks: 2,
-      script: 'test/fixtures/api-rejects.mjs',
+      script: 'test/api/fixtures/api-rejects.mjs',
       onMessage: (r, m) => reports[r].push(m),
       graceMs: 10_000,
     });

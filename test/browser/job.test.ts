@@ -154,7 +154,7 @@ describe.skipIf(!haveChromium)('pages in jobs with Node processes', () => {
   it("a page of 2 workers and a Node rank: the ops over 256 KiB end while every rank computes without calling webccl, on the ranks' network progress threads (the page's are Web Workers), right", async () => {
     const job = await servedJob('net-progress');
     try {
-      const proc = run(node, [fixture('net-overlap.mjs'), '3000'], job.nodeEnv(0, 3));
+      const proc = run(node, [fixture('net-overlap.mjs', 'browser'), '3000'], job.nodeEnv(0, 3));
       const tab = await (await browser.newContext()).newPage();
       const q = new URLSearchParams({
         master: job.master,

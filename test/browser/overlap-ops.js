@@ -1,5 +1,5 @@
 // The ops of the overlap check, run alike by a page's workers (net-progress-rank.js) and Node
-// ranks (test/fixtures/net-overlap.mjs) of one job: collectives over 256 KiB (the job's progress
+// ranks (test/browser/fixtures/net-overlap.mjs) of one job: collectives over 256 KiB (the job's progress
 // threads run those), then a compute loop that never calls webccl; reports which ended meanwhile
 // and whether every result is right.
 export async function overlapCheck(comm, busyMs) {

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { opLine } from '../../src/engine/op-line.js';
 
 const bin = fileURLToPath(new URL('../../bin/webccl.js', import.meta.url));
-const fixture = fileURLToPath(new URL('../fixtures/log-ops.mjs', import.meta.url));
+const fixture = fileURLToPath(new URL('fixtures/log-ops.mjs', import.meta.url));
 
 function job(env: Record<string, string>, ...runArgs: string[]) {
   const r = spawnSync(process.execPath, [bin, 'run', ...runArgs, fixture], {

@@ -18,7 +18,7 @@ import { bin, cleanEnv, fixture } from '../helpers/procs.js';
 
 afterAll(killAllJobs);
 
-const JOB = fixture('trace-job.mjs');
+const JOB = fixture('trace-job.mjs', 'core');
 const LATE_MS = 300;
 
 interface Ev {

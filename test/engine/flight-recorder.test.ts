@@ -170,9 +170,12 @@ describe('flight recorder of a job of processes (webccl run --procs, auto progre
   afterAll(killAll);
 
   it('ops the rank runs itself, ops the network progress thread runs and a send/recv are each one entry', async () => {
-    const r = await run(process.execPath, [bin, 'run', '-n', '2', '--procs', fixture('flight-once.mjs')], cleanEnv(), {
-      guardMs: 60_000,
-    });
+    const r = await run(
+      process.execPath,
+      [bin, 'run', '-n', '2', '--procs', fixture('flight-once.mjs', 'engine')],
+      cleanEnv(),
+      { guardMs: 60_000 },
+    );
     expect(r.code, r.stderr).toBe(0);
     const reports = [...r.stdout.matchAll(/^flight (\d) (.*)$/gm)].map(
       (m) => [Number(m[1]), JSON.parse(m[2])] as const,

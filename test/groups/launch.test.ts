@@ -1,6 +1,6 @@
 // Groups under every launch form, with the built CLI: 4 worker threads (webccl run -n 4), 4
 // processes (--procs), and 2 nodes × 2 threads (--nnodes). The rank script
-// (test/fixtures/groups-check.mjs) forms groups of every shape, checks every result itself and
+// (test/groups/fixtures/groups-check.mjs) forms groups of every shape, checks every result itself and
 // prints "ok rank R of N"; its fault modes end with a disagreement, or a missing member, inside
 // a group of world ranks 1 and 2.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -13,7 +13,7 @@ import { freePort } from '../helpers/net.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = join(root, 'bin', 'webccl.js');
-const script = join(root, 'test', 'fixtures', 'groups-check.mjs');
+const script = join(root, 'test', 'groups', 'fixtures', 'groups-check.mjs');
 const shrinkScript = join(root, 'test', 'fixtures', 'shrink-check.mjs');
 const tmp = mkdtempSync(join(tmpdir(), 'webccl-groups-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -232,7 +232,7 @@ describe.each(['threads', 'procs', 'nnodes'] as Form[])('groups with webccl run 
 it('a group spread unevenly over 2 nodes (2 + 3 members) runs allReduce and allGather from 8 B to 16 MiB', async () => {
   const { runs, out } = await launch('nnodes', [], {
     n: 6,
-    script: join(root, 'test', 'fixtures', 'uneven-group.mjs'),
+    script: join(root, 'test', 'groups', 'fixtures', 'uneven-group.mjs'),
   });
   for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
   expect(out).not.toMatch(/^fault /m);
@@ -249,7 +249,7 @@ it('a group spread unevenly over 2 nodes (2 + 3 members) runs allReduce and allG
 it('ops of two communicators across nodes, issued in opposite orders by node mates, with node phases: no deadlock', async () => {
   const { runs, out } = await launch('nnodes', [], {
     n: 4,
-    script: join(root, 'test', 'fixtures', 'cross-order.mjs'),
+    script: join(root, 'test', 'groups', 'fixtures', 'cross-order.mjs'),
     env: { WEBCCL_TIMEOUT_MS: '20000' },
   });
   for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });

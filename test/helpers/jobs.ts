@@ -38,6 +38,8 @@ export interface Run {
   stderr: string;
   /** Killed by the hang guard (the job did not end on its own). */
   hung: boolean;
+  /** From the start to the end (for "ends well before a deadline" bounds, never a timing check). */
+  ms: number;
 }
 
 export interface Job {
@@ -73,6 +75,14 @@ export function killAllJobs(): void {
   }
 }
 
+export interface JobOptions {
+  cwd?: string;
+  /** A job still running after this is killed and reported as hung. */
+  guardMs?: number;
+  /** Called with each line of the standard output as it comes. */
+  onLine?: (line: string) => void;
+}
+
 /**
  * Starts a command in its own process group; a job still running after `guardMs` is killed
  * and reported as hung (a guard against hangs, not a timing assertion).
@@ -81,13 +91,21 @@ export function startJob(
   cmd: string,
   args: string[],
   env: Env,
-  { cwd, guardMs = 50_000 }: { cwd?: string; guardMs?: number } = {},
+  { cwd, guardMs = 50_000, onLine }: JobOptions = {},
 ): Job {
+  const t0 = performance.now();
   const c = spawn(cmd, args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
+  let partial = '';
   let hung = false;
-  c.stdout!.on('data', (d) => (stdout += d));
+  c.stdout!.on('data', (d) => {
+    stdout += d;
+    if (!onLine) return;
+    const lines = (partial + d).split('\n');
+    partial = lines.pop()!;
+    for (const l of lines) onLine(l);
+  });
   c.stderr!.on('data', (d) => (stderr += d));
   const job: Job = {
     child: c,
@@ -110,7 +128,7 @@ export function startJob(
       clearTimeout(guard);
       // Forget a job none of whose processes is left: its group id may be reused later.
       if (!signalGroup(job, 0)) started.delete(job);
-      resolve({ code, signal, stdout, stderr, hung });
+      resolve({ code, signal, stdout, stderr, hung, ms: performance.now() - t0 });
     };
     c.on('error', (err) => (stderr += `spawn failed: ${err.message}`));
     c.on('close', finish);
@@ -124,6 +142,11 @@ export function startJob(
 export function run(cmd: string, args: string[], env: Env, guardMs = 50_000, cwd?: string): Promise<Run> {
   return startJob(cmd, args, env, { cwd, guardMs }).done;
 }
+
+/** The pids the rank scripts printed ("pid rank R PID"). */
+export const pidsIn = (stdout: string): number[] => [
+  ...new Set([...stdout.matchAll(/^pid rank \d+ (\d+)$/gm)].map((m) => Number(m[1]))),
+];
 
 /** Whether a process with this pid exists (a zombie counts until reaped). */
 export function alive(pid: number): boolean {

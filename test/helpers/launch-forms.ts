@@ -2,7 +2,7 @@
 // (`webccl run -n N`), processes (`--procs`) and two nodes of N/2 threads each (two
 // `webccl run --nnodes 2` launchers on this machine, meeting on a free port).
 import { join } from 'node:path';
-import { cleanEnv, type Env, type Run, run } from './jobs.js';
+import { cleanEnv, type Env, type Run, startJob } from './jobs.js';
 import type { LaunchFixture } from './launch-fixture.js';
 import { freePort } from './net.js';
 
@@ -27,10 +27,21 @@ export function formFlags(form: Form, n: number, port?: string, nodeRank?: numbe
   return [...(form === 'procs' ? ['--procs'] : []), '-n', String(n)];
 }
 
+export interface LaunchOptions {
+  /** The launcher's own flags, before the form's. */
+  flags?: string[];
+  /** Kills a job that does not end (a hang guard, not a timing assertion). */
+  guardMs?: number;
+  /** Another rank script than the fixture's. */
+  script?: string;
+  /** Called with each line of every launcher's standard output as it comes. */
+  onLine?: (line: string) => void;
+}
+
 /**
  * Runs `f`'s script on `n` ranks in `form` with `args`, in an environment with none of the
  * shell's launcher or webccl variables (HOME in the fixture's scratch directory, a job token)
- * plus `extra`; resolves to every launcher's run. `guardMs` kills a job that does not end.
+ * plus `extra`; resolves to every launcher's run.
  */
 export async function launchForm(
   f: LaunchFixture,
@@ -38,17 +49,15 @@ export async function launchForm(
   n: number,
   args: string[],
   extra: Env = {},
-  { flags = [] as string[], guardMs = 240_000 } = {},
+  { flags = [], guardMs = 240_000, script = f.script, onLine }: LaunchOptions = {},
 ): Promise<Run[]> {
   const env = cleanEnv({ HOME: join(f.tmp, 'home'), WEBCCL_TOKEN: 'launch-forms-test', ...extra });
   const start = (port?: string, k?: number) =>
-    run(
-      process.execPath,
-      [f.bin, 'run', ...flags, ...formFlags(form, n, port, k), f.script, ...args],
-      env,
+    startJob(process.execPath, [f.bin, 'run', ...flags, ...formFlags(form, n, port, k), script, ...args], env, {
+      cwd: f.root,
       guardMs,
-      f.root,
-    );
+      onLine,
+    }).done;
   if (form !== 'nnodes') return [await start()];
   const port = String(await freePort());
   return Promise.all([0, 1].map((k) => start(port, k)));
@@ -56,3 +65,6 @@ export async function launchForm(
 
 /** Every launcher's standard output, one string. */
 export const stdoutOf = (runs: Run[]): string => runs.map((r) => r.stdout).join('');
+
+/** Every launcher's standard error, one string. */
+export const stderrOf = (runs: Run[]): string => runs.map((r) => r.stderr).join('');

@@ -10,6 +10,7 @@ import { parseTuneArgs } from '../../src/launch/tune/args.js';
 
 const bin = fileURLToPath(new URL('../../bin/webccl.js', import.meta.url));
 const fixture = (f: string) => fileURLToPath(new URL(`../fixtures/${f}`, import.meta.url));
+const beside = (f: string) => fileURLToPath(new URL(`fixtures/${f}`, import.meta.url));
 const webccl = (...args: string[]) =>
   spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 120_000 });
 
@@ -21,13 +22,13 @@ describe('webccl run', () => {
   });
 
   it('ends the job with a non-zero code and names the rank whose error was uncaught', () => {
-    const r = webccl('run', '-n', '3', fixture('throws-on-rank-2.mjs'));
+    const r = webccl('run', '-n', '3', beside('throws-on-rank-2.mjs'));
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/rank 2 failed: .*boom on rank 2/);
   });
 
   it('treats a rank exiting non-zero as a failure', () => {
-    const r = webccl('run', '-n', '2', fixture('exits-on-rank-1.mjs'));
+    const r = webccl('run', '-n', '2', beside('exits-on-rank-1.mjs'));
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/rank 1 failed: exited with code 3/);
   });

@@ -12,7 +12,7 @@ import { WebcclError } from '../../src/core/errors.js';
 import { parseRunArgs } from '../../src/launch/cli.js';
 
 const bin = fileURLToPath(new URL('../../bin/webccl.js', import.meta.url));
-const fixture = fileURLToPath(new URL('../fixtures/launch-world.mjs', import.meta.url));
+const fixture = fileURLToPath(new URL('fixtures/launch-world.mjs', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'webccl-nodes-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 

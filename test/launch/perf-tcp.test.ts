@@ -14,7 +14,7 @@ import { runPerf } from '../../src/launch/perf/main.js';
 
 const bin = fileURLToPath(new URL('../../bin/webccl.js', import.meta.url));
 const cliScript = fileURLToPath(new URL('../../dist/node/cli.js', import.meta.url));
-const failingRank = fileURLToPath(new URL('../fixtures/perf-fail-rank.mjs', import.meta.url));
+const failingRank = fileURLToPath(new URL('fixtures/perf-fail-rank.mjs', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'webccl-perf-tcp-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 

@@ -1,14 +1,14 @@
 // Mixed layouts without wireLayout under the launchers (the built bundle): worker threads of one
 // node (the signature check finds the layouts differ and the op runs again in row-major) and
 // one process per rank (across nodes: ranks not row-major always convert). Each rank checks
-// every collective element by element itself (test/fixtures/layouts-mixed.mjs); WEBCCL_DEBUG=INFO
+// every collective element by element itself (test/layouts/fixtures/layouts-mixed.mjs); WEBCCL_DEBUG=INFO
 // logs every conversion with its cost.
 import { afterAll, describe, expect, it } from 'vitest';
 import { bin, cleanEnv, fixture, killAll, run } from '../helpers/procs.js';
 
 afterAll(killAll);
 
-const script = fixture('layouts-mixed.mjs');
+const script = fixture('layouts-mixed.mjs', 'layouts');
 const CASES = 2 * 6 * 5 * 7; // mixes × dtypes × shapes × collectives
 
 describe('mixed layouts without wireLayout under webccl run', () => {

@@ -1,5 +1,5 @@
 // Seeded random collectives on tensors with layouts under every launch form
-// (test/fixtures/random-layouts.mjs): each op draws a shape and, per rank, a layout (NCHW, NHWC,
+// (test/layouts/fixtures/random-layouts.mjs): each op draws a shape and, per rank, a layout (NCHW, NHWC,
 // NC1HWC0 with a drawn or default c0; mostly different across ranks, sometimes all equal),
 // puts garbage in the inputs' padding, and checks every element of the output in the rank's
 // own layout, padding zero, against the layouts' index formulas written plainly in the script.
@@ -9,7 +9,7 @@ import { cleanEnv, type Env, type Run, run } from '../helpers/jobs.js';
 import { launchFixture } from '../helpers/launch-fixture.js';
 import { freePort } from '../helpers/net.js';
 
-const f = launchFixture('random-layouts.mjs', 'random-layouts');
+const f = launchFixture(new URL('fixtures/random-layouts.mjs', import.meta.url), 'random-layouts');
 const env = (extra: Env = {}): Env =>
   cleanEnv({ HOME: join(f.tmp, 'home'), WEBCCL_TOKEN: 'random-layouts-test', ...extra });
 const OPS = Number(process.env.WEBCCL_RANDOM_OPS) || 60;

@@ -65,7 +65,11 @@ describe('ranks that only dial, in a job with Node ranks that listen', () => {
     const job = await servedJob('dial-6');
     try {
       const dialNode = (first: number) =>
-        run(node, [fixture('dial-node.mjs'), job.master, String(first), '2', '6', JOB_TOKEN, job.jobId], cleanEnv());
+        run(
+          node,
+          [fixture('dial-node.mjs', 'net'), job.master, String(first), '2', '6', JOB_TOKEN, job.jobId],
+          cleanEnv(),
+        );
       const rs = await Promise.all([
         run(node, [fixture('net-check.mjs')], job.nodeEnv(0, 6)),
         run(node, [fixture('net-check.mjs')], job.nodeEnv(1, 6)),

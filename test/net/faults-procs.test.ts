@@ -1,6 +1,6 @@
 // The faults of test/net/faults.test.ts across real processes: `webccl run --procs` and two
 // `webccl run --nnodes 2` launchers of two threads each, on the built package (dist/). Every
-// rank script is test/fixtures/net-faults.mjs, which prints its pid and, when its op fails,
+// rank script is test/net/fixtures/net-faults.mjs, which prints its pid and, when its op fails,
 // one "fault rank R {code, details, message}" line. Deadlines are short; every process started
 // is gone when each test ends (checked by pid).
 import { afterAll, describe, expect, it } from 'vitest';
@@ -9,7 +9,7 @@ import { alive, bin, cleanEnv, type Env, fixture, killAll, pidsIn, type Run, run
 
 afterAll(killAll);
 const node = process.execPath;
-const faults = fixture('net-faults.mjs');
+const faults = fixture('net-faults.mjs', 'net');
 
 interface Fault {
   code: string;

@@ -1,14 +1,14 @@
 // Across nodes, under both launch forms that cross them (webccl run --procs, 3 processes, and
 // --nnodes, 2 nodes × 1): an allReduce out of place on comm.alloc() buffers with the ring and with
 // doubling, which read the input in place (bench/RESULTS.md, 2026-12-02 (early morning)). The
-// rank script (test/fixtures/out-of-place.mjs) checks every result itself and prints "ok rank R of N".
+// rank script (test/net/fixtures/out-of-place.mjs) checks every result itself and prints "ok rank R of N".
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cleanEnv, type Env, type Run, run } from '../helpers/jobs.js';
 import { launchFixture } from '../helpers/launch-fixture.js';
 import { freePort } from '../helpers/net.js';
 
-const { root, bin, script, tmp } = launchFixture('out-of-place.mjs', 'oop');
+const { root, bin, script, tmp } = launchFixture(new URL('fixtures/out-of-place.mjs', import.meta.url), 'oop');
 
 const env = (): Env => cleanEnv({ HOME: join(tmp, 'home'), WEBCCL_TOKEN: 'out-of-place-test' });
 

@@ -112,7 +112,7 @@ describe('the rendezvous port a launcher picks', () => {
     const go = join(tmp, 'store-port-go');
     const job = startJob(
       node,
-      [bin, 'run', '--procs', '-n', '3', join(root, 'test', 'fixtures', 'store-port-held.mjs'), go],
+      [bin, 'run', '--procs', '-n', '3', join(root, 'test', 'net', 'fixtures', 'store-port-held.mjs'), go],
       env(),
       { cwd: root },
     );

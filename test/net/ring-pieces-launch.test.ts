@@ -4,7 +4,7 @@
 // size; ranks that disagree on it fail with MISMATCH naming the piece size, never exchange pieces
 // that do not line up; ranks with different model files tune with the one the job agreed on; the
 // model's choice of how many connections the ring uses, logged at INFO.
-// The rank script (test/fixtures/ring-pieces.mjs) checks every element.
+// The rank script (test/net/fixtures/ring-pieces.mjs) checks every element.
 
 import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -16,7 +16,7 @@ import { cleanEnv, type Env, run } from '../helpers/jobs.js';
 import { launchFixture } from '../helpers/launch-fixture.js';
 import { freePort } from '../helpers/net.js';
 
-const { root, bin, script, tmp } = launchFixture('ring-pieces.mjs', 'pieces');
+const { root, bin, script, tmp } = launchFixture(new URL('fixtures/ring-pieces.mjs', import.meta.url), 'pieces');
 
 const env = (extra: Env = {}): Env => cleanEnv({ HOME: join(tmp, 'home'), ...extra });
 /** Two ranks across nodes: one launcher with --procs, or two --nnodes launchers of one rank each. */

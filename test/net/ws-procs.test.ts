@@ -150,7 +150,7 @@ describe('WEBCCL_TRANSPORT=ws: jobs that fail, on every rank, naming the cause',
     const pids = new Map<number, number>();
     const r = await run(
       node,
-      [bin, 'run', '--procs', '-n', '3', fixture('net-faults.mjs'), 'loop'],
+      [bin, 'run', '--procs', '-n', '3', fixture('net-faults.mjs', 'net'), 'loop'],
       cleanEnv({ ...WS, WEBCCL_TIMEOUT_MS: '20000' }),
       {
         onLine: (line) => {

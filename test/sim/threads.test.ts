@@ -114,7 +114,7 @@ interface FixtureResult {
 
 function runFixture(workerData: Record<string, unknown>): Promise<FixtureResult> {
   return new Promise((resolve, reject) => {
-    const w = new Worker(new URL('../fixtures/sim-border-thread.mjs', import.meta.url), { workerData });
+    const w = new Worker(new URL('fixtures/sim-border-thread.mjs', import.meta.url), { workerData });
     w.once('message', (m: FixtureResult) => {
       resolve(m);
       void w.terminate();

@@ -1,7 +1,7 @@
 // The fault matrix: each fault of a rank or a buffer × each launch form where
 // it applies — threads (`webccl run -n 3`), processes (`webccl run --procs -n 3`) and two nodes of
 // two threads (two `webccl run --nnodes 2` launchers on this machine). Every rank runs
-// test/fixtures/fault-rank.mjs and reports one FAULT-RESULT line; for every surviving rank we
+// test/system/fixtures/fault-rank.mjs and reports one FAULT-RESULT line; for every surviving rank we
 // check the error code, that it came within a bound well under the default deadlines (the jobs
 // run with 5 s deadlines), that it names the faulty rank, then the launchers' exit codes, and
 // that no process of the job is left.
@@ -17,7 +17,7 @@ import { alive, cleanEnv, type Env, type Job, type Run, signalGroup, startJob } 
 import { launchFixture } from '../helpers/launch-fixture.js';
 import { freePort } from '../helpers/net.js';
 
-const { root, bin, script, tmp } = launchFixture('fault-rank.mjs', 'faults');
+const { root, bin, script, tmp } = launchFixture(new URL('fixtures/fault-rank.mjs', import.meta.url), 'faults');
 
 type Form = 'threads' | 'procs' | 'nnodes';
 const ALL_FORMS: Form[] = ['threads', 'procs', 'nnodes'];

@@ -19,6 +19,7 @@ import { runScenario } from '../helpers/threads.js';
 
 const bin = fileURLToPath(new URL('../../bin/webccl.js', import.meta.url));
 const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/${name}`, import.meta.url));
+const beside = (name: string) => fileURLToPath(new URL(`fixtures/${name}`, import.meta.url));
 
 function inproc(n: number, timeoutMs = 60_000) {
   const node = createNode({ nranks: n, slotBytes: 4096 });
@@ -249,7 +250,7 @@ async function gone(pids: number[], ms: number): Promise<number[]> {
 
 describe("a thread rank's output reaches the terminal (webccl run -n 2)", () => {
   it('lines printed right before a long blocking wait appear while the rank still waits', async () => {
-    const job = start(['-n', '2', fixture('print-then-block.mjs'), 'wait']);
+    const job = start(['-n', '2', beside('print-then-block.mjs'), 'wait']);
     // The rank blocks for 60 s: its lines must come long before.
     await job.waitFor(/^rank 1 line \d$/, 3, 30_000);
     killGroup(job.child.pid!);
@@ -257,7 +258,7 @@ describe("a thread rank's output reaches the terminal (webccl run -n 2)", () => 
   });
 
   it('lines printed right before the rank is terminated appear', async () => {
-    const job = start(['-n', '2', fixture('print-then-block.mjs'), 'throw']);
+    const job = start(['-n', '2', beside('print-then-block.mjs'), 'throw']);
     const code = await job.exited;
     expect(code).toBe(1);
     expect(job.err()).toMatch(/webccl: rank 0 failed: Error: rank 0 fails on purpose/);
@@ -281,7 +282,7 @@ describe('a thread rank that leaves a job across nodes (--nnodes 2, 2 threads ea
           '2',
           '--master-port',
           String(port),
-          fixture('leave-then-op.mjs'),
+          beside('leave-then-op.mjs'),
           '0',
         ],
         e,
@@ -312,7 +313,7 @@ describe('ranks never outlive their launcher', () => {
     job.waitFor(/^ready (\d+) (\d+)$/, n, 60_000).then((ms) => ms.map((m) => Number(m[2])));
 
   it('SIGKILL of `webccl run --procs -n 3` running collectives: every rank aborts and ends within seconds', async () => {
-    const job = start(['--procs', '-n', '3', fixture('collective-loop.mjs')], env({ WEBCCL_TIMEOUT_MS: '120000' }));
+    const job = start(['--procs', '-n', '3', beside('collective-loop.mjs')], env({ WEBCCL_TIMEOUT_MS: '120000' }));
     const pids = await ready(job, 3);
     await sleep(300); // some ops in flight
     job.child.kill('SIGKILL');
@@ -354,7 +355,7 @@ describe('ranks never outlive their launcher', () => {
           '2',
           '--master-port',
           String(port),
-          fixture('collective-loop.mjs'),
+          beside('collective-loop.mjs'),
         ],
         e,
       ),
@@ -373,7 +374,7 @@ describe('ranks never outlive their launcher', () => {
   });
 
   it('a launcher started with an IPC channel (as webccl perf starts its nodes) ends its job when the channel closes', async () => {
-    const child = spawn(process.execPath, [bin, 'run', '-n', '2', fixture('print-then-block.mjs'), 'wait'], {
+    const child = spawn(process.execPath, [bin, 'run', '-n', '2', beside('print-then-block.mjs'), 'wait'], {
       env: env(),
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

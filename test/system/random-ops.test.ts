@@ -1,5 +1,5 @@
 // Seeded random sequences of ops under every launch form, with the built CLI: the rank script
-// (test/fixtures/random-ops.mjs) draws the same ops on every rank — every collective and
+// (test/system/fixtures/random-ops.mjs) draws the same ops on every rank — every collective and
 // send/recv, on the world, a split and a random subset group, every dtype and reduce op,
 // alloc() and plain buffers, in place and out of place, counts at the edges, batches in flight
 // across communicators — checks each result against its own plain reference and prints
@@ -18,7 +18,7 @@ import { cleanEnv, type Env, type Run, run } from '../helpers/jobs.js';
 import { launchFixture } from '../helpers/launch-fixture.js';
 import { freePort } from '../helpers/net.js';
 
-const f = launchFixture('random-ops.mjs', 'random-ops');
+const f = launchFixture(new URL('fixtures/random-ops.mjs', import.meta.url), 'random-ops');
 const env = (extra: Env = {}): Env =>
   cleanEnv({ HOME: join(f.tmp, 'home'), WEBCCL_TOKEN: 'random-ops-test', ...extra });
 const OPS = Number(process.env.WEBCCL_RANDOM_OPS) || 120;

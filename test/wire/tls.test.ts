@@ -523,7 +523,7 @@ describe('jobs across processes with WEBCCL_TLS=1', () => {
 
   it('--procs -n 2 without WEBCCL_TLS, initCommGroup({ tls: true }): the job runs over TLS', async () => {
     const r = await run(
-      [bin, 'run', '--procs', '-n', '2', join(root, 'test', 'fixtures', 'tls-option.mjs')],
+      [bin, 'run', '--procs', '-n', '2', join(root, 'test', 'wire', 'fixtures', 'tls-option.mjs')],
       env({ WEBCCL_DEBUG: 'INFO' }),
     );
     expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
