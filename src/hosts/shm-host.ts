@@ -7,43 +7,33 @@
 // slices while one waits for a rank that runs its op itself (that rank's posts do not ring it).
 
 import { DTYPE_SIZE } from '../core/dtypes.js';
-import { freshBuffer, freshI32 } from '../core/fresh-buffer.js';
+import { freshI32 } from '../core/fresh-buffer.js';
 import { NodeHeap } from '../core/heap.js';
 import { LEFT_DIED } from '../core/node.js';
 import { C, D, descOffset, flagOffset, N, NODE_BASE } from '../core/shm-map.js';
 import { OpTrace, TRACING, traceFlush, traceTrack } from '../core/trace.js';
-import { loadWasm, type WasmCore } from '../core/wasm.js';
-import { defaultSpinUs, pollsPerMicrosecond, type RankContext, setSpin } from '../engine/context.js';
 import { Work } from '../engine/work.js';
 import {
   claimSlot,
   HOLD_MS,
   L,
-  ownerAt,
   POSTBOX_BYTES,
   POSTBOX_CLOSING,
   POSTBOX_DETACHED,
-  POSTBOX_OPEN,
   PROGRESS_NONE,
   PROGRESS_RUNNING,
   PROGRESS_STARTING,
   PROGRESS_STOPPING,
-  postboxAt,
-  postboxTable,
   SLOT_POSTED,
   SLOT_RECLAIMED,
   SLOT_TAKEN,
   slotAt,
   slotState,
-  stillListed,
-  T,
-  TABLE_BYTES,
-  turnAt,
 } from '../progress/postboxes.js';
 import { readPosted, type SlotViews, viewsReaching, writeOutcome } from '../progress/slot-codec.js';
 import { progressEnded } from '../progress/start.js';
 import { Doorbell } from '../shm/doorbell.js';
-import { ShmEngine } from '../shm/engine.js';
+import { type Hosted, PostboxHosting } from './hosted-postbox.js';
 import { hostedSpec, outcomeOf, REFUSED, refusedWork } from './hosted-ops.js';
 
 /** What an op its rank took back ends as: settled, with no outcome to write. */
@@ -64,25 +54,6 @@ const IDLE_SLICE_MS = 200;
  */
 const LINGER_MS = 0.6;
 
-interface Hosted {
-  addr: number;
-  rank: number;
-  comm: number;
-  size: number;
-  engine: ShmEngine;
-  /** Ops taken from the postbox and not yet ended, in order. */
-  works: Work[];
-  taken: number;
-  ended: number;
-  /** The node rank of this postbox's rank (its LEFT word). */
-  local: number;
-  /** Its L.HOLDS at the last look. */
-  holds: number;
-  /** The hold it saw last (its L.HOLD tag), and when it first saw it (this thread's ms). */
-  holdTag: number;
-  holdSeenAt: number;
-}
-
 export interface HostOptions {
   cores: number;
 }
@@ -99,9 +70,9 @@ export function hostProgress(memory: WebAssembly.Memory, o: HostOptions): void {
 }
 
 class ProgressHost {
-  private readonly cores = new Map<boolean, { core: WasmCore; pollsPerUs: number }>();
   private readonly postboxes = new Map<number, Hosted>();
-  private readonly heap: NodeHeap;
+  /** Finds new postboxes and makes each its engine (hosted-postbox.ts). */
+  private readonly hosting: PostboxHosting;
   private readonly nranks: number;
   private readonly track = traceTrack('progress thread');
   /** The soonest an op within its grace may be taken (ms from now; Infinity: none waits). */
@@ -112,9 +83,9 @@ class ProgressHost {
 
   constructor(
     private readonly memory: WebAssembly.Memory,
-    private readonly o: HostOptions,
+    o: HostOptions,
   ) {
-    this.heap = new NodeHeap(memory, { canBlock: true });
+    this.hosting = new PostboxHosting(memory, new NodeHeap(memory, { canBlock: true }), o.cores);
     this.nranks = this.i32()[(NODE_BASE + N.NRANKS) >> 2];
     // Where its start was announced as pending (a page's worker), ranks wait for this word to move.
     Atomics.compareExchange(this.i32(), (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_STARTING, PROGRESS_RUNNING);
@@ -136,7 +107,7 @@ class ProgressHost {
     for (;;) {
       const i32 = this.i32();
       const bell = Atomics.load(i32, (NODE_BASE + N.PROGRESS_BELL) >> 2);
-      this.attach(i32);
+      this.hosting.attach(i32, this.postboxes);
       let moved = false;
       let busy = false;
       this.nextGrace = Infinity;
@@ -225,89 +196,6 @@ class ProgressHost {
   private everyRankLeft(i32: Int32Array): boolean {
     for (let r = 0; r < this.nranks; r++) if (Atomics.load(i32, (NODE_BASE + N.LEFT + 4 * r) >> 2) === 0) return false;
     return true;
-  }
-
-  /** Takes on the postboxes ranks have opened since the last look. */
-  private attach(loopView: Int32Array): void {
-    // The loop's view, unless the memory grew past it for the table or a postbox (a new view then).
-    let i32 = loopView;
-    const table = postboxTable(i32);
-    if (!table) return;
-    if (table + TABLE_BYTES > i32.byteLength) i32 = this.i32();
-    const high = Atomics.load(i32, (table + T.HIGH) >> 2);
-    for (let k = 0; k < high; k++) {
-      const turn = turnAt(i32, table, k);
-      const addr = postboxAt(i32, table, k);
-      // Another owner: a rank's network progress thread's postbox (net-postbox.ts), not ours.
-      if (addr === 0 || this.postboxes.has(addr) || ownerAt(i32, table, k) !== 0) continue;
-      // A postbox allocated after `i32` was made may lie beyond it (the memory grew for it).
-      if (addr + POSTBOX_BYTES > i32.byteLength) i32 = this.i32();
-      const state = Atomics.load(i32, (addr + L.STATE) >> 2);
-      // One this thread let go of may have been freed since (its memory reused): looked at next turn.
-      if (!stillListed(i32, table, k, turn)) continue;
-      if (state === POSTBOX_CLOSING) {
-        // Opened and closed again before this thread looked (its ops, if any, were taken back):
-        // there is nothing to let go of, but its rank waits to hear so.
-        Atomics.store(i32, (addr + L.STATE) >> 2, POSTBOX_DETACHED);
-        Atomics.notify(i32, (addr + L.STATE) >> 2);
-        continue;
-      }
-      if (state !== POSTBOX_OPEN) continue;
-      this.postboxes.set(addr, this.hosted(i32, addr));
-    }
-  }
-
-  private hosted(i32: Int32Array, addr: number): Hosted {
-    const at = (f: number) => i32[(addr + f) >> 2];
-    const comm = at(L.COMM);
-    const size = at(L.SIZE);
-    const rank = at(L.RANK);
-    const localOf = Array.from(new Uint8Array(freshBuffer(this.memory), addr + L.LOCAL_OF, size));
-    const { core, pollsPerUs } = this.core(at(L.SIMD) === 1);
-    const ctx: RankContext = {
-      core,
-      heap: this.heap,
-      comm,
-      rank,
-      size,
-      localOf,
-      slotBytes: i32[(comm + C.SLOT_BYTES) >> 2],
-      spinPolls: 0,
-      tryPolls: 0,
-      spinUs: 0,
-      pollsPerUs,
-      spinGiven: false,
-      canBlock: true,
-      cores: this.o.cores,
-      sharedBuffers: new Set([freshBuffer(this.memory)]),
-    };
-    // It never blocks inside one postbox: each wait spins only its short try before the next postbox.
-    setSpin(ctx, defaultSpinUs(size, this.o.cores));
-    const counters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
-    return {
-      addr,
-      rank,
-      comm,
-      size,
-      engine: new ShmEngine(ctx, counters, undefined, 0, false),
-      works: [],
-      taken: 0,
-      ended: 0,
-      local: localOf[rank],
-      holds: 0,
-      holdTag: 0,
-      holdSeenAt: 0,
-    };
-  }
-
-  private core(simd: boolean): { core: WasmCore; pollsPerUs: number } {
-    let c = this.cores.get(simd);
-    if (!c) {
-      const core = loadWasm(this.memory, simd);
-      c = { core, pollsPerUs: pollsPerMicrosecond(core, this.i32()[(NODE_BASE + N.WORLD) >> 2], this.nranks, 0) };
-      this.cores.set(simd, c);
-    }
-    return c;
   }
 
   /** Takes the postbox's new ops, moves its head along, hands back those that ended. */
