@@ -9,12 +9,12 @@
 // Data frames of a tag always ride one channel (chosen from the tag, so tags spread over
 // channels and one tag keeps its order). A protocol violation fails every pending and later send
 // and recv and closes the mesh; a peer that closes all its connections (it ended or died) fails
-// what is pending or later with that peer only.
+// what is pending or later with that peer only. Connecting is connect.ts's, and which link
+// carries what is link-table.ts's.
 import { WebcclError } from '../../core/errors.js';
-import { RateLimitedLog } from '../../core/rate-log.js';
 import { encodeHandshake, MAX_ABORT_TEXT_BYTES } from '../../wire/link-frames.js';
 import type { Identity } from '../../wire/link-handshake.js';
-import { checkSecrets, hostPort } from '../../wire/secrets.js';
+import { checkSecrets } from '../../wire/secrets.js';
 import { HoldBuffers } from '../hold-buffers.js';
 import {
   type AbortInfo,
@@ -38,6 +38,8 @@ import {
   type Link,
   type MeshSide,
 } from './carrier.js';
+import { MeshConnect } from './connect.js';
+import { LinkTable } from './link-table.js';
 
 export interface MeshOptions {
   rank: number;
@@ -77,25 +79,18 @@ export class Mesh implements Transport {
   address: Address = DIAL_ONLY;
   private readonly id: Identity;
   private readonly timeoutMs: number;
-  /** inbound[peer][channel]: dialled by this rank, carries the peer's data here. */
+  private readonly links: LinkTable;
+  /** The table's grids (see LinkTable): inbound links carry the peers' data here, outbound ones ours there. */
   private readonly inbound: (Link | undefined)[][];
-  /** outbound[peer][channel]: dialled by the peer, carries this rank's data there. */
   private readonly outbound: (Link | undefined)[][];
   /** Why a peer is gone (it closed every connection), for its later operations. */
   private readonly gone: (WebcclError | undefined)[];
   private readonly boxes: Mailbox[];
   private readonly sending = new Set<(e: WebcclError) => void>();
-  private readonly rejections: WebcclError[] = [];
-  /** The last reason a dial to each peer failed, for the connect deadline's message. */
-  private readonly dialFailures = new Map<number, string>();
+  private readonly connecting: MeshConnect;
   private failure?: WebcclError;
-  private waitIncoming?: () => void;
   private watcher?: TransportWatcher;
-  /** Which peers cannot listen, known from connect's addresses; until then accepted links wait in `early`. */
-  private peerDialOnly?: boolean[];
-  private readonly early: Link[] = [];
   private abortSent = false;
-  private readonly refusals: RateLimitedLog;
 
   protected constructor(
     private readonly o: MeshOptions,
@@ -111,13 +106,27 @@ export class Mesh implements Transport {
     this.size = o.size;
     this.timeoutMs = o.timeoutMs ?? 30_000;
     this.id = { jobId: o.jobId, token: checkSecrets(o.token, o.jobId), rank: o.rank, size: o.size, nchannels };
-    const none = () => Array.from({ length: o.size }, () => new Array<Link | undefined>(nchannels).fill(undefined));
-    this.inbound = none();
-    this.outbound = none();
+    this.links = new LinkTable(o.rank, o.size, nchannels);
+    this.inbound = this.links.inbound;
+    this.outbound = this.links.outbound;
     this.gone = new Array(o.size).fill(undefined);
     const held = new HoldBuffers(); // (one budget for every peer's early payloads)
     this.boxes = Array.from({ length: o.size }, (_, p) => new Mailbox(p, o.limits ?? DEFAULT_HOLD_LIMITS, held));
-    this.refusals = new RateLimitedLog(`rank ${o.rank}: refused connections`);
+    this.connecting = new MeshConnect(
+      {
+        rank: o.rank,
+        size: o.size,
+        nchannels,
+        carrier,
+        side: () => this.side,
+        failure: () => this.failure,
+        missing: () => this.links.missing(),
+        attach: (link) => this.attach(link),
+        fail: (e) => this.fail(e),
+      },
+      this.timeoutMs,
+      o.onReject,
+    );
   }
 
   /** Connections per pair (nchannels): an op's messages go on the first `tag.ways` of them, or on all. */
@@ -140,53 +149,9 @@ export class Mesh implements Transport {
     if (!Array.isArray(addresses) || addresses.length !== this.size)
       throw bad(`connect needs ${this.size} addresses, got ${addresses?.length}`);
     const deadline = Date.now() + this.timeoutMs;
-    const dialOnly = isDialOnly(this.address);
-    this.peerDialOnly = addresses.map(isDialOnly);
-    for (const link of this.early.splice(0)) this.attach(link);
-    const dials: Promise<void>[] = [];
-    for (let p = 0; p < this.size; p++) {
-      if (p === this.rank) continue;
-      for (let c = 0; c < this.id.nchannels; c++) {
-        // Dial every rank that listens; a dial-only peer dials this one; two dial-only ranks meet at the relay.
-        if (!this.peerDialOnly[p]) dials.push(this.dial(p, c, addresses[p], deadline));
-        else if (dialOnly) dials.push(this.meet(p, c, deadline));
-      }
-    }
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const incoming = new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (this.failure) return reject(this.failure);
-        if (this.missing().length === 0) return resolve();
-      };
-      this.waitIncoming = check;
-      timer = setTimeout(
-        () => {
-          const missing = this.missing();
-          const last = this.rejections.at(-1);
-          const dials = missing.flatMap((p) => (this.dialFailures.has(p) ? [this.dialFailures.get(p)!] : []));
-          const why = [...dials, ...(last ? [`last refusal: ${last.message}`] : [])];
-          reject(
-            new WebcclError(
-              'CONNECT_FAILED',
-              `rank ${this.rank}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not connect within ${this.timeoutMs} ms${why.length ? ` (${why.join('; ')})` : ''}`,
-              { missing },
-            ),
-          );
-        },
-        Math.max(1, deadline - Date.now()),
-      );
-      check();
-    });
-    try {
-      await Promise.all([...dials, incoming]);
-    } catch (e) {
-      const err = this.rootCause(e as WebcclError);
-      this.fail(err);
-      throw err;
-    } finally {
-      clearTimeout(timer);
-      this.waitIncoming = undefined;
-    }
+    const peerDialOnly = addresses.map(isDialOnly);
+    for (const link of this.links.know(peerDialOnly)) this.attach(link);
+    await this.connecting.run(addresses, peerDialOnly, isDialOnly(this.address), deadline);
   }
 
   send(peer: number, tag: Tag, data: Uint8Array): Promise<void> {
@@ -282,21 +247,12 @@ export class Mesh implements Transport {
     this.fail(new WebcclError('CONNECTION_CLOSED', `rank ${this.rank}: transport closed`));
   }
 
-  /** The ranks whose links are not all up yet. */
-  private missing(): number[] {
-    return this.inbound.flatMap((ls, p) =>
-      p !== this.rank && (ls.some((l) => !l) || this.outbound[p].some((l) => !l)) ? [p] : [],
-    );
-  }
-
   private route(peer: number, tag: Tag, data: Uint8Array, links: (Link | undefined)[][]): Link {
     if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank)
       throw bad(`peer ${peer} is not another rank in 0..${this.size - 1}`);
     if (!(data instanceof Uint8Array)) throw bad('data must be a Uint8Array');
     checkTag(tag);
-    // Steps take the op's connections in turn (the ring's lanes travel side by side).
-    const c = (tag.seq + tag.step) % (tag.ways ? Math.min(tag.ways, this.id.nchannels) : this.id.nchannels);
-    const link = links[peer][c];
+    const link = this.links.carrying(peer, tag, links);
     if (!link && !this.failure)
       throw new WebcclError(
         'NOT_INITIALIZED',
@@ -309,9 +265,7 @@ export class Mesh implements Transport {
     admit: (peer, channel) => {
       if (peer === this.rank || peer >= this.size)
         return `rank ${this.rank} accepts the other ranks of 0..${this.size - 1} only`;
-      return this.outbound[peer][channel] || this.early.some((l) => l.peer === peer && l.channel === channel)
-        ? 'duplicate'
-        : undefined;
+      return this.links.accepted(peer, channel) ? 'duplicate' : undefined;
     },
     sink: (peer, tag, length) => this.boxes[peer].claim(tag, length),
     broken: (peer, e) => this.fail(new WebcclError(e.code, `rank ${this.rank}: ${e.reason}`, { peer })),
@@ -323,7 +277,7 @@ export class Mesh implements Transport {
       if (this.failure || link.closed) return;
       link.closed = true;
       const peer = link.peer;
-      if (this.gone[peer] || ![...this.inbound[peer], ...this.outbound[peer]].every((l) => !l || l.closed)) return;
+      if (this.gone[peer] || !this.links.allClosed(peer)) return;
       const e = new WebcclError(
         'CONNECTION_CLOSED',
         `rank ${this.rank}: rank ${peer} closed its connections (it ended or died)`,
@@ -351,53 +305,8 @@ export class Mesh implements Transport {
       handshakeMs: this.handshakeMs,
       failed: () => this.failure !== undefined,
       attach: (link) => this.attach(link),
-      refused: (e, remote) => this.refused(e, remote),
+      refused: (e, remote) => this.connecting.refused(e, remote),
     };
-  }
-
-  private dial(peer: number, channel: number, a: Address, deadline: number): Promise<void> {
-    return this.retry(peer, deadline, `could not reach rank ${peer} at ${hostPort(a.host, a.port)}`, () =>
-      this.carrier.dial(a, { peer, channel }, deadline, this.side),
-    );
-  }
-
-  /**
-   * One link with a dial-only `peer` while this rank is dial-only too: both dial the relay, the lower rank says HELLO.
-   */
-  private async meet(peer: number, channel: number, deadline: number): Promise<void> {
-    const relay = this.carrier.relay?.bind(this.carrier);
-    if (!relay)
-      throw new WebcclError(
-        'UNSUPPORTED',
-        `rank ${this.rank} and rank ${peer} both cannot listen, and the ${this.carrier.name} carrier has no relay to meet through`,
-        { peer },
-      );
-    return this.retry(peer, deadline, `could not meet rank ${peer} at the relay`, () =>
-      relay({ peer, channel }, this.rank < peer, deadline, this.side),
-    );
-  }
-
-  /**
-   * Calls `attempt` until it yields a link (attached) or the deadline passes, backing off from
-   * 20 ms to 500 ms: a peer's listener may not be up yet. Each failure is remembered for the
-   * connect deadline's message; the last one, past the deadline, is CONNECT_FAILED.
-   */
-  private async retry(
-    peer: number,
-    deadline: number,
-    what: string,
-    attempt: () => Promise<Link | string>,
-  ): Promise<void> {
-    for (let delay = 20; ; delay = Math.min(delay * 2, 500)) {
-      if (this.failure) throw this.failure;
-      const up = await attempt();
-      if (typeof up !== 'string') return this.attach(up);
-      const why = `${what}: ${up}`;
-      this.dialFailures.set(peer, why);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new WebcclError('CONNECT_FAILED', `rank ${this.rank} ${why}`, { peer });
-      await new Promise((r) => setTimeout(r, Math.min(delay, left)));
-    }
   }
 
   /** How long an accepted connection may take to prove itself (TLS and token), before it is closed. */
@@ -405,39 +314,11 @@ export class Mesh implements Transport {
     return Math.min(this.timeoutMs, this.o.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS);
   }
 
-  /**
-   * A peer that failed the token proof here has usually also been refused by us on its own
-   * dial, and may close every connection before its refusal of ours arrives: our dial then
-   * sees a close during the handshake. The refusal is the cause; the close, its consequence.
-   */
-  private rootCause(e: WebcclError): WebcclError {
-    if (e.code !== 'CONNECTION_CLOSED' || e.details.peer === undefined) return e;
-    const cause = this.rejections.find((r) => r.code === 'AUTH_FAILED' && r.details.peer === e.details.peer);
-    return cause ? new WebcclError('AUTH_FAILED', `rank ${this.rank}: ${cause.reason}`, { ...cause.details }) : e;
-  }
-
-  private refused(e: WebcclError, remote: string): void {
-    if (this.rejections.length < 16) this.rejections.push(e);
-    else this.rejections[this.rejections.length - 1] = e; // the last one is what the deadline reports
-    if (this.o.onReject) this.o.onReject(e, remote);
-    else this.refusals.warn(`rank ${this.rank}: refused ${remote}: ${e.message}`);
-  }
-
   private attach(link: Link): void {
-    if (!this.failure && !this.peerDialOnly) {
-      // Accepted before connect: whether it carries one direction or both is known from the addresses.
-      this.early.push(link);
-      return;
-    }
-    const { peer, channel } = link;
-    const twoWay = isDialOnly(this.address) || this.peerDialOnly?.[peer] === true;
-    const slots = twoWay ? [this.inbound, this.outbound] : [link.dialled ? this.inbound : this.outbound];
-    if (this.failure || slots.some((links) => links[peer][channel])) {
-      this.carrier.drop(link.conn);
-      return;
-    }
-    for (const links of slots) links[peer][channel] = link;
-    this.waitIncoming?.();
+    // Accepted before connect: whether it carries one direction or both is known from the addresses.
+    if (!this.failure && this.links.waiting) return this.links.hold(link);
+    if (this.failure || !this.links.place(link, isDialOnly(this.address))) return this.carrier.drop(link.conn);
+    this.connecting.changed();
   }
 
   /**
@@ -451,9 +332,8 @@ export class Mesh implements Transport {
     for (const box of this.boxes) box.fail(e);
     for (const reject of this.sending) reject(e);
     this.sending.clear();
-    for (const l of [...this.inbound.flat(), ...this.outbound.flat(), ...this.early])
-      if (l && lingering !== 'all' && !lingering.has(l.conn)) l.reader.close();
+    for (const l of this.links.all()) if (l && lingering !== 'all' && !lingering.has(l.conn)) l.reader.close();
     this.carrier.shutdown(lingering);
-    this.waitIncoming?.();
+    this.connecting.changed();
   }
 }
