@@ -14,14 +14,14 @@ const LONGEST = [
   'net/collectives',
   'system/fault-matrix',
   'progress/progress',
-  'net/faults-more',
+  'net/mismatch',
   'net/processes',
   'net/alltoall-gather',
   'net/tree',
   'api/p2p',
   'package/tarball',
   'shm/collectives',
-  'net/faults-procs',
+  'net/faults',
 ].map((name) => `test/${name}.test.ts`);
 
 class LongestFirst extends BaseSequencer {

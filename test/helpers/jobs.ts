@@ -148,6 +148,12 @@ export const pidsIn = (stdout: string): number[] => [
   ...new Set([...stdout.matchAll(/^pid rank \d+ (\d+)$/gm)].map((m) => Number(m[1]))),
 ];
 
+/** Waits (5 s at most) for every process of `pids` to be gone; those still alive. */
+export async function leftOf(pids: number[]): Promise<number[]> {
+  for (let i = 0; i < 50 && pids.some(alive); i++) await new Promise((r) => setTimeout(r, 100));
+  return pids.filter(alive);
+}
+
 /** Whether a process with this pid exists (a zombie counts until reaped). */
 export function alive(pid: number): boolean {
   try {

@@ -3,6 +3,7 @@
 // This exercises rendezvous, the transport and every network schedule on the TypeScript sources;
 // test/net/processes.test.ts runs the same across real processes.
 
+import { afterEach } from 'vitest';
 import type { Communicator } from '../../src/api/communicator.js';
 import type { Work } from '../../src/engine/work.js';
 import { joinWorld } from '../../src/launch/join-world.js';
@@ -57,4 +58,18 @@ export async function all(comms: Communicator[], issue: (c: Communicator, r: num
 
 export function destroyAll(comms: Communicator[]): void {
   for (const c of comms) c.destroy();
+}
+
+/**
+ * For a file whose tests make one world each (call it at the file's top level): a function that
+ * makes that world with the given deadline; after each test, its ranks with no op pending are
+ * destroyed (one left with ops pending ends at its deadline).
+ */
+export function worldPerTest(): (nodes: number, perNode: number, timeoutMs?: number) => Promise<Communicator[]> {
+  let open: Communicator[] = [];
+  afterEach(() => {
+    for (const c of open) if (c.stats().pending === 0) c.destroy();
+    open = [];
+  });
+  return async (nodes, perNode, timeoutMs = 30_000) => (open = await netRanks(nodes, perNode, { timeoutMs }));
 }

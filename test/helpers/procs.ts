@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cleanEnv as cleanJobEnv, type Env, killAllJobs, type Run, startJob } from './jobs.js';
+import { freePort } from './net.js';
 
 export { alive, type Env, pidsIn, type Run } from './jobs.js';
 
@@ -32,4 +33,25 @@ export function run(
   o: { guardMs?: number; onLine?: (line: string) => void } = {},
 ): Promise<Run> {
   return startJob(cmd, args, env, { cwd: root, ...o }).done;
+}
+
+/**
+ * Ranks 0..n-1 of test/fixtures/net-fail.mjs `join` (join the world, run one allReduce), each
+ * started by hand as torchrun starts them, meeting on a free port, with a 60 s connect deadline,
+ * token 'token-a' and job id `jobId`; rank k's environment has `each(k)` added.
+ */
+export async function joinByHand(n: number, each: (k: number) => Env, jobId = 'job-a'): Promise<Run[]> {
+  const common = {
+    WORLD_SIZE: String(n),
+    MASTER_ADDR: '127.0.0.1',
+    MASTER_PORT: String(await freePort()),
+    WEBCCL_CONNECT_TIMEOUT_MS: '60000',
+    WEBCCL_JOB_ID: jobId,
+    WEBCCL_TOKEN: 'token-a',
+  };
+  return Promise.all(
+    Array.from({ length: n }, (_, k) =>
+      run(process.execPath, [fixture('net-fail.mjs'), 'join'], cleanEnv({ ...common, RANK: String(k), ...each(k) })),
+    ),
+  );
 }

@@ -3,7 +3,7 @@
 // elements than ranks, not divisible, several 512 KiB pieces) × plain and zero-copy buffers ×
 // every root, in place and not, on closed-form data, on the SIMD build (and one topology on the scalar build).
 // Per-peer counts cover zeros and an uneven matrix with one block of several pieces.
-// test/net/faults-more.test.ts has the ranks that disagree.
+// test/net/mismatch.test.ts has the ranks that disagree.
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Communicator } from '../../src/api/communicator.js';
 import { firstWrong, inputArray, SIZE } from '../helpers/closed-form.mjs';
