@@ -31,7 +31,9 @@ const trace = enabled('TRACE');
 
 export class ShmEngine implements Engine, WorkDriver, QueueServer {
   private readonly runner: ShmRunner;
-  /** This rank's descriptor and default deadline, which every op it queues shares. */
+  /** This rank's descriptor in shared memory. */
+  private readonly desc: number;
+  /** Its descriptor and default deadline, which every op it queues shares. */
   private readonly site: QueueSite;
   private readonly queue: QueuedOp[] = [];
   private readonly tuning: Tuning;
@@ -54,7 +56,8 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
     withP2p = true,
   ) {
     this.runner = new ShmRunner(ctx.core, ctx.comm, ctx.rank, ctx.size, ctx.localOf);
-    this.site = { ctx, desc: descOffset(ctx.comm, ctx.size, ctx.rank), timeoutMs };
+    this.desc = descOffset(ctx.comm, ctx.size, ctx.rank);
+    this.site = { ctx, desc: this.desc, timeoutMs };
     this.tuning = resolveTuning(ctx.size, commAlgo);
     this.keepMaxBytes = keepInputMaxBytes(ctx.size, ctx.cores, ctx.slotBytes);
     this.flight = new FlightRecorder(ctx.rank, () => this.runner.missingRanks());
