@@ -2,43 +2,43 @@
 // anything moves, then hands the op to its engine: shared memory when every rank is on this
 // node, the network algorithms when the group spans nodes.
 
-import { ARRAY_OF, DTYPE_SIZE, type Dtype, type DtypeName, parseDtype, parseOp } from '../core/dtypes.js';
+import { type Dtype, type DtypeName, parseOp } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
-import { freshBuffer } from '../core/fresh-buffer.js';
-import { checkOptions, showValue } from '../core/options.js';
-import { type BufferArg, overlaps, sameView, type TypedArray } from '../engine/buffers.js';
+import { showValue } from '../core/options.js';
+import type { BufferArg, TypedArray } from '../engine/buffers.js';
 import type { RankContext } from '../engine/context.js';
-import type { CommParts, Engine, OpCounters } from '../engine/engine.js';
+import type { CommParts, Engine } from '../engine/engine.js';
 import type { FlightEntry } from '../engine/flight-recorder.js';
-import { nodeWorld, type Placement, spansNodes } from '../engine/placement.js';
+import type { Placement } from '../engine/placement.js';
 import type { Work } from '../engine/work.js';
 import { createGroup, type Former, splitGroups } from '../groups/form.js';
+import { shrinkComm } from '../groups/shrink.js';
 import type { ConversionCounters } from '../layouts/plan.js';
-import { nodeEngine } from '../progress/node-engine.js';
-import { peerRank, perRank, rootRank, sameDtype, sameShape } from './arguments.js';
-import { CommBuffers } from './call-buffers.js';
-import { OpIssue } from './op-issue.js';
+import { peerRank, rootRank, sameDtype, sameShape } from './arguments.js';
+import { allToAllBlocks, checkAllGatherCounts, checkReduceScatterCounts } from './block-counts.js';
+import type { CommBuffers } from './call-buffers.js';
+import { CommTally } from './comm-tally.js';
+import { commTimeoutMs, wireComm } from './comm-wiring.js';
+import { groupOptions, rejecting } from './forming.js';
+import type { OpIssue } from './op-issue.js';
 import {
   type AllGatherOptions,
   type AllReduceOptions,
   type AllToAllOptions,
   type BarrierOptions,
   type BroadcastOptions,
-  COMMUNICATOR_OPTIONS,
   type CommunicatorOptions,
   collectiveOptions,
   communicatorOptions,
-  envTimeoutMs,
   type P2pOptions,
   type ReduceOptions,
   type ReduceScatterOptions,
   type RootedOptions,
 } from './options.js';
+import { allocShared } from './shared-alloc.js';
 
 export type { CommParts, EngineFactory } from '../engine/engine.js';
-
-import { rankTrack, TRACING } from '../core/trace.js';
-import { shrinkComm } from '../groups/shrink.js';
+export { DEFAULT_TIMEOUT_MS } from './comm-wiring.js';
 
 export type {
   AllGatherOptions,
@@ -56,8 +56,6 @@ export type {
   WireLayoutOption,
 } from './options.js';
 
-export const DEFAULT_TIMEOUT_MS = 300_000;
-
 /** The barrier initCommGroup ends with (a method under a symbol: no user calls it). */
 export const SETUP_BARRIER = Symbol('webccl.setupBarrier');
 
@@ -70,14 +68,12 @@ export class Communicator {
    */
   readonly acrossNodes: boolean;
   private readonly engine: Engine;
-  private readonly counters: OpCounters = { ops: 0, bytes: 0, failed: 0, busyMs: 0, waitMs: 0, moveMs: 0 };
-  private readonly conversions: ConversionCounters = { conversions: 0, conversionBytes: 0, conversionMs: 0 };
+  /** What stats() reports (api/comm-tally.ts). */
+  private readonly tally = new CommTally();
   /** Hands each checked call to the engine (op-issue.ts). */
   private readonly issue: OpIssue;
   /** The buffers its calls pass, checked and described (api/call-buffers.ts). */
   private readonly bufs: CommBuffers;
-  /** Of the progress thread's ops, the setup barrier's (0 or 1), which stats() leaves out too. */
-  private setupThreadOps = 0;
   private destroyed = false;
   private shrunk = false;
   /** @internal Where this communicator's ranks are (world ranks, nodes, tag space). */
@@ -96,34 +92,14 @@ export class Communicator {
   ) {
     const opts = communicatorOptions(options);
     this.options = { ...opts };
-    this.rank = world?.rank ?? ctx.rank;
-    this.size = world?.size ?? ctx.size;
-    this.placement = world?.placement ?? nodeWorld(ctx.size);
-    this.bufs = new CommBuffers(ctx, this.rank, this.size);
-    this.acrossNodes = spansNodes(this.placement);
-    const timeoutMs = opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS;
-    this.engine = world
-      ? world.engine(this.counters, opts.algo, timeoutMs)
-      : nodeEngine(ctx, this.counters, opts.algo, timeoutMs, opts.progress);
-    // WEBCCL_TRACE: this rank's track (by world rank), where its ops are drawn.
-    const track = TRACING
-      ? (world?.track ??
-        rankTrack(
-          ctx.worldRank ?? this.placement.worldRanks[this.rank],
-          this.placement.group ? this.placement.id : undefined,
-        ))
-      : undefined;
-    this.issue = new OpIssue({
-      ctx,
-      engine: this.engine,
-      rank: this.rank,
-      size: this.size,
-      acrossNodes: this.acrossNodes,
-      placement: this.placement,
-      counters: this.counters,
-      conversions: this.conversions,
-      track,
-    });
+    const w = wireComm(ctx, opts, world, this.tally);
+    this.rank = w.rank;
+    this.size = w.size;
+    this.placement = w.placement;
+    this.bufs = w.bufs;
+    this.acrossNodes = w.acrossNodes;
+    this.engine = w.engine;
+    this.issue = w.issue;
   }
 
   // ---------------------------------------------------------------- groups
@@ -181,24 +157,16 @@ export class Communicator {
    * connect anew.
    */
   shrink(options?: CommunicatorOptions): Promise<Communicator> {
-    try {
-      const o = checkOptions<CommunicatorOptions>('shrink', options, COMMUNICATOR_OPTIONS, '{ timeoutMs: 60000 }');
+    return rejecting(() => {
+      const opts = groupOptions('shrink', options, this.options);
       if (this.shrunk)
         fail(
           'INVALID_ARGUMENT',
           'shrink: this communicator was shrunk already; shrink the communicator that call returned',
         );
       this.shrunk = true;
-      const opts = { ...this.options, ...o };
-      return shrinkComm(
-        this.former(),
-        this.engine.failure(),
-        opts,
-        opts.timeoutMs ?? envTimeoutMs() ?? DEFAULT_TIMEOUT_MS,
-      );
-    } catch (e) {
-      return Promise.reject(e);
-    }
+      return shrinkComm(this.former(), this.engine.failure(), opts, commTimeoutMs(opts));
+    });
   }
 
   private forming(
@@ -206,13 +174,10 @@ export class Communicator {
     options: unknown,
     form: (o: CommunicatorOptions) => Promise<Communicator | null>,
   ): Promise<Communicator | null> {
-    try {
+    return rejecting(() => {
       if (this.destroyed) fail('ABORTED', `${what}: the communicator was destroyed`);
-      const o = checkOptions<CommunicatorOptions>(what, options, COMMUNICATOR_OPTIONS, '{ timeoutMs: 60000 }');
-      return form({ ...this.options, ...o });
-    } catch (e) {
-      return Promise.reject(e); // bad arguments too: a promise-returning call rejects, never throws
-    }
+      return form(groupOptions(what, options, this.options));
+    });
   }
 
   /** What group formation needs of this communicator. */
@@ -242,12 +207,7 @@ export class Communicator {
     const ob = this.bufs.of(out, 'allGather output');
     const ib = this.bufs.of(input, 'allGather input');
     sameDtype('allGather', ob, ib, this.size);
-    if (ob.count !== ib.count * this.size) {
-      fail(
-        'SIZE_MISMATCH',
-        `allGather: output holds ${ob.count} elements; it must hold size × input count = ${this.size} × ${ib.count} = ${this.size * ib.count} (every rank contributes the same count, as in NCCL)`,
-      );
-    }
+    checkAllGatherCounts(ob, ib, this.size);
     return this.issue.enqueue('allGather', undefined, ib.dtype, 'sum', ib.count, 0, ib, ob, o);
   }
 
@@ -257,12 +217,7 @@ export class Communicator {
     const ob = this.bufs.of(out, 'reduceScatter output');
     const ib = this.bufs.of(input, 'reduceScatter input');
     sameDtype('reduceScatter', ob, ib, this.size);
-    if (ib.count !== ob.count * this.size) {
-      fail(
-        'SIZE_MISMATCH',
-        `reduceScatter: input holds ${ib.count} elements; it must hold size × output count = ${this.size} × ${ob.count} = ${this.size * ob.count} (equal per-rank counts, as in NCCL)`,
-      );
-    }
+    checkReduceScatterCounts(ob, ib, this.size);
     const op = parseOp(o.op, ib.dtype);
     return this.issue.enqueue('reduceScatter', undefined, ib.dtype, op, ob.count, 0, ib, ob, o);
   }
@@ -296,37 +251,8 @@ export class Communicator {
     const ob = this.bufs.of(out, 'allToAll output');
     const ib = this.bufs.of(input, 'allToAll input');
     sameDtype('allToAll', ob, ib, this.size);
-    if (overlaps(ib, ob))
-      fail('INVALID_ARGUMENT', 'allToAll: output and input overlap; give it buffers apart (it does not run in place)', {
-        overlap: sameView(ib, ob) ? 'same' : 'partial',
-      });
-    if ((o.sendCounts === undefined) !== (o.recvCounts === undefined)) {
-      fail(
-        'INVALID_ARGUMENT',
-        'allToAll: give both sendCounts and recvCounts (per-peer counts), or neither (equal blocks)',
-        { option: o.sendCounts === undefined ? 'sendCounts' : 'recvCounts' },
-      );
-    }
-    if (o.sendCounts !== undefined) {
-      const send = perRank(o.sendCounts, 'sendCounts', ib, 'input', this.size);
-      const recv = perRank(o.recvCounts, 'recvCounts', ob, 'output', this.size);
-      const me = this.rank;
-      if (send[me] !== recv[me]) {
-        fail(
-          'SIZE_MISMATCH',
-          `allToAll: sendCounts[${me}] = ${send[me]} but recvCounts[${me}] = ${recv[me]}; the block a rank sends itself is one count`,
-          { sendCount: send[me], recvCount: recv[me] },
-        );
-      }
-      return this.issue.enqueue('allToAll', undefined, ib.dtype, 'sum', 0, 0, ib, ob, o, { counts: { send, recv } });
-    }
-    if (ib.count % this.size !== 0 || ob.count !== ib.count) {
-      fail(
-        'SIZE_MISMATCH',
-        `allToAll: input holds ${ib.count} and output ${ob.count} elements; both must hold size × block = ${this.size} × n (or pass sendCounts and recvCounts)`,
-      );
-    }
-    return this.issue.enqueue('allToAll', undefined, ib.dtype, 'sum', ib.count / this.size, 0, ib, ob, o);
+    const { count, counts } = allToAllBlocks(ob, ib, o, this);
+    return this.issue.enqueue('allToAll', undefined, ib.dtype, 'sum', count, 0, ib, ob, o, counts && { counts });
   }
 
   /**
@@ -374,11 +300,7 @@ export class Communicator {
    * (a fresh communicator reports ops 0; a failed setup barrier throws, counted or not).
    */
   async [SETUP_BARRIER](): Promise<void> {
-    const before = { ...this.counters };
-    const threadBefore = this.engine.threadOps?.() ?? 0;
-    await this.barrier();
-    this.setupThreadOps = (this.engine.threadOps?.() ?? 0) - threadBefore;
-    Object.assign(this.counters, before);
+    await this.tally.leaveOut(this.engine, () => this.barrier());
   }
 
   // ---------------------------------------------------------------- memory and lifecycle
@@ -386,14 +308,7 @@ export class Communicator {
   /** A buffer in the node's shared memory: collectives use it in place, with no copy. */
   alloc(dtype: DtypeName, count: number): TypedArray | { data: Uint16Array; dtype: Dtype } {
     if (this.destroyed) fail('ABORTED', 'alloc: the communicator was destroyed');
-    const d = parseDtype(dtype);
-    if (!Number.isSafeInteger(count) || count < 0)
-      fail('INVALID_ARGUMENT', `alloc: count must be a non-negative integer, got ${count}`);
-    const addr = this.ctx.heap.alloc(count * DTYPE_SIZE[d]);
-    const buffer = freshBuffer(this.ctx.core.memory);
-    this.ctx.sharedBuffers.add(buffer);
-    const data = new ARRAY_OF[d](buffer, addr, count) as TypedArray;
-    return d === 'bf16' || d === 'f16' ? { data: data as Uint16Array, dtype: d } : data;
+    return allocShared(this.ctx, dtype, count);
   }
 
   free(x: BufferArg): void {
@@ -420,14 +335,7 @@ export class Communicator {
     heldOps: number;
     allReduceAlgorithms: Record<string, number>;
   } & ConversionCounters {
-    return {
-      ...this.counters,
-      pending: this.engine.pending(),
-      threadOps: (this.engine.threadOps?.() ?? 0) - this.setupThreadOps,
-      heldOps: this.engine.heldOps?.() ?? 0,
-      allReduceAlgorithms: this.engine.algorithms(),
-      ...this.conversions,
-    };
+    return this.tally.stats(this.engine);
   }
 
   /**
