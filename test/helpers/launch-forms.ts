@@ -66,5 +66,13 @@ export async function launchForm(
 /** Every launcher's standard output, one string. */
 export const stdoutOf = (runs: Run[]): string => runs.map((r) => r.stdout).join('');
 
-/** Every launcher's standard error, one string. */
-export const stderrOf = (runs: Run[]): string => runs.map((r) => r.stderr).join('');
+/** The launchers' runs as one: the first exit code that is not 0 (else 0), hung if any was,
+ *  their outputs joined. */
+export function joined(runs: Run[]): { code: number | null; hung: boolean; stdout: string; stderr: string } {
+  return {
+    code: runs.find((r) => r.code !== 0)?.code ?? 0,
+    hung: runs.some((r) => r.hung),
+    stdout: stdoutOf(runs),
+    stderr: runs.map((r) => r.stderr).join(''),
+  };
+}

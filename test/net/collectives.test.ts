@@ -2,6 +2,10 @@
 // ranks per node) × dtypes × ops × sizes × algorithms × in-place/out-of-place × plain/zero-copy
 // buffers × SIMD/scalar build, on the same closed-form data as the shared-memory grid. Sizes
 // cross the 512 KiB pieces the ring and chain pipeline in, and don't divide by the rank count.
+// Across processes, under both launch forms that cross nodes (webccl run --procs, 3 processes,
+// and --nnodes, 2 nodes × 1): an allReduce out of place on comm.alloc() buffers with the ring
+// and with doubling, which read the input in place (bench/RESULTS.md, 2026-12-02 (early
+// morning)); the rank script (test/net/fixtures/out-of-place.mjs) checks every result itself.
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Communicator } from '../../src/api/communicator.js';
 import {
@@ -14,6 +18,8 @@ import {
   opsFor,
   SIZE,
 } from '../helpers/closed-form.mjs';
+import { launchFixture } from '../helpers/launch-fixture.js';
+import { launchForm, stdoutOf } from '../helpers/launch-forms.js';
 import { all, destroyAll, netRanks } from '../helpers/net-world.js';
 
 const PIECE = 512 * 1024;
@@ -158,3 +164,17 @@ for (const build of ['simd', 'scalar'] as const) {
     }
   });
 }
+
+const outOfPlace = launchFixture(new URL('fixtures/out-of-place.mjs', import.meta.url), 'oop');
+
+describe.each([
+  ['procs', 3],
+  ['nnodes', 2],
+] as const)('webccl run --%s, %i ranks across nodes', (form, n) => {
+  it('out-of-place allReduce on alloc() buffers, ring and doubling: the sum in the output, the input unchanged', async () => {
+    const runs = await launchForm(outOfPlace, form, n, [], {}, { guardMs: 120_000 });
+    for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code: 0, hung: false });
+    const ok = stdoutOf(runs).match(/^ok rank \d of \d$/gm) ?? [];
+    expect(ok.sort()).toEqual(Array.from({ length: n }, (_, r) => `ok rank ${r} of ${n}`));
+  });
+});
