@@ -5,7 +5,11 @@
 // width, N·C·H·W 0 / 1 / odd / crossing chunk boundaries, garbage padding, checked element by
 // element against a plain computation (test/helpers/mixed-layouts.mjs). Also: what still fails
 // with MISMATCH, the conversions stats() counts and WEBCCL_DEBUG=INFO logs, and ops queued
-// behind a run again. Threads and processes: test/layouts/mixed-launch.test.ts.
+// behind a run again. Under the launchers (the built bundle): worker threads of one node, with
+// ops on the rank or on the progress thread, and one process per rank (across nodes: ranks not
+// row-major always convert); each rank checks every collective element by element itself
+// (test/layouts/fixtures/layouts-mixed.mjs), and WEBCCL_DEBUG=INFO logs every conversion with
+// its cost.
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Communicator } from '../../src/api/communicator.js';
 import type { Work } from '../../src/engine/work.js';
@@ -13,6 +17,7 @@ import { inprocRanks, settleAll, together } from '../helpers/inproc.js';
 import { tensor, val, wrongIn } from '../helpers/layout-ref.js';
 import { COLLECTIVES, mixedCase, mixedGrid } from '../helpers/mixed-layouts.mjs';
 import { all, destroyAll, netRanks } from '../helpers/net-world.js';
+import { bin, cleanEnv, fixture, killAll, run } from '../helpers/procs.js';
 
 type Case = ReturnType<typeof mixedCase>;
 type Run = (cs: Communicator[], issue: (c: Communicator, r: number) => Work) => Promise<void>;
@@ -188,3 +193,37 @@ for (const [nodes, perNode] of [
     }, 120_000);
   });
 }
+
+describe.each([
+  ['threads', [], {}],
+  ['threads, ops on the progress thread', [], { WEBCCL_PROGRESS: 'thread' }],
+  ['processes', ['--procs'], {}],
+] as const)('mixed layouts without wireLayout under webccl run, %s', (_, flags, env) => {
+  afterAll(killAll);
+  const CASES = 2 * 6 * 5 * 7; // mixes × dtypes × shapes × collectives
+
+  it('3 ranks, every collective checked on every rank; INFO logs each conversion with its cost', async () => {
+    const r = await run(
+      process.execPath,
+      [bin, 'run', ...flags, '-n', '3', fixture('layouts-mixed.mjs', 'layouts')],
+      cleanEnv({ WEBCCL_DEBUG: 'INFO', ...env }),
+      { guardMs: 240_000 },
+    );
+    expect(r.hung).toBe(false);
+    const oks = r.stdout.split('\n').filter((l) => l.startsWith('ok rank ') || l.startsWith('wrong rank '));
+    expect(
+      oks.filter((l) => l.startsWith('wrong')),
+      r.stderr.slice(-2000),
+    ).toEqual([]);
+    expect(oks.map((l) => l.split(' ').slice(0, 3).join(' ')).sort()).toEqual(['ok rank 0', 'ok rank 1', 'ok rank 2']);
+    expect(oks.every((l) => l.includes(`cases ${CASES} `))).toBe(true);
+    expect(r.code).toBe(0);
+    // Every rank holds a layout other than NCHW in one of the two mixes, so each converted.
+    const counts = oks.map((l) => Number(l.split(' conversions ')[1]));
+    for (const c of counts) expect(c).toBeGreaterThan(0);
+    const logged = r.stderr
+      .split('\n')
+      .filter((l) => / INFO rank \d+: \w+ converted its (input|output) .* B in [\d.]+ us \([\d.]+ GB\/s/.test(l));
+    expect(logged.length).toBe(counts.reduce((a, b) => a + b, 0));
+  }, 300_000);
+});
