@@ -9,12 +9,13 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 // (random-ops, 225 s, a short file) would otherwise start late.
 const LONGEST = [
   'system/random-ops',
-  'groups/launch',
+  'groups/groups',
   'progress/net',
   'net/collectives',
   'system/fault-matrix',
   'progress/progress',
   'net/mismatch',
+  'groups/shrink',
   'net/processes',
   'net/alltoall-gather',
   'net/tree',

@@ -1,12 +1,19 @@
 // Groups: createGroup and split on one node (in-process ranks) and across nodes (TCP over
-// loopback): membership, rank mapping, independence of groups, mismatches, memory.
+// loopback): membership, rank mapping, independence of groups, mismatches, memory. Then under
+// every launch form, with the built CLI: 4 worker threads (webccl run -n 4), 4 processes
+// (--procs), and 2 nodes × 2 threads (--nnodes). The rank script
+// (test/groups/fixtures/groups-check.mjs) forms groups of every shape, checks every result
+// itself and prints "ok rank R of N"; its fault modes end with a disagreement, or a missing
+// member, inside a group of world ranks 1 and 2. Shrinking after a death:
+// test/groups/shrink.test.ts.
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { Communicator } from '../../src/api/communicator.js';
-import { leaveNode } from '../../src/core/node.js';
+import type { Communicator } from '../../src/api/communicator.js';
 import { commBlockBytes, N, NODE_BASE } from '../../src/core/shm-map.js';
-import { joinNode } from '../../src/engine/context.js';
-import { createNode } from '../../src/progress/create-node.js';
 import { inprocRanks, settleAll } from '../helpers/inproc.js';
+import type { Env, Run } from '../helpers/jobs.js';
+import { launchFixture } from '../helpers/launch-fixture.js';
+import { expectExit, type Form, launchForm, stdoutOf } from '../helpers/launch-forms.js';
 import { destroyAll, netRanks } from '../helpers/net-world.js';
 
 /** Every rank forms its group at once (they share this thread). */
@@ -243,70 +250,118 @@ describe('group formation across nodes', () => {
   });
 });
 
-describe('shrink', () => {
-  it('on one node: the survivors of a dead rank get a working communicator without it', async () => {
-    const node = createNode({ nranks: 4, slotBytes: 4096 });
-    const world = [0, 1, 2, 3].map((r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { timeoutMs: 20_000 }));
-    // A group of ranks 1..3; rank 2 dies while the others wait for it in an allReduce.
-    const gs = await formAll(world, (c) => c.createGroup([3, 2, 1]));
-    const live = [gs[1]!, gs[3]!];
-    const works = live.map((g) => g.allReduce(new Float32Array(8).fill(1)));
-    leaveNode(node, 2, 'died');
-    const errs = await settleAll(works);
-    for (const e of errs)
-      expect(e).toMatchObject({ code: 'CONNECTION_CLOSED', details: { peer: 1, died: true, worldRanks: [3, 2, 1] } });
-    const shrunk = await Promise.all(live.map((g) => g.shrink()));
-    expect(shrunk.map((s) => [s.rank, s.size, s.worldRank(0), s.worldRank(1)])).toEqual([
-      [1, 2, 3, 1],
-      [0, 2, 3, 1],
+const f = launchFixture(new URL('fixtures/groups-check.mjs', import.meta.url), 'groups');
+const fixture = (name: string) => fileURLToPath(new URL(`fixtures/${name}`, import.meta.url));
+
+/** The rank script (or `o.script`) on `o.n` ranks, 4 unless said, in `form`; the output of every launcher, joined. */
+async function launch(form: Form, args: string[] = [], o: { n?: number; script?: string; env?: Env } = {}) {
+  const runs = await launchForm(f, form, o.n ?? 4, args, o.env, { guardMs: 150_000, script: o.script });
+  return { runs, out: stdoutOf(runs) };
+}
+
+const okRanks = (out: string) =>
+  [...out.matchAll(/^ok rank (\d+) of \d+ groups (\d+)$/gm)]
+    .map((m) => [Number(m[1]), Number(m[2])])
+    .sort((a, b) => a[0] - b[0]);
+
+/** After a group's failure, every rank's world allReduce still succeeded (the failure was the group's own). */
+function worldWentOn(runs: Run[], out: string): void {
+  expectExit(runs);
+  expect(okRanks(out).map(([r]) => r)).toEqual([0, 1, 2, 3]);
+}
+
+/** The "fault rank R code C {details, message}" lines of `out`. */
+const faultsIn = (out: string) =>
+  [...out.matchAll(/^fault rank (\d+) code (\w+) (.*)$/gm)].map((m) => ({
+    rank: Number(m[1]),
+    code: m[2],
+    ...JSON.parse(m[3]),
+  }));
+
+describe.each(['threads', 'procs', 'nnodes'] as Form[])('groups with webccl run (%s)', (form) => {
+  it('every group shape runs every collective correctly', async () => {
+    const { runs, out } = await launch(form);
+    expectExit(runs);
+    // Ranks 0 and 2 are in 6 groups (pair, evens, single, reversed, row, column); 1 and 3 in 5.
+    expect(okRanks(out)).toEqual([
+      [0, 6],
+      [1, 5],
+      [2, 6],
+      [3, 5],
     ]);
-    const xs = shrunk.map((s) => Float64Array.of(s.worldRank(s.rank), 1));
-    expect((await settleAll(shrunk.map((s, i) => s.allReduce(xs[i])))).filter(Boolean)).toEqual([]);
-    for (const x of xs) expect(Array.from(x)).toEqual([4, 2]);
-    expect(await live[0].shrink().catch((e) => e.code)).toBe('INVALID_ARGUMENT'); // once per communicator
-    // The world shrinks too, and every block is freed once the survivors destroy what they hold.
-    const ws = await Promise.all([0, 1, 3].map((r) => world[r].shrink()));
-    expect(ws.map((w) => w.size)).toEqual([3, 3, 3]);
-    expect((await settleAll(ws.map((w) => w.barrier()))).filter(Boolean)).toEqual([]);
-    const top = () => new Int32Array(node.memory.buffer)[(NODE_BASE + N.HEAP_TOP) >> 2];
-    for (const c of [...shrunk, ...live, ...ws]) c.destroy();
-    expect(top()).toBe(new Int32Array(node.memory.buffer)[(NODE_BASE + N.HEAP_START) >> 2]);
   });
 
-  it('shrink() with ops still pending (a Promise.all that rejected at the first failure leaves the rest in flight): they end first, ABORTED, then the shrink goes on', async () => {
-    for (const progress of ['auto', 'caller'] as const) {
-      const node = createNode({ nranks: 2, slotBytes: 4096 });
-      const world = [0, 1].map(
-        (r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { timeoutMs: 20_000, progress }),
-      );
-      // Rank 0's allReduce waits for rank 1, which never joins it; rank 1's recv for a send rank 0 never makes.
-      const pending = [world[0].allReduce(new Float32Array(4).fill(1)), world[1].recv(new Float32Array(4), 0)];
-      const shrunk = await Promise.all(world.map((c) => c.shrink()));
-      const errs = await settleAll(pending);
-      for (const e of errs) expect(e, progress).toMatchObject({ code: 'ABORTED' });
-      expect(shrunk.map((c) => [c.rank, c.size])).toEqual([
-        [0, 2],
-        [1, 2],
-      ]);
-      const xs = shrunk.map((c) => Float32Array.of(c.rank + 1));
-      expect((await settleAll(shrunk.map((c, i) => c.allReduce(xs[i])))).filter(Boolean)).toEqual([]);
-      expect(xs.map((x) => x[0])).toEqual([3, 3]);
-      for (const c of [...shrunk, ...world]) c.destroy();
+  if (form === 'threads') {
+    it('8 thread ranks on 2 cores: every group shape, a 4 x 2 grid', async () => {
+      const { runs, out } = await launch(form, [], { n: 8 });
+      expectExit(runs);
+      expect(okRanks(out)).toEqual(Array.from({ length: 8 }, (_, r) => [r, r % 2 ? 5 : 6]));
+    });
+
+    it("8 thread ranks, every op run by the node's progress thread (WEBCCL_PROGRESS=thread)", async () => {
+      const { runs, out } = await launch(form, [], { n: 8, env: { WEBCCL_PROGRESS: 'thread' } });
+      expectExit(runs);
+      expect(okRanks(out)).toEqual(Array.from({ length: 8 }, (_, r) => [r, r % 2 ? 5 : 6]));
+    });
+  }
+
+  it('a disagreement inside a group is a MISMATCH on both members', async () => {
+    const { runs, out } = await launch(form, ['mismatch']);
+    worldWentOn(runs, out);
+    const faults = faultsIn(out);
+    expect(faults.map((x) => [x.rank, x.code]).sort()).toEqual([
+      [1, 'MISMATCH'],
+      [2, 'MISMATCH'],
+    ]);
+    for (const x of faults) {
+      expect(x.details.worldRanks).toEqual([1, 2]);
+      expect(x.message).toMatch(/group of world ranks 1, 2/);
     }
   });
 
-  it('a rank taken for dead that is alive after all is told so', async () => {
-    const node = createNode({ nranks: 2, slotBytes: 4096 });
-    const world = [0, 1].map((r) => new Communicator(joinNode(node, r, { spinUs: 0 }), { timeoutMs: 20_000 }));
-    leaveNode(node, 1, 'died'); // still running here
-    const outcome = await Promise.all(
-      world.map((c) =>
-        c.shrink().then(
-          (s) => s.size,
-          (e) => [e.code, e.details.members],
-        ),
-      ),
-    );
-    expect(outcome).toEqual([1, ['ABORTED', [0]]]);
+  it('a member that never comes is named by group rank and world rank', async () => {
+    const { runs, out } = await launch(form, ['missing']);
+    worldWentOn(runs, out);
+    const faults = faultsIn(out);
+    expect(faults.map((x) => [x.rank, x.code])).toEqual([[1, 'TIMEOUT']]);
+    const [fault] = faults;
+    expect(fault.details).toMatchObject({ missing: [1], worldRanks: [1, 2], worldRank: 1 });
+    expect(fault.message).toMatch(/rank 1\b/);
+    expect(fault.message).toMatch(/rank 0 here is world rank 1/);
   });
+});
+
+// A group with 2 members on one node and 3 on the other: each member tunes its ops alone, so
+// what it tunes from must not depend on its own node's count (it did: 2 members took 64 KiB
+// ring pieces, 3 took 512 KiB, and every op of the group failed MISMATCH).
+it('a group spread unevenly over 2 nodes (2 + 3 members) runs allReduce and allGather from 8 B to 16 MiB', async () => {
+  const { runs, out } = await launch('nnodes', [], {
+    n: 6,
+    script: fixture('uneven-group.mjs'),
+  });
+  expectExit(runs);
+  expect(out).not.toMatch(/^fault /m);
+  expect(
+    [...out.matchAll(/^ok rank (\d+) sizes (\d+)$/gm)]
+      .map((m) => [Number(m[1]), Number(m[2])])
+      .sort((a, b) => a[0] - b[0]),
+  ).toEqual([0, 1, 3, 4, 5].map((r) => [r, 8]));
+});
+
+// Two communicators across nodes whose allReduces have node phases (hierarchical), issued in
+// opposite orders by the two ranks of each node: a rank's node phase blocked its thread while
+// its node mate, in the other communicator's node phase, waited for it (both until the deadline).
+it('ops of two communicators across nodes, issued in opposite orders by node mates, with node phases: no deadlock', async () => {
+  const { runs, out } = await launch('nnodes', [], {
+    n: 4,
+    script: fixture('cross-order.mjs'),
+    env: { WEBCCL_TIMEOUT_MS: '20000' },
+  });
+  expectExit(runs);
+  expect(out).not.toMatch(/^fault /m);
+  expect(
+    [...out.matchAll(/^ok rank (\d+) rounds (\d+)$/gm)]
+      .map((m) => [Number(m[1]), Number(m[2])])
+      .sort((a, b) => a[0] - b[0]),
+  ).toEqual([0, 1, 2, 3].map((r) => [r, 5]));
 });

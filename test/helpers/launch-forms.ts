@@ -2,6 +2,7 @@
 // (`webccl run -n N`), processes (`--procs`) and two nodes of N/2 threads each (two
 // `webccl run --nnodes 2` launchers on this machine, meeting on a free port).
 import { join } from 'node:path';
+import { expect } from 'vitest';
 import { cleanEnv, type Env, type Run, startJob } from './jobs.js';
 import type { LaunchFixture } from './launch-fixture.js';
 import { freePort } from './net.js';
@@ -65,6 +66,12 @@ export async function launchForm(
 
 /** Every launcher's standard output, one string. */
 export const stdoutOf = (runs: Run[]): string => runs.map((r) => r.stdout).join('');
+
+/** Every launcher ended on its own (not killed by the guard) with `code`; its standard error
+ *  shown otherwise. */
+export function expectExit(runs: Run[], code = 0): void {
+  for (const r of runs) expect({ code: r.code, hung: r.hung }, r.stderr).toEqual({ code, hung: false });
+}
 
 /** The launchers' runs as one: the first exit code that is not 0 (else 0), hung if any was,
  *  their outputs joined. */
