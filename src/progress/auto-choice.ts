@@ -2,9 +2,13 @@
 // their rank at issue, which are held for the rank's next call, and what a hold writes. Every
 // number here was chosen on a 2-core machine whose every core runs a rank, where a hand-off to
 // the progress thread costs 30-50 µs and each of its looks costs a rank its core for a while.
+
+import { DTYPE_SIZE } from '../core/dtypes.js';
 import type { Algo } from '../core/shm-map.js';
+import type { RankContext } from '../engine/context.js';
 import type { OpSpec } from '../engine/engine.js';
 import type { Work } from '../engine/work.js';
+import { chunkElems } from '../tuner/tuner.js';
 import type { PostboxOp } from './postbox-outcomes.js';
 
 /** A wait begun this soon after the call returned counts as waiting at once (a synchronous-style call). */
@@ -49,6 +53,15 @@ export const RANK_STARTS_MAX = 64 * 1024;
 export const SETTLE_MS = 100;
 
 /** The larger of an op's input and output, in bytes. */
+/** Small enough to start on the rank (see RANK_STARTS_MAX): one exchange of one chunk. */
+export function oneExchange(s: OpSpec, ctx: RankContext): boolean {
+  return (
+    s.counts === undefined &&
+    opBytes(s) <= RANK_STARTS_MAX &&
+    s.count <= chunkElems(s.name, ctx.slotBytes, DTYPE_SIZE[s.dtype], ctx.size)
+  );
+}
+
 export const opBytes = (s: OpSpec): number => Math.max(s.input?.bytes.byteLength ?? 0, s.output?.bytes.byteLength ?? 0);
 
 /** The copies of an op whose buffers all live in the node memory: none. */

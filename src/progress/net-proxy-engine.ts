@@ -12,7 +12,7 @@ import { WebcclError } from '../core/errors.js';
 import { ABORT_REASON } from '../core/shm-map.js';
 import { WAIT_SLICE_MS } from '../core/waits.js';
 import type { RankContext } from '../engine/context.js';
-import { addCounts, countDone, type Engine, isP2p, type OpCounters, type OpSpec } from '../engine/engine.js';
+import { addCounts, type Engine, isP2p, type OpCounters, type OpSpec } from '../engine/engine.js';
 import { FlightRecorder } from '../engine/flight-recorder.js';
 import { Work, type WorkDriver } from '../engine/work.js';
 import type { NetEngine } from '../net/engine.js';
@@ -20,22 +20,12 @@ import { ShmRunner } from '../shm/runner.js';
 import { hubReason, hubState, onThreadLost, ringHub } from './net-hub.js';
 import { askAbort, type NetPostboxConfig, openNetPostbox } from './net-postbox.js';
 import { rankRuns } from './net-route.js';
+import { type HandedOp, PostboxClient } from './postbox-client.js';
 import { closePostbox } from './postbox-life.js';
-import { type PostboxOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './postbox-outcomes.js';
-import {
-  AWAITED_SHOWN,
-  L,
-  type OpOutcome,
-  POSTBOX_BYTES,
-  POSTBOX_SLOTS,
-  PROGRESS_GONE,
-  PROGRESS_RUNNING,
-  postedOp,
-  slotAt,
-} from './postboxes.js';
-import { type SlotViews, viewsReaching, writePosted } from './slot-codec.js';
+import { settleFrom, stageOp, threadEnded } from './postbox-outcomes.js';
+import { AWAITED_SHOWN, L, type OpOutcome, PROGRESS_GONE, PROGRESS_RUNNING } from './postboxes.js';
 
-interface PostedNetOp extends PostboxOp {
+interface PostedNetOp extends HandedOp {
   /** The schedule the thread's engine runs it with (the same choice on both threads). */
   algo: string;
   /** Read back, not yet settled (an earlier op is still running). */
@@ -59,15 +49,11 @@ const DETACH_MS = 10_000;
 
 export class NetProxyEngine implements Engine, WorkDriver {
   private seq = 0;
-  private postbox = 0;
+  /** The ops handed to the network progress thread, through this rank's postbox. */
+  private readonly box: PostboxClient<PostedNetOp>;
+  /** The heap blocks of the postbox's description and of an abort's reason (0: none). */
   private config = 0;
   private abortBlock = 0;
-  /** Ops posted (or waiting for a slot) and not yet read back, in order. */
-  private readonly ops: PostedNetOp[] = [];
-  private posted = 0;
-  private read = 0;
-  private fromThread = 0;
-  private readonly threadAlgos: Record<string, number> = {};
   private broken: WebcclError | undefined;
   /** Every collective not yet settled, in issue order (they settle in that order). */
   private readonly order: Issued[] = [];
@@ -78,7 +64,6 @@ export class NetProxyEngine implements Engine, WorkDriver {
   private readonly whyNoBlock: string;
 
   private readonly recorder: FlightRecorder;
-  private slots: SlotViews | undefined;
   /** Takes back what the thread's loss would do (the communicator is closed: its block may be reused). */
   private unhook: (() => void) | undefined;
 
@@ -95,6 +80,29 @@ export class NetProxyEngine implements Engine, WorkDriver {
     private readonly rankRunsMax = 0,
   ) {
     this.progressMode = rankRunsMax > 0 ? 'auto' : 'thread';
+    this.box = new PostboxClient(ctx, {
+      open: () => {
+        const opened = openNetPostbox(ctx, c, c.members[c.rank], hub);
+        this.config = opened.config;
+        return opened.postbox;
+      },
+      graceUntil: () => 0,
+      ring: () => ringHub(ctx.core.memory, hub),
+      // The call's algorithm option rides unchecked: the thread's engine judges it, as the rank's would.
+      postedAlgo: (t) => t.spec.algo,
+      timeoutMs: c.timeoutMs,
+      // Freed only once the thread let go: its sends may still read the ops' copies. The thread
+      // lets go on its own event loop, so this short wait needs nothing of this thread (even
+      // where several ranks share it, as in tests).
+      letGo: (postbox) =>
+        closePostbox(
+          { ...ctx, canBlock: true },
+          postbox,
+          DETACH_MS,
+          () => hubState(ctx.core.memory, hub) === PROGRESS_GONE,
+          () => ringHub(ctx.core.memory, hub),
+        ),
+    });
     this.whyNoBlock = `cannot complete this op: it runs on the rank's own connections (a collective of at most ${rankRunsMax} bytes across nodes in 'auto' progress mode) and ends on the event loop; WEBCCL_PROGRESS=thread on every rank hands every collective to the network progress thread, where waitSync() works`;
     this.recorder = new FlightRecorder(c.rank, () =>
       this.head()?.inner ? this.direct.awaitedRanks() : this.awaitedInThread(),
@@ -129,7 +137,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   /** Marks started the pending ops that have (the thread's, from the postbox; the rank's own, from their handles). */
   private markStarted(): void {
-    const started = this.postbox ? Atomics.load(this.postboxWords(), (this.postbox + L.STARTED) >> 2) : 0;
+    const started = this.box.postbox ? Atomics.load(this.box.words(), this.box.at(L.STARTED)) : 0;
     for (const e of this.order) {
       if (!Number.isNaN(e.work.timing.startedAt)) continue;
       if (e.inner) e.work.timing.startedAt = e.inner.timing.startedAt;
@@ -144,10 +152,10 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   /** The ranks the thread's running op awaits (the first few). */
   private awaitedInThread(): number[] {
-    if (!this.postbox) return [];
-    const i32 = this.postboxWords();
-    const n = Math.min(Atomics.load(i32, (this.postbox + L.AWAITED) >> 2), AWAITED_SHOWN);
-    return Array.from({ length: n }, (_, k) => i32[(this.postbox + L.AWAITED_LIST + 4 * k) >> 2]);
+    if (!this.box.postbox) return [];
+    const i32 = this.box.words();
+    const n = Math.min(Atomics.load(i32, this.box.at(L.AWAITED)), AWAITED_SHOWN);
+    return Array.from({ length: n }, (_, k) => i32[this.box.at(L.AWAITED_LIST + 4 * k)]);
   }
 
   submit(s: OpSpec): Work {
@@ -169,20 +177,17 @@ export class NetProxyEngine implements Engine, WorkDriver {
     work.timing.issuedAt = performance.now();
     this.recorder.submitted(work, s, algo);
     if (s.trace) work.trace = s.trace.issue(work, algo);
-    if (!this.postbox)
-      ({ postbox: this.postbox, config: this.config } = openNetPostbox(
-        this.ctx,
-        this.c,
-        this.c.members[this.c.rank],
-        this.hub,
-      ));
+    this.box.openOnce();
     const staged = stageOp(this.ctx, s);
     s.check?.atStart(seq);
     const t: PostedNetOp = { spec: s, work, seq, algo, ...staged };
-    this.ops.push(t);
     this.order.push({ work, postbox: t });
-    if (!this.threadRuns()) this.threadGone();
-    else this.postWaiting();
+    if (this.threadRuns()) {
+      this.box.hand(t);
+    } else {
+      this.box.ops.push(t);
+      this.threadGone();
+    }
     return work;
   }
 
@@ -203,11 +208,11 @@ export class NetProxyEngine implements Engine, WorkDriver {
   }
 
   threadOps(): number {
-    return this.fromThread;
+    return this.box.ended;
   }
 
   algorithms(): Record<string, number> {
-    return addCounts(this.direct.algorithms(), this.threadAlgos);
+    return addCounts(this.direct.algorithms(), this.box.algos);
   }
 
   /**
@@ -219,10 +224,10 @@ export class NetProxyEngine implements Engine, WorkDriver {
   abort(reason: string): void {
     const asked = this.tellThread(reason);
     this.direct.abort(reason);
-    const at = (this.postbox + L.ABORT_SENT) >> 2;
+    const at = this.box.at(L.ABORT_SENT);
     const until = performance.now() + ABORT_SEND_MS;
-    while (asked && Atomics.load(this.postboxWords(), at) === 0 && this.threadRuns() && performance.now() < until)
-      Atomics.wait(this.postboxWords(), at, 0, 20);
+    while (asked && Atomics.load(this.box.words(), at) === 0 && this.threadRuns() && performance.now() < until)
+      Atomics.wait(this.box.words(), at, 0, 20);
     this.fail(this.direct.failure()!);
   }
 
@@ -231,14 +236,8 @@ export class NetProxyEngine implements Engine, WorkDriver {
    * before.
    */
   private tellThread(reason: string): number {
-    if (!this.postbox)
-      ({ postbox: this.postbox, config: this.config } = openNetPostbox(
-        this.ctx,
-        this.c,
-        this.c.members[this.c.rank],
-        this.hub,
-      ));
-    const asked = askAbort(this.ctx, this.postbox, reason, this.hub);
+    this.box.openOnce();
+    const asked = askAbort(this.ctx, this.box.postbox, reason, this.hub);
     this.abortBlock ||= asked;
     return asked;
   }
@@ -253,24 +252,8 @@ export class NetProxyEngine implements Engine, WorkDriver {
     this.direct.close();
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
     for (const e of this.order.splice(0)) e.work.settle(this.broken);
-    if (!this.postbox) return;
-    const postbox = this.postbox;
-    this.postbox = 0;
-    // Freed only once the thread let go: its sends may still read the ops' copies. The thread
-    // lets go on its own event loop, so this short wait needs nothing of this thread (even
-    // where several ranks share it, as in tests).
-    if (
-      !closePostbox(
-        { ...this.ctx, canBlock: true },
-        postbox,
-        DETACH_MS,
-        () => hubState(this.ctx.core.memory, this.hub) === PROGRESS_GONE,
-        () => ringHub(this.ctx.core.memory, this.hub),
-      )
-    )
-      return;
-    for (const t of this.ops.splice(0)) unstage(this.ctx, t);
-    for (const b of [postbox, this.config, this.abortBlock]) if (b) this.ctx.heap.free(b);
+    if (!this.box.detach()) return;
+    for (const b of [this.config, this.abortBlock]) if (b) this.ctx.heap.free(b);
   }
 
   // ---------------------------------------------------------------- WorkDriver
@@ -284,11 +267,10 @@ export class NetProxyEngine implements Engine, WorkDriver {
           'UNSUPPORTED',
           `${w.name} #${w.seq}: waitSync() would wait behind ${first.work.name} #${first.work.seq}, which runs on the rank's own connections and ends on the event loop; await it instead`,
         );
-      const i32 = this.postboxWords();
-      const done = Atomics.load(i32, (this.postbox + L.DONE) >> 2);
-      if (done === this.read) {
+      const done = this.box.done();
+      if (done === this.box.read) {
         if (!this.threadRuns()) return this.threadGone();
-        Atomics.wait(i32, (this.postbox + L.DONE) >> 2, done, WAIT_SLICE_MS);
+        this.box.sleep(done, WAIT_SLICE_MS);
       }
       this.collect();
     }
@@ -308,13 +290,11 @@ export class NetProxyEngine implements Engine, WorkDriver {
           this.collect();
           continue;
         }
-        const i32 = this.postboxWords();
-        const done = Atomics.load(i32, (this.postbox + L.DONE) >> 2);
-        if (done === this.read) {
+        const done = this.box.done();
+        if (done === this.box.read) {
           if (!this.threadRuns()) return this.threadGone();
-          const r = Atomics.waitAsync(i32, (this.postbox + L.DONE) >> 2, done, WAIT_SLICE_MS);
           alive ??= setTimeout(() => undefined, 1 << 30);
-          if (r.async) await r.value;
+          await this.box.sleepAsync(done, WAIT_SLICE_MS);
         }
         this.collect();
       }
@@ -325,71 +305,20 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   // ---------------------------------------------------------------- the postbox
 
-  /**
-   * The postbox's words (the postbox is open): the views kept for its slots, which reach it. Views made
-   * anew for each look read the memory's buffer and built an array over it: ~10 µs of the wait
-   * for an op that ended while the rank computed (caches cold, every object touched costs).
-   */
-  private postboxWords(): Int32Array {
-    return this.views().i32;
-  }
-
-  /** Views that reach the postbox's slots (made once the postbox is open). */
-  private views(): SlotViews {
-    return (this.slots = viewsReaching(this.ctx.core.memory, this.slots, this.postbox + POSTBOX_BYTES));
-  }
-
   private threadRuns(): boolean {
     return hubState(this.ctx.core.memory, this.hub) === PROGRESS_RUNNING;
   }
 
-  /** Posts the ops that wait for a free slot, as far as slots allow. */
-  private postWaiting(): void {
-    const mem = this.ctx.core.memory;
-    while (this.posted < this.read + this.ops.length && this.posted - this.read < POSTBOX_SLOTS) {
-      const t = this.ops[this.posted - this.read];
-      const s = t.spec;
-      // The call's algorithm option rides unchecked: the thread's engine judges it, as the rank's would.
-      const p = postedOp(s, t.seq, s.algo as never, s.timeoutMs ?? this.c.timeoutMs, 0, t.inPlace);
-      if (
-        !writePosted(
-          mem,
-          this.views(),
-          slotAt(this.postbox, this.posted),
-          t.stagedIn || s.input?.addr || 0,
-          t.stagedOut || s.output?.addr || 0,
-          p,
-        )
-      ) {
-        throw new WebcclError(
-          'INTERNAL',
-          `${s.name} #${t.seq}: the op's description does not fit a progress-thread slot`,
-        );
-      }
-      this.posted++;
-      Atomics.store(this.postboxWords(), (this.postbox + L.POSTED) >> 2, this.posted);
-      ringHub(mem, this.hub);
-    }
-  }
-
   /** Reads back the ops the thread has ended: copies results out, frees copies, settles. */
   private collect(): void {
-    if (this.postbox) {
-      const done = Atomics.load(this.postboxWords(), (this.postbox + L.DONE) >> 2);
-      for (; this.read < done; this.read++) {
-        const t = this.ops.shift()!;
-        const { o, err } = readBack(this.ctx, this.views(), slotAt(this.postbox, this.read), t);
-        this.fromThread++;
-        if (!err) {
-          t.outcome = o;
-          continue;
-        }
-        if (!settleFrom(t, o, err)) continue; // failed here already (abort)
+    this.box.collect((t, o, err) => {
+      if (!err)
+        t.outcome = o; // settled in issue order (release)
+      else if (settleFrom(t, o, err)) {
         this.counters.failed++;
         this.fail(err);
-      }
-      this.postWaiting();
-    }
+      } // (else failed here already: an abort)
+    });
     this.release();
   }
 
@@ -404,10 +333,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
       } else if (!e.work.settled) {
         const t = e.postbox!;
         if (!t.outcome) return;
-        if (settleFrom(t, t.outcome, undefined, this.lastEnd)) {
-          countDone(this.counters, t.work);
-          if (t.spec.name === 'allReduce') this.threadAlgos[t.algo] = (this.threadAlgos[t.algo] ?? 0) + 1;
-        }
+        if (settleFrom(t, t.outcome, undefined, this.lastEnd)) this.box.count(this.counters, t);
       }
       this.lastEnd = Math.max(this.lastEnd, e.work.timing.completedAt);
       this.order.shift();
@@ -422,7 +348,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
     this.broken ??= err;
     this.markStarted();
     for (const e of this.order.splice(0)) e.work.settle(err);
-    for (const t of this.ops) if (!t.work.settled) t.work.settle(err);
+    for (const t of this.box.ops) if (!t.work.settled) t.work.settle(err);
     this.recorder.broke(err);
     this.direct.failWith(err);
   }
@@ -431,10 +357,6 @@ export class NetProxyEngine implements Engine, WorkDriver {
   private threadGone(): void {
     const err = threadEnded(this.ctx, 'network progress thread', hubReason(this.ctx.core.memory, this.hub));
     this.fail(err);
-    for (const t of this.ops.splice(0)) {
-      unstage(this.ctx, t);
-      if (!t.work.settled) t.work.settle(err);
-    }
-    this.posted = this.read;
+    for (const t of this.box.dropAll()) if (!t.work.settled) t.work.settle(err);
   }
 }

@@ -10,19 +10,10 @@ import { WebcclError } from '../core/errors.js';
 import { freshI32 } from '../core/fresh-buffer.js';
 import type { ProgressMode } from '../core/progress-mode.js';
 import type { Algo } from '../core/shm-map.js';
-import { N, NODE_BASE } from '../core/shm-map.js';
 import { WAIT_SLICE_MS } from '../core/waits.js';
 import type { Buf } from '../engine/buffers.js';
 import type { RankContext } from '../engine/context.js';
-import {
-  addCounts,
-  countDone,
-  type Engine,
-  isP2p,
-  type OpCounters,
-  type OpSpec,
-  type P2pKind,
-} from '../engine/engine.js';
+import { addCounts, type Engine, isP2p, type OpCounters, type OpSpec, type P2pKind } from '../engine/engine.js';
 import {
   joinThreadQueues,
   leaveThreadQueues,
@@ -34,95 +25,48 @@ import {
 } from '../engine/thread-queues.js';
 import { Work, type WorkDriver } from '../engine/work.js';
 import { ShmEngine } from '../shm/engine.js';
-import { chooseAllReduceAlgo, chunkElems, resolveTuning, type Tuning } from '../tuner/tuner.js';
-import {
-  AT_ONCE_MS,
-  type Held,
-  HOLD_COPY_MAX,
-  opBytes,
-  plainBytes,
-  RANK_STARTS_MAX,
-  SETTLE_MS,
-  ShapeMemory,
-  sameOp,
-  UNSTAGED,
-} from './auto-choice.js';
-import { closePostbox, openPostbox } from './postbox-life.js';
-import { type PostboxOp, readBack, settleFrom, stageOp, threadEnded, unstage } from './postbox-outcomes.js';
-import {
-  claimSlot,
-  HOLD_MS,
-  L,
-  type OpOutcome,
-  POSTBOX_SLOTS,
-  PROGRESS_RUNNING,
-  postedOp,
-  progressState,
-  ringProgress,
-  SLOT_RECLAIMED,
-  slotAt,
-} from './postboxes.js';
-import { renewPosted, type SlotViews, slotViews, specFitsWords, writePosted } from './slot-codec.js';
+import { chooseAllReduceAlgo, resolveTuning, type Tuning } from '../tuner/tuner.js';
+import { AT_ONCE_MS, type Held, oneExchange, SETTLE_MS, ShapeMemory, UNSTAGED } from './auto-choice.js';
+import { HeldSlot, type ThreadOp, untraced } from './held-slot.js';
+import { nodeProgressThread } from './node-postbox.js';
+import { PostboxClient } from './postbox-client.js';
+import { settleFrom, stageOp, threadEnded, unstage } from './postbox-outcomes.js';
+import { type OpOutcome, PROGRESS_RUNNING, progressState } from './postboxes.js';
 
-interface ThreadOp extends PostboxOp {
-  algo: Algo;
-  /** Taken back by this rank before the progress thread took it (the local engine runs it). */
-  reclaimed: boolean;
-}
-
-/** The same while this rank has send/recv pending (their peers' posts do not ring the postbox). */
+/** How long a wait sleeps while this rank has send/recv pending (their peers' posts do not ring the postbox). */
 const P2P_SLICE_MS = 1;
-/** How long closing waits for the progress thread to let go of the postbox. */
-const DETACH_MS = 10_000;
-
-/**
- * The spec without its trace, for an op whose handle already drew its issue (it ends the
- * op's slice): copied only when traced, since a spread makes a slow dictionary object.
- */
-function untraced(s: OpSpec): OpSpec {
-  return s.trace ? { ...s, trace: undefined } : s;
-}
 
 export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   private readonly local: ShmEngine;
   private readonly tuning: Tuning;
   private seq = 0;
-  private postbox = 0;
-  /** Ops handed to the progress thread and not yet read back, in order (the first `posted - read` are in slots). */
-  private readonly inThread: ThreadOp[] = [];
-  private posted = 0;
-  private read = 0;
-  private readonly threadAlgos: Record<string, number> = {};
+  /** The ops handed to the progress thread, through this rank's postbox. */
+  private readonly box: PostboxClient<ThreadOp>;
   private broken: WebcclError | undefined;
-  private fromThread = 0;
   /** Auto mode: whether this rank waited for its last op right after issuing it (see submit). */
   private waitsAtOnce = false;
   /** Auto mode: the op held until the rank's next call says who runs it (see hold). */
   private held: Held | undefined;
-  /**
-   * The op a hold last wrote into slot `rewritten` (the postbox's next): a hold of the same op renews it (see hold).
-   */
-  private lastHeld: { spec: OpSpec; algo: Algo } | undefined;
-  private rewritten = -1;
+  /** Where a held op lies written, in the postbox's next slot. */
+  private readonly holds: HeldSlot;
   private readonly shapes = new ShapeMemory();
-  private heldCount = 0;
   /** The op submit() returned last, and when. */
   private lastIssued: Work | undefined;
   private lastReturnedAt = 0;
-  /** See postboxWords(). */
-  private views: SlotViews | undefined;
   readonly flight;
 
   constructor(
     private readonly ctx: RankContext,
     private readonly counters: OpCounters,
     commAlgo: unknown,
-    private readonly timeoutMs: number,
+    readonly timeoutMs: number,
     readonly mode: Exclude<ProgressMode, 'caller'>,
   ) {
     this.local = new ShmEngine(ctx, counters, commAlgo, timeoutMs);
     this.tuning = resolveTuning(ctx.size, commAlgo);
     this.flight = this.local.flight;
+    this.box = new PostboxClient(ctx, nodeProgressThread(ctx, mode, timeoutMs));
+    this.holds = new HeldSlot(ctx, this.box, timeoutMs);
     joinThreadQueues(this);
   }
 
@@ -143,9 +87,9 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     // thread holds.
     const convertsHere = s.relayout !== undefined && (s.layout ?? 0) !== 0;
     if (convertsHere) this.drainThread();
-    const threadBusy = this.inThread.length > 0 && this.inThread.some((t) => !t.reclaimed);
+    const threadBusy = this.box.ops.length > 0 && this.box.ops.some((t) => !t.reclaimed);
     if (convertsHere || (this.local.pendingCollectives() > 0 && !this.settleHere())) this.runHere(s, work, algo);
-    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && this.oneExchange(s))
+    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && oneExchange(s, this.ctx))
       this.runHere(s, work, algo);
     else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && this.shapes.mayHold(s, work))
       this.hold(s, seq, work, algo);
@@ -175,73 +119,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     if (s.trace) work.trace = s.trace.issue(work, algo);
     const h: Held = { spec: s, seq, work, algo, tag: 0, staged: UNSTAGED };
     this.held = h;
-    this.heldCount++;
-    const last = this.lastHeld;
-    if (last && this.rewritten === this.posted && sameOp(last, s, algo)) {
-      // The op held last, taken back by its rank (a loop of one op waited at once): its slot
-      // holds this one already, but for its number. Every op pays for this path.
-      renewPosted(this.views!, slotAt(this.postbox, this.posted), seq);
-    } else if (!this.writeHeld(h)) {
-      return;
-    }
-    h.tag = (seq % 0x3fffffff) + 1;
-    const i32 = this.views!.i32;
-    Atomics.store(i32, (this.postbox + L.HOLD) >> 2, h.tag);
-    i32[(this.postbox + L.HOLDS) >> 2] = this.heldCount; // (the thread only lingers by it)
-    if (Atomics.load(i32, (NODE_BASE + N.PROGRESS_LOOK) >> 2) === 0) ringProgress(this.i32());
-  }
-
-  /** Writes the held op into the postbox's next slot; false when it cannot go there (it stays held unwritten). */
-  private writeHeld(h: Held): boolean {
-    const { spec: s, seq, algo } = h;
-    this.lastHeld = undefined;
-    const room = this.posted === this.read + this.inThread.length && this.posted - this.read < POSTBOX_SLOTS;
-    const plain = plainBytes(s);
-    if (!room || !specFitsWords(s, algo) || plain > HOLD_COPY_MAX) return false;
-    this.openPostboxOnce();
-    if (progressState(this.postboxWords()) !== PROGRESS_RUNNING) return false;
-    if (plain) h.staged = stageOp(this.ctx, s);
-    const inPlace = h.staged.inPlace || (plain === 0 && s.input !== null && s.input === s.output);
-    const p = postedOp(s, seq, algo, s.timeoutMs ?? this.timeoutMs, 0, inPlace);
-    writePosted(
-      this.ctx.core.memory,
-      this.views!,
-      slotAt(this.postbox, this.posted),
-      h.staged.stagedIn || s.input?.addr || 0,
-      h.staged.stagedOut || s.output?.addr || 0,
-      p,
-    );
-    // Only an op on node-memory buffers is written again as it was (a copy is made per op).
-    if (!plain) this.lastHeld = { spec: s, algo };
-    this.rewritten = this.posted;
-    return true;
-  }
-
-  /**
-   * Takes the held op back from its slot: true when it is still this rank's; false when the
-   * progress thread took it (it is then counted posted, and this rank follows it there).
-   */
-  private unhold(h: Held): boolean {
-    if (!h.tag) return true;
-    const i32 = this.postboxWords();
-    if (Atomics.compareExchange(i32, (this.postbox + L.HOLD) >> 2, h.tag, 0) === h.tag) return true;
-    Atomics.compareExchange(i32, (this.postbox + L.POSTED) >> 2, this.posted, this.posted + 1);
-    this.posted++;
-    this.followHeld(h);
-    return false;
-  }
-
-  /** The held op, written in its slot, is the thread's now: this rank reads its outcome as any other's. */
-  private followHeld(h: Held): void {
-    h.spec.check?.atStart(h.seq);
-    this.inThread.push({
-      spec: untraced(h.spec),
-      work: h.work,
-      seq: h.seq,
-      algo: h.algo,
-      ...h.staged,
-      reclaimed: false,
-    });
+    this.holds.place(h);
   }
 
   /**
@@ -252,7 +130,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     const h = this.held;
     if (!h) return;
     this.held = undefined;
-    if (!this.unhold(h)) {
+    if (!this.holds.takeBack(h)) {
       if (h.work !== waited) this.waitsAtOnce = false;
       return;
     }
@@ -267,11 +145,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
       return;
     }
     // Written already (with no grace): counted posted now, for the thread to take at once.
-    this.followHeld(h);
-    this.posted++;
-    const i32 = this.i32();
-    Atomics.store(i32, (this.postbox + L.POSTED) >> 2, this.posted);
-    ringProgress(i32);
+    this.holds.post(h);
   }
 
   /** The held op fails with the communicator: taken back (or followed to the thread), its copies freed. */
@@ -280,7 +154,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     if (!h) return;
     this.held = undefined;
     h.work.settle(err);
-    if (this.unhold(h)) unstage(this.ctx, h.staged);
+    if (this.holds.takeBack(h)) unstage(this.ctx, h.staged);
   }
 
   /** QueueServer: the op held for this rank's next call, which only this thread starts. */
@@ -302,9 +176,9 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   /** Waits until the progress thread has ended every op of this communicator it holds. */
   private drainThread(): void {
     for (
-      let t = this.inThread.findLast((x) => !x.reclaimed);
+      let t = this.box.ops.findLast((x) => !x.reclaimed);
       t && !t.work.settled;
-      t = this.inThread.findLast((x) => !x.reclaimed)
+      t = this.box.ops.findLast((x) => !x.reclaimed)
     )
       this.progress(t.work, true);
   }
@@ -323,12 +197,12 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
 
   /** Whether `w` (pending) runs on this rank, not in the progress thread's hands. */
   private runsHere(w: Work): boolean {
-    return this.inThread.length === 0 || !this.inThread.some((t) => t.work === w && !t.reclaimed);
+    return this.box.ops.length === 0 || !this.box.ops.some((t) => t.work === w && !t.reclaimed);
   }
 
   pending(): number {
     return (
-      this.local.pending() + this.inThread.filter((t) => !t.work.settled && !t.reclaimed).length + (this.held ? 1 : 0)
+      this.local.pending() + this.box.ops.filter((t) => !t.work.settled && !t.reclaimed).length + (this.held ? 1 : 0)
     );
   }
 
@@ -338,16 +212,16 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
 
   /** Ops the progress thread has ended for this rank. */
   threadOps(): number {
-    return this.fromThread;
+    return this.box.ended;
   }
 
   /** Ops held at issue for the rank's next call (see the top). */
   heldOps(): number {
-    return this.heldCount;
+    return this.holds.count;
   }
 
   algorithms(): Record<string, number> {
-    return addCounts(this.local.algorithms(), this.threadAlgos);
+    return addCounts(this.local.algorithms(), this.box.algos);
   }
 
   abort(reason: string): void {
@@ -364,7 +238,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     this.local.close();
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
     this.dropHold(this.broken);
-    if (this.postbox) this.detach();
+    this.box.detach();
   }
 
   // ---------------------------------------------------------------- WorkDriver
@@ -380,14 +254,8 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     this.shapes.learn(w, this.waitsAtOnce);
     this.collect();
     if (this.mode !== 'auto') return;
-    // Only an op with nothing of this communicator ahead of it in the thread's hands (ops taken
-    // back earlier ran here), and still in its slot untaken.
-    const i = this.inThread.length ? this.inThread.findIndex((t) => t.work === w) : -1;
-    if (i < 0 || this.read + i >= this.posted || this.inThread.some((t, k) => k !== i && !t.reclaimed)) return;
-    const t = this.inThread[i];
-    if (!claimSlot(this.ctx.core.memory, slotAt(this.postbox, this.read + i), SLOT_RECLAIMED)) return;
-    t.reclaimed = true;
-    unstage(this.ctx, t);
+    const t = this.holds.reclaim(w);
+    if (!t) return;
     try {
       // Its trace was issued with `w`, which ends it: the local run records no second slice.
       this.local.submit(untraced(t.spec), w); // (in the flight record since toThread)
@@ -408,7 +276,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     while (block && !w.settled) {
       const sleep = this.look();
       if (sleep === 'gone') return this.threadGone();
-      if (sleep) Atomics.wait(this.postboxWords(), sleep.at, sleep.value, sleep.ms);
+      if (sleep) this.box.sleep(sleep.seen, sleep.ms);
       this.collect();
     }
   }
@@ -421,10 +289,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     while (!w.settled) {
       const sleep = this.look();
       if (sleep === 'gone') return this.threadGone();
-      if (sleep) {
-        const r = Atomics.waitAsync(this.postboxWords(), sleep.at, sleep.value, sleep.ms);
-        if (r.async) await r.value;
-      }
+      if (sleep) await this.box.sleepAsync(sleep.seen, sleep.ms);
       this.collect();
     }
   }
@@ -436,15 +301,13 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
    * communicators that this rank runs itself: those are moved here, and the sleep is short
    * while any is pending (their posts do not ring the postbox; see thread-queues.ts).
    */
-  private look(): { at: number; value: number; ms: number } | 'gone' | undefined {
-    const i32 = this.postboxWords();
-    const done = Atomics.load(i32, (this.postbox + L.DONE) >> 2);
+  private look(): { seen: number; ms: number } | 'gone' | undefined {
+    const done = this.box.done();
     const p2p = this.local.pending() > 0;
-    if (done !== this.read || (p2p && this.local.pollP2p()) || serveOthers(this.local)) return undefined;
-    if (progressState(i32) !== PROGRESS_RUNNING) return 'gone';
+    if (done !== this.box.read || (p2p && this.local.pollP2p()) || serveOthers(this.local)) return undefined;
+    if (progressState(this.box.words()) !== PROGRESS_RUNNING) return 'gone';
     return {
-      at: (this.postbox + L.DONE) >> 2,
-      value: done,
+      seen: done,
       ms: p2p ? P2P_SLICE_MS : othersQueued(this.local) ? OTHERS_LOOK_MS : WAIT_SLICE_MS,
     };
   }
@@ -461,31 +324,12 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     return this.local.settleQueued(this.ctx.canBlock ? SETTLE_MS : 0);
   }
 
-  /** Small enough to start on this rank (see RANK_STARTS_MAX): one exchange of one chunk. */
-  private oneExchange(s: OpSpec): boolean {
-    return (
-      s.counts === undefined &&
-      opBytes(s) <= RANK_STARTS_MAX &&
-      s.count <= chunkElems(s.name, this.ctx.slotBytes, DTYPE_SIZE[s.dtype], this.ctx.size)
-    );
-  }
-
   private algoOf(s: OpSpec): Algo {
     return s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
   }
 
   private i32(): Int32Array {
     return freshI32(this.ctx.core.memory);
-  }
-
-  /**
-   * A view of the node memory taken once the postbox was opened, for the postbox's words and the node
-   * header only, which lie inside it (a view of a shared memory stays valid however the memory
-   * grows): a new view per look cost every op waited in auto mode a typed array or two. Not for
-   * ringProgress(), which may ring a communicator's doorbell allocated later.
-   */
-  private postboxWords(): Int32Array {
-    return this.views?.i32 ?? this.i32();
   }
 
   // ---------------------------------------------------------------- the postbox
@@ -501,80 +345,41 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
       work.settle(this.broken);
       return work;
     }
-    this.openPostboxOnce();
+    this.box.openOnce();
     if (progressState(this.i32()) !== PROGRESS_RUNNING) {
-      this.inThread.push({ spec: s, work, seq, algo, stagedIn: 0, stagedOut: 0, inPlace: false, reclaimed: false });
+      this.box.ops.push({ spec: s, work, seq, algo, stagedIn: 0, stagedOut: 0, inPlace: false, reclaimed: false });
       this.threadGone();
       return work;
     }
     const staged = stageOp(this.ctx, s);
     s.check?.atStart(seq);
-    this.inThread.push({ spec: s, work, seq, algo, ...staged, reclaimed: false });
-    this.postWaiting();
+    this.box.hand({ spec: s, work, seq, algo, ...staged, reclaimed: false });
     return work;
-  }
-
-  private openPostboxOnce(): void {
-    if (this.postbox) return;
-    this.postbox = openPostbox(this.ctx);
-    this.views = slotViews(this.ctx.core.memory); // (after the postbox's allocation)
-  }
-
-  /** Posts the ops that wait for a free slot, as far as slots allow. */
-  private postWaiting(): void {
-    const mem = this.ctx.core.memory;
-    while (this.posted < this.read + this.inThread.length && this.posted - this.read < POSTBOX_SLOTS) {
-      const t = this.inThread[this.posted - this.read];
-      const s = t.spec;
-      // Auto mode: left alone for HOLD_MS, in which a wait takes it back (a rank may wait at once after all).
-      const grace = this.mode === 'auto' ? performance.timeOrigin + performance.now() + HOLD_MS : 0;
-      const p = postedOp(s, t.seq, t.algo, s.timeoutMs ?? this.timeoutMs, grace, t.inPlace);
-      const inAddr = t.stagedIn || s.input?.addr || 0;
-      const outAddr = t.stagedOut || s.output?.addr || 0;
-      if (!writePosted(mem, this.views!, slotAt(this.postbox, this.posted), inAddr, outAddr, p)) {
-        throw new WebcclError(
-          'INTERNAL',
-          `${s.name} #${t.seq}: the op's description does not fit a progress-thread slot`,
-        );
-      }
-      this.posted++;
-      const i32 = this.i32();
-      Atomics.store(i32, (this.postbox + L.POSTED) >> 2, this.posted);
-      // A thread that looks every HOLD_MS anyway needs no ring for an op it may not take sooner.
-      if (!grace || Atomics.load(i32, (NODE_BASE + N.PROGRESS_LOOK) >> 2) === 0) ringProgress(i32);
-    }
   }
 
   /** Reads back the ops the progress thread has ended: copies results out, frees copies, settles. */
   private collect(): void {
-    if (!this.postbox) return;
-    const done = Atomics.load(this.postboxWords(), (this.postbox + L.DONE) >> 2);
-    for (; this.read < done; this.read++) {
-      const t = this.inThread.shift()!;
-      if (t.reclaimed) continue; // ended by the local engine
-      const { o, err } = readBack(this.ctx, this.views!, slotAt(this.postbox, this.read), t);
-      this.end(t, o, err);
-    }
-    this.postWaiting();
+    this.box.collect(
+      (t, o, err) => this.end(t, o, err),
+      (t) => t.reclaimed, // ended by the local engine
+    );
   }
 
   private end(t: ThreadOp, o: OpOutcome, err: WebcclError | undefined): void {
-    this.fromThread++;
     if (!settleFrom(t, o, err)) return; // failed here already (abort)
     if (err) {
       this.counters.failed++;
       if (err.code !== 'MISMATCH') this.fail(err);
       return;
     }
-    countDone(this.counters, t.work);
-    if (t.spec.name === 'allReduce') this.threadAlgos[t.algo] = (this.threadAlgos[t.algo] ?? 0) + 1;
+    this.box.count(this.counters, t);
   }
 
   /** The communicator is unusable: every op not yet ended fails with `err` (copies stay until the thread lets go). */
   private fail(err: WebcclError): void {
     this.broken ??= err;
     this.dropHold(err);
-    for (const t of this.inThread) if (!t.work.settled && !t.reclaimed) t.work.settle(err);
+    for (const t of this.box.ops) if (!t.work.settled && !t.reclaimed) t.work.settle(err);
     this.flight.broke(err);
   }
 
@@ -582,23 +387,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   private threadGone(): void {
     const err = threadEnded(this.ctx, 'progress thread');
     this.local.abort(err.reason);
-    for (const t of this.inThread.splice(0)) {
-      unstage(this.ctx, t);
-      if (!t.work.settled && !t.reclaimed) t.work.settle(err);
-    }
-    this.posted = this.read;
+    for (const t of this.box.dropAll()) if (!t.work.settled && !t.reclaimed) t.work.settle(err);
     this.fail(err);
-  }
-
-  /**
-   * Asks the progress thread to let go of the postbox, then frees it and the copies (left in place if the thread does
-   * not answer).
-   */
-  private detach(): void {
-    const postbox = this.postbox;
-    this.postbox = 0;
-    if (!closePostbox(this.ctx, postbox, DETACH_MS)) return;
-    for (const t of this.inThread.splice(0)) unstage(this.ctx, t);
-    this.ctx.heap.free(postbox);
   }
 }
