@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Communicator } from '../../src/api/communicator.js';
 import { D } from '../../src/core/shm-map.js';
-import { encode, SIZE } from '../helpers/closed-form.mjs';
+import { encode, firstWrong, SIZE } from '../helpers/closed-form.mjs';
 import { inprocRanks, settleAll, together } from '../helpers/inproc.js';
 import { runScenario } from '../helpers/threads.js';
 
@@ -63,12 +63,8 @@ function countsMatrix(n: number, per: number, seed: number): number[][] {
 }
 
 function wrongIn(what: string, data: any, want: (i: number) => unknown, wrong: string[]): void {
-  for (let i = 0; i < data.length; i++) {
-    if (data[i] !== want(i)) {
-      wrong.push(`${what}: element ${i} is ${data[i]}, expected ${want(i)}`);
-      return;
-    }
-  }
+  const i = firstWrong(data, want);
+  if (i >= 0) wrong.push(`${what}: element ${i} is ${data[i]}, expected ${want(i)}`);
 }
 
 for (const build of ['simd', 'scalar'] as const) {
