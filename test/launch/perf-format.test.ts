@@ -1,24 +1,15 @@
 // The table and the JSON of `webccl perf` say the same thing: every table cell is the JSON
-// value rounded as printed. Checked on synthetic reports and on a real run of the command.
+// value rounded as printed. Checked on synthetic reports and on a real run of the command. Its
+// charts: test/launch/perf-chart.test.ts.
 
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type PerfOptions, parsePerfArgs } from '../../src/launch/perf/args.js';
-import { chartTitle } from '../../src/launch/perf/chart.js';
-import {
-  averageBusBw,
-  formatTable,
-  type PerfReport,
-  placeResult,
-  type ResultRow,
-  tableHeader,
-  wrongTotal,
-} from '../../src/launch/perf/format.js';
-import { median, reportSeries, runPerf } from '../../src/launch/perf/main.js';
-import { busBwChartSpec, renderBusBwChart } from '../../src/launch/perf/plot.js';
+import { averageBusBw, formatTable, type PerfReport, tableHeader, wrongTotal } from '../../src/launch/perf/format.js';
+import { median, reportSeries } from '../../src/launch/perf/main.js';
+import { oopRow, report, row } from '../helpers/perf-report.js';
 
 /** Reads the data rows and the closing lines of a printed table. */
 function parseTable(text: string) {
@@ -72,59 +63,6 @@ function expectAgreement(report: PerfReport, text: string) {
   });
   expect(t.avgBusBw).toBe(Number(report.avgBusBw.toFixed(4)));
   expect(t.wrongTotal).toBe(report.wrongTotal);
-}
-
-function row(size: number, oopUs: number, ipUs: number, wrong: number | null, n = 4): ResultRow {
-  return {
-    size,
-    count: size / 4,
-    type: 'float',
-    dtype: 'f32',
-    redop: 'sum',
-    root: -1,
-    oop: placeResult('allreduce', n, size, oopUs, wrong, 100),
-    ip: placeResult('allreduce', n, size, ipUs, wrong, 100),
-  };
-}
-
-/** A row of a collective with no in-place form (alltoall, sendrecv, pingpong). */
-function oopRow(size: number, oopUs: number, wrong: number | null, n = 4): ResultRow {
-  return {
-    size,
-    count: size / 4 / n,
-    type: 'float',
-    dtype: 'f32',
-    redop: 'none',
-    root: -1,
-    oop: placeResult('alltoall', n, size, oopUs, wrong, 100),
-    ip: null,
-  };
-}
-
-function report(rows: ResultRow[], interrupted = false): PerfReport {
-  return {
-    tool: 'webccl perf',
-    version: '0.0.0',
-    collective: 'allreduce',
-    nranks: 4,
-    group: null,
-    transport: 'shm',
-    nodes: 1,
-    ranksPerNode: 4,
-    buffers: 'shm',
-    algo: 'auto',
-    warmup: 5,
-    iters: 'auto',
-    timeSec: 0.2,
-    reps: 1,
-    check: true,
-    date: '2026-01-01T00:00:00.000Z',
-    host: { node: 'v20', cpus: 2, platform: 'linux-x64' },
-    rows,
-    avgBusBw: averageBusBw(rows),
-    wrongTotal: wrongTotal(rows),
-    interrupted,
-  };
 }
 
 describe('table and JSON', () => {
@@ -210,145 +148,6 @@ describe('median of timed blocks', () => {
     expect(median([5])).toBe(5);
     expect(median([9, 1, 5])).toBe(5);
     expect(median([4, 1, 3, 2])).toBe(2.5);
-  });
-});
-
-describe('chart spec', () => {
-  it('plots busbw against a log size axis, one line per series', () => {
-    const r = report([row(8, 1, 1, 0), row(1024, 2, 2, 0)]);
-    const spec = busBwChartSpec(reportSeries(r), 't') as any;
-    expect(spec.encoding.x.scale.type).toBe('log');
-    expect(spec.encoding.color.field).toBe('system');
-    const systems = new Set(spec.data.values.map((v: any) => v.system));
-    expect(systems).toEqual(new Set(['webccl shm out-of-place', 'webccl shm in-place']));
-    expect(spec.data.values).toHaveLength(4);
-  });
-});
-
-describe('charts a person can read', () => {
-  /** A row of datatype `type` and op `redop` (the table's names). */
-  const typed = (size: number, type: string, redop: string, us = 10): ResultRow => ({
-    ...row(size, us, us, 0),
-    type,
-    redop,
-  });
-
-  it('one legend entry per datatype, op and placement, naming only what differs between the lines', () => {
-    const two = report([
-      typed(8, 'float', 'sum'),
-      typed(1024, 'float', 'sum'),
-      typed(8, 'bfloat16', 'sum'),
-      typed(1024, 'bfloat16', 'sum'),
-    ]);
-    expect(reportSeries(two).map((x) => x.label)).toEqual([
-      'webccl shm float out-of-place',
-      'webccl shm float in-place',
-      'webccl shm bfloat16 out-of-place',
-      'webccl shm bfloat16 in-place',
-    ]);
-    const ops = report([typed(8, 'float', 'sum'), typed(8, 'float', 'max')]);
-    expect(reportSeries(ops).map((x) => x.label)).toEqual([
-      'webccl shm sum out-of-place',
-      'webccl shm sum in-place',
-      'webccl shm max out-of-place',
-      'webccl shm max in-place',
-    ]);
-    const both = report([typed(8, 'float', 'sum'), typed(8, 'half', 'max')]);
-    expect(reportSeries(both, 'sys').map((x) => x.label)).toEqual([
-      'sys float sum out-of-place',
-      'sys float sum in-place',
-      'sys half max out-of-place',
-      'sys half max in-place',
-    ]);
-    const labels = reportSeries(
-      report([...['float', 'half', 'bfloat16'].flatMap((t) => ['sum', 'max'].map((o) => typed(8, t, o)))]),
-    ).map((x) => x.label);
-    expect(new Set(labels).size).toBe(12);
-  });
-
-  it('legend labels are never cut short (vega cuts at 160 px unless told)', async () => {
-    const r = report([
-      typed(8, 'float', 'sum'),
-      typed(1024, 'float', 'sum'),
-      typed(8, 'bfloat16', 'sum'),
-      typed(1024, 'bfloat16', 'sum'),
-    ]);
-    const spec = busBwChartSpec(reportSeries(r), 't') as any;
-    expect(spec.encoding.color.legend.labelLimit).toBe(0);
-    const svg = await renderBusBwChart(reportSeries(r), 't');
-    for (const label of reportSeries(r).map((x) => x.label)) expect(svg).toContain(`>${label}<`);
-    expect(svg).not.toContain('…');
-  }, 60_000);
-
-  it('the title names what every line shares, and only that', () => {
-    const one = report([typed(8, 'bfloat16', 'sum')]);
-    expect(chartTitle({ ...one, host: { ...one.host, cpus: 4 } }, '4 ranks', 4)).toBe(
-      'allreduce, 4 ranks, bfloat16 sum: bus bandwidth',
-    );
-    const mixed = report([typed(8, 'float', 'sum'), typed(8, 'bfloat16', 'sum')]);
-    expect(chartTitle({ ...mixed, host: { ...mixed.host, cpus: 4 } }, '4 ranks', 4)).toBe(
-      'allreduce, 4 ranks, sum: bus bandwidth',
-    );
-    const a2a = report([oopRow(8, 1, 0)]);
-    expect(chartTitle({ ...a2a, collective: 'alltoall', host: { ...a2a.host, cpus: 8 } }, '4 ranks', 4)).toBe(
-      'alltoall, 4 ranks, float: bus bandwidth',
-    );
-  });
-
-  it('states the oversubscription when the ranks outnumber the cores', () => {
-    const r = report([typed(8, 'float', 'sum')]); // 2 cpus
-    expect(chartTitle(r, '4 ranks', 4)).toBe(
-      'allreduce, 4 ranks on 2 cores (oversubscribed 2×), float sum: bus bandwidth',
-    );
-    expect(chartTitle(r, '3 ranks', 3)).toMatch(/3 ranks on 2 cores \(oversubscribed 1\.5×\)/);
-    expect(chartTitle(r, '2 ranks', 2)).toBe('allreduce, 2 ranks, float sum: bus bandwidth');
-    expect(chartTitle({ ...r, transport: 'tcp' }, '4 ranks (2 processes × 2 threads)', 4)).toBe(
-      'allreduce, 4 ranks (2 processes × 2 threads) on 2 cores (oversubscribed 2×) over tcp, float sum: bus bandwidth',
-    );
-  });
-
-  it('a log busbw axis on request, leaving out the rows it cannot place (busbw 0)', () => {
-    const r = report([row(8, 1e9, 1e9, 0), row(1024, 10, 10, 0), row(1 << 20, 100, 100, 0)]);
-    const zero = reportSeries(r).map((x) => ({
-      ...x,
-      points: x.points.map((p, k) => (k === 0 ? { ...p, busbw: 0 } : p)),
-    }));
-    const lin = busBwChartSpec(zero, 't') as any;
-    expect(lin.encoding.y.scale).toBeUndefined();
-    expect(lin.data.values).toHaveLength(6);
-    const log = busBwChartSpec(zero, 't', { yScale: 'log' }) as any;
-    expect(log.encoding.y.scale).toEqual({ type: 'log' });
-    expect(log.encoding.y.title).toMatch(/log scale/);
-    expect(log.data.values).toHaveLength(4);
-    expect(log.data.values.every((v: any) => v.busbw > 0)).toBe(true);
-  });
-
-  it('--plot-y linear|log, only with --plot', () => {
-    expect((parsePerfArgs(['allreduce']) as PerfOptions).plotY).toBe('linear');
-    expect((parsePerfArgs(['allreduce', '--plot', 'a.svg', '--plot-y', 'log']) as PerfOptions).plotY).toBe('log');
-    expect(() => parsePerfArgs(['allreduce', '--plot', 'a.svg', '--plot-y', 'sqrt'])).toThrow(
-      /--plot-y expects linear or log, got "sqrt"/,
-    );
-    expect(() => parsePerfArgs(['allreduce', '--plot-y', 'log'])).toThrow(/--plot-y .*give --plot FILE\.svg too/);
-  });
-
-  it('--plot without its chart packages is refused before the sweep starts', async () => {
-    const out: string[] = [];
-    const err: string[] = [];
-    const io = { stdout: { write: (s: string) => out.push(s) }, stderr: { write: (s: string) => err.push(s) } };
-    const o = parsePerfArgs(['allreduce', '--plot', join(tmpdir(), 'never.svg')]) as PerfOptions;
-    // A rank script that does not exist: reaching the sweep would fail differently.
-    const { exitCode, report: r } = await runPerf(o, {
-      io,
-      rankScript: '/nonexistent/perf-rank.js',
-      chartPackages: ['vega', 'webccl-no-such-chart-package'],
-    });
-    expect(exitCode).toBe(1);
-    expect(out.join('')).toBe('');
-    expect(err.join('')).toMatch(
-      /^webccl perf: --plot: charts need the vega and webccl-no-such-chart-package packages, which were not found/,
-    );
-    expect(r.rows).toEqual([]);
   });
 });
 
