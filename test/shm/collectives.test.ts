@@ -1,6 +1,8 @@
 // Every collective over the grid ranks × dtypes × ops × sizes × algorithms × in-place/out-of-
 // place × plain/zero-copy buffers × SIMD/scalar build, on closed-form data. Small slots (4 KiB)
-// make modest sizes cross chunk boundaries.
+// make modest sizes cross chunk boundaries. Then the same collectives on real worker threads
+// started by the launcher (test/ranks/scenario.mjs): real concurrency, blocking waits, 2 to 8
+// ranks on 2 cores, both wasm builds, ops on the ranks or on the node's progress thread.
 import { describe, expect, it } from 'vitest';
 import type { Communicator } from '../../src/api/communicator.js';
 import {
@@ -14,6 +16,7 @@ import {
   SIZE,
 } from '../helpers/closed-form.mjs';
 import { inprocRanks, together } from '../helpers/inproc.js';
+import { runScenario } from '../helpers/threads.js';
 
 const SLOT = 4096;
 const sizesFor = (dtype: string) => {
@@ -172,3 +175,39 @@ for (const build of ['simd', 'scalar'] as const) {
     }
   });
 }
+
+describe('collectives on worker threads', () => {
+  for (const simd of [true, false]) {
+    for (const n of [2, 3, 4, 8]) {
+      it(`${n} ranks, ${simd ? 'simd' : 'scalar'} build`, async () => {
+        const { result, reports } = await runScenario(
+          n,
+          'grid',
+          { dtypes: ['f32', 'i8', 'bf16', 'f64', 'i64'], counts: [0, 1, 17, 1025, 3000] },
+          { simd, slotBytes: 4096 },
+        );
+        expect(result.failure?.message).toBeUndefined();
+        for (const [r, rep] of reports.entries())
+          expect({ rank: r, ...rep[0] }).toEqual({ rank: r, ok: true, wrong: [] });
+      });
+    }
+  }
+  // The same grid run by the node's progress thread (every op handed over, none taken back).
+  for (const [n, simd] of [
+    [2, true],
+    [3, false],
+    [8, true],
+  ] as const) {
+    it(`${n} ranks, ${simd ? 'simd' : 'scalar'} build, WEBCCL_PROGRESS=thread`, async () => {
+      const { result, reports } = await runScenario(
+        n,
+        'grid',
+        { dtypes: ['f32', 'i8', 'bf16', 'f64', 'i64'], counts: [0, 1, 17, 1025, 3000] },
+        { simd, slotBytes: 4096, env: { WEBCCL_PROGRESS: 'thread' } },
+      );
+      expect(result.failure?.message).toBeUndefined();
+      for (const [r, rep] of reports.entries())
+        expect({ rank: r, ...rep[0] }).toEqual({ rank: r, ok: true, wrong: [] });
+    });
+  }
+});
