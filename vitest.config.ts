@@ -16,7 +16,7 @@ const LONGEST = [
   'progress/progress',
   'net/mismatch',
   'groups/shrink',
-  'net/processes',
+  'net/jobs',
   'net/alltoall-gather',
   'net/tree',
   'api/p2p',

@@ -1,7 +1,7 @@
 // A job across nodes inside the test's own process: `nodes` node memories of `perNode` ranks
 // each, every rank with its own TCP mesh over loopback, all driven by this thread's event loop.
 // This exercises rendezvous, the transport and every network schedule on the TypeScript sources;
-// test/net/processes.test.ts runs the same across real processes.
+// test/net/jobs.test.ts runs the same across real processes.
 
 import { afterEach } from 'vitest';
 import type { Communicator } from '../../src/api/communicator.js';
