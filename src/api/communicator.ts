@@ -198,7 +198,7 @@ export class Communicator {
     const out = o.out === undefined ? inp : this.bufs.of(o.out, 'allReduce out');
     sameShape('allReduce', inp, out, this.size);
     const op = parseOp(o.op, inp.dtype);
-    return this.issue.enqueue('allReduce', o.algo, inp.dtype, op, inp.count, 0, inp, out, o);
+    return this.issue.enqueue({ name: 'allReduce', algo: o.algo, op, input: inp, output: out, options: o });
   }
 
   /** out (size × n elements) receives every rank's input (n elements), in rank order. */
@@ -208,7 +208,7 @@ export class Communicator {
     const ib = this.bufs.of(input, 'allGather input');
     sameDtype('allGather', ob, ib, this.size);
     checkAllGatherCounts(ob, ib, this.size);
-    return this.issue.enqueue('allGather', undefined, ib.dtype, 'sum', ib.count, 0, ib, ob, o);
+    return this.issue.enqueue({ name: 'allGather', input: ib, output: ob, options: o });
   }
 
   /** out (n elements) receives the reduction over ranks of block `rank` of input (size × n). */
@@ -219,7 +219,7 @@ export class Communicator {
     sameDtype('reduceScatter', ob, ib, this.size);
     checkReduceScatterCounts(ob, ib, this.size);
     const op = parseOp(o.op, ib.dtype);
-    return this.issue.enqueue('reduceScatter', undefined, ib.dtype, op, ob.count, 0, ib, ob, o);
+    return this.issue.enqueue({ name: 'reduceScatter', op, count: ob.count, input: ib, output: ob, options: o });
   }
 
   broadcast(x: BufferArg, opts?: BroadcastOptions): Work {
@@ -228,7 +228,7 @@ export class Communicator {
     const out = o.out === undefined ? xb : this.bufs.of(o.out, 'broadcast out');
     sameShape('broadcast', xb, out, this.size);
     const root = rootRank(o.root, 'broadcast', this.size);
-    return this.issue.enqueue('broadcast', undefined, xb.dtype, 'sum', xb.count, root, xb, out, o);
+    return this.issue.enqueue({ name: 'broadcast', root, input: xb, output: out, options: o });
   }
 
   /** Reduces every rank's x into the root's x (or o.out on the root). */
@@ -239,7 +239,7 @@ export class Communicator {
     sameShape('reduce', xb, out, this.size);
     const op = parseOp(o.op, xb.dtype);
     const root = rootRank(o.root, 'reduce', this.size);
-    return this.issue.enqueue('reduce', undefined, xb.dtype, op, xb.count, root, xb, out, o);
+    return this.issue.enqueue({ name: 'reduce', op, root, input: xb, output: out, options: o });
   }
 
   /**
@@ -252,7 +252,7 @@ export class Communicator {
     const ib = this.bufs.of(input, 'allToAll input');
     sameDtype('allToAll', ob, ib, this.size);
     const { count, counts } = allToAllBlocks(ob, ib, o, this);
-    return this.issue.enqueue('allToAll', undefined, ib.dtype, 'sum', count, 0, ib, ob, o, counts && { counts });
+    return this.issue.enqueue({ name: 'allToAll', count, input: ib, output: ob, options: o, counts });
   }
 
   /**
@@ -264,7 +264,7 @@ export class Communicator {
     const ib = this.bufs.of(input, 'gather input');
     const root = rootRank(o.root, 'gather', this.size);
     const ob = this.bufs.root(out, root, 'gather output', ib, ib.count * this.size);
-    return this.issue.enqueue('gather', undefined, ib.dtype, 'sum', ib.count, root, ib, ob, o);
+    return this.issue.enqueue({ name: 'gather', root, input: ib, output: ob, options: o });
   }
 
   /** Every rank's out (n elements) receives its block of the root's input (size × n); input may be null elsewhere. */
@@ -273,7 +273,7 @@ export class Communicator {
     const ob = this.bufs.of(out, 'scatter output');
     const root = rootRank(o.root, 'scatter', this.size);
     const ib = this.bufs.root(input, root, 'scatter input', ob, ob.count * this.size);
-    return this.issue.enqueue('scatter', undefined, ob.dtype, 'sum', ob.count, root, ib, ob, o);
+    return this.issue.enqueue({ name: 'scatter', count: ob.count, root, input: ib, output: ob, options: o });
   }
 
   /** Sends x to rank `peer`; completes once the peer's matching recv has taken it. */
@@ -292,7 +292,7 @@ export class Communicator {
 
   barrier(opts?: BarrierOptions): Work {
     const o = collectiveOptions('barrier', opts);
-    return this.issue.enqueue('barrier', undefined, 'u8', 'sum', 0, 0, null, null, o);
+    return this.issue.enqueue({ name: 'barrier', options: o });
   }
 
   /**

@@ -34,6 +34,30 @@ export interface IssueParts {
 /** The options enqueue() reads (every op's timeoutMs; tensor ops' wire layout). */
 type IssueOptions = { timeoutMs?: number; wireLayout?: unknown; [WIRE_SIGNATURE]?: number };
 
+/** An op for enqueue(): its fields as the engine takes them, with defaults for what most ops leave out. */
+export interface IssuedOp {
+  name: Kind;
+  /** The call's algorithm option (allReduce). */
+  algo?: unknown;
+  /** Default: the input's dtype, else the output's; u8 without buffers (barrier). */
+  dtype?: Dtype;
+  /** Default 'sum' (ops that reduce nothing ignore it). */
+  op?: ReduceOp;
+  /** Elements per rank. Default: the input's count, else the output's; 0 without buffers. */
+  count?: number;
+  /** The root, or a send's or recv's peer. Default 0. */
+  root?: number;
+  input?: Buf | null;
+  output?: Buf | null;
+  /** The call's options. */
+  options: IssueOptions;
+  /** A send's or recv's peer and tag. */
+  peer?: number;
+  tag?: number;
+  /** allToAll's per-peer counts (count is then 0). */
+  counts?: OpSpec['counts'];
+}
+
 export class OpIssue {
   /** The buffers of ops the caller has not yet seen end (BUFFER_BUSY). */
   readonly inFlight = new BuffersInFlight();
@@ -43,18 +67,12 @@ export class OpIssue {
   constructor(private readonly p: IssueParts) {}
 
   /** A collective (or a send/recv that needs the full way: see p2p()). */
-  enqueue(
-    name: Kind,
-    algo: unknown,
-    dtype: Dtype,
-    op: ReduceOp,
-    count: number,
-    root: number,
-    input: Buf | null,
-    output: Buf | null,
-    o: IssueOptions,
-    extra: Partial<OpSpec> = {},
-  ): Work {
+  enqueue(d: IssuedOp): Work {
+    const { name, algo, op = 'sum', root = 0, options: o } = d;
+    const input = d.input ?? null;
+    const output = d.output ?? null;
+    const dtype = d.dtype ?? (input ?? output)?.dtype ?? 'u8';
+    const count = d.count ?? (input ?? output)?.count ?? 0;
     const p = this.p;
     if (input && output) noPartialOverlap(name, input, output, p.rank, p.size);
     this.admit(name, input, output, count);
@@ -65,7 +83,7 @@ export class OpIssue {
       output?.layout !== undefined ||
       o.wireLayout !== undefined ||
       o[WIRE_SIGNATURE] !== undefined;
-    const elems = extra.counts ? extra.counts.send.reduce((a, c) => a + c, 0) : count;
+    const elems = d.counts ? d.counts.send.reduce((a, c) => a + c, 0) : count;
     const plan = laidOut
       ? planLayouts(
           {
@@ -99,11 +117,11 @@ export class OpIssue {
         layout: plan?.layout,
         shape: plan?.shape,
         relayout: plan?.relayout,
-        trace: p.track && this.opTrace(name, dtype, elems, extra),
+        trace: p.track && this.opTrace(d, dtype, elems),
         // Fields listed, not spread: a spread makes a slow dictionary object (microseconds an op).
-        peer: extra.peer,
-        tag: extra.tag,
-        counts: extra.counts,
+        peer: d.peer,
+        tag: d.tag,
+        counts: d.counts,
       });
     } catch (e) {
       plan?.finish(e);
@@ -124,7 +142,7 @@ export class OpIssue {
     const tag = o.tag ?? 0;
     const engine = this.p.engine;
     if (!engine.sendRecv || b.layout !== undefined || this.checkInputs || this.p.track !== undefined)
-      return this.enqueue(name, undefined, b.dtype, 'sum', b.count, peer, input, output, o, { peer, tag });
+      return this.enqueue({ name, root: peer, input, output, options: o, peer, tag });
     this.admit(name, input, output, b.count);
     return this.issued(engine.sendRecv(name, b, peer, tag, o.timeoutMs), input, output, b.bytes.byteLength);
   }
@@ -151,16 +169,16 @@ export class OpIssue {
   }
 
   /** WEBCCL_TRACE: an op's args on this rank's track (the engine adds seq and algorithm). */
-  private opTrace(name: Kind, dtype: Dtype, elems: number, extra: Partial<OpSpec>): OpTrace {
+  private opTrace(d: IssuedOp, dtype: Dtype, elems: number): OpTrace {
     const p = this.p;
     return new OpTrace(p.track!, {
       // (a job across nodes also has each node's own communicator, for the hierarchical node phase)
-      collective: name,
+      collective: d.name,
       bytes: elems * DTYPE_SIZE[dtype],
       dtype,
       communicator: p.ctx.worldRank !== undefined && !p.acrossNodes ? 'node' : p.placement.id,
       ranks: p.size,
-      ...(extra.peer !== undefined && { peer: extra.peer, tag: extra.tag }),
+      ...(d.peer !== undefined && { peer: d.peer, tag: d.tag }),
     });
   }
 }
