@@ -1,18 +1,14 @@
 // send/recv on every path: ranks sharing one thread over the node memory (in process), real
 // worker threads (test/ranks/scenario.mjs), and 2 nodes over TCP. The cases themselves are in
 // api/p2p-cases.ts; here they run per path, with the failures each path has of its own.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Communicator } from '../../src/api/communicator.js';
 import type { WebcclError } from '../../src/core/errors.js';
 import type { Work } from '../../src/engine/work.js';
 import { caught } from '../helpers/caught.js';
 import { inprocRanks, settleAll } from '../helpers/inproc.js';
-import { cleanEnv, killAllJobs, run as runJob } from '../helpers/jobs.js';
-import { freePort } from '../helpers/net.js';
+import { launchFixture } from '../helpers/launch-fixture.js';
+import { expectExit, launchForm, stdoutOf } from '../helpers/launch-forms.js';
 import { destroyAll, netRanks } from '../helpers/net-world.js';
 import { runScenario } from '../helpers/threads.js';
 import { manyInFlight, mixed, outOfOrderTags, pingPong, ring, sizesAndDtypes, wrongSize } from './p2p-cases.js';
@@ -199,64 +195,23 @@ describe('send/recv across 2 nodes over TCP', () => {
 });
 
 describe('send/recv across real processes and nodes (the built CLI)', () => {
-  const root = fileURLToPath(new URL('../..', import.meta.url));
-  const bin = join(root, 'bin', 'webccl.js');
-  const script = join(root, 'test', 'api', 'fixtures', 'p2p-check.mjs');
+  const f = launchFixture(new URL('fixtures/p2p-check.mjs', import.meta.url), 'p2p');
   const oks = (out: string, n: number) =>
     [...out.matchAll(/^ok rank (\d+) of (\d+)$/gm)]
       .filter((m) => Number(m[2]) === n)
       .map((m) => Number(m[1]))
       .sort();
-  const home = mkdtempSync(join(tmpdir(), 'webccl-p2p-'));
-  const env = (extra: Record<string, string> = {}) => cleanEnv({ HOME: home, ...extra });
-  afterAll(() => {
-    killAllJobs();
-    rmSync(home, { recursive: true, force: true });
-  });
 
-  it('--procs -n 3: every case, checked by each rank', async () => {
-    const r = await runJob(process.execPath, [bin, 'run', '--procs', '-n', '3', script], env(), 120_000, root);
-    expect({ code: r.code, hung: r.hung, oks: oks(r.stdout, 3) }, r.stderr).toEqual({
-      code: 0,
-      hung: false,
-      oks: [0, 1, 2],
-    });
-  }, 180_000);
-
-  it('--nnodes 2 --nproc-per-node 2: every case, checked by each rank', async () => {
-    const port = await freePort();
-    const runs = await Promise.all(
-      [0, 1].map((k) =>
-        runJob(
-          process.execPath,
-          [
-            bin,
-            'run',
-            '--nnodes',
-            '2',
-            '--node-rank',
-            String(k),
-            '--nproc-per-node',
-            '2',
-            '--master-addr',
-            '127.0.0.1',
-            '--master-port',
-            String(port),
-            script,
-          ],
-          env({ WEBCCL_TOKEN: 'p2p-test-token' }),
-          120_000,
-          root,
-        ),
-      ),
-    );
-    expect(
-      runs.map((r) => ({ code: r.code, hung: r.hung })),
-      runs.map((r) => r.stderr).join('\n'),
-    ).toEqual([
-      { code: 0, hung: false },
-      { code: 0, hung: false },
-    ]);
-    expect(oks(runs.map((r) => r.stdout).join(''), 4)).toEqual([0, 1, 2, 3]);
-  }, 180_000);
+  it.each([
+    ['--procs -n 3', 'procs', 3],
+    ['--nnodes 2 --nproc-per-node 2', 'nnodes', 4],
+  ] as const)(
+    '%s: every case, checked by each rank',
+    async (_, form, n) => {
+      const runs = await launchForm(f, form, n, [], {}, { guardMs: 120_000 });
+      expectExit(runs);
+      expect(oks(stdoutOf(runs), n)).toEqual([...Array(n).keys()]);
+    },
+    180_000,
+  );
 });

@@ -9,8 +9,9 @@ import { freePort } from './net.js';
 
 export type Form = 'threads' | 'procs' | 'nnodes';
 
-/** The launcher's flags that name `form` (nnodes: one launcher's, with its node rank). */
-export function formFlags(form: Form, n: number, port?: string, nodeRank?: number): string[] {
+/** The launcher's flags that name `form` (nnodes: one launcher's, with its node rank, the
+ *  master at `addr`). */
+export function formFlags(form: Form, n: number, port?: string, nodeRank?: number, addr = '127.0.0.1'): string[] {
   if (form === 'nnodes') {
     return [
       '--nnodes',
@@ -20,7 +21,7 @@ export function formFlags(form: Form, n: number, port?: string, nodeRank?: numbe
       '--nproc-per-node',
       String(n / 2),
       '--master-addr',
-      '127.0.0.1',
+      addr,
       '--master-port',
       port!,
     ];

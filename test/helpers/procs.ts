@@ -6,6 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { expect } from 'vitest';
 import { cleanEnv as cleanJobEnv, type Env, killAllJobs, type Run, startJob } from './jobs.js';
 import { freePort } from './net.js';
 
@@ -53,5 +54,17 @@ export async function joinByHand(n: number, each: (k: number) => Env, jobId = 'j
     Array.from({ length: n }, (_, k) =>
       run(process.execPath, [fixture('net-fail.mjs'), 'join'], cleanEnv({ ...common, RANK: String(k), ...each(k) })),
     ),
+  );
+}
+
+/** Every rank exited with code 1 on its own, well before joinByHand's 60 s connect deadline. */
+export function expectFailedEarly(rs: Run[]): void {
+  rs.forEach((r, k) =>
+    expect({ rank: k, code: r.code, hung: r.hung, early: r.ms < 30_000 }, r.stderr).toEqual({
+      rank: k,
+      code: 1,
+      hung: false,
+      early: true,
+    }),
   );
 }

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanEnv, type Env, killAllJobs, type Run, run as runJob, startJob } from '../helpers/jobs.js';
+import { formFlags } from '../helpers/launch-forms.js';
 import { freePort } from '../helpers/net.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -54,16 +55,7 @@ function twoNodes(port: number, e: (k: number) => Env, wrap: (k: number) => stri
       const args = [
         bin,
         'run',
-        '--nnodes',
-        '2',
-        '--node-rank',
-        String(k),
-        '--nproc-per-node',
-        '2',
-        '--master-addr',
-        addr,
-        '--master-port',
-        String(port),
+        ...formFlags('nnodes', 4, String(port), k, addr),
         check,
         '--expect-default',
         'hierarchical',
