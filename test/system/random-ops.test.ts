@@ -9,7 +9,7 @@
 // refused at issue on some ranks and not others, waits in a random order, buffers allocated and
 // freed, groups formed anew; on 2, 4 and 8 thread ranks, 3 processes and 2 nodes x 2 threads, in
 // each progress mode. More and longer on request (npm run fuzz: 10 seeds of 400 ops), or
-// WEBCCL_RANDOM_OPS=400 WEBCCL_RANDOM_SEEDS=10 npx vitest run test/random-ops;
+// WEBCCL_RANDOM_OPS=400 WEBCCL_RANDOM_SEEDS=10 npx vitest run test/system/random-ops;
 // WEBCCL_RANDOM_FIRST_SEED=S starts the seeds at S (the deaths and shrinks take the first). A
 // failing rank prints its seed.
 import { join } from 'node:path';
