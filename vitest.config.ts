@@ -14,15 +14,15 @@ const LONGEST = [
   'net/collectives',
   'system/fault-matrix',
   'progress/progress',
-  'net/mismatch',
   'groups/shrink',
+  'net/mismatch',
   'net/jobs',
+  'net/faults',
   'net/alltoall-gather',
   'net/tree',
   'api/p2p',
   'package/tarball',
   'shm/collectives',
-  'net/faults',
 ].map((name) => `test/${name}.test.ts`);
 
 class LongestFirst extends BaseSequencer {
