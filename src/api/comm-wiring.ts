@@ -49,7 +49,7 @@ export function wireComm(
   const timeoutMs = commTimeoutMs(opts);
   const engine = world
     ? world.engine(tally.counters, opts.algo, timeoutMs)
-    : nodeEngine(ctx, tally.counters, opts.algo, timeoutMs, opts.progress);
+    : nodeEngine(ctx, tally.counters, { algo: opts.algo, timeoutMs, progress: opts.progress });
   // WEBCCL_TRACE: this rank's track (by world rank), where its ops are drawn.
   const track = TRACING
     ? (world?.track ??

@@ -219,18 +219,18 @@ async function form<C extends GroupMember, O extends GroupOptions>(
     size: mine.length,
     placement,
     engine: (counters, algo, timeoutMs) =>
-      netEngineFor(
-        f.ctx,
+      netEngineFor({
+        ctx: f.ctx,
         net,
-        { rank, size: mine.length, transport, nodeOf: [...placement.nodeOf], oneHost: net.oneHost },
-        placement.space,
-        placement.netRanks!,
+        world: { rank, size: mine.length, transport, nodeOf: [...placement.nodeOf], oneHost: net.oneHost },
+        space: placement.space,
+        members: placement.netRanks!,
         local,
         counters,
         algo,
         timeoutMs,
         threadNode,
-      ),
+      }),
   });
 }
 
@@ -248,7 +248,7 @@ export function oneNodeGroup<C extends GroupMember, O extends GroupOptions>(
     rank,
     size: ctx.size,
     placement,
-    engine: (counters, algo, timeoutMs) => nodeEngine(ctx, counters, algo, timeoutMs, opts.progress),
+    engine: (counters, algo, timeoutMs) => nodeEngine(ctx, counters, { algo, timeoutMs, progress: opts.progress }),
   });
 }
 

@@ -126,15 +126,15 @@ async function acrossNodes<C extends GroupMember, O extends GroupOptions>(
     const gone = new Set(net.spaces.base.departed?.() ?? []);
     return netOf.flatMap((n, r) => (gone.has(n) && r !== comm.rank ? [r] : []));
   };
-  const members = await agree(
+  const members = await agree({
     store,
     prefix,
-    comm.rank,
-    comm.size,
-    [...suspectsIn(failure, comm.rank), ...departed()],
+    rank: comm.rank,
+    size: comm.size,
+    suspects: [...suspectsIn(failure, comm.rank), ...departed()],
     departed,
     timeoutMs,
-  ).catch((e: unknown) => {
+  }).catch((e: unknown) => {
     throw WebcclError.is(e) && e.code === 'CONNECTION_CLOSED'
       ? new WebcclError(
           'CONNECTION_CLOSED',
@@ -183,14 +183,21 @@ async function acrossNodes<C extends GroupMember, O extends GroupOptions>(
     size: members.length,
     placement,
     engine: (counters, algo, ms) =>
-      new NetEngine(
+      new NetEngine({
         ctx,
-        { rank, size: members.length, transport: view, nodeOf: [...placement.nodeOf], store, oneHost: net.oneHost },
+        world: {
+          rank,
+          size: members.length,
+          transport: view,
+          nodeOf: [...placement.nodeOf],
+          store,
+          oneHost: net.oneHost,
+        },
         local,
         counters,
         algo,
-        ms,
-      ),
+        timeoutMs: ms,
+      }),
   });
 }
 
@@ -216,15 +223,19 @@ function suspectsIn(e: WebcclError | undefined, self: number): number[] {
  * connections (`departed`, asked again each turn), or the deadline has passed, the first
  * compare-and-set of the member list decides.
  */
-async function agree(
-  store: JobStore,
-  prefix: string,
-  rank: number,
-  size: number,
-  suspects: number[],
-  departed: () => number[],
-  timeoutMs: number,
-): Promise<number[]> {
+async function agree(a: {
+  store: JobStore;
+  /** The store keys' prefix, the communicator's own. */
+  prefix: string;
+  rank: number;
+  size: number;
+  /** The ranks this rank saw die. */
+  suspects: number[];
+  /** The ranks whose connections ended without an ABORT (asked again each turn). */
+  departed: () => number[];
+  timeoutMs: number;
+}): Promise<number[]> {
+  const { store, prefix, rank, size, suspects, departed, timeoutMs } = a;
   const alive = (r: number) => `${prefix}/alive/${r}`;
   await store.set(alive(rank), JSON.stringify(suspects));
   const heard = new Map<number, number[]>();

@@ -22,14 +22,13 @@ export function refusedWork(name: PostedOp['name'], seq: number, e?: unknown): W
   return w;
 }
 
-/** The op `p` as an engine takes it, its buffers at `input` / `output` in `memory`. */
+/** The op posted (readPosted: the op, its buffers at `input` / `output` in `memory`) as an engine takes it. */
 export function hostedSpec(
   memory: WebAssembly.Memory,
-  input: number,
-  output: number,
-  p: PostedOp,
+  posted: { input: number; output: number; value: PostedOp },
   trace: OpTrace | undefined,
 ): OpSpec {
+  const { input, output, value: p } = posted;
   const view = (addr: number, count: number, dtype: Dtype): Buf => {
     const buffer = freshBuffer(memory);
     return { addr, dtype, count, bytes: new Uint8Array(buffer, addr, count * DTYPE_SIZE[dtype]), memory: buffer };

@@ -172,7 +172,7 @@ export class NetProgressHost {
       ...(c.space === 0 && { store: this.i.store }),
     };
     const local = c.node && this.nodeCommunicator(c.node, c.timeoutMs);
-    const engine = new NetEngine(this.ctx, world, local, counters, c.commAlgo, c.timeoutMs);
+    const engine = new NetEngine({ ctx: this.ctx, world, local, counters, algo: c.commAlgo, timeoutMs: c.timeoutMs });
     // What the rank's flight record shows of a running op: that it started, and whom it awaits.
     engine.onProgress = (seq, awaited) => {
       const i32 = this.i32();
@@ -267,7 +267,8 @@ export class NetProgressHost {
 
   /** The op in `slot`, submitted to the postbox's engine (or failed at once, as the engine refuses it). */
   private take(h: Hosted, slot: number): Work {
-    const { input, output, value: p } = readPosted(this.i.memory, this.views(h), slot);
+    const posted = readPosted(this.i.memory, this.views(h), slot);
+    const p = posted.value;
     claimSlot(this.i.memory, slot, SLOT_TAKEN);
     const trace = TRACING
       ? new OpTrace(this.track, {
@@ -280,7 +281,7 @@ export class NetProgressHost {
         })
       : undefined;
     try {
-      return h.engine.submit(hostedSpec(this.i.memory, input, output, p, trace));
+      return h.engine.submit(hostedSpec(this.i.memory, posted, trace));
     } catch (e) {
       return refusedWork(p.name, p.seq, e);
     }

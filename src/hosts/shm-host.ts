@@ -33,8 +33,8 @@ import {
 import { readPosted, type SlotViews, viewsReaching, writeOutcome } from '../progress/slot-codec.js';
 import { progressEnded } from '../progress/start.js';
 import { Doorbell } from '../shm/doorbell.js';
-import { type Hosted, PostboxHosting } from './hosted-postbox.js';
 import { hostedSpec, outcomeOf, REFUSED, refusedWork } from './hosted-ops.js';
+import { type Hosted, PostboxHosting } from './hosted-postbox.js';
 
 /** What an op its rank took back ends as: settled, with no outcome to write. */
 const RECLAIMED = new Work('allReduce', -1, REFUSED, true);
@@ -270,7 +270,8 @@ class ProgressHost {
   private take(h: Hosted, slot: number): Work | null {
     // Taken back already (a rank that waits at once): ends with nothing to read or write.
     if (slotState(this.memory, slot) === SLOT_RECLAIMED) return RECLAIMED;
-    const { input, output, value: p } = readPosted(this.memory, this.views(h), slot);
+    const posted = readPosted(this.memory, this.views(h), slot);
+    const p = posted.value;
     const now = performance.now();
     const early = p.graceUntil - (performance.timeOrigin + now);
     if (early > 0 && slotState(this.memory, slot) === SLOT_POSTED) {
@@ -291,7 +292,7 @@ class ProgressHost {
         })
       : undefined;
     try {
-      return h.engine.submit(hostedSpec(this.memory, input, output, p, trace));
+      return h.engine.submit(hostedSpec(this.memory, posted, trace));
     } catch (e) {
       // The engine refuses ops once its communicator has failed: this one fails the same way.
       return refusedWork(p.name, p.seq, e);

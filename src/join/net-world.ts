@@ -127,18 +127,25 @@ export async function netWorldCommunicator(i: NetWorldInput): Promise<Communicat
       size: world.size,
       placement,
       engine: (counters, algo, timeoutMs) =>
-        netEngineFor(
+        netEngineFor({
           ctx,
           net,
-          { rank: world.rank, size: world.size, transport, nodeOf: met.nodeOf, store: met.store, oneHost: i.oneHost },
-          0,
-          placement.worldRanks,
+          world: {
+            rank: world.rank,
+            size: world.size,
+            transport,
+            nodeOf: met.nodeOf,
+            store: met.store,
+            oneHost: i.oneHost,
+          },
+          space: 0,
+          members: placement.worldRanks,
           local,
           counters,
           algo,
           timeoutMs,
           threadNode,
-        ),
+        }),
     },
   );
 }

@@ -35,6 +35,20 @@ import { type NetOpAlgo, NetSchedule } from './schedule.js';
 
 const trace = enabled('TRACE');
 
+/** What a network engine runs on. */
+export interface NetEngineParts {
+  /** This rank's node: its wasm core, heap and memory, where ops' working memory lies. */
+  ctx: RankContext;
+  world: NetWorld;
+  /** This node's ranks of the communicator, for the hierarchical schedule's node phase (undefined: none). */
+  local: NodeMates | undefined;
+  counters: OpCounters;
+  /** The communicator's algorithm option, as given. */
+  algo: unknown;
+  /** The deadline of ops issued without their own. */
+  timeoutMs: number;
+}
+
 export class NetEngine implements Engine, WorkDriver {
   private readonly queue: NetOp[] = [];
   private tail: Promise<void> = Promise.resolve();
@@ -61,15 +75,18 @@ export class NetEngine implements Engine, WorkDriver {
   /** Point-to-point ops: outside the collective order, in a tag space of their own. */
   private readonly p2p: NetP2p;
 
-  constructor(
-    ctx: RankContext,
-    private readonly world: NetWorld,
-    private readonly local: NodeMates | undefined,
-    private readonly counters: OpCounters,
-    commAlgo: unknown,
-    private readonly timeoutMs: number,
-  ) {
-    this.schedule = new NetSchedule({ ...world, channels: world.transport.channels }, commAlgo);
+  private readonly world: NetWorld;
+  private readonly local: NodeMates | undefined;
+  private readonly counters: OpCounters;
+  private readonly timeoutMs: number;
+
+  constructor(parts: NetEngineParts) {
+    const { ctx, world, local, timeoutMs } = parts;
+    this.world = world;
+    this.local = local;
+    this.counters = parts.counters;
+    this.timeoutMs = timeoutMs;
+    this.schedule = new NetSchedule({ ...world, channels: world.transport.channels }, parts.algo);
     this.arena = new Arena(ctx.heap);
     this.traffic = new PeerTraffic(world.transport, world.rank, () =>
       this.onProgress?.(this.started, () => this.awaitedRanks()),

@@ -28,17 +28,19 @@ import { ThreadEngine } from './thread-engine.js';
 /** Longest a rank waits for a page's progress thread to start (its script to load) before going on without it. */
 export const START_WAIT_MS = 30_000;
 
+/** A node communicator's options as its engine takes them: its algorithm and progress options, as given. */
+export interface NodeEngineOptions {
+  algo: unknown;
+  timeoutMs: number;
+  progress: unknown;
+}
+
 /**
  * The engine of a communicator whose ranks are all on `ctx`'s node: ops handed to the node's
  * progress thread where it runs (mode thread or auto), else run by the rank itself.
  */
-export function nodeEngine(
-  ctx: RankContext,
-  counters: OpCounters,
-  commAlgo: unknown,
-  timeoutMs: number,
-  progress: unknown,
-): Engine {
+export function nodeEngine(ctx: RankContext, counters: OpCounters, o: NodeEngineOptions): Engine {
+  const { algo: commAlgo, timeoutMs, progress } = o;
   const mode = resolveProgressMode(progress);
   // WEBCCL_CHECK hashes the buffers between the rank's own slices of an op: it needs the rank to run them.
   if (mode === 'caller' || ctx.size === 1 || checkMode()) return new ShmEngine(ctx, counters, commAlgo, timeoutMs);
