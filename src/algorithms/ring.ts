@@ -70,11 +70,10 @@ class Blocks {
 async function runPhases(
   g: Group,
   m: Mem,
-  blocks: Blocks,
   phases: Phase[],
-  from?: Blocks,
-  piece = PIECE_BYTES,
+  r: { blocks: Blocks; from?: Blocks; piece?: number },
 ): Promise<void> {
+  const { blocks, from, piece = PIECE_BYTES } = r;
   const n = g.size;
   if (n === 1) return;
   const right = mod(g.rank + 1, n);
@@ -134,15 +133,19 @@ export async function ringAllReduce(g: Group, m: Mem, buf: Span, from?: Span, pi
   // Reduce-scatter ends with block rank + 1 reduced here; the allgather starts from it.
   const rs: Phase = { first: g.rank, reduce: true, stepBase: 0 };
   const ag: Phase = { first: mod(g.rank + 1, n), reduce: false, stepBase: n - 1 };
-  return runPhases(g, m, Blocks.of(buf, n, m.elemBytes), [rs, ag], from && Blocks.of(from, n, m.elemBytes), pieceBytes);
+  return runPhases(g, m, [rs, ag], {
+    blocks: Blocks.of(buf, n, m.elemBytes),
+    from: from && Blocks.of(from, n, m.elemBytes),
+    piece: pieceBytes,
+  });
 }
 
 /** Block `rank` of `blocks` ends holding the reduction of every rank's block `rank`. */
 export function ringReduceScatter(g: Group, m: Mem, blocks: Span[]): Promise<void> {
-  return runPhases(g, m, Blocks.listed(blocks), [{ first: g.rank - 1, reduce: true, stepBase: 0 }]);
+  return runPhases(g, m, [{ first: g.rank - 1, reduce: true, stepBase: 0 }], { blocks: Blocks.listed(blocks) });
 }
 
 /** Every rank's block `rank` of `blocks` ends in block `rank` on every rank. */
 export function ringAllGather(g: Group, m: Mem, blocks: Span[]): Promise<void> {
-  return runPhases(g, m, Blocks.listed(blocks), [{ first: g.rank, reduce: false, stepBase: 0 }]);
+  return runPhases(g, m, [{ first: g.rank, reduce: false, stepBase: 0 }], { blocks: Blocks.listed(blocks) });
 }

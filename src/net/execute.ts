@@ -33,7 +33,7 @@ export interface Execution {
 
 /** Runs the op's schedule on its working memory; the allReduce algorithm is the engine's choice (op.algo). */
 export function execute(op: NetOp, x: Execution): Promise<void> {
-  const m = workingMemory(x.ctx.core.memory, x.kernels, x.arena, op.spec.dtype, op.spec.op);
+  const m = workingMemory(x.ctx.core.memory, x.kernels, x.arena, op.spec);
   const world = x.group(x.schedule.worldRanks, op);
   return runNetOp(op.spec, {
     m,
@@ -48,31 +48,27 @@ function allReduce(op: NetOp, x: Execution, on: { m: Mem; world: Group; w: Span;
   const { m, world, w, from } = on;
   const { schedule } = x;
   const { topo } = schedule;
-  const flat = (
-    g: Group,
-    mm: Mem,
-    s: Span,
-    algo = flatAlgo(s.count * mm.elemBytes, g.size, topo.sharing, topo.channels),
-    src?: Span,
-    piece?: number,
-  ) =>
-    algo === 'ring'
-      ? ringAllReduce(g, mm, s, src, piece ?? schedule.piece(s.count * mm.elemBytes, g.size))
-      : doublingAllReduce(g, mm, s, src);
+  // `how`: the op's own schedule over every rank; without it, the one the model picks for `g`.
+  const flat = (g: Group, mm: Mem, s: Span, how?: { algo: 'ring' | 'doubling'; from?: Span; piece: number }) => {
+    const algo = how?.algo ?? flatAlgo(s.count * mm.elemBytes, g.size, topo.sharing, topo.channels);
+    return algo === 'ring'
+      ? ringAllReduce(g, mm, s, how?.from, how?.piece ?? schedule.piece(s.count * mm.elemBytes, g.size))
+      : doublingAllReduce(g, mm, s, how?.from);
+  };
   if (op.algo !== 'tree' && op.algo !== 'hierarchical')
-    return flat(world, m, w, op.algo as 'ring' | 'doubling', from, op.piece);
+    return flat(world, m, w, { algo: op.algo as 'ring' | 'doubling', from, piece: op.piece });
   if (from) m.copy(w.addr, from.addr, w.count);
   if (op.algo === 'tree') return treeAllReduce(world, m, w);
   return hierarchicalAllReduce(
-    nodePhase(
-      x.local,
-      schedule.nodeRanks,
-      x.ctx,
-      op.spec.dtype,
-      op.spec.op,
-      op.spec.timeoutMs ?? x.timeoutMs,
-      op.spec.layout,
-    ),
+    nodePhase({
+      local: x.local,
+      nodeRanks: schedule.nodeRanks,
+      ctx: x.ctx,
+      dtype: op.spec.dtype,
+      op: op.spec.op,
+      timeoutMs: op.spec.timeoutMs ?? x.timeoutMs,
+      layout: op.spec.layout,
+    }),
     x.group(schedule.interRanks, op),
     m,
     w,

@@ -17,7 +17,12 @@ export interface Kernels {
 }
 
 /** An op's memory: element size, kernels for its dtype and op (avg reduces as sum), scratch from `arena`. */
-export function workingMemory(memory: WebAssembly.Memory, ex: Kernels, arena: Arena, dtype: Dtype, op: string): Mem {
+export function workingMemory(
+  memory: WebAssembly.Memory,
+  ex: Kernels,
+  arena: Arena,
+  { dtype, op }: { dtype: Dtype; op: string },
+): Mem {
   const e = DTYPE_SIZE[dtype];
   const d = DTYPE_CODE[dtype];
   const o = OP_CODE[op === 'avg' ? 'sum' : (op as 'sum')];

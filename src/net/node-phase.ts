@@ -37,20 +37,27 @@ const ALONE: NodeLocal = {
   allGather: () => Promise.reject(new WebcclError('INTERNAL', 'a node phase for a rank alone on its node')),
 };
 
-/**
- * This node's ranks (`nodeRanks`: their world ranks, by local rank) as the schedule's NodeLocal,
- * under the op's deadline. `local` is undefined where the rank has no node mate in the
- * communicator (a network progress thread keeps none then; a group keeps none for one member).
- */
-export function nodePhase(
-  local: NodeMates | undefined,
-  nodeRanks: number[],
-  ctx: RankContext,
-  dtype: Dtype,
-  op: string,
-  timeoutMs: number,
-  layout = 0,
-): NodeLocal {
+/** An op's node phase: where it runs, and what of the op the node's ranks must agree on. */
+export interface NodePhaseOf {
+  /**
+   * The node's ranks of the communicator: undefined where the rank has no node mate in it (a
+   * network progress thread keeps none then; a group keeps none for one member).
+   */
+  local: NodeMates | undefined;
+  /** Their world ranks, by local rank. */
+  nodeRanks: number[];
+  ctx: RankContext;
+  dtype: Dtype;
+  op: string;
+  /** The op's deadline, which holds for its node phase too. */
+  timeoutMs: number;
+  /** The op's wire layout signature (0: none). */
+  layout?: number;
+}
+
+/** This node's ranks as the schedule's NodeLocal, under the op's deadline. */
+export function nodePhase(n: NodePhaseOf): NodeLocal {
+  const { local, nodeRanks, ctx, dtype, op, timeoutMs, layout = 0 } = n;
   if (local === undefined || local.size === 1) return ALONE;
   const memory = ctx.core.memory;
   const arr = (s: Span) => {

@@ -1,6 +1,7 @@
 // allToAll's per-peer counts on shared memory: what the descriptor says and where the step loop
 // finds the counts (see assembly/engine/alltoall-counts.ts).
 import { scratchOffset } from '../core/shm-map.js';
+import type { RankContext } from '../engine/context.js';
 import type { OpSpec } from '../engine/engine.js';
 
 /** D_COUNT of an allToAll with per-peer counts: the step loop then reads the counts from scratch. */
@@ -18,12 +19,9 @@ export function descriptorCount(s: Pick<OpSpec, 'count' | 'counts'>): number {
 export function writeCounts(
   i32: Int32Array,
   counts: { send: number[]; recv: number[] },
-  comm: number,
-  nranks: number,
-  rank: number,
-  slotBytes: number,
+  ctx: Pick<RankContext, 'comm' | 'size' | 'rank' | 'slotBytes'>,
 ): void {
-  const at = scratchOffset(comm, nranks, rank, slotBytes) >> 2;
+  const at = scratchOffset(ctx.comm, ctx.size, ctx.rank, ctx.slotBytes) >> 2;
   i32.set(counts.send, at);
-  i32.set(counts.recv, at + nranks);
+  i32.set(counts.recv, at + ctx.size);
 }

@@ -25,7 +25,7 @@ export function writeDescriptor(i32: Int32Array, q: QueuedOp, ctx: RankContext, 
   i32[d + D.DTYPE / 4] = DTYPE_CODE[q.dtype];
   i32[d + D.OP / 4] = OP_CODE[q.op];
   i32[d + D.COUNT / 4] = descriptorCount(q);
-  if (q.counts) writeCounts(i32, q.counts, ctx.comm, ctx.size, ctx.rank, ctx.slotBytes);
+  if (q.counts) writeCounts(i32, q.counts, ctx);
   i32[d + D.ROOT / 4] = q.root;
   i32[d + D.LAYOUT / 4] = q.layout;
   i32[d + D.SHAPE / 4] = q.shape;

@@ -255,7 +255,7 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
         if (Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = now;
         q.check?.atStart(q.seq);
         writeDescriptor(this.runner.views().i32, q, this.ctx, this.keepMaxBytes);
-        stampStart(this.runner.views().i32, this.ctx.comm, this.ctx.size, this.ctx.rank, q.seq, now);
+        stampStart(this.runner.views().i32, this.ctx, q.seq, now);
       } else q.check?.resume(q.seq);
       if (!this.runner.run(q, block, block ? this.ctx.spinPolls : this.ctx.tryPolls)) {
         q.check?.suspend();

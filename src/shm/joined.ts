@@ -9,6 +9,7 @@
 // than watching for the arrival makes it exact, whenever this rank looks (a rank that computes
 // while its op waits is not charged the computing as waiting, nor the waiting as moving).
 import { SIG_START, sigOffset } from '../core/shm-map.js';
+import type { RankContext } from '../engine/context.js';
 
 /** This thread's clock origin, read once (the getter costs more than the rest of a stamp). */
 const ORIGIN = performance.timeOrigin;
@@ -25,16 +26,16 @@ function view(i32: Int32Array): Float64Array {
   return f64;
 }
 
-/** This rank starts op `seq` at `startedAt` (performance.now() ms): stamp it before the op's first step. */
+/**
+ * Rank `ctx` starts op `seq` at `startedAt` (performance.now() ms): stamp it before the op's first step.
+ */
 export function stampStart(
   i32: Int32Array,
-  comm: number,
-  nranks: number,
-  rank: number,
+  ctx: Pick<RankContext, 'comm' | 'size' | 'rank'>,
   seq: number,
   startedAt: number,
 ): void {
-  view(i32)[(sigOffset(comm, nranks, rank, seq) + SIG_START) >> 3] = ORIGIN + startedAt;
+  view(i32)[(sigOffset(ctx.comm, ctx.size, ctx.rank, seq) + SIG_START) >> 3] = ORIGIN + startedAt;
 }
 
 /** The latest start among the op's ranks, in this thread's performance.now() ms; call once op `seq` is done. */
