@@ -66,19 +66,23 @@ type ConvertFn = (
   c0: number,
 ) => void;
 
+/** One conversion of `es`-byte elements between addresses `src` and `dst` (apart) of a core's memory. */
+export interface ConversionAt {
+  es: number;
+  from: TensorLayout;
+  to: TensorLayout;
+  src: number;
+  dst: number;
+  /** Scratch for a change of C0 (it goes through NCHW). */
+  tmp?: () => number;
+}
+
 /**
- * Runs the layout kernel on `core` for data at addresses src and dst (apart) of that core's
- * memory; `from.c0` and `to.c0` must agree when both are NC1HWC0 (else it goes through NCHW).
+ * Runs the layout kernel of `exports` for conversion `x`; `from.c0` and `to.c0` must agree when both are NC1HWC0
+ * (else it goes through NCHW, in x.tmp()).
  */
-export function convertAt(
-  exports: KernelExports,
-  es: number,
-  from: TensorLayout,
-  to: TensorLayout,
-  dst: number,
-  src: number,
-  tmp?: () => number,
-): void {
+export function convertAt(exports: KernelExports, x: ConversionAt): void {
+  const { es, from, to, dst, src, tmp } = x;
   const [n, c, h, w] = from.shape;
   const run = exports.convertLayout as ConvertFn;
   if (from.layout === 'NC1HWC0' && to.layout === 'NC1HWC0' && from.c0 !== to.c0) {
@@ -102,7 +106,7 @@ export function convertBytes(es: number, from: TensorLayout, to: TensorLayout, s
   const mid = (out + outBytes + 63) & ~63;
   const mem = new Uint8Array(s.core.memory.buffer);
   mem.set(src, at);
-  convertAt(s.core.exports, es, from, to, out, at, () => mid);
+  convertAt(s.core.exports, { es, from, to, src: at, dst: out, tmp: () => mid });
   dst.set(mem.subarray(out, out + outBytes));
 }
 

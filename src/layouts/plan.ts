@@ -182,7 +182,7 @@ export function planLayouts(
   const relayout = (): Relayout => {
     if (layout === 0) return { input: plan.input, output: plan.output, count: plan.count };
     plan.finish(RELAYOUT);
-    const c = converting(p, name, dtype, own, rowMajor, input, output, inL, outL);
+    const c = converting(p, { name, dtype, own, wire: rowMajor, input, output, inL, outL });
     Object.assign(plan, {
       input: c.input,
       output: c.output,
@@ -208,7 +208,7 @@ export function planLayouts(
     };
     return plan;
   }
-  return Object.assign(plan, converting(p, name, dtype, own, wire, input, output, inL, outL));
+  return Object.assign(plan, converting(p, { name, dtype, own, wire, input, output, inL, outL }));
 }
 
 /** What a plan's finish is given when the op runs again in row-major: not an error, but no output yet. */
@@ -221,15 +221,20 @@ const RELAYOUT = Symbol('relayout');
  */
 function converting(
   p: PlanContext,
-  name: Kind,
-  dtype: Dtype,
-  own: TensorLayout,
-  wire: TensorLayout,
-  input: Buf | null,
-  output: Buf | null,
-  inL: TensorLayout | null,
-  outL: TensorLayout | null,
+  c: {
+    name: Kind;
+    dtype: Dtype;
+    /** The rank's own layout, and the one the op runs in. */
+    own: TensorLayout;
+    wire: TensorLayout;
+    input: Buf | null;
+    output: Buf | null;
+    /** The input's and output's layouts (layoutsFit). */
+    inL: TensorLayout | null;
+    outL: TensorLayout | null;
+  },
 ): { input: Buf | null; output: Buf | null; finish(error: unknown): void } {
+  const { name, dtype, own, wire, input, output, inL, outL } = c;
   const es = DTYPE_SIZE[dtype];
   const temps: number[] = [];
   const wireBuf = (l: TensorLayout): Buf => {
@@ -246,7 +251,8 @@ function converting(
   try {
     const inPlace = input !== null && output !== null && sameView(input, output);
     const wIn = input && inL ? wireBuf(inL) : null;
-    if (input && inL && wIn) convert(p, name, 'input', dtype, inL, { ...wire, shape: inL.shape }, input, wIn);
+    if (input && inL && wIn)
+      convert(p, { name, what: 'input', dtype, from: inL, to: { ...wire, shape: inL.shape }, src: input, dst: wIn });
     const wOut = inPlace ? wIn : output && outL ? wireBuf(outL) : null;
     return {
       input: wIn,
@@ -254,7 +260,15 @@ function converting(
       finish: (error) => {
         try {
           if (!error && output && outL && wOut)
-            convert(p, name, 'output', dtype, { ...wire, shape: outL.shape }, outL, wOut, output);
+            convert(p, {
+              name,
+              what: 'output',
+              dtype,
+              from: { ...wire, shape: outL.shape },
+              to: outL,
+              src: wOut,
+              dst: output,
+            });
         } finally {
           release();
         }
@@ -317,14 +331,9 @@ export function layoutsFit(
 /** One conversion between a caller's buffer and a wire buffer (addresses in the node memory when they have them). */
 function convert(
   p: PlanContext,
-  name: Kind,
-  what: string,
-  dtype: Dtype,
-  from: TensorLayout,
-  to: TensorLayout,
-  src: Buf,
-  dst: Buf,
+  c: { name: Kind; what: 'input' | 'output'; dtype: Dtype; from: TensorLayout; to: TensorLayout; src: Buf; dst: Buf },
 ): void {
+  const { name, what, dtype, from, to, src, dst } = c;
   const t0 = performance.now();
   const es = DTYPE_SIZE[dtype];
   const scratch: number[] = [];
@@ -339,11 +348,12 @@ function convert(
     const d = at(dst);
     const mem = () => new Uint8Array(freshBuffer(p.core.memory));
     if (!src.addr) mem().set(src.bytes, s);
-    convertAt(p.core.exports, es, from, to, d, s, () => {
+    const tmp = () => {
       const a = p.heap.alloc(physicalCount({ ...from, layout: 'NCHW' }) * es);
       scratch.push(a);
       return a;
-    });
+    };
+    convertAt(p.core.exports, { es, from, to, src: s, dst: d, tmp });
     if (!dst.addr) dst.bytes.set(mem().subarray(d, d + dst.bytes.byteLength));
   } finally {
     for (const a of scratch) p.heap.free(a);

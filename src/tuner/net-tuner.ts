@@ -131,7 +131,16 @@ export function netPredictions(bytes: number, size: number, topo: NetTopology): 
   const sharing = topo.sharing ?? size;
   const preds = flatPredictions(m, size, bytes, cores, sharing, topo.channels);
   if (topo.nodes > 1 && topo.perNode > 1)
-    preds.push(hierarchicalPrediction(m, topo.nodes, topo.perNode, bytes, cores, sharing, topo.channels));
+    preds.push(
+      hierarchicalPrediction(m, {
+        nodes: topo.nodes,
+        perNode: topo.perNode,
+        bytes,
+        cores,
+        sharing,
+        channels: topo.channels,
+      }),
+    );
   return preds;
 }
 

@@ -58,13 +58,9 @@ export const fastest = (ps: readonly Prediction[]): Prediction => ps.reduce((a, 
  */
 export function hierarchicalPrediction(
   model: CostModel,
-  nodes: number,
-  perNode: number,
-  bytes: number,
-  cores: number,
-  sharing = perNode,
-  channels = 1,
+  h: { nodes: number; perNode: number; bytes: number; cores: number; sharing?: number; channels?: number },
 ): Prediction & { across: 'ring' | 'doubling' } {
+  const { nodes, perNode, bytes, cores, sharing = perNode, channels = 1 } = h;
   const shard = bytes / perNode;
   const across = fastest(flatPredictions(model, nodes, shard, cores, sharing, channels)).algo as 'ring' | 'doubling';
   const piece = ringPieceBytes(model, nodes, shard, sharing, cores);
