@@ -164,7 +164,7 @@ export function authPayload(
   jobId: string,
   second: Uint8Array,
 ): Uint8Array {
-  return signedBytes(AUTH_LABEL, role, first, concat(str(jobId)), second);
+  return signedBytes({ label: AUTH_LABEL, role, peerNonce: first, context: concat(str(jobId)), ownNonce: second });
 }
 
 /** A body reader that also knows the store's keys. */

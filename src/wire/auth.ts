@@ -33,15 +33,18 @@ export class Refused extends Error {
   }
 }
 
+/** What one end signs (see the header): `role` is the signing end's, `ownNonce` its own. */
+export interface Signed {
+  label: string;
+  role: string;
+  peerNonce: Uint8Array;
+  context: Uint8Array;
+  ownNonce: Uint8Array;
+}
+
 /** The bytes one end signs (see the header). */
-export function signedBytes(
-  label: string,
-  role: string,
-  peerNonce: Uint8Array,
-  context: Uint8Array,
-  ownNonce: Uint8Array,
-): Uint8Array {
-  return concat([textBytes(`${label} ${role}`), peerNonce, context, ownNonce]);
+export function signedBytes(s: Signed): Uint8Array {
+  return concat([textBytes(`${s.label} ${s.role}`), s.peerNonce, s.context, s.ownNonce]);
 }
 
 /** This end's proof, and the proof the peer must send back. */
@@ -83,8 +86,8 @@ export class Challenge {
   async proofs(peerNonce: Uint8Array, more: Uint8Array[] = []): Promise<Proofs> {
     const ctx = this.context(more);
     const [mine, theirs] = await hmacSha256(this.token, [
-      signedBytes(this.label, this.roles[0], peerNonce, ctx, this.nonce),
-      signedBytes(this.label, this.roles[1], this.nonce, ctx, peerNonce),
+      signedBytes({ label: this.label, role: this.roles[0], peerNonce, context: ctx, ownNonce: this.nonce }),
+      signedBytes({ label: this.label, role: this.roles[1], peerNonce: this.nonce, context: ctx, ownNonce: peerNonce }),
     ]);
     return { mine, theirs };
   }

@@ -150,13 +150,13 @@ export function authPayload(
   channel: number,
   ownNonce: Uint8Array,
 ): Uint8Array {
-  return signedBytes(
-    AUTH_LABEL,
+  return signedBytes({
+    label: AUTH_LABEL,
     role,
     peerNonce,
-    concat([...str(jobId), ...authContext(connector, acceptor, channel)]),
+    context: concat([...str(jobId), ...authContext(connector, acceptor, channel)]),
     ownNonce,
-  );
+  });
 }
 
 /** What a link's proofs bind after the job id: which rank dialled, which accepted, the channel. */

@@ -38,13 +38,19 @@ export class Link {
   /** The peer closed it. */
   closed = false;
 
+  readonly peer: number;
+  readonly channel: number;
+  readonly dialled: boolean;
+
   constructor(
     readonly conn: Conn,
     readonly reader: FrameReader,
-    readonly peer: number,
-    readonly channel: number,
-    readonly dialled: boolean,
-  ) {}
+    at: { peer: number; channel: number; dialled: boolean },
+  ) {
+    this.peer = at.peer;
+    this.channel = at.channel;
+    this.dialled = at.dialled;
+  }
 
   write(tag: Tag, payload: Uint8Array): Promise<void> {
     return this.conn.write(tag, payload);

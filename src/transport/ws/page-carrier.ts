@@ -167,7 +167,7 @@ export class PageCarrier implements Carrier {
           Math.max(1, deadline - Date.now()),
           (peer, channel, reader) => {
             conn.peer = peer;
-            return new Link(conn, reader, peer, channel, connector);
+            return new Link(conn, reader, { peer, channel, dialled: connector });
           },
         );
         opening = o;

@@ -144,7 +144,8 @@ export function handshake(
     expect,
     hooks,
     timeoutMs,
-    (peer, channel, reader) => new Link(new TcpConn(socket, peer), reader, peer, channel, expect !== undefined),
+    (peer, channel, reader) =>
+      new Link(new TcpConn(socket, peer), reader, { peer, channel, dialled: expect !== undefined }),
   );
   if (direct) direct(opening);
   else socket.on('data', (chunk: Buffer) => opening.received(chunk, chunk.length));

@@ -95,7 +95,7 @@ export function wsHandshake(
   const conn = new WsConn(ws, expect?.peer);
   const opening = openLink(pipeOf(ws), id, expect, hooks, timeoutMs, (peer, channel, reader) => {
     conn.peer = peer;
-    return new Link(conn, reader, peer, channel, expect !== undefined);
+    return new Link(conn, reader, { peer, channel, dialled: expect !== undefined });
   });
   ws.on('message', (data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) => {
     if (!isBinary) return opening.violated('a text WebSocket message (links speak binary messages only)');
