@@ -30,6 +30,7 @@ export const LAYERS = [
   ['progress'],
   ['groups'],
   ['api'],
+  ['training'],
   ['join'],
   ['hosts'],
 ];
