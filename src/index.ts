@@ -36,10 +36,13 @@ import type { PageSocketClass } from './transport/ws/page-carrier.js';
 
 export {
   type AllGatherOptions,
+  type AllReduceCoalescedOptions,
   type AllReduceOptions,
   type AllToAllOptions,
   type BarrierOptions,
+  type BroadcastCoalescedOptions,
   type BroadcastOptions,
+  COALESCED_BUCKET_BYTES,
   type CollectiveOptions,
   Communicator,
   type CommunicatorOptions,

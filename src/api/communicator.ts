@@ -17,15 +17,18 @@ import type { ConversionCounters } from '../layouts/plan.js';
 import { peerRank, rootRank, sameDtype, sameShape } from './arguments.js';
 import { allToAllBlocks, checkAllGatherCounts, checkReduceScatterCounts } from './block-counts.js';
 import type { CommBuffers } from './call-buffers.js';
+import { allReduceCoalesced, broadcastCoalesced, type CoalescedParts } from './coalesced.js';
 import { CommTally } from './comm-tally.js';
 import { commTimeoutMs, wireComm } from './comm-wiring.js';
 import { groupOptions, rejecting } from './forming.js';
 import type { OpIssue } from './op-issue.js';
 import {
   type AllGatherOptions,
+  type AllReduceCoalescedOptions,
   type AllReduceOptions,
   type AllToAllOptions,
   type BarrierOptions,
+  type BroadcastCoalescedOptions,
   type BroadcastOptions,
   type CommunicatorOptions,
   collectiveOptions,
@@ -38,13 +41,15 @@ import {
 import { allocShared } from './shared-alloc.js';
 
 export type { CommParts, EngineFactory } from '../engine/engine.js';
+export { COALESCED_BUCKET_BYTES } from './coalesced.js';
 export { DEFAULT_TIMEOUT_MS } from './comm-wiring.js';
-
 export type {
   AllGatherOptions,
+  AllReduceCoalescedOptions,
   AllReduceOptions,
   AllToAllOptions,
   BarrierOptions,
+  BroadcastCoalescedOptions,
   BroadcastOptions,
   CollectiveOptions,
   CommunicatorOptions,
@@ -290,6 +295,59 @@ export class Communicator {
     return this.issue.p2p('recv', b, peerRank(peer, 'recv', this.rank, this.size), o);
   }
 
+  /**
+   * Reduces every array of `list` across ranks, in place, as one call (torch's
+   * all_reduce_coalesced, Horovod's grouped allreduce): the arrays are copied end to end into
+   * buckets of the node memory of at most {@link COALESCED_BUCKET_BYTES} (64 MiB) each, one
+   * allReduce runs per bucket, all issued at once, and the results are copied back into the
+   * arrays when every bucket has ended. A list of many small arrays thus costs one op instead of
+   * one each. Every rank passes arrays of the same lengths, in the same order.
+   *
+   * @param list - Arrays of one dtype (TypedArrays, or `{ data, dtype }` for the half types),
+   *   any lengths, zero included; an empty list issues no op.
+   * @param opts - `op` (default sum; avg on float dtypes only) and `timeoutMs`, as allReduce's.
+   * @returns One Work for the whole call: it ends when every bucket has, and fails with the
+   *   first bucket's error (the arrays then keep their inputs).
+   * @throws WebcclError at issue, before any op is issued on this rank: `INVALID_ARGUMENT` for a
+   *   list that is not an array, arrays of two dtypes (naming the first index that differs and
+   *   both dtypes), an element that is no buffer, two arrays sharing bytes, or a bad option;
+   *   `INVALID_DTYPE` for an element of an unknown dtype; `INVALID_OP`; `BUFFER_BUSY` for an
+   *   array an op not yet waited for still holds.
+   * @example
+   * ```js
+   * const grads = [new Float32Array(1000), new Float32Array(10), new Float32Array(3)];
+   * await comm.allReduceCoalesced(grads, { op: 'avg' }); // one allReduce of 1013 floats
+   * ```
+   */
+  allReduceCoalesced(list: readonly BufferArg[], opts?: AllReduceCoalescedOptions): Work {
+    return allReduceCoalesced(this.coalescing(), list, opts);
+  }
+
+  /**
+   * Broadcasts every array of `list` from the root, in place, as one call: packed into buckets as
+   * {@link Communicator.allReduceCoalesced} packs them, one broadcast per bucket, the results
+   * copied back into the arrays of every rank but the root.
+   *
+   * @param list - Arrays of one dtype, any lengths (the same on every rank); an empty list issues no op.
+   * @param opts - `root` (default 0) and `timeoutMs`, as broadcast's.
+   * @returns One Work for the whole call, as allReduceCoalesced's.
+   * @throws WebcclError at issue, before any op is issued: as allReduceCoalesced, and
+   *   `INVALID_ARGUMENT` for a root out of range.
+   * @example
+   * ```js
+   * const params = [new Float32Array(4096), new Float32Array(64), new Float32Array(1)];
+   * await comm.broadcastCoalesced(params, { root: 0 }); // every rank now holds rank 0's values
+   * ```
+   */
+  broadcastCoalesced(list: readonly BufferArg[], opts?: BroadcastCoalescedOptions): Work {
+    return broadcastCoalesced(this.coalescing(), list, opts);
+  }
+
+  /** What the coalesced calls need of this communicator (api/coalesced.ts). */
+  private coalescing(): CoalescedParts {
+    return { comm: this, bufs: this.bufs, inFlight: this.issue.inFlight, failure: () => this.engine.failure() };
+  }
+
   barrier(opts?: BarrierOptions): Work {
     const o = collectiveOptions('barrier', opts);
     return this.issue.enqueue({ name: 'barrier', options: o });
@@ -370,6 +428,8 @@ export class Communicator {
     if (this.destroyed) return;
     this.destroyed = true;
     this.engine.close();
+    // No op is checked after this: what unseen ops hold besides buffers (coalesced buckets) goes back.
+    this.issue.inFlight.clear();
     this.placement.release?.();
   }
 }

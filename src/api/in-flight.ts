@@ -13,12 +13,23 @@ import { type Buf, overlaps } from '../engine/buffers.js';
 import { isP2p } from '../engine/engine.js';
 import type { SeenListener, Work } from '../engine/work.js';
 
+/**
+ * What an op may hold besides its input and output: more buffers it reads or writes (a coalesced
+ * op's arrays, copied in at issue and out when it ends: coalesced.ts), and what to do once the
+ * record lets it go (seen to end, released by a later collective seen to end, or cleared).
+ */
+export interface HeldMore {
+  bufs: readonly Buf[];
+  letGo(): void;
+}
+
 interface Held {
   work: Work;
   input: Buf | null;
   output: Buf | null;
   /** A collective (completes in issue order), not a send or recv. */
   ordered: boolean;
+  more: HeldMore | undefined;
 }
 
 export class BuffersInFlight implements SeenListener {
@@ -54,8 +65,12 @@ export class BuffersInFlight implements SeenListener {
     return out;
   }
 
-  add(work: Work, input: Buf | null, output: Buf | null): void {
+  add(work: Work, input: Buf | null, output: Buf | null, more?: HeldMore): void {
     this.recordLast();
+    if (more) {
+      this.record(work, input, output, true, more);
+      return;
+    }
     if (isP2p(work.name as Kind)) {
       // (a collective seen to end releases the collectives before it: it is recorded at once)
       this.lastWork = work;
@@ -63,7 +78,7 @@ export class BuffersInFlight implements SeenListener {
       this.lastOut = output;
       return;
     }
-    this.record(work, input, output, true);
+    this.record(work, input, output, true, undefined);
   }
 
   /** Records the send or recv added last, unless the caller has seen it end meanwhile. */
@@ -71,19 +86,36 @@ export class BuffersInFlight implements SeenListener {
     const w = this.lastWork;
     if (w === undefined) return;
     this.lastWork = undefined;
-    if (!w.observed) this.record(w, this.lastIn, this.lastOut, false);
+    if (!w.observed) this.record(w, this.lastIn, this.lastOut, false, undefined);
     this.lastIn = this.lastOut = null;
   }
 
-  private record(work: Work, input: Buf | null, output: Buf | null, ordered: boolean): void {
+  private record(
+    work: Work,
+    input: Buf | null,
+    output: Buf | null,
+    ordered: boolean,
+    more: HeldMore | undefined,
+  ): void {
     // Released here too, not only when a buffer is checked: a program issuing only ops without
     // buffers (a loop of barriers) would otherwise keep a record of every op it ever issued.
     this.release();
-    this.held.push({ work, input, output, ordered });
-    work.holder = this; // (a collective is added as issued, a send or recv only while unseen: see recordLast)
+    this.held.push({ work, input, output, ordered, more });
+    // (a collective is added as issued, a send or recv only while unseen: see recordLast)
+    // An op with more to let go is let go the moment it is seen, not at the next look here: a
+    // program may see it end and issue nothing more on this communicator.
+    work.holder = more
+      ? {
+          opSeen: () => {
+            this.opSeen();
+            more.letGo();
+          },
+        }
+      : this;
     this.unseen++;
     this.count(input, 1);
     this.count(output, 1);
+    if (more) for (const b of more.bufs) this.count(b, 1);
   }
 
   /** A recorded op was seen to end (Work tells its holder). */
@@ -107,10 +139,32 @@ export class BuffersInFlight implements SeenListener {
     const held = this.held;
     for (let i = 0; i < held.length; i++) {
       const h = held.at(i);
-      if ((h.input !== null && overlaps(b, h.input)) || (h.output !== null && overlaps(b, h.output)))
+      if (
+        (h.input !== null && overlaps(b, h.input)) ||
+        (h.output !== null && overlaps(b, h.output)) ||
+        h.more?.bufs.some((m) => overlaps(b, m))
+      )
         return `${h.work.name} #${h.work.seq}`;
     }
     return undefined;
+  }
+
+  /**
+   * Lets every op go (the communicator is destroyed: no op will be checked again), so that what
+   * an op holds besides its buffers is given back even if the caller never saw it end.
+   */
+  clear(): void {
+    this.recordLast();
+    const held = this.held;
+    for (let i = 0; i < held.length; i++) {
+      const h = held.at(i);
+      if (!h.work.observed) h.work.holder = undefined;
+      if (h.more !== undefined && !h.work.observed) h.more.letGo();
+    }
+    held.truncate(0);
+    for (let i = 0; i < this.nMemories; i++) this.memories[i] = undefined;
+    this.nMemories = 0;
+    this.unseen = this.seenSince = 0;
   }
 
   private memoryAt(m: ArrayBufferLike): number {
@@ -164,9 +218,11 @@ export class BuffersInFlight implements SeenListener {
         // Released unseen (a later collective was seen to end): its own end no longer counts here.
         h.work.holder = undefined;
         this.unseen--;
+        h.more?.letGo();
       }
       this.count(h.input, -1);
       this.count(h.output, -1);
+      if (h.more !== undefined) for (const m of h.more.bufs) this.count(m, -1);
     }
     held.truncate(kept);
   }

@@ -67,6 +67,20 @@ export interface AllToAllOptions extends DeadlineOption {
   recvCounts?: number[];
 }
 
+/** The options of Communicator.allReduceCoalesced: every array of a list reduced in place, as one call. */
+export interface AllReduceCoalescedOptions extends DeadlineOption {
+  /** The reduction (default sum; avg on the float dtypes only). */
+  op?: ReduceOp;
+}
+
+/**
+ * The options of Communicator.broadcastCoalesced: every array of a list broadcast from the root, in place, as one call.
+ */
+export interface BroadcastCoalescedOptions extends DeadlineOption {
+  /** The rank whose arrays every rank receives (default 0). */
+  root?: number;
+}
+
 /** send/recv: messages between two ranks match by (peer, tag) in issue order. */
 export interface P2pOptions extends DeadlineOption {
   tag?: number;
@@ -136,6 +150,24 @@ const EXAMPLE: Record<keyof typeof COLLECTIVE_OPTIONS, string> = {
 export function collectiveOptions(name: keyof typeof COLLECTIVE_OPTIONS, o: unknown): CollectiveOptions {
   if (o === undefined) return NO_OPTIONS; // (before the lookups below: a ping-pong pays them per message)
   return checkOptions<CollectiveOptions>(name, o, COLLECTIVE_OPTIONS[name], EXAMPLE[name], ANY_COLLECTIVE);
+}
+
+/**
+ * The coalesced collectives' options: apart from COLLECTIVE_OPTIONS, whose collectives each run
+ * as one op of the engines (a coalesced call runs as allReduces or broadcasts of buckets).
+ */
+export const COALESCED_OPTIONS = {
+  allReduceCoalesced: { ...OP, ...DEADLINE },
+  broadcastCoalesced: { ...ROOT, ...DEADLINE },
+} as const satisfies Record<string, OptionSpec>;
+
+/** The options of a coalesced collective, checked (a key of another collective is refused as not applying). */
+export function coalescedOptions(
+  name: keyof typeof COALESCED_OPTIONS,
+  o: unknown,
+): AllReduceCoalescedOptions & BroadcastCoalescedOptions {
+  const example = name === 'allReduceCoalesced' ? "{ op: 'max' }" : '{ root: 0 }';
+  return checkOptions(name, o, COALESCED_OPTIONS[name], example, ANY_COLLECTIVE);
 }
 
 export const COMMUNICATOR_OPTIONS = { algo: string, timeoutMs, progress: string } as const satisfies OptionSpec;
