@@ -81,6 +81,37 @@ export { Work, type WorkTiming } from './engine/work.js';
 export { convertDtype, convertLayout, type LayoutTensor } from './layouts/convert.js';
 export { createNode, type NodeOptions } from './progress/create-node.js';
 export { stopProgressThread } from './progress/start.js';
+export type { BucketPlan } from './training/buckets.js';
+export type { TrainingComm } from './training/comm.js';
+export {
+  createDataParallel,
+  type DataParallel,
+  type DataParallelOptions,
+  type DataParallelStats,
+  type WireDtype,
+} from './training/data-parallel.js';
+export {
+  type AdamOptions,
+  adam,
+  type OptimizerState,
+  type SgdOptions,
+  sgd,
+  type UpdateFn,
+} from './training/optimizers.js';
+export {
+  createShardedOptimizer,
+  type ShardedOptimizer,
+  type ShardedOptimizerOptions,
+  type ShardMemory,
+} from './training/sharded.js';
+export {
+  type TfGradMap,
+  type TfjsDataParallel,
+  type TfNamespaceLike,
+  type TfTensorLike,
+  type TfVariableLike,
+  tfjsDataParallel,
+} from './training/tfjs.js';
 
 /**
  * What a launcher leaves under RANK_INIT (core/wiring.ts) for a rank's script.
