@@ -1,7 +1,7 @@
 // Dtypes and reduction ops: names, numeric codes shared with assembly/kernels/codes.ts, sizes,
 // and how a JS buffer maps onto them.
 import { fail } from './errors.js';
-import { showValue } from './options.js';
+import { closest, showValue } from './options.js';
 
 export const DTYPES = ['f32', 'f64', 'i32', 'u32', 'i8', 'u8', 'i64', 'bf16', 'f16'] as const;
 export type Dtype = (typeof DTYPES)[number];
@@ -132,10 +132,28 @@ export function parseDtype(name: unknown, where?: string): Dtype {
   );
 }
 
+/** Other libraries' names for the ops (torch's ReduceOp, NumPy, TF.js), for the hint of a refusal. */
+const OP_SYNONYMS: Record<string, ReduceOp> = {
+  mean: 'avg',
+  average: 'avg',
+  add: 'sum',
+  plus: 'sum',
+  product: 'prod',
+  mul: 'prod',
+  multiply: 'prod',
+  maximum: 'max',
+  minimum: 'min',
+};
+
 export function parseOp(op: unknown, dtype: Dtype): ReduceOp {
   if (op === undefined) return Sum;
   if (typeof op !== 'string' || !(REDUCE_OPS as readonly string[]).includes(op)) {
-    fail('INVALID_OP', `unknown reduction op ${JSON.stringify(op)} (expected one of ${REDUCE_OPS.join(', ')})`);
+    const near = typeof op === 'string' ? (OP_SYNONYMS[op.toLowerCase()] ?? closest(op, REDUCE_OPS)) : undefined;
+    fail(
+      'INVALID_OP',
+      `unknown reduction op ${JSON.stringify(op)}${near ? ` (did you mean ${JSON.stringify(near)}?)` : ''} (expected one of ${REDUCE_OPS.join(', ')})`,
+      near ? { op, suggestion: near } : { op },
+    );
   }
   if (op === Avg && !FLOAT_DTYPES.has(dtype)) {
     fail('INVALID_OP', `avg is defined for float dtypes only, not ${dtype} (use sum and divide)`);

@@ -155,7 +155,7 @@ function tensorFields(x: object, what: string): { data: unknown; dtype: unknown 
   if (typeof t.dataSync === 'function') {
     fail(
       'INVALID_ARGUMENT',
-      `${what}: a TensorFlow.js tensor holds its values in its backend, out of reach: pass its dataSync() array (a copy) and make the result with tf.tensor(array, tensor.shape)`,
+      `${what}: a TensorFlow.js tensor holds its values in its backend, out of reach: pass a copy, tensor.dataSync().slice() (dataSync() may be the tensor's own storage), and make the result with tf.tensor(array, tensor.shape) from an array nothing else writes`,
       { tensor: 'tfjs' },
     );
   }

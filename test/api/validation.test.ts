@@ -42,6 +42,8 @@ function thrown(call: () => unknown): WebcclError {
 }
 
 const SCRIPT = 'test/fixtures/sums.mjs';
+/** Enough of the TF.js namespace for tfjsDataParallel to reach its options. */
+const fakeTf = { tensor: (v: Float32Array) => v };
 const f32 = (n: number, v = 1) => new Float32Array(n).fill(v);
 
 // ---------------------------------------------------------------- every options bag
@@ -77,6 +79,11 @@ function optionTakers(): Record<string, (o: any) => unknown> {
     convertLayout: (o) => api.convertLayout({ data: f32(4), shape: [1, 4, 1, 1], layout: 'NCHW' }, 'NHWC', o),
     convertDtype: (o) => api.convertDtype(f32(4), 'f16', o),
     connectStore: (o) => api.connectStore({ url: 'ws://127.0.0.1:1/store', token: 't', jobId: 'j', ...o }),
+    createDataParallel: (o) => api.createDataParallel(c, [f32(4)], o),
+    createShardedOptimizer: (o) => api.createShardedOptimizer(c, [f32(4)], api.sgd({ lr: 0.1 }), o),
+    sgd: (o) => api.sgd({ lr: 0.1, ...o }),
+    adam: (o) => api.adam({ lr: 0.001, ...o }),
+    tfjsDataParallel: (o) => api.tfjsDataParallel(fakeTf, c, [], o),
     // The module-level collectives pass their options to the world's communicator (checked
     // after initCommGroup below).
   };
@@ -204,7 +211,18 @@ describe('collective options', () => {
       const e = thrown(() => a.allReduce(f32(4), { op } as any));
       expect([e.code, e.details.option]).toEqual(['INVALID_ARGUMENT', 'op']);
     }
-    expect(thrown(() => a.allReduce(f32(4), { op: 'mean' } as any)).code).toBe('INVALID_OP');
+    // Other libraries' names and typos get a hint, as option names do.
+    for (const [op, near] of [
+      ['mean', 'avg'],
+      ['MAX', 'max'],
+      ['product', 'prod'],
+      ['summ', 'sum'],
+    ]) {
+      const e = thrown(() => a.allReduce(f32(4), { op } as any));
+      expect([e.code, e.details.suggestion]).toEqual(['INVALID_OP', near]);
+      expect(e.message).toContain(`did you mean "${near}"?`);
+    }
+    expect(thrown(() => a.allReduce(f32(4), { op: 'xor' } as any)).details.suggestion).toBeUndefined();
     expect(thrown(() => a.allReduce(f32(4), { algo: 3 } as any)).details.option).toBe('algo');
     for (const timeoutMs of [-1, 0, NaN, Infinity, '5', 2 ** 31, null]) {
       for (const call of [() => a.allReduce(f32(4), { timeoutMs } as any), () => a.barrier({ timeoutMs } as any)]) {
