@@ -10,7 +10,11 @@ const cases: [string, number, RegExp][] = [
   ['allreduce', 3, /allReduce sum 6, max 20,0, avg 1[\s\S]*reduceScatter \(rank 2\) 18,21,24[\s\S]*prod on rank 2: 6/],
   ['async', 2, /bucket 2: 1048576 floats, avg 0.5/],
   ['zero-copy', 2, /every element 3/],
-  ['coalesced', 2, /4 gradients \(1003 floats\) averaged in 1 allReduce: 0.5, 0.5, empty, 0.5[\s\S]*broadcast from rank 0 in 1 op/],
+  [
+    'coalesced',
+    2,
+    /4 gradients \(1003 floats\) averaged in 1 allReduce: 0.5, 0.5, empty, 0.5[\s\S]*broadcast from rank 0 in 1 op/,
+  ],
   ['half-precision', 2, /bf16 sum of 1.5 over 2 ranks: 0x4040 = 3[\s\S]*f16 avg of 1.5: 0x3e00/],
   [
     'errors',
