@@ -2,21 +2,21 @@
 // workers). Two faces over one implementation: the Communicator class, and module-level
 // functions on the default world group for scripts.
 
+import { SETUP_BARRIER } from './api/comm-tally.js';
+import { Communicator } from './api/communicator.js';
 import {
   type AllGatherOptions,
   type AllReduceOptions,
   type AllToAllOptions,
   type BarrierOptions,
   type BroadcastOptions,
-  Communicator,
+  COMMUNICATOR_OPTIONS,
   type CommunicatorOptions,
   type P2pOptions,
   type ReduceOptions,
   type ReduceScatterOptions,
   type RootedOptions,
-  SETUP_BARRIER,
-} from './api/communicator.js';
-import { COMMUNICATOR_OPTIONS } from './api/options.js';
+} from './api/options.js';
 import { type MasterOptions, pageJob } from './bootstrap/page-job.js';
 import type { WorldInit } from './bootstrap/world.js';
 import type { TlsFiles } from './core/config.js';
@@ -34,29 +34,30 @@ import { START_WAIT_MS } from './progress/node-engine.js';
 import { progressSettled } from './progress/start.js';
 import type { PageSocketClass } from './transport/ws/page-carrier.js';
 
-export {
-  type AllGatherOptions,
-  type AllReduceCoalescedOptions,
-  type AllReduceOptions,
-  type AllToAllOptions,
-  type BarrierOptions,
-  type BroadcastCoalescedOptions,
-  type BroadcastOptions,
-  COALESCED_BUCKET_BYTES,
-  type CollectiveOptions,
-  Communicator,
-  type CommunicatorOptions,
-  type DeadlineOption,
-  type P2pOptions,
-  type ReduceOptions,
-  type ReduceScatterOptions,
-  type RootedOptions,
-  type WireLayoutOption,
-} from './api/communicator.js';
+export { COALESCED_BUCKET_BYTES } from './api/coalesced.js';
+export type { CommunicatorStats } from './api/comm-tally.js';
+export { Communicator } from './api/communicator.js';
+export type {
+  AllGatherOptions,
+  AllReduceCoalescedOptions,
+  AllReduceOptions,
+  AllToAllOptions,
+  BarrierOptions,
+  BroadcastCoalescedOptions,
+  BroadcastOptions,
+  CollectiveOptions,
+  CommunicatorOptions,
+  DeadlineOption,
+  P2pOptions,
+  ReduceOptions,
+  ReduceScatterOptions,
+  RootedOptions,
+  WireLayoutOption,
+} from './api/options.js';
 export type { StoreValue } from './bootstrap/store-session.js';
 // The job's rendezvous store over WebSocket (`webccl serve --token`): the page's own WebSocket here.
 export { type ConnectStoreOptions, connectStore, type WebSocketStore } from './bootstrap/store-websocket-client.js';
-export { ENV_VARS } from './core/config.js';
+export { ENV_VARS, type TlsFiles } from './core/config.js';
 export {
   Avg,
   DTYPE_ALIASES,
@@ -74,8 +75,15 @@ export { type ErrorCode, WebcclError } from './core/errors.js';
 export { abortNode, leaveNode, type NodeHandle } from './core/node.js';
 export { LAYOUTS, type Layout } from './core/tensor-layout.js';
 export { type TraceArgs, type TraceTrack, traceFlush, traceSpan, traceTrack } from './core/trace.js';
-export type { BufferArg, LayoutTensorArg, OrtTensorLike, TensorLike, TypedArray } from './engine/buffers.js';
-export { type JoinOptions, joinNode } from './engine/context.js';
+export type {
+  BufferArg,
+  Float16ArrayLike,
+  LayoutTensorArg,
+  OrtTensorLike,
+  TensorLike,
+  TypedArray,
+} from './engine/buffers.js';
+export { type JoinOptions, joinNode, type RankContext } from './engine/context.js';
 export type { FlightEntry, FlightState } from './engine/flight-recorder.js';
 export { Work, type WorkTiming } from './engine/work.js';
 export { convertDtype, convertLayout, type LayoutTensor } from './layouts/convert.js';
@@ -131,6 +139,11 @@ export type { WorldInit } from './bootstrap/world.js';
 
 let world: Communicator | undefined;
 
+/**
+ * The options of initCommGroup: the world communicator's (`algo`, `timeoutMs`, `progress`),
+ * joinNode's (`cores`, `simd`, `spinUs`), an identity instead of the launcher's (`node` and
+ * `rank`, or `master` and `rank` with the job's `worldSize`, `token`, `jobId`), and `tls`.
+ */
 export interface InitOptions extends CommunicatorOptions, JoinOptions, MasterOptions {
   /** Join this node as `rank` instead of the identity a launcher left. */
   node?: NodeHandle;
@@ -172,6 +185,18 @@ type SocketLoader = () => Promise<PageSocketClass>;
  * Joins the default world group and waits until every rank has joined. The identity comes from
  * the options, else from the launcher (worker data, or the environment torchrun, mpirun, srun
  * or `webccl run --procs` leave); a plain `node script.mjs` is a world of one rank.
+ *
+ * A second call returns the same communicator. It rejects, never throws: `INVALID_ARGUMENT` for a
+ * bad option or launcher variable; when a rank never comes, `TIMEOUT` on one node and
+ * `CONNECT_FAILED` across nodes (at the connect deadline); `AUTH_FAILED` for a wrong token.
+ *
+ * @example
+ * ```js
+ * import { initCommGroup, allReduce } from 'webccl';
+ * const comm = await initCommGroup();        // e.g. under webccl run -n 4 train.mjs
+ * const x = new Float32Array(8).fill(comm.rank);
+ * await allReduce(x);                         // every element: 0 + 1 + 2 + 3 = 6
+ * ```
  */
 export async function initCommGroup(options?: InitOptions): Promise<Communicator> {
   const opts = checkOptions<InitOptions>('initCommGroup', options, INIT_OPTIONS, '{ timeoutMs: 60000 }');
@@ -261,8 +286,11 @@ function requireWorld(what: string): Communicator {
   return world ?? fail('NOT_INITIALIZED', `${what}: call await initCommGroup() first`);
 }
 
+/** The world's communicator, as initCommGroup returned it. Throws `NOT_INITIALIZED` before initCommGroup. */
 export const getCommunicator = (): Communicator => requireWorld('getCommunicator');
+/** This rank's world rank, 0..getWorldSize()-1 (torch's get_rank). Throws `NOT_INITIALIZED` before initCommGroup. */
 export const getRank = (): number => requireWorld('getRank').rank;
+/** How many ranks the world has (torch's get_world_size). Throws `NOT_INITIALIZED` before initCommGroup. */
 export const getWorldSize = (): number => requireWorld('getWorldSize').size;
 
 /** Runs a collective; every error, argument checks included, arrives as a rejection. */
@@ -302,28 +330,74 @@ function target<O>(what: string, o: (O & GroupOption) | undefined): [Communicato
 
 type WithGroup<O> = O & GroupOption;
 
+/**
+ * Reduces `x` across the world's ranks (or `o.group`'s), in place: {@link Communicator.allReduce}
+ * on the world communicator, awaited. The promise resolves once this rank's result is in `x` (or
+ * `o.out`) and rejects, never throws, with a WebcclError: `NOT_INITIALIZED` before initCommGroup,
+ * the method's codes for bad arguments, the op's failure.
+ *
+ * @example
+ * ```js
+ * const x = new Float32Array(1024).fill(getRank());
+ * await allReduce(x, { op: Max });                 // every rank: getWorldSize() - 1
+ * await allReduce(grad, { op: Avg, group: dp });   // on a group createGroup made
+ * ```
+ */
 export const allReduce = (x: BufferArg, o?: WithGroup<AllReduceOptions>): Promise<void> =>
   promised(() => on('allReduce', o, (c, p) => c.allReduce(x, p)));
+/**
+ * {@link allReduce}, returning the op's Work at once to overlap it with compute: complete it with
+ * wait(work) or await. Unlike allReduce it throws bad arguments (and `NOT_INITIALIZED`) at once.
+ */
 export const allReduceAsync = (x: BufferArg, o?: WithGroup<AllReduceOptions>): Work =>
   on('allReduceAsync', o, (c, p) => c.allReduce(x, p));
+/**
+ * Gathers every rank's `input` (n elements) into `out` (size × n elements) on every rank, in rank
+ * order (torch's all_gather_into_tensor): {@link Communicator.allGather} on the world (or
+ * `o.group`), awaited; it rejects, never throws. `input` may be this rank's own block of `out`.
+ *
+ * @example
+ * ```js
+ * const out = new Float32Array(4 * getWorldSize());
+ * await allGather(out, new Float32Array(4).fill(getRank())); // out: 0,0,0,0, 1,1,1,1, ...
+ * ```
+ */
 export const allGather = (out: BufferArg, input: BufferArg, o?: WithGroup<AllGatherOptions>): Promise<void> =>
   promised(() => on('allGather', o, (c, p) => c.allGather(out, input, p)));
+/** {@link Communicator.reduceScatter} on the world (or `o.group`), awaited; it rejects, never throws. */
 export const reduceScatter = (out: BufferArg, input: BufferArg, o?: WithGroup<ReduceScatterOptions>): Promise<void> =>
   promised(() => on('reduceScatter', o, (c, p) => c.reduceScatter(out, input, p)));
+/**
+ * Copies the root's `x` (`o.root`, default 0) into every other rank's `x`:
+ * {@link Communicator.broadcast} on the world (or `o.group`), awaited; it rejects, never throws.
+ *
+ * @example
+ * ```js
+ * const weights = getRank() === 0 ? initialWeights() : new Float32Array(n);
+ * await broadcast(weights, { root: 0 });            // every rank holds rank 0's weights
+ * ```
+ */
 export const broadcast = (x: BufferArg, o?: WithGroup<BroadcastOptions>): Promise<void> =>
   promised(() => on('broadcast', o, (c, p) => c.broadcast(x, p)));
+/** {@link Communicator.reduce} on the world (or `o.group`), awaited; it rejects, never throws. */
 export const reduce = (x: BufferArg, o?: WithGroup<ReduceOptions>): Promise<void> =>
   promised(() => on('reduce', o, (c, p) => c.reduce(x, p)));
+/** {@link Communicator.allToAll} on the world (or `o.group`), awaited; it rejects, never throws. */
 export const allToAll = (out: BufferArg, input: BufferArg, o?: WithGroup<AllToAllOptions>): Promise<void> =>
   promised(() => on('allToAll', o, (c, p) => c.allToAll(out, input, p)));
+/** {@link Communicator.gather} on the world (or `o.group`), awaited; `out` may be null off the root. */
 export const gather = (out: BufferArg | null, input: BufferArg, o?: WithGroup<RootedOptions>): Promise<void> =>
   promised(() => on('gather', o, (c, p) => c.gather(out, input, p)));
+/** {@link Communicator.scatter} on the world (or `o.group`), awaited; `input` may be null off the root. */
 export const scatter = (out: BufferArg, input: BufferArg | null, o?: WithGroup<RootedOptions>): Promise<void> =>
   promised(() => on('scatter', o, (c, p) => c.scatter(out, input, p)));
+/** {@link Communicator.send} on the world (or `o.group`): resolves once `peer`'s matching recv has taken `x`. */
 export const send = (x: BufferArg, peer: number, o?: WithGroup<P2pOptions>): Promise<void> =>
   promised(() => on('send', o, (c, p) => c.send(x, peer, p)));
+/** {@link Communicator.recv} on the world (or `o.group`): resolves once `x` holds what `peer` sent. */
 export const recv = (x: BufferArg, peer: number, o?: WithGroup<P2pOptions>): Promise<void> =>
   promised(() => on('recv', o, (c, p) => c.recv(x, peer, p)));
+/** {@link Communicator.barrier} on the world (or `o.group`): resolves once every rank has called it. */
 export const barrier = (o?: WithGroup<BarrierOptions>): Promise<void> =>
   promised(() => on('barrier', o, (c, p) => c.barrier(p)));
 

@@ -51,6 +51,22 @@ export function peerRank(peer: unknown, what: string, rank: number, size: number
   return peer as number;
 }
 
+/** Rank `r` of a communicator of `size` ranks (worldRank's argument), checked. */
+export function memberRank(r: unknown, size: number): number {
+  if (!Number.isInteger(r) || (r as number) < 0 || (r as number) >= size)
+    fail('INVALID_ARGUMENT', `worldRank: ${showValue(r)} is not a rank of this communicator (0..${size - 1})`, {
+      rank: r,
+    });
+  return r as number;
+}
+
+/** A world rank (groupRank's argument), checked. */
+export function worldRankArg(w: unknown): number {
+  if (!Number.isInteger(w) || (w as number) < 0)
+    fail('INVALID_ARGUMENT', `groupRank: ${showValue(w)} is not a world rank`, { worldRank: w });
+  return w as number;
+}
+
 /** A rank of the communicator; absent means 0 (null is refused, not taken as 0). */
 export function rootRank(root: unknown, what: string, size: number): number {
   const r = root === undefined ? 0 : root; // null is no root: refused, not taken as 0

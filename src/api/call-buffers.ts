@@ -6,7 +6,7 @@ import { fail } from '../core/errors.js';
 import { freshBuffer } from '../core/fresh-buffer.js';
 import { type Buf, BufRecords } from '../engine/buffers.js';
 import type { RankContext } from '../engine/context.js';
-import { sameDtype } from './arguments.js';
+import { sameDtype, sameShape } from './arguments.js';
 
 export class CommBuffers {
   /** The record of each TypedArray passed (buffers.ts). */
@@ -37,6 +37,22 @@ export class CommBuffers {
     // A view of the node memory must lie in a live block of this rank's (not a freed one).
     if (b.addr) this.ctx.heap.checkLive(b.addr, b.bytes.byteLength, what);
     return b;
+  }
+
+  /** A call's buffer and its output: `out` when given, else the buffer itself (in place); one dtype and count. */
+  inOut(name: string, x: unknown, out: unknown): [Buf, Buf] {
+    const b = this.of(x, `${name} buffer`);
+    const o = out === undefined ? b : this.of(out, `${name} out`);
+    sameShape(name, b, o, this.size);
+    return [b, o];
+  }
+
+  /** A call's output and input, checked, of one dtype. */
+  outIn(name: string, out: unknown, input: unknown): [Buf, Buf] {
+    const ob = this.of(out, `${name} output`);
+    const ib = this.of(input, `${name} input`);
+    sameDtype(name, ob, ib, this.size);
+    return [ob, ib];
   }
 
   /** The root's side buffer of gather/scatter: checked on the root; elsewhere null, or any buffer (unused). */

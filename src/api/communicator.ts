@@ -4,23 +4,19 @@
 
 import { type Dtype, type DtypeName, parseOp } from '../core/dtypes.js';
 import { fail } from '../core/errors.js';
-import { showValue } from '../core/options.js';
 import type { BufferArg, TypedArray } from '../engine/buffers.js';
 import type { RankContext } from '../engine/context.js';
 import type { CommParts, Engine } from '../engine/engine.js';
 import type { FlightEntry } from '../engine/flight-recorder.js';
 import type { Placement } from '../engine/placement.js';
 import type { Work } from '../engine/work.js';
-import { createGroup, type Former, splitGroups } from '../groups/form.js';
-import { shrinkComm } from '../groups/shrink.js';
-import type { ConversionCounters } from '../layouts/plan.js';
-import { peerRank, rootRank, sameDtype, sameShape } from './arguments.js';
+import { memberRank, peerRank, rootRank, worldRankArg } from './arguments.js';
 import { allToAllBlocks, checkAllGatherCounts, checkReduceScatterCounts } from './block-counts.js';
 import type { CommBuffers } from './call-buffers.js';
 import { allReduceCoalesced, broadcastCoalesced, type CoalescedParts } from './coalesced.js';
-import { CommTally } from './comm-tally.js';
-import { commTimeoutMs, wireComm } from './comm-wiring.js';
-import { groupOptions, rejecting } from './forming.js';
+import { CommTally, type CommunicatorStats, SETUP_BARRIER } from './comm-tally.js';
+import { wireComm } from './comm-wiring.js';
+import { GroupForming } from './forming.js';
 import type { OpIssue } from './op-issue.js';
 import {
   type AllGatherOptions,
@@ -40,32 +36,19 @@ import {
 } from './options.js';
 import { allocShared } from './shared-alloc.js';
 
-export type { CommParts, EngineFactory } from '../engine/engine.js';
-export { COALESCED_BUCKET_BYTES } from './coalesced.js';
-export { DEFAULT_TIMEOUT_MS } from './comm-wiring.js';
-export type {
-  AllGatherOptions,
-  AllReduceCoalescedOptions,
-  AllReduceOptions,
-  AllToAllOptions,
-  BarrierOptions,
-  BroadcastCoalescedOptions,
-  BroadcastOptions,
-  CollectiveOptions,
-  CommunicatorOptions,
-  DeadlineOption,
-  P2pOptions,
-  ReduceOptions,
-  ReduceScatterOptions,
-  RootedOptions,
-  WireLayoutOption,
-} from './options.js';
-
-/** The barrier initCommGroup ends with (a method under a symbol: no user calls it). */
-export const SETUP_BARRIER = Symbol('webccl.setupBarrier');
-
+/**
+ * A group of ranks that run collectives and messages together, with its own op sequence (NCCL's
+ * communicator, torch's process group): initCommGroup returns the world's, createGroup, split,
+ * splitByNode and shrink form groups, and a program placing its own ranks makes one per rank with
+ * `new Communicator(joinNode(node, rank))`. Each op checks its arguments before anything moves
+ * (a WebcclError thrown then takes no place in the sequence) and returns a {@link Work}, which
+ * resolves once the op has ended on this rank or rejects with its error. Every rank issues the
+ * same collectives in the same order; they complete in that order.
+ */
 export class Communicator {
+  /** This rank's number in the communicator, 0..size-1. */
   readonly rank: number;
+  /** How many ranks the communicator has. */
   readonly size: number;
   /**
    * Whether the ranks span several nodes: ops the rank runs itself then complete on the event loop
@@ -79,17 +62,25 @@ export class Communicator {
   private readonly issue: OpIssue;
   /** The buffers its calls pass, checked and described (api/call-buffers.ts). */
   private readonly bufs: CommBuffers;
+  private readonly groups: GroupForming<Communicator>;
+  /** What the coalesced calls need of this communicator (api/coalesced.ts). */
+  private readonly coalesced: CoalescedParts;
   private destroyed = false;
-  private shrunk = false;
   /** @internal Where this communicator's ranks are (world ranks, nodes, tag space). */
   readonly placement: Placement;
   /** @internal The options it was made with (its groups inherit them). */
   readonly options: CommunicatorOptions;
 
   /**
-   * A communicator over the ranks of `ctx`'s node; with `world`, over the ranks of several
-   * nodes (rank and size are then the world's, and `ctx` is this rank's node).
+   * A communicator over the ranks of the node this thread joined (`ctx`: what joinNode returned
+   * here). Each rank makes its own; initCommGroup({ node, rank }) also waits for the node's
+   * progress thread and ends with a barrier. Its groups inherit `options`.
+   * @throws WebcclError `INVALID_ARGUMENT` for a bad option or WEBCCL_ALGO, WEBCCL_TIMEOUT_MS,
+   *   WEBCCL_PROGRESS; `UNSUPPORTED` for progress 'thread' on a node without a progress thread.
    */
+  constructor(ctx: RankContext, options?: CommunicatorOptions);
+  /** @internal Over the ranks of several nodes: rank and size are the world's, `ctx` this rank's node. */
+  constructor(ctx: RankContext, options: CommunicatorOptions | undefined, world: CommParts);
   constructor(
     private readonly ctx: RankContext,
     options?: CommunicatorOptions,
@@ -105,24 +96,28 @@ export class Communicator {
     this.acrossNodes = w.acrossNodes;
     this.engine = w.engine;
     this.issue = w.issue;
+    this.coalesced = { comm: this, bufs: w.bufs, inFlight: w.issue.inFlight, failure: () => this.engine.failure() };
+    this.groups = new GroupForming({
+      comm: this,
+      ctx,
+      options: this.options,
+      make: (c, o, parts) => new Communicator(c, o, parts),
+      unsettled: () => this.issue.inFlight.unsettled(),
+      destroyed: () => this.destroyed,
+      failure: () => this.engine.failure(),
+    });
   }
 
   // ---------------------------------------------------------------- groups
 
   /** The world rank of this communicator's rank `r`. */
   worldRank(r: number): number {
-    if (!Number.isInteger(r) || r < 0 || r >= this.size)
-      fail('INVALID_ARGUMENT', `worldRank: ${showValue(r)} is not a rank of this communicator (0..${this.size - 1})`, {
-        rank: r,
-      });
-    return this.placement.worldRanks[r];
+    return this.placement.worldRanks[memberRank(r, this.size)];
   }
 
   /** This communicator's rank of world rank `w`, or -1 when it is not a member. */
   groupRank(w: number): number {
-    if (!Number.isInteger(w) || w < 0)
-      fail('INVALID_ARGUMENT', `groupRank: ${showValue(w)} is not a world rank`, { worldRank: w });
-    return this.placement.worldRanks.indexOf(w);
+    return this.placement.worldRanks.indexOf(worldRankArg(w));
   }
 
   /**
@@ -131,7 +126,7 @@ export class Communicator {
    * it resolves to the new communicator on members and to null on the others.
    */
   createGroup(ranks: readonly (number | string)[], options?: CommunicatorOptions): Promise<Communicator | null> {
-    return this.forming('createGroup', options, (o) => createGroup(this.former(), ranks, o));
+    return this.groups.createGroup(ranks, options);
   }
 
   /**
@@ -139,7 +134,7 @@ export class Communicator {
    * (then by rank here); a color of null or below 0 gives null.
    */
   split(color: number | null, key?: number, options?: CommunicatorOptions): Promise<Communicator | null> {
-    return this.forming('split', options, (o) => splitGroups(this.former(), color, key ?? this.rank, o));
+    return this.groups.split('split', color, key ?? this.rank, options);
   }
 
   /**
@@ -149,9 +144,8 @@ export class Communicator {
    * never crosses a network.
    */
   splitByNode(options?: CommunicatorOptions): Promise<Communicator> {
-    return this.forming('splitByNode', options, (o) =>
-      splitGroups(this.former(), this.placement.nodeOf[this.rank], this.rank, o),
-    ) as Promise<Communicator>;
+    const node = this.placement.nodeOf[this.rank];
+    return this.groups.split('splitByNode', node, this.rank, options) as Promise<Communicator>;
   }
 
   /**
@@ -162,46 +156,26 @@ export class Communicator {
    * connect anew.
    */
   shrink(options?: CommunicatorOptions): Promise<Communicator> {
-    return rejecting(() => {
-      const opts = groupOptions('shrink', options, this.options);
-      if (this.shrunk)
-        fail(
-          'INVALID_ARGUMENT',
-          'shrink: this communicator was shrunk already; shrink the communicator that call returned',
-        );
-      this.shrunk = true;
-      return shrinkComm(this.former(), this.engine.failure(), opts, commTimeoutMs(opts));
-    });
-  }
-
-  private forming(
-    what: string,
-    options: unknown,
-    form: (o: CommunicatorOptions) => Promise<Communicator | null>,
-  ): Promise<Communicator | null> {
-    return rejecting(() => {
-      if (this.destroyed) fail('ABORTED', `${what}: the communicator was destroyed`);
-      return form(groupOptions(what, options, this.options));
-    });
-  }
-
-  /** What group formation needs of this communicator. */
-  private former(): Former<Communicator, CommunicatorOptions> {
-    return {
-      comm: this,
-      ctx: this.ctx,
-      make: (ctx, opts, parts) => new Communicator(ctx, opts, parts),
-      unsettled: () => this.issue.inFlight.unsettled(),
-    };
+    return this.groups.shrink(options);
   }
 
   // ---------------------------------------------------------------- collectives
 
+  /**
+   * Reduces `x` across the ranks, in place (torch's all_reduce): when the op ends, every rank's
+   * `x` holds the reduction of all ranks' `x` by `op` (default sum). With `out`, `x` is left as it
+   * is and `out` (same count and dtype) receives the result. Every rank calls it with the same
+   * count, dtype and op.
+   *
+   * @param opts - `op` ('sum', 'prod', 'max', 'min', 'avg' on float dtypes), `out`, `algo`, `timeoutMs`, `wireLayout`.
+   * @returns A Work that resolves once this rank's result is in place; it rejects with the op's error
+   *   (`MISMATCH` when ranks disagree, `TIMEOUT`, `ABORTED`, `CONNECTION_CLOSED`).
+   * @throws WebcclError at issue: `INVALID_ARGUMENT` (not a buffer, a bad option or algo, an `out`
+   *   partly overlapping `x`), `INVALID_DTYPE`, `INVALID_OP`, `SIZE_MISMATCH`, `BUFFER_BUSY`.
+   */
   allReduce(x: BufferArg, opts?: AllReduceOptions): Work {
     const o = collectiveOptions('allReduce', opts);
-    const inp = this.bufs.of(x, 'allReduce buffer');
-    const out = o.out === undefined ? inp : this.bufs.of(o.out, 'allReduce out');
-    sameShape('allReduce', inp, out, this.size);
+    const [inp, out] = this.bufs.inOut('allReduce', x, o.out);
     const op = parseOp(o.op, inp.dtype);
     return this.issue.enqueue({ name: 'allReduce', algo: o.algo, op, input: inp, output: out, options: o });
   }
@@ -209,9 +183,7 @@ export class Communicator {
   /** out (size × n elements) receives every rank's input (n elements), in rank order. */
   allGather(out: BufferArg, input: BufferArg, opts?: AllGatherOptions): Work {
     const o = collectiveOptions('allGather', opts);
-    const ob = this.bufs.of(out, 'allGather output');
-    const ib = this.bufs.of(input, 'allGather input');
-    sameDtype('allGather', ob, ib, this.size);
+    const [ob, ib] = this.bufs.outIn('allGather', out, input);
     checkAllGatherCounts(ob, ib, this.size);
     return this.issue.enqueue({ name: 'allGather', input: ib, output: ob, options: o });
   }
@@ -219,19 +191,24 @@ export class Communicator {
   /** out (n elements) receives the reduction over ranks of block `rank` of input (size × n). */
   reduceScatter(out: BufferArg, input: BufferArg, opts?: ReduceScatterOptions): Work {
     const o = collectiveOptions('reduceScatter', opts);
-    const ob = this.bufs.of(out, 'reduceScatter output');
-    const ib = this.bufs.of(input, 'reduceScatter input');
-    sameDtype('reduceScatter', ob, ib, this.size);
+    const [ob, ib] = this.bufs.outIn('reduceScatter', out, input);
     checkReduceScatterCounts(ob, ib, this.size);
     const op = parseOp(o.op, ib.dtype);
     return this.issue.enqueue({ name: 'reduceScatter', op, count: ob.count, input: ib, output: ob, options: o });
   }
 
+  /**
+   * Copies the root's `x` (root `opts.root`, default 0) into every other rank's `x`, in place
+   * (torch's broadcast); with `out`, `out` receives it on every rank, the root included, and `x`
+   * is left as it is. Every rank passes the same root and a buffer of the same count and dtype.
+   *
+   * @returns A Work that resolves once this rank holds the root's data, or rejects with the op's error.
+   * @throws WebcclError at issue: `INVALID_ARGUMENT` (a root outside 0..size-1, a bad option), and
+   *   the buffer checks of {@link Communicator.allReduce}.
+   */
   broadcast(x: BufferArg, opts?: BroadcastOptions): Work {
     const o = collectiveOptions('broadcast', opts);
-    const xb = this.bufs.of(x, 'broadcast buffer');
-    const out = o.out === undefined ? xb : this.bufs.of(o.out, 'broadcast out');
-    sameShape('broadcast', xb, out, this.size);
+    const [xb, out] = this.bufs.inOut('broadcast', x, o.out);
     const root = rootRank(o.root, 'broadcast', this.size);
     return this.issue.enqueue({ name: 'broadcast', root, input: xb, output: out, options: o });
   }
@@ -239,9 +216,7 @@ export class Communicator {
   /** Reduces every rank's x into the root's x (or o.out on the root). */
   reduce(x: BufferArg, opts?: ReduceOptions): Work {
     const o = collectiveOptions('reduce', opts);
-    const xb = this.bufs.of(x, 'reduce buffer');
-    const out = o.out === undefined ? xb : this.bufs.of(o.out, 'reduce out');
-    sameShape('reduce', xb, out, this.size);
+    const [xb, out] = this.bufs.inOut('reduce', x, o.out);
     const op = parseOp(o.op, xb.dtype);
     const root = rootRank(o.root, 'reduce', this.size);
     return this.issue.enqueue({ name: 'reduce', op, root, input: xb, output: out, options: o });
@@ -253,9 +228,7 @@ export class Communicator {
    */
   allToAll(out: BufferArg, input: BufferArg, opts?: AllToAllOptions): Work {
     const o = collectiveOptions('allToAll', opts) as AllToAllOptions;
-    const ob = this.bufs.of(out, 'allToAll output');
-    const ib = this.bufs.of(input, 'allToAll input');
-    sameDtype('allToAll', ob, ib, this.size);
+    const [ob, ib] = this.bufs.outIn('allToAll', out, input);
     const { count, counts } = allToAllBlocks(ob, ib, o, this);
     return this.issue.enqueue({ name: 'allToAll', count, input: ib, output: ob, options: o, counts });
   }
@@ -320,7 +293,7 @@ export class Communicator {
    * ```
    */
   allReduceCoalesced(list: readonly BufferArg[], opts?: AllReduceCoalescedOptions): Work {
-    return allReduceCoalesced(this.coalescing(), list, opts);
+    return allReduceCoalesced(this.coalesced, list, opts);
   }
 
   /**
@@ -340,14 +313,13 @@ export class Communicator {
    * ```
    */
   broadcastCoalesced(list: readonly BufferArg[], opts?: BroadcastCoalescedOptions): Work {
-    return broadcastCoalesced(this.coalescing(), list, opts);
+    return broadcastCoalesced(this.coalesced, list, opts);
   }
 
-  /** What the coalesced calls need of this communicator (api/coalesced.ts). */
-  private coalescing(): CoalescedParts {
-    return { comm: this, bufs: this.bufs, inFlight: this.issue.inFlight, failure: () => this.engine.failure() };
-  }
-
+  /**
+   * Synchronises the ranks (torch's barrier): the Work resolves once every rank of the communicator
+   * has called barrier; it rejects with `TIMEOUT` naming the ranks that had not by the deadline.
+   */
   barrier(opts?: BarrierOptions): Work {
     const o = collectiveOptions('barrier', opts);
     return this.issue.enqueue({ name: 'barrier', options: o });
@@ -369,6 +341,10 @@ export class Communicator {
     return allocShared(this.ctx, dtype, count);
   }
 
+  /**
+   * Returns a buffer {@link Communicator.alloc} made to the node's heap; wait for the ops that use
+   * it first. `INVALID_ARGUMENT` for a buffer alloc() did not make, or one freed already.
+   */
   free(x: BufferArg): void {
     const b = this.bufs.of(x, 'free');
     if (!b.addr) fail('INVALID_ARGUMENT', 'free: buffer was not allocated with comm.alloc()');
@@ -381,18 +357,7 @@ export class Communicator {
    * joined it) and moveMs (the rest: moving and reducing data), allReduce algorithms used, and
    * tensor layout conversions (count, bytes read, time).
    */
-  stats(): {
-    ops: number;
-    bytes: number;
-    failed: number;
-    busyMs: number;
-    waitMs: number;
-    moveMs: number;
-    pending: number;
-    threadOps: number;
-    heldOps: number;
-    allReduceAlgorithms: Record<string, number>;
-  } & ConversionCounters {
+  stats(): CommunicatorStats {
     return this.tally.stats(this.engine);
   }
 

@@ -24,7 +24,9 @@ export interface WireLayoutOption {
   wireLayout?: Layout;
 }
 
+/** The options of allReduce: `op`, `algo`, `out` (out of place), `timeoutMs`, `wireLayout`. */
 export interface AllReduceOptions extends DeadlineOption, WireLayoutOption {
+  /** The reduction: 'sum' (default), 'prod', 'max', 'min', or 'avg' on float dtypes. */
   op?: ReduceOp;
   /**
    * An algorithm that suits the communicator (direct, twoshot on one node; ring, doubling, tree, hierarchical across
@@ -35,20 +37,28 @@ export interface AllReduceOptions extends DeadlineOption, WireLayoutOption {
   out?: BufferArg;
 }
 
+/** The options of allGather: `timeoutMs`, `wireLayout`. */
 export interface AllGatherOptions extends DeadlineOption, WireLayoutOption {}
 
+/** The options of reduceScatter: `op`, `timeoutMs`, `wireLayout`. */
 export interface ReduceScatterOptions extends DeadlineOption, WireLayoutOption {
+  /** The reduction: 'sum' (default), 'prod', 'max', 'min', or 'avg' on float dtypes. */
   op?: ReduceOp;
 }
 
+/** The options of broadcast: `root`, `out` (out of place), `timeoutMs`, `wireLayout`. */
 export interface BroadcastOptions extends DeadlineOption, WireLayoutOption {
+  /** The rank whose buffer every rank receives, 0..size-1 (default 0; the same on every rank). */
   root?: number;
   /** Output buffer of an out-of-place broadcast. */
   out?: BufferArg;
 }
 
+/** The options of reduce: `op`, `root`, `out` (the root's, out of place), `timeoutMs`, `wireLayout`. */
 export interface ReduceOptions extends DeadlineOption, WireLayoutOption {
+  /** The reduction: 'sum' (default), 'prod', 'max', 'min', or 'avg' on float dtypes. */
   op?: ReduceOp;
+  /** The rank that receives the reduction, 0..size-1 (default 0; the same on every rank). */
   root?: number;
   /** Output buffer of an out-of-place reduce (the root's). */
   out?: BufferArg;
@@ -59,6 +69,7 @@ export interface RootedOptions extends DeadlineOption, WireLayoutOption {
   root?: number;
 }
 
+/** The options of barrier: `timeoutMs`. */
 export interface BarrierOptions extends DeadlineOption {}
 
 /** allToAll: with both counts, rank i sends sendCounts[j] elements to rank j (its blocks packed in rank order). */
@@ -95,11 +106,17 @@ export interface CollectiveOptions extends AllReduceOptions, BroadcastOptions, R
 
 import { resolveProgressMode } from '../core/progress-mode.js';
 
+/**
+ * The options of a communicator (new Communicator, initCommGroup, and the calls that form groups,
+ * whose groups inherit their parent's and override them with these).
+ */
 export interface CommunicatorOptions {
+  /** The algorithm of its allReduces that name none (over WEBCCL_ALGO): one the communicator accepts. */
   algo?: string;
+  /** Milliseconds every wait of its ops may last, 1..2147483647 (default WEBCCL_TIMEOUT_MS, else 300000). */
   timeoutMs?: number;
   /**
-   * Who moves ops on one node along: 'thread' | 'caller' | 'auto' (see src/core/progress-mode.ts; default
+   * Who moves ops on one node along: 'thread' | 'caller' | 'auto' (see docs/progress.md; default
    * WEBCCL_PROGRESS, else auto).
    */
   progress?: string;

@@ -11,6 +11,7 @@ import type { ConnEvents, StoreConn } from './store-carrier.js';
 import { clientHandshake, type SessionOptions } from './store-client-handshake.js';
 import { encode, type FrameParser, MAX_KEYS_FRAME_BYTES, type Message } from './store-protocol.js';
 
+/** A value of the rendezvous store: bytes, or a string (stored as its UTF-8 bytes). */
 export type StoreValue = Uint8Array | string;
 
 interface Pending {
@@ -36,6 +37,7 @@ export class StoreSession {
     private readonly maxValue: number,
   ) {}
 
+  /** Whether the session has ended (close(), or a failed or closed connection): every request then rejects. */
   get closed(): boolean {
     return this.failure !== undefined;
   }
@@ -45,6 +47,10 @@ export class StoreSession {
     this.conn.unref?.();
   }
 
+  /**
+   * Sets `key` to `value`; resolves once the store has it, and rejects with INVALID_ARGUMENT for
+   * an empty key, a key over 4096 UTF-8 bytes or a value over the limit.
+   */
   async set(key: string, value: StoreValue): Promise<void> {
     await this.request({ type: 'set', id: 0, key: checkKey(key), value: this.valueBytes(value) }, `set(${key})`, 'ok');
   }
@@ -105,6 +111,7 @@ export class StoreSession {
     return (await this.request({ type: 'delete', id: 0, key: checkKey(key) }, `delete(${key})`, 'number')).value === 1n;
   }
 
+  /** How many keys the store holds. */
   async numKeys(): Promise<number> {
     return Number((await this.request({ type: 'numKeys', id: 0 }, 'numKeys()', 'number')).value);
   }

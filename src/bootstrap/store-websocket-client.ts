@@ -14,10 +14,13 @@ import type { FrameParser } from './store-protocol.js';
 import { MAX_VALUE_LIMIT } from './store-protocol.js';
 import { StoreSession } from './store-session.js';
 
+/** The options of connectStore: the store's `url`, the job's `token` and `jobId` (all three required), and limits. */
 export interface ConnectStoreOptions {
   /** The store's address: ws://HOST:P/store (wss:// behind a TLS proxy). */
   url: string;
+  /** The job's token: never sent, proven by HMAC-SHA-256. */
   token: string | Uint8Array;
+  /** The job's id, 1..256 UTF-8 bytes. */
   jobId: string;
   /** Connect deadline, and the default deadline of get and wait (default 300 s). */
   timeoutMs?: number;
@@ -50,13 +53,16 @@ export type WebSocketClass = new (url: string) => WebSocketLike;
 
 const CLOSING = 2;
 
-/** A store client whose bytes travel as WebSocket messages. */
+/**
+ * A client of a job's rendezvous store, as connectStore returns it: set, get, add, wait,
+ * compareSet, delete, numKeys and close, over a WebSocket (docs/browsers.md, connectStore).
+ */
 export class WebSocketStore extends StoreSession {
   private constructor(conn: StoreConn, parser: FrameParser, where: string, timeoutMs: number, maxValue: number) {
     super(conn, parser, where, timeoutMs, maxValue);
   }
 
-  /** One connection attempt: the session, or Retry / AUTH_FAILED / PROTOCOL_ERROR. */
+  /** @internal One connection attempt: the session, or Retry / AUTH_FAILED / PROTOCOL_ERROR. */
   static attempt(
     Ws: WebSocketClass,
     url: string,

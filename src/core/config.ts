@@ -2,6 +2,10 @@
 // rather than ignored (a typo in a tuning variable should never pass silently).
 import { WebcclError } from './errors.js';
 
+/**
+ * Every WEBCCL_* environment variable webccl reads, with what it means (docs/configuration.md).
+ * World rank 0 reports any other WEBCCL_* name it finds as unknown, once, when it joins.
+ */
 export const ENV_VARS: Record<string, string> = {
   WEBCCL_ALGO:
     'force an allReduce algorithm: direct | twoshot on one node; ring | doubling | hierarchical | tree across nodes; or per collective, e.g. allreduce:ring,allgather:ring (default: chosen by the cost model for the size and topology)',

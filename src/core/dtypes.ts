@@ -3,7 +3,12 @@
 import { fail } from './errors.js';
 import { closest, showValue } from './options.js';
 
+/**
+ * The dtypes webccl reduces and moves: f32, f64, i32, u32, i8, u8, i64 (each its TypedArray),
+ * and the half types bf16 and f16 (held in a Uint16Array, reduced in f32).
+ */
 export const DTYPES = ['f32', 'f64', 'i32', 'u32', 'i8', 'u8', 'i64', 'bf16', 'f16'] as const;
+/** One of {@link DTYPES}. */
 export type Dtype = (typeof DTYPES)[number];
 
 export const DTYPE_CODE: Record<Dtype, number> = {
@@ -30,12 +35,19 @@ export const DTYPE_SIZE: Record<Dtype, number> = {
 };
 export const FLOAT_DTYPES: ReadonlySet<Dtype> = new Set(['f32', 'f64', 'bf16', 'f16']);
 
+/** The reduction op 'sum' (torch's ReduceOp.SUM); integer sums wrap as the dtype does. */
 export const Sum = 'sum';
+/** The reduction op 'prod': the product over the ranks. */
 export const Prod = 'prod';
+/** The reduction op 'max': the largest value over the ranks. */
 export const Max = 'max';
+/** The reduction op 'min': the smallest value over the ranks. */
 export const Min = 'min';
+/** The reduction op 'avg': the mean over the ranks (a sum, then scaled), on float dtypes only (else INVALID_OP). */
 export const Avg = 'avg';
+/** Every reduction op: sum, prod, max, min, avg. */
 export const REDUCE_OPS = [Sum, Prod, Max, Min, Avg] as const;
+/** A reduction op, one of {@link REDUCE_OPS}; any other string is refused with INVALID_OP. */
 export type ReduceOp = (typeof REDUCE_OPS)[number];
 /** Op codes of the wasm core (assembly/kernels/codes.ts); avg runs as sum then a scale. */
 export const OP_CODE: Record<ReduceOp, number> = { sum: 0, prod: 1, max: 2, min: 3, avg: 4 };
@@ -98,6 +110,10 @@ export const DTYPE_ALIASES = {
   float16: 'f16',
   bfloat16: 'bf16',
 } as const satisfies Record<string, Dtype>;
+/**
+ * A dtype by our name or by the TensorFlow.js / ONNX Runtime name of the same element type
+ * ({@link DTYPE_ALIASES}): what `{ data, dtype }`, comm.alloc() and convertDtype take.
+ */
 export type DtypeName = Dtype | keyof typeof DTYPE_ALIASES;
 
 /** Their names for element types we have no exact match for, and what to do instead. */

@@ -2,6 +2,10 @@
 
 const BRAND = Symbol.for('webccl.error');
 
+/**
+ * What failed, as a {@link WebcclError}'s `code` says it: stable, so callers branch on it. What
+ * raises each code, and what to do about it, is in docs/errors.md.
+ */
 export type ErrorCode =
   | 'INVALID_ARGUMENT' // a bad value at the API boundary (type, length, root, option)
   | 'INVALID_DTYPE' // a buffer type or dtype the library does not know
@@ -21,10 +25,28 @@ export type ErrorCode =
   | 'PROTOCOL_ERROR' // a peer broke the wire protocol (unknown frame, length over a limit)
   | 'CONNECTION_CLOSED'; // a connection closed (by close(), the peer or the network) with requests pending
 
+/**
+ * Every error webccl raises: a stable `code` to branch on (never the text) and `details`, the
+ * fields docs/errors.md names for that code. The message ends with the code in brackets
+ * (`... [TIMEOUT]`); `reason` is the message without it.
+ *
+ * @example
+ * ```js
+ * try {
+ *   await comm.allReduce(x);
+ * } catch (e) {
+ *   if (WebcclError.is(e) && e.code === 'TIMEOUT') console.error('stalled on ranks', e.details.missing);
+ *   else throw e;
+ * }
+ * ```
+ */
 export class WebcclError extends Error {
+  /** What failed (docs/errors.md lists every code). */
   readonly code: ErrorCode;
+  /** The failure's fields, e.g. `option`, `missing`, `peer` (which ones: docs/errors.md); `{}` when none. */
   readonly details: Record<string, unknown>;
 
+  /** An error of `code`: its message is `message` followed by ` [code]`. */
   constructor(code: ErrorCode, message: string, details: Record<string, unknown> = {}) {
     super(`${message} [${code}]`);
     this.name = 'WebcclError';
@@ -41,6 +63,10 @@ export class WebcclError extends Error {
     return true;
   }
 
+  /**
+   * Whether `e` is a WebcclError, also one from another copy of webccl (the ES module and the
+   * CommonJS build, two bundles), which `instanceof` would miss.
+   */
   static is(e: unknown): e is WebcclError {
     return typeof e === 'object' && e !== null && (e as Record<symbol, unknown>)[BRAND] === true;
   }

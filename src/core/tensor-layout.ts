@@ -11,7 +11,12 @@ import { DTYPE_SIZE, type Dtype } from './dtypes.js';
 import { fail } from './errors.js';
 import { showValue } from './options.js';
 
+/**
+ * The layouts a tensor may name: 'NCHW' (row-major, what a plain array is), 'NHWC' (channels
+ * last) and 'NC1HWC0' (Ascend's: blocks of C0 channels); see docs/buffers.md.
+ */
 export const LAYOUTS = ['NCHW', 'NHWC', 'NC1HWC0'] as const;
+/** One of {@link LAYOUTS}. */
 export type Layout = (typeof LAYOUTS)[number];
 /** Layout codes of the wasm core (assembly/layouts/convert.ts). */
 export const LAYOUT_CODE: Record<Layout, number> = { NCHW: 0, NHWC: 1, NC1HWC0: 2 };

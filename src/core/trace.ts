@@ -45,7 +45,12 @@ export interface TraceEvent {
   args?: Record<string, unknown>;
 }
 
+/**
+ * A track of this thread's timeline (WEBCCL_TRACE), as traceTrack returns it: instants, slices of
+ * given times, and spans around a function. With WEBCCL_TRACE unset it records nothing.
+ */
 export interface TraceTrack {
+  /** The name the track was made with. */
   readonly name: string;
   /** A point in time on this track (now). */
   instant(name: string, args?: TraceArgs): void;

@@ -5,6 +5,11 @@ import { ARRAY_OF, DTYPE_SIZE, type Dtype, type DtypeName, dtypeOfArray, holds, 
 import { fail } from '../core/errors.js';
 import { type Layout, parseTensorLayout, type TensorLayout } from '../core/tensor-layout.js';
 
+/**
+ * The TypedArrays webccl takes as data, each read as its dtype (Float32Array f32, Float64Array
+ * f64, Int32Array i32, Uint32Array u32, Int8Array i8, Uint8Array u8, BigInt64Array i64). A
+ * Uint16Array holds bf16 or f16 inside `{ data, dtype }` only: alone it is refused.
+ */
 export type TypedArray =
   | Float32Array
   | Float64Array
@@ -14,6 +19,10 @@ export type TypedArray =
   | Uint8Array
   | BigInt64Array
   | Uint16Array;
+/**
+ * A buffer that names its dtype, `{ data, dtype }`: how bf16 and f16 pass (`data` a Uint16Array),
+ * and any array with a dtype name of ours, TF.js's or ONNX Runtime's. `shape` alone is not read.
+ */
 export interface TensorLike {
   data: TypedArray | Float16ArrayLike;
   /** Ours (f32, bf16, …) or the TF.js / ONNX Runtime name of the same type (float32, bfloat16, …). */
@@ -44,6 +53,11 @@ export interface Float16ArrayLike extends ArrayBufferView {
   readonly length: number;
   [index: number]: number;
 }
+/**
+ * What a collective takes as a buffer: a TypedArray, a Float16Array, `{ data, dtype }`, an ONNX
+ * Runtime tensor on the CPU, or a tensor with a layout (docs/buffers.md). An in-place op leaves
+ * its result in the caller's own array.
+ */
 export type BufferArg = TypedArray | Float16ArrayLike | TensorLike | OrtTensorLike | LayoutTensorArg;
 
 export interface Buf {

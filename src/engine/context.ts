@@ -11,40 +11,53 @@ import { boolean, checkOptions, integer, number, type OptionSpec, showValue } fr
 import { D, descOffset, LAYOUT_VERSION, NODE_BASE, NODE_MAGIC_VALUE } from '../core/shm-map.js';
 import { loadWasm, preferSimd, type WasmCore } from '../core/wasm.js';
 
+/**
+ * A thread's place in its node, as {@link joinNode} returns it: what `new Communicator(ctx)` takes.
+ * Opaque but for its rank and the node's size, and of use only on the thread that joined.
+ */
 export interface RankContext {
+  /** @internal */
   core: WasmCore;
+  /** @internal */
   heap: NodeHeap;
-  /** Address of the communicator block this context's ops run in (the node's world block, or a group's). */
+  /** @internal Address of the communicator block this context's ops run in (the node's world block, or a group's). */
   comm: number;
+  /** This thread's rank in the node, 0..size-1. */
   rank: number;
+  /** How many ranks the node has. */
   size: number;
-  /** The node rank of each rank of `comm` (for the node header's per-rank LEFT words). */
+  /** @internal The node rank of each rank of `comm` (for the node header's per-rank LEFT words). */
   localOf: readonly number[];
+  /** @internal */
   slotBytes: number;
-  /** Polls before blocking, when a caller waits for an op. */
+  /** @internal Polls before blocking, when a caller waits for an op. */
   spinPolls: number;
-  /** Polls before giving up, when a call only tries to move its op along (it must return soon). */
+  /** @internal Polls before giving up, when a call only tries to move its op along (it must return soon). */
   tryPolls: number;
-  /** Microseconds a waiting JS loop (point-to-point) spins before blocking. */
+  /** @internal Microseconds a waiting JS loop (point-to-point) spins before blocking. */
   spinUs: number;
-  /** Flag polls this thread makes per microsecond (measured once, when it joins). */
+  /** @internal Flag polls this thread makes per microsecond (measured once, when it joins). */
   pollsPerUs: number;
-  /** The spin budget was given (option or WEBCCL_SPIN_US) rather than chosen from ranks and cores. */
+  /** @internal The spin budget was given (option or WEBCCL_SPIN_US) rather than chosen from ranks and cores. */
   spinGiven: boolean;
+  /** @internal */
   canBlock: boolean;
+  /** @internal */
   cores: number;
   /**
-   * This thread's rank in a job across nodes (its trace track's number); absent on one node, where node ranks are world
-   * ranks.
+   * @internal This thread's rank in a job across nodes (its trace track's number); absent on one node, where node
+   * ranks are world ranks.
    */
   worldRank?: number;
-  /** Every SharedArrayBuffer object seen for the node memory (one per growth). */
+  /** @internal Every SharedArrayBuffer object seen for the node memory (one per growth). */
   sharedBuffers: Set<ArrayBufferLike>;
 }
 
+/** The options of joinNode (initCommGroup takes them too): this rank's cores, WebAssembly build and spin. */
 export interface JoinOptions {
   /** Cores available to the node's ranks (the launcher passes os.availableParallelism()). */
   cores?: number;
+  /** false forces the scalar WebAssembly core (default: SIMD where supported, unless WEBCCL_WASM=scalar). */
   simd?: boolean;
   /** Microseconds to spin on a flag before blocking (WEBCCL_SPIN_US). */
   spinUs?: number;
@@ -81,6 +94,21 @@ export function threadCanBlock(): boolean {
   return blockAllowed;
 }
 
+/**
+ * Joins the calling thread to a node as its rank `rank`, returning its place there for
+ * `new Communicator(ctx)`. Each of the node's threads calls it with the handle createNode
+ * returned (initCommGroup({ node, rank }) calls it for you).
+ *
+ * @param rank - This thread's rank in the node, 0..nranks-1.
+ * @throws WebcclError `INVALID_ARGUMENT` for a handle createNode did not make, a rank outside the
+ *   node, or a bad option.
+ * @example
+ * ```js
+ * // on the thread of node rank `rank`, given the handle createNode returned
+ * const comm = new Communicator(joinNode(node, rank), { timeoutMs: 60_000 });
+ * await comm.allReduce(x);
+ * ```
+ */
 export function joinNode(node: NodeHandle, rank: number, options?: JoinOptions): RankContext {
   return joinNodeAs(node, rank, options);
 }

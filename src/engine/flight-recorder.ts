@@ -16,6 +16,7 @@ export const DEFAULT_FLIGHT_RECORDER_OPS = 64;
 /** More slots than anyone reads: a larger setting is refused rather than allocated. */
 const MAX_FLIGHT_RECORDER_OPS = 1 << 16;
 
+/** Where an op of the flight record stands: issued and not started, started, done, or failed. */
 export type FlightState = 'queued' | 'started' | 'done' | 'failed';
 
 /** One op in comm.flightRecord(): plain data, a copy. Times are performance.now() in ms (NaN until reached). */

@@ -40,9 +40,22 @@ export interface SeenListener {
   opSeen(): void;
 }
 
+/**
+ * The handle of one op, as every Communicator op returns it (torch's Work, MPI's request):
+ * awaitable (`await comm.allReduce(x)`), with wait(), waitSync(), isCompleted() and the op's
+ * timing. It resolves once the op has ended on this rank and rejects with the op's WebcclError if
+ * it failed. Until the caller has seen the op end (await or wait() settled, waitSync() returned or
+ * threw, isCompleted() answered true) the op holds its buffers: read or write them only after.
+ */
 export class Work implements PromiseLike<void> {
+  /** The op: 'allReduce', 'broadcast', 'send', ... ('allReduceCoalesced' for a coalesced call). */
   readonly name: string;
+  /**
+   * The op's number on its communicator, the `#seq` of its errors (sends and recvs are numbered
+   * apart from collectives); a coalesced call has its first bucket's, or -1 when it issued none.
+   */
   readonly seq: number;
+  /** When the op was issued, started, joined by its peers and completed: see {@link WorkTiming}. */
   readonly timing: WorkTiming = { issuedAt: NaN, startedAt: NaN, joinedAt: NaN, completedAt: NaN };
   /** @internal The op's events on its rank's trace track (WEBCCL_TRACE only). */
   trace: OpTrace | undefined;
@@ -56,9 +69,10 @@ export class Work implements PromiseLike<void> {
   private finisher: ((error?: WebcclError) => void) | undefined;
 
   /**
-   * `noBlock` says why waitSync() may not block, when canBlock is false. `awaitsAsync`: wait()
-   * and await leave the event loop running even where waitSync() may block (an op the network
-   * progress thread runs: the rank's loop still serves its store and point-to-point sockets).
+   * @internal Made by the engines, never by users. `noBlock` says why waitSync() may not block,
+   * when canBlock is false. `awaitsAsync`: wait() and await leave the event loop running even
+   * where waitSync() may block (an op the network progress thread runs: the rank's loop still
+   * serves its store and point-to-point sockets).
    */
   constructor(
     name: string,
@@ -72,6 +86,10 @@ export class Work implements PromiseLike<void> {
     this.seq = seq;
   }
 
+  /**
+   * Moves the op along without blocking, then says whether it has ended, done or failed (it never
+   * throws the op's error: wait() does). `true` counts as the caller seeing it end.
+   */
   isCompleted(): boolean {
     if (this.state === 'pending') this.driver.progress(this, false);
     if (this.state === 'pending') return false;
@@ -127,6 +145,12 @@ export class Work implements PromiseLike<void> {
     this.rethrow();
   }
 
+  /**
+   * What makes a Work awaitable: `await work` is `await work.wait()`.
+   * @param onDone - Called once the op has ended well.
+   * @param onFail - Called with the op's WebcclError if it failed.
+   * @returns A promise of what the callback called returns.
+   */
   // biome-ignore lint/suspicious/noThenProperty: a Work is thenable by design (`await comm.allReduce(x)`)
   then<A = void, B = never>(
     // biome-ignore lint/suspicious/noConfusingVoidType: an awaited Work's value is void, as a PromiseLike<void>'s

@@ -3,7 +3,8 @@
 // communicator in its own tag space, and the engine that runs ops across nodes. Node ranks
 // (launch/join-world.ts) and pages' ranks (page-join.ts) build it the same way.
 
-import { Communicator, type CommunicatorOptions } from '../api/communicator.js';
+import { Communicator } from '../api/communicator.js';
+import type { CommunicatorOptions } from '../api/options.js';
 import type { Met } from '../bootstrap/meet.js';
 import type { StoreSession } from '../bootstrap/store-session.js';
 import { WebcclError } from '../core/errors.js';

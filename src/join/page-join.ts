@@ -2,7 +2,8 @@
 // workers' node, meets the job at the store `webccl serve` hosts and connects by dialling
 // (bootstrap/page-rendezvous.ts); the world communicator is then built as a Node rank's is.
 
-import { Communicator, type CommunicatorOptions } from '../api/communicator.js';
+import { Communicator } from '../api/communicator.js';
+import type { CommunicatorOptions } from '../api/options.js';
 import { connectAt } from '../bootstrap/meet.js';
 import type { PageJob } from '../bootstrap/page-job.js';
 import { pageRendezvous } from '../bootstrap/page-rendezvous.js';

@@ -3,7 +3,8 @@
 // every rank at the rendezvous store, connect the mesh (TCP or WebSocket), and return the world communicator.
 // A job whose ranks all share one node never touches the network.
 import { availableParallelism } from 'node:os';
-import { Communicator, type CommunicatorOptions } from '../api/communicator.js';
+import { Communicator } from '../api/communicator.js';
+import type { CommunicatorOptions } from '../api/options.js';
 import { resolveIdentity } from '../bootstrap/identity.js';
 import { resolveJobId, resolveToken } from '../bootstrap/nodejs/job-secrets.js';
 import { onLauncherLost } from '../bootstrap/nodejs/launcher-pipe.js';

@@ -26,10 +26,13 @@ import { ChildGroup } from './children.js';
 import { rankGuardUrl } from './paths.js';
 import { checkLaunchOptions, type LaunchResult } from './threads.js';
 
+/** The options of launchProcesses and startProcesses: one process per rank on this machine. */
 export interface ProcessLaunchOptions {
+  /** How many rank processes to start, 1..65536 (required). */
   nranks: number;
   /** Path or file: URL of the script every rank runs. */
   script: string;
+  /** The script's arguments (process.argv after the script). */
   args?: string[];
   /** Environment the ranks' variables are added to (default: this process's). */
   env?: Record<string, string | undefined>;
@@ -58,12 +61,30 @@ const PROCESS_LAUNCH_OPTIONS = {
   faultTolerant: boolean,
 } as const satisfies OptionSpec;
 
+/** A job of process ranks, running, as startProcesses returns it. */
 export interface ProcessLaunchHandle {
+  /** Resolves with the job's result once every rank process has ended. */
   done: Promise<LaunchResult>;
   /** Sends SIGTERM to every rank (e.g. on Ctrl-C); called again, SIGKILL. */
   terminate(reason?: string): void;
 }
 
+/**
+ * Starts `script` in `nranks` processes of this machine (as `webccl run --procs`), each given
+ * torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...) and the job's WEBCCL_TOKEN and
+ * WEBCCL_JOB_ID, and returns at once: `done` resolves with the result, `terminate()` sends SIGTERM
+ * (again: SIGKILL). launchProcesses() is the same, awaited. When a rank fails, the others get
+ * `graceMs` to end on their own, then SIGTERM, then SIGKILL, unless faultTolerant.
+ *
+ * @throws WebcclError at once (launchProcesses() rejects instead): `INVALID_ARGUMENT` for a bad
+ *   option, a missing `nranks` or `script`, or a WEBCCL_TRACE path that cannot be written.
+ * @example
+ * ```js
+ * const job = startProcesses({ nranks: 4, script: 'train.mjs', masterPort: 29500 });
+ * process.once('SIGINT', () => job.terminate('interrupted'));
+ * const { exitCode } = await job.done;
+ * ```
+ */
 export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHandle {
   const o = checkLaunchOptions('startProcesses', options, PROCESS_LAUNCH_OPTIONS);
   const group = new ChildGroup(o.graceMs ?? 5000, o.faultTolerant ?? false);
@@ -149,7 +170,14 @@ export function startProcesses(options: ProcessLaunchOptions): ProcessLaunchHand
   return { done: run(), terminate: (reason = 'terminated') => group.terminate(reason) };
 }
 
-/** Runs `script` in `nranks` processes and resolves when all have ended; bad options reject. */
+/**
+ * Runs `script` in `nranks` processes and resolves when all have ended; bad options reject.
+ *
+ * @example
+ * ```js
+ * const { exitCode, failures } = await launchProcesses({ nranks: 4, script: 'train.mjs' });
+ * ```
+ */
 export function launchProcesses(o: ProcessLaunchOptions): Promise<LaunchResult> {
   try {
     return startProcesses(o).done;

@@ -36,18 +36,23 @@ import {
 } from '../core/options.js';
 import { MAX_RANKS } from '../core/shm-map.js';
 
+/** The options of launch and startRanks: ranks as worker threads of this process, one node. */
 export interface LaunchOptions {
+  /** How many ranks to start, 1..64 (required). */
   nranks: number;
   /** Path or file: URL of the ES module every rank runs. */
   script: string;
+  /** The script's arguments (process.argv after the script). */
   args?: string[];
   /** Environment of the ranks (default: this process's). */
   env?: Record<string, string | undefined>;
+  /** Bytes of the node's staging slot, as WEBCCL_BUFFSIZE. */
   slotBytes?: number;
+  /** false forces the scalar WebAssembly core. */
   simd?: boolean;
   /** Called with every message a rank posts to its parent port. */
   onMessage?: (rank: number, msg: unknown) => void;
-  /** How long other ranks get to finish after one failed, before they are terminated. */
+  /** How long other ranks get to finish after one failed, before they are terminated (default 5000 ms). */
   graceMs?: number;
   /** Set when this process is one node of a larger job: thread i is world rank firstRank + i. */
   world?: Omit<WorldInit, 'rank'> & { firstRank: number };
@@ -59,22 +64,33 @@ export interface LaunchOptions {
   faultTolerant?: boolean;
 }
 
+/** One failure of a launched job: which rank, why, and the error when one was thrown. */
 export interface RankFailure {
-  /** The world rank (in a one-node job, the thread's index); -1 for the launcher's own reason. */
+  /** The world rank (in a one-node job, the thread's index); -1 for the launcher's own reason (terminate()). */
   rank: number;
+  /** What happened: the rank's error (a thread's with its stack), how it exited, or the launcher's reason. */
   message: string;
+  /** The error the rank threw, where it threw one. */
   error?: unknown;
 }
 
+/** How a launched job ended: its exit code and its failures, the first one the cause. */
 export interface LaunchResult {
+  /**
+   * 0 when every rank ended well (or, with faultTolerant, when at least one did and every
+   * failure was a rank's), else 1.
+   */
   exitCode: number;
   /** The first rank that failed: the cause; later failures are usually its consequence. */
   failure?: RankFailure;
   failures: RankFailure[];
 }
 
+/** A job of thread ranks, running, as startRanks returns it. */
 export interface LaunchHandle {
+  /** Resolves with the job's result once every rank has ended. */
   done: Promise<LaunchResult>;
+  /** The ranks' node. */
   node: NodeHandle;
   /** Ends every rank (e.g. on Ctrl-C). */
   terminate(reason?: string): void;
@@ -94,6 +110,22 @@ export const LAUNCH_OPTIONS = {
   faultTolerant: boolean,
 } as const satisfies OptionSpec;
 
+/**
+ * Starts `script` on `nranks` worker threads of this process, sharing one node (as `webccl run
+ * -n`), and returns at once: `done` resolves with the result, `terminate()` ends every rank.
+ * launch() is the same, awaited. A rank's uncaught error or non-zero exit aborts the node (every
+ * other rank's pending op fails with ABORTED) and ends the job after `graceMs`, unless faultTolerant.
+ *
+ * @throws WebcclError at once (launch() rejects instead): `INVALID_ARGUMENT` for a bad option, a
+ *   missing `nranks` or `script`, or a WEBCCL_TRACE path that cannot be written.
+ * @example
+ * ```js
+ * const job = startRanks({ nranks: 4, script: 'train.mjs' });
+ * process.once('SIGINT', () => job.terminate('interrupted'));
+ * const { exitCode, failure } = await job.done;
+ * if (failure) console.error(`rank ${failure.rank} failed: ${failure.message}`);
+ * ```
+ */
 export function startRanks(options: LaunchOptions): LaunchHandle {
   const o = checkLaunchOptions('startRanks', options, LAUNCH_OPTIONS);
   // WEBCCL_TRACE: refused before any rank starts when no file can be written there.
@@ -172,7 +204,16 @@ function worldOf({ firstRank, storeFd, ...job }: NonNullable<LaunchOptions['worl
   return { ...job, rank: firstRank + rank, ...(firstRank + rank === 0 && storeFd !== undefined && { storeFd }) };
 }
 
-/** Runs `script` on `nranks` worker threads and resolves when all have ended. */
+/**
+ * Runs `script` on `nranks` worker threads and resolves when all have ended (startRanks, awaited;
+ * bad options reject).
+ *
+ * @example
+ * ```js
+ * const { exitCode, failure } = await launch({ nranks: 4, script: 'train.mjs', args: ['--epochs', '3'] });
+ * if (failure) console.error(`rank ${failure.rank} failed: ${failure.message}`);
+ * ```
+ */
 export function launch(o: LaunchOptions): Promise<LaunchResult> {
   try {
     return startRanks(o).done;

@@ -12,7 +12,12 @@ import { C, commBlockBytes, LAYOUT_VERSION, MAX_RANKS, N, NODE_BASE, NODE_MAGIC_
 import { createSharedMemory, loadWasm } from '../core/wasm.js';
 import { startProgressThread } from './start.js';
 
+/**
+ * The options of createNode: `nranks` (required), `slotBytes`, `progress`; and for a node whose
+ * ranks join a job that `webccl serve` hosts, `master` with `firstRank`, `worldSize`, `token`, `jobId`.
+ */
 export interface NodeOptions extends MasterOptions {
+  /** The node's ranks, 1..64. */
   nranks: number;
   /** With `master`: the world rank of this node's rank 0 (its ranks are world ranks firstRank.. in order). */
   firstRank?: number;
@@ -36,6 +41,24 @@ export const NODE_OPTIONS = {
   jobId: string,
 } as const satisfies OptionSpec;
 
+/**
+ * Makes a node: the shared memory its ranks (threads of this process, a page's workers) run
+ * collectives in, and its progress thread (unless `progress` is false or `nranks` is 1). Call it
+ * once, then give the handle to each rank's thread (it survives postMessage and workerData), where
+ * joinNode or initCommGroup({ node, rank }) joins it; launch() and `webccl run` do all this for you.
+ * A rank thread that ends calls leaveNode(node, rank) (abortNode when it fails).
+ *
+ * @throws WebcclError `INVALID_ARGUMENT` for a bad option (`nranks` missing or outside 1..64,
+ *   `slotBytes` not a multiple of 64 in 4 KiB..64 MiB, `firstRank` missing with `master`);
+ *   `UNSUPPORTED` for `nranks` > 1 on a page that is not cross-origin isolated.
+ * @example
+ * ```js
+ * import { Worker } from 'node:worker_threads';
+ * const node = createNode({ nranks: 4 });
+ * for (let rank = 0; rank < 4; rank++) new Worker('./rank.mjs', { workerData: { node, rank } });
+ * // rank.mjs: const comm = await initCommGroup({ node: workerData.node, rank: workerData.rank });
+ * ```
+ */
 export function createNode(options: NodeOptions): NodeHandle {
   const o = checkOptions<Partial<NodeOptions>>('createNode', options, NODE_OPTIONS, '{ nranks: 4 }');
   const nranks =

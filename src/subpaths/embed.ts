@@ -11,5 +11,6 @@ export {
   leaveNode,
   type NodeHandle,
   type NodeOptions,
+  type RankContext,
   stopProgressThread,
 } from '../index.js';
