@@ -53,7 +53,7 @@ export const NODE_OPTIONS = {
  *   `UNSUPPORTED` for `nranks` > 1 on a page that is not cross-origin isolated.
  * @example
  * ```js
- * import { Worker } from 'node:worker_threads';
+ * // Worker: node:worker_threads' in Node.js (a page's Worker takes the handle the same way)
  * const node = createNode({ nranks: 4 });
  * for (let rank = 0; rank < 4; rank++) new Worker('./rank.mjs', { workerData: { node, rank } });
  * // rank.mjs: const comm = await initCommGroup({ node: workerData.node, rank: workerData.rank });
