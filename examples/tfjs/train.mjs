@@ -2,6 +2,7 @@
 //
 //   webccl run -n 2 train.mjs                     2 thread ranks, tf.train.adam
 //   webccl run --procs -n 2 train.mjs             2 processes
+//   node nodes.mjs                                2 nodes × 2 threads (two webccl run --nnodes 2)
 //   webccl run -n 4 train.mjs                     4 thread ranks
 //   webccl run -n 2 train.mjs --accumulate 4      4 micro-batches a step on each rank
 //   webccl run -n 2 train.mjs --zero adam         ZeRO-1: createShardedOptimizer (adam or sgd)
