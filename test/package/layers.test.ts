@@ -16,7 +16,8 @@ describe('layers of src/', () => {
     const edge = (from: string, to: string) =>
       [...graph].some(([f, ts]) => f.endsWith(from) && ts.some((t) => t.endsWith(to)));
     expect(edge('src/bootstrap/nodejs/store-server.ts', 'src/bootstrap/store-protocol.ts')).toBe(true);
-    expect(edge('src/api/communicator.ts', 'src/groups/form.ts')).toBe(true);
+    expect(edge('src/api/forming.ts', 'src/groups/form.ts')).toBe(true);
+    expect(edge('src/progress/thread-engine.ts', 'src/progress/postbox-client.ts')).toBe(true);
     expect(LAYERS[0]).toEqual(['core']);
   });
 
