@@ -62,3 +62,10 @@ export function bytesOf(text, what = 'sizes') {
   if (!m) throw new Error(`${what} are like 1K, 32M, 1G; got ${text}`);
   return Number(m[1]) * UNITS[m[2]];
 }
+
+/** The comma-separated names of `s`, each one of `known` (else an error naming the `what`). */
+export function knownList(s, known, what) {
+  const xs = s.split(',').filter(Boolean);
+  for (const x of xs) if (!known.includes(x)) throw new Error(`unknown ${what} ${x} (known: ${known.join(', ')})`);
+  return xs;
+}

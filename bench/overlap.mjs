@@ -32,7 +32,7 @@ import { availableParallelism, cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs as parseCliArgs } from 'node:util';
-import { benchOptions, waitQuiet } from './machine.mjs';
+import { benchOptions, knownList as list, waitQuiet } from './machine.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'bin', 'webccl.js');
@@ -49,12 +49,6 @@ function size(s) {
   const b = Math.round(Number(m[1]) * { '': 1, K: 1024, M: 1 << 20, G: 1 << 30 }[m[2].toUpperCase()]);
   if (b < 4 || b % 4) throw new Error(`size ${s} is not a positive multiple of 4 bytes (f32 elements)`);
   return b;
-}
-
-function list(s, known, what) {
-  const xs = s.split(',').filter(Boolean);
-  for (const x of xs) if (!known.includes(x)) throw new Error(`unknown ${what} ${x} (known: ${known.join(', ')})`);
-  return xs;
 }
 
 function parseArgs(argv) {

@@ -41,7 +41,7 @@ import { availableParallelism, cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs as parseCliArgs } from 'node:util';
-import { benchOptions, bytesOf, waitQuiet } from './machine.mjs';
+import { benchOptions, bytesOf, knownList as list, waitQuiet } from './machine.mjs';
 import { MODELS, paramCount } from './training-mlp.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -53,12 +53,6 @@ const USAGE = [
   '    [--batch 32] [--steps 7] [--warmup 2] [--lr 0.01] [--bucket-bytes N] [--anchor-reps 9]',
   '    [--quiet 30] [--quiet-wait 120] [--json FILE]',
 ].join('\n');
-
-function list(s, known, what) {
-  const xs = s.split(',').filter(Boolean);
-  for (const x of xs) if (!known.includes(x)) throw new Error(`unknown ${what} ${x} (known: ${known.join(', ')})`);
-  return xs;
-}
 
 function parseArgs(argv) {
   const { values: v } = parseCliArgs({
