@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { Communicator } from '../../src/index.js';
 import { planBuckets } from '../../src/training/buckets.js';
 import { createDataParallel, type DataParallel } from '../../src/training/data-parallel.js';
+import { caught } from '../helpers/caught.js';
 // @ts-expect-error: a plain-JS model shared with the rank scripts, without declarations
 import { gradients, initParams, makeData, maxDiff, SIZES, sgdStep, shardOf } from './fixtures/model.mjs';
 import { onAll, onEvery, world } from './fixtures/world.js';
@@ -289,14 +290,7 @@ describe('gradients on the wire in half precision', () => {
 describe('refusals', () => {
   it('bad arguments are refused with a code, and a refused call changes nothing', async () => {
     const [c] = world(1);
-    const code = (f: () => unknown) => {
-      try {
-        f();
-      } catch (e) {
-        return (e as { code: string }).code;
-      }
-      return 'none';
-    };
+    const code = (f: () => unknown) => caught(f).code;
     expect(code(() => createDataParallel({} as never, []))).toBe('INVALID_ARGUMENT');
     expect(code(() => createDataParallel(c, [[1, 2]] as never))).toBe('INVALID_ARGUMENT');
     expect(code(() => createDataParallel(c, [], { bucketbytes: 4 } as never))).toBe('INVALID_ARGUMENT');

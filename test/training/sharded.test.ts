@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { adam, type OptimizerState, sgd, stateBytes, type UpdateFn } from '../../src/training/optimizers.js';
 import { createShardedOptimizer } from '../../src/training/sharded.js';
+import { caught } from '../helpers/caught.js';
 // @ts-expect-error: a plain-JS model shared with the rank scripts, without declarations
 import { gradients, initParams, makeData, maxDiff, SIZES, shardOf } from './fixtures/model.mjs';
 import { onAll, world } from './fixtures/world.js';
@@ -125,14 +126,7 @@ describe('ZeRO-1 equals the unsharded optimizer', () => {
 describe('refusals', () => {
   it('bad arguments are refused with a code', async () => {
     const [c] = world(1);
-    const code = (f: () => unknown) => {
-      try {
-        f();
-      } catch (e) {
-        return (e as { code: string }).code;
-      }
-      return 'none';
-    };
+    const code = (f: () => unknown) => caught(f).code;
     expect(code(() => createShardedOptimizer(c, [new Float32Array(2)], 'sgd' as never))).toBe('INVALID_ARGUMENT');
     expect(code(() => createShardedOptimizer(c, [new Float32Array(2)], sgd({ lr: 1 }), { avg: true } as never))).toBe(
       'INVALID_ARGUMENT',
