@@ -8,20 +8,7 @@ import { C, N, NODE_BASE } from '../core/shm-map.js';
 import { loadWasm, type WasmCore } from '../core/wasm.js';
 import { defaultSpinUs, pollsPerMicrosecond, type RankContext, setSpin } from '../engine/context.js';
 import type { Work } from '../engine/work.js';
-import {
-  L,
-  ownerAt,
-  POSTBOX_BYTES,
-  POSTBOX_CLOSING,
-  POSTBOX_DETACHED,
-  POSTBOX_OPEN,
-  postboxAt,
-  postboxTable,
-  stillListed,
-  T,
-  TABLE_BYTES,
-  turnAt,
-} from '../progress/postboxes.js';
+import { L, lookForPostboxes } from '../progress/postboxes.js';
 import { ShmEngine } from '../shm/engine.js';
 
 export interface Hosted {
@@ -58,32 +45,14 @@ export class PostboxHosting {
 
   /** Takes on the postboxes ranks have opened since the last look into `postboxes`. */
   attach(loopView: Int32Array, postboxes: Map<number, Hosted>): void {
-    // The loop's view, unless the memory grew past it for the table or a postbox (a new view then).
-    let i32 = loopView;
-    const table = postboxTable(i32);
-    if (!table) return;
-    if (table + TABLE_BYTES > i32.byteLength) i32 = freshI32(this.memory);
-    const high = Atomics.load(i32, (table + T.HIGH) >> 2);
-    for (let k = 0; k < high; k++) {
-      const turn = turnAt(i32, table, k);
-      const addr = postboxAt(i32, table, k);
-      // Another owner: a rank's network progress thread's postbox (net-postbox.ts), not ours.
-      if (addr === 0 || postboxes.has(addr) || ownerAt(i32, table, k) !== 0) continue;
-      // A postbox allocated after `i32` was made may lie beyond it (the memory grew for it).
-      if (addr + POSTBOX_BYTES > i32.byteLength) i32 = freshI32(this.memory);
-      const state = Atomics.load(i32, (addr + L.STATE) >> 2);
-      // One this thread let go of may have been freed since (its memory reused): looked at next turn.
-      if (!stillListed(i32, table, k, turn)) continue;
-      if (state === POSTBOX_CLOSING) {
-        // Opened and closed again before this thread looked (its ops, if any, were taken back):
-        // there is nothing to let go of, but its rank waits to hear so.
-        Atomics.store(i32, (addr + L.STATE) >> 2, POSTBOX_DETACHED);
-        Atomics.notify(i32, (addr + L.STATE) >> 2);
-        continue;
-      }
-      if (state !== POSTBOX_OPEN) continue;
-      postboxes.set(addr, this.hosted(i32, addr));
-    }
+    // Another owner: a rank's network progress thread's postbox (net-postbox.ts), not ours.
+    lookForPostboxes(
+      this.memory,
+      loopView,
+      0,
+      (addr) => postboxes.has(addr),
+      (i32, addr) => postboxes.set(addr, this.hosted(i32, addr)),
+    );
   }
 
   private hosted(i32: Int32Array, addr: number): Hosted {

@@ -26,19 +26,13 @@ import {
   AWAITED_SHOWN,
   claimSlot,
   L,
-  ownerAt,
+  lookForPostboxes,
   POSTBOX_BYTES,
   POSTBOX_CLOSING,
   POSTBOX_DETACHED,
-  POSTBOX_OPEN,
   PROGRESS_STOPPING,
-  postboxAt,
-  postboxTable,
   SLOT_TAKEN,
   slotAt,
-  stillListed,
-  T,
-  turnAt,
 } from '../progress/postboxes.js';
 import { readPosted, type SlotViews, viewsReaching, writeOutcome } from '../progress/slot-codec.js';
 import { groupContext, releaseCommBlock } from '../shm/block.js';
@@ -138,25 +132,17 @@ export class NetProgressHost {
     traceFlush();
   }
 
-  /** Takes on the postboxes its rank has opened since the last look. */
+  /** Takes on the postboxes its rank has opened since the last look (`i32`: the loop's view, maybe older than they). */
   private attach(i32: Int32Array): void {
-    const table = postboxTable(i32);
-    if (!table) return;
-    const high = Atomics.load(i32, (table + T.HIGH) >> 2);
-    for (let k = 0; k < high; k++) {
-      const turn = turnAt(i32, table, k);
-      const addr = postboxAt(i32, table, k);
-      // Its rank's network postboxes only: the node's other postboxes are its shared-memory progress
-      // thread's or another rank's network thread's (which may free theirs at any time).
-      if (addr === 0 || this.postboxes.has(addr) || ownerAt(i32, table, k) !== this.i.rank + 1) continue;
-      const state = Atomics.load(i32, (addr + L.STATE) >> 2);
-      // One it let go of may have been freed since (and its memory reused): looked at again next turn.
-      if (!stillListed(i32, table, k, turn)) continue;
-      if (state === POSTBOX_CLOSING) {
-        Atomics.store(i32, (addr + L.STATE) >> 2, POSTBOX_DETACHED);
-        Atomics.notify(i32, (addr + L.STATE) >> 2);
-      } else if (state === POSTBOX_OPEN) this.postboxes.set(addr, this.hosted(addr));
-    }
+    // Its rank's network postboxes only: the node's other postboxes are its shared-memory progress
+    // thread's or another rank's network thread's (which may free theirs at any time).
+    lookForPostboxes(
+      this.i.memory,
+      i32,
+      this.i.rank + 1,
+      (addr) => this.postboxes.has(addr),
+      (_, addr) => this.postboxes.set(addr, this.hosted(addr)),
+    );
   }
 
   private hosted(addr: number): Hosted {

@@ -170,6 +170,40 @@ export function stillListed(i32: Int32Array, table: number, k: number, turn: num
   return turnAt(i32, table, k) === turn;
 }
 
+/**
+ * A progress thread's look for the postboxes listed for it (`owner`: see T) that it does not host
+ * yet (`known`): one its rank closed before the thread looked is let go of at once (its rank waits
+ * to hear so); each open one goes to `open`, with a view that reaches it. `loopView` is the view
+ * the thread's loop made before it looked: a rank may have grown the memory since, for the table
+ * or a postbox (a megabyte each), which then lie past that view's end; a new view is made then.
+ */
+export function lookForPostboxes(
+  memory: WebAssembly.Memory,
+  loopView: Int32Array,
+  owner: number,
+  known: (postbox: number) => boolean,
+  open: (i32: Int32Array, postbox: number) => void,
+): void {
+  let i32 = loopView;
+  const table = postboxTable(i32);
+  if (!table) return;
+  if (table + TABLE_BYTES > i32.byteLength) i32 = freshI32(memory);
+  const high = Atomics.load(i32, (table + T.HIGH) >> 2);
+  for (let k = 0; k < high; k++) {
+    const turn = turnAt(i32, table, k);
+    const addr = postboxAt(i32, table, k);
+    if (addr === 0 || known(addr) || ownerAt(i32, table, k) !== owner) continue;
+    if (addr + POSTBOX_BYTES > i32.byteLength) i32 = freshI32(memory);
+    const state = Atomics.load(i32, (addr + L.STATE) >> 2);
+    // One this thread let go of may have been freed since (its memory reused): looked at next turn.
+    if (!stillListed(i32, table, k, turn)) continue;
+    if (state === POSTBOX_CLOSING) {
+      Atomics.store(i32, (addr + L.STATE) >> 2, POSTBOX_DETACHED);
+      Atomics.notify(i32, (addr + L.STATE) >> 2);
+    } else if (state === POSTBOX_OPEN) open(i32, addr);
+  }
+}
+
 /** Wakes whoever waits on any listed postbox (its ops' outcomes, its closing): the thread serving them has ended. */
 export function wakePostboxes(i32: Int32Array, table: number): void {
   const high = Atomics.load(i32, (table + T.HIGH) >> 2);

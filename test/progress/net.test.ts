@@ -10,7 +10,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { freshI32 } from '../../src/core/fresh-buffer.js';
+import { N, NODE_BASE } from '../../src/core/shm-map.js';
+import { joinNode } from '../../src/engine/context.js';
+import { NetProgressHost } from '../../src/hosts/net-host.js';
 import { netProgressWorker } from '../../src/launch/net-progress-thread.js';
+import { createNode } from '../../src/progress/create-node.js';
+import { newHub } from '../../src/progress/net-hub.js';
+import { openNetPostbox } from '../../src/progress/net-postbox.js';
+import { openPostbox } from '../../src/progress/postbox-life.js';
+import { L, POSTBOX_CLOSING, POSTBOX_DETACHED, postboxTable } from '../../src/progress/postboxes.js';
 import { freePort } from '../helpers/net.js';
 import { netRanks } from '../helpers/net-world.js';
 import { bin, cleanEnv, killAll, run } from '../helpers/procs.js';
@@ -367,4 +376,46 @@ describe('failures while the network progress thread holds ops', () => {
     expect(err?.code).toBe('ABORTED');
     expect(err.message).toMatch(/stopping on purpose/);
   }, 90_000);
+});
+
+describe("the network progress thread's look for new postboxes", () => {
+  // The thread's loop makes its view of the memory, then looks at the postbox table; meanwhile its
+  // rank may open a postbox (asking an abort, say), the memory grown for it past that view.
+  for (const tableBefore of [false, true]) {
+    it(`finds one opened after its view was made, the memory grown for it (${tableBefore ? 'the postbox' : 'the table and the postbox'} past the view): no RangeError (the thread died of one)`, () => {
+      const node = createNode({ nranks: 2, slotBytes: 4096, progress: false });
+      const ctx = joinNode(node, 0);
+      const hub = newHub(ctx);
+      if (tableBefore) openPostbox(ctx, undefined, () => undefined, 5 + 1); // another rank's thread's
+      // The heap's top at the memory's end: whatever is allocated next grows it.
+      const bytes = freshI32(node.memory).byteLength;
+      ctx.heap.alloc(bytes - freshI32(node.memory)[(NODE_BASE + N.HEAP_TOP) >> 2] - 64);
+      expect(freshI32(node.memory).byteLength).toBe(bytes);
+      const host = new NetProgressHost({
+        memory: node.memory,
+        hub,
+        rank: 0,
+        localRank: 0,
+        spaces: {} as never,
+        store: {} as never,
+        oneHost: true,
+        cores: 2,
+        simd: false,
+      });
+      const loopView = freshI32(node.memory);
+      const { postbox } = openNetPostbox(
+        ctx,
+        { space: 0, members: [0, 1], rank: 0, nodeOf: [0, 1], commAlgo: undefined, timeoutMs: 1000 },
+        0,
+        hub,
+      );
+      const now = freshI32(node.memory);
+      expect(postboxTable(now) < loopView.byteLength).toBe(tableBefore);
+      expect(postbox).toBeGreaterThanOrEqual(loopView.byteLength);
+      // Closed before the thread looked: the look lets it go at once (without making it an engine).
+      Atomics.store(now, (postbox + L.STATE) >> 2, POSTBOX_CLOSING);
+      (host as unknown as { attach(i32: Int32Array): void }).attach(loopView);
+      expect(Atomics.load(freshI32(node.memory), (postbox + L.STATE) >> 2)).toBe(POSTBOX_DETACHED);
+    });
+  }
 });
