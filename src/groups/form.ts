@@ -188,21 +188,7 @@ async function form<C extends GroupMember, O extends GroupOptions>(
   if (here.length === mine.length) return oneNodeGroup(f, block, rank, placement, opts);
   const net = p.net ?? fail('INTERNAL', 'a group across nodes in a communicator without connections');
   // This node's members meet over shared memory in the hierarchical schedules.
-  const local =
-    here.length > 1
-      ? oneNodeGroup(
-          f,
-          block,
-          here.indexOf(rank),
-          {
-            ...placement,
-            worldRanks: here.map((i) => placement.worldRanks[i]),
-            nodeOf: here.map(() => 0),
-            localOf: here.map((i) => placement.localOf[i]),
-          },
-          { timeoutMs: opts.timeoutMs } as O,
-        )
-      : undefined;
+  const local = here.length > 1 ? nodeMatesGroup(f, block, here, rank, placement, opts.timeoutMs) : undefined;
   // The members as the connections number them (world ranks, unless the parent was shrunk).
   const transport = net.spaces.open(
     placement.space,
@@ -232,6 +218,28 @@ async function form<C extends GroupMember, O extends GroupOptions>(
         threadNode,
       }),
   });
+}
+
+/**
+ * The members of a group across nodes that share this rank's node (`here`: their group ranks,
+ * `rank` this rank's), as a group of their own over `block`: the hierarchical schedules'
+ * node phase runs on it.
+ */
+export function nodeMatesGroup<C extends GroupMember, O extends GroupOptions>(
+  f: Former<C, O>,
+  block: number,
+  here: readonly number[],
+  rank: number,
+  placement: Placement,
+  timeoutMs: number | undefined,
+): C {
+  const local: Placement = {
+    ...placement,
+    worldRanks: here.map((i) => placement.worldRanks[i]),
+    nodeOf: here.map(() => 0),
+    localOf: here.map((i) => placement.localOf[i]),
+  };
+  return oneNodeGroup(f, block, here.indexOf(rank), local, { timeoutMs } as O);
 }
 
 /** A group whose ranks share this node: a communicator over its block at `block`. */

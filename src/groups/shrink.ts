@@ -18,7 +18,7 @@ import type { NetPlacement, Placement } from '../engine/placement.js';
 import { NetEngine } from '../net/engine.js';
 import { allocCommBlock } from '../shm/block.js';
 import { TransportSpaces } from '../transport/spaces.js';
-import { type Former, type GroupMember, type GroupOptions, oneNodeGroup } from './form.js';
+import { type Former, type GroupMember, type GroupOptions, nodeMatesGroup, oneNodeGroup } from './form.js';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -155,21 +155,7 @@ async function acrossNodes<C extends GroupMember, O extends GroupOptions>(
     block = Number(text(await store.get(key, { timeoutMs })));
   }
   if (here.length === members.length) return oneNodeGroup(f, block, rank, placement, opts);
-  const local =
-    here.length > 1
-      ? oneNodeGroup(
-          f,
-          block,
-          here.indexOf(rank),
-          {
-            ...placement,
-            worldRanks: here.map((i) => placement.worldRanks[i]),
-            nodeOf: here.map(() => 0),
-            localOf: here.map((i) => placement.localOf[i]),
-          },
-          { timeoutMs: opts.timeoutMs } as O,
-        )
-      : undefined;
+  const local = here.length > 1 ? nodeMatesGroup(f, block, here, rank, placement, opts.timeoutMs) : undefined;
   const transport = await net.remesh(`${prefix}/mesh`, rank, members.length);
   const spaces = new TransportSpaces(transport);
   const netPlace: NetPlacement = { spaces, store, remesh: net.remesh, oneHost: net.oneHost };

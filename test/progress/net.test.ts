@@ -24,6 +24,19 @@ import { freePort } from '../helpers/net.js';
 import { netRanks } from '../helpers/net-world.js';
 import { bin, cleanEnv, killAll, run } from '../helpers/procs.js';
 
+/** The variables torchrun gives rank `k` of 2 processes, one a machine (LOCAL_WORLD_SIZE 1), meeting at `port`. */
+function torchrunEnv(port: number, k: number, token: string): Record<string, string> {
+  return {
+    RANK: String(k),
+    WORLD_SIZE: '2',
+    LOCAL_RANK: '0',
+    LOCAL_WORLD_SIZE: '1',
+    MASTER_ADDR: '127.0.0.1',
+    MASTER_PORT: String(port),
+    WEBCCL_TOKEN: token,
+  };
+}
+
 const SCRIPT = fileURLToPath(new URL('../ranks/scenario.mjs', import.meta.url));
 
 afterAll(killAll);
@@ -152,15 +165,7 @@ describe('ranks as processes: collectives progress on the network progress threa
 
   it("the job runs every collective on the thread only when every rank asks: rank 0 with WEBCCL_PROGRESS=thread, rank 1 not: both in 'auto', results right", async () => {
     const port = await freePort();
-    const torchrun = (k: number) => ({
-      RANK: String(k),
-      WORLD_SIZE: '2',
-      LOCAL_RANK: '0',
-      LOCAL_WORLD_SIZE: '1',
-      MASTER_ADDR: '127.0.0.1',
-      MASTER_PORT: String(port),
-      WEBCCL_TOKEN: 'mixed-thread',
-    });
+    const torchrun = (k: number) => torchrunEnv(port, k, 'mixed-thread');
     const runs = await Promise.all(
       [0, 1].map((k) =>
         run(
@@ -252,15 +257,7 @@ describe('ranks as processes: collectives progress on the network progress threa
   it('ranks that chose differently follow the job: rank 0 with WEBCCL_PROGRESS=caller, rank 1 not: both run on the caller, results right', async () => {
     const port = await freePort();
     // Two processes started as torchrun starts them, one rank per machine (LOCAL_WORLD_SIZE 1).
-    const torchrun = (k: number) => ({
-      RANK: String(k),
-      WORLD_SIZE: '2',
-      LOCAL_RANK: '0',
-      LOCAL_WORLD_SIZE: '1',
-      MASTER_ADDR: '127.0.0.1',
-      MASTER_PORT: String(port),
-      WEBCCL_TOKEN: 'mixed-modes',
-    });
+    const torchrun = (k: number) => torchrunEnv(port, k, 'mixed-modes');
     const runs = await Promise.all(
       [0, 1].map((k) =>
         run(

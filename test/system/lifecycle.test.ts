@@ -14,6 +14,7 @@ import { REASON_BYTES } from '../../src/core/shm-map.js';
 import { joinNode } from '../../src/engine/context.js';
 import { createNode } from '../../src/progress/create-node.js';
 import { settleAll, together } from '../helpers/inproc.js';
+import { formFlags } from '../helpers/launch-forms.js';
 import { freePort } from '../helpers/net.js';
 import { runScenario } from '../helpers/threads.js';
 
@@ -272,21 +273,7 @@ describe('a thread rank that leaves a job across nodes (--nnodes 2, 2 threads ea
     const port = await freePort();
     const e = env({ WEBCCL_TOKEN: 'lifecycle-test', WEBCCL_TIMEOUT_MS: '120000' });
     const nodes = [0, 1].map((k) =>
-      start(
-        [
-          '--nnodes',
-          '2',
-          '--node-rank',
-          String(k),
-          '--nproc-per-node',
-          '2',
-          '--master-port',
-          String(port),
-          beside('leave-then-op.mjs'),
-          '0',
-        ],
-        e,
-      ),
+      start([...formFlags('nnodes', 4, String(port), k), beside('leave-then-op.mjs'), '0'], e),
     );
     const codes = await Promise.all(nodes.map((n) => n.exited));
     expect(codes).toEqual([0, 0]);
@@ -345,20 +332,7 @@ describe('ranks never outlive their launcher', () => {
     const port = await freePort();
     const e = env({ WEBCCL_TOKEN: 'lifecycle-test', WEBCCL_TIMEOUT_MS: '120000' });
     const nodes = [0, 1].map((k) =>
-      start(
-        [
-          '--nnodes',
-          '2',
-          '--node-rank',
-          String(k),
-          '--nproc-per-node',
-          '2',
-          '--master-port',
-          String(port),
-          beside('collective-loop.mjs'),
-        ],
-        e,
-      ),
+      start([...formFlags('nnodes', 4, String(port), k), beside('collective-loop.mjs')], e),
     );
     await Promise.all(nodes.map((n) => ready(n, 2)));
     await sleep(300);
