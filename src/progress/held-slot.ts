@@ -126,16 +126,14 @@ export class HeldSlot {
   }
 
   /**
-   * Takes back from its slot the op `w` waits for, when the thread has not taken it yet, it was
-   * not handed over for the thread to take at once, and nothing of this communicator is ahead of
-   * it in the thread's hands (ops taken back earlier ran on the rank): the op, its copies freed,
-   * for the rank to run; undefined when it stays.
+   * Takes back from its slot the op `w` waits for, when the thread has not taken it yet and
+   * nothing of this communicator is ahead of it in the thread's hands (ops taken back earlier
+   * ran on the rank): the op, its copies freed, for the rank to run; undefined when it stays.
    */
   reclaim(w: Work): ThreadOp | undefined {
     const box = this.box;
     const i = box.ops.length ? box.ops.findIndex((t) => t.work === w) : -1;
-    if (i < 0 || box.read + i >= box.posted || box.ops[i].atOnce || box.ops.some((t, k) => k !== i && !t.reclaimed))
-      return undefined;
+    if (i < 0 || box.read + i >= box.posted || box.ops.some((t, k) => k !== i && !t.reclaimed)) return undefined;
     if (!claimSlot(this.ctx.core.memory, box.slot(box.read + i), SLOT_RECLAIMED)) return undefined;
     const t = box.ops[i];
     t.reclaimed = true;

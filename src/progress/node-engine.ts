@@ -10,8 +10,7 @@
 //   peers before the call returns), and a larger one is held, written into the postbox but
 //   uncounted: a wait for it runs it on the rank, no copy, no hand-over; any other call hands it
 //   to the thread; left alone (the rank computes), the thread takes it HOLD_MS after it first
-//   sees it. Where the thread runs an op of that shape faster (timed: auto-choice.ts RunnerChoice), it is
-//   handed to the thread at once instead. Ops of a rank that did not wait at once go to the thread at once (a wait within
+//   sees it. Ops of a rank that did not wait at once go to the thread at once (a wait within
 //   HOLD_MS takes one back). Ops issued behind ops one runner holds go to the same runner.
 // Send/recv always run on this rank (they keep no place in the collective order).
 

@@ -17,8 +17,6 @@ import { type SlotViews, slotViews, writePosted } from './slot-codec.js';
 /** An op handed to a progress thread, with the algorithm its engine counts it under. */
 export interface HandedOp extends PostboxOp {
   algo: string;
-  /** For the thread to take at once, with no grace for a wait to take it back (auto mode chose the thread). */
-  atOnce?: boolean;
 }
 
 /** What a postbox client needs of the thread that serves its postbox. */
@@ -97,7 +95,7 @@ export class PostboxClient<T extends HandedOp> {
     while (this.posted < this.read + this.ops.length && this.posted - this.read < POSTBOX_SLOTS) {
       const t = this.ops[this.posted - this.read];
       const s = t.spec;
-      const grace = t.atOnce ? 0 : this.thread.graceUntil();
+      const grace = this.thread.graceUntil();
       const p = postedOp(
         s,
         t.seq,

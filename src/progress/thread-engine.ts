@@ -26,7 +26,7 @@ import {
 import { Work, type WorkDriver } from '../engine/work.js';
 import { ShmEngine } from '../shm/engine.js';
 import { chooseAllReduceAlgo, resolveTuning, type Tuning } from '../tuner/tuner.js';
-import { AT_ONCE_MS, type Held, oneExchange, RunnerChoice, SETTLE_MS, ShapeMemory, UNSTAGED } from './auto-choice.js';
+import { AT_ONCE_MS, type Held, oneExchange, SETTLE_MS, ShapeMemory, UNSTAGED } from './auto-choice.js';
 import { HeldSlot, type ThreadOp, untraced } from './held-slot.js';
 import { nodeProgressThread } from './node-postbox.js';
 import { PostboxClient } from './postbox-client.js';
@@ -50,8 +50,6 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   /** Where a held op lies written, in the postbox's next slot. */
   private readonly holds: HeldSlot;
   private readonly shapes = new ShapeMemory();
-  /** Auto mode: who runs a held-size op faster for a rank that waits at once, learnt per shape. */
-  private readonly runners = new RunnerChoice();
   /** The op submit() returned last, and when. */
   private lastIssued: Work | undefined;
   private lastReturnedAt = 0;
@@ -93,10 +91,9 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     if (convertsHere || (this.local.pendingCollectives() > 0 && !this.settleHere())) this.runHere(s, work, algo);
     else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && oneExchange(s, this.ctx))
       this.runHere(s, work, algo);
-    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && this.shapes.mayHold(s, work)) {
-      if (this.runners.choose(s, work) === 'thread') this.toThread(s, seq, work, algo, true, true);
-      else this.hold(s, seq, work, algo);
-    } else this.toThread(s, seq, work, algo);
+    else if (!threadBusy && this.mode === 'auto' && this.waitsAtOnce && this.shapes.mayHold(s, work))
+      this.hold(s, seq, work, algo);
+    else this.toThread(s, seq, work, algo);
     this.lastIssued = work;
     // A held op was stamped as it was held, just now: one clock read fewer for the common case.
     this.lastReturnedAt = this.held?.work === work ? work.timing.issuedAt : performance.now();
@@ -111,7 +108,10 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   /**
    * Holds an op for a rank that waits at once (auto mode): its next call says who runs it. A
    * wait for the op runs it here, as fast as without a progress thread; any other call hands it
-   * to the thread; left alone, the thread takes it (held-slot.ts).
+   * to the thread. Meanwhile it lies written in the postbox's next slot, uncounted, tagged in
+   * L.HOLD: a rank that computes instead of calling leaves it to the thread, which takes it
+   * HOLD_MS after it first sees it (hosts/shm-host.ts takeHold). A ring wakes the thread only when it is not looking
+   * at the postboxes every HOLD_MS already (PROGRESS_LOOK), which it keeps doing while ranks hold.
    */
   private hold(s: OpSpec, seq: number, work: Work, algo: Algo): void {
     work.timing.issuedAt = performance.now();
@@ -175,8 +175,12 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
 
   /** Waits until the progress thread has ended every op of this communicator it holds. */
   private drainThread(): void {
-    const last = () => this.box.ops.findLast((x) => !x.reclaimed);
-    for (let t = last(); t && !t.work.settled; t = last()) this.progress(t.work, true);
+    for (
+      let t = this.box.ops.findLast((x) => !x.reclaimed);
+      t && !t.work.settled;
+      t = this.box.ops.findLast((x) => !x.reclaimed)
+    )
+      this.progress(t.work, true);
   }
 
   /**
@@ -248,7 +252,6 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     const now = held && !Number.isNaN(w.timing.startedAt) ? w.timing.startedAt : performance.now();
     this.waitsAtOnce = w === this.lastIssued && now - this.lastReturnedAt <= AT_ONCE_MS;
     this.shapes.learn(w, this.waitsAtOnce);
-    if (!this.waitsAtOnce) this.runners.forget(w);
     this.collect();
     if (this.mode !== 'auto') return;
     const t = this.holds.reclaim(w);
@@ -265,37 +268,30 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     if (!block) {
       this.waitsAtOnce = false; // it polls: it goes on with other work meanwhile
       this.shapes.learn(w, false);
-      this.runners.forget(w);
     }
     this.release(block ? w : undefined);
     releaseHoldsElsewhere(this);
-    if (this.runsHere(w)) this.local.progress(w, block);
-    else {
+    if (this.runsHere(w)) return this.local.progress(w, block);
+    this.collect();
+    while (block && !w.settled) {
+      const sleep = this.look();
+      if (sleep === 'gone') return this.threadGone();
+      if (sleep) this.box.sleep(sleep.seen, sleep.ms);
       this.collect();
-      while (block && !w.settled) {
-        const sleep = this.look();
-        if (sleep === 'gone') return this.threadGone();
-        if (sleep) this.box.sleep(sleep.seen, sleep.ms);
-        this.collect();
-      }
     }
-    if (block) this.runners.ended(w);
   }
 
   async progressAsync(w: Work): Promise<void> {
     this.release(w);
     releaseHoldsElsewhere(this);
-    if (this.runsHere(w)) await this.local.progressAsync(w);
-    else {
+    if (this.runsHere(w)) return this.local.progressAsync(w);
+    this.collect();
+    while (!w.settled) {
+      const sleep = this.look();
+      if (sleep === 'gone') return this.threadGone();
+      if (sleep) await this.box.sleepAsync(sleep.seen, sleep.ms);
       this.collect();
-      while (!w.settled) {
-        const sleep = this.look();
-        if (sleep === 'gone') return this.threadGone();
-        if (sleep) await this.box.sleepAsync(sleep.seen, sleep.ms);
-        this.collect();
-      }
     }
-    this.runners.ended(w);
   }
 
   /**
@@ -338,11 +334,8 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
 
   // ---------------------------------------------------------------- the postbox
 
-  /**
-   * Hands an op to the progress thread (`fresh`: not issued before, e.g. held; `atOnce`: for
-   * the thread to take now, not left a while for this rank's wait to take back).
-   */
-  private toThread(s: OpSpec, seq: number, work: Work, algo: Algo, fresh = true, atOnce = false): Work {
+  /** Hands an op to the progress thread (`fresh`: not issued before, e.g. held). */
+  private toThread(s: OpSpec, seq: number, work: Work, algo: Algo, fresh = true): Work {
     if (fresh) {
       this.flight.submitted(work, s, algo);
       work.timing.issuedAt = performance.now();
@@ -360,7 +353,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     }
     const staged = stageOp(this.ctx, s);
     s.check?.atStart(seq);
-    this.box.hand({ spec: s, work, seq, algo, ...staged, reclaimed: false, atOnce });
+    this.box.hand({ spec: s, work, seq, algo, ...staged, reclaimed: false });
     return work;
   }
 

@@ -604,38 +604,6 @@ const scenarios = {
   },
 
   /**
-   * Loops of ops each waited at once, above what a rank starts at issue: auto mode times blocks
-   * of them on each runner (held for the rank, or handed to the thread at once) before it keeps
-   * the faster. Every result checked, whichever runner each rank's part had (they may differ).
-   */
-  async runnerChoice() {
-    const comm = await ccl.initCommGroup();
-    const { rank: r, size: n } = comm;
-    const { wrong, check } = checker(r);
-    const len = 64 * 1024; // 256 KiB of f32
-    const x = comm.alloc('f32', len);
-    const out = comm.alloc('f32', len);
-    const plain = new Float32Array(len / 2); // 128 KiB: copied in and out when handed over
-    for (let i = 0; i < p.count; i++) {
-      x.fill(r + i);
-      comm.allReduce(x).waitSync();
-      check(`allReduce #${i}`, x, () => (n * (n - 1)) / 2 + n * i);
-      const root = i % n;
-      x.fill(r === root ? i + 0.5 : -1);
-      comm.broadcast(x, { root }).waitSync();
-      check(`broadcast #${i}`, x, () => i + 0.5);
-      out.fill(-1);
-      comm.allGather(out, x.subarray(0, len / n)).waitSync();
-      check(`allGather #${i}`, out, () => i + 0.5);
-      plain.fill(r * i);
-      comm.allReduce(plain).waitSync();
-      check(`plain allReduce #${i}`, plain, () => (i * n * (n - 1)) / 2);
-    }
-    const s = comm.stats();
-    report({ wrong, heldOps: s.heldOps, threadOps: s.threadOps });
-  },
-
-  /**
    * Every collective issued, then a compute loop that never calls webccl (p.busyMs), then a
    * look: did the op end during the compute? Plain buffers and alloc() buffers.
    */
