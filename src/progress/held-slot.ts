@@ -75,7 +75,7 @@ export class HeldSlot {
     const i32 = box.views!.i32;
     Atomics.store(i32, box.at(L.HOLD), h.tag);
     i32[box.at(L.HOLDS)] = this.count; // (the thread only lingers by it)
-    if (Atomics.load(i32, (NODE_BASE + N.PROGRESS_LOOK) >> 2) === 0) ringProgress(freshI32(this.ctx.core.memory));
+    if (Atomics.load(i32, (NODE_BASE + N.PROGRESS_LOOK) >> 2) === 0) ringProgress(this.ctx.core.memory);
   }
 
   /** Writes the held op into the postbox's next slot; false when it cannot go there. */
@@ -122,7 +122,7 @@ export class HeldSlot {
     box.posted++;
     const i32 = freshI32(this.ctx.core.memory);
     Atomics.store(i32, box.at(L.POSTED), box.posted);
-    ringProgress(i32);
+    ringProgress(this.ctx.core.memory, i32);
   }
 
   /**

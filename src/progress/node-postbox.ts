@@ -29,7 +29,7 @@ export function nodeProgressThread(
       // A thread that looks every HOLD_MS anyway needs no ring for an op it may not take sooner.
       // (A fresh view: the ring may reach a communicator's doorbell allocated after the postbox.)
       const i32 = freshI32(ctx.core.memory);
-      if (!grace || Atomics.load(i32, (NODE_BASE + N.PROGRESS_LOOK) >> 2) === 0) ringProgress(i32);
+      if (!grace || Atomics.load(i32, (NODE_BASE + N.PROGRESS_LOOK) >> 2) === 0) ringProgress(ctx.core.memory, i32);
     },
     postedAlgo: (t) => t.algo,
     timeoutMs,

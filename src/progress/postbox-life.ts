@@ -33,7 +33,7 @@ import {
 export function openPostbox(
   ctx: RankContext,
   fill?: (i32: Int32Array, postbox: number) => void,
-  ring = () => ringProgress(freshI32(ctx.core.memory)),
+  ring = () => ringProgress(ctx.core.memory),
   owner = 0,
 ): number {
   const { heap, core } = ctx;
@@ -92,7 +92,7 @@ export function closePostbox(
   postbox: number,
   limitMs: number,
   gone = () => progressState(freshI32(ctx.core.memory)) === PROGRESS_GONE,
-  ring = () => ringProgress(freshI32(ctx.core.memory)),
+  ring = () => ringProgress(ctx.core.memory),
 ): boolean {
   const i32 = () => freshI32(ctx.core.memory);
   Atomics.store(i32(), (postbox + L.STATE) >> 2, POSTBOX_CLOSING);

@@ -297,16 +297,23 @@ export function postboxTable(i32: Int32Array): number {
   return Atomics.load(i32, (NODE_BASE + N.POSTBOXES) >> 2);
 }
 
-/** Wakes the progress thread (it sleeps on the bell when it has nothing to move). */
-export function ringProgress(i32: Int32Array): void {
+/**
+ * Wakes the progress thread of the node in `memory` (it sleeps on the bell when it has nothing
+ * to move); `i32`: a view of it the caller made just now.
+ */
+export function ringProgress(memory: WebAssembly.Memory, i32 = freshI32(memory)): void {
   Atomics.add(i32, (NODE_BASE + N.PROGRESS_BELL) >> 2, 1);
   Atomics.notify(i32, (NODE_BASE + N.PROGRESS_BELL) >> 2);
   // It may sleep on a communicator's doorbell instead (waiting for a rank that runs its own op).
-  const other = Atomics.load(i32, (NODE_BASE + N.PROGRESS_SLEEP) >> 2);
-  if (other) {
-    Atomics.add(i32, other >> 2, 1);
-    Atomics.notify(i32, other >> 2);
-  }
+  const other = Atomics.load(i32, (NODE_BASE + N.PROGRESS_SLEEP) >> 2) >> 2;
+  if (!other) return;
+  // A doorbell allocated since the view was made (another thread grew the memory meanwhile) lies
+  // past its end: a new view reaches it. Should none yet, the ring is skipped, not thrown: the
+  // thread looks again within DOORBELL_SLICE_MS of its sleep (hosts/shm-host.ts).
+  const view = other < i32.length ? i32 : freshI32(memory);
+  if (other >= view.length) return;
+  Atomics.add(view, other, 1);
+  Atomics.notify(view, other);
 }
 
 export function progressState(i32: Int32Array): number {

@@ -97,7 +97,7 @@ export async function stopProgressThread(node: NodeHandle): Promise<void> {
   const i32 = freshI32(node.memory);
   Atomics.compareExchange(i32, (NODE_BASE + N.PROGRESS) >> 2, PROGRESS_RUNNING, PROGRESS_STOPPING);
   leaveStarting(node.memory); // stopped before its script ran: it never will, and no rank handed it anything
-  ringProgress(i32);
+  ringProgress(node.memory, i32);
   await t.stop();
 }
 

@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { startRanks, stopProgressThread } from '../../dist/node/index.js';
 import { Communicator } from '../../src/api/communicator.js';
 import type { WebcclError } from '../../src/core/errors.js';
+import { N, NODE_BASE } from '../../src/core/shm-map.js';
 import { joinNode } from '../../src/engine/context.js';
 import { startNodeProgress } from '../../src/launch/progress-thread.js';
 import { createNode } from '../../src/progress/create-node.js';
@@ -21,6 +22,7 @@ import {
   POSTBOX_DETACHED,
   postboxAt,
   postboxTable,
+  ringProgress,
   stillListed,
   turnAt,
 } from '../../src/progress/postboxes.js';
@@ -290,6 +292,25 @@ describe('the progress option', () => {
     expect({ closed, warned }).toEqual({ closed: true, warned: [] });
     expect(Atomics.load(i32, (postbox + L.STATE) >> 2)).toBe(POSTBOX_DETACHED);
     await stopInSource(node);
+  });
+
+  it("a ring reaches a doorbell allocated past the caller's view (the memory grew meanwhile) instead of throwing", () => {
+    const node = createNode({ nranks: 2, slotBytes: 4096, progress: false });
+    const ctx = joinNode(node, 0);
+    const stale = new Int32Array(node.memory.buffer); // made before the growth below
+    const filler = ctx.heap.alloc(node.memory.buffer.byteLength); // grows the memory
+    const doorbell = ctx.heap.alloc(64); // past the old end
+    const fresh = new Int32Array(node.memory.buffer);
+    expect(doorbell >> 2).toBeGreaterThanOrEqual(stale.length);
+    // The progress thread sleeps on that communicator's doorbell.
+    Atomics.store(fresh, (NODE_BASE + N.PROGRESS_SLEEP) >> 2, doorbell);
+    const before = Atomics.load(fresh, doorbell >> 2);
+    expect(() => ringProgress(node.memory, stale)).not.toThrow();
+    expect(Atomics.load(fresh, doorbell >> 2)).toBe(before + 1);
+    expect(Atomics.load(fresh, (NODE_BASE + N.PROGRESS_BELL) >> 2)).toBeGreaterThan(0);
+    Atomics.store(fresh, (NODE_BASE + N.PROGRESS_SLEEP) >> 2, 0);
+    ctx.heap.free(doorbell);
+    ctx.heap.free(filler);
   });
 
   it('the postbox table tells a thread that read a postbox whether it was unlisted meanwhile (then freed, its memory reused: garbage read as a postbox), and whose postbox it lists', () => {
