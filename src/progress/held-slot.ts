@@ -75,7 +75,8 @@ export class HeldSlot {
     const i32 = box.views!.i32;
     Atomics.store(i32, box.at(L.HOLD), h.tag);
     i32[box.at(L.HOLDS)] = this.count; // (the thread only lingers by it)
-    if (Atomics.load(i32, (NODE_BASE + N.PROGRESS_LOOK) >> 2) === 0) ringProgress(this.ctx.core.memory);
+    // The kept view reaches the node header; the ring renews it for a doorbell past its end.
+    if (Atomics.load(i32, (NODE_BASE + N.PROGRESS_LOOK) >> 2) === 0) ringProgress(this.ctx.core.memory, i32);
   }
 
   /** Writes the held op into the postbox's next slot; false when it cannot go there. */

@@ -27,7 +27,6 @@ export function nodeProgressThread(
     graceUntil: () => (mode === 'auto' ? performance.timeOrigin + performance.now() + HOLD_MS : 0),
     ring: (grace) => {
       // A thread that looks every HOLD_MS anyway needs no ring for an op it may not take sooner.
-      // (A fresh view: the ring may reach a communicator's doorbell allocated after the postbox.)
       const i32 = freshI32(ctx.core.memory);
       if (!grace || Atomics.load(i32, (NODE_BASE + N.PROGRESS_LOOK) >> 2) === 0) ringProgress(ctx.core.memory, i32);
     },
