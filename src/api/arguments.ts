@@ -86,7 +86,7 @@ export function rootRank(root: unknown, what: string, size: number): number {
  * already overwritten.
  */
 export function noPartialOverlap(name: string, input: Buf, output: Buf, rank: number, size: number): void {
-  if (!overlaps(input, output) || sameView(input, output)) return;
+  if (input === output || !overlaps(input, output) || sameView(input, output)) return;
   const [small, large] =
     input.bytes.byteLength < output.bytes.byteLength ? [input.bytes, output.bytes] : [output.bytes, input.bytes];
   const gathering = name === 'allGather' || name === 'gather',

@@ -34,7 +34,8 @@ export function writeDescriptor(i32: Int32Array, q: QueuedOp, ctx: RankContext, 
   i32[d + D.IN / 4] = q.input?.addr ?? 0;
   i32[d + D.KEEP_IN / 4] = q.input?.addr && keepsInput(q.name, q.input.bytes.byteLength, keepMaxBytes) ? 1 : 0;
   i32[d + D.OUT / 4] = q.output?.addr ?? 0;
-  i32[d + D.IN_PLACE / 4] = q.input !== null && q.output !== null && sameView(q.input, q.output) ? 1 : 0;
+  i32[d + D.IN_PLACE / 4] =
+    q.input !== null && (q.input === q.output || (q.output !== null && sameView(q.input, q.output))) ? 1 : 0;
   i32[d + D.CHUNK / 4] = q.chunk;
   i32[d + D.NCHUNKS / 4] = q.chunk && !q.counts ? Math.max(1, Math.ceil(q.count / q.chunk)) : 1;
   i32[d + D.STEP / 4] = 0;
