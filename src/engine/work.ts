@@ -1,7 +1,9 @@
 // Work: the handle every collective returns. Thenable (await comm.allReduce(x)), with wait(),
 // isCompleted() and the op's timing. Completion is driven by whoever asks for it.
+
 import { WebcclError } from '../core/errors.js';
 import type { OpTrace } from '../core/trace.js';
+import { nowMs } from './clock.js';
 
 /**
  * When the op passed each point, in this thread's performance.now() ms (NaN until it has):
@@ -64,6 +66,8 @@ export class Work implements PromiseLike<void> {
   private state: 'pending' | 'done' | 'failed' = 'pending';
   private error: WebcclError | undefined;
   private promise: Promise<void> | undefined;
+  /** The caller has begun to wait (the driver was told: begin()). */
+  private waitBegun = false;
   private seen = false;
   private relabel: ((e: WebcclError) => WebcclError) | undefined;
   private finisher: ((error?: WebcclError) => void) | undefined;
@@ -103,30 +107,29 @@ export class Work implements PromiseLike<void> {
       this.see();
       return DONE;
     }
-    if (!this.promise) {
-      this.driver.waiting?.(this);
-      // Often ended by that look alone (an op the progress thread ended while the rank computed).
-      if ((this.state as Work['state']) === 'done') {
-        this.see();
-        return DONE;
-      }
+    if (this.begin()) {
+      this.see();
+      return DONE;
     }
+    // Where the thread may block, the op completes in the next job (the caller's code runs on first).
     this.promise ??= !this.awaitsAsync
-      ? new Promise<void>((resolve, reject) => {
-          queueMicrotask(() => {
-            try {
-              this.waitSync();
-              resolve();
-            } catch (e) {
-              reject(e);
-            }
-          });
-        })
+      ? DONE.then(() => this.waitSync())
       : this.driver.progressAsync(this).then(() => {
           if (this.settled) this.see();
           this.rethrow();
         });
     return this.promise;
+  }
+
+  /**
+   * The caller starts to wait (once): the driver is told. True when that look alone ended the op
+   * (often: one the progress thread ended while the rank computed).
+   */
+  private begin(): boolean {
+    if (this.waitBegun) return false;
+    this.waitBegun = true;
+    this.driver.waiting?.(this);
+    return (this.state as Work['state']) === 'done';
   }
 
   /** Blocks the calling thread until the op completes (worker threads and Node only). */
@@ -137,10 +140,7 @@ export class Work implements PromiseLike<void> {
         `${this.name} #${this.seq}: waitSync() ${this.noBlock}; use await or wait()`,
       );
     }
-    if (this.state === 'pending') {
-      this.driver.waiting?.(this);
-      this.driver.progress(this, true);
-    }
+    if (this.state === 'pending' && !this.begin()) this.driver.progress(this, true);
     if (this.settled) this.see();
     this.rethrow();
   }
@@ -157,7 +157,19 @@ export class Work implements PromiseLike<void> {
     onDone?: ((v: void) => A | PromiseLike<A>) | null,
     onFail?: ((e: unknown) => B | PromiseLike<B>) | null,
   ): Promise<A | B> {
-    return this.wait().then(onDone, onFail);
+    if (this.awaitsAsync || this.promise !== undefined || this.state !== 'pending' || this.begin())
+      return this.wait().then(onDone, onFail);
+    // `await work` where the thread may block: the op completes and the callback runs in one job,
+    // where wait().then() takes two more (a small op's await cost a third more than waitSync()).
+    return DONE.then(() => {
+      try {
+        this.waitSync();
+      } catch (e) {
+        if (onFail) return onFail(e);
+        throw e;
+      }
+      return onDone ? onDone() : (undefined as A);
+    });
   }
 
   /**
@@ -186,7 +198,7 @@ export class Work implements PromiseLike<void> {
 
   /** @internal The op's first message from a peer arrived (the first call counts). */
   joined(): void {
-    if (Number.isNaN(this.timing.joinedAt)) this.timing.joinedAt = performance.now();
+    if (Number.isNaN(this.timing.joinedAt)) this.timing.joinedAt = nowMs();
   }
 
   /**
@@ -239,7 +251,7 @@ export class Work implements PromiseLike<void> {
         ? e
         : new WebcclError('INTERNAL', `${this.name} #${this.seq}: finishing the op failed: ${(e as Error).message}`);
     }
-    this.timing.completedAt = completedAt ?? performance.now();
+    this.timing.completedAt = completedAt ?? nowMs();
     this.state = error ? 'failed' : 'done';
     this.error = error && this.relabel ? this.relabel(error) : error;
     this.trace?.end(this, this.error);
