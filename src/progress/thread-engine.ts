@@ -12,6 +12,7 @@ import type { ProgressMode } from '../core/progress-mode.js';
 import type { Algo } from '../core/shm-map.js';
 import { WAIT_SLICE_MS } from '../core/waits.js';
 import type { Buf } from '../engine/buffers.js';
+import { nowMs } from '../engine/clock.js';
 import type { RankContext } from '../engine/context.js';
 import { addCounts, type Engine, isP2p, type OpCounters, type OpSpec, type P2pKind } from '../engine/engine.js';
 import {
@@ -96,7 +97,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     else this.toThread(s, seq, work, algo);
     this.lastIssued = work;
     // A held op was stamped as it was held, just now: one clock read fewer for the common case.
-    this.lastReturnedAt = this.held?.work === work ? work.timing.issuedAt : performance.now();
+    this.lastReturnedAt = this.held?.work === work ? work.timing.issuedAt : nowMs();
     return work;
   }
 
@@ -114,7 +115,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
    * at the postboxes every HOLD_MS already (PROGRESS_LOOK), which it keeps doing while ranks hold.
    */
   private hold(s: OpSpec, seq: number, work: Work, algo: Algo): void {
-    work.timing.issuedAt = performance.now();
+    work.timing.issuedAt = nowMs();
     this.flight.submitted(work, s, algo);
     if (s.trace) work.trace = s.trace.issue(work, algo);
     const h: Held = { spec: s, seq, work, algo, tag: 0, staged: UNSTAGED };
@@ -188,10 +189,8 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
    * it settles (`fresh`: the op was neither issued nor entered in the flight record before).
    */
   private runHere(s: OpSpec, w: Work, algo: Algo, fresh = true): void {
-    if (fresh) {
-      w.timing.issuedAt = performance.now();
-      this.flight.submitted(w, s, algo);
-    }
+    // (its issue time: stamped by the local engine, as its start when it starts at once)
+    if (fresh) this.flight.submitted(w, s, algo);
     this.local.submit(s, w);
   }
 
@@ -249,7 +248,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     // A held op waited for starts here and now (release runs it): its start time is the clock.
     const held = this.held?.work === w;
     this.release(w);
-    const now = held && !Number.isNaN(w.timing.startedAt) ? w.timing.startedAt : performance.now();
+    const now = held && !Number.isNaN(w.timing.startedAt) ? w.timing.startedAt : nowMs();
     this.waitsAtOnce = w === this.lastIssued && now - this.lastReturnedAt <= AT_ONCE_MS;
     this.shapes.learn(w, this.waitsAtOnce);
     this.collect();
@@ -338,7 +337,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   private toThread(s: OpSpec, seq: number, work: Work, algo: Algo, fresh = true): Work {
     if (fresh) {
       this.flight.submitted(work, s, algo);
-      work.timing.issuedAt = performance.now();
+      work.timing.issuedAt = nowMs();
     }
     if (s.trace) work.trace = s.trace.issue(work, algo);
     if (this.broken) {

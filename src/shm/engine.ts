@@ -1,11 +1,13 @@
 // The shared-memory engine: every rank of the communicator is on this node. Queues ops so they
 // complete in issue order and hands each to the wasm step loops through this rank's
 // descriptor; progress is made by whoever waits or polls.
+
 import { DTYPE_SIZE } from '../core/dtypes.js';
 import { WebcclError } from '../core/errors.js';
 import { enabled, log } from '../core/log.js';
 import { ABORT_REASON, type Algo, descOffset } from '../core/shm-map.js';
 import type { Buf } from '../engine/buffers.js';
+import { nowMs } from '../engine/clock.js';
 import { type RankContext, worldRankOf } from '../engine/context.js';
 import { countDone, type Engine, isP2p, type OpCounters, type OpSpec, type P2pKind } from '../engine/engine.js';
 import { FlightRecorder } from '../engine/flight-recorder.js';
@@ -100,7 +102,7 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
     const q = queuedOp(s, { seq, work, algo }, this.site);
     if (s.trace) q.work.trace = q.trace = s.trace.issue(q.work, algo);
     // An op that starts at once takes its start time as its issue time (one clock read fewer).
-    if (this.queue.length && Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = performance.now();
+    if (this.queue.length && Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = nowMs();
     this.queue.push(q);
     if (!runAs) this.flight.submitted(q.work, s, algo);
     this.progress(q.work, false);
@@ -143,11 +145,11 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
    * issue, whose peers are issuing them too (thread-engine.ts hands the next op on after them).
    */
   settleQueued(ms: number): boolean {
-    const until = performance.now() + ms;
+    const until = nowMs() + ms;
     while (this.queue.length) {
       const q = this.queue[0];
       if (this.step(q, false)) continue;
-      const left = until - performance.now();
+      const left = until - nowMs();
       if (left <= 0) return false;
       if (!this.ctx.canBlock) continue; // (a page's main thread: it looks again, for at most `ms`)
       try {
@@ -249,7 +251,7 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
       if (!q.started) {
         if (this.runner.aborted()) throw this.runner.abortedOp(q)!;
         q.started = true;
-        const now = performance.now();
+        const now = nowMs();
         q.deadline = now + q.timeoutMs;
         q.work.timing.startedAt = now;
         if (Number.isNaN(q.work.timing.issuedAt)) q.work.timing.issuedAt = now;

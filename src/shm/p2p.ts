@@ -14,6 +14,7 @@ import { KeepQueue } from '../core/keep-list.js';
 import { ABORT_REASON, N, NODE_BASE } from '../core/shm-map.js';
 import { WAIT_SLICE_MS } from '../core/waits.js';
 import type { Buf } from '../engine/buffers.js';
+import { nowMs } from '../engine/clock.js';
 import type { RankContext } from '../engine/context.js';
 import type { InputCheck } from '../engine/input-check.js';
 import { opText, p2pTimeout, sizeMismatch } from '../engine/p2p-errors.js';
@@ -151,7 +152,7 @@ export class ShmP2p implements WorkDriver {
   /** Stamps the op's issue (and start) time, unless it completed at once (settle() stamped it); returns it. */
   private issued(work: Work): number {
     if (work.settled) return work.timing.startedAt;
-    const now = performance.now();
+    const now = nowMs();
     work.timing.issuedAt = work.timing.startedAt = now;
     return now;
   }
@@ -173,7 +174,7 @@ export class ShmP2p implements WorkDriver {
     // Deadlines matter only while nothing moves, and the clock is read every few idle polls.
     if (!moved && ++this.idlePolls >= POLLS_PER_CLOCK) {
       this.idlePolls = 0;
-      const now = performance.now();
+      const now = nowMs();
       if (now - this.lastCheck >= CHECK_EVERY_MS) {
         this.lastCheck = now;
         moved = this.checkDeadlines(now);
@@ -195,7 +196,7 @@ export class ShmP2p implements WorkDriver {
       } else this.pollPeer(peer);
       if (w.settled || !block) return;
       if ((polls & SPIN_CLOCK_MASK) !== SPIN_CLOCK_MASK) continue;
-      const now = performance.now();
+      const now = nowMs();
       if (spinEnd === 0) spinEnd = now + this.spinMs;
       else if (now >= spinEnd) this.sleep(w);
     }
@@ -213,7 +214,7 @@ export class ShmP2p implements WorkDriver {
   /** The last look before sleeping (registered on the doorbell): null when an op moved meanwhile. */
   private lastLook(w: Work): number | null {
     if (this.poll() || w.settled) return null;
-    return Math.max(0, Math.min(WAIT_SLICE_MS, this.earliestDeadline() - performance.now()));
+    return Math.max(0, Math.min(WAIT_SLICE_MS, this.earliestDeadline() - nowMs()));
   }
 
   private sleep(w: Work): void {
