@@ -23,14 +23,18 @@ export interface QueueServer {
 export const OTHERS_LOOK_MS = 1;
 
 const servers = new Set<QueueServer>();
+/** Those that may hold an op (releaseHold): a thread rank's engine, not the local engine it runs ops with. */
+const holders = new Set<QueueServer>();
 let serving = false;
 
 export function joinThreadQueues(s: QueueServer): void {
   servers.add(s);
+  if (s.releaseHold) holders.add(s);
 }
 
 export function leaveThreadQueues(s: QueueServer): void {
   servers.delete(s);
+  holders.delete(s);
 }
 
 /** Whether an engine of this thread other than `self` has ops only this thread moves. */
@@ -54,6 +58,7 @@ export function serveOthers(self: unknown): boolean {
 
 /** The rank calls webccl on `self`: the other engines' held ops go on (QueueServer.releaseHold). */
 export function releaseHoldsElsewhere(self: unknown): void {
-  if (servers.size < 2) return; // (every op pays for this look)
-  for (const s of servers) if (s !== self) s.releaseHold?.();
+  // (every op pays for this look)
+  if (holders.size === 0 || (holders.size === 1 && holders.has(self as QueueServer))) return;
+  for (const s of holders) if (s !== self) s.releaseHold!();
 }

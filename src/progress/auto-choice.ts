@@ -52,7 +52,6 @@ export const RANK_STARTS_MAX = 64 * 1024;
  */
 export const SETTLE_MS = 100;
 
-/** The larger of an op's input and output, in bytes. */
 /** Small enough to start on the rank (see RANK_STARTS_MAX): one exchange of one chunk. */
 export function oneExchange(s: OpSpec, ctx: RankContext): boolean {
   return (
@@ -62,7 +61,9 @@ export function oneExchange(s: OpSpec, ctx: RankContext): boolean {
   );
 }
 
-export const opBytes = (s: OpSpec): number => Math.max(s.input?.bytes.byteLength ?? 0, s.output?.bytes.byteLength ?? 0);
+/** The larger of an op's input and output, in bytes (from counts: a view's byteLength is a call per read). */
+export const opBytes = (s: OpSpec): number => Math.max(bytesOf(s.input), bytesOf(s.output));
+const bytesOf = (b: OpSpec['input']): number => (b ? b.count * DTYPE_SIZE[b.dtype] : 0);
 
 /** The copies of an op whose buffers all live in the node memory: none. */
 export const UNSTAGED: Held['staged'] = Object.freeze({ stagedIn: 0, stagedOut: 0, inPlace: false });

@@ -34,6 +34,9 @@ import { PostboxClient } from './postbox-client.js';
 import { settleFrom, stageOp, threadEnded, unstage } from './postbox-outcomes.js';
 import { type OpOutcome, PROGRESS_RUNNING, progressState } from './postboxes.js';
 
+/** An op this rank took back from the postbox: the local engine ended it. */
+const reclaimed = (t: ThreadOp): boolean => t.reclaimed;
+
 /** How long a wait sleeps while this rank has send/recv pending (their peers' posts do not ring the postbox). */
 const P2P_SLICE_MS = 1;
 
@@ -191,7 +194,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
   private runHere(s: OpSpec, w: Work, algo: Algo, fresh = true): void {
     // (its issue time: stamped by the local engine, as its start when it starts at once)
     if (fresh) this.flight.submitted(w, s, algo);
-    this.local.submit(s, w);
+    this.local.submit(s, w, algo);
   }
 
   /** Whether `w` (pending) runs on this rank, not in the progress thread's hands. */
@@ -257,7 +260,7 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
     if (!t) return;
     try {
       // Its trace was issued with `w`, which ends it: the local run records no second slice.
-      this.local.submit(untraced(t.spec), w); // (in the flight record since toThread)
+      this.local.submit(untraced(t.spec), w, t.algo); // (in the flight record since toThread)
     } catch (e) {
       w.settle(WebcclError.is(e) ? e : new WebcclError('INTERNAL', String(e)));
     }
@@ -358,11 +361,11 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
 
   /** Reads back the ops the progress thread has ended: copies results out, frees copies, settles. */
   private collect(): void {
-    this.box.collect(
-      (t, o, err) => this.end(t, o, err),
-      (t) => t.reclaimed, // ended by the local engine
-    );
+    if (this.box.postbox) this.box.collect(this.ended, reclaimed);
   }
+
+  /** collect()'s reader, made once (every wait collects). */
+  private readonly ended = (t: ThreadOp, o: OpOutcome, err: WebcclError | undefined): void => this.end(t, o, err);
 
   private end(t: ThreadOp, o: OpOutcome, err: WebcclError | undefined): void {
     if (!settleFrom(t, o, err)) return; // failed here already (abort)

@@ -80,8 +80,9 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
    * `runAs`: the handle the op runs under, made and entered in the flight record by the engine
    * that hands it here (the progress thread's engine, running an op on its rank: one it held,
    * or took back from the thread), whose timing it keeps. Without it, a handle of this engine's.
+   * `chosen`: the schedule that engine chose for it (the same tuning: not chosen twice).
    */
-  submit(s: OpSpec, runAs?: Work): Work {
+  submit(s: OpSpec, runAs?: Work, chosen?: Algo): Work {
     if (this.broken) throw this.broken;
     if (isP2p(s.name)) {
       const w = this.sendRecv(
@@ -96,7 +97,8 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
       return w;
     }
     const algo =
-      s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct';
+      chosen ??
+      (s.name === 'allReduce' ? chooseAllReduceAlgo(s.count * DTYPE_SIZE[s.dtype], this.tuning, s.algo) : 'direct');
     const seq = s.seq ?? this.seq++;
     const work = runAs ?? new Work(s.name, seq, this, this.ctx.canBlock);
     const q = queuedOp(s, { seq, work, algo }, this.site);
