@@ -2,13 +2,17 @@
 // for reduce) in pieces, so every link of the chain is busy at once and each rank forwards a
 // piece as soon as it has it. Bandwidth-optimal for large buffers: each rank sends n bytes once.
 //
-// One zero-byte message more per op closes the chain into a ring, so that every rank hears from
-// a neighbour with the op's signature before it completes: ranks that disagree on the root (or
-// anything else) then meet a message they cannot take and fail with MISMATCH at once, instead of
-// each succeeding alone (two self-declared broadcast roots) or waiting for the deadline (two
-// reduce roots, each waiting for the other).
+// Zero-byte messages close the chain into a ring, so that every rank hears from a neighbour with
+// the op's signature before it completes: ranks that disagree on the root (or anything else)
+// then meet a message they cannot take and fail with MISMATCH at once, instead of each
+// succeeding alone (two self-declared broadcast roots) or waiting for the deadline (two reduce
+// roots, each waiting for the other; ranks that each name another rank as the root, where no
+// data would flow at all).
 //   broadcast: the last rank of the chain acks the root once it has every piece; the root
-//              completes on that ack, so a root that completes knows every rank agreed.
+//              completes on that ack, so a root that completes knows every rank agreed. Each
+//              other receiver tells its sender that it is ready, at its start. Between 2 ranks
+//              the one receiver is the last: it acks at its start, so that a loop of broadcasts
+//              pipelines (the root sends the next op's data while the ack travels).
 //   reduce:    each receiver tells the rank it receives from that it is ready (at its start);
 //              a sender completes once its receiver said so.
 import {
@@ -28,20 +32,30 @@ export async function chainBroadcast(g: Group, m: Mem, buf: Span, root: number):
   const pos = mod(g.rank - root, g.size);
   const prev = mod(g.rank - 1, g.size);
   const next = mod(g.rank + 1, g.size);
+  const last = g.size - 1;
+  const two = g.size === 2;
   // Between 2 ranks nothing is forwarded, so pieces would only add messages.
-  const ps = piecesOf(buf, m.elemBytes, g.size === 2 ? SINGLE_HOP_PIECE_BYTES : PIECE_BYTES);
+  const ps = piecesOf(buf, m.elemBytes, two ? SINGLE_HOP_PIECE_BYTES : PIECE_BYTES);
   const ackStep = ps.length;
+  const readyStep = ps.length + 1;
   const none = m.view(buf.addr, 0);
   const acked = pos === 0 ? awaitedLater(g.recv(prev, ackStep, none)) : undefined;
+  // (the next of the last rank is the root)
+  const ackedEarly = two && pos === last ? awaitedLater(g.send(next, ackStep, none)) : undefined;
+  const ready = !two && pos < last ? awaitedLater(g.recv(next, readyStep, none)) : undefined;
+  const told = !two && pos > 0 ? awaitedLater(g.send(prev, readyStep, none)) : undefined;
   // Every receive is posted up front, so each piece lands in place as it arrives.
   const arriving = pos > 0 ? ps.map((p, k) => awaitedLater(g.recv(prev, k, m.view(p.addr, p.count)))) : [];
   const sends: Promise<void>[] = [];
   for (let k = 0; k < ps.length; k++) {
     if (pos > 0) await arriving[k];
-    if (pos < g.size - 1) sends.push(awaitedLater(g.send(next, k, m.view(ps[k].addr, ps[k].count))));
+    if (pos < last) sends.push(awaitedLater(g.send(next, k, m.view(ps[k].addr, ps[k].count))));
   }
-  if (pos === g.size - 1) sends.push(g.send(next, ackStep, none)); // next is the root
+  if (!two && pos === last) sends.push(g.send(next, ackStep, none));
   await Promise.all(sends);
+  await ackedEarly;
+  await told;
+  await ready;
   await acked;
 }
 

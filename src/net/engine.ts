@@ -30,7 +30,7 @@ import { expectedFrom, type NetOp, netOp } from './net-op.js';
 import { threadEngines } from './node-phase.js';
 import { NetP2p } from './p2p.js';
 import { isP2pSpace, p2pSpace } from './p2p-space.js';
-import { PeerTraffic } from './peer-traffic.js';
+import { isDisagreement, PeerTraffic } from './peer-traffic.js';
 import { type NetOpAlgo, NetSchedule } from './schedule.js';
 
 const trace = enabled('TRACE');
@@ -88,8 +88,11 @@ export class NetEngine implements Engine, WorkDriver {
     this.timeoutMs = timeoutMs;
     this.schedule = new NetSchedule({ ...world, channels: world.transport.channels }, parts.algo);
     this.arena = new Arena(ctx.heap);
-    this.traffic = new PeerTraffic(world.transport, world.rank, () =>
-      this.onProgress?.(this.started, () => this.awaitedRanks()),
+    this.traffic = new PeerTraffic(
+      world.transport,
+      world.rank,
+      () => this.onProgress?.(this.started, () => this.awaitedRanks()),
+      (e) => this.account.disagreed(e.details.seq as number, e.details.peer as number),
     );
     this.execution = {
       ctx,
@@ -296,8 +299,7 @@ export class NetEngine implements Engine, WorkDriver {
       if (err !== this.broken) {
         // A receive that met another signature in its slot (the mailbox), or a message left
         // over: the ranks disagree.
-        if (err.code === 'MISMATCH' && typeof err.details.seq === 'number' && err.details.by === undefined)
-          this.account.disagreed(err.details.seq, err.details.peer as number);
+        if (isDisagreement(err)) this.account.disagreed(err.details.seq as number, err.details.peer as number);
         if (!this.account.dispute && err.code === 'ABORTED' && err.details.via === 'shm')
           err = await this.account.networkAccount(err);
         // (the network's account may be a disagreement, which the verdict states with its field)

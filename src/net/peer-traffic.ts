@@ -3,6 +3,7 @@
 // deadline names them) and the sends the socket may still read from the arena (freed after them).
 
 import type { Group } from '../algorithms/group.js';
+import { WebcclError } from '../core/errors.js';
 import type { Transport } from '../transport/transport.js';
 import { expectedFrom, type NetOp } from './net-op.js';
 
@@ -15,11 +16,16 @@ export class PeerTraffic {
    */
   private readonly sending = new Set<Promise<void>>();
 
-  /** `changed` is told whenever the ranks awaited change. */
+  /**
+   * `changed` is told whenever the ranks awaited change; `disagreed`, at once, of a receive that
+   * met a message of another signature (its schedule may await another receive first, one whose
+   * message never comes when ranks disagree: no rank a root, nothing else arrives).
+   */
   constructor(
     private readonly transport: Transport,
     private readonly rank: number,
     private readonly changed: () => void,
+    private readonly disagreed: (e: WebcclError) => void = () => undefined,
   ) {}
 
   /** The ranks whose message some pending receive awaits, in order. */
@@ -54,14 +60,23 @@ export class PeerTraffic {
         const r = members[peer];
         awaited.set(r, (awaited.get(r) ?? 0) + 1);
         this.changed();
-        return t.recv(r, tag(expectedFrom(op, r), step), into).finally(() => {
+        const got = t.recv(r, tag(expectedFrom(op, r), step), into).finally(() => {
           op.work.joined(); // the op's first message from a peer: its wait for peers ends
           const n = awaited.get(r)! - 1;
           if (n) awaited.set(r, n);
           else awaited.delete(r);
           this.changed();
         });
+        got.catch((e) => {
+          if (isDisagreement(e)) this.disagreed(e);
+        });
+        return got;
       },
     };
   }
+}
+
+/** A receive's failure that says the ranks disagree (a message of another signature in its slot), not a peer's word. */
+export function isDisagreement(e: unknown): e is WebcclError {
+  return WebcclError.is(e) && e.code === 'MISMATCH' && typeof e.details.seq === 'number' && e.details.by === undefined;
 }

@@ -78,6 +78,31 @@ describe('ranks that disagree fail with MISMATCH on every rank, at once', () => 
     }
   }, 60_000);
 
+  // No rank a root: nothing would flow from a root, and every rank would wait for the deadline,
+  // unless each rooted op has its ranks say so to a neighbour at their start.
+  for (const [nodes, perNode] of [
+    [2, 1],
+    [3, 1],
+    [2, 2],
+  ]) {
+    for (const name of ['broadcast', 'reduce', 'gather', 'scatter'] as const) {
+      it(`${name}, each rank naming the next as root (no rank its own root): ${nodes}x${perNode} ranks`, async () => {
+        const cs = await world(nodes, perNode);
+        const n = cs.length;
+        const os = await outcomes(cs, (c, r) => {
+          const root = (r + 1) % n;
+          const x = new Float32Array(16).fill(r + 1);
+          const whole = new Float32Array(16 * n).fill(r + 1);
+          if (name === 'broadcast') return c.broadcast(x, { root });
+          if (name === 'reduce') return c.reduce(x, { root });
+          if (name === 'gather') return c.gather(whole, x, { root });
+          return c.scatter(x, whole, { root });
+        });
+        expectMismatch(os, 'root');
+      }, 60_000);
+    }
+  }
+
   it('allReduce with another algorithm per rank (ring, doubling) on 2 ranks', async () => {
     const cs = await world(2, 1);
     const os = await outcomes(cs, (c, r) => c.allReduce(new Float32Array(64), { algo: r === 0 ? 'ring' : 'doubling' }));
@@ -293,6 +318,22 @@ describe('across processes (webccl run --procs, --nnodes)', () => {
       60_000,
     );
   });
+
+  it.each([
+    ['broadcast', 'procs', 2],
+    ['scatter', 'procs', 2],
+    ['broadcast', 'procs', 3],
+    ['broadcast', 'nnodes', 4],
+  ] as const)(
+    '%s with each rank naming the next as root, --%s on %i ranks: MISMATCH at once, no deadline',
+    async (op, form, n) => {
+      const rs = await launch(form, n, ['next-roots', op, '4096']);
+      expect(rs.map((r) => r.stdout).join('')).not.toMatch(/^completed/m);
+      expectFaults(rs, every(n), 'root');
+      await expectNoneLeft(...rs);
+    },
+    60_000,
+  );
 
   describe('gather, scatter and allToAll whose ranks disagree fail with MISMATCH', () => {
     for (const [mode, n, bytes] of [
