@@ -19,7 +19,7 @@
 import { writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { benchOptions, bytesOf, knownList } from './machine.mjs';
+import { benchOptions, bytesOf, eachOption, knownList } from './machine.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const OPS = 'allreduce allgather reducescatter broadcast reduce alltoall gather scatter barrier'.split(' ');
@@ -30,12 +30,7 @@ const USAGE =
 
 function parse(argv) {
   const o = { ops: OPS, sizes: [8, 64, 1024], n: 200_000, reps: 5, how: HOWS, dist: join(root, 'dist'), json: '' };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const v = () => {
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value\n${USAGE}`);
-      return argv[++i];
-    };
+  eachOption(argv, USAGE, (a, v) => {
     if (a === '--ops') o.ops = knownList(v(), OPS, 'collective');
     else if (a === '--sizes')
       o.sizes = v()
@@ -46,8 +41,9 @@ function parse(argv) {
     else if (a === '--how') o.how = knownList(v(), HOWS, 'way to wait');
     else if (a === '--dist') o.dist = resolve(v());
     else if (a === '--json') o.json = v();
-    else throw new Error(`unknown option ${a}\n${USAGE}`);
-  }
+    else return false;
+    return true;
+  });
   if (!(o.n >= 1) || !(o.reps >= 1)) throw new Error(`-n and --reps are at least 1\n${USAGE}`);
   return o;
 }

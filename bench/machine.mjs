@@ -63,6 +63,26 @@ export function bytesOf(text, what = 'sizes') {
   return Number(m[1]) * UNITS[m[2]];
 }
 
+/**
+ * Walks a bench script's options: `take(flag, value)` handles one (`value()` reads the word after
+ * it) and returns false for a flag it does not know. -h and --help print `usage` and exit; an
+ * unknown flag or a missing value throws an error that ends with `usage`.
+ */
+export function eachOption(argv, usage, take) {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '-h' || a === '--help') {
+      console.log(usage);
+      process.exit(0);
+    }
+    const value = () => {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value\n${usage}`);
+      return argv[++i];
+    };
+    if (!take(a, value)) throw new Error(`unknown option ${a}\n${usage}`);
+  }
+}
+
 /** The comma-separated names of `s`, each one of `known` (else an error naming the `what`). */
 export function knownList(s, known, what) {
   const xs = s.split(',').filter(Boolean);

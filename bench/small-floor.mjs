@@ -28,7 +28,7 @@ import { availableParallelism, cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { benchOptions, bytesOf, knownList, waitQuiet } from './machine.mjs';
+import { benchOptions, bytesOf, eachOption, knownList, waitQuiet } from './machine.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const OPS = 'allreduce allgather reducescatter broadcast reduce alltoall gather scatter sendrecv pingpong'.split(' ');
@@ -324,12 +324,7 @@ function floor(op, size, t, run) {
 
 function parseArgs(argv) {
   const o = { threads: [2], sizes: [8, 64], ops: OPS, n: 20_000, reps: 3, slots: 8, json: undefined };
-  for (let k = 0; k < argv.length; k++) {
-    const a = argv[k];
-    const v = () => {
-      if (argv[k + 1] === undefined) throw new Error(`${a} needs a value\n${USAGE}`);
-      return argv[++k];
-    };
+  eachOption(argv, USAGE, (a, v) => {
     if (a === '--threads') o.threads = v().split(',').map(Number);
     else if (a === '--sizes')
       o.sizes = v()
@@ -340,11 +335,9 @@ function parseArgs(argv) {
     else if (a === '--slots') o.slots = Number(v());
     else if (a === '--reps') o.reps = Number(v());
     else if (a === '--json') o.json = v();
-    else if (a === '-h' || a === '--help') {
-      console.log(USAGE);
-      process.exit(0);
-    } else throw new Error(`unknown option ${a}\n${USAGE}`);
-  }
+    else return false;
+    return true;
+  });
   // Up to 8 threads and 4 KiB keep every value and sum exact in float32 (see `val`).
   if (!o.threads.every((t) => Number.isInteger(t) && t >= 2 && t <= 8)) throw new Error(`threads: 2 to 8\n${USAGE}`);
   if (!o.sizes.every((s) => s >= 1 && s <= 4096)) throw new Error(`sizes: 1 to 4096 bytes\n${USAGE}`);

@@ -17,7 +17,7 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { benchOptions, bytesOf, knownList } from './machine.mjs';
+import { benchOptions, bytesOf, eachOption, knownList } from './machine.mjs';
 
 const here = fileURLToPath(import.meta.url);
 const root = join(dirname(here), '..');
@@ -33,12 +33,7 @@ else main();
 
 function parse(argv) {
   const o = { ops: ['allreduce'], bytes: 64, ranks: 2, n: 200_000, how: HOWS, dist: join(root, 'dist'), json: '' };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const v = () => {
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value\n${USAGE}`);
-      return argv[++i];
-    };
+  eachOption(argv, USAGE, (a, v) => {
     if (a === '--ops') o.ops = knownList(v(), OPS, 'collective');
     else if (a === '--bytes') o.bytes = bytesOf(v(), 'bytes');
     else if (a === '--ranks') o.ranks = Number(v());
@@ -46,8 +41,9 @@ function parse(argv) {
     else if (a === '--how') o.how = knownList(v(), HOWS, 'way to wait');
     else if (a === '--dist') o.dist = resolve(v());
     else if (a === '--json') o.json = v();
-    else throw new Error(`unknown option ${a}\n${USAGE}`);
-  }
+    else return false;
+    return true;
+  });
   if (!(o.ranks >= 2) || !(o.n >= 100) || !(o.bytes >= 4))
     throw new Error(`--ranks ≥ 2, -n ≥ 100, --bytes ≥ 4\n${USAGE}`);
   return o;

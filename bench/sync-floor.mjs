@@ -23,7 +23,7 @@ import { availableParallelism, cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { benchOptions, waitQuiet } from './machine.mjs';
+import { benchOptions, eachOption, waitQuiet } from './machine.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const USAGE = 'usage: node bench/sync-floor.mjs [--threads 2,4,8] [-n 5000] [--json FILE]';
@@ -60,20 +60,13 @@ function jsThread() {
 
 function parseArgs(argv) {
   const o = { threads: [2, 4, 8], n: 5000, json: undefined };
-  for (let k = 0; k < argv.length; k++) {
-    const a = argv[k];
-    const v = () => {
-      if (argv[k + 1] === undefined) throw new Error(`${a} needs a value\n${USAGE}`);
-      return argv[++k];
-    };
+  eachOption(argv, USAGE, (a, v) => {
     if (a === '--threads') o.threads = v().split(',').map(Number);
     else if (a === '-n') o.n = Number(v());
     else if (a === '--json') o.json = v();
-    else if (a === '-h' || a === '--help') {
-      console.log(USAGE);
-      process.exit(0);
-    } else throw new Error(`unknown option ${a}\n${USAGE}`);
-  }
+    else return false;
+    return true;
+  });
   if (!o.threads.every((t) => Number.isInteger(t) && t >= 2 && t <= 64) || !(Number.isInteger(o.n) && o.n >= 1))
     throw new Error(`bad option\n${USAGE}`);
   return o;
