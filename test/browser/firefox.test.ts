@@ -1,13 +1,14 @@
 // The browser ranks in Firefox (Debian's firefox-esr, driven over WebDriver BiDi): the example
 // page's worker ranks and the live benchmark, as the Chromium tests check them. Skipped, with a
-// message, where Firefox is not installed (apt-get install firefox-esr).
+// message, where Firefox is not installed (apt-get install firefox-esr), or where it is older
+// than playwright-core drives (it refuses a command the driver sends at launch).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { FIREFOX, haveFirefox, withTab } from '../helpers/chromium.js';
+import { FIREFOX, firefoxLacks, haveFirefox, withTab } from '../helpers/chromium.js';
 import { expectLiveBenchmark } from '../helpers/live-benchmark.js';
 import { outputMatch } from '../helpers/output-match.js';
 
@@ -20,6 +21,11 @@ afterAll(() => {
   rmSync(tmp, { recursive: true, force: true });
 });
 if (!haveFirefox) console.warn(`the Firefox tests skipped: no Firefox at ${FIREFOX} (apt-get install firefox-esr)`);
+const lacks = await firefoxLacks();
+if (lacks)
+  console.warn(
+    `the Firefox tests skipped: the Firefox at ${FIREFOX} does not know the WebDriver BiDi command ${lacks}, which playwright-core sends at launch (a newer Firefox drives)`,
+  );
 
 /** `webccl serve ...args --port 0`; resolves to the first address it prints that matches `address`. */
 async function serve(args: string[], address: RegExp): Promise<string> {
@@ -31,7 +37,7 @@ async function serve(args: string[], address: RegExp): Promise<string> {
   return (await outputMatch(child.stdout, address))[1];
 }
 
-describe.skipIf(!haveFirefox)('Firefox', () => {
+describe.skipIf(!haveFirefox || lacks !== undefined)('Firefox', () => {
   it('the example page: 3 worker ranks, cross-origin isolated, every result right, two ops run by the progress thread', async () => {
     const url = await serve(['.'], /(http:\/\/\S+\/)/);
     await withTab(async (tab, errors) => {

@@ -9,6 +9,24 @@ export const haveChromium = existsSync(CHROMIUM);
 export const FIREFOX = process.env.FIREFOX_PATH ?? '/usr/bin/firefox-esr';
 export const haveFirefox = existsSync(FIREFOX);
 
+/**
+ * The WebDriver BiDi command this playwright-core sends at launch that the Firefox at FIREFOX
+ * does not know (an ESR older than the driver expects), or undefined when it launches (or is
+ * missing: haveFirefox says so). Any other launch failure throws.
+ */
+export async function firefoxLacks(): Promise<string | undefined> {
+  if (!haveFirefox) return undefined;
+  const { firefox } = await import('playwright-core');
+  try {
+    await (await firefox.launch({ channel: 'moz-firefox', executablePath: FIREFOX, headless: true })).close();
+    return undefined;
+  } catch (e) {
+    const m = /Protocol error \(([^)]+)\): unknown command/.exec(String((e as Error).message));
+    if (!m) throw e;
+    return m[1];
+  }
+}
+
 /** Prints why `what` is skipped, where Chromium is missing. */
 export function warnIfNoChromium(what: string): void {
   if (!haveChromium) console.warn(`${what} skipped: no Chromium at ${CHROMIUM} (apt-get install chromium)`);
