@@ -86,7 +86,11 @@ export class NetProgressHost {
   constructor(private readonly i: NetHostInput) {
     const core = loadWasm(i.memory, i.simd);
     // (its node phase hands the node communicator views of the ranks' buffers, checked by them at issue)
-    const heap = new NodeHeap(i.memory, { canBlock: false, runsRanksOps: true });
+    // A worker (in Node or a page): it may wait for the heap's lock as long as any rank's thread
+    // (a holder keeps it for microseconds, but one descheduled on a loaded machine kept it over
+    // the 250 ms a thread that may not block spins, and the op failed). Its ops never block
+    // (canBlock below): the event loop serves their sockets.
+    const heap = new NodeHeap(i.memory, { canBlock: true, runsRanksOps: true });
     this.ctx = {
       core,
       heap,

@@ -9,10 +9,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freshI32 } from '../../src/core/fresh-buffer.js';
 import { N, NODE_BASE } from '../../src/core/shm-map.js';
-import { joinNode } from '../../src/engine/context.js';
+import { joinNode, type RankContext } from '../../src/engine/context.js';
 import { NetProgressHost } from '../../src/hosts/net-host.js';
 import { netProgressWorker } from '../../src/launch/net-progress-thread.js';
 import { createNode } from '../../src/progress/create-node.js';
@@ -415,4 +416,36 @@ describe("the network progress thread's look for new postboxes", () => {
       expect(Atomics.load(freshI32(node.memory), (postbox + L.STATE) >> 2)).toBe(POSTBOX_DETACHED);
     });
   }
+});
+
+describe("the network progress thread's heap", () => {
+  it('waits for a heap lock another rank holds for 400 ms (it is a worker: spinning 250 ms and failing TIMEOUT is for a page)', async () => {
+    const node = createNode({ nranks: 2, slotBytes: 4096, progress: false });
+    const ctx = joinNode(node, 0);
+    const host = new NetProgressHost({
+      memory: node.memory,
+      hub: newHub(ctx),
+      rank: 0,
+      localRank: 0,
+      spaces: {} as never,
+      store: {} as never,
+      oneHost: true,
+      cores: 2,
+      simd: false,
+    });
+    const heap = (host as unknown as { ctx: RankContext }).ctx.heap;
+    const at = (NODE_BASE + N.HEAP_LOCK) >> 2;
+    Atomics.store(freshI32(node.memory), at, 2); // node rank 1 holds it...
+    const holder = new Worker(
+      `const { workerData: { memory, at } } = require('node:worker_threads');
+       const i32 = new Int32Array(memory.buffer);
+       Atomics.wait(i32, at, 2, 400); // ...for 400 ms, then lets it go
+       Atomics.store(i32, at, 0);
+       Atomics.notify(i32, at);`,
+      { eval: true, workerData: { memory: node.memory, at } },
+    );
+    await new Promise((resolve) => holder.once('online', resolve));
+    expect(heap.alloc(64)).toBeGreaterThan(0);
+    await holder.terminate();
+  });
 });
