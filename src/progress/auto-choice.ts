@@ -46,9 +46,11 @@ export const RANK_STARTS_MAX = 64 * 1024;
 /**
  * How long an op's issue waits for ops this rank started at issue to end (their peers are
  * issuing them too, so this is short unless a peer is late), so that the new op starts at issue
- * or goes to the thread; past this it queues behind them on the rank (a communicator's ops run
- * in order, one at a time, on one runner). 20 ms was too short for 8 thread ranks on 2 busy
- * cores, where a rank may wait that long for a core before it issues the same op.
+ * or goes to the thread: as long as some peer arrives every SETTLE_MS (shm/engine.ts
+ * settleQueued). Past that it queues behind them on the rank (a communicator's ops run in order,
+ * one at a time, on one runner). 20 ms was too short for 8 thread ranks on 2 busy cores, where a
+ * rank may wait that long for a core before it issues the same op; and 100 ms in all, under the
+ * whole test suite, where 8 such ranks arrive one by one.
  */
 export const SETTLE_MS = 100;
 

@@ -30,6 +30,8 @@ import { type QueuedOp, type QueueSite, queuedOp, relaidOut } from './queued-op.
 import { ShmRunner } from './runner.js';
 
 const trace = enabled('TRACE');
+/** How often settleQueued looks for peers that arrived meanwhile (ms). */
+const SETTLE_LOOK_MS = 5;
 
 export class ShmEngine implements Engine, WorkDriver, QueueServer {
   private readonly runner: ShmRunner;
@@ -142,20 +144,29 @@ export class ShmEngine implements Engine, WorkDriver, QueueServer {
   }
 
   /**
-   * Runs the queued collectives until none is left, sleeping on the doorbell between steps, for
-   * at most `ms`: true when none is left. For ops of one exchange that this rank started at
-   * issue, whose peers are issuing them too (thread-engine.ts hands the next op on after them).
+   * Runs the queued collectives until none is left, sleeping on the doorbell between steps, as
+   * long as a peer arrives at this rank's step every `ms`: true when none is left, false once
+   * `ms` passed with no peer arriving. For ops of one exchange that this rank started at issue,
+   * whose peers are issuing them too (thread-engine.ts hands the next op on after them): with more
+   * ranks than cores they arrive one by one as each gets a core, a peer that computes instead
+   * not at all.
    */
   settleQueued(ms: number): boolean {
-    const until = nowMs() + ms;
+    let until = nowMs() + ms;
+    let missing = this.runner.missingRanks().length;
     while (this.queue.length) {
       const q = this.queue[0];
       if (this.step(q, false)) continue;
-      const left = until - nowMs();
+      const now = nowMs();
+      const m = this.runner.missingRanks().length;
+      if (m < missing) until = now + ms; // a peer arrived: the others may be on their way
+      missing = m;
+      const left = until - now;
       if (left <= 0) return false;
-      if (!this.ctx.canBlock) continue; // (a page's main thread: it looks again, for at most `ms`)
+      if (!this.ctx.canBlock) continue; // (a page's main thread: it looks again)
       try {
-        this.runner.sleep(q, undefined, left);
+        // (in slices: the doorbell rings once every rank arrived, not at each arrival)
+        this.runner.sleep(q, undefined, Math.min(left, SETTLE_LOOK_MS));
       } catch (e) {
         this.settleFailed(q, e);
       }

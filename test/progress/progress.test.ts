@@ -62,6 +62,23 @@ describe('ops progress while their ranks compute', () => {
     });
   }
 
+  it('auto, 4 thread ranks issuing 40 ms apart: an op behind one its rank started at issue still ends during the compute (the issue waits while peers keep arriving)', async () => {
+    const { result, reports } = await runScenario(
+      4,
+      'progressOverlap',
+      { count: 40_000, busyMs: 800, lead: true, staggerMs: 40 },
+      { env: { WEBCCL_PROGRESS: 'auto' } },
+    );
+    expect(result.failure?.message).toBeUndefined();
+    for (const [r, [rep]] of reports.entries()) {
+      expect(rep.wrong, `rank ${r}`).toEqual([]);
+      expect(
+        rep.during.filter((d: string) => !/: true( \(lead true\))?$/.test(d)),
+        `rank ${r}`,
+      ).toEqual([]);
+    }
+  });
+
   it('auto: an op held at issue (its rank waited for the last at once) and then left alone starts on the thread while its rank computes', async () => {
     // The issue-compute-wait pattern: waited ops, then one issued and left alone during a compute that never
     // calls webccl. The hold is bounded: the thread takes the op HOLD_MS after it first sees it.
