@@ -160,7 +160,8 @@ export class Work implements PromiseLike<void> {
     if (this.awaitsAsync || this.promise !== undefined || this.state !== 'pending' || this.begin())
       return this.wait().then(onDone, onFail);
     // `await work` where the thread may block: the op completes and the callback runs in one job,
-    // where wait().then() takes two more (a small op's await cost a third more than waitSync()).
+    // where wait().then() takes two, the wait's and then the callback's (a small op's await cost a
+    // third more than waitSync()).
     return DONE.then(() => {
       try {
         this.waitSync();
