@@ -376,6 +376,20 @@ describe('failures while the network progress thread holds ops', () => {
   }, 90_000);
 });
 
+/** A network progress thread's host on `memory`, serving hub `hub`, with no connections or store. */
+const hostOn = (memory: WebAssembly.Memory, hub: number) =>
+  new NetProgressHost({
+    memory,
+    hub,
+    rank: 0,
+    localRank: 0,
+    spaces: {} as never,
+    store: {} as never,
+    oneHost: true,
+    cores: 2,
+    simd: false,
+  });
+
 describe("the network progress thread's look for new postboxes", () => {
   // The thread's loop makes its view of the memory, then looks at the postbox table; meanwhile its
   // rank may open a postbox (asking an abort, say), the memory grown for it past that view.
@@ -389,17 +403,7 @@ describe("the network progress thread's look for new postboxes", () => {
       const bytes = freshI32(node.memory).byteLength;
       ctx.heap.alloc(bytes - freshI32(node.memory)[(NODE_BASE + N.HEAP_TOP) >> 2] - 64);
       expect(freshI32(node.memory).byteLength).toBe(bytes);
-      const host = new NetProgressHost({
-        memory: node.memory,
-        hub,
-        rank: 0,
-        localRank: 0,
-        spaces: {} as never,
-        store: {} as never,
-        oneHost: true,
-        cores: 2,
-        simd: false,
-      });
+      const host = hostOn(node.memory, hub);
       const loopView = freshI32(node.memory);
       const { postbox } = openNetPostbox(
         ctx,
@@ -422,17 +426,7 @@ describe("the network progress thread's heap", () => {
   it('waits for a heap lock another rank holds for 400 ms (it is a worker: spinning 250 ms and failing TIMEOUT is for a page)', async () => {
     const node = createNode({ nranks: 2, slotBytes: 4096, progress: false });
     const ctx = joinNode(node, 0);
-    const host = new NetProgressHost({
-      memory: node.memory,
-      hub: newHub(ctx),
-      rank: 0,
-      localRank: 0,
-      spaces: {} as never,
-      store: {} as never,
-      oneHost: true,
-      cores: 2,
-      simd: false,
-    });
+    const host = hostOn(node.memory, newHub(ctx));
     const heap = (host as unknown as { ctx: RankContext }).ctx.heap;
     const at = (NODE_BASE + N.HEAP_LOCK) >> 2;
     Atomics.store(freshI32(node.memory), at, 2); // node rank 1 holds it...

@@ -35,6 +35,21 @@ import { runScenario } from '../helpers/threads.js';
 
 const SCRIPT = fileURLToPath(new URL('../ranks/scenario.mjs', import.meta.url));
 
+/** progressOverlap's reports: no failure, every result right, every op (and its lead) ended during the compute. */
+function expectEndedDuringCompute(
+  result: { failure?: { message: string } },
+  reports: { during: string[]; wrong: unknown[] }[][],
+) {
+  expect(result.failure?.message).toBeUndefined();
+  for (const [r, [rep]] of reports.entries()) {
+    expect(rep.wrong, `rank ${r}`).toEqual([]);
+    expect(
+      rep.during.filter((d: string) => !/: true( \(lead true\))?$/.test(d)),
+      `rank ${r}`,
+    ).toEqual([]);
+  }
+}
+
 describe('ops progress while their ranks compute', () => {
   // auto: each op follows one not waited for (a burst), in turn a small one and a large one.
   for (const [n, mode] of [
@@ -49,16 +64,9 @@ describe('ops progress while their ranks compute', () => {
         { count: 40_000, busyMs: n > 4 ? 3000 : 800, lead: mode === 'auto' },
         { env: { WEBCCL_PROGRESS: mode } },
       );
-      expect(result.failure?.message).toBeUndefined();
-      for (const [r, [rep]] of reports.entries()) {
-        expect(rep.wrong, `rank ${r}`).toEqual([]);
-        expect(
-          rep.during.filter((d: string) => !/: true( \(lead true\))?$/.test(d)),
-          `rank ${r}`,
-        ).toEqual([]);
-        // auto: the barriers start on their rank at issue, and end there (their peers post theirs)
-        expect(rep.threadOps).toBeGreaterThanOrEqual(mode === 'auto' ? 10 : 12);
-      }
+      expectEndedDuringCompute(result, reports);
+      // auto: the barriers start on their rank at issue, and end there (their peers post theirs)
+      for (const [rep] of reports) expect(rep.threadOps).toBeGreaterThanOrEqual(mode === 'auto' ? 10 : 12);
     });
   }
 
@@ -69,14 +77,7 @@ describe('ops progress while their ranks compute', () => {
       { count: 40_000, busyMs: 800, lead: true, staggerMs: 40 },
       { env: { WEBCCL_PROGRESS: 'auto' } },
     );
-    expect(result.failure?.message).toBeUndefined();
-    for (const [r, [rep]] of reports.entries()) {
-      expect(rep.wrong, `rank ${r}`).toEqual([]);
-      expect(
-        rep.during.filter((d: string) => !/: true( \(lead true\))?$/.test(d)),
-        `rank ${r}`,
-      ).toEqual([]);
-    }
+    expectEndedDuringCompute(result, reports);
   });
 
   it('auto: an op held at issue (its rank waited for the last at once) and then left alone starts on the thread while its rank computes', async () => {
