@@ -31,7 +31,8 @@ export function hostedSpec(
   const { input, output, value: p } = posted;
   const view = (addr: number, count: number, dtype: Dtype): Buf => {
     const buffer = freshBuffer(memory);
-    return { addr, dtype, count, bytes: new Uint8Array(buffer, addr, count * DTYPE_SIZE[dtype]), memory: buffer };
+    const bytes = new Uint8Array(buffer, addr, count * DTYPE_SIZE[dtype]);
+    return { addr, dtype, count, bytes, memory: buffer, words: undefined };
   };
   const inBuf = p.input ? view(input, p.input.count, p.dtype) : null;
   const outBuf = p.inPlace ? inBuf : p.output ? view(output, p.output.count, p.dtype) : null;

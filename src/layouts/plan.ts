@@ -242,7 +242,7 @@ function converting(
     const addr = p.heap.alloc(bytes);
     temps.push(addr);
     const memory = freshBuffer(p.core.memory);
-    return { bytes: new Uint8Array(memory, addr, bytes), memory, dtype, count: bytes / es, addr };
+    return { bytes: new Uint8Array(memory, addr, bytes), memory, dtype, count: bytes / es, addr, words: undefined };
   };
   const release = () => {
     for (const a of temps.splice(0)) p.heap.free(a);

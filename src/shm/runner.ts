@@ -9,7 +9,7 @@ import { ABORT_REASON, C, D, flagOffset, N, NODE_BASE, ST } from '../core/shm-ma
 import type { OpTrace } from '../core/trace.js';
 import { WAIT_SLICE_MS } from '../core/waits.js';
 import type { WasmCore } from '../core/wasm.js';
-import type { Buf } from '../engine/buffers.js';
+import { type Buf, wordsOf } from '../engine/buffers.js';
 import { nowMs } from '../engine/clock.js';
 import { abortErrorOf, deadRankOf, publishAbort } from './abort-words.js';
 import { Doorbell } from './doorbell.js';
@@ -32,6 +32,12 @@ export interface RunningOp {
 const SMALL_COPY = 32;
 /** A whole buffer of more bytes than this is copied in with TypedArray.set (no view to make). */
 const SMALL_WHOLE_COPY = 16;
+/**
+ * Word-aligned copies up to this many bytes go word by word: 64 bytes in 12 ns, against 18-27 ns
+ * in and 50 ns out for TypedArray.set between a plain and a shared buffer (here); from 128 bytes
+ * set() is faster.
+ */
+const WORD_COPY_MAX = 64;
 
 export class ShmRunner {
   /**
@@ -133,6 +139,14 @@ export class ShmRunner {
         { detached: true },
       );
     }
+    if (len <= WORD_COPY_MAX && ((addr | off | len) & 3) === 0) {
+      const words = wordsOf(inward ? op.input! : op.output!);
+      if (words !== null) {
+        this.copyWords(words, off >> 2, addr >> 2, len >> 2, inward);
+        op.trace?.step(inward ? 'copy in' : 'copy out', t0, nowMs());
+        return;
+      }
+    }
     if (inward) {
       // The whole buffer (every op of one chunk) needs no view: TypedArray.set beats a loop from
       // 32 bytes; a few bytes, or a piece, a loop beats making a view for it.
@@ -142,6 +156,13 @@ export class ShmRunner {
     } else if (len <= SMALL_COPY) for (let i = 0; i < len; i++) user[off + i] = u8[addr + i];
     else user.set(u8.subarray(addr, addr + len), off);
     op.trace?.step(inward ? 'copy in' : 'copy out', t0, nowMs());
+  }
+
+  /** Copies `n` words between a user buffer's words (from word `at`) and the node memory (from word `to`). */
+  private copyWords(words: Int32Array, at: number, to: number, n: number, inward: boolean): void {
+    const i32 = this.current.i32;
+    if (inward) for (let k = 0; k < n; k++) i32[to + k] = words[at + k];
+    else for (let k = 0; k < n; k++) words[at + k] = i32[to + k];
   }
 
   /**
