@@ -10,9 +10,11 @@ import {
   flatAlgo,
   type NetAlgo,
   type NetTopology,
+  netTuningBasis,
   resolveNetAlgo,
   ringPiece,
   ringWays,
+  type TuningBasis,
 } from '../tuner/net-tuner.js';
 import { forcedPieceBytes } from '../tuner/ring-pieces.js';
 
@@ -69,10 +71,37 @@ export class NetSchedule {
     this.forcedPiece = forcedPieceBytes();
   }
 
+  /**
+   * The model's choices by message size, each made once: an op's choices cost more than its
+   * own JavaScript (13 µs an op on a network progress thread whose caches its sends keep cold),
+   * and a program sends a few sizes over and over. Each holds at most MEMO_SIZES sizes.
+   */
+  private readonly flatAlgos = new Map<number, NetAlgo>();
+  private readonly pieces = new Map<number, number>();
+  private readonly ways = new Map<string, number | undefined>();
+  /** The model they were made with: another (a job's agreed model, a test's) starts them afresh. */
+  private basis: TuningBasis | undefined;
+
+  /** The memos, emptied if the model in force changed since they were filled. */
+  private memos(): this {
+    const b = netTuningBasis();
+    if (b !== this.basis) {
+      this.basis = b;
+      this.flatAlgos.clear();
+      this.pieces.clear();
+      this.ways.clear();
+    }
+    return this;
+  }
+
   /** The schedule a collective runs (a call's algorithm option that does not suit is refused here). */
   algorithmOf(spec: OpSpec): NetOpAlgo {
     return spec.name === 'allReduce'
-      ? chooseNetAllReduce(spec.count * DTYPE_SIZE[spec.dtype], this.world.size, this.topo, this.standing, spec.algo)
+      ? spec.algo === undefined
+        ? memo(this.memos().flatAlgos, spec.count * DTYPE_SIZE[spec.dtype], (bytes) =>
+            chooseNetAllReduce(bytes, this.world.size, this.topo, this.standing),
+          )
+        : chooseNetAllReduce(spec.count * DTYPE_SIZE[spec.dtype], this.world.size, this.topo, this.standing, spec.algo)
       : spec.name === 'barrier'
         ? 'dissemination'
         : spec.name === 'broadcast' || spec.name === 'reduce'
@@ -86,7 +115,8 @@ export class NetSchedule {
 
   /** The ring allReduce's piece size for `bytes` over `size` ranks. */
   piece(bytes: number, size = this.world.size): number {
-    return ringPiece(bytes, size, this.topo.sharing, this.forcedPiece);
+    if (size !== this.world.size) return ringPiece(bytes, size, this.topo.sharing, this.forcedPiece);
+    return memo(this.memos().pieces, bytes, () => ringPiece(bytes, size, this.topo.sharing, this.forcedPiece));
   }
 
   /**
@@ -95,12 +125,28 @@ export class NetSchedule {
    * Undefined for the schedules that send one message per peer and step (they use them all).
    */
   ringWaysOf(algo: string, bytes: number, piece: number): number | undefined {
+    if ((this.topo.channels ?? 1) <= 1) return undefined;
+    return memo(this.memos().ways, `${algo}/${bytes}/${piece}`, () => this.ringWaysOfNew(algo, bytes, piece));
+  }
+
+  private ringWaysOfNew(algo: string, bytes: number, piece: number): number | undefined {
     const { channels = 1, sharing = this.world.size, nodes, perNode } = this.topo;
-    if (channels <= 1) return undefined;
     if (algo === 'ring') return ringWays(bytes, this.world.size, sharing, piece, channels);
     if (algo !== 'hierarchical') return undefined;
     const shard = bytes / perNode;
     if (flatAlgo(shard, nodes, sharing, channels) !== 'ring') return undefined;
     return ringWays(shard, nodes, sharing, this.piece(shard, nodes), channels);
   }
+}
+
+/** Sizes a memo of NetSchedule keeps (a program of more sizes starts it afresh). */
+const MEMO_SIZES = 256;
+
+/** `of(key)`, made once per key while `m` holds fewer than MEMO_SIZES keys. */
+function memo<K, V>(m: Map<K, V>, key: K, of: (key: K) => V): V {
+  if (m.has(key)) return m.get(key) as V;
+  const v = of(key);
+  if (m.size >= MEMO_SIZES) m.clear();
+  m.set(key, v);
+  return v;
 }
