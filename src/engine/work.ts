@@ -74,9 +74,9 @@ export class Work implements PromiseLike<void> {
 
   /**
    * @internal Made by the engines, never by users. `noBlock` says why waitSync() may not block,
-   * when canBlock is false. `awaitsAsync`: wait() and await leave the event loop running even
-   * where waitSync() may block (an op the network progress thread runs: the rank's loop still
-   * serves its store and point-to-point sockets).
+   * when canBlock is false. `awaitsAsync`: wait() and await go through the driver's
+   * progressAsync even where waitSync() may block (an op the network progress thread runs: the
+   * rank's loop may still have sockets of its own to serve; the driver blocks only when not).
    */
   constructor(
     name: string,

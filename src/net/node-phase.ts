@@ -15,6 +15,12 @@ import { WIRE_SIGNATURE } from '../layouts/plan.js';
 /** This thread's network engines (their communicators not yet destroyed): what `alone` counts. */
 export const threadEngines = new Set<{ movable(): number }>();
 
+/** Whether none of this thread's network ops (collectives on its own connections, send/recv) can move. */
+export function netIdleOnThread(): boolean {
+  for (const e of threadEngines) if (e.movable() > 0) return false;
+  return true;
+}
+
 /**
  * Whether the asking op is the only one of this thread's network ops that can move: ops queued
  * behind it on its own communicator wait for it anyway; the head op of another communicator,

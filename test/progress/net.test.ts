@@ -227,6 +227,22 @@ describe('ranks as processes: collectives progress on the network progress threa
     }
   }, 150_000);
 
+  // An await of an op the thread runs blocks the rank's thread when nothing of its own can move
+  // (net-proxy-engine.ts mayBlock): here rank 0 has a send or a group's op on its own connections
+  // that its peers await before the op; every rank ends, results right.
+  for (const form of ['--procs -n 2', '--nnodes 2 -n 2'] as const) {
+    it(`${form}: an awaited op on the thread, behind a send or a group's small op the peers await first, ends on every rank`, async () => {
+      const params = { big: 300_000, msgBytes: 8 << 20, rounds: 3 };
+      const reps =
+        form === '--procs -n 2' ? await procs(2, 'awaitBehind', params) : await twoLaunchers(2, params, 'awaitBehind');
+      for (const [rep] of reps) {
+        expect(rep.wrong).toEqual([]);
+        expect(rep.threadOps).toBe(2 * params.rounds);
+        expect(rep.groupThreadOps).toBe(0);
+      }
+    });
+  }
+
   it('--procs -n 2, WEBCCL_PROGRESS=thread: waitSync() completes ops across nodes (plain and alloc() buffers, 4 B to 1.2 MB)', async () => {
     for (const [rep] of await procs(2, 'progressSync', {}, { WEBCCL_PROGRESS: 'thread' }))
       expect(rep).toMatchObject({ wrong: [], mode: 'thread' });

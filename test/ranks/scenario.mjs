@@ -861,6 +861,50 @@ const scenarios = {
     report({ wrong, error, threadOps });
   },
 
+  /**
+   * An op the network progress thread runs, awaited while this rank has work of its own on its
+   * own connections that a peer needs first (an await of such an op may block the rank's thread
+   * only when it has none): rank 0 sends a message larger than a socket takes at once, or issues
+   * a small op on a group (run on the rank's connections), and awaits a large world op before
+   * it; the peers await the send's message or the group's op first.
+   */
+  async awaitBehind() {
+    const comm = await ccl.initCommGroup();
+    const { rank: r, size: n } = comm;
+    const { wrong, check } = checker(r);
+    const group = await comm.split(0, r);
+    const sum = (n * (n + 1)) / 2;
+    const big = () => new Float32Array(p.big).fill(r + 1);
+    for (let round = 0; round < p.rounds; round++) {
+      const msg = new Uint8Array(p.msgBytes);
+      const x = big();
+      if (r === 0) {
+        const s = comm.send(msg.fill(round + 7), 1);
+        await comm.allReduce(x);
+        await s;
+      } else {
+        if (r === 1) await comm.recv(msg, 0);
+        await comm.allReduce(x);
+      }
+      if (r === 1) check('message', msg, () => round + 7);
+      check('allReduce behind a send', x, () => sum);
+      const small = new Float32Array(4).fill(r + 1);
+      const y = big();
+      if (r === 0) {
+        const w = group.allReduce(small);
+        await comm.allReduce(y);
+        await w;
+      } else {
+        await group.allReduce(small);
+        await comm.allReduce(y);
+      }
+      check("a group's small allReduce", small, () => sum);
+      check('allReduce behind it', y, () => sum);
+    }
+    report({ wrong, threadOps: comm.stats().threadOps, groupThreadOps: group.stats().threadOps });
+    group.destroy();
+  },
+
   /** Rank 0 hands an op to the progress thread and says so; rank 1 issues its op only after p.lateMs. */
   async progressHeld() {
     const comm = await ccl.initCommGroup({ timeoutMs: 60_000 });
