@@ -16,6 +16,7 @@
 
 import { fail, WebcclError } from './errors.js';
 import { freshBuffer, freshI32 } from './fresh-buffer.js';
+import { nodeAbortCause } from './node.js';
 import { N, NODE_BASE } from './shm-map.js';
 import { isShared, UNSHARED_NODE_BYTES } from './unshared-memory.js';
 
@@ -246,8 +247,15 @@ export class NodeHeap {
       if (this.canBlock) Atomics.wait(i32, LOCK, held, 5);
       held = Atomics.compareExchange(i32, LOCK, 0, this.owner);
       if (held === 0) return;
-      if (Atomics.load(i32, NODE_ABORT) !== 0) {
-        fail('ABORTED', 'comm.alloc()/free(): the node was aborted while waiting for its heap lock');
+      const aborted = Atomics.load(i32, NODE_ABORT) !== 0 && nodeAbortCause(this.memory);
+      if (aborted) {
+        // (the holder may be the rank that died, or a thread the launcher stopped as it did)
+        const { by, why, reason } = aborted;
+        fail(
+          'ABORTED',
+          `comm.alloc()/free(): the node was aborted while waiting for its heap lock: ${why}${reason ? ` (${reason})` : ''}`,
+          { by, reason },
+        );
       }
       if (performance.now() > deadline) {
         const who = held === 0xffff ? 'another thread' : `rank ${held - 1}`;

@@ -6,8 +6,8 @@
 import { fail } from './errors.js';
 import { freshI32 } from './fresh-buffer.js';
 import { showValue } from './options.js';
-import { writeReasonText } from './reason-text.js';
-import { ABORT_BY_LAUNCHER, C, N, NODE_BASE } from './shm-map.js';
+import { readReasonText, writeReasonText } from './reason-text.js';
+import { ABORT_BY_LAUNCHER, ABORT_REASON, C, N, NODE_BASE } from './shm-map.js';
 
 /** A job across nodes that a node's ranks join by dialling (createNode's `master`; bootstrap/page-job.ts checks it). */
 export interface PageJob {
@@ -66,6 +66,26 @@ export function abortNode(handle: NodeHandle, deadRank: number | null, code: num
     Atomics.store(i32, (NODE_BASE + N.ABORT) >> 2, deadRank === null ? ABORT_BY_LAUNCHER : deadRank + 1);
   }
   ring(handle, i32);
+}
+
+/** Why a node was aborted: the node rank that died or aborted it (-1: the launcher), how, and its reason. */
+export interface NodeAbortCause {
+  by: number;
+  /** "rank 1 died", "aborted by the launcher", ... */
+  why: string;
+  reason: string;
+}
+
+/** Why the node in `memory` was aborted (abortNode), or null when it was not. */
+export function nodeAbortCause(memory: WebAssembly.Memory): NodeAbortCause | null {
+  const i32 = freshI32(memory);
+  const nodeBy = Atomics.load(i32, (NODE_BASE + N.ABORT) >> 2);
+  if (nodeBy === 0) return null;
+  const by = nodeBy === ABORT_BY_LAUNCHER ? -1 : nodeBy - 1;
+  const who = by < 0 ? 'the launcher' : `rank ${by}`;
+  const code = Atomics.load(i32, (NODE_BASE + N.ABORT_CODE) >> 2);
+  const reason = readReasonText(memory, NODE_BASE + N.REASON);
+  return { by, why: code === ABORT_REASON.PEER_DIED ? `${who} died` : `aborted by ${who}`, reason };
 }
 
 /**

@@ -3,8 +3,9 @@
 // rank that finds a word set reads back why, to fail its op with the first cause.
 
 import { WebcclError } from '../core/errors.js';
+import { nodeAbortCause } from '../core/node.js';
 import { readReasonText, writeReasonText } from '../core/reason-text.js';
-import { ABORT_BY_LAUNCHER, ABORT_REASON, C, N, NODE_BASE } from '../core/shm-map.js';
+import { ABORT_REASON, C } from '../core/shm-map.js';
 
 /** What a communicator's abort says: its code (ABORT_REASON), the rank `detail` names, the reason abort() gave. */
 export interface AbortNote {
@@ -65,18 +66,17 @@ export function abortErrorOf(
       via: 'shm',
     });
   }
-  const nodeBy = Atomics.load(i32, (NODE_BASE + N.ABORT) >> 2);
-  if (nodeBy === 0) return null;
-  const dead = nodeBy === ABORT_BY_LAUNCHER ? -1 : nodeBy - 1;
-  const who = dead < 0 ? 'the launcher' : `rank ${dead}`;
-  const code = Atomics.load(i32, (NODE_BASE + N.ABORT_CODE) >> 2);
-  const reason = readReasonText(memory, NODE_BASE + N.REASON);
-  const why = code === ABORT_REASON.PEER_DIED ? `${who} died` : `aborted by ${who}`;
-  return new WebcclError('ABORTED', `${what}: ${why}${reason ? ` (${reason})` : ''}; the job is being ended`, {
-    by: dead,
-    reason,
-    via: 'shm',
-  });
+  const node = nodeAbortCause(memory);
+  if (!node) return null;
+  return new WebcclError(
+    'ABORTED',
+    `${what}: ${node.why}${node.reason ? ` (${node.reason})` : ''}; the job is being ended`,
+    {
+      by: node.by,
+      reason: node.reason,
+      via: 'shm',
+    },
+  );
 }
 
 /**

@@ -5,7 +5,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { freshBuffer } from '../../src/core/fresh-buffer.js';
 import { HEAP_LIMIT, NodeHeap } from '../../src/core/heap.js';
-import { N, NODE_BASE } from '../../src/core/shm-map.js';
+import { abortNode } from '../../src/core/node.js';
+import { ABORT_REASON, N, NODE_BASE } from '../../src/core/shm-map.js';
 import type { RankContext } from '../../src/engine/context.js';
 import { createNode } from '../../src/progress/create-node.js';
 import { allocCommBlock, releaseCommBlock } from '../../src/shm/block.js';
@@ -84,6 +85,18 @@ describe('node heap', () => {
     expect(performance.now() - t0).toBeLessThan(5_000);
     Atomics.store(lock, (NODE_BASE + N.HEAP_LOCK) >> 2, 0);
     expect(heap.alloc(64)).toBeGreaterThan(0);
+  });
+
+  it('a lock held when its node is aborted (a rank died): the waiter fails ABORTED naming the rank that died', () => {
+    // What a node mate met when a rank thread exited mid-op and the launcher stopped its threads.
+    const { node, heap } = heapOf(2, { canBlock: true, rank: 0 });
+    const lock = new Int32Array(node.memory.buffer);
+    Atomics.store(lock, (NODE_BASE + N.HEAP_LOCK) >> 2, 0xffff); // another thread holds it
+    abortNode(node, 1, ABORT_REASON.PEER_DIED, 'exited with code 7');
+    const e = caught(() => heap.alloc(64));
+    expect(e.code).toBe('ABORTED');
+    expect(e.details.by).toBe(1);
+    expect(e.message).toMatch(/heap lock: rank 1 died \(exited with code 7\)/);
   });
 
   it('a communicator block freed by another member leaves nothing behind: a view in the reused memory is checked against its own block', () => {
