@@ -50,9 +50,15 @@ interface Issued {
  */
 const BLOCK_SLICE_MS = 5;
 
-/** One turn of the event loop (its timers and I/O run), where it has one. */
-const nextTurn = (): Promise<void> =>
-  new Promise((resolve) => (typeof setImmediate === 'function' ? setImmediate(resolve) : setTimeout(resolve, 0)));
+/**
+ * Whether this runtime has a turn of the event loop to give between slices (Node's setImmediate;
+ * a page's worker has none as short: a timer's least delay there would leave an op that ends in
+ * it unseen that long, so a page's ranks wait with waitAsync).
+ */
+const HAS_TURN = typeof setImmediate === 'function';
+
+/** One turn of the event loop: its timers and I/O run. */
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** How long abort() waits for the thread to tell the peers. */
 const ABORT_SEND_MS = 2000;
@@ -332,13 +338,13 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   /**
    * Whether an awaited op the thread runs may be waited for by blocking this thread, as an
-   * awaited op on one node is: a thread that may block, none of whose network ops (send/recv, or
+   * awaited op on one node is: a thread of Node's that may block, none of whose network ops (send/recv, or
    * collectives on its own connections, of any communicator) can move meanwhile. A waitAsync()
    * wake-up, and the event loop it runs, cost a waited op far more here: 2 processes awaiting
    * 1 MiB allReduces back to back took 560-650 µs an op blocking against 780-930 (op-parts.mjs).
    */
   private mayBlock(): boolean {
-    return this.ctx.canBlock && netIdleOnThread();
+    return HAS_TURN && this.ctx.canBlock && netIdleOnThread();
   }
 
   // ---------------------------------------------------------------- the postbox
