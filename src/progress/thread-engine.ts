@@ -99,8 +99,10 @@ export class ThreadEngine implements Engine, WorkDriver, QueueServer {
       this.hold(s, seq, work, algo);
     else this.toThread(s, seq, work, algo);
     this.lastIssued = work;
-    // A held op was stamped as it was held, just now: one clock read fewer for the common case.
-    this.lastReturnedAt = this.held?.work === work ? work.timing.issuedAt : nowMs();
+    // When the call returns, by a stamp taken just now where there is one (a clock read costs as
+    // much as a small op's checks): a held op's issue, an op that ended at issue's end.
+    this.lastReturnedAt =
+      this.held?.work === work ? work.timing.issuedAt : work.settled ? work.timing.completedAt : nowMs();
     return work;
   }
 
