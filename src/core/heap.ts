@@ -29,7 +29,6 @@ const LOCK = (NODE_BASE + N.HEAP_LOCK) >> 2;
 const START = (NODE_BASE + N.HEAP_START) >> 2;
 const TOP = (NODE_BASE + N.HEAP_TOP) >> 2;
 const GROWTHS = (NODE_BASE + N.GROWTHS) >> 2;
-const NODE_ABORT = (NODE_BASE + N.ABORT) >> 2;
 const PAGE = 65536;
 /** The heap ends a page below 2 GiB, so every address and size fits an i32. */
 export const HEAP_LIMIT = 32768 * PAGE - PAGE;
@@ -247,7 +246,7 @@ export class NodeHeap {
       if (this.canBlock) Atomics.wait(i32, LOCK, held, 5);
       held = Atomics.compareExchange(i32, LOCK, 0, this.owner);
       if (held === 0) return;
-      const aborted = Atomics.load(i32, NODE_ABORT) !== 0 && nodeAbortCause(this.memory);
+      const aborted = nodeAbortCause(this.memory);
       if (aborted) {
         // (the holder may be the rank that died, or a thread the launcher stopped as it did)
         const { by, why, reason } = aborted;

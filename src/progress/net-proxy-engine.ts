@@ -338,11 +338,11 @@ export class NetProxyEngine implements Engine, WorkDriver {
 
   /**
    * Whether an awaited op the thread runs may be waited for by blocking this thread, as an
-   * awaited op on one node is: a thread of Node's that may block, none of whose network ops (send/recv, or
-   * collectives on its own connections, of any communicator) can move meanwhile. A waitAsync()
-   * wake-up, and the event loop it runs, cost a waited op more here: 2 processes awaiting 1 MiB
-   * allReduces back to back, hand-offs to the thread and back 60-70 and 32-45 µs blocking,
-   * 84-92 and 48-54 through the event loop (bench/op-parts.mjs).
+   * awaited op on one node is: a thread of Node's that may block, none of whose network ops
+   * (send/recv, or collectives on its own connections, of any communicator) can move meanwhile.
+   * A waitAsync() wake-up, and the event loop it runs, cost a waited op more here: 2 processes
+   * awaiting 1 MiB allReduces back to back, hand-offs to the thread and back 60-70 and 32-45 µs
+   * blocking, 84-92 and 48-54 through the event loop (bench/op-parts.mjs).
    */
   private mayBlock(): boolean {
     return HAS_TURN && this.ctx.canBlock && netIdleOnThread();
