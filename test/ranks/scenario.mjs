@@ -674,8 +674,9 @@ const scenarios = {
       ];
       for (const [what, issue, verify] of cases) {
         await comm.barrier(); // every rank issues at about the same time: the compute below outlasts the op
-        // p.staggerMs: rank r issues r·staggerMs later (ranks that get a core one by one).
-        for (const until = performance.now() + r * (p.staggerMs ?? 0); performance.now() < until; );
+        // p.staggerMs: rank r issues r·staggerMs later (ranks that get a core one by one). Asleep,
+        // not spinning: spinning ranks on 2 cores under a loaded suite arrived up to 100 ms late.
+        if (p.staggerMs) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, r * p.staggerMs);
         // p.lead: the op follows an op not waited for (a burst, as a backward pass issues them):
         // in auto mode a rank that waited at once has its next op held until its next call.
         const lead = p.lead ? comm.barrier() : undefined;
