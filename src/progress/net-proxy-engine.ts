@@ -15,8 +15,8 @@ import type { RankContext } from '../engine/context.js';
 import { addCounts, type Engine, isP2p, type OpCounters, type OpSpec } from '../engine/engine.js';
 import { FlightRecorder } from '../engine/flight-recorder.js';
 import { Work, type WorkDriver } from '../engine/work.js';
+import { BLOCK_SLICE_MS, mayBlockFor, nextTurn } from '../net/blocking-await.js';
 import type { NetEngine } from '../net/engine.js';
-import { netIdleOnThread } from '../net/node-phase.js';
 import { ShmRunner } from '../shm/runner.js';
 import { hubReason, hubState, onThreadLost, ringHub } from './net-hub.js';
 import { askAbort, type NetPostboxConfig, openNetPostbox } from './net-postbox.js';
@@ -42,23 +42,6 @@ interface Issued {
   postbox?: PostedNetOp;
   inner?: Work;
 }
-
-/**
- * The longest an awaited op blocks its rank's thread at a time (mayBlock) before the event loop
- * runs once: its timers and its own connections (a send's bytes still queued there, which a peer
- * may need before it joins the op) wait no longer than this.
- */
-const BLOCK_SLICE_MS = 5;
-
-/**
- * Whether this runtime has a turn of the event loop to give between slices (Node's setImmediate;
- * a page's worker has none as short: a timer's least delay there would leave an op that ends in
- * it unseen that long, so a page's ranks wait with waitAsync).
- */
-const HAS_TURN = typeof setImmediate === 'function';
-
-/** One turn of the event loop: its timers and I/O run. */
-const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** How long abort() waits for the thread to tell the peers. */
 const ABORT_SEND_MS = 2000;
@@ -312,7 +295,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
         const done = this.box.done();
         if (done === this.box.read) {
           if (!this.threadRuns()) return this.threadGone();
-          if (this.mayBlock()) {
+          if (mayBlockFor(this.ctx.canBlock)) {
             // Blocked from the next job, not in wait(): the caller's code runs on first, as on one
             // node (it may issue more, or end); then everything is looked at again.
             if (!blocked) {
@@ -334,18 +317,6 @@ export class NetProxyEngine implements Engine, WorkDriver {
     } finally {
       if (alive !== undefined) clearTimeout(alive);
     }
-  }
-
-  /**
-   * Whether an awaited op the thread runs may be waited for by blocking this thread, as an
-   * awaited op on one node is: a thread of Node's that may block, none of whose network ops
-   * (send/recv, or collectives on its own connections, of any communicator) can move meanwhile.
-   * A waitAsync() wake-up, and the event loop it runs, cost a waited op more here: 2 processes
-   * awaiting 1 MiB allReduces back to back, hand-offs to the thread and back 60-70 and 32-45 µs
-   * blocking, 84-92 and 48-54 through the event loop (bench/op-parts.mjs).
-   */
-  private mayBlock(): boolean {
-    return HAS_TURN && this.ctx.canBlock && netIdleOnThread();
   }
 
   // ---------------------------------------------------------------- the postbox
