@@ -124,8 +124,10 @@ export class NetProxyEngine implements Engine, WorkDriver {
     }
     // The rank's own path failed (a peer's ABORT, a deadline, a disagreement found there): the
     // thread's ops fail too, here and on every peer (their ranks may wait on them).
+    // It waits, as abort() does, until the thread has told them: the rank may end its process
+    // next, and the peers' threads would then see closed connections instead of the reason.
     direct.onBroken = (err) => {
-      this.tellThread(`rank ${c.members[c.rank]} failed: ${err.reason} (${err.code})`);
+      this.awaitToldPeers(this.tellThread(`rank ${c.members[c.rank]} failed: ${err.reason} (${err.code})`));
       this.fail(err);
     };
   }
@@ -225,11 +227,16 @@ export class NetProxyEngine implements Engine, WorkDriver {
   abort(reason: string): void {
     const asked = this.tellThread(reason);
     this.direct.abort(reason);
+    this.awaitToldPeers(asked);
+    this.fail(this.direct.failure()!);
+  }
+
+  /** Waits (at most ABORT_SEND_MS) until the thread has sent the abort it was `asked` (0: not asked now). */
+  private awaitToldPeers(asked: number): void {
     const at = this.box.at(L.ABORT_SENT);
     const until = performance.now() + ABORT_SEND_MS;
     while (asked && Atomics.load(this.box.words(), at) === 0 && this.threadRuns() && performance.now() < until)
       Atomics.wait(this.box.words(), at, 0, 20);
-    this.fail(this.direct.failure()!);
   }
 
   /**
