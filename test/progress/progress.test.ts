@@ -73,7 +73,9 @@ describe('ops progress while their ranks compute', () => {
   // Retried: the premise is that each rank arrives within SETTLE_MS of the last; under the whole
   // suite on 2 cores a rank may get its core later than that (the issue then rightly gives up
   // waiting). Without the wait per arrival it fails every attempt.
-  it('auto, 4 thread ranks issuing 40 ms apart: an op behind one its rank started at issue still ends during the compute (the issue waits while peers keep arriving)', { retry: 2 }, async () => {
+  it('auto, 4 thread ranks issuing 40 ms apart: an op behind one its rank started at issue still ends during the compute (the issue waits while peers keep arriving)', {
+    retry: 2,
+  }, async () => {
     const { result, reports } = await runScenario(
       4,
       'progressOverlap',
