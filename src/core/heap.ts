@@ -249,12 +249,11 @@ export class NodeHeap {
       const aborted = nodeAbortCause(this.memory);
       if (aborted) {
         // (the holder may be the rank that died, or a thread the launcher stopped as it did)
-        const { by, why, reason } = aborted;
-        fail(
-          'ABORTED',
-          `comm.alloc()/free(): the node was aborted while waiting for its heap lock: ${why}${reason ? ` (${reason})` : ''}`,
-          { by, reason },
-        );
+        const { by, reason, text } = aborted;
+        fail('ABORTED', `comm.alloc()/free(): the node was aborted while waiting for its heap lock: ${text}`, {
+          by,
+          reason,
+        });
       }
       if (performance.now() > deadline) {
         const who = held === 0xffff ? 'another thread' : `rank ${held - 1}`;

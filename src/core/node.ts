@@ -74,6 +74,8 @@ export interface NodeAbortCause {
   /** "rank 1 died", "aborted by the launcher", ... */
   why: string;
   reason: string;
+  /** `why`, then the reason in parentheses when there is one: what error messages say. */
+  text: string;
 }
 
 /** Why the node in `memory` was aborted (abortNode), or null when it was not. */
@@ -85,7 +87,8 @@ export function nodeAbortCause(memory: WebAssembly.Memory): NodeAbortCause | nul
   const who = by < 0 ? 'the launcher' : `rank ${by}`;
   const code = Atomics.load(i32, (NODE_BASE + N.ABORT_CODE) >> 2);
   const reason = readReasonText(memory, NODE_BASE + N.REASON);
-  return { by, why: code === ABORT_REASON.PEER_DIED ? `${who} died` : `aborted by ${who}`, reason };
+  const why = code === ABORT_REASON.PEER_DIED ? `${who} died` : `aborted by ${who}`;
+  return { by, why, reason, text: `${why}${reason ? ` (${reason})` : ''}` };
 }
 
 /**

@@ -68,15 +68,11 @@ export function abortErrorOf(
   }
   const node = nodeAbortCause(memory);
   if (!node) return null;
-  return new WebcclError(
-    'ABORTED',
-    `${what}: ${node.why}${node.reason ? ` (${node.reason})` : ''}; the job is being ended`,
-    {
-      by: node.by,
-      reason: node.reason,
-      via: 'shm',
-    },
-  );
+  return new WebcclError('ABORTED', `${what}: ${node.text}; the job is being ended`, {
+    by: node.by,
+    reason: node.reason,
+    via: 'shm',
+  });
 }
 
 /**
