@@ -4,6 +4,7 @@
 import { WebcclError } from '../core/errors.js';
 import type { OpTrace } from '../core/trace.js';
 import { nowMs } from './clock.js';
+import { loopIdle } from './loop-ops.js';
 
 /**
  * When the op passed each point, in this thread's performance.now() ms (NaN until it has):
@@ -112,12 +113,7 @@ export class Work implements PromiseLike<void> {
       return DONE;
     }
     // Where the thread may block, the op completes in the next job (the caller's code runs on first).
-    this.promise ??= !this.awaitsAsync
-      ? DONE.then(() => this.waitSync())
-      : this.driver.progressAsync(this).then(() => {
-          if (this.settled) this.see();
-          this.rethrow();
-        });
+    this.promise ??= this.blocksOnAwait() ? DONE.then(() => this.waitSync()) : this.awaitAsync();
     return this.promise;
   }
 
@@ -130,6 +126,30 @@ export class Work implements PromiseLike<void> {
     this.waitBegun = true;
     this.driver.waiting?.(this);
     return (this.state as Work['state']) === 'done';
+  }
+
+  /** The wait through the driver's progressAsync, the event loop running meanwhile. */
+  private awaitAsync(): Promise<void> {
+    // Where the thread might have blocked (Node), nothing else may keep it alive meanwhile, and a
+    // pending Atomics.waitAsync does not: a worker would end in the middle of the op.
+    const alive = this.awaitsAsync ? undefined : setTimeout(() => undefined, 0x7fffffff);
+    return this.driver
+      .progressAsync(this)
+      .then(() => {
+        if (this.settled) this.see();
+        this.rethrow();
+      })
+      .finally(() => clearTimeout(alive));
+  }
+
+  /**
+   * Whether `await` (or wait()) blocks the thread until the op ends, as waitSync() does: where the
+   * thread may block and the driver does not ask otherwise, unless ops of this thread that only
+   * its event loop moves are in flight (loop-ops.ts): a blocked thread would stop them, and a
+   * peer may need one of them first. Then the wait goes through the driver's progressAsync.
+   */
+  private blocksOnAwait(): boolean {
+    return !this.awaitsAsync && loopIdle();
   }
 
   /** Blocks the calling thread until the op completes (worker threads and Node only). */
@@ -157,7 +177,7 @@ export class Work implements PromiseLike<void> {
     onDone?: ((v: void) => A | PromiseLike<A>) | null,
     onFail?: ((e: unknown) => B | PromiseLike<B>) | null,
   ): Promise<A | B> {
-    if (this.awaitsAsync || this.promise !== undefined || this.state !== 'pending' || this.begin())
+    if (!this.blocksOnAwait() || this.promise !== undefined || this.state !== 'pending' || this.begin())
       return this.wait().then(onDone, onFail);
     // `await work` where the thread may block: the op completes and the callback runs in one job,
     // where wait().then() takes two, the wait's and then the callback's (a small op's await cost a

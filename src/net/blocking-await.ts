@@ -2,7 +2,7 @@
 // by blocking its thread, as an awaited op on one node does, when nothing else of the thread's
 // needs its event loop meanwhile; else through Atomics.waitAsync and the event loop.
 
-import { netIdleOnThread } from './node-phase.js';
+import { loopIdle } from '../engine/loop-ops.js';
 
 /**
  * The longest an awaited op blocks its rank's thread at a time before the event loop runs once:
@@ -30,5 +30,5 @@ export const nextTurn = (): Promise<void> => new Promise((resolve) => setImmedia
  * event loop (bench/op-parts.mjs).
  */
 export function mayBlockFor(canBlock: boolean): boolean {
-  return HAS_TURN && canBlock && netIdleOnThread();
+  return HAS_TURN && canBlock && loopIdle();
 }

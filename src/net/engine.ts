@@ -15,6 +15,7 @@ import type { RankContext } from '../engine/context.js';
 import { countDone, type Engine, isP2p, type OpCounters, type OpSpec } from '../engine/engine.js';
 import { FlightRecorder } from '../engine/flight-recorder.js';
 import type { NetWorld } from '../engine/job.js';
+import { loopEngines } from '../engine/loop-ops.js';
 import type { NodeMates } from '../engine/node-mates.js';
 import { opLine } from '../engine/op-line.js';
 import { Work, type WorkDriver } from '../engine/work.js';
@@ -27,7 +28,6 @@ import { nodeStall, type Waiting, withDeadline } from './deadline.js';
 import { type Execution, execute } from './execute.js';
 import type { Kernels } from './memory.js';
 import { expectedFrom, type NetOp, netOp } from './net-op.js';
-import { threadEngines } from './node-phase.js';
 import { NetP2p } from './p2p.js';
 import { isP2pSpace, p2pSpace } from './p2p-space.js';
 import { isDisagreement, PeerTraffic } from './peer-traffic.js';
@@ -116,7 +116,7 @@ export class NetEngine implements Engine, WorkDriver {
       unexpected: (peer, tag) => this.unexpected(peer, tag),
       aborted: (e) => this.account.peerAborted(e),
     });
-    threadEngines.add(this);
+    loopEngines.add(this);
   }
 
   submit(spec: OpSpec): Work {
@@ -245,7 +245,7 @@ export class NetEngine implements Engine, WorkDriver {
   }
 
   close(): void {
-    threadEngines.delete(this);
+    loopEngines.delete(this);
     this.broken ??= new WebcclError('ABORTED', 'communicator destroyed');
     this.world.transport.close();
     // A send of a failed op may still sit in a socket's queue, reading its scratch: freed now,

@@ -8,18 +8,10 @@ import { WebcclError } from '../core/errors.js';
 import { freshBuffer } from '../core/fresh-buffer.js';
 import type { TypedArray } from '../engine/buffers.js';
 import type { RankContext } from '../engine/context.js';
+import { loopMovable } from '../engine/loop-ops.js';
 import type { NodeMates, NodePhaseOptions } from '../engine/node-mates.js';
 import { settledWithoutBlocking, type Work } from '../engine/work.js';
 import { WIRE_SIGNATURE } from '../layouts/plan.js';
-
-/** This thread's network engines (their communicators not yet destroyed): what `alone` counts. */
-export const threadEngines = new Set<{ movable(): number }>();
-
-/** Whether none of this thread's network ops (collectives on its own connections, send/recv) can move. */
-export function netIdleOnThread(): boolean {
-  for (const e of threadEngines) if (e.movable() > 0) return false;
-  return true;
-}
 
 /**
  * Whether the asking op is the only one of this thread's network ops that can move: ops queued
@@ -27,9 +19,7 @@ export function netIdleOnThread(): boolean {
  * or a send or recv, may be what a node mate waits for.
  */
 function aloneOnThread(): boolean {
-  let n = 0;
-  for (const e of threadEngines) n += e.movable();
-  return n <= 1;
+  return loopMovable() <= 1;
 }
 
 /**

@@ -365,3 +365,25 @@ it('ops of two communicators across nodes, issued in opposite orders by node mat
       .sort((a, b) => a[0] - b[0]),
   ).toEqual([0, 1, 2, 3].map((r) => [r, 5]));
 });
+
+// A thread rank blocked in an await of its node's op stops its event loop, and with it the ops
+// it runs across nodes on its own connections: rank 3, awaiting a send its node mate (the
+// broadcast's root, awaiting the broadcast) had not yet received, held the root's data on its
+// way down the chain until the deadline. With such ops in flight an await now goes through the
+// event loop; in 'caller' progress and at the defaults (ops of at most 256 KiB run on the rank).
+for (const progress of ['caller', 'auto']) {
+  it(`an await of a node's op leaves the rank's ops across nodes moving (${progress} progress): no deadlock`, async () => {
+    const { runs, out } = await launch('nnodes', [], {
+      n: 4,
+      script: fixture('await-order.mjs'),
+      env: { WEBCCL_TIMEOUT_MS: '15000', WEBCCL_PROGRESS: progress },
+    });
+    expectExit(runs);
+    expect(out).not.toMatch(/^fault /m);
+    expect(
+      [...out.matchAll(/^ok rank (\d+) rounds (\d+)$/gm)]
+        .map((m) => [Number(m[1]), Number(m[2])])
+        .sort((a, b) => a[0] - b[0]),
+    ).toEqual([0, 1, 2, 3].map((r) => [r, 4]));
+  });
+}
