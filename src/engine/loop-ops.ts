@@ -2,8 +2,9 @@
 // rank's own connections (collectives the rank runs itself, send/recv). A wait that blocks the
 // thread (Atomics.wait) stops that loop, so an awaited op blocks only while none of them can
 // move: a peer may need one before it can join the awaited op. (A rank blocked awaiting a send
-// to its node mate, while its broadcast across nodes waited to forward the root's data to the
-// next rank, held the root, which the node mate's receive was queued behind, until the deadline.)
+// to its node mate kept its broadcast across nodes from forwarding the root's data; the node
+// mate, that broadcast's root and awaiting it first, never took the send: both waited until the
+// deadline.)
 
 /** An engine with ops that only this thread's event loop moves. */
 export interface LoopEngine {
