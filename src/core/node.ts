@@ -68,13 +68,11 @@ export function abortNode(handle: NodeHandle, deadRank: number | null, code: num
   ring(handle, i32);
 }
 
-/** Why a node was aborted: the node rank that died or aborted it (-1: the launcher), how, and its reason. */
+/** Why a node was aborted: the node rank that died or aborted it (-1: the launcher), its reason, and both in words. */
 export interface NodeAbortCause {
   by: number;
-  /** "rank 1 died", "aborted by the launcher", ... */
-  why: string;
   reason: string;
-  /** `why`, then the reason in parentheses when there is one: what error messages say. */
+  /** What error messages say: "rank 1 died", "aborted by the launcher (reason)", ... */
   text: string;
 }
 
@@ -88,7 +86,7 @@ export function nodeAbortCause(memory: WebAssembly.Memory): NodeAbortCause | nul
   const code = Atomics.load(i32, (NODE_BASE + N.ABORT_CODE) >> 2);
   const reason = readReasonText(memory, NODE_BASE + N.REASON);
   const why = code === ABORT_REASON.PEER_DIED ? `${who} died` : `aborted by ${who}`;
-  return { by, why, reason, text: `${why}${reason ? ` (${reason})` : ''}` };
+  return { by, reason, text: `${why}${reason ? ` (${reason})` : ''}` };
 }
 
 /**

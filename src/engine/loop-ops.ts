@@ -24,7 +24,5 @@ export function loopMovable(): number {
 
 /** Whether none of this thread's network ops can move: its event loop may stop while a wait blocks. */
 export function loopIdle(): boolean {
-  if (loopEngines.size === 0) return true; // (every await on one node asks)
-  for (const e of loopEngines) if (e.movable() > 0) return false;
-  return true;
+  return loopEngines.size === 0 || loopMovable() === 0; // (every await on one node asks)
 }
