@@ -11,7 +11,12 @@ import { haveChromium, warnIfNoChromium, withTab } from '../helpers/chromium.js'
 const root = fileURLToPath(new URL('../..', import.meta.url));
 warnIfNoChromium('browser tests');
 
-const TYPES: Record<string, string> = { '.html': 'text/html', '.js': 'text/javascript', '.map': 'application/json' };
+const TYPES: Record<string, string> = {
+  '.html': 'text/html',
+  '.js': 'text/javascript',
+  '.mjs': 'text/javascript',
+  '.map': 'application/json',
+};
 
 describe.skipIf(!haveChromium)('in headless Chromium', () => {
   let server: Server;
@@ -23,7 +28,7 @@ describe.skipIf(!haveChromium)('in headless Chromium', () => {
       const file = path === '/moved/index.js' ? join(root, 'dist/browser/index.js') : join(root, path);
       if (
         !file.startsWith(root) ||
-        !/^\/(dist\/browser|test\/browser|moved\/index\.js$)/.test(path) ||
+        !/^\/(dist\/browser|test\/browser|moved\/index\.js$|test\/system\/fixtures\/random-ops\.mjs$)/.test(path) ||
         !existsSync(file)
       ) {
         res.writeHead(404).end();
@@ -135,6 +140,31 @@ describe.skipIf(!haveChromium)('in headless Chromium', () => {
     const got = await visit('heap-lock.html');
     expect(got.whileHeld).toEqual({ name: 'WebcclError', code: 'TIMEOUT', holder: 1 });
     expect(got.after).toBe(16);
+  });
+
+  // The seeded random sequences of test/system/random-ops.test.ts, with refusals and waits in
+  // random order, on a page's Web Workers in each progress mode (the same env variables set the
+  // seeds and the number of ops).
+  describe('seeded random ops in 4 Web Workers, every result checked', () => {
+    const ops = Number(process.env.WEBCCL_RANDOM_OPS) || 40;
+    const seeds = Array.from(
+      { length: Number(process.env.WEBCCL_RANDOM_SEEDS) || 1 },
+      (_, k) => (Number(process.env.WEBCCL_RANDOM_FIRST_SEED) || 11) + k,
+    );
+    for (const mode of ['auto', 'thread', 'caller'])
+      for (const seed of seeds)
+        it(`model: ${mode} progress, refusals, waits in random order, memory and groups anew (seed ${seed}, ${ops} ops)`, async () => {
+          const args = encodeURIComponent(JSON.stringify({ seed, ops, model: true }));
+          const got = await visit(`random-ops.html?n=4&mode=${mode}&args=${args}`);
+          const rs: { lines: string[]; exit: number; error?: string }[] = got.results;
+          const lines = rs.flatMap((r) => r.lines).join('\n');
+          expect(
+            rs.map((r) => r.error ?? r.exit),
+            lines,
+          ).toEqual([0, 0, 0, 0]);
+          const ok = [...lines.matchAll(/^ok (\d+) \d+ refused \d+$/gm)].map((m) => Number(m[1]));
+          expect(ok.sort(), lines).toEqual([0, 1, 2, 3]);
+        }, 300_000);
   });
 
   it('a page that is not cross-origin isolated: createNode says UNSUPPORTED and names the COOP/COEP headers', async () => {
