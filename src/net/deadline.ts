@@ -20,9 +20,10 @@ export interface Waiting {
  */
 export function withDeadline(running: Promise<void>, at: Waiting, awaited: () => number[]): Promise<void> {
   const ms = at.timeoutMs;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
+  // Whichever settles first decides: the op, or the TIMEOUT (raised once the stall's root is
+  // known). One promise and one timer an op: a race of two promises and a finally cost more.
+  return new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
       const waitingFor = awaited();
       void stallRoot(at.store, at.rank, at.seq, waitingFor, stallGraceMs(ms)).then((stall) => {
         const direct = waitingFor.length
@@ -36,9 +37,17 @@ export function withDeadline(running: Promise<void>, at: Waiting, awaited: () =>
         );
       });
     }, ms);
+    running.then(
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      (e: unknown) => {
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
   });
-  running.catch(() => undefined); // a failure after the deadline is the deadline's consequence
-  return Promise.race([running, expired]).finally(() => clearTimeout(timer));
 }
 
 /**

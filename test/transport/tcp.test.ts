@@ -128,6 +128,44 @@ describe('TcpTransport', () => {
     }
   });
 
+  it('a frame with none waiting before it reaches the socket within send(); frames behind a full socket keep their order', async () => {
+    const [t0, t1] = await mesh(2);
+    // The lengths rank 0's sockets hand on (write or writev), in order.
+    const calls: number[] = [];
+    for (const s of (t0 as unknown as { sockets: Set<net.Socket> }).sockets) {
+      const w = s as unknown as { write: (...a: unknown[]) => boolean };
+      const write = w.write.bind(s);
+      w.write = (chunk: Uint8Array, ...rest: unknown[]) => {
+        calls.push(chunk.length);
+        return write(chunk, ...rest);
+      };
+    }
+    const small = (seq: number) => t0.send(1, { comm: 0, seq, step: 0 }, Uint8Array.of(seq));
+    const sent = small(1);
+    expect(calls).toEqual([21 + 1]); // before any turn of the event loop
+    const got = new Uint8Array(1);
+    await Promise.all([sent, t1.recv(0, { comm: 0, seq: 1, step: 0 }, got)]);
+    expect([...got]).toEqual([1]);
+    // 4 frames of 8 MiB fill the socket; the small frames issued behind them go after them.
+    calls.length = 0;
+    const big = 8 << 20;
+    const sends = [0, 1, 2, 3].map((k) => t0.send(1, { comm: 0, seq: 10 + k, step: 0 }, fill(big, k)));
+    sends.push(small(2), small(3));
+    const into = [0, 1, 2, 3].map(() => new Uint8Array(big));
+    const [g2, g3] = [new Uint8Array(1), new Uint8Array(1)];
+    await Promise.all([
+      ...sends,
+      ...into.map((b, k) => t1.recv(0, { comm: 0, seq: 10 + k, step: 0 }, b)),
+      t1.recv(0, { comm: 0, seq: 2, step: 0 }, g2),
+      t1.recv(0, { comm: 0, seq: 3, step: 0 }, g3),
+    ]);
+    expect(into.every((b, k) => same(b, fill(big, k)))).toBe(true);
+    expect([g2[0], g3[0]]).toEqual([2, 3]);
+    // Each big frame is its header, then its payload; the small ones come last, in order.
+    expect(calls.filter((n) => n === big)).toHaveLength(4);
+    expect(calls.slice(-2)).toEqual([22, 22]);
+  });
+
   it.skipIf(!hasIPv6)('builds a mesh over IPv6 loopback', async () => {
     const [t0, t1] = await mesh(2, { host: '::1' });
     const got = new Uint8Array(3);

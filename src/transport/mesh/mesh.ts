@@ -158,18 +158,21 @@ export class Mesh implements Transport {
     const link = this.route(peer, tag, data, this.outbound);
     if (this.failure) return Promise.reject(this.failure);
     if (this.gone[peer]) return Promise.reject(this.gone[peer]);
-    let rejectSend!: (e: WebcclError) => void;
-    const failed = new Promise<never>((_, reject) => {
-      rejectSend = reject;
+    // Settled by the write, or by the mesh failing first (fail() rejects every send in `sending`).
+    return new Promise<void>((resolve, reject) => {
+      const failed = (e: WebcclError) => {
+        this.sending.delete(failed);
+        reject(e);
+      };
+      this.sending.add(failed);
+      link.write(tag, data).then(
+        () => {
+          this.sending.delete(failed);
+          resolve();
+        },
+        (e: WebcclError) => setTimeout(() => failed(this.failure ?? this.gone[peer] ?? e), WRITE_FAILURE_GRACE_MS),
+      );
     });
-    this.sending.add(rejectSend);
-    const written = link.write(tag, data).catch(
-      (e: WebcclError) =>
-        new Promise<never>((_, reject) => {
-          setTimeout(() => reject(this.failure ?? this.gone[peer] ?? e), WRITE_FAILURE_GRACE_MS);
-        }),
-    );
-    return Promise.race([written, failed]).finally(() => this.sending.delete(rejectSend));
   }
 
   recv(peer: number, tag: Tag, into: Uint8Array): Promise<void> {

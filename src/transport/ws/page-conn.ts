@@ -8,6 +8,7 @@
 import { WebcclError } from '../../core/errors.js';
 import type { Pipe } from '../../wire/link-handshake.js';
 import type { Conn } from '../mesh/carrier.js';
+import { WriteTurns } from '../mesh/write-turns.js';
 import type { Tag } from '../transport.js';
 import { dataMessages, HIGH_WATER } from './messages.js';
 
@@ -32,7 +33,7 @@ const DRAIN_POLL_MS = 2;
 const sendable = (b: Uint8Array): Uint8Array => (b.buffer instanceof ArrayBuffer ? b : b.slice());
 
 export class PageConn implements Conn {
-  private queue: Promise<void> = Promise.resolve();
+  private readonly turns = new WriteTurns();
 
   /** `peer` is learnt from its HELLO on a connection this end did not open as connector. */
   constructor(
@@ -45,16 +46,38 @@ export class PageConn implements Conn {
   }
 
   write(tag: Tag, payload: Uint8Array): Promise<void> {
-    const run = this.queue.then(async () => {
-      const ws = this.ws;
-      while (ws.readyState === OPEN && ws.bufferedAmount > HIGH_WATER)
-        await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
-      if (ws.readyState !== OPEN) throw new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`);
+    return new Promise((resolve, reject) => this.turns.run(() => this.put(tag, payload, resolve, reject)));
+  }
+
+  /** Sends the frame now, or, while more than HIGH_WATER bytes wait, once they have drained (returned). */
+  private put(
+    tag: Tag,
+    payload: Uint8Array,
+    resolve: () => void,
+    reject: (e: WebcclError) => void,
+  ): Promise<void> | undefined {
+    const ws = this.ws;
+    if (ws.readyState === OPEN && ws.bufferedAmount > HIGH_WATER)
+      return (async () => {
+        while (ws.readyState === OPEN && ws.bufferedAmount > HIGH_WATER)
+          await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
+        this.send(tag, payload, resolve, reject);
+      })();
+    this.send(tag, payload, resolve, reject);
+    return undefined;
+  }
+
+  private send(tag: Tag, payload: Uint8Array, resolve: () => void, reject: (e: WebcclError) => void): void {
+    const ws = this.ws;
+    if (ws.readyState !== OPEN)
+      return reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
+    try {
       // All messages of the frame at once: an ABORT posted meanwhile never lands inside it.
       for (const m of dataMessages(tag, payload)) ws.send(sendable(m));
-    });
-    this.queue = run.catch(() => undefined);
-    return run;
+    } catch (e) {
+      return reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${(e as Error).message}`));
+    }
+    resolve();
   }
 
   post(frame: Uint8Array): void {

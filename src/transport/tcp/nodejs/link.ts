@@ -14,6 +14,7 @@ import {
 import { type Identity, openLink } from '../../../wire/link-handshake.js';
 import { TLS_NOTICE } from '../../../wire/nodejs/secure-socket.js';
 import { type Conn, type Hooks, Link } from '../../mesh/carrier.js';
+import { WriteTurns } from '../../mesh/write-turns.js';
 import type { Tag } from '../../transport.js';
 
 export type { Hooks, Identity };
@@ -62,7 +63,7 @@ export function dialDirect(host: string, port: number, direct = true): { socket:
 
 /** A TCP socket as the mesh writes to it. */
 export class TcpConn implements Conn {
-  private queue: Promise<void> = Promise.resolve();
+  private readonly turns = new WriteTurns();
 
   constructor(
     readonly socket: net.Socket,
@@ -83,43 +84,62 @@ export class TcpConn implements Conn {
 
   /** Writes one data frame after those before it; resolves once the socket has taken it. */
   write(tag: Tag, payload: Uint8Array): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.queue = this.queue.then(async () => {
-        const s = this.socket;
-        if (s.destroyed) return reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
-        const done = (err?: Error | null) =>
-          err
-            ? reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`))
-            : resolve();
-        let ok: boolean;
-        if (payload.length <= SMALL) {
-          // One write for a small frame, from a pooled Buffer (a plain array would be wrapped in one per write).
-          const bytes = Buffer.allocUnsafe(DATA_HEADER_BYTES + payload.length);
-          writeDataHeader(bytes, tag, payload.length);
-          bytes.set(payload, DATA_HEADER_BYTES);
-          ok = s.write(bytes, done);
-        } else {
-          const header = encodeDataHeader(tag, payload.length);
-          // Header and payload leave in one writev: a header written alone (Nagle is off) is a
-          // segment, a system call and a wake-up of the reader of its own, for 21 bytes.
-          s.cork();
-          s.write(header);
-          ok = s.write(payload, done);
-          s.uncork();
-        }
-        if (!ok && !s.destroyed) {
-          await new Promise<void>((r) => {
-            const go = () => {
-              s.off('drain', go);
-              s.off('close', go);
-              r();
-            };
-            s.on('drain', go);
-            s.on('close', go);
-          });
-        }
-      });
+    return new Promise((resolve, reject) => this.turns.run(() => this.put(tag, payload, resolve, reject)));
+  }
+
+  /** Hands the frame to the socket; while the socket is full, what the next frame waits for. */
+  private put(
+    tag: Tag,
+    payload: Uint8Array,
+    resolve: () => void,
+    reject: (e: WebcclError) => void,
+  ): Promise<void> | undefined {
+    const s = this.socket;
+    if (s.destroyed) {
+      reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
+      return undefined;
+    }
+    const done = (err?: Error | null) =>
+      err
+        ? reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`))
+        : resolve();
+    let ok: boolean;
+    try {
+      ok = this.writeFrame(tag, payload, done);
+    } catch (e) {
+      done(e as Error);
+      return undefined;
+    }
+    if (ok || s.destroyed) return undefined;
+    return new Promise<void>((r) => {
+      const go = () => {
+        s.off('drain', go);
+        s.off('close', go);
+        r();
+      };
+      s.on('drain', go);
+      s.on('close', go);
     });
+  }
+
+  /** The frame to the socket; false when the socket is full. */
+  private writeFrame(tag: Tag, payload: Uint8Array, done: (err?: Error | null) => void): boolean {
+    const s = this.socket;
+    if (payload.length <= SMALL) {
+      // One write for a small frame, from a pooled Buffer (a plain array would be wrapped in one per write).
+      const bytes = Buffer.allocUnsafe(DATA_HEADER_BYTES + payload.length);
+      writeDataHeader(bytes, tag, payload.length);
+      bytes.set(payload, DATA_HEADER_BYTES);
+      return s.write(bytes, done);
+    }
+    const header = encodeDataHeader(tag, payload.length);
+    // Header and payload leave in one writev: a header written alone (Nagle is off) is a
+    // segment, a system call and a wake-up of the reader of its own, for 21 bytes.
+    s.cork();
+    s.write(header);
+    const ok = s.write(payload, done);
+    s.uncork();
+    return ok;
   }
 }
 

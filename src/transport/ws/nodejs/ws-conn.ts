@@ -7,6 +7,7 @@ import type { WebSocket } from 'ws';
 import { WebcclError } from '../../../core/errors.js';
 import { type Identity, type LinkHooks, openLink, type Pipe } from '../../../wire/link-handshake.js';
 import { type Conn, Link } from '../../mesh/carrier.js';
+import { WriteTurns } from '../../mesh/write-turns.js';
 import type { Tag } from '../../transport.js';
 import { dataMessages, HIGH_WATER, MAX_MESSAGE } from '../messages.js';
 
@@ -15,7 +16,7 @@ export { MAX_MESSAGE }; // ws-carrier.ts sets maxPayload to it
 const OPEN = 1;
 
 export class WsConn implements Conn {
-  private queue: Promise<void> = Promise.resolve();
+  private readonly turns = new WriteTurns();
 
   /** `peer` is learnt from its HELLO on an accepted connection. */
   constructor(
@@ -28,29 +29,37 @@ export class WsConn implements Conn {
   }
 
   write(tag: Tag, payload: Uint8Array): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.queue = this.queue.then(async () => {
-        const ws = this.ws;
-        if (ws.readyState !== OPEN)
-          return reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
-        const messages = dataMessages(tag, payload);
-        let left = messages.length;
-        const sent = new Promise<void>((ok) => {
-          const done = (err?: Error) => {
-            if (err) {
-              reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`));
-              return ok();
-            }
-            if (--left === 0) {
-              resolve();
-              ok();
-            }
-          };
-          for (const m of messages) ws.send(m, { binary: true }, done);
-        });
-        if (ws.bufferedAmount > HIGH_WATER) await sent;
-      });
+    return new Promise((resolve, reject) => this.turns.run(() => this.put(tag, payload, resolve, reject)));
+  }
+
+  /** Hands the frame's messages to `ws`; above HIGH_WATER buffered, what the next frame waits for. */
+  private put(
+    tag: Tag,
+    payload: Uint8Array,
+    resolve: () => void,
+    reject: (e: WebcclError) => void,
+  ): Promise<void> | undefined {
+    const ws = this.ws;
+    if (ws.readyState !== OPEN) {
+      reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
+      return undefined;
+    }
+    const messages = dataMessages(tag, payload);
+    let left = messages.length;
+    const sent = new Promise<void>((ok) => {
+      const done = (err?: Error) => {
+        if (err) {
+          reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`));
+          return ok();
+        }
+        if (--left === 0) {
+          resolve();
+          ok();
+        }
+      };
+      for (const m of messages) ws.send(m, { binary: true }, done);
     });
+    return ws.bufferedAmount > HIGH_WATER ? sent : undefined;
   }
 
   post(frame: Uint8Array): void {
