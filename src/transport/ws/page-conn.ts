@@ -46,7 +46,9 @@ export class PageConn implements Conn {
   }
 
   write(tag: Tag, payload: Uint8Array): Promise<void> {
-    return new Promise((resolve, reject) => this.turns.run(() => this.put(tag, payload, resolve, reject)));
+    return new Promise((resolve, reject) =>
+      this.turns.run(() => this.put(tag, payload, resolve, reject), payload.length),
+    );
   }
 
   /** Sends the frame now, or, while more than HIGH_WATER bytes wait, once they have drained (returned). */

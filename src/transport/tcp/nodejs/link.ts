@@ -84,7 +84,9 @@ export class TcpConn implements Conn {
 
   /** Writes one data frame after those before it; resolves once the socket has taken it. */
   write(tag: Tag, payload: Uint8Array): Promise<void> {
-    return new Promise((resolve, reject) => this.turns.run(() => this.put(tag, payload, resolve, reject)));
+    return new Promise((resolve, reject) =>
+      this.turns.run(() => this.put(tag, payload, resolve, reject), payload.length),
+    );
   }
 
   /** Hands the frame to the socket; while the socket is full, what the next frame waits for. */

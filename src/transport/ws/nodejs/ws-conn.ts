@@ -29,7 +29,9 @@ export class WsConn implements Conn {
   }
 
   write(tag: Tag, payload: Uint8Array): Promise<void> {
-    return new Promise((resolve, reject) => this.turns.run(() => this.put(tag, payload, resolve, reject)));
+    return new Promise((resolve, reject) =>
+      this.turns.run(() => this.put(tag, payload, resolve, reject), payload.length),
+    );
   }
 
   /** Hands the frame's messages to `ws`; above HIGH_WATER buffered, what the next frame waits for. */
