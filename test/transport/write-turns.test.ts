@@ -3,6 +3,7 @@
 // with every later frame behind it in order; once all have gone, frames go at once again. A large
 // frame goes after the caller's turn, the frames after it behind it.
 import { describe, expect, it } from 'vitest';
+import { WebcclError } from '../../src/core/errors.js';
 import { AT_ONCE_MAX, WriteTurns } from '../../src/transport/mesh/write-turns.js';
 
 /** A carrier that takes frames into `got` and is full while `full` is set (its drain: release()). */
@@ -33,26 +34,33 @@ describe('WriteTurns', () => {
   it('a frame nothing waits before goes in the caller’s turn', () => {
     const w = new WriteTurns();
     const c = carrier();
-    w.run(c.put('a'), 8);
+    void w.write(8, c.put('a'));
     expect(c.got).toEqual(['a']);
-    w.run(c.put('b'), 8);
+    void w.write(8, c.put('b'));
     expect(c.got).toEqual(['a', 'b']);
+  });
+
+  it('a write settles as its frame ends it', async () => {
+    const w = new WriteTurns();
+    await expect(w.write(8, (end) => void end.ok())).resolves.toBeUndefined();
+    const e = new WebcclError('CONNECTION_CLOSED', 'gone');
+    await expect(w.write(AT_ONCE_MAX + 1, (end) => void end.fail(e))).rejects.toBe(e);
   });
 
   it('frames behind a full carrier wait, in order, then go at once again', async () => {
     const w = new WriteTurns();
     const c = carrier();
     c.full = true;
-    w.run(c.put('a'), 8); // fills the carrier
+    void w.write(8, c.put('a')); // fills the carrier
     c.full = false;
-    w.run(c.put('b'), 8);
-    w.run(c.put('c'), 8);
+    void w.write(8, c.put('b'));
+    void w.write(8, c.put('c'));
     await turn();
     expect(c.got).toEqual(['a']);
     c.release();
     await turn();
     expect(c.got).toEqual(['a', 'b', 'c']);
-    w.run(c.put('d'), 8);
+    void w.write(8, c.put('d'));
     expect(c.got).toEqual(['a', 'b', 'c', 'd']);
   });
 
@@ -60,9 +68,9 @@ describe('WriteTurns', () => {
     const w = new WriteTurns();
     const c = carrier();
     c.full = true;
-    w.run(c.put('a'), 8);
-    w.run(c.put('b'), 8); // queued; fills the carrier again when it goes
-    w.run(c.put('c'), 8);
+    void w.write(8, c.put('a'));
+    void w.write(8, c.put('b')); // queued; fills the carrier again when it goes
+    void w.write(8, c.put('c'));
     c.release();
     c.full = true;
     await turn();
@@ -75,12 +83,12 @@ describe('WriteTurns', () => {
   it('a large frame goes after the caller’s turn, and a small one issued behind it after it', async () => {
     const w = new WriteTurns();
     const c = carrier();
-    w.run(c.put('big'), AT_ONCE_MAX + 1);
-    w.run(c.put('small'), 8);
+    void w.write(AT_ONCE_MAX + 1, c.put('big'));
+    void w.write(8, c.put('small'));
     expect(c.got).toEqual([]);
     await turn();
     expect(c.got).toEqual(['big', 'small']);
-    w.run(c.put('next'), AT_ONCE_MAX);
+    void w.write(AT_ONCE_MAX, c.put('next'));
     expect(c.got).toEqual(['big', 'small', 'next']);
   });
 });

@@ -8,7 +8,7 @@
 import { WebcclError } from '../../core/errors.js';
 import type { Pipe } from '../../wire/link-handshake.js';
 import type { Conn } from '../mesh/carrier.js';
-import { WriteTurns } from '../mesh/write-turns.js';
+import { type FrameEnd, WriteTurns } from '../mesh/write-turns.js';
 import type { Tag } from '../transport.js';
 import { dataMessages, HIGH_WATER } from './messages.js';
 
@@ -46,40 +46,35 @@ export class PageConn implements Conn {
   }
 
   write(tag: Tag, payload: Uint8Array): Promise<void> {
-    return new Promise((resolve, reject) =>
-      this.turns.run(() => this.put(tag, payload, resolve, reject), payload.length),
-    );
+    return this.turns.write(payload.length, (end) => this.put(tag, payload, end));
   }
 
   /** Sends the frame now, or, while more than HIGH_WATER bytes wait, once they have drained (returned). */
-  private put(
-    tag: Tag,
-    payload: Uint8Array,
-    resolve: () => void,
-    reject: (e: WebcclError) => void,
-  ): Promise<void> | undefined {
+  private put(tag: Tag, payload: Uint8Array, end: FrameEnd): Promise<void> | undefined {
     const ws = this.ws;
     if (ws.readyState === OPEN && ws.bufferedAmount > HIGH_WATER)
       return (async () => {
         while (ws.readyState === OPEN && ws.bufferedAmount > HIGH_WATER)
           await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
-        this.send(tag, payload, resolve, reject);
+        this.send(tag, payload, end);
       })();
-    this.send(tag, payload, resolve, reject);
+    this.send(tag, payload, end);
     return undefined;
   }
 
-  private send(tag: Tag, payload: Uint8Array, resolve: () => void, reject: (e: WebcclError) => void): void {
+  private send(tag: Tag, payload: Uint8Array, end: FrameEnd): void {
     const ws = this.ws;
     if (ws.readyState !== OPEN)
-      return reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
+      return end.fail(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
     try {
       // All messages of the frame at once: an ABORT posted meanwhile never lands inside it.
       for (const m of dataMessages(tag, payload)) ws.send(sendable(m));
     } catch (e) {
-      return reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${(e as Error).message}`));
+      return end.fail(
+        new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${(e as Error).message}`),
+      );
     }
-    resolve();
+    end.ok();
   }
 
   post(frame: Uint8Array): void {

@@ -14,7 +14,7 @@ import {
 import { type Identity, openLink } from '../../../wire/link-handshake.js';
 import { TLS_NOTICE } from '../../../wire/nodejs/secure-socket.js';
 import { type Conn, type Hooks, Link } from '../../mesh/carrier.js';
-import { WriteTurns } from '../../mesh/write-turns.js';
+import { type FrameEnd, WriteTurns } from '../../mesh/write-turns.js';
 import type { Tag } from '../../transport.js';
 
 export type { Hooks, Identity };
@@ -84,27 +84,20 @@ export class TcpConn implements Conn {
 
   /** Writes one data frame after those before it; resolves once the socket has taken it. */
   write(tag: Tag, payload: Uint8Array): Promise<void> {
-    return new Promise((resolve, reject) =>
-      this.turns.run(() => this.put(tag, payload, resolve, reject), payload.length),
-    );
+    return this.turns.write(payload.length, (end) => this.put(tag, payload, end));
   }
 
   /** Hands the frame to the socket; while the socket is full, what the next frame waits for. */
-  private put(
-    tag: Tag,
-    payload: Uint8Array,
-    resolve: () => void,
-    reject: (e: WebcclError) => void,
-  ): Promise<void> | undefined {
+  private put(tag: Tag, payload: Uint8Array, end: FrameEnd): Promise<void> | undefined {
     const s = this.socket;
     if (s.destroyed) {
-      reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
+      end.fail(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
       return undefined;
     }
     const done = (err?: Error | null) =>
       err
-        ? reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`))
-        : resolve();
+        ? end.fail(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`))
+        : end.ok();
     let ok: boolean;
     try {
       ok = this.writeFrame(tag, payload, done);

@@ -7,7 +7,7 @@ import type { WebSocket } from 'ws';
 import { WebcclError } from '../../../core/errors.js';
 import { type Identity, type LinkHooks, openLink, type Pipe } from '../../../wire/link-handshake.js';
 import { type Conn, Link } from '../../mesh/carrier.js';
-import { WriteTurns } from '../../mesh/write-turns.js';
+import { type FrameEnd, WriteTurns } from '../../mesh/write-turns.js';
 import type { Tag } from '../../transport.js';
 import { dataMessages, HIGH_WATER, MAX_MESSAGE } from '../messages.js';
 
@@ -29,21 +29,14 @@ export class WsConn implements Conn {
   }
 
   write(tag: Tag, payload: Uint8Array): Promise<void> {
-    return new Promise((resolve, reject) =>
-      this.turns.run(() => this.put(tag, payload, resolve, reject), payload.length),
-    );
+    return this.turns.write(payload.length, (end) => this.put(tag, payload, end));
   }
 
   /** Hands the frame's messages to `ws`; above HIGH_WATER buffered, what the next frame waits for. */
-  private put(
-    tag: Tag,
-    payload: Uint8Array,
-    resolve: () => void,
-    reject: (e: WebcclError) => void,
-  ): Promise<void> | undefined {
+  private put(tag: Tag, payload: Uint8Array, end: FrameEnd): Promise<void> | undefined {
     const ws = this.ws;
     if (ws.readyState !== OPEN) {
-      reject(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
+      end.fail(new WebcclError('CONNECTION_CLOSED', `link to rank ${this.peer} is closed`));
       return undefined;
     }
     const messages = dataMessages(tag, payload);
@@ -51,11 +44,11 @@ export class WsConn implements Conn {
     const sent = new Promise<void>((ok) => {
       const done = (err?: Error) => {
         if (err) {
-          reject(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`));
+          end.fail(new WebcclError('CONNECTION_CLOSED', `write to rank ${this.peer} failed: ${err.message}`));
           return ok();
         }
         if (--left === 0) {
-          resolve();
+          end.ok();
           ok();
         }
       };
