@@ -82,7 +82,7 @@ export function readBack(
 export function settleFrom(t: PostboxOp, o: OpOutcome, err: WebcclError | undefined, notBefore = -Infinity): boolean {
   if (t.work.settled) return false;
   t.work.timing.startedAt = o.startedAt - performance.timeOrigin;
-  t.work.timing.joinedAt = (o.joinedAt ?? NaN) - performance.timeOrigin; // JSON turns NaN into null
+  t.work.timing.joinedAt = o.joinedAt - performance.timeOrigin;
   t.work.settle(err, Math.max(o.completedAt - performance.timeOrigin, notBefore));
   return true;
 }

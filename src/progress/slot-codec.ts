@@ -182,6 +182,10 @@ export function writeOutcome(memory: WebAssembly.Memory, v: SlotViews, slot: num
 
 export function readOutcome(memory: WebAssembly.Memory, v: SlotViews, slot: number): OpOutcome {
   const { i, f } = at(slot);
-  if (v.i32[i + S.TEXT_LEN] !== BINARY) return readSlot<OpOutcome>(memory, slot).value;
+  if (v.i32[i + S.TEXT_LEN] !== BINARY) {
+    // JSON writes a time never reached (NaN: an op that failed before it started) as null.
+    const o = readSlot<OpOutcome>(memory, slot).value;
+    return { ...o, startedAt: o.startedAt ?? NaN, completedAt: o.completedAt ?? NaN, joinedAt: o.joinedAt ?? NaN };
+  }
   return { startedAt: v.f64[f + O.STARTED], completedAt: v.f64[f + O.COMPLETED], joinedAt: v.f64[f + O.JOINED] };
 }
