@@ -1,9 +1,9 @@
 // Which collectives a rank with a network progress thread runs itself (the fast path) and which
 // it hands to the thread. The thread lets an op go on while its rank computes, but every op it
-// runs pays two hand-offs between threads (40-110 µs each on a loaded 2-core machine): up to a
-// few hundred KiB they last as long as the op, so the overlap the thread could buy is no more
-// than what it costs. In the job's default mode ('auto') collectives up to RANK_RUNS_MAX_BYTES
-// run on the rank's own connections, as without a thread, and larger ones on the thread's.
+// runs pays two hand-offs between threads (40-110 µs each on a loaded 2-core machine) and more
+// (see RANK_RUNS_MAX_BYTES): up to a few MiB a waited op takes a quarter to two thirds longer.
+// In the job's default mode ('auto') collectives up to RANK_RUNS_MAX_BYTES run on the rank's
+// own connections, as without a thread, and larger ones on the thread's.
 //
 // The two paths use different connections, so every rank must route each op the same way: the
 // rule reads only what ranks agree on for a well-formed op (collective, count, dtype, communicator
@@ -15,14 +15,20 @@ import type { OpSpec } from '../engine/engine.js';
 
 /**
  * Largest message (nccl-tests' size: the whole buffer, or all ranks' blocks) a rank runs itself
- * in 'auto' mode: where the op lasts about as long as the two hand-offs the thread would add,
- * the overlap the thread could buy is no more than what it costs a waited op. On the 2-core
- * development machine (`webccl perf allreduce --transport tcp --ranks 2`, rank's own path against
- * the thread's, interleaved): 128 KiB 103 against 254 µs, 256 KiB 153 against 307, 512 KiB 476
- * against 687, 1 MiB 557 against 580; bench/handoff-floor.mjs, no library, allows the thread
- * 0.61 of the rank's speed at 256 KiB and 0.74-0.98 at 1 MiB.
+ * in 'auto' mode: up to here the thread's hand-offs cost a waited op more than a tenth of its
+ * time, beyond they cost less (the default may cost a waited op no more than that against the
+ * better of 'caller' and 'thread'). The thread's path pays two hand-offs between threads, the
+ * gap they leave between ops (a peer's early data then waits in a held copy), and on a machine
+ * whose cores the ranks fill, the rank's wake-up taking the thread's core. On the 2-core
+ * development machine (`bench/progress-modes.mjs`, 2 processes over TCP, the rank's own path
+ * against the thread's, best of 2-3 interleaved rounds, two sittings): allReduce 1 MiB 283
+ * against 458 µs, 2 MiB 787 / 1029, 4 MiB 1473 / 1882 and 1916 / 2054, 8 MiB 3998 / 4483,
+ * 16 MiB 7944 / 8126; allGather 2 MiB 331 / 578, 4 MiB 715 / 755 and 1009 / 1069, 8 MiB 2038 /
+ * 2167; broadcast 2 MiB 529 / 794, 4 MiB 966 / 1103 and 1087 / 1400, 8 MiB 2761 / 2617. Ops this
+ * size or smaller left alone while their rank computes move only when it next calls webccl
+ * (WEBCCL_PROGRESS=thread hands every op to the thread).
  */
-export const RANK_RUNS_MAX_BYTES = 256 * 1024;
+export const RANK_RUNS_MAX_BYTES = 4 * 1024 * 1024;
 
 /**
  * The op's size as nccl-tests names it (bytes of the whole result), when every rank of a
@@ -43,8 +49,16 @@ export function messageBytes(s: OpSpec, size: number): number | undefined {
   }
 }
 
-/** Whether the rank runs collective `s` itself; `maxBytes` 0: never (the job asked for the thread for every op). */
+/**
+ * Whether the rank runs collective `s` itself; `maxBytes` 0: never (the job asked for the thread
+ * for every op). Every allToAll runs on the rank: it has no size all ranks agree on
+ * (messageBytes), so it routes alike at every size, and the rank's path is the faster for a
+ * waited one at every size measured (2 processes over TCP, best of 2 rounds: 8 B 46 against 92 µs
+ * through the thread, 256 KiB 87 / 273, 2 MiB 265 / 484, 16 MiB 4631 / 4989).
+ */
 export function rankRuns(s: OpSpec, size: number, maxBytes: number): boolean {
+  if (maxBytes <= 0) return false;
+  if (s.name === 'allToAll') return true;
   const bytes = messageBytes(s, size);
-  return maxBytes > 0 && bytes !== undefined && bytes <= maxBytes;
+  return bytes !== undefined && bytes <= maxBytes;
 }

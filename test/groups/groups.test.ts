@@ -375,7 +375,7 @@ function everyRoundOk(runs: Run[], out: string, rounds: number): void {
 // it runs across nodes on its own connections: rank 3, awaiting a send its node mate (the
 // broadcast's root, awaiting the broadcast) had not yet received, held the root's data on its
 // way down the chain until the deadline. With such ops in flight an await now goes through the
-// event loop; in 'caller' progress and at the defaults (ops of at most 256 KiB run on the rank).
+// event loop; in 'caller' progress and at the defaults (ops of at most 4 MiB run on the rank).
 for (const progress of ['caller', 'auto']) {
   it(`an await of a node's op leaves the rank's ops across nodes moving (${progress} progress): no deadlock`, async () => {
     const { runs, out } = await launch('nnodes', [], {
