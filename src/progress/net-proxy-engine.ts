@@ -104,7 +104,7 @@ export class NetProxyEngine implements Engine, WorkDriver {
           () => ringHub(ctx.core.memory, hub),
         ),
     });
-    this.whyNoBlock = `cannot complete this op: it runs on the rank's own connections (a collective of at most ${rankRunsMax} bytes across nodes in 'auto' progress mode) and ends on the event loop; WEBCCL_PROGRESS=thread on every rank hands every collective to the network progress thread, where waitSync() works`;
+    this.whyNoBlock = `cannot complete this op: it runs on the rank's own connections (an allToAll, or another collective of at most ${rankRunsMax} bytes, across nodes in 'auto' progress mode) and ends on the event loop; WEBCCL_PROGRESS=thread on every rank hands every collective to the network progress thread, where waitSync() works`;
     this.recorder = new FlightRecorder(c.rank, () =>
       this.head()?.inner ? this.direct.awaitedRanks() : this.awaitedInThread(),
     );

@@ -25,8 +25,8 @@ import type { OpSpec } from '../engine/engine.js';
  * against 458 µs, 2 MiB 787 / 1029, 4 MiB 1473 / 1882 and 1916 / 2054, 8 MiB 3998 / 4483,
  * 16 MiB 7944 / 8126; allGather 2 MiB 331 / 578, 4 MiB 715 / 755 and 1009 / 1069, 8 MiB 2038 /
  * 2167; broadcast 2 MiB 529 / 794, 4 MiB 966 / 1103 and 1087 / 1400, 8 MiB 2761 / 2617. Ops this
- * size or smaller left alone while their rank computes move only when it next calls webccl
- * (WEBCCL_PROGRESS=thread hands every op to the thread).
+ * size or smaller left alone while their rank computes move only while its event loop runs or
+ * at its next call (WEBCCL_PROGRESS=thread hands every op to the thread).
  */
 export const RANK_RUNS_MAX_BYTES = 4 * 1024 * 1024;
 
