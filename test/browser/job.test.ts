@@ -154,7 +154,7 @@ describe.skipIf(!haveChromium)('pages in jobs with Node processes', () => {
   it("a page of 2 workers and a Node rank: the ops over 4 MiB end while every rank computes without calling webccl, on the ranks' network progress threads (the page's are Web Workers), right", async () => {
     const job = await servedJob('net-progress');
     try {
-      const proc = run(node, [fixture('net-overlap.mjs', 'browser'), '3000'], job.nodeEnv(0, 3));
+      const proc = run(node, [fixture('net-overlap.mjs', 'browser'), '8000'], job.nodeEnv(0, 3));
       const tab = await (await browser.newContext()).newPage();
       const q = new URLSearchParams({
         master: job.master,
@@ -163,7 +163,7 @@ describe.skipIf(!haveChromium)('pages in jobs with Node processes', () => {
         size: '3',
         first: '1',
         ranks: '2',
-        busyMs: '3000',
+        busyMs: '8000',
       });
       await tab.goto(`${job.served.http.url}/test/browser/net-progress.html?${q}`);
       const pages = await tab

@@ -10,8 +10,10 @@ export async function overlapCheck(comm, busyMs) {
     while (performance.now() < until) x += Math.sqrt(x + 1);
     return x;
   };
-  const c = 560_000; // over RANK_RUNS_MAX_BYTES (4 MiB) for each op
-  const x = comm.alloc('f32', 2 * c).fill(rank + 1); // 4.3 MiB, from alloc(): in place
+  // Each op just over RANK_RUNS_MAX_BYTES (4 MiB): every rank's network thread moves them over
+  // WebSocket while 3 ranks spin on 2 cores, so the less the better.
+  const x = comm.alloc('f32', (4 << 20) / 4 + 1024).fill(rank + 1); // from alloc(): in place
+  const c = Math.ceil(((4 << 20) / 4 + 1024) / n);
   const part = new Int32Array(c).fill(rank); // a plain array: copied in and out
   const out = new Int32Array(n * c);
   await comm.barrier(); // every rank issues at about the same time: the compute outlasts the ops
