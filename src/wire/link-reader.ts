@@ -21,7 +21,13 @@ import {
  * The receive's owner sets `cancelled` when it gives the buffer up mid-payload (its op failed):
  * the rest of the payload is then skipped, for the buffer may already hold other data.
  */
-export type Sink = { into: Uint8Array; done: () => void; cancelled?: boolean } | { skip: true };
+/**
+ * Where a payload goes. `cancelled`: its receive gave the buffer up (the rest is skipped).
+ * `moveTo`: the payload was being held (no receive yet) and its receive is now posted: the reader
+ * copies what has arrived into `moveTo` and writes the rest there, rather than all of it into the
+ * hold buffer and then a second time into the receive.
+ */
+export type Sink = { into: Uint8Array; done: () => void; cancelled?: boolean; moveTo?: Uint8Array } | { skip: true };
 
 /** A payload this large is worth an extra read to land in place from its first byte. */
 const LARGE_PAYLOAD = 64 * 1024;
@@ -47,8 +53,8 @@ export class FrameReader {
   private length = 0;
   private into: Uint8Array = new Uint8Array(0);
   private done: () => void = () => {};
-  /** The sink of the payload being filled (see Sink.cancelled). */
-  private sink?: { cancelled?: boolean };
+  /** The sink of the payload being filled (see Sink.cancelled and Sink.moveTo). */
+  private sink?: { cancelled?: boolean; moveTo?: Uint8Array };
   private handshaking = true;
   /** Payload length of the last data frame. */
   private lastLength = 0;
@@ -83,7 +89,7 @@ export class FrameReader {
    */
   target(spare: Uint8Array): Uint8Array {
     if (this.waiting.held) return spare;
-    this.dropCancelled();
+    this.followSink();
     if (this.state === 'payload') return this.into.subarray(this.have);
     // After a large payload, read just the next frame's header (one more small read) so that a
     // large payload after it lands in place too, rather than its start through `spare`.
@@ -118,7 +124,7 @@ export class FrameReader {
     let at = 0;
     while (at < chunk.length && this.state !== 'closed') {
       if (this.waiting.held) return keep(chunk.subarray(at));
-      this.dropCancelled();
+      this.followSink();
       const want = this.want();
       const n = Math.min(want - this.have, chunk.length - at);
       if (this.state === 'header' || this.state === 'tag') this.head.set(chunk.subarray(at, at + n), this.have);
@@ -191,10 +197,20 @@ export class FrameReader {
 
   /**
    * A payload whose receive gave its buffer up: the bytes still to come are skipped, never
-   * written where the buffer was (its memory may belong to another op by now).
+   * written where the buffer was (its memory may belong to another op by now). A held payload
+   * whose receive was posted meanwhile: what arrived moves into the receive, the rest lands there.
    */
-  private dropCancelled(): void {
-    if (this.state === 'payload' && this.sink?.cancelled) this.state = 'skip';
+  private followSink(): void {
+    if (this.state !== 'payload' || !this.sink) return;
+    if (this.sink.cancelled) {
+      this.state = 'skip';
+      return;
+    }
+    const to = this.sink.moveTo;
+    if (!to) return;
+    this.sink.moveTo = undefined;
+    to.set(this.into.subarray(0, this.have));
+    this.into = to;
   }
 
   private begin(state: 'header' | 'handshake' | 'payload' | 'skip', into: Uint8Array, length: number): void {

@@ -4,7 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import { WebcclError } from '../../src/core/errors.js';
 import { HoldBuffers } from '../../src/transport/hold-buffers.js';
-import { Mailbox, type Sink, type Tag } from '../../src/transport/transport.js';
+import { Mailbox, type Sink } from '../../src/transport/mailbox.js';
+import type { Tag } from '../../src/transport/transport.js';
 import {
   authPayload,
   encodeDataHeader,
@@ -262,6 +263,80 @@ describe('Mailbox', () => {
         path,
       ).toBe(true);
       expect(into.subarray(0, 300).every((b) => b === 9)).toBe(true);
+    }
+  });
+
+  // A payload that began to arrive before its receive was posted goes into a hold buffer; once
+  // the receive is posted, what arrived moves into it and the rest lands there directly (one
+  // copy of the start, not of the whole payload). Both read paths.
+  describe('a receive posted while its payload arrives held', () => {
+    const tag = { comm: 1, seq: 0, step: 0, space: 5 };
+    const payload = Uint8Array.from({ length: 1000 }, (_, i) => (i % 251) + 1);
+    const setup = () => {
+      const taken: Uint8Array[] = [];
+      const buffers = new (class extends HoldBuffers {
+        take(length: number) {
+          const b = super.take(length);
+          taken.push(b);
+          return b;
+        }
+      })();
+      const box = new Mailbox(1, { maxHeldMessages: 1, maxHeldBytes: 4096 }, buffers);
+      const r = new FrameReader({ handshake: () => {}, data: (t, length) => box.claim(t, length) });
+      r.ready();
+      const frame = dataFrame(tag, payload);
+      const cut = frame.length - 700; // 300 payload bytes arrive before the receive
+      r.push(frame.subarray(0, cut));
+      return { box, r, taken, rest: frame.subarray(cut) };
+    };
+    /** Feeds `bytes` as the socket would on `path`; returns the buffers the reads landed in. */
+    const feed = (r: FrameReader, path: 'push' | 'target', bytes: Uint8Array) => {
+      if (path === 'push') return r.push(bytes);
+      for (let at = 0; at < bytes.length; ) {
+        const dst = r.target(new Uint8Array(64));
+        const n = Math.min(dst.length, bytes.length - at, 128);
+        dst.set(bytes.subarray(at, at + n));
+        r.received(dst, n);
+        at += n;
+      }
+    };
+
+    for (const path of ['push', 'target'] as const) {
+      it(`takes the rest of it in place (${path})`, async () => {
+        const { box, r, taken, rest } = setup();
+        expect(taken).toHaveLength(1);
+        const into = new Uint8Array(1000);
+        const got = box.post(tag, into);
+        feed(r, path, rest);
+        await got;
+        expect([...into]).toEqual([...payload]);
+        // The hold buffer holds the first 300 bytes only: the rest never went there.
+        expect(taken[0].subarray(0, 300)).toEqual(payload.subarray(0, 300));
+        expect(taken[0].subarray(300).every((b) => b === 0)).toBe(true);
+        // Its hold ended: another early payload fits the one-message limit.
+        feed(r, path, dataFrame({ ...tag, seq: 1 }, Uint8Array.of(5)));
+        const later = new Uint8Array(1);
+        await box.post({ ...tag, seq: 1 }, later);
+        expect(later[0]).toBe(5);
+      });
+
+      it(`a receive failed after it took over gets none of the later bytes (${path})`, async () => {
+        const { box, r, rest } = setup();
+        const into = new Uint8Array(1000);
+        const got = box.post(tag, into);
+        feed(r, path, rest.subarray(0, 200));
+        box.failSpace(5, new WebcclError('ABORTED', 'communicator revoked'));
+        await expect(got).rejects.toMatchObject({ code: 'ABORTED' });
+        feed(r, path, rest.subarray(200));
+        expect(into.subarray(0, 500)).toEqual(payload.subarray(0, 500));
+        expect(into.subarray(500).every((b) => b === 0)).toBe(true);
+        // The hold ended with it: another communicator's early payload fits the limit.
+        const other = { comm: 2, seq: 0, step: 0, space: 6 };
+        feed(r, path, dataFrame(other, Uint8Array.of(7)));
+        const later = new Uint8Array(1);
+        await box.post(other, later);
+        expect(later[0]).toBe(7);
+      });
     }
   });
 

@@ -11,8 +11,9 @@ import type * as net from 'node:net';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { WebcclError } from '../../src/core/errors.js';
+import { type HoldLimits, Mailbox, type Sink } from '../../src/transport/mailbox.js';
 import { type Hooks, handshake, type Link } from '../../src/transport/tcp/nodejs/link.js';
-import { type HoldLimits, Mailbox, type Sink, type Tag } from '../../src/transport/transport.js';
+import type { Tag } from '../../src/transport/transport.js';
 import {
   authPayload,
   decodeHandshake,

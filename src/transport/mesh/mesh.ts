@@ -16,14 +16,12 @@ import { encodeHandshake, MAX_ABORT_TEXT_BYTES } from '../../wire/link-frames.js
 import type { Identity } from '../../wire/link-handshake.js';
 import { checkSecrets } from '../../wire/secrets.js';
 import { HoldBuffers } from '../hold-buffers.js';
+import { DEFAULT_HOLD_LIMITS, type HoldLimits, Mailbox } from '../mailbox.js';
 import {
   type AbortInfo,
   abortError,
   checkTag,
-  DEFAULT_HOLD_LIMITS,
   encodeAbortInfo,
-  type HoldLimits,
-  Mailbox,
   type Tag,
   type Transport,
   type TransportWatcher,
