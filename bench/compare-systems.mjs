@@ -165,3 +165,43 @@ export function runGloo(opts, gloo, op, n) {
   if (lines[0]?.unsupported) return { unsupported: lines[0].unsupported };
   return lines.length ? { rows: lines } : { error: (r.stderr || 'no output').trim().split('\n').slice(-3).join(' ') };
 }
+
+/** The collectives Node's own sockets have a floor for here (compare --tcp, 2 ranks). */
+export const FLOOR_OPS = ['allreduce', 'allgather', 'broadcast'];
+
+/**
+ * What Node's own sockets move between 2 processes with no library (bench/tcp-floor.mjs), as a
+ * 2-rank `op` of each size of the sweep would need: allReduce sends and receives S on each side
+ * at once, allGather S/2, broadcast S one way. Each size over 1 and 2 connections (webccl opens
+ * 2 a pair), the faster kept; time is the median of 20 transfers; busbw as nccl-tests for 2 ranks.
+ */
+export function runNodeFloor(opts, op) {
+  const rows = [];
+  for (let size = opts.b; size <= opts.e; size *= opts.f) {
+    const stream = op === 'allgather' ? Math.max(1, size >> 1) : size;
+    let best;
+    for (const sockets of [1, 2]) {
+      const r = run(
+        process.execPath,
+        [
+          join(root, 'bench', 'tcp-floor.mjs'),
+          '--stream',
+          String(stream),
+          '--reps',
+          '20',
+          '--sockets',
+          String(sockets),
+          ...(op === 'broadcast' ? ['--oneway'] : []),
+        ],
+        { timeout: 300_000 },
+      );
+      const line = parseLines(r.stdout)[0];
+      if (!line) return { error: (r.stderr || 'no output').trim().split('\n').slice(-3).join(' ') };
+      if (!best || line.ms < best.ms) best = { ...line, sockets };
+    }
+    const time_us = best.ms * 1000;
+    const algbw = size / time_us / 1000;
+    rows.push({ size, time_us, busbw: op === 'allgather' ? algbw / 2 : algbw, wrong: 0, sockets: best.sockets });
+  }
+  return { rows };
+}

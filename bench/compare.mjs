@@ -15,14 +15,25 @@
 // runs a second time with --transport tcp (one process per rank, over TCP loopback) and Open MPI
 // over TCP loopback (btl self,tcp), and each (collective, rank count) gets two tables: shared
 // memory (webccl shm against Open MPI vader) and TCP (webccl tcp against Open MPI tcp and Gloo,
-// which is TCP only). The options are read in compare-options.mjs; each system runs from
+// which is TCP only); on 2 ranks, allreduce, allgather and broadcast also against the floor of
+// Node's own sockets for the same transfer (bench/tcp-floor.mjs, run right after webccl). The options are read in compare-options.mjs; each system runs from
 // compare-systems.mjs.
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { fits, parseCompareArgs, USAGE } from './compare-options.mjs';
-import { droppedWebcclVars, findGloo, findOpenMpi, GLOO_OPS, runGloo, runMpi, runWebccl } from './compare-systems.mjs';
+import {
+  droppedWebcclVars,
+  FLOOR_OPS,
+  findGloo,
+  findOpenMpi,
+  GLOO_OPS,
+  runGloo,
+  runMpi,
+  runNodeFloor,
+  runWebccl,
+} from './compare-systems.mjs';
 import { waitQuiet } from './machine.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -128,6 +139,9 @@ for (const n of opts.group === undefined ? opts.ranks : []) {
         label: `webccl tcp (${n} processes)`,
         go: () => runWebccl(opts, op, n, 'tcp'),
       });
+    // Right after webccl: where Node's own sockets bound it, the bound from the same moment.
+    if (opts.tcp && n === 2 && FLOOR_OPS.includes(op))
+      tcp.push({ name: 'node-floor', short: 'floor', label: "Node's sockets", go: () => runNodeFloor(opts, op) });
     if (mpi && opts.tcp)
       tcp.push({
         name: 'ompi-tcp',
