@@ -183,6 +183,7 @@ export class Mailbox {
   fail(e: WebcclError): void {
     if (this.failure) return;
     this.ended(e);
+    for (const list of [...this.arriving.values()]) for (const h of [...list]) this.endHold(h);
     this.heldSlots.clear();
     this.held.clear();
     this.heldMessages = this.heldBytes = 0;
@@ -217,6 +218,8 @@ export class Mailbox {
       for (const p of list) p.reject(e);
     }
     for (const p of [...this.filling.keys()]) if (p.space === space) this.cancelFilling(p, e);
+    // A payload of the space still arriving into a hold would stay held for no receive: it ends now.
+    for (const [key, list] of [...this.arriving]) if (inSpace(key)) for (const h of [...list]) this.endHold(h);
     for (const [key, list] of [...this.held]) {
       if (!inSpace(key)) continue;
       this.held.delete(key);
@@ -234,13 +237,18 @@ export class Mailbox {
     const sink = this.filling.get(p)!;
     sink.cancelled = true;
     this.filling.delete(p);
-    if ('to' in sink && sink.to === p) {
-      // A held payload moving into `p`: it will never be done, so its hold ends here.
-      drop(this.arriving, sink.key, sink);
-      this.heldMessages--;
-      this.heldBytes -= sink.into.length;
-    }
+    // A held payload moving into `p`: it will never be done, so its hold ends here.
+    if ('to' in sink && sink.to === p) this.endHold(sink);
     p.reject(e);
+  }
+
+  /** A payload arriving into a hold buffer is given up: the reader skips the rest, its hold budget frees. */
+  private endHold(h: HoldSink): void {
+    h.cancelled = true;
+    drop(this.arriving, h.key, h);
+    this.heldMessages--;
+    this.heldBytes -= h.into.length;
+    this.buffers.give(h.into); // (no byte is written to it once cancelled)
   }
 
   /**
