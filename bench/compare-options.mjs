@@ -2,7 +2,12 @@
 // counts each collective runs at, and the parser that checks them before any system runs.
 
 export const USAGE = `usage: node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4] [-b 8] [-e 64M] [-f 4]
-                                [--time 0.2] [--reps 1] [--tcp] [--group G] [--quiet 30] [--quiet-wait 120] [--json FILE] [--plot FILE.svg|DIR/]
+                                [--time 0.2] [--reps 1] [--rounds 1] [--tcp] [--group G] [--quiet 30] [--quiet-wait 120]
+                                [--json FILE] [--plot FILE.svg|DIR/]
+
+--rounds K runs the systems of each table K times in turn (webccl, the anchors, webccl, ...) and
+keeps each system's fastest run per size: on a shared machine that settles into slow and fast
+spells, every system then gets its fast spell.
 
 --tcp also runs webccl with --transport tcp (one process per rank) and Open MPI over TCP
 loopback, and prints them with Gloo in a second table per collective.
@@ -43,6 +48,7 @@ export function parseCompareArgs(argv, perf) {
     quiet: 30,
     quietWait: 120,
     reps: 1,
+    rounds: 1,
   };
   for (let k = 0; k < argv.length; k++) {
     const a = argv[k];
@@ -92,6 +98,9 @@ export function parseCompareArgs(argv, perf) {
       case '--reps':
         o.reps = Number(v());
         break;
+      case '--rounds':
+        o.rounds = Number(v());
+        break;
       case '--quiet-wait':
         o.quietWait = Number(v());
         break;
@@ -116,6 +125,8 @@ export function parseCompareArgs(argv, perf) {
   if (!(o.time > 0)) throw new Error('--time expects seconds > 0');
   if (!(Number.isInteger(o.reps) && o.reps >= 1 && o.reps <= 100))
     throw new Error('--reps expects an integer in 1..100');
+  if (!(Number.isInteger(o.rounds) && o.rounds >= 1 && o.rounds <= 20))
+    throw new Error('--rounds expects an integer in 1..20');
   if (o.group !== undefined && !(Number.isInteger(o.group) && o.group >= 1 && o.ranks.some((n) => n > o.group))) {
     throw new Error('--group expects a rank count smaller than one of --ranks');
   }

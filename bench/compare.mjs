@@ -5,19 +5,21 @@
 // says how to install them.
 //
 //   npm run build && node bench/compare.mjs [--ops allreduce|all|a,b] [--ranks 2,4]
-// [-b 8] [-e 64M] [-f 4] [--time 0.2] [--reps 1] [--tcp] [--group G] [--quiet 30] [--json FILE] [--plot FILE.svg|DIR/]
+//     [-b 8] [-e 64M] [-f 4] [--time 0.2] [--reps 1] [--rounds 1] [--tcp] [--group G] [--quiet 30]
+//     [--json FILE] [--plot FILE.svg|DIR/]
 //
 // webccl runs at its default settings: the WEBCCL_ variables of this environment (but the
 // token and job id) are not passed on. Every system uses the same timing method (see docs/benchmarks.md): time = the
 // slowest rank's mean time per call over a block of about --time seconds, after a barrier (the
-// median of --reps such blocks); busbw as nccl-tests. webccl and Open MPI run out of place; torch's
+// median of --reps such blocks; with --rounds K, each system's fastest of K runs taken in turn);
+// busbw as nccl-tests. webccl and Open MPI run out of place; torch's
 // collectives run in place. Open MPI runs over shared memory (btl self,vader). With --tcp, webccl
 // runs a second time with --transport tcp (one process per rank, over TCP loopback) and Open MPI
 // over TCP loopback (btl self,tcp), and each (collective, rank count) gets two tables: shared
 // memory (webccl shm against Open MPI vader) and TCP (webccl tcp against Open MPI tcp and Gloo,
 // which is TCP only); on 2 ranks, allreduce, allgather and broadcast also against the floor of
-// Node's own sockets for the same transfer (bench/tcp-floor.mjs, run right after webccl). The options are read in compare-options.mjs; each system runs from
-// compare-systems.mjs.
+// Node's own sockets for the same transfer (bench/tcp-floor.mjs, run right after webccl). The
+// options are read in compare-options.mjs; each system runs from compare-systems.mjs.
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -71,24 +73,39 @@ if (!gloo) console.log('# Gloo not found: apt-get install python3-torch  (or set
 
 // ------------------------------------------------------------------ the sitting
 
-/** Runs each system of `plan` in turn, each after a quiet moment, saying on stderr which runs (after `what`). */
+/**
+ * Runs each system of `plan` in turn, each after a quiet moment, saying on stderr which runs
+ * (after `what`); with --rounds K the whole plan K times, keeping each system's fastest row per size.
+ */
 function measure(plan, what) {
-  const systems = [];
-  for (const p of plan) {
-    process.stderr.write(`bench/compare: ${what}: ${p.label} ...\n`);
-    const busyBefore = waitQuiet(opts.quiet, opts.quietWait);
-    const t0 = performance.now();
-    const res = p.go();
-    systems.push({
-      name: p.name,
-      short: p.short,
-      label: p.label,
-      busyBefore,
-      seconds: (performance.now() - t0) / 1000,
-      ...res,
+  const systems = plan.map((p) => ({ name: p.name, short: p.short, label: p.label, seconds: 0 }));
+  for (let round = 1; round <= opts.rounds; round++) {
+    plan.forEach((p, k) => {
+      const of = opts.rounds > 1 ? ` (round ${round} of ${opts.rounds})` : '';
+      process.stderr.write(`bench/compare: ${what}: ${p.label}${of} ...\n`);
+      const busyBefore = waitQuiet(opts.quiet, opts.quietWait);
+      const t0 = performance.now();
+      const res = p.go();
+      const s = systems[k];
+      s.seconds += (performance.now() - t0) / 1000;
+      s.busyBefore = Math.max(s.busyBefore ?? 0, busyBefore);
+      if (res.rows) s.rows = fastest(s.rows, res.rows);
+      else if (!s.rows) Object.assign(s, res);
     });
   }
   return systems;
+}
+
+/** Per size, the faster of two runs' rows (a row missing from one run is taken from the other). */
+function fastest(a, b) {
+  if (!a) return b;
+  const bySize = new Map(a.map((r) => [r.size, r]));
+  for (const r of b) {
+    const old = bySize.get(r.size);
+    if (!old || r.time_us < old.time_us) bySize.set(r.size, { ...r, wrong: Math.max(r.wrong ?? 0, old?.wrong ?? 0) });
+    else old.wrong = Math.max(old.wrong ?? 0, r.wrong ?? 0);
+  }
+  return [...bySize.values()].sort((x, y) => x.size - y.size);
 }
 
 const groups = [];
@@ -183,7 +200,15 @@ if (opts.json) {
         cores: availableParallelism(),
         cpu: cpus()[0]?.model,
         anchors: { openmpi: mpi?.version ?? null, gloo: gloo?.version ?? null },
-        sweep: { b: opts.b, e: opts.e, f: opts.f, time: opts.time, reps: opts.reps, tcp: opts.tcp },
+        sweep: {
+          b: opts.b,
+          e: opts.e,
+          f: opts.f,
+          time: opts.time,
+          reps: opts.reps,
+          rounds: opts.rounds,
+          tcp: opts.tcp,
+        },
         groups,
       },
       null,
