@@ -17,13 +17,14 @@
 //              a sender completes once its receiver said so.
 import {
   awaitedLater,
+  cutInto,
   type Group,
   type Mem,
   mod,
   PIECE_BYTES,
   piecesOf,
-  SINGLE_HOP_PIECE_BYTES,
   type Span,
+  singleHopPieces,
 } from './group.js';
 
 /** buf on every rank ends equal to buf on `root`. */
@@ -34,8 +35,10 @@ export async function chainBroadcast(g: Group, m: Mem, buf: Span, root: number):
   const next = mod(g.rank + 1, g.size);
   const last = g.size - 1;
   const two = g.size === 2;
-  // Between 2 ranks nothing is forwarded, so pieces would only add messages.
-  const ps = piecesOf(buf, m.elemBytes, two ? SINGLE_HOP_PIECE_BYTES : PIECE_BYTES);
+  // Between 2 ranks nothing is forwarded: pieces pipeline nothing, but each connection takes one.
+  const ps = two
+    ? cutInto(buf, singleHopPieces(buf.count * m.elemBytes, g.lanes), m.elemBytes)
+    : piecesOf(buf, m.elemBytes, PIECE_BYTES);
   const ackStep = ps.length;
   const readyStep = ps.length + 1;
   const none = m.view(buf.addr, 0);

@@ -47,6 +47,7 @@ export class PeerTraffic {
     return {
       rank: members.indexOf(this.rank),
       size: members.length,
+      lanes: Math.min(op.ways ?? Number.POSITIVE_INFINITY, t.channels ?? 1),
       send: (peer, step, data) => {
         const sent = t.send(members[peer], tag(op.pairs?.to(members[peer]) ?? op.signature, step), data);
         this.sending.add(sent);

@@ -1,7 +1,8 @@
 // How many messages the network schedules cut a buffer into, counted on the simulated network
 // (the same schedules the TCP engine runs): pieces where they pipeline something (a chain of
 // several hops, a reduction to overlap), one message per 16 MiB where they pipeline nothing (a
-// broadcast or an allgather between 2 ranks); and the data still arrives whole.
+// broadcast or an allgather between 2 ranks; the simulated network has one connection a pair,
+// over several such data goes one piece a connection: lanes.test.ts); and the data arrives whole.
 import { describe, expect, it } from 'vitest';
 import { PIECE_BYTES, SINGLE_HOP_PIECE_BYTES } from '../../src/algorithms/group.js';
 import { type SimOptions, simulateCollective } from '../../src/sim/index.js';
