@@ -32,15 +32,8 @@ interface Posted {
 /** Where an arriving payload goes: `into` (then call done), or nowhere (skip its bytes). */
 export type { Sink };
 
-/** A payload arriving into a hold buffer; `to`: the receive posted for it meanwhile. */
-interface HoldSink {
-  key: string;
-  into: Uint8Array;
-  done: () => void;
-  cancelled: boolean;
-  moveTo?: Uint8Array;
-  to?: Posted;
-}
+/** A payload arriving into a hold buffer under tag `key`; `to`: the receive posted for it meanwhile. */
+type HoldSink = Exclude<Sink, { skip: true }> & { key: string; to?: Posted };
 
 /** Matches one peer's payloads to receives by tag. */
 export class Mailbox {

@@ -17,15 +17,12 @@ import {
 } from './link-frames.js';
 
 /**
- * Where a data frame's payload goes: into a posted receive's buffer (then `done`), or nowhere.
- * The receive's owner sets `cancelled` when it gives the buffer up mid-payload (its op failed):
- * the rest of the payload is then skipped, for the buffer may already hold other data.
- */
-/**
- * Where a payload goes. `cancelled`: its receive gave the buffer up (the rest is skipped).
- * `moveTo`: the payload was being held (no receive yet) and its receive is now posted: the reader
- * copies what has arrived into `moveTo` and writes the rest there, rather than all of it into the
- * hold buffer and then a second time into the receive.
+ * Where a data frame's payload goes: into a buffer (then `done`), or nowhere. The buffer's owner
+ * sets `cancelled` when it gives the buffer up mid-payload (its op failed): the rest of the
+ * payload is then skipped, for the buffer may already hold other data. It sets `moveTo` when
+ * the payload was going into a hold buffer (no receive yet) and its receive is now posted: the
+ * reader copies what has arrived into `moveTo` and writes the rest there, rather than all of it
+ * into the hold buffer and then a second time into the receive.
  */
 export type Sink = { into: Uint8Array; done: () => void; cancelled?: boolean; moveTo?: Uint8Array } | { skip: true };
 
