@@ -12,12 +12,12 @@
 import * as ccl from 'webccl';
 
 const comm = await ccl.initCommGroup();
-// Eight layers' gradients, 5 MiB of f32 each, in zero-copy buffers (plain Float32Arrays work
+// Eight layers' gradients, 10 MiB of f32 each, in zero-copy buffers (plain Float32Arrays work
 // too: they are copied into shared memory when the op is issued and out when it completes).
-// Across processes the network thread takes collectives over 4 MiB; smaller ones run on the
+// Across processes the network thread takes collectives over 8 MiB; smaller ones run on the
 // rank's own connections, where a waited op is fastest, and move only while the rank awaits.
-const layers = Array.from({ length: 8 }, () => comm.alloc('f32', 5 << 18));
-const weights = new Float32Array(5 << 18).fill(0.5);
+const layers = Array.from({ length: 8 }, () => comm.alloc('f32', 10 << 18));
+const weights = new Float32Array(10 << 18).fill(0.5);
 
 /**
  * One layer's backward, shaped like a step on an accelerator: the CPU prepares the gradient,

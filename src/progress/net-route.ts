@@ -1,7 +1,7 @@
 // Which collectives a rank with a network progress thread runs itself (the fast path) and which
 // it hands to the thread. The thread lets an op go on while its rank computes, but every op it
 // runs pays two hand-offs between threads (40-110 µs each on a loaded 2-core machine) and more
-// (see RANK_RUNS_MAX_BYTES): up to a few MiB a waited op takes a quarter to two thirds longer.
+// (see RANK_RUNS_MAX_BYTES): up to 8 MiB a waited op takes a tenth to a half longer there.
 // In the job's default mode ('auto') collectives up to RANK_RUNS_MAX_BYTES run on the rank's
 // own connections, as without a thread, and larger ones on the thread's.
 //
@@ -21,14 +21,15 @@ import type { OpSpec } from '../engine/engine.js';
  * gap they leave between ops (a peer's early data then waits in a held copy), and on a machine
  * whose cores the ranks fill, the rank's wake-up taking the thread's core. On the 2-core
  * development machine (`bench/progress-modes.mjs`, 2 processes over TCP, the rank's own path
- * against the thread's, best of 2-3 interleaved rounds, two sittings): allReduce 1 MiB 283
- * against 458 µs, 2 MiB 787 / 1029, 4 MiB 1473 / 1882 and 1916 / 2054, 8 MiB 3998 / 4483,
- * 16 MiB 7944 / 8126; allGather 2 MiB 331 / 578, 4 MiB 715 / 755 and 1009 / 1069, 8 MiB 2038 /
- * 2167; broadcast 2 MiB 529 / 794, 4 MiB 966 / 1103 and 1087 / 1400, 8 MiB 2761 / 2617. Ops this
- * size or smaller left alone while their rank computes move only while its event loop runs or
- * at its next call (WEBCCL_PROGRESS=thread hands every op to the thread).
+ * against the thread's, µs, best of 5 interleaved rounds): at 8 MiB allReduce 3810 against 4838,
+ * allGather 1888 / 2919, broadcast 2388 / 2715, reduce 3074 / 3640, gather 1056 / 1472, scatter
+ * 1568 / 2231, reduceScatter 3338 / 4243; at 16 MiB the two within the machine's spread (allReduce
+ * 9812 / 9553, allGather 4719 / 5088, broadcast 5073 / 5574, reduce 6765 / 6796, gather 2421 /
+ * 2253, scatter 3031 / 3523, reduceScatter 7166 / 7020). Ops this size or smaller left alone
+ * while their rank computes move only while its event loop runs or at its next call
+ * (WEBCCL_PROGRESS=thread hands every op to the thread).
  */
-export const RANK_RUNS_MAX_BYTES = 4 * 1024 * 1024;
+export const RANK_RUNS_MAX_BYTES = 8 * 1024 * 1024;
 
 /**
  * The op's size as nccl-tests names it (bytes of the whole result), when every rank of a

@@ -151,7 +151,7 @@ describe.skipIf(!haveChromium)('pages in jobs with Node processes', () => {
     }
   }, 240_000);
 
-  it("a page of 2 workers and a Node rank: the ops over 4 MiB end while every rank computes without calling webccl, on the ranks' network progress threads (the page's are Web Workers), right", async () => {
+  it("a page of 2 workers and a Node rank: the ops over 8 MiB end while every rank computes without calling webccl, on the ranks' network progress threads (the page's are Web Workers), right", async () => {
     const job = await servedJob('net-progress');
     try {
       const proc = run(node, [fixture('net-overlap.mjs', 'browser'), '8000'], job.nodeEnv(0, 3));

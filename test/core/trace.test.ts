@@ -109,7 +109,7 @@ function checkTrace(path: string, rs: Report[]): Ev[] {
     expect(opSlice.args).toMatchObject({
       seq: r.seq,
       collective: 'allReduce',
-      bytes: 4 * (5 << 18),
+      bytes: 4 * (9 << 18),
       dtype: 'f32',
       communicator: 'w',
       ranks: rs.length,

@@ -54,7 +54,7 @@ it('examples/multi-process.mjs as 2 processes (webccl run --procs)', () => {
   );
 });
 
-// The training step of examples/overlap.mjs: its gradients (5 MiB each) go to the progress
+// The training step of examples/overlap.mjs: its gradients (10 MiB each) go to the progress
 // thread on one node and to the network progress threads across processes; the results agree.
 for (const form of [
   ['-n', '2'],

@@ -67,7 +67,7 @@ export const PERF_USAGE = `usage: webccl perf <${COLLECTIVES.join('|')}> [option
       --reps R             timed blocks per row; report the median block (default 1)
   -w, --warmup_iters N     untimed iterations before each timed block (default 5); with -n
                            auto the sweep also warms up for about 2 s at its smallest size
-                           (across nodes, 2 s more at its first size over 4 MiB, which the
+                           (across nodes, 2 s more at its first size over 8 MiB, which the
                            network progress thread runs)
   -c, --check 0|1          check every result against closed-form data: #wrong (default 1)
   -d, --datatype T         ${DTYPES.join(' ')} (or float, double, half, bfloat16, int32, ...), a
