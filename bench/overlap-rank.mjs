@@ -8,12 +8,16 @@
 //                 long compute (p.longMs, at least 10× T_comm): near 0 when the op went on
 //                 during the compute without any call from its rank, about T_comm when it
 //                 waited for the rank's next call.
+//   T_wait_floor  the least such a wait can take here, no library: the same op and compute, then
+//                 one look at a word another thread wrote and one settled promise awaited (the
+//                 op is waited for after it, untimed).
 // Each figure is this rank's median over `reps` blocks; the launcher takes the slowest rank.
 // regime 'busy': one tight arithmetic loop (the CPU is saturated for the whole compute).
 // regime 'idle': rounds of 1 ms of that loop, then 1 ms awaiting a timer (the CPU is free half
 // the time, as when a step waits on a GPU kernel or on data loading).
 // Prints one JSON line per size from rank 0 (with every rank's figures) and a first line naming
 // the progress mode that ran.
+import { Worker } from 'node:worker_threads';
 import * as ccl from 'webccl';
 
 const o = JSON.parse(process.argv[2]);
@@ -64,6 +68,17 @@ const median = (xs) => {
 };
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** A word set by another thread (the wait floor's look), and a promise already settled. */
+const doneWord = new Int32Array(new SharedArrayBuffer(4));
+const settled = Promise.resolve();
+await new Promise((resolve, reject) => {
+  const setter = new Worker('Atomics.store(new Int32Array(require("worker_threads").workerData), 0, 1)', {
+    eval: true,
+    workerData: doneWord.buffer,
+  });
+  setter.on('exit', resolve).on('error', reject);
+});
 
 /** One round of the idle regime: 1 ms of work, then a 1 ms timer (which fires a little later). */
 async function round(perMs) {
@@ -161,6 +176,21 @@ for (const bytes of o.sizes) {
     waits.push(performance.now() - t0);
   }
   const tWaitLong = median(waits);
+  // The least such a wait can cost on this machine, no library: after the same compute, one look
+  // at a word another thread wrote and one settled promise awaited. The code and data a wait
+  // touches leave the caches during a long compute (even one that touches no memory), so the
+  // first JavaScript after it runs at a fraction of its usual speed.
+  const floors = [];
+  for (let k = 0; k < o.reps; k++) {
+    await comm.barrier();
+    const w = op();
+    await compute(longAmount, perMs);
+    const t0 = performance.now();
+    if (Atomics.load(doneWord, 0) === 1) await settled;
+    floors.push(performance.now() - t0);
+    await w.wait();
+  }
+  const tWaitFloor = median(floors);
   // Check the overlapped op's result on closed-form data (every rank adds rank + 1).
   x.fill(rank + 1);
   const w = op();
@@ -171,13 +201,13 @@ for (const bytes of o.sizes) {
   if (x[count - 1] !== expect) wrong++;
   comm.free(x);
   // Rank 0 prints every rank's row, gathered over the communicator itself (after the timing).
-  const all = new Float64Array(comm.size * 7);
-  const row = new Float64Array([tComm, tComp, tSerial, tOverlapped, wrong, rank, tWaitLong]);
+  const all = new Float64Array(comm.size * 8);
+  const row = new Float64Array([tComm, tComp, tSerial, tOverlapped, wrong, rank, tWaitLong, tWaitFloor]);
   await ccl.allGather(all, row);
   if (rank === 0) {
     const ranks = Array.from({ length: comm.size }, (_, r) => {
-      const [c, p, s, v, bad, , wl] = all.subarray(r * 7, r * 7 + 7);
-      return { rank: r, tComm: c, tComp: p, tSerial: s, tOverlapped: v, wrong: bad, tWaitLong: wl };
+      const [c, p, s, v, bad, , wl, wf] = all.subarray(r * 8, r * 8 + 8);
+      return { rank: r, tComm: c, tComp: p, tSerial: s, tOverlapped: v, wrong: bad, tWaitLong: wl, tWaitFloor: wf };
     });
     console.log(JSON.stringify({ kind: 'row', bytes, ranks }));
   }

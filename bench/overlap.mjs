@@ -11,6 +11,9 @@
 //   wait/T_comm   the issue-compute-wait pattern: an op issued right after a waited one, then a long compute
 //                 (at least 10× T_comm, no webccl call), then the wait: that wait over T_comm
 //                 (near 0 when the op went on by itself; about 1 when it waited for the wait)
+//   T_wait_floor  the least that wait can take on this machine, no library: after the same op and
+//                 compute, one look at a word another thread wrote and one settled promise
+//                 awaited (the first JavaScript after a long compute runs with cold caches)
 // Paths: --ranks worker threads of one node (shared memory, default 2), 2 processes over TCP
 // loopback ('tcp'), and 2 launchers of 2 threads each joined over TCP loopback ('nodes').
 // Regimes: 'busy' (a tight loop on every rank: the CPU is saturated) and 'idle' (rounds of 1 ms
@@ -195,7 +198,7 @@ for (const path of opts.paths) {
       `# progress mode: ${mode?.progress ?? '?'} (WEBCCL_PROGRESS ${mode?.requested ?? '?'}); CPUs ${busy ?? '?'}% busy before the run`,
     );
     console.log(
-      '#       size   T_comm   T_comp  T_serial  T_overlapped  efficiency  ovl/serial  T_wait_long  wait/T_comm  #wrong',
+      '#       size   T_comm   T_comp  T_serial  T_overlapped  efficiency  ovl/serial  T_wait_long  wait/T_comm  T_wait_floor  #wrong',
     );
     for (const row of lines.filter((l) => l.kind === 'row')) {
       const slowest = (k) => Math.max(...row.ranks.map((r) => r[k]));
@@ -203,13 +206,14 @@ for (const path of opts.paths) {
         tComp = slowest('tComp'),
         tSerial = slowest('tSerial'),
         tOverlapped = slowest('tOverlapped'),
-        tWaitLong = slowest('tWaitLong');
+        tWaitLong = slowest('tWaitLong'),
+        tWaitFloor = slowest('tWaitFloor');
       const wrong = row.ranks.reduce((s, r) => s + r.wrong, 0);
       const efficiency = (tComp + tComm - tOverlapped) / Math.min(tComp, tComm);
       const ratio = tOverlapped / tSerial;
       if (wrong) failed = true;
       console.log(
-        `${String(row.bytes).padStart(12)} ${f(tComm, 8)} ${f(tComp, 8)} ${f(tSerial, 9)} ${f(tOverlapped, 13)} ${f(efficiency, 11)} ${f(ratio, 11)} ${f(tWaitLong, 12, 3)} ${f(tWaitLong / tComm, 12, 3)} ${String(wrong).padStart(7)}`,
+        `${String(row.bytes).padStart(12)} ${f(tComm, 8)} ${f(tComp, 8)} ${f(tSerial, 9)} ${f(tOverlapped, 13)} ${f(efficiency, 11)} ${f(ratio, 11)} ${f(tWaitLong, 12, 3)} ${f(tWaitLong / tComm, 12, 3)} ${f(tWaitFloor, 13, 3)} ${String(wrong).padStart(7)}`,
       );
       results.push({
         path,
@@ -226,6 +230,7 @@ for (const path of opts.paths) {
         overlappedOverSerial: ratio,
         tWaitLongMs: tWaitLong,
         waitOverComm: tWaitLong / tComm,
+        tWaitFloorMs: tWaitFloor,
         wrong,
         cpuBusyBefore: busy,
         ranks: row.ranks,
