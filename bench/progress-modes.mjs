@@ -2,9 +2,9 @@
 // bench/progress-modes: what the default progress mode costs a waited op. Runs `webccl perf`
 // for each collective at the default setting (WEBCCL_PROGRESS unset: auto), with
 // WEBCCL_PROGRESS=caller and with WEBCCL_PROGRESS=thread, interleaved in rounds (the machine's
-// drift hits every mode alike), and prints per size the best time of each mode over the rounds
-// and default / min(caller, thread): 1 or more when the default costs nothing (higher is better,
-// as a speed ratio: best time over default time).
+// drift hits every mode alike; each round starts with the next mode), and prints per size the
+// best time of each mode over the rounds and default / min(caller, thread): 1 or more when the
+// default costs nothing (higher is better, as a speed ratio: best time over default time).
 //
 //   npm run build && node bench/progress-modes.mjs [--collectives allreduce,allgather,broadcast]
 //       [--rounds 2] [--json FILE] [-- perf flags, e.g. -b 8 -e 64M -f 8 --ranks 2 --transport tcp]
@@ -67,7 +67,10 @@ const results = [];
 for (const c of collectives) {
   const best = Object.fromEntries(MODES.map((m) => [m, new Map()]));
   for (let k = 0; k < rounds; k++) {
-    for (const m of MODES) {
+    // Each round starts with the next mode: a run right after another (whose processes may still
+    // be ending) or after a pause does not always fall to the same mode.
+    for (let j = 0; j < MODES.length; j++) {
+      const m = MODES[(k + j) % MODES.length];
       for (const [bytes, us] of perf(c, m)) best[m].set(bytes, Math.min(best[m].get(bytes) ?? Infinity, us));
     }
   }
