@@ -109,7 +109,7 @@ describe('ranks as processes: collectives progress on the network progress threa
   // the rank and hands to the thread; the barrier (0 bytes) and allToAll (every size) run on the
   // rank, so end only when waited for.
   it('--procs -n 2: every collective over what the rank keeps ends during a compute loop that never calls webccl; the barrier and allToAll stay on the rank (default mode)', async () => {
-    const reps = await procs(2, 'progressOverlap', { count: OVER, busyMs: 1500 });
+    const reps = await procs(2, 'progressOverlap', { count: OVER, busyMs: 3000 });
     for (const [r, [rep]] of reps.entries()) {
       expect(rep.mode, `rank ${r}`).toBe('auto');
       expect(rep.wrong, `rank ${r}`).toEqual([]);
@@ -139,7 +139,7 @@ describe('ranks as processes: collectives progress on the network progress threa
   }, 150_000);
 
   it('--nnodes 2 -n 1 (two launchers, a rank thread each): every collective over what the rank keeps ends during a compute loop that never calls webccl', async () => {
-    for (const [r, [rep]] of (await twoLaunchers(1, { count: OVER, busyMs: 1500 })).entries()) {
+    for (const [r, [rep]] of (await twoLaunchers(1, { count: OVER, busyMs: 3000 })).entries()) {
       expect(rep?.mode, `rank ${r}`).toBe('auto');
       expect(rep.wrong, `rank ${r}`).toEqual([]);
       expect(
@@ -198,7 +198,7 @@ describe('ranks as processes: collectives progress on the network progress threa
   }, 150_000);
 
   it('--nnodes 2 -n 2 (nodes of two rank threads): every collective over what the rank keeps ends during a compute loop that never calls webccl, the node phase of hierarchical ops met by the network threads', async () => {
-    for (const [r, [rep]] of (await twoLaunchers(2, { count: OVER, busyMs: 1500 })).entries()) {
+    for (const [r, [rep]] of (await twoLaunchers(2, { count: OVER, busyMs: 4000 })).entries()) {
       expect(rep, `rank ${r}`).toMatchObject({ wrong: [], mode: 'auto' });
       expect(
         rep.during.filter((d: string) => !/^(barrier|allToAll)/.test(d) && !/: true$/.test(d)),
