@@ -106,14 +106,19 @@ export const SPLIT_MIN_BYTES = 1024 * 1024;
  * connection of the pair (`lanes`), so that every connection carries a share.
  */
 export function singleHopPieces(bytes: number, lanes = 1): number {
-  const pieces = Math.max(1, Math.ceil(bytes / SINGLE_HOP_PIECE_BYTES));
+  const pieces = pieceCount(bytes, SINGLE_HOP_PIECE_BYTES);
   return bytes >= SPLIT_MIN_BYTES ? Math.max(pieces, lanes) : pieces;
+}
+
+/** How many pieces of at most `pieceBytes` carry `bytes`: at least one. */
+export function pieceCount(bytes: number, pieceBytes: number): number {
+  return Math.max(1, Math.ceil(bytes / pieceBytes));
 }
 
 /** How many pieces each of `blocks` is cut into so that none exceeds `pieceBytes`. */
 export function piecesFor(blocks: Span[], elemBytes: number, pieceBytes = PIECE_BYTES): number {
   const most = Math.max(0, ...blocks.map((b) => b.count));
-  return Math.max(1, Math.ceil((most * elemBytes) / pieceBytes));
+  return pieceCount(most * elemBytes, pieceBytes);
 }
 
 /** `s` cut into the pieces that travel as separate messages: at least one (empty for an empty span). */

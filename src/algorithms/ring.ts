@@ -2,7 +2,7 @@
 // (bandwidth-optimal: each rank sends 2(n-1)/n of the buffer). Every block is cut into pieces
 // that travel independently in a few lanes, so the kernel reduces piece k while piece k+1 is
 // on the wire, and several channels carry the lanes at once.
-import { exchange, type Group, type Mem, mod, PIECE_BYTES, type Span, singleHopPieces } from './group.js';
+import { exchange, type Group, type Mem, mod, PIECE_BYTES, pieceCount, type Span, singleHopPieces } from './group.js';
 
 /** Lanes of pieces in flight per rank; each holds one piece of scratch (the tuner's counts use it). */
 export const LANES = 4;
@@ -83,8 +83,7 @@ async function runPhases(
   const reduces = phases.some((p) => p.reduce);
   // Between 2 ranks a phase is one exchange: without a reduction to overlap, pieces pipeline
   // nothing, but each of the pair's connections takes one.
-  const pieces =
-    n === 2 && !reduces ? singleHopPieces(largest * eb, g.lanes) : Math.max(1, Math.ceil((largest * eb) / piece));
+  const pieces = n === 2 && !reduces ? singleHopPieces(largest * eb, g.lanes) : pieceCount(largest * eb, piece);
   const lanes = Math.min(LANES, pieces);
   const most = Math.ceil(largest / pieces);
   const lane = async (first: number): Promise<void> => {
